@@ -1,0 +1,62 @@
+package idem
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Conditions a caller of [Run] or the HTTP middleware can match with errors.Is.
+var (
+	// ErrInvalidKey: a key, scope, operation, TTL or lease is out of range.
+	// The error is a *[ValidationError] naming the field; no store was touched.
+	ErrInvalidKey = errors.New("idem: invalid idempotency key")
+	// ErrKeyReused: the key was first used with another fingerprint
+	// (SPEC R3, H8). Nothing ran, nothing changed.
+	ErrKeyReused = errors.New("idem: idempotency key reused with a different request")
+	// ErrInProgress: another owner holds the key, or its outcome is pending.
+	// The error is an *[InProgressError] carrying when to retry (SPEC H9).
+	ErrInProgress = errors.New("idem: request with this idempotency key is in progress")
+	// ErrResultUnavailable: the operation ran but its result cannot be
+	// replayed (not storable, sealed under an unknown secret, or corrupt).
+	// It is never run again automatically (SPEC R5, H13).
+	ErrResultUnavailable = errors.New("idem: result for this idempotency key is unavailable")
+	// ErrResultNotStorable: the callback ran, but its result could not be
+	// stored (NaN, Inf, a channel, over the size limit). The key is completed
+	// unavailable; later runs get ErrResultUnavailable (SPEC R5).
+	ErrResultNotStorable = errors.New("idem: result cannot be stored")
+	// ErrUncertain: the callback ended the run as uncertain with [Uncertain];
+	// the record is pending until reconciled (SPEC M4).
+	ErrUncertain = errors.New("idem: outcome uncertain, record pending")
+)
+
+// ValidationError names the argument that made a call invalid. It matches
+// ErrInvalidKey with errors.Is.
+type ValidationError struct {
+	Field  string // "key", "scope", "operation", "ttl", "lease", "fingerprint"
+	Reason string
+}
+
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("idem: invalid %s: %s", e.Field, e.Reason)
+}
+
+// Is reports a match with ErrInvalidKey.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalidKey }
+
+// InProgressError says that the key is held by another owner, or that its
+// outcome is pending. It matches ErrInProgress with errors.Is.
+type InProgressError struct {
+	// RetryAfter is when a repeat may succeed: the rest of the live lease, or
+	// the engine's pending retry interval. Never below one second.
+	RetryAfter time.Duration
+	// Status is the record's status: processing or pending.
+	Status Status
+}
+
+func (e *InProgressError) Error() string {
+	return fmt.Sprintf("idem: request with this idempotency key is %s, retry after %s", e.Status, e.RetryAfter)
+}
+
+// Is reports a match with ErrInProgress.
+func (e *InProgressError) Is(target error) bool { return target == ErrInProgress }

@@ -1,0 +1,215 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Status is the state of an idempotency record (SPEC IDEM-M2).
+type Status string
+
+const (
+	// StatusProcessing: an owner holds the lease and is running the operation.
+	StatusProcessing Status = "processing"
+	// StatusCompleted: the result is stored and every repeat replays it.
+	StatusCompleted Status = "completed"
+	// StatusFailed: a reproducible failure before any effect, stored and replayed
+	// like a completed result (the HTTP middleware stores 4xx responses so).
+	StatusFailed Status = "failed"
+	// StatusPending: the external outcome is uncertain (a provider timed out).
+	// Repeats are told to wait; the record stays until it is reconciled,
+	// resolved by an operator or forgotten. Sweep never removes it.
+	StatusPending Status = "pending"
+	// StatusUnavailable: the effect ran but its result could not be stored.
+	// It is never re-run automatically and never replayed.
+	StatusUnavailable Status = "unavailable"
+)
+
+// Statuses lists every status in display order.
+var Statuses = []Status{StatusProcessing, StatusPending, StatusUnavailable, StatusFailed, StatusCompleted}
+
+// Valid reports whether s is one of the defined statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusProcessing, StatusCompleted, StatusFailed, StatusPending, StatusUnavailable:
+		return true
+	}
+	return false
+}
+
+// Terminal reports whether a record in status s has finished running and
+// holds no lease: completed, failed and unavailable.
+func (s Status) Terminal() bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusUnavailable
+}
+
+// Ident identifies one record. The triple is unique in every store (SPEC M3).
+// KeyDigest is computed by [Digest]; the raw key is never stored.
+type Ident struct {
+	Scope     string
+	Operation string
+	KeyDigest string
+}
+
+// Owner is the holder of a record's lease: a random token plus the fence
+// number handed out when the lease was taken. Every write by an owner is a
+// compare-and-swap on both.
+type Owner struct {
+	Token string
+	Fence int64
+}
+
+// Record is one idempotency record as a store holds it (SPEC IDEM-M1).
+type Record struct {
+	// ID is the store's surrogate identifier, stable for the record's life.
+	ID int64
+	Ident
+	// Fingerprint is the hash of the normalized request, or "" when the
+	// caller gave none.
+	Fingerprint string
+	Status      Status
+	// Result is the sealed envelope of the stored result (see [Engine]); nil
+	// while processing, pending or unavailable.
+	Result []byte
+	// ResponseCode is an HTTP status kept in clear for the console; 0 for
+	// programmatic runs.
+	ResponseCode  int
+	CorrelationID string
+	ExternalRef   string
+	ResourceIDs   []string
+	// LastError is a short, payload-free description of why the record is
+	// pending or unavailable.
+	LastError string
+	Owner
+	// LeaseExpiresAt is when the owner's lease ends, by the store's clock.
+	// Zero unless the record is processing.
+	LeaseExpiresAt time.Time
+	// Attempts counts how many owners have held the lease (1 after the first
+	// reservation, +1 on every takeover).
+	Attempts int
+	// Version increases on every write; the console uses it for optimistic
+	// concurrency.
+	Version   int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	ExpiresAt time.Time
+	// ReadAt is the store's clock when this copy was read. Leases are judged
+	// against it, never against the application's clock.
+	ReadAt time.Time
+}
+
+// LeaseLive reports whether the record is processing under a lease that had
+// not ended when the record was read.
+func (r Record) LeaseLive() bool {
+	return r.Status == StatusProcessing && r.ReadAt.Before(r.LeaseExpiresAt)
+}
+
+// Expired reports whether the record's retention had ended when it was read
+// and no live lease holds it. Pending records never expire by time.
+func (r Record) Expired() bool {
+	return r.Status != StatusPending && !r.LeaseLive() && !r.ReadAt.Before(r.ExpiresAt)
+}
+
+// ReserveParams describes a new record for [Store.Reserve].
+type ReserveParams struct {
+	Ident
+	Fingerprint string
+	Owner       string // the new owner's token; the store assigns the fence
+	Lease       time.Duration
+	TTL         time.Duration // retention from now; the store keeps at least the lease
+	// Now replaces the store's clock when non-zero (tests only).
+	Now time.Time
+}
+
+// TakeoverParams describes a compare-and-swap takeover for [Store.Takeover].
+type TakeoverParams struct {
+	Ident
+	Seen     Owner  // the owner token and fence the caller read
+	NewOwner string // the new owner's token; the store assigns a new, higher fence
+	Lease    time.Duration
+	// Fresh restarts the record as if first seen: fingerprint replaced,
+	// created/expiry reset, attempts back to 1, result and annotations
+	// cleared. Used when a terminal record's retention has ended.
+	Fresh       bool
+	Fingerprint string        // used when Fresh
+	TTL         time.Duration // used when Fresh
+	Now         time.Time
+}
+
+// Completion is the final state an owner writes with [Store.Complete].
+type Completion struct {
+	Status       Status // completed, failed, pending or unavailable
+	Result       []byte // sealed envelope; only for completed and failed
+	ResponseCode int
+	LastError    string
+	Now          time.Time
+}
+
+// Annotation is what a running owner attaches to its record (SPEC M4).
+// Empty fields leave the stored value unchanged; ResourceIDs are appended.
+type Annotation struct {
+	CorrelationID string
+	ExternalRef   string
+	ResourceIDs   []string
+	Now           time.Time
+}
+
+// SweepParams bounds one [Store.Sweep] call.
+type SweepParams struct {
+	Limit int // at most this many records; <= 0 means a store default (1000)
+	Now   time.Time
+}
+
+// ErrFenced is returned by a store when a compare-and-swap finds another
+// owner or fence than the caller's: the caller's lease was taken over, or
+// the record was completed, released or forgotten. Nothing was changed.
+var ErrFenced = errors.New("idem: fenced out: the record has another owner")
+
+// Store is the seam between the engine and a database. A store provides
+// atomic primitives only; the engine's decision table ([Decide]) holds all
+// policy (SPEC IDEM-S1). Implementations must be safe for concurrent use by
+// many goroutines and processes, judge time by the store's own clock unless a
+// params struct carries a non-zero Now, and pass the conformance suite in
+// package idemtest.
+//
+// Fences: every reservation and every takeover receives a fence number
+// strictly greater than any fence the store has handed out before, for any
+// record, so a fence never repeats even after a record is forgotten and
+// created again.
+type Store interface {
+	// Reserve inserts a processing record owned by p.Owner if none exists for
+	// p.Ident, and returns it with created = true. If a record exists it is
+	// returned unchanged with created = false. The existence check and the
+	// insert are one atomic step (a unique constraint, never select-then-insert).
+	Reserve(ctx context.Context, p ReserveParams) (rec Record, created bool, err error)
+
+	// Takeover gives the record to p.NewOwner, with a new fence, a new lease
+	// and one more attempt, if and only if the record still has owner p.Seen
+	// and holds no live lease. Otherwise it returns ErrFenced and changes
+	// nothing.
+	Takeover(ctx context.Context, p TakeoverParams) (Record, error)
+
+	// Complete writes c to the record if it is processing under owner o.
+	// Otherwise it returns ErrFenced and changes nothing.
+	Complete(ctx context.Context, id Ident, o Owner, c Completion) error
+
+	// Annotate attaches a to the record if it is processing under owner o.
+	// Otherwise it returns ErrFenced and changes nothing.
+	Annotate(ctx context.Context, id Ident, o Owner, a Annotation) error
+
+	// Release deletes the record if it is processing under owner o, so that
+	// the key may run again. Otherwise it returns ErrFenced.
+	Release(ctx context.Context, id Ident, o Owner) error
+
+	// Get reads a record; ok is false when none exists.
+	Get(ctx context.Context, id Ident) (rec Record, ok bool, err error)
+
+	// Delete removes a record whatever its state and reports whether it existed.
+	Delete(ctx context.Context, id Ident) (existed bool, err error)
+
+	// Sweep deletes records whose retention has ended, never one that is
+	// processing under a live lease and never a pending one, and returns how
+	// many it deleted.
+	Sweep(ctx context.Context, p SweepParams) (deleted int, err error)
+}
