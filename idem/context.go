@@ -1,0 +1,86 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// RunInfo describes the lease a callback runs under.
+type RunInfo struct {
+	// KeyID is a safe identifier of the key, fit for logs (SPEC M5).
+	KeyID string
+	// Fence is the lease's fence number: strictly greater than that of any
+	// earlier owner of any key in the store. A receiver that remembers the
+	// highest fence it saw per key can refuse a late write from a zombie
+	// owner whose lease was taken over.
+	Fence int64
+	// Attempt counts the owners this record has had, this one included.
+	Attempt int
+	// FirstSeenAt is when the store first saw the key.
+	FirstSeenAt time.Time
+}
+
+type runState struct {
+	engine *Engine
+	id     Ident
+	owner  Owner
+	info   RunInfo
+}
+
+type runStateKey struct{}
+
+func withRunState(ctx context.Context, st *runState) context.Context {
+	return context.WithValue(ctx, runStateKey{}, st)
+}
+
+// RunInfoFrom returns the lease a callback of [Run] runs under; ok is false
+// outside a callback.
+func RunInfoFrom(ctx context.Context) (info RunInfo, ok bool) {
+	st, ok := ctx.Value(runStateKey{}).(*runState)
+	if !ok {
+		return RunInfo{}, false
+	}
+	return st.info, true
+}
+
+// ErrNotInRun is returned by [Annotate] outside a callback of [Run].
+var ErrNotInRun = errors.New("idem: not inside an idempotent run")
+
+// Annotate attaches a correlation ID, an external reference and resource
+// IDs to the running record at once, so that they are visible to operators
+// even if the process dies before completion (SPEC M4). Empty fields leave
+// the stored value unchanged; resource IDs are appended. It fails with
+// ErrFenced when the lease was taken over.
+func Annotate(ctx context.Context, a Annotation) error {
+	st, ok := ctx.Value(runStateKey{}).(*runState)
+	if !ok {
+		return ErrNotInRun
+	}
+	a.Now = st.engine.now()
+	if err := st.engine.store.Annotate(ctx, st.id, st.owner, a); err != nil {
+		return fmt.Errorf("idem: annotate: %w", err)
+	}
+	return nil
+}
+
+// Uncertain marks a callback's error as an unknown outcome: the effect may
+// have happened (a provider timed out after the request was sent). Returned
+// from a callback of [Run], it leaves the record pending instead of
+// releasing it; repeats get ErrInProgress until the record is reconciled,
+// resolved by an operator or forgotten. Attach the reference sent to the
+// provider with [Annotate] first. The returned error matches ErrUncertain
+// and err.
+func Uncertain(err error) error {
+	if err == nil {
+		err = errors.New("outcome unknown")
+	}
+	return &uncertainError{err: err}
+}
+
+type uncertainError struct{ err error }
+
+func (e *uncertainError) Error() string        { return "outcome uncertain: " + e.err.Error() }
+func (e *uncertainError) Unwrap() error        { return e.err }
+func (e *uncertainError) Is(target error) bool { return target == ErrUncertain }

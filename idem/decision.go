@@ -1,0 +1,114 @@
+package idem
+
+import "time"
+
+// Action is what the engine does with a request, as decided by [Decide].
+type Action int
+
+const (
+	// ActionReserve: no record exists; reserve one and run.
+	ActionReserve Action = iota + 1
+	// ActionTakeOver: the record is processing but its lease has ended; take
+	// it over with a compare-and-swap (new owner, higher fence), keeping the
+	// first-seen time, and run.
+	ActionTakeOver
+	// ActionRestart: the record's retention has ended; take it over as a
+	// fresh record (a new intent under an old key) and run.
+	ActionRestart
+	// ActionWait: another owner holds a live lease, or the outcome is
+	// pending; answer in-progress with RetryAfter.
+	ActionWait
+	// ActionRejectReused: the key came with another fingerprint; nothing runs.
+	ActionRejectReused
+	// ActionReplay: the stored result is replayed.
+	ActionReplay
+	// ActionUnavailable: the operation ran but its result cannot be
+	// replayed; it is never run again automatically.
+	ActionUnavailable
+)
+
+var actionNames = map[Action]string{
+	ActionReserve:      "reserve",
+	ActionTakeOver:     "take_over",
+	ActionRestart:      "restart",
+	ActionWait:         "wait",
+	ActionRejectReused: "reject_reused",
+	ActionReplay:       "replay",
+	ActionUnavailable:  "unavailable",
+}
+
+func (a Action) String() string {
+	if s, ok := actionNames[a]; ok {
+		return s
+	}
+	return "unknown"
+}
+
+// Request is what a caller brings to a key.
+type Request struct {
+	Fingerprint string
+}
+
+// Policy holds the engine settings the decision depends on.
+type Policy struct {
+	// PendingRetryAfter is the retry hint for a pending record, which holds
+	// no lease.
+	PendingRetryAfter time.Duration
+}
+
+// Outcome is the result of [Decide].
+type Outcome struct {
+	Action Action
+	// RetryAfter is set for ActionWait: at least one second.
+	RetryAfter time.Duration
+}
+
+// Decide is the one decision table of the engine (SPEC IDEM-S1): a pure
+// function from the stored record (nil when none exists) and the request to
+// what happens. Stores hold no policy; every outcome of Run and of the HTTP
+// middleware comes from here. The rules, in order:
+//
+//   - no record → reserve (R1)
+//   - retention ended, no live lease, not pending → restart as new (M6)
+//   - other fingerprint → reject as reused, whatever the status (R3, H8)
+//   - processing under a live lease → wait for the rest of the lease (H9)
+//   - processing, lease ended → take over with a higher fence (S1)
+//   - pending → wait; only reconciliation or an operator ends it (M4)
+//   - completed or failed → replay (R1, H7)
+//   - unavailable, or any status not known → unavailable, fail closed (R5, H13)
+func Decide(rec *Record, req Request, p Policy) Outcome {
+	if rec == nil {
+		return Outcome{Action: ActionReserve}
+	}
+	if rec.Expired() && rec.Status.Valid() {
+		return Outcome{Action: ActionRestart}
+	}
+	if rec.Fingerprint != req.Fingerprint {
+		return Outcome{Action: ActionRejectReused}
+	}
+	switch rec.Status {
+	case StatusProcessing:
+		if rec.LeaseLive() {
+			return Outcome{Action: ActionWait, RetryAfter: atLeastASecond(rec.LeaseExpiresAt.Sub(rec.ReadAt))}
+		}
+		return Outcome{Action: ActionTakeOver}
+	case StatusPending:
+		return Outcome{Action: ActionWait, RetryAfter: atLeastASecond(p.PendingRetryAfter)}
+	case StatusCompleted, StatusFailed:
+		return Outcome{Action: ActionReplay}
+	default:
+		return Outcome{Action: ActionUnavailable}
+	}
+}
+
+// atLeastASecond rounds d up to whole seconds, never below one, as a
+// Retry-After header needs.
+func atLeastASecond(d time.Duration) time.Duration {
+	if d <= time.Second {
+		return time.Second
+	}
+	if r := d % time.Second; r != 0 {
+		d += time.Second - r
+	}
+	return d
+}

@@ -1,0 +1,434 @@
+package idemtest
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/unstuckhq/unstuck/idem"
+)
+
+type order struct {
+	ID      string            `json:"id"`
+	Amount  float64           `json:"amount"`
+	Tags    []string          `json:"tags"`
+	Meta    map[string]any    `json:"meta"`
+	Created time.Time         `json:"created"`
+	Labels  map[string]string `json:"labels,omitempty"`
+}
+
+func runEngine(t *testing.T, newStore func(t *testing.T) idem.Store) {
+	type bundle struct {
+		store  idem.Store
+		engine *idem.Engine
+		clock  *Clock
+	}
+	setup := func(t *testing.T, opts ...idem.Option) bundle {
+		t.Helper()
+		s := newStore(t)
+		c := NewClock(start)
+		return bundle{store: s, clock: c, engine: newEngine(t, s, append([]idem.Option{idem.WithNowFunc(c.Now)}, opts...)...)}
+	}
+	get := func(t *testing.T, b bundle, key, scope string) (idem.Record, bool) {
+		t.Helper()
+		rec, ok, err := b.store.Get(ctxT(t), idem.Ident{Scope: scope, Operation: idem.DefaultOperation, KeyDigest: idem.Digest(scope, idem.DefaultOperation, key)})
+		require.NoError(t, err)
+		return rec, ok
+	}
+
+	t.Run("R1ReplayIsTheSameJSONRoundTrip", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := ctxT(t)
+		runs := 0
+		fn := func(ctx context.Context) (order, error) {
+			runs++
+			return order{ID: "o-1", Amount: 12.5, Tags: []string{"a"}, Meta: map[string]any{"n": 1, "nested": map[string]any{"x": true}},
+				Created: time.Date(2026, 1, 2, 3, 4, 5, 6789, time.FixedZone("x", 3600))}, nil
+		}
+		first, err := idem.Run(ctx, b.engine, "key-1", "tenant:1", fn)
+		require.NoError(t, err)
+		require.False(t, first.Replayed)
+		require.True(t, start.Equal(first.FirstSeenAt), "first seen: got %s", first.FirstSeenAt)
+		// The first result is already the JSON round trip: numbers in any are float64.
+		require.Equal(t, float64(1), first.Value.Meta["n"])
+
+		b.clock.Advance(time.Minute)
+		again, err := idem.Run(ctx, b.engine, "key-1", "tenant:1", fn)
+		require.NoError(t, err)
+		require.True(t, again.Replayed)
+		require.Equal(t, first.Value, again.Value)
+		require.True(t, first.FirstSeenAt.Equal(again.FirstSeenAt))
+		require.Equal(t, 1, runs, "the callback ran once")
+
+		rec, ok := get(t, b, "key-1", "tenant:1")
+		require.True(t, ok)
+		require.Equal(t, idem.StatusCompleted, rec.Status)
+		require.NotContains(t, string(rec.Result), "o-1", "H14: the stored result is sealed")
+	})
+
+	t.Run("R2InvalidArgumentsNameTheField", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := ctxT(t)
+		long := string(make([]byte, 256))
+		cases := []struct {
+			field      string
+			key, scope string
+			opts       []idem.RunOption
+		}{
+			{"key", "", "s", nil},
+			{"key", long, "s", nil},
+			{"scope", "k", "", nil},
+			{"scope", "k", long, nil},
+			{"ttl", "k", "s", []idem.RunOption{idem.WithTTL(59 * time.Second)}},
+			{"ttl", "k", "s", []idem.RunOption{idem.WithTTL(2592001 * time.Second)}},
+			{"lease", "k", "s", []idem.RunOption{idem.WithLease(0)}},
+			{"lease", "k", "s", []idem.RunOption{idem.WithLease(86401 * time.Second)}},
+			{"operation", "k", "s", []idem.RunOption{idem.WithOperation("")}},
+			{"fingerprint", "k", "s", []idem.RunOption{idem.WithFingerprint(long)}},
+		}
+		for _, c := range cases {
+			ran := false
+			_, err := idem.Run(ctx, b.engine, c.key, c.scope, func(context.Context) (int, error) { ran = true; return 1, nil }, c.opts...)
+			require.ErrorIs(t, err, idem.ErrInvalidKey)
+			var ve *idem.ValidationError
+			require.ErrorAs(t, err, &ve)
+			require.Equal(t, c.field, ve.Field)
+			require.False(t, ran)
+		}
+		// Bounds are inclusive.
+		_, err := idem.Run(ctx, b.engine, string(make([]byte, 255)), "s", func(context.Context) (int, error) { return 1, nil },
+			idem.WithTTL(60*time.Second), idem.WithLease(86400*time.Second))
+		require.NoError(t, err)
+	})
+
+	t.Run("R3OtherFingerprintIsReused", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := ctxT(t)
+		_, err := idem.Run(ctx, b.engine, "k", "s", func(context.Context) (int, error) { return 1, nil }, idem.WithFingerprint("a"))
+		require.NoError(t, err)
+		ran := false
+		_, err = idem.Run(ctx, b.engine, "k", "s", func(context.Context) (int, error) { ran = true; return 2, nil }, idem.WithFingerprint("b"))
+		require.ErrorIs(t, err, idem.ErrKeyReused)
+		require.False(t, ran)
+		rec, _ := get(t, b, "k", "s")
+		require.Equal(t, "a", rec.Fingerprint, "nothing changed")
+	})
+
+	t.Run("R4ErrorReleasesTheKey", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := ctxT(t)
+		boom := errors.New("boom")
+		_, err := idem.Run(ctx, b.engine, "k", "s", func(context.Context) (int, error) { return 0, boom })
+		require.ErrorIs(t, err, boom)
+		_, ok := get(t, b, "k", "s")
+		require.False(t, ok, "released")
+		res, err := idem.Run(ctx, b.engine, "k", "s", func(context.Context) (int, error) { return 7, nil })
+		require.NoError(t, err)
+		require.False(t, res.Replayed)
+		require.Equal(t, 7, res.Value)
+	})
+
+	t.Run("R4ErrorAfterCancelStillReleases", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx, cancel := context.WithCancel(ctxT(t))
+		_, err := idem.Run(ctx, b.engine, "k", "s", func(ctx context.Context) (int, error) { cancel(); return 0, ctx.Err() })
+		require.ErrorIs(t, err, context.Canceled)
+		_, ok := get(t, b, "k", "s")
+		require.False(t, ok, "released although the caller's context was done")
+	})
+
+	t.Run("R4PanicReleasesAndIsReraised", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := ctxT(t)
+		require.PanicsWithValue(t, "kaboom", func() {
+			_, _ = idem.Run(ctx, b.engine, "k", "s", func(context.Context) (int, error) { panic("kaboom") })
+		})
+		_, ok := get(t, b, "k", "s")
+		require.False(t, ok, "released before the panic went on")
+	})
+
+	t.Run("R5UnstorableResultCompletesUnavailable", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, idem.WithMaxResultBytes(64))
+		ctx := ctxT(t)
+		cases := map[string]func(context.Context) (any, error){
+			"nan":     func(context.Context) (any, error) { return math.NaN(), nil },
+			"inf":     func(context.Context) (any, error) { return math.Inf(1), nil },
+			"channel": func(context.Context) (any, error) { return make(chan int), nil },
+			"toolarge": func(context.Context) (any, error) {
+				return string(make([]byte, 100)), nil
+			},
+		}
+		for name, fn := range cases {
+			runs := 0
+			counted := func(ctx context.Context) (any, error) { runs++; return fn(ctx) }
+			_, err := idem.Run(ctx, b.engine, name, "s", counted)
+			require.ErrorIs(t, err, idem.ErrResultNotStorable, name)
+			rec, ok := get(t, b, name, "s")
+			require.True(t, ok)
+			require.Equal(t, idem.StatusUnavailable, rec.Status, name)
+			require.NotEmpty(t, rec.LastError)
+			_, err = idem.Run(ctx, b.engine, name, "s", counted)
+			require.ErrorIs(t, err, idem.ErrResultUnavailable, name)
+			require.Equal(t, 1, runs, "%s: never run again", name)
+		}
+	})
+
+	t.Run("M4UncertainLeavesPendingWithReference", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, idem.WithPendingRetryAfter(45*time.Second))
+		ctx := ctxT(t)
+		timeout := errors.New("provider timed out")
+		runs := 0
+		fn := func(ctx context.Context) (int, error) {
+			runs++
+			info, ok := idem.RunInfoFrom(ctx)
+			require.True(t, ok)
+			require.Positive(t, info.Fence)
+			require.NoError(t, idem.Annotate(ctx, idem.Annotation{CorrelationID: "corr-9", ExternalRef: "prov_123", ResourceIDs: []string{"payment:9"}}))
+			return 0, idem.Uncertain(timeout)
+		}
+		_, err := idem.Run(ctx, b.engine, "k", "s", fn)
+		require.ErrorIs(t, err, idem.ErrUncertain)
+		require.ErrorIs(t, err, timeout)
+		rec, ok := get(t, b, "k", "s")
+		require.True(t, ok)
+		require.Equal(t, idem.StatusPending, rec.Status)
+		require.Equal(t, "prov_123", rec.ExternalRef)
+		require.Equal(t, "corr-9", rec.CorrelationID)
+		require.Equal(t, []string{"payment:9"}, rec.ResourceIDs)
+		require.Contains(t, rec.LastError, "provider timed out")
+
+		b.clock.Advance(72 * time.Hour) // pending outlives its TTL
+		_, err = idem.Run(ctx, b.engine, "k", "s", fn)
+		var ip *idem.InProgressError
+		require.ErrorAs(t, err, &ip)
+		require.ErrorIs(t, err, idem.ErrInProgress)
+		require.Equal(t, 45*time.Second, ip.RetryAfter)
+		require.Equal(t, idem.StatusPending, ip.Status)
+		require.Equal(t, 1, runs)
+		n, err := b.engine.Sweep(ctx)
+		require.NoError(t, err)
+		require.Zero(t, n, "sweep never removes a pending record")
+
+		existed, err := b.engine.Forget(ctx, "k", "s")
+		require.NoError(t, err)
+		require.True(t, existed)
+		_, err = idem.Run(ctx, b.engine, "k", "s", func(context.Context) (int, error) { runs++; return 1, nil })
+		require.NoError(t, err)
+		require.Equal(t, 2, runs)
+	})
+
+	t.Run("AnnotateOutsideRun", func(t *testing.T) {
+		t.Parallel()
+		require.ErrorIs(t, idem.Annotate(context.Background(), idem.Annotation{ExternalRef: "x"}), idem.ErrNotInRun)
+	})
+
+	t.Run("R7ForgetSaysWhetherTheKeyExisted", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := ctxT(t)
+		_, err := idem.Run(ctx, b.engine, "k", "s", func(context.Context) (int, error) { return 1, nil })
+		require.NoError(t, err)
+		existed, err := b.engine.Forget(ctx, "k", "s")
+		require.NoError(t, err)
+		require.True(t, existed)
+		existed, err = b.engine.Forget(ctx, "k", "s")
+		require.NoError(t, err)
+		require.False(t, existed)
+		_, err = b.engine.Forget(ctx, "", "s")
+		require.ErrorIs(t, err, idem.ErrInvalidKey)
+	})
+
+	t.Run("R8InProgressUntilLeaseEndsThenTakeover", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := ctxT(t)
+		entered, release := make(chan idem.RunInfo), make(chan struct{})
+		firstErr := make(chan error, 1)
+		go func() {
+			_, err := idem.Run(ctx, b.engine, "k", "s", func(ctx context.Context) (string, error) {
+				info, _ := idem.RunInfoFrom(ctx)
+				entered <- info
+				<-release
+				return "zombie", nil
+			}, idem.WithLease(30*time.Second))
+			firstErr <- err
+		}()
+		first := <-entered
+
+		b.clock.Advance(12 * time.Second)
+		_, err := idem.Run(ctx, b.engine, "k", "s", func(context.Context) (string, error) { return "no", nil })
+		var ip *idem.InProgressError
+		require.ErrorAs(t, err, &ip)
+		require.Equal(t, 18*time.Second, ip.RetryAfter, "H9: the rest of the lease")
+
+		b.clock.Advance(18 * time.Second)
+		res, err := idem.Run(ctx, b.engine, "k", "s", func(ctx context.Context) (string, error) {
+			info, _ := idem.RunInfoFrom(ctx)
+			require.Greater(t, info.Fence, first.Fence)
+			require.Equal(t, 2, info.Attempt)
+			return "successor", nil
+		})
+		require.NoError(t, err)
+		require.Equal(t, "successor", res.Value)
+		require.True(t, start.Equal(res.FirstSeenAt), "first seen kept across takeover")
+
+		close(release)
+		require.ErrorIs(t, <-firstErr, idem.ErrFenced, "the zombie cannot complete")
+		res, err = idem.Run(ctx, b.engine, "k", "s", func(context.Context) (string, error) { return "again", nil })
+		require.NoError(t, err)
+		require.True(t, res.Replayed)
+		require.Equal(t, "successor", res.Value)
+	})
+
+	t.Run("M6SweepNeverRemovesLiveLease", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := ctxT(t)
+		entered, release := make(chan struct{}), make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			_, err := idem.Run(ctx, b.engine, "long", "s", func(context.Context) (int, error) {
+				close(entered)
+				<-release
+				return 1, nil
+			}, idem.WithTTL(time.Minute), idem.WithLease(time.Hour))
+			done <- err
+		}()
+		<-entered
+		b.clock.Advance(30 * time.Minute) // far past the TTL, inside the lease
+		n, err := b.engine.Sweep(ctx)
+		require.NoError(t, err)
+		require.Zero(t, n)
+		rec, ok := get(t, b, "long", "s")
+		require.True(t, ok)
+		require.True(t, rec.LeaseLive())
+		close(release)
+		require.NoError(t, <-done)
+
+		_, err = idem.Run(ctx, b.engine, "short", "s", func(context.Context) (int, error) { return 1, nil }, idem.WithTTL(time.Minute), idem.WithLease(time.Second))
+		require.NoError(t, err)
+		b.clock.Advance(31 * time.Minute) // both now past TTL and lease
+		n, err = b.engine.Sweep(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 2, n)
+	})
+
+	t.Run("M6ExpiredKeyRunsAgainAsNewIntent", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := ctxT(t)
+		_, err := idem.Run(ctx, b.engine, "k", "s", func(context.Context) (int, error) { return 1, nil }, idem.WithTTL(time.Minute), idem.WithFingerprint("a"))
+		require.NoError(t, err)
+		b.clock.Advance(2 * time.Minute)
+		res, err := idem.Run(ctx, b.engine, "k", "s", func(context.Context) (int, error) { return 2, nil }, idem.WithFingerprint("b"))
+		require.NoError(t, err)
+		require.False(t, res.Replayed)
+		require.Equal(t, 2, res.Value)
+		require.True(t, start.Add(2*time.Minute).Equal(res.FirstSeenAt))
+	})
+
+	t.Run("H14SealedResultCannotBeMovedFlippedOrPlanted", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := ctxT(t)
+		_, err := idem.Run(ctx, b.engine, "source", "s", func(context.Context) (string, error) { return "secret-value", nil })
+		require.NoError(t, err)
+		src, _ := get(t, b, "source", "s")
+
+		plant := func(key string, blob []byte) {
+			t.Helper()
+			id := idem.Ident{Scope: "s", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("s", idem.DefaultOperation, key)}
+			rec, created, err := b.store.Reserve(ctx, idem.ReserveParams{Ident: id, Owner: "planter", Lease: time.Minute, TTL: time.Hour, Now: b.clock.Now()})
+			require.NoError(t, err)
+			require.True(t, created)
+			require.NoError(t, b.store.Complete(ctx, id, rec.Owner, idem.Completion{Status: idem.StatusCompleted, Result: blob, Now: b.clock.Now()}))
+		}
+		flipped := append([]byte(nil), src.Result...)
+		flipped[len(flipped)-3] ^= 0x01
+		plant("moved", src.Result)
+		plant("flipped", flipped)
+		plant("plain", append([]byte("UP\x01"), `"forged"`...))
+		plant("garbage", []byte("not an envelope"))
+		plant("empty", nil)
+		for _, key := range []string{"moved", "flipped", "plain", "garbage", "empty"} {
+			ran := false
+			_, err := idem.Run(ctx, b.engine, key, "s", func(context.Context) (string, error) { ran = true; return "x", nil })
+			require.ErrorIs(t, err, idem.ErrResultUnavailable, key)
+			require.False(t, ran, "%s: never re-run", key)
+		}
+		// The original still replays.
+		res, err := idem.Run(ctx, b.engine, "source", "s", func(context.Context) (string, error) { return "x", nil })
+		require.NoError(t, err)
+		require.Equal(t, "secret-value", res.Value)
+	})
+
+	t.Run("H14RotationOpensOldResultsAndSealsWithTheNewSecret", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ctx := ctxT(t)
+		oldSecret := []byte("old-secret-old-secret-old-secret")
+		newSecret := []byte("new-secret-new-secret-new-secret")
+		before, err := idem.New(s, idem.WithSecret(oldSecret))
+		require.NoError(t, err)
+		_, err = idem.Run(ctx, before, "k", "s", func(context.Context) (int, error) { return 42, nil })
+		require.NoError(t, err)
+
+		rotated, err := idem.New(s, idem.WithSecret(newSecret, oldSecret))
+		require.NoError(t, err)
+		res, err := idem.Run(ctx, rotated, "k", "s", func(context.Context) (int, error) { return 0, nil })
+		require.NoError(t, err)
+		require.Equal(t, 42, res.Value)
+		_, err = idem.Run(ctx, rotated, "k2", "s", func(context.Context) (int, error) { return 43, nil })
+		require.NoError(t, err)
+
+		newOnly, err := idem.New(s, idem.WithSecret(newSecret))
+		require.NoError(t, err)
+		_, err = idem.Run(ctx, newOnly, "k", "s", func(context.Context) (int, error) { return 0, nil })
+		require.ErrorIs(t, err, idem.ErrResultUnavailable, "without the previous secret: unavailable, never a guess")
+		res, err = idem.Run(ctx, newOnly, "k2", "s", func(context.Context) (int, error) { return 0, nil })
+		require.NoError(t, err)
+		require.Equal(t, 43, res.Value, "new results are sealed with the current secret")
+	})
+
+	t.Run("ScopesKeepKeysApart", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := ctxT(t)
+		a, err := idem.Run(ctx, b.engine, "same", "user:a", func(context.Context) (string, error) { return "a", nil })
+		require.NoError(t, err)
+		bb, err := idem.Run(ctx, b.engine, "same", "user:b", func(context.Context) (string, error) { return "b", nil })
+		require.NoError(t, err)
+		require.False(t, bb.Replayed)
+		require.Equal(t, "a", a.Value)
+		require.Equal(t, "b", bb.Value)
+	})
+
+	t.Run("CountsOneExecutionAcrossEngines", func(t *testing.T) {
+		t.Parallel()
+		// Two engines (two processes) over one store share the records.
+		s := newStore(t)
+		ctx := ctxT(t)
+		e1, e2 := newEngine(t, s), newEngine(t, s)
+		var runs atomic.Int32
+		fn := func(context.Context) (int, error) { runs.Add(1); return 5, nil }
+		_, err := idem.Run(ctx, e1, "k", "s", fn)
+		require.NoError(t, err)
+		res, err := idem.Run(ctx, e2, "k", "s", fn)
+		require.NoError(t, err)
+		require.True(t, res.Replayed)
+		require.EqualValues(t, 1, runs.Load())
+	})
+}

@@ -1,0 +1,395 @@
+package idemtest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/unstuckhq/unstuck/idem"
+)
+
+func runPrimitives(t *testing.T, newStore func(t *testing.T) idem.Store) {
+	type bundle struct {
+		store idem.Store
+		now   time.Time
+	}
+	setup := func(t *testing.T) bundle {
+		t.Helper()
+		return bundle{store: newStore(t), now: start}
+	}
+	reserve := func(t *testing.T, b bundle, id idem.Ident, owner string) idem.Record {
+		t.Helper()
+		rec, created, err := b.store.Reserve(ctxT(t), idem.ReserveParams{Ident: id, Fingerprint: "fp", Owner: owner,
+			Lease: time.Minute, TTL: time.Hour, Now: b.now})
+		require.NoError(t, err)
+		require.True(t, created, "reserve of a new ident must create")
+		return rec
+	}
+	get := func(t *testing.T, b bundle, id idem.Ident) idem.Record {
+		t.Helper()
+		rec, ok, err := b.store.Get(ctxT(t), id)
+		require.NoError(t, err)
+		require.True(t, ok, "record %s must exist", id.KeyDigest)
+		return rec
+	}
+
+	t.Run("ReserveCreatesProcessingRecord", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		id := ident("a")
+		rec := reserve(t, b, id, "owner-a")
+		require.NotZero(t, rec.ID)
+		require.Equal(t, id, rec.Ident)
+		require.Equal(t, "fp", rec.Fingerprint)
+		require.Equal(t, idem.StatusProcessing, rec.Status)
+		require.Equal(t, "owner-a", rec.Token)
+		require.Positive(t, rec.Fence)
+		require.Equal(t, 1, rec.Attempts)
+		require.Positive(t, rec.Version)
+		require.True(t, b.now.Equal(rec.CreatedAt), "created_at: got %s, want %s (the Now override)", rec.CreatedAt, b.now)
+		require.True(t, b.now.Equal(rec.ReadAt), "read_at: got %s, want %s", rec.ReadAt, b.now)
+		require.True(t, b.now.Add(time.Minute).Equal(rec.LeaseExpiresAt), "lease: got %s", rec.LeaseExpiresAt)
+		require.True(t, b.now.Add(time.Hour).Equal(rec.ExpiresAt), "expires_at: got %s", rec.ExpiresAt)
+		require.True(t, rec.LeaseLive())
+		require.Nil(t, rec.Result)
+		require.Equal(t, rec.ID, get(t, b, id).ID)
+	})
+
+	t.Run("ReserveExistingReturnsItUnchanged", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		id := ident("a")
+		first := reserve(t, b, id, "owner-a")
+		again, created, err := b.store.Reserve(ctxT(t), idem.ReserveParams{Ident: id, Fingerprint: "other", Owner: "owner-b",
+			Lease: time.Hour, TTL: 2 * time.Hour, Now: b.now.Add(time.Second)})
+		require.NoError(t, err)
+		require.False(t, created)
+		require.Equal(t, first.ID, again.ID)
+		require.Equal(t, "owner-a", again.Token)
+		require.Equal(t, first.Fence, again.Fence)
+		require.Equal(t, "fp", again.Fingerprint)
+		require.Equal(t, first.Version, again.Version)
+		require.True(t, b.now.Add(time.Second).Equal(again.ReadAt), "read_at must be the reading call's clock")
+	})
+
+	t.Run("ReserveKeepsRecordAtLeastAsLongAsLease", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		rec, _, err := b.store.Reserve(ctxT(t), idem.ReserveParams{Ident: ident("a"), Owner: "o", Lease: 2 * time.Hour, TTL: time.Minute, Now: b.now})
+		require.NoError(t, err)
+		require.False(t, rec.ExpiresAt.Before(rec.LeaseExpiresAt), "M6: expires_at %s before lease end %s", rec.ExpiresAt, rec.LeaseExpiresAt)
+	})
+
+	t.Run("EmptyScopeIsRefused", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		id := ident("a")
+		id.Scope = ""
+		_, _, err := b.store.Reserve(ctxT(t), idem.ReserveParams{Ident: id, Owner: "o", Lease: time.Minute, TTL: time.Hour, Now: b.now})
+		require.Error(t, err, "a record with an empty scope must be impossible")
+	})
+
+	t.Run("SameKeyOtherScopeOrOperationIsAnotherRecord", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		a := ident("a")
+		other := a
+		other.Scope = "tenant:b"
+		op := a
+		op.Operation = "other"
+		r1 := reserve(t, b, a, "o1")
+		r2 := reserve(t, b, other, "o2")
+		r3 := reserve(t, b, op, "o3")
+		require.NotEqual(t, r1.ID, r2.ID)
+		require.NotEqual(t, r1.ID, r3.ID)
+	})
+
+	t.Run("GetMissing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		_, ok, err := b.store.Get(ctxT(t), ident("missing"))
+		require.NoError(t, err)
+		require.False(t, ok)
+	})
+
+	t.Run("CompleteByOwner", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		id := ident("a")
+		rec := reserve(t, b, id, "o")
+		blob := []byte{0, 1, 2, 0xff, 'x'}
+		require.NoError(t, b.store.Complete(ctxT(t), id, rec.Owner, idem.Completion{Status: idem.StatusCompleted, Result: blob, ResponseCode: 201, Now: b.now.Add(time.Second)}))
+		got := get(t, b, id)
+		require.Equal(t, idem.StatusCompleted, got.Status)
+		require.Equal(t, blob, got.Result)
+		require.Equal(t, 201, got.ResponseCode)
+		require.True(t, got.LeaseExpiresAt.IsZero(), "a completed record holds no lease")
+		require.Greater(t, got.Version, rec.Version)
+		require.True(t, b.now.Add(time.Second).Equal(got.UpdatedAt))
+		require.Equal(t, rec.Fence, got.Fence)
+	})
+
+	t.Run("CompleteEveryTerminalAndPendingStatus", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		for _, st := range []idem.Status{idem.StatusCompleted, idem.StatusFailed, idem.StatusPending, idem.StatusUnavailable} {
+			id := ident(string(st))
+			rec := reserve(t, b, id, "o")
+			require.NoError(t, b.store.Complete(ctxT(t), id, rec.Owner, idem.Completion{Status: st, LastError: "why " + string(st), Now: b.now}))
+			got := get(t, b, id)
+			require.Equal(t, st, got.Status)
+			require.Equal(t, "why "+string(st), got.LastError)
+		}
+	})
+
+	t.Run("CompleteByStaleOwnerIsFencedAndChangesNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		id := ident("a")
+		rec := reserve(t, b, id, "o")
+		for name, o := range map[string]idem.Owner{
+			"token": {Token: "zombie", Fence: rec.Fence},
+			"fence": {Token: rec.Token, Fence: rec.Fence - 1},
+		} {
+			err := b.store.Complete(ctxT(t), id, o, idem.Completion{Status: idem.StatusCompleted, Result: []byte("x"), Now: b.now})
+			require.ErrorIs(t, err, idem.ErrFenced, "stale %s", name)
+		}
+		got := get(t, b, id)
+		require.Equal(t, idem.StatusProcessing, got.Status)
+		require.Equal(t, rec.Version, got.Version)
+		require.Nil(t, got.Result)
+	})
+
+	t.Run("CompleteTwiceIsFenced", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		id := ident("a")
+		rec := reserve(t, b, id, "o")
+		require.NoError(t, b.store.Complete(ctxT(t), id, rec.Owner, idem.Completion{Status: idem.StatusCompleted, Result: []byte("first"), Now: b.now}))
+		err := b.store.Complete(ctxT(t), id, rec.Owner, idem.Completion{Status: idem.StatusCompleted, Result: []byte("second"), Now: b.now})
+		require.ErrorIs(t, err, idem.ErrFenced)
+		require.Equal(t, []byte("first"), get(t, b, id).Result)
+	})
+
+	t.Run("CompleteMissingIsFenced", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		err := b.store.Complete(ctxT(t), ident("missing"), idem.Owner{Token: "o", Fence: 1}, idem.Completion{Status: idem.StatusCompleted, Now: b.now})
+		require.ErrorIs(t, err, idem.ErrFenced)
+	})
+
+	t.Run("AnnotateByOwner", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		id := ident("a")
+		rec := reserve(t, b, id, "o")
+		require.NoError(t, b.store.Annotate(ctxT(t), id, rec.Owner, idem.Annotation{CorrelationID: "corr-1", ExternalRef: "pay_1", ResourceIDs: []string{"order:1"}, Now: b.now}))
+		require.NoError(t, b.store.Annotate(ctxT(t), id, rec.Owner, idem.Annotation{ResourceIDs: []string{"invoice:9"}, Now: b.now}))
+		got := get(t, b, id)
+		require.Equal(t, "corr-1", got.CorrelationID, "an empty field leaves the value unchanged")
+		require.Equal(t, "pay_1", got.ExternalRef)
+		require.Equal(t, []string{"order:1", "invoice:9"}, got.ResourceIDs)
+		require.Greater(t, got.Version, rec.Version)
+		require.Equal(t, idem.StatusProcessing, got.Status)
+
+		err := b.store.Annotate(ctxT(t), id, idem.Owner{Token: "zombie", Fence: rec.Fence}, idem.Annotation{ExternalRef: "forged", Now: b.now})
+		require.ErrorIs(t, err, idem.ErrFenced)
+		require.Equal(t, "pay_1", get(t, b, id).ExternalRef)
+	})
+
+	t.Run("ReleaseByOwnerDeletes", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		id := ident("a")
+		rec := reserve(t, b, id, "o")
+		require.ErrorIs(t, b.store.Release(ctxT(t), id, idem.Owner{Token: "zombie", Fence: rec.Fence}), idem.ErrFenced)
+		get(t, b, id)
+		require.NoError(t, b.store.Release(ctxT(t), id, rec.Owner))
+		_, ok, err := b.store.Get(ctxT(t), id)
+		require.NoError(t, err)
+		require.False(t, ok)
+		require.ErrorIs(t, b.store.Release(ctxT(t), id, rec.Owner), idem.ErrFenced, "a second release finds nothing")
+	})
+
+	t.Run("ReleaseOfCompletedIsFenced", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		id := ident("a")
+		rec := reserve(t, b, id, "o")
+		require.NoError(t, b.store.Complete(ctxT(t), id, rec.Owner, idem.Completion{Status: idem.StatusCompleted, Result: []byte("r"), Now: b.now}))
+		require.ErrorIs(t, b.store.Release(ctxT(t), id, rec.Owner), idem.ErrFenced)
+		require.Equal(t, idem.StatusCompleted, get(t, b, id).Status)
+	})
+
+	t.Run("TakeoverOfLiveLeaseIsFenced", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		id := ident("a")
+		rec := reserve(t, b, id, "o")
+		_, err := b.store.Takeover(ctxT(t), idem.TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: "b", Lease: time.Minute, Now: b.now.Add(59 * time.Second)})
+		require.ErrorIs(t, err, idem.ErrFenced, "a live lease is never taken over")
+		got := get(t, b, id)
+		require.Equal(t, rec.Owner, got.Owner)
+		require.Equal(t, rec.Version, got.Version)
+	})
+
+	t.Run("TakeoverAfterLeaseBumpsFenceAndKeepsFirstSeen", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		id := ident("a")
+		rec := reserve(t, b, id, "o")
+		later := b.now.Add(time.Minute)
+		taken, err := b.store.Takeover(ctxT(t), idem.TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: "b", Lease: 2 * time.Minute, Now: later})
+		require.NoError(t, err)
+		require.Equal(t, "b", taken.Token)
+		require.Greater(t, taken.Fence, rec.Fence, "the fence strictly increases on takeover")
+		require.Equal(t, 2, taken.Attempts)
+		require.Equal(t, idem.StatusProcessing, taken.Status)
+		require.True(t, rec.CreatedAt.Equal(taken.CreatedAt), "first seen is kept")
+		require.True(t, later.Add(2*time.Minute).Equal(taken.LeaseExpiresAt))
+		require.Equal(t, "fp", taken.Fingerprint)
+		require.Greater(t, taken.Version, rec.Version)
+
+		// The old owner is fenced out of every write.
+		require.ErrorIs(t, b.store.Complete(ctxT(t), id, rec.Owner, idem.Completion{Status: idem.StatusCompleted, Now: later}), idem.ErrFenced)
+		require.ErrorIs(t, b.store.Release(ctxT(t), id, rec.Owner), idem.ErrFenced)
+		require.ErrorIs(t, b.store.Annotate(ctxT(t), id, rec.Owner, idem.Annotation{ExternalRef: "x", Now: later}), idem.ErrFenced)
+		// A second takeover from the same stale view loses.
+		_, err = b.store.Takeover(ctxT(t), idem.TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: "c", Lease: time.Minute, Now: later.Add(time.Hour)})
+		require.ErrorIs(t, err, idem.ErrFenced)
+		require.NoError(t, b.store.Complete(ctxT(t), id, taken.Owner, idem.Completion{Status: idem.StatusCompleted, Result: []byte("b"), Now: later}))
+	})
+
+	t.Run("TakeoverOfPendingIsFenced", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		id := ident("a")
+		rec := reserve(t, b, id, "o")
+		require.NoError(t, b.store.Complete(ctxT(t), id, rec.Owner, idem.Completion{Status: idem.StatusPending, Now: b.now}))
+		_, err := b.store.Takeover(ctxT(t), idem.TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: "b", Lease: time.Minute, Now: b.now.Add(48 * time.Hour)})
+		require.ErrorIs(t, err, idem.ErrFenced, "M4: only an operator or reconciliation ends a pending record")
+	})
+
+	t.Run("FreshTakeoverRestartsTheRecord", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		id := ident("a")
+		rec := reserve(t, b, id, "o")
+		require.NoError(t, b.store.Annotate(ctxT(t), id, rec.Owner, idem.Annotation{CorrelationID: "c", ExternalRef: "e", ResourceIDs: []string{"r"}, Now: b.now}))
+		require.NoError(t, b.store.Complete(ctxT(t), id, rec.Owner, idem.Completion{Status: idem.StatusCompleted, Result: []byte("old"), ResponseCode: 200, Now: b.now}))
+		later := b.now.Add(2 * time.Hour)
+		got, err := b.store.Takeover(ctxT(t), idem.TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: "n", Lease: time.Minute,
+			Fresh: true, Fingerprint: "fp2", TTL: 3 * time.Hour, Now: later})
+		require.NoError(t, err)
+		require.Equal(t, idem.StatusProcessing, got.Status)
+		require.Equal(t, "fp2", got.Fingerprint)
+		require.Equal(t, 1, got.Attempts)
+		require.True(t, later.Equal(got.CreatedAt))
+		require.True(t, later.Add(3*time.Hour).Equal(got.ExpiresAt))
+		require.Nil(t, got.Result)
+		require.Zero(t, got.ResponseCode)
+		require.Empty(t, got.CorrelationID)
+		require.Empty(t, got.ExternalRef)
+		require.Empty(t, got.ResourceIDs)
+		require.Greater(t, got.Fence, rec.Fence)
+	})
+
+	t.Run("DeleteReportsExistence", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		id := ident("a")
+		reserve(t, b, id, "o")
+		existed, err := b.store.Delete(ctxT(t), id)
+		require.NoError(t, err)
+		require.True(t, existed)
+		existed, err = b.store.Delete(ctxT(t), id)
+		require.NoError(t, err)
+		require.False(t, existed)
+	})
+
+	t.Run("FencesNeverRepeat", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		seen := map[int64]bool{}
+		last := int64(0)
+		note := func(f int64) {
+			require.False(t, seen[f], "fence %d handed out twice", f)
+			require.Greater(t, f, last, "fences strictly increase")
+			seen[f], last = true, f
+		}
+		id := ident("a")
+		for i := range 5 {
+			rec := reserve(t, b, id, "o")
+			note(rec.Fence)
+			note(reserve(t, b, ident("other"+string(rune('a'+i))), "o").Fence)
+			taken, err := b.store.Takeover(ctxT(t), idem.TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: "t", Lease: time.Minute, Now: b.now.Add(time.Hour)})
+			require.NoError(t, err)
+			note(taken.Fence)
+			_, err = b.store.Delete(ctxT(t), id) // forget, then the key is used again
+			require.NoError(t, err)
+		}
+	})
+
+	t.Run("SweepNeverRemovesLiveLeaseOrPending", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := ctxT(t)
+		mk := func(name string, lease, ttl time.Duration) (idem.Ident, idem.Record) {
+			id := ident(name)
+			rec, created, err := b.store.Reserve(ctx, idem.ReserveParams{Ident: id, Owner: name, Lease: lease, TTL: ttl, Now: b.now})
+			require.NoError(t, err)
+			require.True(t, created)
+			return id, rec
+		}
+		done, r := mk("done", time.Minute, time.Hour)
+		require.NoError(t, b.store.Complete(ctx, done, r.Owner, idem.Completion{Status: idem.StatusCompleted, Result: []byte("r"), Now: b.now}))
+		pending, r := mk("pending", time.Minute, time.Hour)
+		require.NoError(t, b.store.Complete(ctx, pending, r.Owner, idem.Completion{Status: idem.StatusPending, Now: b.now}))
+		fresh, r := mk("fresh", time.Minute, 10*time.Hour)
+		require.NoError(t, b.store.Complete(ctx, fresh, r.Owner, idem.Completion{Status: idem.StatusCompleted, Result: []byte("r"), Now: b.now}))
+		live, _ := mk("live", 3*time.Hour, time.Hour) // lease longer than TTL
+		dead, _ := mk("dead", time.Minute, time.Hour) // crashed owner, retention over
+
+		n, err := b.store.Sweep(ctx, idem.SweepParams{Now: b.now.Add(2 * time.Hour)})
+		require.NoError(t, err)
+		require.Equal(t, 2, n)
+		for id, want := range map[idem.Ident]bool{done: false, dead: false, pending: true, fresh: true, live: true} {
+			_, ok, err := b.store.Get(ctx, id)
+			require.NoError(t, err)
+			require.Equal(t, want, ok, "after sweep, %s exists", id.Scope)
+		}
+		// Once its lease ends, even the long lease goes.
+		n, err = b.store.Sweep(ctx, idem.SweepParams{Now: b.now.Add(4 * time.Hour)})
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+	})
+
+	t.Run("SweepHonoursLimit", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := ctxT(t)
+		for i := range 5 {
+			id := ident(string(rune('a' + i)))
+			rec := reserve(t, b, id, "o")
+			require.NoError(t, b.store.Complete(ctx, id, rec.Owner, idem.Completion{Status: idem.StatusCompleted, Now: b.now}))
+		}
+		n, err := b.store.Sweep(ctx, idem.SweepParams{Limit: 2, Now: b.now.Add(2 * time.Hour)})
+		require.NoError(t, err)
+		require.Equal(t, 2, n)
+		n, err = b.store.Sweep(ctx, idem.SweepParams{Now: b.now.Add(2 * time.Hour)})
+		require.NoError(t, err)
+		require.Equal(t, 3, n)
+	})
+
+	t.Run("StoreClockJudgesLeases", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// Without a Now override the store uses its own clock: ReadAt is
+		// close to the real time, and a one-second lease is live right away.
+		rec, _, err := b.store.Reserve(ctxT(t), idem.ReserveParams{Ident: ident("a"), Owner: "o", Lease: time.Hour, TTL: time.Hour})
+		require.NoError(t, err)
+		require.WithinDuration(t, time.Now(), rec.ReadAt, time.Minute)
+		require.True(t, rec.LeaseLive())
+	})
+}

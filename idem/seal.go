@@ -1,0 +1,170 @@
+package idem
+
+import (
+	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Envelope layout. A sealed result is
+//
+//	"US" | 0x01 | key id (4 bytes) | nonce (12 bytes) | AES-256-GCM ciphertext and tag
+//
+// and, with sealing explicitly turned off, a plain result is
+//
+//	"UP" | 0x01 | JSON
+//
+// The additional data binds the ciphertext to its record: scope, operation,
+// key digest and fingerprint, length-prefixed. A blob copied to another
+// record, a flipped bit, or a plain envelope planted while sealing is on is
+// never opened (SPEC H14).
+const (
+	envelopeVersion = 0x01
+	keyIDSize       = 4
+	nonceSize       = 12
+	headerSize      = 3 // magic (2) + version (1)
+
+	// MinSecretBytes is the shortest application secret [WithSecret] accepts.
+	MinSecretBytes = 32
+)
+
+var (
+	magicSealed = []byte("US")
+	magicPlain  = []byte("UP")
+
+	errEnvelope = errors.New("idem: result envelope cannot be opened")
+)
+
+type sealKey struct {
+	id   [keyIDSize]byte
+	aead cipher.AEAD
+}
+
+// sealer seals and opens stored results. The zero value is unusable; a nil
+// current key with plain set means sealing is off.
+type sealer struct {
+	current *sealKey
+	keys    map[[keyIDSize]byte]*sealKey
+	plain   bool
+}
+
+func newSealer(current []byte, previous [][]byte) (*sealer, error) {
+	s := &sealer{keys: make(map[[keyIDSize]byte]*sealKey)}
+	for i, secret := range append([][]byte{current}, previous...) {
+		k, err := deriveSealKey(secret)
+		if err != nil {
+			if i == 0 {
+				return nil, fmt.Errorf("idem: current secret: %w", err)
+			}
+			return nil, fmt.Errorf("idem: previous secret %d: %w", i, err)
+		}
+		if _, dup := s.keys[k.id]; dup {
+			return nil, fmt.Errorf("idem: secret %d repeats an earlier secret or collides with its key id", i)
+		}
+		s.keys[k.id] = k
+		if i == 0 {
+			s.current = k
+		}
+	}
+	return s, nil
+}
+
+// deriveSealKey derives the result-sealing key for this purpose only, and
+// its public key id, from an application secret with HKDF-SHA-256.
+func deriveSealKey(secret []byte) (*sealKey, error) {
+	if len(secret) < MinSecretBytes {
+		return nil, fmt.Errorf("secret has %d bytes, want at least %d", len(secret), MinSecretBytes)
+	}
+	key, err := hkdf.Key(sha256.New, secret, nil, "unstuck/idem/result-seal/v1", 32)
+	if err != nil {
+		return nil, err
+	}
+	id, err := hkdf.Key(sha256.New, secret, nil, "unstuck/idem/result-seal-key-id/v1", keyIDSize)
+	if err != nil {
+		return nil, err
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	k := &sealKey{aead: aead}
+	copy(k.id[:], id)
+	return k, nil
+}
+
+// additionalData binds an envelope to its record.
+func additionalData(id Ident, fingerprint string) []byte {
+	var b bytes.Buffer
+	var n [4]byte
+	for _, part := range [...]string{"unstuck/idem/result/v1", id.Scope, id.Operation, id.KeyDigest, fingerprint} {
+		binary.BigEndian.PutUint32(n[:], uint32(len(part)))
+		b.Write(n[:])
+		b.WriteString(part)
+	}
+	return b.Bytes()
+}
+
+// seal returns the envelope of plaintext for the record id with fingerprint.
+func (s *sealer) seal(id Ident, fingerprint string, plaintext []byte) ([]byte, error) {
+	if s.plain {
+		out := make([]byte, 0, headerSize+len(plaintext))
+		out = append(out, magicPlain...)
+		out = append(out, envelopeVersion)
+		return append(out, plaintext...), nil
+	}
+	k := s.current
+	out := make([]byte, headerSize+keyIDSize+nonceSize, headerSize+keyIDSize+nonceSize+len(plaintext)+k.aead.Overhead())
+	copy(out, magicSealed)
+	out[2] = envelopeVersion
+	copy(out[headerSize:], k.id[:])
+	nonce := out[headerSize+keyIDSize:]
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, fmt.Errorf("idem: nonce: %w", err)
+	}
+	return k.aead.Seal(out, nonce, plaintext, additionalData(id, fingerprint)), nil
+}
+
+// open returns the plaintext of an envelope written by seal for the same
+// record and fingerprint. Any other input (a blob from another record, a
+// flipped bit, an unknown key id, a plain envelope while sealing is on)
+// fails with an error that carries no payload.
+func (s *sealer) open(id Ident, fingerprint string, envelope []byte) ([]byte, error) {
+	if len(envelope) < headerSize || envelope[2] != envelopeVersion {
+		return nil, fmt.Errorf("%w: unknown format", errEnvelope)
+	}
+	switch {
+	case bytes.Equal(envelope[:2], magicPlain):
+		if !s.plain {
+			return nil, fmt.Errorf("%w: plain result while sealing is on", errEnvelope)
+		}
+		return envelope[headerSize:], nil
+	case bytes.Equal(envelope[:2], magicSealed):
+		if len(envelope) < headerSize+keyIDSize+nonceSize {
+			return nil, fmt.Errorf("%w: truncated", errEnvelope)
+		}
+		var kid [keyIDSize]byte
+		copy(kid[:], envelope[headerSize:])
+		k, ok := s.keys[kid]
+		if !ok {
+			return nil, fmt.Errorf("%w: sealed under an unknown secret (key id %x)", errEnvelope, kid)
+		}
+		nonce := envelope[headerSize+keyIDSize : headerSize+keyIDSize+nonceSize]
+		pt, err := k.aead.Open(nil, nonce, envelope[headerSize+keyIDSize+nonceSize:], additionalData(id, fingerprint))
+		if err != nil {
+			return nil, fmt.Errorf("%w: authentication failed", errEnvelope)
+		}
+		return pt, nil
+	default:
+		return nil, fmt.Errorf("%w: unknown format", errEnvelope)
+	}
+}
