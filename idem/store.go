@@ -185,9 +185,9 @@ type Store interface {
 	Reserve(ctx context.Context, p ReserveParams) (rec Record, created bool, err error)
 
 	// Takeover gives the record to p.NewOwner, with a new fence, a new lease
-	// and one more attempt, if and only if the record still has owner p.Seen
-	// and holds no live lease. Otherwise it returns ErrFenced and changes
-	// nothing.
+	// and one more attempt, if and only if the record still has owner p.Seen,
+	// holds no live lease and is not pending. Otherwise it returns ErrFenced
+	// and changes nothing.
 	Takeover(ctx context.Context, p TakeoverParams) (Record, error)
 
 	// Complete writes c to the record if it is processing under owner o.

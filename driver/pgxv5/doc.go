@@ -1,0 +1,49 @@
+// Package pgxv5 is the PostgreSQL driver of unstuck on pgx v5: an
+// [idem.Store] over a [pgxpool.Pool].
+//
+// # Use
+//
+// Build the store once, on the application's pool, and create its tables
+// before first use:
+//
+//	store := pgxv5.New(pool)
+//	if err := store.Migrate(ctx); err != nil {
+//		return err
+//	}
+//	engine, err := idem.New(store, idem.WithSecret(secret))
+//
+// Migrate is idempotent and safe to run from every process at start-up:
+// concurrent runs wait for each other on an advisory lock, and the versions
+// applied are recorded in the unstuck_migration table.
+//
+// # Schema
+//
+// Every statement uses unqualified names, so the tables
+// (unstuck_idem_record, unstuck_migration) and the sequence
+// (unstuck_idem_fence_seq) live in the first schema of the pool's
+// search_path, where Migrate creates them. To keep them in a schema of their
+// own, set search_path on the pool's connections:
+//
+//	cfg, err := pgxpool.ParseConfig(url)
+//	cfg.ConnConfig.RuntimeParams["search_path"] = "unstuck"
+//
+// # Time and fences
+//
+// Leases and retention are judged by the database's clock, now() (the
+// start of the statement's transaction), never by the application's, so
+// that processes with skewed clocks agree. A record's ReadAt is that clock
+// as the statement saw it. The Now field of the params structs replaces it
+// for tests. PostgreSQL keeps microseconds: times and durations are
+// truncated to them.
+//
+// Fences come from one sequence, unstuck_idem_fence_seq, for every record:
+// each reservation and each takeover takes a value higher than any handed
+// out before, even for a key deleted and reserved again. A reservation
+// that finds the record already there consumes a value too, so fences
+// have gaps.
+//
+// # Transactions
+//
+// Each store call is a single autocommit statement; no transaction is held
+// across calls or across the caller's work.
+package pgxv5

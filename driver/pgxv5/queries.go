@@ -1,0 +1,165 @@
+package pgxv5
+
+// The store's SQL, one statement per store call, each run alone in
+// autocommit. Names are unqualified: they resolve in the pool's search_path.
+//
+// Conventions of every statement:
+//   - The clock is coalesce($now::timestamptz, now()): the caller's Now when
+//     one was given (tests), else the database's transaction time, which in
+//     autocommit is the statement's start. The same value is returned as the
+//     last column (read_at), so a record's ReadAt is the clock the statement
+//     judged it by.
+//   - Durations are bigint microseconds, turned into intervals with
+//     "* interval '1 microsecond'": an interval of pure time, so that adding
+//     it never crosses a daylight-saving change as a calendar day would.
+//   - Writes by an owner are compare-and-swaps on (owner_token, fence) and
+//     status 'processing'; a write that matches no row changed nothing.
+
+// recordColumns are the columns scanned by scanRecord, in its order; every
+// statement returning a record appends the clock as read_at.
+const recordColumns = `id, scope, operation, key_digest, fingerprint, status, result, response_code,
+    correlation_id, external_ref, resource_ids, last_error, owner_token, fence, lease_expires_at,
+    attempts, version, created_at, updated_at, expires_at`
+
+// reserveSQL inserts a processing record unless one exists for the ident.
+// nextval is evaluated even when the insert meets a conflict and does
+// nothing, so a sequence value is burnt then: fences have gaps, which is
+// allowed, as they only need to increase strictly.
+//
+// $1 scope, $2 operation, $3 key_digest, $4 fingerprint, $5 owner_token,
+// $6 lease µs, $7 ttl µs, $8 now.
+const reserveSQL = `INSERT INTO unstuck_idem_record (
+    scope, operation, key_digest, fingerprint, status, owner_token, fence,
+    lease_expires_at, attempts, version, created_at, updated_at, expires_at)
+VALUES (
+    $1, $2, $3, $4, 'processing', $5, nextval('unstuck_idem_fence_seq'),
+    coalesce($8::timestamptz, now()) + $6::bigint * interval '1 microsecond',
+    1, 1,
+    coalesce($8::timestamptz, now()),
+    coalesce($8::timestamptz, now()),
+    coalesce($8::timestamptz, now()) + greatest($6::bigint, $7::bigint) * interval '1 microsecond')
+ON CONFLICT (scope, operation, key_digest) DO NOTHING
+RETURNING ` + recordColumns + `, coalesce($8::timestamptz, now())`
+
+// getSQL reads one record.
+//
+// $1 scope, $2 operation, $3 key_digest, $4 now.
+const getSQL = `SELECT ` + recordColumns + `, coalesce($4::timestamptz, now())
+FROM unstuck_idem_record
+WHERE scope = $1 AND operation = $2 AND key_digest = $3`
+
+// takeoverSQL hands a record whose lease has ended (or that has none) to a
+// new owner with a new fence, keeping its retention at least as long as the
+// new lease. A pending record is never taken over: only reconciliation or
+// an operator ends it. nextval runs only for the row updated.
+//
+// $1 scope, $2 operation, $3 key_digest, $4 seen owner_token, $5 seen fence,
+// $6 new owner_token, $7 lease µs, $8 now.
+const takeoverSQL = `UPDATE unstuck_idem_record SET
+    owner_token = $6,
+    fence = nextval('unstuck_idem_fence_seq'),
+    status = 'processing',
+    lease_expires_at = coalesce($8::timestamptz, now()) + $7::bigint * interval '1 microsecond',
+    expires_at = greatest(expires_at, coalesce($8::timestamptz, now()) + $7::bigint * interval '1 microsecond'),
+    attempts = attempts + 1,
+    version = version + 1,
+    updated_at = coalesce($8::timestamptz, now())
+WHERE scope = $1 AND operation = $2 AND key_digest = $3
+    AND owner_token = $4 AND fence = $5
+    AND status <> 'pending'
+    AND (lease_expires_at IS NULL OR lease_expires_at <= coalesce($8::timestamptz, now()))
+RETURNING ` + recordColumns + `, coalesce($8::timestamptz, now())`
+
+// takeoverFreshSQL is takeoverSQL that also restarts the record as if first
+// seen: new fingerprint, creation and retention from now, attempts back to
+// 1, result and annotations cleared.
+//
+// $1 scope, $2 operation, $3 key_digest, $4 seen owner_token, $5 seen fence,
+// $6 new owner_token, $7 lease µs, $8 now, $9 fingerprint, $10 ttl µs.
+const takeoverFreshSQL = `UPDATE unstuck_idem_record SET
+    owner_token = $6,
+    fence = nextval('unstuck_idem_fence_seq'),
+    status = 'processing',
+    lease_expires_at = coalesce($8::timestamptz, now()) + $7::bigint * interval '1 microsecond',
+    fingerprint = $9,
+    created_at = coalesce($8::timestamptz, now()),
+    expires_at = coalesce($8::timestamptz, now()) + greatest($7::bigint, $10::bigint) * interval '1 microsecond',
+    attempts = 1,
+    result = NULL,
+    response_code = 0,
+    correlation_id = '',
+    external_ref = '',
+    resource_ids = '{}',
+    last_error = '',
+    version = version + 1,
+    updated_at = coalesce($8::timestamptz, now())
+WHERE scope = $1 AND operation = $2 AND key_digest = $3
+    AND owner_token = $4 AND fence = $5
+    AND status <> 'pending'
+    AND (lease_expires_at IS NULL OR lease_expires_at <= coalesce($8::timestamptz, now()))
+RETURNING ` + recordColumns + `, coalesce($8::timestamptz, now())`
+
+// completeSQL writes an owner's final state and ends its lease.
+//
+// $1 scope, $2 operation, $3 key_digest, $4 owner_token, $5 fence,
+// $6 status, $7 result, $8 response_code, $9 last_error, $10 now.
+const completeSQL = `UPDATE unstuck_idem_record SET
+    status = $6,
+    result = $7,
+    response_code = $8,
+    last_error = $9,
+    lease_expires_at = NULL,
+    version = version + 1,
+    updated_at = coalesce($10::timestamptz, now())
+WHERE scope = $1 AND operation = $2 AND key_digest = $3
+    AND owner_token = $4 AND fence = $5
+    AND status = 'processing'`
+
+// annotateSQL attaches references to a running record: an empty reference
+// keeps the stored one, resource ids are appended.
+//
+// $1 scope, $2 operation, $3 key_digest, $4 owner_token, $5 fence,
+// $6 correlation_id, $7 external_ref, $8 resource_ids, $9 now.
+const annotateSQL = `UPDATE unstuck_idem_record SET
+    correlation_id = CASE WHEN $6::text <> '' THEN $6::text ELSE correlation_id END,
+    external_ref = CASE WHEN $7::text <> '' THEN $7::text ELSE external_ref END,
+    resource_ids = array_cat(resource_ids, coalesce($8::text[], '{}')),
+    version = version + 1,
+    updated_at = coalesce($9::timestamptz, now())
+WHERE scope = $1 AND operation = $2 AND key_digest = $3
+    AND owner_token = $4 AND fence = $5
+    AND status = 'processing'`
+
+// releaseSQL deletes a running record for its owner, so the key may run
+// again.
+//
+// $1 scope, $2 operation, $3 key_digest, $4 owner_token, $5 fence.
+const releaseSQL = `DELETE FROM unstuck_idem_record
+WHERE scope = $1 AND operation = $2 AND key_digest = $3
+    AND owner_token = $4 AND fence = $5
+    AND status = 'processing'`
+
+// deleteSQL deletes a record whatever its state.
+//
+// $1 scope, $2 operation, $3 key_digest.
+const deleteSQL = `DELETE FROM unstuck_idem_record
+WHERE scope = $1 AND operation = $2 AND key_digest = $3`
+
+// sweepSQL deletes up to $1 records whose retention has ended, oldest
+// first, never a pending one and never one processing under a live lease.
+// The candidates are locked in the subquery (FOR UPDATE), which re-checks
+// them against their newest version: without it, a record revived by a
+// concurrent takeover after this statement's snapshot would still be
+// deleted, as the DELETE itself would only re-check "id IN". SKIP LOCKED
+// lets concurrent sweeps, and sweeps racing an owner, pass each other.
+//
+// $1 limit, $2 now.
+const sweepSQL = `DELETE FROM unstuck_idem_record
+WHERE id IN (
+    SELECT id FROM unstuck_idem_record
+    WHERE expires_at <= coalesce($2::timestamptz, now())
+        AND status <> 'pending'
+        AND NOT (status = 'processing' AND lease_expires_at > coalesce($2::timestamptz, now()))
+    ORDER BY expires_at
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED)`

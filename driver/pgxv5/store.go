@@ -1,0 +1,262 @@
+package pgxv5
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/unstuckhq/unstuck/idem"
+)
+
+var _ idem.Store = (*Store)(nil)
+
+// defaultSweepLimit is how many records one Sweep deletes at most when the
+// caller gives no limit.
+const defaultSweepLimit = 1000
+
+// maxReserveTries bounds how often Reserve retries when the record it
+// conflicted with is deleted before it can be read.
+const maxReserveTries = 5
+
+// Store is an [idem.Store] on PostgreSQL through a pgx v5 pool. It is safe
+// for concurrent use by many goroutines and processes. Every call is one
+// autocommit statement on the pool; no transaction outlives a statement.
+// Leases and retention are judged by the database's clock, now(), unless a
+// params struct carries a non-zero Now.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// New returns a store on pool, which must not be nil. Its tables are those
+// of the pool's search_path and must have been created by [Store.Migrate].
+// The store never closes the pool.
+func New(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool}
+}
+
+// Migrate creates or upgrades the store's tables in the pool's search_path
+// schema: in one transaction under an advisory lock, it applies every
+// migration of the "idem" line that the unstuck_migration table does not
+// list yet, in order, each with its bookkeeping row. It is idempotent and
+// safe to call concurrently from several processes.
+func (s *Store) Migrate(ctx context.Context) error {
+	fsys, err := fs.Sub(idemMigrations, "migration/idem")
+	if err != nil {
+		return fmt.Errorf("pgxv5: migrate: %w", err)
+	}
+	if err := migrate(ctx, s.pool, "idem", fsys); err != nil {
+		return fmt.Errorf("pgxv5: migrate: %w", err)
+	}
+	return nil
+}
+
+// Reserve implements [idem.Store.Reserve] with INSERT … ON CONFLICT DO
+// NOTHING: the unique constraint on the ident is the existence check. When
+// the insert meets a record, that record is read in a second statement; if
+// it was deleted in between, the insert is tried again, a few times.
+func (s *Store) Reserve(ctx context.Context, p idem.ReserveParams) (idem.Record, bool, error) {
+	for range maxReserveTries {
+		rec, err := scanRecord(s.pool.QueryRow(ctx, reserveSQL,
+			p.Scope, p.Operation, p.KeyDigest, p.Fingerprint, p.Owner,
+			p.Lease.Microseconds(), p.TTL.Microseconds(), clock(p.Now)))
+		if err == nil {
+			return rec, true, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return idem.Record{}, false, mapError("reserve", err)
+		}
+		rec, err = scanRecord(s.pool.QueryRow(ctx, getSQL, p.Scope, p.Operation, p.KeyDigest, clock(p.Now)))
+		if err == nil {
+			return rec, false, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return idem.Record{}, false, mapError("reserve", err)
+		}
+	}
+	return idem.Record{}, false, fmt.Errorf("pgxv5: reserve: the record was deleted between insert and read %d times", maxReserveTries)
+}
+
+// Takeover implements [idem.Store.Takeover] as one conditional UPDATE. It
+// returns ErrFenced, having changed nothing, when the record is gone, has
+// another owner or fence, holds a live lease, or is pending.
+func (s *Store) Takeover(ctx context.Context, p idem.TakeoverParams) (idem.Record, error) {
+	var row pgx.Row
+	if p.Fresh {
+		row = s.pool.QueryRow(ctx, takeoverFreshSQL,
+			p.Scope, p.Operation, p.KeyDigest, p.Seen.Token, p.Seen.Fence,
+			p.NewOwner, p.Lease.Microseconds(), clock(p.Now), p.Fingerprint, p.TTL.Microseconds())
+	} else {
+		row = s.pool.QueryRow(ctx, takeoverSQL,
+			p.Scope, p.Operation, p.KeyDigest, p.Seen.Token, p.Seen.Fence,
+			p.NewOwner, p.Lease.Microseconds(), clock(p.Now))
+	}
+	rec, err := scanRecord(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return idem.Record{}, fmt.Errorf("pgxv5: takeover: %w", idem.ErrFenced)
+	}
+	if err != nil {
+		return idem.Record{}, mapError("takeover", err)
+	}
+	return rec, nil
+}
+
+// Complete implements [idem.Store.Complete]. A status that is not one of
+// completed, failed, pending or unavailable is refused before the database
+// is touched. c.Result is stored as given.
+func (s *Store) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c idem.Completion) error {
+	if !c.Status.Valid() || c.Status == idem.StatusProcessing {
+		return fmt.Errorf("pgxv5: complete: status %q is not a final status", c.Status)
+	}
+	tag, err := s.pool.Exec(ctx, completeSQL,
+		id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence,
+		string(c.Status), c.Result, c.ResponseCode, c.LastError, clock(c.Now))
+	return casResult("complete", tag, err)
+}
+
+// Annotate implements [idem.Store.Annotate].
+func (s *Store) Annotate(ctx context.Context, id idem.Ident, o idem.Owner, a idem.Annotation) error {
+	tag, err := s.pool.Exec(ctx, annotateSQL,
+		id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence,
+		a.CorrelationID, a.ExternalRef, a.ResourceIDs, clock(a.Now))
+	return casResult("annotate", tag, err)
+}
+
+// Release implements [idem.Store.Release].
+func (s *Store) Release(ctx context.Context, id idem.Ident, o idem.Owner) error {
+	tag, err := s.pool.Exec(ctx, releaseSQL, id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence)
+	return casResult("release", tag, err)
+}
+
+// Get implements [idem.Store.Get]. ReadAt is the database's clock.
+func (s *Store) Get(ctx context.Context, id idem.Ident) (idem.Record, bool, error) {
+	rec, err := scanRecord(s.pool.QueryRow(ctx, getSQL, id.Scope, id.Operation, id.KeyDigest, nil))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return idem.Record{}, false, nil
+	}
+	if err != nil {
+		return idem.Record{}, false, mapError("get", err)
+	}
+	return rec, true, nil
+}
+
+// Delete implements [idem.Store.Delete].
+func (s *Store) Delete(ctx context.Context, id idem.Ident) (bool, error) {
+	tag, err := s.pool.Exec(ctx, deleteSQL, id.Scope, id.Operation, id.KeyDigest)
+	if err != nil {
+		return false, mapError("delete", err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// Sweep implements [idem.Store.Sweep], oldest retention first, at most
+// p.Limit records (1000 when p.Limit <= 0) in one statement. Records that
+// another statement holds locked are skipped until a later sweep.
+func (s *Store) Sweep(ctx context.Context, p idem.SweepParams) (int, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = defaultSweepLimit
+	}
+	tag, err := s.pool.Exec(ctx, sweepSQL, limit, clock(p.Now))
+	if err != nil {
+		return 0, mapError("sweep", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// clock is the $now argument of a statement: NULL, meaning the database's
+// now(), unless the caller gave a time.
+func clock(now time.Time) any {
+	if now.IsZero() {
+		return nil
+	}
+	return now
+}
+
+// casResult turns the outcome of an owner's compare-and-swap into an error:
+// no row matched means another owner, another fence, or no record.
+func casResult(op string, tag pgconn.CommandTag, err error) error {
+	if err != nil {
+		return mapError(op, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("pgxv5: %s: %w", op, idem.ErrFenced)
+	}
+	return nil
+}
+
+// scanRecord reads one row of recordColumns followed by read_at. A row that
+// cannot be a record (an unknown status, a NULL in resource_ids) is an
+// error, never a panic. Times are returned in UTC.
+func scanRecord(row pgx.Row) (idem.Record, error) {
+	var (
+		r      idem.Record
+		status string
+		lease  *time.Time
+	)
+	err := row.Scan(&r.ID, &r.Scope, &r.Operation, &r.KeyDigest, &r.Fingerprint, &status, &r.Result,
+		&r.ResponseCode, &r.CorrelationID, &r.ExternalRef, &r.ResourceIDs, &r.LastError,
+		&r.Token, &r.Fence, &lease, &r.Attempts, &r.Version,
+		&r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt, &r.ReadAt)
+	if err != nil {
+		return idem.Record{}, err
+	}
+	r.Status = idem.Status(status)
+	if !r.Status.Valid() {
+		return idem.Record{}, fmt.Errorf("record %d has unknown status %q", r.ID, status)
+	}
+	if lease != nil {
+		r.LeaseExpiresAt = lease.UTC()
+	}
+	if len(r.ResourceIDs) == 0 {
+		r.ResourceIDs = nil
+	}
+	r.CreatedAt = r.CreatedAt.UTC()
+	r.UpdatedAt = r.UpdatedAt.UTC()
+	r.ExpiresAt = r.ExpiresAt.UTC()
+	r.ReadAt = r.ReadAt.UTC()
+	return r, nil
+}
+
+// Constraints whose violation means an invalid argument, by the name the
+// migration gives them, and the idem.ValidationError field each stands for.
+const (
+	scopeCheck     = "unstuck_idem_record_scope_check"
+	operationCheck = "unstuck_idem_record_operation_check"
+	keyDigestCheck = "unstuck_idem_record_key_digest_check"
+)
+
+// mapError wraps err with the store call it came from, mapping SQLSTATEs
+// that have a meaning for callers: a check or not-null violation on the
+// ident columns also matches [idem.ErrInvalidKey]; a missing table says
+// that Migrate has not run in this search_path.
+func mapError(op string, err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return fmt.Errorf("pgxv5: %s: %w", op, err)
+	}
+	switch pgErr.Code {
+	case "23502", "23514": // not_null_violation, check_violation
+		field := ""
+		switch {
+		case pgErr.ConstraintName == scopeCheck || pgErr.ColumnName == "scope":
+			field = "scope"
+		case pgErr.ConstraintName == operationCheck || pgErr.ColumnName == "operation":
+			field = "operation"
+		case pgErr.ConstraintName == keyDigestCheck || pgErr.ColumnName == "key_digest":
+			field = "key"
+		}
+		if field != "" {
+			verr := &idem.ValidationError{Field: field, Reason: "refused by the database: " + pgErr.Message}
+			return fmt.Errorf("pgxv5: %s: %w: %w", op, verr, err)
+		}
+	case "42P01", "3F000": // undefined_table, invalid_schema_name
+		return fmt.Errorf("pgxv5: %s: %w (has Migrate run in the pool's search_path?)", op, err)
+	}
+	return fmt.Errorf("pgxv5: %s: %w", op, err)
+}
