@@ -1,0 +1,108 @@
+// Package idemriver runs River jobs at most once per idempotency key
+// (SPEC IDEM-J). It covers what River's unique jobs do not: a webhook
+// delivered twice becomes two jobs, and a double dispatch inserts the same
+// work again after the first job completed or was deleted. Package idem does
+// not import River; this package is the bridge.
+//
+// # Installing
+//
+// Build one [Middleware] over an [idem.Engine] and install it in
+// river.Config.Middleware, so that it runs on both sides: at insert time it
+// copies the key of args implementing [Keyed] into the job's metadata, and
+// when the job is worked it runs the worker through [idem.Run]:
+//
+//	mw, err := idemriver.New(engine, idemriver.WithDefaultTimeout(config.JobTimeout))
+//	config.Middleware = append(config.Middleware, mw)
+//
+// Args that do not implement Keyed can carry a key through [InsertOpts].
+// A job without a key runs untouched.
+//
+// # How the key travels
+//
+// The key and its scope are stored in the job's metadata under
+// [MetadataKey] and [MetadataScope]. This is the raw key, in clear, in
+// River's own river_job table (and in anything that shows River jobs), for
+// as long as River keeps the job; the idempotency store itself keeps only a
+// digest ([idem.Digest]). The engine needs the raw key to compute that
+// digest, and the worker middleware sees nothing but the job row, so the
+// metadata is where it must travel. If a key is itself sensitive, derive
+// it (hash it with a secret of your own) before returning it from
+// [Keyed.IdempotencyKey].
+//
+// Each key belongs to the operation "river:<job kind>" ([Operation]), so
+// the same key used by two kinds is two records. The fingerprint is the
+// SHA-256 of the job's canonical JSON args: a second job with the same key
+// and other args is a key reuse.
+//
+// # What happens to a job with a key
+//
+//   - The first delivery runs the worker under a lease. Success completes
+//     the key. An error (or a panic) releases it and River retries the job
+//     as usual; the next attempt runs the worker again.
+//   - A duplicate delivered while the first runs is snoozed with
+//     river.JobSnooze for [WithReleaseAfter] (10 s by default, never longer
+//     than the rest of the lease). A snooze does not consume an attempt.
+//   - A duplicate delivered after completion completes without running the
+//     worker.
+//   - A key reused with other args fails with an error matching
+//     [idem.ErrKeyReused], and the job is cancelled (river.JobCancel): no
+//     retry can change the answer.
+//   - A key completed unavailable (see below) fails every delivery with an
+//     error matching [idem.ErrResultUnavailable]; River retries and finally
+//     discards the job, and the worker never runs again for that key.
+//
+// # Runbook: a job failing with "result unavailable"
+//
+// The key is completed unavailable when the worker ran but its completion
+// could not be recorded (SPEC R6, J4): the side effect may well have
+// happened, so the job must not be run again blindly. The error names the
+// key's safe id (the first 12 hex digits of its digest), which finds the
+// record in the console.
+//
+//  1. Find the first attempt's error: in the job's errors (river_job.errors)
+//     and in the record's last error in the console.
+//  2. Check whether the side effect happened (the charge, the email, the
+//     provisioned resource).
+//  3. If it did, delete the job (or let River discard it): the work is done.
+//  4. If it did not, forget the key in the console (or with
+//     [idem.Engine.ForgetOperation] and the operation "river:<kind>"), then
+//     retry the job (River UI, or Client.JobRetry). The next attempt runs
+//     the worker.
+//
+// # Lease
+//
+// A delivery holds its key for a lease, which must outlast the worker's
+// run: after it ends, a duplicate may take the key over and run the worker
+// a second time (SPEC R8). The lease is, in order: [WithLease]; else the
+// worker's Timeout(job), for workers registered with [WithWorkerTimeout];
+// else the client's JobTimeout given to [WithDefaultTimeout] (River's 1
+// minute if not given). A derived lease is clamped between [MinLease] and
+// [MaxLease]; a timeout of -1 (none) gives [MaxLease].
+//
+// River applies a worker's timeout inside the middleware chain, after this
+// middleware has reserved the key, so the middleware cannot read it from
+// the job: register the workers whose Timeout differs from the client's.
+// To keep the lease covering the run whatever the source, the middleware
+// also cancels the worker's context when the lease ends; a worker that
+// ignores cancellation can still outlive its lease.
+//
+// A process that dies mid-run leaves the key processing until its lease
+// ends; River's rescuer retries the job after RescueStuckJobsAfter, and a
+// delivery after the lease takes the key over. Set RescueStuckJobsAfter
+// above the lease, or the rescued job snoozes until the lease ends.
+//
+// # Snooze loops
+//
+// Snoozes do not count as attempts (River records them in the job's
+// metadata under "snoozes"), so a duplicate waits as long as the key is
+// held: at most until the first delivery's lease ends, after which the
+// duplicate takes over. A key left pending by a worker that returned
+// [idem.Uncertain] holds no lease: its duplicates snooze until the record is
+// reconciled, resolved or forgotten.
+//
+// # Logging
+//
+// The middleware logs nothing itself; the engine logs with its own logger
+// and a safe key id. Errors returned to River (and stored in the job's
+// errors) carry the safe key id, never the raw key.
+package idemriver

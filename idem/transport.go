@@ -1,0 +1,474 @@
+package idem
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Defaults and limits of the client [Transport] (SPEC IDEM-C1, C2).
+const (
+	// DefaultMaxAttempts is how many times a request is sent at most,
+	// the first attempt included.
+	DefaultMaxAttempts = 4
+	// MaxAttemptsLimit is the largest value [WithMaxAttempts] accepts.
+	MaxAttemptsLimit = 20
+	// DefaultInitialBackoff is the ceiling of the first jittered wait.
+	DefaultInitialBackoff = 200 * time.Millisecond
+	// DefaultMaxBackoff caps the ceiling of every jittered wait.
+	DefaultMaxBackoff = 10 * time.Second
+	// DefaultMaxRetryAfter is the longest Retry-After the transport waits
+	// for; a longer one ends the retries.
+	DefaultMaxRetryAfter = 60 * time.Second
+)
+
+const (
+	transportKeyHeader        = "Idempotency-Key"
+	transportRetryAfterHeader = "Retry-After"
+	// transportPeekBytes bounds what is read of a response body: to find the
+	// problem code of a 409, and to drain a response that will be retried so
+	// that its connection can be reused.
+	transportPeekBytes = 64 << 10
+
+	transportCodeInProgress  = "idempotency_request_in_progress"
+	transportCodeUnavailable = "idempotent_response_unavailable"
+	transportCodeKeyReused   = "idempotency_key_reused"
+)
+
+// Transport is an [http.RoundTripper] that makes unsafe requests idempotent
+// and retries them safely (SPEC IDEM-C1, C2).
+//
+// For the configured methods (default POST and PATCH) it sends an
+// Idempotency-Key header, serialised as an RFC 9651 sf-string, unless the
+// request already carries one, which is then kept as it is. The key is the
+// one given with [WithKey] on the request's context, else a fresh one from
+// the key func (default: a UUIDv7 per call of RoundTrip). Every attempt of
+// one RoundTrip carries the same key.
+//
+// It retries, up to the attempt limit, on transport errors (not when the
+// request's context is done), on 5xx, on 429, and on 409 whose problem
+// `code` is idempotency_request_in_progress or that carries Retry-After.
+// It never retries other statuses, and never a 409 whose code is
+// idempotent_response_unavailable or idempotency_key_reused: the server
+// has said that a repeat cannot succeed. Between attempts it waits for the
+// response's Retry-After (delta-seconds or HTTP-date) when one is present;
+// a Retry-After above the configured maximum ends the retries and that
+// response is returned. Without one it waits a random time between zero
+// and an exponential ceiling (full jitter). A wait ends early with the
+// context's error when the request's context is done.
+//
+// A retry needs a fresh body: a request whose Body is neither nil nor
+// [http.NoBody] and whose GetBody is nil is sent once and never retried
+// ([http.NewRequest] sets GetBody for bytes and strings readers).
+//
+// The caller's request is never modified; each attempt sends a clone. The
+// returned Response.Request is the clone sent on the last attempt, so
+// Response.Request.Header.Get("Idempotency-Key") is the key as sent (in
+// sf-string form) — the value to record if the outcome has to be
+// reconciled later. When attempts are exhausted the last response (or
+// error) is returned as it is. Bodies of responses that are retried are
+// drained (up to 64 KiB) and closed. Other methods go to the base
+// transport untouched and are never retried.
+//
+// The transport logs nothing, neither keys nor bodies. A Transport is safe
+// for concurrent use; build it with [NewTransport]. The zero value is not
+// usable.
+type Transport struct {
+	base          http.RoundTripper
+	maxAttempts   int
+	initial, max  time.Duration
+	methods       map[string]bool
+	maxRetryAfter time.Duration
+	keyFunc       func() (string, error)
+}
+
+type transportConfig struct {
+	maxAttempts   int
+	initial, max  time.Duration
+	methods       []string
+	methodsSet    bool
+	maxRetryAfter time.Duration
+	keyFunc       func() string
+	keyFuncSet    bool
+}
+
+// TransportOption configures a [Transport]. Options are checked by
+// [NewTransport], which refuses an invalid one.
+type TransportOption func(*transportConfig)
+
+// WithMaxAttempts sets how many times a request is sent at most, the first
+// attempt included: 1 turns retries off. It must be within
+// 1..[MaxAttemptsLimit]; the default is [DefaultMaxAttempts].
+func WithMaxAttempts(n int) TransportOption {
+	return func(c *transportConfig) { c.maxAttempts = n }
+}
+
+// WithBackoff sets the ceiling of the first wait without Retry-After
+// (initial) and the cap of every later ceiling (max). The ceiling doubles
+// at each retry; the wait is random in [0, ceiling). initial must be
+// positive and max at least initial; the defaults are
+// [DefaultInitialBackoff] and [DefaultMaxBackoff].
+func WithBackoff(initial, max time.Duration) TransportOption {
+	return func(c *transportConfig) { c.initial, c.max = initial, max }
+}
+
+// WithMethods sets the methods that get an Idempotency-Key and retries,
+// replacing the default POST and PATCH. Methods are matched exactly (case
+// sensitive, as HTTP methods are). At least one is required, and none may
+// be empty or contain anything but token characters.
+func WithMethods(methods ...string) TransportOption {
+	return func(c *transportConfig) {
+		c.methods = append([]string(nil), methods...)
+		c.methodsSet = true
+	}
+}
+
+// WithMaxRetryAfter sets the longest Retry-After the transport honours. A
+// response asking for a longer wait ends the retries and is returned to
+// the caller, who can decide to come back later. It must not be negative;
+// the default is [DefaultMaxRetryAfter].
+func WithMaxRetryAfter(d time.Duration) TransportOption {
+	return func(c *transportConfig) { c.maxRetryAfter = d }
+}
+
+// WithKeyFunc sets the source of keys for requests that carry none and
+// have no key from [WithKey]. It is called once per RoundTrip, possibly
+// from several goroutines at once. Keys must be unique per logical request
+// and unguessable; a key that is empty, longer than [MaxKeyBytes] or holds
+// bytes outside 0x20–0x7E makes RoundTrip fail before anything is sent.
+// f must not be nil; the default makes a UUIDv7.
+func WithKeyFunc(f func() string) TransportOption {
+	return func(c *transportConfig) {
+		c.keyFunc = f
+		c.keyFuncSet = true
+	}
+}
+
+type transportKeyCtx struct{}
+
+// WithKey returns a context that makes a [Transport] send key, instead of a
+// generated one, on the request made with it — for example the UUID of the
+// order the request creates, so that a repeat after a crash carries the
+// same key. The key must be 1..[MaxKeyBytes] bytes within 0x20–0x7E, else
+// RoundTrip fails with an error matching [ErrInvalidKey] before anything
+// is sent. A request that already carries an Idempotency-Key header keeps
+// it and ignores this key.
+func WithKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, transportKeyCtx{}, key)
+}
+
+// NewTransport returns a [Transport] that sends through base
+// ([http.DefaultTransport] when nil). It fails when an option is invalid.
+func NewTransport(base http.RoundTripper, opts ...TransportOption) (*Transport, error) {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	c := transportConfig{
+		maxAttempts:   DefaultMaxAttempts,
+		initial:       DefaultInitialBackoff,
+		max:           DefaultMaxBackoff,
+		methods:       []string{http.MethodPost, http.MethodPatch},
+		maxRetryAfter: DefaultMaxRetryAfter,
+	}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.maxAttempts < 1 || c.maxAttempts > MaxAttemptsLimit {
+		return nil, fmt.Errorf("idem: max attempts %d outside 1..%d", c.maxAttempts, MaxAttemptsLimit)
+	}
+	if c.initial <= 0 {
+		return nil, fmt.Errorf("idem: initial backoff %s must be positive", c.initial)
+	}
+	if c.max < c.initial {
+		return nil, fmt.Errorf("idem: max backoff %s below initial backoff %s", c.max, c.initial)
+	}
+	if c.maxRetryAfter < 0 {
+		return nil, fmt.Errorf("idem: max retry-after %s is negative", c.maxRetryAfter)
+	}
+	if len(c.methods) == 0 {
+		return nil, errors.New("idem: no methods for the transport")
+	}
+	methods := make(map[string]bool, len(c.methods))
+	for _, m := range c.methods {
+		if !isMethodToken(m) {
+			return nil, fmt.Errorf("idem: invalid method %q", m)
+		}
+		methods[m] = true
+	}
+	t := &Transport{
+		base:          base,
+		maxAttempts:   c.maxAttempts,
+		initial:       c.initial,
+		max:           c.max,
+		methods:       methods,
+		maxRetryAfter: c.maxRetryAfter,
+		keyFunc:       newV7Key,
+	}
+	if c.keyFuncSet {
+		if c.keyFunc == nil {
+			return nil, errors.New("idem: nil key func")
+		}
+		f := c.keyFunc
+		t.keyFunc = func() (string, error) { return f(), nil }
+	}
+	return t, nil
+}
+
+func newV7Key() (string, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return "", fmt.Errorf("idem: generate idempotency key: %w", err)
+	}
+	return id.String(), nil
+}
+
+// RoundTrip sends req as described on [Transport]. Like every
+// [http.RoundTripper] it closes req.Body, also when it fails. Errors are
+// those of the base transport, the context's error when the request's
+// context ends during a wait, an error matching [ErrInvalidKey] when the
+// key cannot be sent, or the error of req.GetBody when the body cannot be
+// rewound for a retry.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !t.methods[req.Method] {
+		return t.base.RoundTrip(req)
+	}
+	ctx := req.Context()
+	out := req.Clone(ctx)
+	if out.Header == nil {
+		out.Header = make(http.Header)
+	}
+	if len(out.Header.Values(transportKeyHeader)) == 0 {
+		key, err := t.key(ctx)
+		if err != nil {
+			if req.Body != nil {
+				// The request fails before sending; the body is closed per
+				// the RoundTripper contract and its close error adds nothing.
+				_ = req.Body.Close()
+			}
+			return nil, err
+		}
+		out.Header.Set(transportKeyHeader, sfString(key))
+	}
+	hasBody := req.Body != nil && req.Body != http.NoBody
+	retryable := !hasBody || req.GetBody != nil
+
+	for attempt := 1; ; attempt++ {
+		r := out
+		if attempt > 1 {
+			r = out.Clone(ctx)
+			if hasBody {
+				body, err := req.GetBody()
+				if err != nil {
+					return nil, fmt.Errorf("idem: rewind request body for retry: %w", err)
+				}
+				r.Body = body
+			}
+		}
+		resp, err := t.base.RoundTrip(r)
+		if resp != nil {
+			resp.Request = r
+		}
+		if attempt >= t.maxAttempts || !retryable {
+			return resp, err
+		}
+		var wait time.Duration
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			wait = t.backoff(attempt)
+		} else {
+			d, again := t.retryDelay(resp, attempt)
+			if !again {
+				return resp, nil
+			}
+			drainAndClose(resp.Body)
+			wait = d
+		}
+		if err := sleepCtx(ctx, wait); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// CloseIdleConnections closes the idle connections of the base transport
+// when it has such a method, so that [http.Client.CloseIdleConnections]
+// reaches through this transport.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+func (t *Transport) key(ctx context.Context) (string, error) {
+	key, ok := ctx.Value(transportKeyCtx{}).(string)
+	if !ok {
+		var err error
+		if key, err = t.keyFunc(); err != nil {
+			return "", err
+		}
+	}
+	if len(key) == 0 || len(key) > MaxKeyBytes {
+		return "", &ValidationError{Field: "key", Reason: fmt.Sprintf("length %d outside 1..%d bytes", len(key), MaxKeyBytes)}
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return "", &ValidationError{Field: "key", Reason: fmt.Sprintf("byte 0x%02x at %d is not printable ASCII", key[i], i)}
+		}
+	}
+	return key, nil
+}
+
+// retryDelay says whether resp is worth another attempt, and how long to
+// wait before it. It may replace resp.Body (keeping its content) to read
+// the problem code of a 409.
+func (t *Transport) retryDelay(resp *http.Response, attempt int) (time.Duration, bool) {
+	retryAfter := resp.Header.Get(transportRetryAfterHeader)
+	switch {
+	case resp.StatusCode >= 500 && resp.StatusCode <= 599, resp.StatusCode == http.StatusTooManyRequests:
+	case resp.StatusCode == http.StatusConflict:
+		switch problemCode(resp) {
+		case transportCodeUnavailable, transportCodeKeyReused:
+			return 0, false
+		case transportCodeInProgress:
+		default:
+			if retryAfter == "" {
+				return 0, false
+			}
+		}
+	default:
+		return 0, false
+	}
+	if d, ok := parseRetryAfter(retryAfter, time.Now()); ok {
+		if d > t.maxRetryAfter {
+			return 0, false
+		}
+		return d, true
+	}
+	return t.backoff(attempt), true
+}
+
+// backoff is the full-jitter wait after the attempt-th attempt: random in
+// [0, min(max, initial·2^(attempt-1))).
+func (t *Transport) backoff(attempt int) time.Duration {
+	ceil := t.initial
+	for i := 1; i < attempt && ceil < t.max; i++ {
+		if ceil > t.max/2 {
+			ceil = t.max
+		} else {
+			ceil *= 2
+		}
+	}
+	ceil = min(ceil, t.max)
+	return rand.N(ceil)
+}
+
+// parseRetryAfter reads delta-seconds or an HTTP-date (RFC 9110 §10.2.3).
+// A date in the past means no wait.
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseUint(v, 10, 32); err == nil {
+		return time.Duration(secs) * time.Second, true
+	}
+	if at, err := http.ParseTime(v); err == nil {
+		return max(at.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+// problemCode returns the `code` member of an RFC 9457 problem body, or ""
+// when there is none. It reads at most transportPeekBytes and leaves the
+// body readable from its start.
+func problemCode(resp *http.Response) string {
+	if resp.Body == nil || resp.Body == http.NoBody {
+		return ""
+	}
+	orig := resp.Body
+	head, err := io.ReadAll(io.LimitReader(orig, transportPeekBytes))
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), orig), orig}
+	if err != nil {
+		return ""
+	}
+	var p struct {
+		Code string `json:"code"`
+	}
+	if json.Unmarshal(head, &p) != nil {
+		return ""
+	}
+	return p.Code
+}
+
+// drainAndClose lets the connection of a response that will be retried be
+// reused. Errors are of no interest: the response is discarded, and a
+// failed drain only costs the connection.
+func drainAndClose(body io.ReadCloser) {
+	if body == nil {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, body, transportPeekBytes)
+	_ = body.Close()
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
+// sfString serialises a key of printable ASCII as an RFC 9651 String.
+func sfString(key string) string {
+	var b strings.Builder
+	b.Grow(len(key) + 2)
+	b.WriteByte('"')
+	for i := 0; i < len(key); i++ {
+		if key[i] == '"' || key[i] == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(key[i])
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// isMethodToken reports whether s is an RFC 9110 token, the syntax of a method.
+func isMethodToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+var _ http.RoundTripper = (*Transport)(nil)
