@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/unstuckhq/unstuck/driver/pgxv5"
+	"github.com/unstuckhq/unstuck/driver/sqlite"
+	"github.com/unstuckhq/unstuck/idem"
+)
+
+// database is an opened database with the engine's store over it.
+type database struct {
+	// Redacted is the URL without a password, fit for logs and messages.
+	Redacted string
+	Store    idem.Store
+	Migrate  func(context.Context) error
+	Close    func()
+}
+
+// openDatabase opens a PostgreSQL URL (postgres:// or postgresql://) or
+// sqlite:PATH (the embedded default; the file is created if missing).
+func openDatabase(ctx context.Context, rawURL string) (*database, error) {
+	switch {
+	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
+		u, err := url.Parse(rawURL)
+		if err != nil {
+			return nil, errors.New("database URL cannot be parsed")
+		}
+		redacted := u.Redacted()
+		cfg, err := pgxpool.ParseConfig(rawURL)
+		if err != nil {
+			return nil, fmt.Errorf("database URL %s: %w", redacted, err)
+		}
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", redacted, err)
+		}
+		if err := pool.Ping(ctx); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("connect to %s: %w", redacted, err)
+		}
+		s := pgxv5.New(pool)
+		return &database{Redacted: redacted, Store: s, Migrate: s.Migrate, Close: pool.Close}, nil
+	case strings.HasPrefix(rawURL, "sqlite:"):
+		path := strings.TrimPrefix(strings.TrimPrefix(rawURL, "sqlite:"), "//")
+		if path == "" {
+			return nil, errors.New("database URL sqlite: needs a path, e.g. sqlite:/var/lib/unstuck/console.db")
+		}
+		db, err := sqlite.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", rawURL, err)
+		}
+		if err := db.PingContext(ctx); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("open %s: %w", rawURL, err)
+		}
+		s := sqlite.New(db)
+		return &database{Redacted: rawURL, Store: s, Migrate: s.Migrate, Close: func() { closeQuietly(db) }}, nil
+	default:
+		return nil, fmt.Errorf("database URL must start with postgres://, postgresql:// or sqlite: (got %q)", schemeOf(rawURL))
+	}
+}
+
+func closeQuietly(db *sql.DB) { _ = db.Close() }
+
+// schemeOf returns what precedes the first colon, so an error never echoes
+// a whole URL that may hold a password.
+func schemeOf(raw string) string {
+	if i := strings.IndexByte(raw, ':'); i >= 0 {
+		return raw[:i+1] + "…"
+	}
+	if len(raw) > 12 {
+		return raw[:12] + "…"
+	}
+	return raw
+}

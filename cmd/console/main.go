@@ -1,0 +1,67 @@
+// Command console runs the unstuck operations console and administers its
+// database. Run "console --help" for the subcommands.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case err == nil:
+	case errors.Is(err, errUsage):
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "console:", err)
+		os.Exit(1)
+	}
+}
+
+// errUsage reports a command line that could not be parsed; the message was
+// already printed with the usage.
+var errUsage = errors.New("usage")
+
+const usage = `console — the unstuck operations console
+
+Usage:
+  console <command> [flags]
+
+Commands:
+  migrate   apply the database migrations (idempotent)
+  help      show this help
+
+Flags of migrate:
+  --db URL  database: a PostgreSQL URL (postgres://user@host:5432/db) or
+            sqlite:PATH for the embedded default; default $UNSTUCK_DATABASE_URL
+
+Run "console <command> --help" for a command's flags.
+`
+
+// run is the whole program: it parses args (without the program name),
+// reads configuration through getenv, and writes to stdout and stderr. It
+// returns when the command is done or ctx ends.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errUsage
+	}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	case "migrate":
+		return runMigrate(ctx, rest, getenv, stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "console: unknown command %q\n\n%s", cmd, usage)
+		return errUsage
+	}
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/unstuckhq/unstuck/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.RunMain(m) }
+
+func runConsole(t *testing.T, env map[string]string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err = run(context.Background(), args, func(k string) string { return env[k] }, &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	out, _, err := runConsole(t, nil, "--help")
+	require.NoError(t, err)
+	require.Contains(t, out, "migrate")
+
+	_, errOut, err := runConsole(t, nil)
+	require.ErrorIs(t, err, errUsage)
+	require.Contains(t, errOut, "Usage:")
+
+	_, errOut, err = runConsole(t, nil, "frobnicate")
+	require.ErrorIs(t, err, errUsage)
+	require.Contains(t, errOut, `unknown command "frobnicate"`)
+
+	_, errOut, err = runConsole(t, nil, "migrate", "--help")
+	require.NoError(t, err)
+	require.Contains(t, errOut, "--db")
+}
+
+func TestMigrateSQLite(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "console.db")
+	for range 2 { // idempotent
+		out, _, err := runConsole(t, nil, "migrate", "--db", "sqlite:"+path)
+		require.NoError(t, err)
+		require.Contains(t, out, "migrated sqlite:"+path)
+	}
+	// The URL may also come from the environment.
+	out, _, err := runConsole(t, map[string]string{"UNSTUCK_DATABASE_URL": "sqlite:" + path}, "migrate")
+	require.NoError(t, err)
+	require.Contains(t, out, "migrated")
+}
+
+func TestMigratePostgres(t *testing.T) {
+	t.Parallel()
+	url := pgtest.Database(t)
+	for range 2 {
+		_, _, err := runConsole(t, nil, "migrate", "--db", url)
+		require.NoError(t, err)
+	}
+	conn, err := pgx.Connect(context.Background(), url)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var n int
+	require.NoError(t, conn.QueryRow(context.Background(), "SELECT count(*) FROM unstuck_migration WHERE line = 'idem'").Scan(&n))
+	require.Positive(t, n)
+	require.NoError(t, conn.QueryRow(context.Background(), "SELECT count(*) FROM unstuck_idem_record").Scan(&n))
+	require.Zero(t, n)
+}
+
+func TestMigrateBadInput(t *testing.T) {
+	t.Parallel()
+	_, errOut, err := runConsole(t, nil, "migrate")
+	require.ErrorIs(t, err, errUsage)
+	require.Contains(t, errOut, "--db is required")
+
+	_, _, err = runConsole(t, nil, "migrate", "--db", "mysql://user:hunter2@host/db")
+	require.ErrorContains(t, err, "must start with postgres://")
+	require.NotContains(t, err.Error(), "hunter2", "a password is never echoed")
+
+	_, _, err = runConsole(t, nil, "migrate", "--db", "sqlite:")
+	require.ErrorContains(t, err, "needs a path")
+
+	_, _, err = runConsole(t, nil, "migrate", "--db", "postgres://postgres:hunter2@127.0.0.1:1/none?connect_timeout=2")
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), "hunter2")
+
+	_, errOut, err = runConsole(t, nil, "migrate", "--db", "sqlite:/tmp/x.db", "extra")
+	require.ErrorIs(t, err, errUsage)
+	require.Contains(t, errOut, "unexpected argument")
+}

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+)
+
+func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dbURL := fs.String("db", getenv("UNSTUCK_DATABASE_URL"), "database `URL`: postgres://… or sqlite:PATH")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage: console migrate --db URL\n\nApplies every pending migration; running it again changes nothing.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "console migrate: unexpected argument %q\n", fs.Arg(0))
+		return errUsage
+	}
+	if *dbURL == "" {
+		fmt.Fprintln(stderr, "console migrate: --db is required (or set UNSTUCK_DATABASE_URL)")
+		return errUsage
+	}
+	db, err := openDatabase(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := db.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate %s: %w", db.Redacted, err)
+	}
+	fmt.Fprintf(stdout, "migrated %s\n", db.Redacted)
+	return nil
+}

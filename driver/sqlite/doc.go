@@ -1,0 +1,57 @@
+// Package sqlite is the SQLite driver of unstuck: an [idem.Store] on
+// modernc.org/sqlite, a pure-Go SQLite that needs no cgo.
+//
+// SQLite is the embedded, single-host default. Every process that uses the
+// store opens the same database file on one host; for several hosts, use the
+// PostgreSQL driver instead.
+//
+// # Opening, migrating, constructing
+//
+// [Open] opens a database file with the settings the store needs (WAL
+// journal, a busy timeout so that concurrent writers wait for each other).
+// [Store.Migrate] creates or upgrades the tables and is safe to call on
+// every start, even from several processes at once. [New] makes the store:
+//
+//	db, err := sqlite.Open("unstuck.db")
+//	if err != nil {
+//		return err
+//	}
+//	defer db.Close()
+//	store := sqlite.New(db)
+//	if err := store.Migrate(ctx); err != nil {
+//		return err
+//	}
+//	// store is the idem.Store to give the engine.
+//
+// A caller that opens the *sql.DB itself, with driver name "sqlite", must
+// set busy_timeout on every connection, for instance with the DSN parameter
+// _pragma=busy_timeout(10000): without it a writer that finds the database
+// locked fails at once with SQLITE_BUSY. WAL mode is strongly advised.
+//
+// # Clock
+//
+// The store judges leases and retention by the clock of the process that
+// calls it, since SQLite is embedded and all its writers run on one host;
+// a params struct with a non-zero Now replaces it (tests only). Times are
+// stored as Unix microseconds, UTC, so records come back truncated to the
+// microsecond.
+//
+// # Transactions and fences
+//
+// Reserve and Takeover run in BEGIN IMMEDIATE transactions, which take the
+// write lock at once: a deferred transaction that upgrades to a write can
+// fail with SQLITE_BUSY whatever the busy timeout. The other writes are
+// single statements, atomic on their own. SQLite has one writer at a time,
+// so a [Store] queues its own writers in the process and leaves the busy
+// timeout to arbitrate with other handles and processes; reads never wait
+// for writers. Fences come from one counter row
+// incremented in the transaction that stores them, so they strictly
+// increase across all records, even after a record is deleted and reserved
+// again.
+//
+// # Migrations
+//
+// The schema is kept in embedded migration files, migration/idem/NNN_name.up.sql
+// with a matching .down.sql. The table unstuck_migration records which
+// version of which line ("idem" here) has been applied.
+package sqlite

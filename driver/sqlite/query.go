@@ -1,0 +1,109 @@
+package sqlite
+
+// The SQL of the idem store, in one place. Timestamps are bound and read as
+// Unix microseconds, UTC (see migration/idem/001_records.up.sql).
+
+// recordColumns is the column list every query returning a record selects,
+// in the order scanRecord reads them.
+const recordColumns = `id, scope, operation, key_digest, fingerprint, status, result,
+    response_code, correlation_id, external_ref, resource_ids, last_error,
+    owner_token, fence, lease_expires_at, attempts, version,
+    created_at, updated_at, expires_at`
+
+const (
+	// queryGet takes scope, operation, key_digest.
+	queryGet = `SELECT ` + recordColumns + `
+FROM unstuck_idem_record
+WHERE scope = ? AND operation = ? AND key_digest = ?`
+
+	// queryNextFence hands out the next fence. It must run in the write
+	// transaction that stores the fence.
+	queryNextFence = `UPDATE unstuck_idem_fence SET value = value + 1 WHERE id = 1 RETURNING value`
+
+	// queryInsert takes scope, operation, key_digest, fingerprint,
+	// owner_token, fence, lease_expires_at, created_at (also updated_at),
+	// expires_at.
+	queryInsert = `INSERT INTO unstuck_idem_record (
+    scope, operation, key_digest, fingerprint, status, owner_token, fence,
+    lease_expires_at, attempts, version, created_at, updated_at, expires_at
+) VALUES (?, ?, ?, ?, 'processing', ?, ?, ?, 1, 1, ?8, ?8, ?)
+RETURNING ` + recordColumns
+
+	// queryTakeoverCheck finds the id of a record that may be taken over:
+	// still under the seen owner and fence, with no live lease, and not
+	// pending. It takes scope, operation, key_digest, owner_token, fence,
+	// now.
+	queryTakeoverCheck = `SELECT id FROM unstuck_idem_record
+WHERE scope = ? AND operation = ? AND key_digest = ?
+  AND owner_token = ? AND fence = ?
+  AND (lease_expires_at IS NULL OR lease_expires_at <= ?)
+  AND status <> 'pending'`
+
+	// queryTakeover takes owner_token, fence, lease_expires_at, now, id.
+	queryTakeover = `UPDATE unstuck_idem_record SET
+    owner_token = ?, fence = ?, status = 'processing', lease_expires_at = ?,
+    attempts = attempts + 1, version = version + 1, updated_at = ?
+WHERE id = ?
+RETURNING ` + recordColumns
+
+	// queryTakeoverFresh restarts the record as if first seen. It takes
+	// owner_token, fence, lease_expires_at, now (updated_at and created_at),
+	// fingerprint, expires_at, id.
+	queryTakeoverFresh = `UPDATE unstuck_idem_record SET
+    owner_token = ?, fence = ?, status = 'processing', lease_expires_at = ?,
+    attempts = 1, version = version + 1, updated_at = ?4, created_at = ?4,
+    fingerprint = ?, expires_at = ?,
+    result = NULL, response_code = 0, correlation_id = '', external_ref = '',
+    last_error = '', resource_ids = '[]'
+WHERE id = ?
+RETURNING ` + recordColumns
+
+	// queryComplete takes status, result, response_code, last_error, now,
+	// then the owner check: scope, operation, key_digest, owner_token,
+	// fence.
+	queryComplete = `UPDATE unstuck_idem_record SET
+    status = ?, result = ?, response_code = ?, last_error = ?,
+    lease_expires_at = NULL, version = version + 1, updated_at = ?
+WHERE scope = ? AND operation = ? AND key_digest = ?
+  AND owner_token = ? AND fence = ? AND status = 'processing'`
+
+	// queryAnnotate replaces correlation_id and external_ref when the
+	// argument is not empty and appends the JSON array argument to
+	// resource_ids. It takes correlation_id, external_ref, resource_ids
+	// (JSON), now, then the owner check: scope, operation, key_digest,
+	// owner_token, fence.
+	queryAnnotate = `UPDATE unstuck_idem_record SET
+    correlation_id = COALESCE(NULLIF(?, ''), correlation_id),
+    external_ref = COALESCE(NULLIF(?, ''), external_ref),
+    resource_ids = (
+        SELECT json_group_array(value ORDER BY src, key) FROM (
+            SELECT 0 AS src, key, value FROM json_each(unstuck_idem_record.resource_ids)
+            UNION ALL
+            SELECT 1 AS src, key, value FROM json_each(?)
+        )
+    ),
+    version = version + 1, updated_at = ?
+WHERE scope = ? AND operation = ? AND key_digest = ?
+  AND owner_token = ? AND fence = ? AND status = 'processing'`
+
+	// queryRelease takes scope, operation, key_digest, owner_token, fence.
+	queryRelease = `DELETE FROM unstuck_idem_record
+WHERE scope = ? AND operation = ? AND key_digest = ?
+  AND owner_token = ? AND fence = ? AND status = 'processing'`
+
+	// queryDelete takes scope, operation, key_digest.
+	queryDelete = `DELETE FROM unstuck_idem_record
+WHERE scope = ? AND operation = ? AND key_digest = ?`
+
+	// querySweep deletes, oldest retention first, up to a limit of records
+	// whose retention has ended, never a pending one nor one processing
+	// under a live lease. It takes now, limit.
+	querySweep = `DELETE FROM unstuck_idem_record WHERE id IN (
+    SELECT id FROM unstuck_idem_record
+    WHERE expires_at <= ?1
+      AND status <> 'pending'
+      AND NOT (status = 'processing' AND lease_expires_at > ?1)
+    ORDER BY expires_at, id
+    LIMIT ?2
+)`
+)

@@ -1,0 +1,222 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"path/filepath"
+	"runtime"
+	"sync/atomic"
+
+	modernc "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/unstuckhq/unstuck/idem"
+)
+
+var _ idem.Store = (*Store)(nil)
+
+// Store is an [idem.Store] on a SQLite database. It is safe for concurrent
+// use by many goroutines, and by several processes on the same host sharing
+// the database file. It judges time by the process clock (see the package
+// documentation) unless a params struct carries a non-zero Now.
+type Store struct {
+	db *sql.DB
+	// writer is a semaphore of one that every write of this store holds.
+	// SQLite admits one writer at a time; queueing writers here hands the
+	// lock over at once, where waiting in SQLite's busy handler polls with
+	// sleeps of up to 100ms and collapses under many concurrent writers.
+	// Writers in other processes or on other stores still wait in the busy
+	// handler.
+	writer chan struct{}
+
+	// getStmt is queryGet prepared on db, made on first use; see
+	// preparedGet.
+	getStmt atomic.Pointer[sql.Stmt]
+}
+
+// New returns a store on db, which must have been migrated with
+// [Store.Migrate] before the store is used. db should come from [Open]; a
+// caller that opens it otherwise must set a busy timeout on every
+// connection, or concurrent writers fail at once with SQLITE_BUSY. The store
+// never closes db.
+func New(db *sql.DB) *Store {
+	return &Store{db: db, writer: make(chan struct{}, 1)}
+}
+
+// write runs fn while holding the store's writer semaphore, or returns
+// ctx.Err() if ctx ends first.
+func (s *Store) write(ctx context.Context, fn func() error) error {
+	select {
+	case s.writer <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s.writer }()
+	return fn()
+}
+
+// Migrate creates or upgrades the store's tables: it applies, in order, every
+// migration of the "idem" line that the unstuck_migration table does not
+// list yet, each in its own transaction together with its bookkeeping row.
+// It is idempotent, and safe to call concurrently from several handles or
+// processes on the same database file.
+func (s *Store) Migrate(ctx context.Context) error {
+	fsys, err := fs.Sub(idemMigrations, "migration/idem")
+	if err != nil {
+		return fmt.Errorf("sqlite: migrate: %w", err)
+	}
+	if err := migrate(ctx, s.db, "idem", fsys); err != nil {
+		return fmt.Errorf("sqlite: migrate: %w", err)
+	}
+	return nil
+}
+
+// Open opens the SQLite database file at path, creating it if missing, with
+// the settings the store needs on every connection: busy_timeout(10000) so
+// that concurrent writers wait for each other instead of failing,
+// journal_mode(WAL) so that readers never block the writer,
+// foreign_keys(1), and synchronous(NORMAL), which is durable across process
+// crashes and, in WAL mode, loses at most the last transactions on power
+// loss. The pool keeps up to max(4, GOMAXPROCS) connections open and idle,
+// since each new connection runs the pragmas and parses the schema again.
+// The caller closes the returned handle.
+//
+// A caller that opens the database itself must at least set busy_timeout on
+// every connection (in the DSN, for instance
+// "file:/path/db.sqlite?_pragma=busy_timeout(10000)"), because the pragma is
+// per connection and the default is to fail at once.
+func Open(path string) (*sql.DB, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
+	}
+	// A file: URI with an escaped path, so that a '?' or '%' in the path
+	// cannot be taken for the start of the parameters.
+	q := url.Values{"_pragma": {
+		"busy_timeout(10000)",
+		"journal_mode(WAL)",
+		"foreign_keys(1)",
+		"synchronous(NORMAL)",
+	}}
+	dsn := (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: q.Encode()}).String()
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
+	}
+	// SQLite has one writer at a time, and readers beyond the CPUs only
+	// queue: a small pool that is never trimmed costs little.
+	conns := max(4, runtime.GOMAXPROCS(0))
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	// Open connects lazily; ping so that a bad path fails here, not at the
+	// first query.
+	if err := db.Ping(); err != nil {
+		return nil, errors.Join(fmt.Errorf("sqlite: open %q: %w", path, err), db.Close())
+	}
+	return db, nil
+}
+
+// immediate runs fn in a BEGIN IMMEDIATE transaction (see the function
+// immediate) while holding the store's writer semaphore.
+func (s *Store) immediate(ctx context.Context, fn func(conn *sql.Conn) error) error {
+	return s.write(ctx, func() error { return immediate(ctx, s.db, fn) })
+}
+
+// exec runs one writing statement, atomic on its own, while holding the
+// store's writer semaphore.
+func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	var res sql.Result
+	err := s.write(ctx, func() error {
+		var err error
+		res, err = s.db.ExecContext(ctx, query, args...)
+		return err
+	})
+	return res, err
+}
+
+// preparedGet returns queryGet prepared on the pool. database/sql keeps it
+// prepared on each connection it has run on, which spares SQLite parsing
+// the query on every read, the commonest call. Racing first callers may
+// each prepare it; the losers close theirs.
+func (s *Store) preparedGet(ctx context.Context) (*sql.Stmt, error) {
+	if st := s.getStmt.Load(); st != nil {
+		return st, nil
+	}
+	st, err := s.db.PrepareContext(ctx, queryGet)
+	if err != nil {
+		return nil, err
+	}
+	if s.getStmt.CompareAndSwap(nil, st) {
+		return st, nil
+	}
+	if err := st.Close(); err != nil {
+		return nil, err
+	}
+	return s.getStmt.Load(), nil
+}
+
+// immediate runs fn in a BEGIN IMMEDIATE transaction on one connection of
+// db, and commits if fn returns nil. BEGIN IMMEDIATE takes the write lock at
+// once, waiting for it under busy_timeout; a deferred transaction that
+// upgrades to a write can instead fail with SQLITE_BUSY whatever the
+// timeout. The statements are run by hand on a *sql.Conn so that this holds
+// whatever DSN the caller opened db with.
+//
+// A cancelled ctx aborts the transaction before COMMIT; COMMIT itself runs
+// without cancellation, so that a committed write is never reported as
+// failed. If ROLLBACK fails the connection may still be inside the
+// transaction, so it is closed instead of returned to the pool.
+func immediate(ctx context.Context, db *sql.DB, fn func(conn *sql.Conn) error) (err error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("get connection: %w", err)
+	}
+	defer func() {
+		if cerr := conn.Close(); cerr != nil && !errors.Is(cerr, sql.ErrConnDone) {
+			err = errors.Join(err, fmt.Errorf("release connection: %w", cerr))
+		}
+	}()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return fmt.Errorf("begin immediate: %w", err)
+	}
+	committed := false
+	defer func() {
+		if committed {
+			return
+		}
+		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("rollback: %w", rerr), discard(conn))
+		}
+	}()
+	if err := fn(conn); err != nil {
+		return err
+	}
+	if _, err := conn.ExecContext(context.WithoutCancel(ctx), "COMMIT"); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	committed = true
+	return nil
+}
+
+// discard closes conn's driver connection instead of returning it to the
+// pool: database/sql drops a connection whose Raw callback reports
+// driver.ErrBadConn.
+func discard(conn *sql.Conn) error {
+	err := conn.Raw(func(any) error { return driver.ErrBadConn })
+	if err != nil && !errors.Is(err, driver.ErrBadConn) {
+		return fmt.Errorf("discard connection: %w", err)
+	}
+	return nil
+}
+
+// isUniqueViolation reports whether err is SQLite's
+// SQLITE_CONSTRAINT_UNIQUE (extended code 2067).
+func isUniqueViolation(err error) bool {
+	var serr *modernc.Error
+	return errors.As(err, &serr) && serr.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE
+}

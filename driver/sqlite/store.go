@@ -1,0 +1,353 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/unstuckhq/unstuck/idem"
+)
+
+// defaultSweepLimit bounds a Sweep whose params give no limit.
+const defaultSweepLimit = 1000
+
+// Reserve implements [idem.Store.Reserve]. A repeat of an existing key is
+// answered by a plain read, which takes no lock. Otherwise the lookup, the
+// fence and the insert run in one BEGIN IMMEDIATE transaction, and the
+// unique constraint on (scope, operation, key_digest) remains the arbiter:
+// should the insert still collide, the existing record is returned. The
+// record expires after the longer of p.TTL and p.Lease.
+func (s *Store) Reserve(ctx context.Context, p idem.ReserveParams) (idem.Record, bool, error) {
+	now := clock(p.Now)
+	rec, ok, err := s.lookup(ctx, p.Ident, now)
+	if err != nil {
+		return idem.Record{}, false, fmt.Errorf("sqlite: reserve: %w", err)
+	}
+	if ok {
+		return rec, false, nil
+	}
+	var created bool
+	err = s.write(ctx, func() error {
+		// Concurrent reservations of one key queue here, and the first
+		// usually commits while the others wait: looking again spares them
+		// a transaction. Writers on other handles are left to the lookup
+		// inside the transaction.
+		found, ok, err := s.lookup(ctx, p.Ident, now)
+		if err != nil {
+			return err
+		}
+		if ok {
+			rec = found
+			return nil
+		}
+		return immediate(ctx, s.db, func(conn *sql.Conn) error {
+			rec, created, err = insert(ctx, conn, p, now)
+			return err
+		})
+	})
+	if err != nil {
+		return idem.Record{}, false, fmt.Errorf("sqlite: reserve: %w", err)
+	}
+	return rec, created, nil
+}
+
+// insert is the transaction of Reserve: it returns the record for p.Ident,
+// inserting it with a new fence if there is none. conn must be inside a
+// write transaction.
+func insert(ctx context.Context, conn *sql.Conn, p idem.ReserveParams, now time.Time) (idem.Record, bool, error) {
+	found, ok, err := get(ctx, conn, p.Ident, now)
+	if err != nil {
+		return idem.Record{}, false, err
+	}
+	if ok {
+		return found, false, nil
+	}
+	fence, err := nextFence(ctx, conn)
+	if err != nil {
+		return idem.Record{}, false, err
+	}
+	at := now.UnixMicro()
+	row := conn.QueryRowContext(ctx, queryInsert,
+		p.Scope, p.Operation, p.KeyDigest, p.Fingerprint, p.Owner, fence,
+		at+p.Lease.Microseconds(), at, at+max(p.TTL, p.Lease).Microseconds())
+	inserted, err := scanRecord(row, now)
+	if isUniqueViolation(err) {
+		// Unreachable while the write lock is held, but the constraint, not
+		// the lookup above, decides. The fence is burnt, which is harmless:
+		// fences need only increase.
+		found, ok, err := get(ctx, conn, p.Ident, now)
+		if err != nil {
+			return idem.Record{}, false, err
+		}
+		if !ok {
+			return idem.Record{}, false, errors.New("insert collided with a record that cannot be read")
+		}
+		return found, false, nil
+	}
+	if err != nil {
+		return idem.Record{}, false, fmt.Errorf("insert: %w", err)
+	}
+	return inserted, true, nil
+}
+
+// Takeover implements [idem.Store.Takeover]. The check and the update run in
+// one BEGIN IMMEDIATE transaction, so a takeover that is refused with
+// [idem.ErrFenced] consumes no fence. A pending record is never taken over.
+func (s *Store) Takeover(ctx context.Context, p idem.TakeoverParams) (idem.Record, error) {
+	now := clock(p.Now)
+	at := now.UnixMicro()
+	var rec idem.Record
+	err := s.immediate(ctx, func(conn *sql.Conn) error {
+		var id int64
+		err := conn.QueryRowContext(ctx, queryTakeoverCheck,
+			p.Scope, p.Operation, p.KeyDigest, p.Seen.Token, p.Seen.Fence, at).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return idem.ErrFenced
+		}
+		if err != nil {
+			return fmt.Errorf("check owner: %w", err)
+		}
+		fence, err := nextFence(ctx, conn)
+		if err != nil {
+			return err
+		}
+		leaseEnd := at + p.Lease.Microseconds()
+		var row *sql.Row
+		if p.Fresh {
+			row = conn.QueryRowContext(ctx, queryTakeoverFresh,
+				p.NewOwner, fence, leaseEnd, at,
+				p.Fingerprint, at+max(p.TTL, p.Lease).Microseconds(), id)
+		} else {
+			row = conn.QueryRowContext(ctx, queryTakeover, p.NewOwner, fence, leaseEnd, at, id)
+		}
+		rec, err = scanRecord(row, now)
+		if err != nil {
+			return fmt.Errorf("update: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return idem.Record{}, fmt.Errorf("sqlite: takeover: %w", err)
+	}
+	return rec, nil
+}
+
+// Complete implements [idem.Store.Complete]. It refuses a c.Status that is
+// processing or not a defined status before touching the database. A nil
+// c.Result is stored as no result.
+func (s *Store) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c idem.Completion) error {
+	if !c.Status.Valid() || c.Status == idem.StatusProcessing {
+		return fmt.Errorf("sqlite: complete: status %q is not a final status", c.Status)
+	}
+	res, err := s.exec(ctx, queryComplete,
+		string(c.Status), c.Result, int64(c.ResponseCode), c.LastError, clock(c.Now).UnixMicro(),
+		id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence)
+	if err := casResult(res, err); err != nil {
+		return fmt.Errorf("sqlite: complete: %w", err)
+	}
+	return nil
+}
+
+// Annotate implements [idem.Store.Annotate]. Empty CorrelationID and
+// ExternalRef leave the stored values; ResourceIDs are appended in order,
+// without removing duplicates.
+func (s *Store) Annotate(ctx context.Context, id idem.Ident, o idem.Owner, a idem.Annotation) error {
+	ids, err := json.Marshal(nonNil(a.ResourceIDs))
+	if err != nil {
+		return fmt.Errorf("sqlite: annotate: encode resource ids: %w", err)
+	}
+	res, err := s.exec(ctx, queryAnnotate,
+		a.CorrelationID, a.ExternalRef, string(ids), clock(a.Now).UnixMicro(),
+		id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence)
+	if err := casResult(res, err); err != nil {
+		return fmt.Errorf("sqlite: annotate: %w", err)
+	}
+	return nil
+}
+
+// Release implements [idem.Store.Release].
+func (s *Store) Release(ctx context.Context, id idem.Ident, o idem.Owner) error {
+	res, err := s.exec(ctx, queryRelease,
+		id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence)
+	if err := casResult(res, err); err != nil {
+		return fmt.Errorf("sqlite: release: %w", err)
+	}
+	return nil
+}
+
+// Get implements [idem.Store.Get]. The record's ReadAt is the process clock
+// at the time of the read.
+func (s *Store) Get(ctx context.Context, id idem.Ident) (idem.Record, bool, error) {
+	rec, ok, err := s.lookup(ctx, id, clock(time.Time{}))
+	if err != nil {
+		return idem.Record{}, false, fmt.Errorf("sqlite: get: %w", err)
+	}
+	return rec, ok, nil
+}
+
+// Delete implements [idem.Store.Delete].
+func (s *Store) Delete(ctx context.Context, id idem.Ident) (bool, error) {
+	res, err := s.exec(ctx, queryDelete, id.Scope, id.Operation, id.KeyDigest)
+	if err != nil {
+		return false, fmt.Errorf("sqlite: delete: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("sqlite: delete: %w", err)
+	}
+	return n > 0, nil
+}
+
+// Sweep implements [idem.Store.Sweep]. It deletes the records whose
+// retention ended first, at most p.Limit of them (1000 when p.Limit <= 0),
+// in one statement.
+func (s *Store) Sweep(ctx context.Context, p idem.SweepParams) (int, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = defaultSweepLimit
+	}
+	res, err := s.exec(ctx, querySweep, clock(p.Now).UnixMicro(), int64(limit))
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: sweep: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: sweep: %w", err)
+	}
+	return int(n), nil
+}
+
+// clock returns now, or the process clock when now is zero, truncated to
+// the microseconds the store keeps so that a record's ReadAt compares with
+// its stored times exactly as the store's own queries do.
+func clock(now time.Time) time.Time {
+	if now.IsZero() {
+		now = time.Now()
+	}
+	return time.UnixMicro(now.UnixMicro()).UTC()
+}
+
+// get reads the record for id on conn, inside a transaction, stamped with
+// readAt; ok is false when there is none.
+func get(ctx context.Context, conn *sql.Conn, id idem.Ident, readAt time.Time) (idem.Record, bool, error) {
+	return found(scanRecord(conn.QueryRowContext(ctx, queryGet, id.Scope, id.Operation, id.KeyDigest), readAt))
+}
+
+// lookup reads the record for id outside any transaction, with queryGet
+// prepared on the pool: parsing the query is most of the cost of a read.
+func (s *Store) lookup(ctx context.Context, id idem.Ident, readAt time.Time) (idem.Record, bool, error) {
+	st, err := s.preparedGet(ctx)
+	if err != nil {
+		return idem.Record{}, false, fmt.Errorf("prepare: %w", err)
+	}
+	return found(scanRecord(st.QueryRowContext(ctx, id.Scope, id.Operation, id.KeyDigest), readAt))
+}
+
+// found turns the outcome of scanning one record into (rec, ok, err):
+// sql.ErrNoRows becomes ok = false.
+func found(rec idem.Record, err error) (idem.Record, bool, error) {
+	if errors.Is(err, sql.ErrNoRows) {
+		return idem.Record{}, false, nil
+	}
+	if err != nil {
+		return idem.Record{}, false, err
+	}
+	return rec, true, nil
+}
+
+// nextFence takes the next fence from the counter. It must run inside the
+// write transaction that stores the fence.
+func nextFence(ctx context.Context, conn *sql.Conn) (int64, error) {
+	var fence int64
+	if err := conn.QueryRowContext(ctx, queryNextFence).Scan(&fence); err != nil {
+		return 0, fmt.Errorf("next fence: %w", err)
+	}
+	return fence, nil
+}
+
+// casResult turns the outcome of a compare-and-swap statement into an
+// error: idem.ErrFenced when it matched no row.
+func casResult(res sql.Result, err error) error {
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return idem.ErrFenced
+	}
+	return nil
+}
+
+// scanRecord reads one row of recordColumns, stamped with readAt. It returns
+// sql.ErrNoRows unwrapped, and an error, never a panic, for a row that does
+// not decode (an unknown status, resource_ids that are not a JSON array of
+// strings).
+func scanRecord(row *sql.Row, readAt time.Time) (idem.Record, error) {
+	var (
+		rec                            idem.Record
+		status, resourceIDs            string
+		result                         sql.Null[[]byte]
+		responseCode, attempts         int64
+		leaseExpiresAt                 sql.NullInt64
+		createdAt, updatedAt, expireAt int64
+	)
+	err := row.Scan(&rec.ID, &rec.Scope, &rec.Operation, &rec.KeyDigest, &rec.Fingerprint,
+		&status, &result, &responseCode, &rec.CorrelationID, &rec.ExternalRef, &resourceIDs,
+		&rec.LastError, &rec.Token, &rec.Fence, &leaseExpiresAt, &attempts, &rec.Version,
+		&createdAt, &updatedAt, &expireAt)
+	if err != nil {
+		return idem.Record{}, err
+	}
+	rec.Status = idem.Status(status)
+	if !rec.Status.Valid() {
+		return idem.Record{}, fmt.Errorf("record %d: unknown status %q", rec.ID, status)
+	}
+	if result.Valid {
+		// database/sql copies []byte destinations out of driver memory;
+		// a stored empty result stays non-nil.
+		rec.Result = result.V
+		if rec.Result == nil {
+			rec.Result = []byte{}
+		}
+	}
+	var ids []string
+	if err := json.Unmarshal([]byte(resourceIDs), &ids); err != nil {
+		return idem.Record{}, fmt.Errorf("record %d: decode resource_ids: %w", rec.ID, err)
+	}
+	if ids == nil {
+		// JSON null decodes without error; "[]" decodes to a non-nil slice.
+		return idem.Record{}, fmt.Errorf("record %d: decode resource_ids: not an array", rec.ID)
+	}
+	if len(ids) > 0 {
+		rec.ResourceIDs = ids // an empty list reads as nil
+	}
+	rec.ResponseCode = int(responseCode)
+	rec.Attempts = int(attempts)
+	if leaseExpiresAt.Valid {
+		rec.LeaseExpiresAt = micros(leaseExpiresAt.Int64)
+	}
+	rec.CreatedAt = micros(createdAt)
+	rec.UpdatedAt = micros(updatedAt)
+	rec.ExpiresAt = micros(expireAt)
+	rec.ReadAt = readAt
+	return rec, nil
+}
+
+// micros converts stored Unix microseconds to a UTC time.
+func micros(us int64) time.Time {
+	return time.UnixMicro(us).UTC()
+}
+
+// nonNil returns ids, or an empty slice for nil so that it encodes as [].
+func nonNil(ids []string) []string {
+	if ids == nil {
+		return []string{}
+	}
+	return ids
+}
