@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -22,11 +23,24 @@ type RunInfo struct {
 	FirstSeenAt time.Time
 }
 
+// runState is an owned record: the store it lives in (the engine's, or a
+// transaction's) and the owner's credentials for every later write.
 type runState struct {
 	engine *Engine
+	store  Store
+	rec    Record
 	id     Ident
 	owner  Owner
 	info   RunInfo
+}
+
+func (e *Engine) newRunState(s Store, rec Record) *runState {
+	return &runState{engine: e, store: s, rec: rec, id: rec.Ident, owner: rec.Owner, info: RunInfo{
+		KeyID: SafeKeyID(rec.KeyDigest), Fence: rec.Fence, Attempt: rec.Attempts, FirstSeenAt: rec.CreatedAt}}
+}
+
+func (st *runState) logger() *slog.Logger {
+	return st.engine.log.With("key_id", st.info.KeyID, "operation", st.id.Operation, "fence", st.owner.Fence)
 }
 
 type runStateKey struct{}
@@ -59,7 +73,7 @@ func Annotate(ctx context.Context, a Annotation) error {
 		return ErrNotInRun
 	}
 	a.Now = st.engine.now()
-	if err := st.engine.store.Annotate(ctx, st.id, st.owner, a); err != nil {
+	if err := st.store.Annotate(ctx, st.id, st.owner, a); err != nil {
 		return fmt.Errorf("idem: annotate: %w", err)
 	}
 	return nil

@@ -116,40 +116,71 @@ func Run[T any](ctx context.Context, e *Engine, key, scope string, fn func(ctx c
 	id := Ident{Scope: scope, Operation: cfg.operation, KeyDigest: Digest(scope, cfg.operation, key)}
 	req := Request{Fingerprint: cfg.fingerprint}
 
+	claim, err := e.acquire(ctx, e.store, id, req, cfg.ttl, cfg.lease)
+	if err != nil {
+		return zero, err
+	}
+	switch claim.outcome.Action {
+	case ActionReserve, ActionTakeOver, ActionRestart:
+		return execute(ctx, e.newRunState(e.store, claim.rec), fn)
+	case ActionWait:
+		return zero, &InProgressError{RetryAfter: claim.outcome.RetryAfter, Status: claim.rec.Status}
+	case ActionRejectReused:
+		return zero, ErrKeyReused
+	case ActionReplay:
+		return replay[T](e, claim.rec)
+	default:
+		return zero, ErrResultUnavailable
+	}
+}
+
+// claim is what acquire found: either ownership of rec (outcome reserve,
+// take over or restart: the caller must complete or release it) or an
+// answer to give without running.
+type claim struct {
+	rec     Record
+	outcome Outcome
+}
+
+// owned reports whether the caller now owns the record.
+func (c claim) owned() bool {
+	switch c.outcome.Action {
+	case ActionReserve, ActionTakeOver, ActionRestart:
+		return true
+	}
+	return false
+}
+
+// acquire applies the decision table to the key until it owns the record
+// or has an answer. Losing a compare-and-swap race reads the record again,
+// at most maxTakeoverRounds times, then answers in-progress.
+func (e *Engine) acquire(ctx context.Context, s Store, id Ident, req Request, ttl, lease time.Duration) (claim, error) {
 	for range maxTakeoverRounds {
 		token := uuid.NewString()
-		rec, created, err := e.store.Reserve(ctx, ReserveParams{Ident: id, Fingerprint: cfg.fingerprint, Owner: token, Lease: cfg.lease, TTL: cfg.ttl, Now: e.now()})
+		rec, created, err := s.Reserve(ctx, ReserveParams{Ident: id, Fingerprint: req.Fingerprint, Owner: token, Lease: lease, TTL: ttl, Now: e.now()})
 		if err != nil {
-			return zero, fmt.Errorf("idem: reserve: %w", err)
+			return claim{}, fmt.Errorf("idem: reserve: %w", err)
 		}
 		if created {
-			return execute(ctx, e, rec, fn)
+			return claim{rec: rec, outcome: Outcome{Action: ActionReserve}}, nil
 		}
 		out := Decide(&rec, req, e.policy)
-		switch out.Action {
-		case ActionTakeOver, ActionRestart:
-			taken, err := e.store.Takeover(ctx, TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: token, Lease: cfg.lease,
-				Fresh: out.Action == ActionRestart, Fingerprint: cfg.fingerprint, TTL: cfg.ttl, Now: e.now()})
-			if errors.Is(err, ErrFenced) {
-				continue // someone else moved first: read again
-			}
-			if err != nil {
-				return zero, fmt.Errorf("idem: take over: %w", err)
-			}
-			e.log.Info("idem: lease taken over", "key_id", SafeKeyID(id.KeyDigest), "operation", id.Operation,
-				"fence", taken.Fence, "attempt", taken.Attempts, "restart", out.Action == ActionRestart)
-			return execute(ctx, e, taken, fn)
-		case ActionWait:
-			return zero, &InProgressError{RetryAfter: out.RetryAfter, Status: rec.Status}
-		case ActionRejectReused:
-			return zero, ErrKeyReused
-		case ActionReplay:
-			return replay[T](e, rec)
-		default:
-			return zero, ErrResultUnavailable
+		if out.Action != ActionTakeOver && out.Action != ActionRestart {
+			return claim{rec: rec, outcome: out}, nil
 		}
+		taken, err := s.Takeover(ctx, TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: token, Lease: lease,
+			Fresh: out.Action == ActionRestart, Fingerprint: req.Fingerprint, TTL: ttl, Now: e.now()})
+		if errors.Is(err, ErrFenced) {
+			continue // someone else moved first: read again
+		}
+		if err != nil {
+			return claim{}, fmt.Errorf("idem: take over: %w", err)
+		}
+		e.log.Info("idem: lease taken over", "key_id", SafeKeyID(id.KeyDigest), "operation", id.Operation,
+			"fence", taken.Fence, "attempt", taken.Attempts, "restart", out.Action == ActionRestart)
+		return claim{rec: taken, outcome: out}, nil
 	}
-	return zero, &InProgressError{RetryAfter: time.Second, Status: StatusProcessing}
+	return claim{outcome: Outcome{Action: ActionWait, RetryAfter: time.Second}, rec: Record{Status: StatusProcessing}}, nil
 }
 
 // replay opens the stored result of rec. Whatever cannot be opened or
@@ -174,10 +205,9 @@ func replay[T any](e *Engine, rec Record) (Result[T], error) {
 const releaseTimeout = 10 * time.Second
 
 // execute runs fn as the owner of rec and records the outcome.
-func execute[T any](ctx context.Context, e *Engine, rec Record, fn func(context.Context) (T, error)) (res Result[T], err error) {
-	st := &runState{engine: e, id: rec.Ident, owner: rec.Owner, info: RunInfo{
-		KeyID: SafeKeyID(rec.KeyDigest), Fence: rec.Fence, Attempt: rec.Attempts, FirstSeenAt: rec.CreatedAt}}
-	log := e.log.With("key_id", st.info.KeyID, "operation", rec.Operation, "fence", rec.Fence)
+func execute[T any](ctx context.Context, st *runState, fn func(context.Context) (T, error)) (res Result[T], err error) {
+	e, rec := st.engine, st.rec
+	log := st.logger()
 
 	value, err := callGuarded(withRunState(ctx, st), fn, func() {
 		if rerr := e.release(ctx, st); rerr != nil {
@@ -260,14 +290,14 @@ func encodeResult[T any](v T, limit int) ([]byte, T, error) {
 func (e *Engine) release(ctx context.Context, st *runState) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	return e.store.Release(ctx, st.id, st.owner)
+	return st.store.Release(ctx, st.id, st.owner)
 }
 
 func (e *Engine) complete(ctx context.Context, st *runState, c Completion) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	c.Now = e.now()
-	return e.store.Complete(ctx, st.id, st.owner, c)
+	return st.store.Complete(ctx, st.id, st.owner, c)
 }
 
 // shortError is a bounded error text for LastError.

@@ -122,11 +122,11 @@ func WithBackoff(initial, max time.Duration) TransportOption {
 	return func(c *transportConfig) { c.initial, c.max = initial, max }
 }
 
-// WithMethods sets the methods that get an Idempotency-Key and retries,
+// WithTransportMethods sets the methods that get an Idempotency-Key and retries,
 // replacing the default POST and PATCH. Methods are matched exactly (case
 // sensitive, as HTTP methods are). At least one is required, and none may
 // be empty or contain anything but token characters.
-func WithMethods(methods ...string) TransportOption {
+func WithTransportMethods(methods ...string) TransportOption {
 	return func(c *transportConfig) {
 		c.methods = append([]string(nil), methods...)
 		c.methodsSet = true

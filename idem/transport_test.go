@@ -153,7 +153,7 @@ func TestTransportC1OtherMethodsPassUntouchedAndAreNotRetried(t *testing.T) {
 func TestTransportC1WithMethodsReplacesTheDefault(t *testing.T) {
 	t.Parallel()
 	srv := newTransportServer(t, func(_ int, w http.ResponseWriter, _ *http.Request) { created(w) })
-	c := srv.client(t, idem.WithMethods(http.MethodPut))
+	c := srv.client(t, idem.WithTransportMethods(http.MethodPut))
 	for _, tc := range []struct {
 		method string
 		keyed  bool
@@ -551,9 +551,9 @@ func TestNewTransportRefusesInvalidOptions(t *testing.T) {
 		{"negative backoff", idem.WithBackoff(-time.Millisecond, time.Second), "initial backoff"},
 		{"max below initial", idem.WithBackoff(time.Second, time.Millisecond), "max backoff"},
 		{"negative max retry-after", idem.WithMaxRetryAfter(-time.Second), "retry-after"},
-		{"no methods", idem.WithMethods(), "no methods"},
-		{"empty method", idem.WithMethods(http.MethodPost, ""), "invalid method"},
-		{"method with a space", idem.WithMethods("PO ST"), "invalid method"},
+		{"no methods", idem.WithTransportMethods(), "no methods"},
+		{"empty method", idem.WithTransportMethods(http.MethodPost, ""), "invalid method"},
+		{"method with a space", idem.WithTransportMethods("PO ST"), "invalid method"},
 		{"nil key func", idem.WithKeyFunc(nil), "key func"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
