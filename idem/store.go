@@ -213,3 +213,19 @@ type Store interface {
 	// many it deleted.
 	Sweep(ctx context.Context, p SweepParams) (deleted int, err error)
 }
+
+// TxStore is a [Store] that can put a record's writes in one database
+// transaction with the application's own writes (SPEC H17). The HTTP
+// middleware's transactional mode needs one.
+type TxStore interface {
+	Store
+	// WithinTx begins a transaction and calls fn with a context that carries
+	// it — the driver documents how the application reaches it, e.g.
+	// pgxv5.TxFrom(ctx) — and with a Store whose primitives run inside it. If
+	// fn returns nil the transaction is committed and the commit's error
+	// returned; otherwise it is rolled back and fn's error returned. fn must
+	// not keep the transaction after it returns. Concurrent writers of the
+	// same record wait for the transaction to end (a unique-index wait on
+	// PostgreSQL, the write lock on SQLite).
+	WithinTx(ctx context.Context, fn func(ctx context.Context, tx Store) error) error
+}

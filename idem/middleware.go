@@ -1,0 +1,525 @@
+package idem
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Problem codes of the HTTP middleware (SPEC H4, H8, H9, H13; the `code`
+// member of every application/problem+json rejection).
+const (
+	CodeInvalidKey          = "invalid_idempotency_key"
+	CodeKeyMissing          = "idempotency_key_missing"
+	CodeKeyReused           = "idempotency_key_reused"
+	CodeInProgress          = "idempotency_request_in_progress"
+	CodeResponseUnavailable = "idempotent_response_unavailable"
+	CodeRequestTooLarge     = "request_too_large"
+	CodeMalformedBody       = "malformed_request_body"
+	CodeStoreUnavailable    = "idempotency_store_unavailable"
+)
+
+// HeaderReplayed marks a replayed response (SPEC H7).
+const HeaderReplayed = "Idempotent-Replayed"
+
+// DefaultReplayedHeaders are the response headers stored and replayed when
+// MiddlewareConfig.ReplayedHeaders is nil. Set-Cookie is never stored,
+// whatever the list says (SPEC H12).
+var DefaultReplayedHeaders = []string{
+	"Content-Type", "Content-Language", "Content-Location", "Location",
+	"ETag", "Last-Modified", "Link", "Cache-Control", "Expires",
+}
+
+// MiddlewareConfig configures [NewMiddleware]. The zero value is the
+// default of every field.
+type MiddlewareConfig struct {
+	// Methods the middleware handles; others pass untouched (SPEC H1).
+	// Default POST and PATCH.
+	Methods []string
+	// Key bounds the Idempotency-Key (default 16..255 bytes, quoted only).
+	Key KeyRules
+	// ScopeResolvers are asked in order for the caller's scope (SPEC H5);
+	// the first that answers wins. Default: [PrincipalScope],
+	// [SignatureScope], [AddressScope].
+	ScopeResolvers []ScopeResolver
+	// RouteFunc names the route of a request; the route is the record's
+	// operation. Default: the ServeMux pattern, else the chi route
+	// pattern, else method and path. See [RouteName] to set it per route.
+	RouteFunc func(*http.Request) string
+	// ReplayedHeaders lists the response headers stored and replayed.
+	// Default [DefaultReplayedHeaders].
+	ReplayedHeaders []string
+	// StoreServerErrors stores and replays 5xx responses instead of
+	// releasing the key (SPEC H10). Default off.
+	StoreServerErrors bool
+	// DiscardClientErrors releases the key on 4xx instead of storing the
+	// response (SPEC H11). Default off: 4xx are stored and replayed.
+	DiscardClientErrors bool
+	// MaxRequestBytes bounds the request body read for the fingerprint;
+	// larger requests get 413. Default 10 MiB.
+	MaxRequestBytes int64
+	// MaxResponseBytes bounds a stored response body; a larger response is
+	// delivered but the key completes unavailable (SPEC H13). Default 1 MiB.
+	MaxResponseBytes int
+	// WaitInFlight lets a duplicate wait up to this long for the first
+	// request to finish before answering 409 (SPEC H9). Default 0, at most
+	// 30 s.
+	WaitInFlight time.Duration
+	// AcceptedWhileInProgress answers a duplicate of a processing or
+	// pending request with 202 Accepted and Retry-After instead of 409.
+	AcceptedWhileInProgress bool
+	// Transactional runs the handler inside a store transaction that the
+	// record commits with (SPEC H17); the engine's store must be a
+	// [TxStore]. The response is buffered and sent after the commit.
+	Transactional bool
+	// OnRejected and OnReplayed are called for each rejection and each
+	// replay (SPEC H16). They must not block.
+	OnRejected func(*http.Request, RejectedEvent)
+	OnReplayed func(*http.Request, ReplayedEvent)
+}
+
+// RejectedEvent describes a request answered with a problem.
+type RejectedEvent struct {
+	Code   string
+	Status int
+	KeyID  string // safe key id; "" when the key was missing or invalid
+	Scope  string
+	Route  string
+}
+
+// ReplayedEvent describes a replayed response.
+type ReplayedEvent struct {
+	KeyID  string
+	Scope  string
+	Route  string
+	Status int
+}
+
+// Middleware is the idempotency HTTP middleware (SPEC IDEM-H). Build it
+// once with [NewMiddleware], then wrap each route with [Middleware.Required]
+// or [Middleware.Optional]. Mount it after authentication, so the scope
+// resolvers see the principal.
+type Middleware struct {
+	engine  *Engine
+	cfg     MiddlewareConfig
+	methods map[string]bool
+	replay  map[string]bool
+	log     *slog.Logger
+}
+
+// NewMiddleware validates cfg and returns the middleware. Every error here
+// is a configuration error, found at start-up, never at request time.
+func NewMiddleware(e *Engine, cfg MiddlewareConfig) (*Middleware, error) {
+	if e == nil {
+		return nil, errors.New("idem: middleware: nil engine")
+	}
+	if err := cfg.Key.Validate(); err != nil {
+		return nil, fmt.Errorf("idem: middleware: %w", err)
+	}
+	if cfg.Methods == nil {
+		cfg.Methods = []string{http.MethodPost, http.MethodPatch}
+	}
+	if len(cfg.Methods) == 0 {
+		return nil, errors.New("idem: middleware: Methods is empty")
+	}
+	if cfg.ScopeResolvers == nil {
+		cfg.ScopeResolvers = []ScopeResolver{PrincipalScope, SignatureScope, AddressScope}
+	}
+	if cfg.RouteFunc == nil {
+		cfg.RouteFunc = defaultRoute
+	}
+	if cfg.ReplayedHeaders == nil {
+		cfg.ReplayedHeaders = DefaultReplayedHeaders
+	}
+	if cfg.MaxRequestBytes == 0 {
+		cfg.MaxRequestBytes = 10 << 20
+	}
+	if cfg.MaxResponseBytes == 0 {
+		cfg.MaxResponseBytes = 1 << 20
+	}
+	switch {
+	case cfg.MaxRequestBytes < 0:
+		return nil, errors.New("idem: middleware: MaxRequestBytes is negative")
+	case cfg.MaxResponseBytes < 0:
+		return nil, errors.New("idem: middleware: MaxResponseBytes is negative")
+	case cfg.WaitInFlight < 0 || cfg.WaitInFlight > 30*time.Second:
+		return nil, fmt.Errorf("idem: middleware: WaitInFlight %s is not in [0, 30s]", cfg.WaitInFlight)
+	}
+	if _, ok := e.store.(TxStore); cfg.Transactional && !ok {
+		return nil, errors.New("idem: middleware: Transactional needs a store that implements idem.TxStore")
+	}
+	m := &Middleware{engine: e, cfg: cfg, methods: map[string]bool{}, replay: map[string]bool{}, log: e.log}
+	for _, meth := range cfg.Methods {
+		m.methods[meth] = true
+	}
+	for _, h := range cfg.ReplayedHeaders {
+		if c := http.CanonicalHeaderKey(h); c != "Set-Cookie" {
+			m.replay[c] = true
+		}
+	}
+	return m, nil
+}
+
+// RouteOption configures one route of the middleware.
+type RouteOption func(*routeConfig)
+
+type routeConfig struct {
+	ttl   time.Duration
+	lease time.Duration
+	name  string
+	err   error
+}
+
+// RouteTTL sets how long the route's records are kept (SPEC H15), 60 s to
+// 30 days; default 24 h.
+func RouteTTL(d time.Duration) RouteOption {
+	return func(c *routeConfig) {
+		if err := ValidateTTL(d); err != nil {
+			c.err = err
+		}
+		c.ttl = d
+	}
+}
+
+// RouteLease sets how long a request holds its key, 1 s to 1 day; default
+// 60 s. It must outlast the handler's longest run.
+func RouteLease(d time.Duration) RouteOption {
+	return func(c *routeConfig) {
+		if err := ValidateLease(d); err != nil {
+			c.err = err
+		}
+		c.lease = d
+	}
+}
+
+// RouteName names the route (the record's operation) instead of
+// MiddlewareConfig.RouteFunc.
+func RouteName(name string) RouteOption {
+	return func(c *routeConfig) {
+		if name == "" || len(name) > MaxScopeBytes {
+			c.err = &ValidationError{Field: "route", Reason: "must be 1..255 bytes"}
+		}
+		c.name = name
+	}
+}
+
+// Required returns the middleware for a route on which the key is required:
+// a request without one gets 400 idempotency_key_missing (SPEC H4). It
+// panics on an invalid option, so a bad route fails at start-up, as a bad
+// chi pattern does; use [Middleware.Route] to get an error instead.
+func (m *Middleware) Required(opts ...RouteOption) func(http.Handler) http.Handler {
+	return mustRoute(m.Route(true, opts...))
+}
+
+// Optional returns the middleware for a route on which the key is optional:
+// a request without one passes through untouched (SPEC H4). It panics on an
+// invalid option, like [Middleware.Required].
+func (m *Middleware) Optional(opts ...RouteOption) func(http.Handler) http.Handler {
+	return mustRoute(m.Route(false, opts...))
+}
+
+func mustRoute(mw func(http.Handler) http.Handler, err error) func(http.Handler) http.Handler {
+	if err != nil {
+		panic(err)
+	}
+	return mw
+}
+
+// Route returns the middleware for one route, or an error naming the
+// invalid option.
+func (m *Middleware) Route(required bool, opts ...RouteOption) (func(http.Handler) http.Handler, error) {
+	rc := routeConfig{ttl: DefaultTTL, lease: DefaultLease}
+	for _, o := range opts {
+		o(&rc)
+	}
+	if rc.err != nil {
+		return nil, fmt.Errorf("idem: route: %w", rc.err)
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !m.methods[r.Method] {
+				next.ServeHTTP(w, r)
+				return
+			}
+			m.serve(w, r, next, required, rc)
+		})
+	}, nil
+}
+
+// request is one request's view for the middleware.
+type request struct {
+	route string
+	scope string
+	id    Ident
+	req   Request
+}
+
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler, required bool, rc routeConfig) {
+	route := rc.name
+	if route == "" {
+		route = m.cfg.RouteFunc(r)
+	}
+	key, err := ParseKeyHeader(r.Header, m.cfg.Key)
+	switch {
+	case errors.Is(err, ErrKeyMissing) && !required:
+		next.ServeHTTP(w, r)
+		return
+	case errors.Is(err, ErrKeyMissing):
+		m.reject(w, r, RejectedEvent{Code: CodeKeyMissing, Status: http.StatusBadRequest, Route: route},
+			"This route requires an Idempotency-Key header.", 0)
+		return
+	case err != nil:
+		m.reject(w, r, RejectedEvent{Code: CodeInvalidKey, Status: http.StatusBadRequest, Route: route}, invalidDetail(err), 0)
+		return
+	}
+	scope := m.resolveScope(r)
+	if err := validateIdent(key, scope, route); err != nil {
+		m.reject(w, r, RejectedEvent{Code: CodeInvalidKey, Status: http.StatusBadRequest, Route: route}, invalidDetail(err), 0)
+		return
+	}
+	fp, body, err := Fingerprint(r, m.cfg.MaxRequestBytes)
+	switch {
+	case errors.Is(err, ErrBodyTooLarge):
+		m.reject(w, r, RejectedEvent{Code: CodeRequestTooLarge, Status: http.StatusRequestEntityTooLarge, Route: route, Scope: scope},
+			fmt.Sprintf("The request body exceeds %d bytes.", m.cfg.MaxRequestBytes), 0)
+		return
+	case err != nil:
+		m.reject(w, r, RejectedEvent{Code: CodeMalformedBody, Status: http.StatusBadRequest, Route: route, Scope: scope},
+			"The request body cannot be read as its Content-Type says.", 0)
+		return
+	}
+	r.Body = readCloser{bytes.NewReader(body)}
+	rq := request{route: route, scope: scope, req: Request{Fingerprint: fp},
+		id: Ident{Scope: scope, Operation: route, KeyDigest: Digest(scope, route, key)}}
+
+	if m.cfg.Transactional {
+		m.serveTx(w, r, next, rq, rc)
+		return
+	}
+	c, err := m.acquireWaiting(r.Context(), m.engine.store, rq, rc)
+	if err != nil {
+		m.storeFailed(w, r, rq, err)
+		return
+	}
+	if !c.owned() {
+		m.answer(w, r, rq, c)
+		return
+	}
+	st := m.engine.newRunState(m.engine.store, c.rec)
+	rec := newRecorder(w, m.cfg.MaxResponseBytes, false)
+	m.runHandler(rec, r, next, st)
+	if err := m.finish(r.Context(), st, rec); err != nil {
+		st.logger().Error("idem: response delivered but not recorded", "error", err.Error())
+	}
+}
+
+// runHandler calls next as the owner of st; a panic releases the key and
+// goes on.
+func (m *Middleware) runHandler(rec *recorder, r *http.Request, next http.Handler, st *runState) {
+	_, _ = callGuarded(withRunState(r.Context(), st), func(ctx context.Context) (struct{}, error) {
+		next.ServeHTTP(rec, r.WithContext(ctx))
+		return struct{}{}, nil
+	}, func() {
+		if err := m.engine.release(r.Context(), st); err != nil {
+			st.logger().Error("idem: release after panic failed; the key stays processing until its lease ends", "error", err.Error())
+		}
+	})
+}
+
+// finish records the handler's response: stored, released, or unavailable.
+func (m *Middleware) finish(ctx context.Context, st *runState, rec *recorder) error {
+	status := rec.statusCode()
+	switch {
+	case rec.streamed || rec.overflow:
+		reason := "response streamed"
+		if rec.overflow {
+			reason = fmt.Sprintf("response larger than %d bytes", m.cfg.MaxResponseBytes)
+		}
+		return m.engine.complete(ctx, st, Completion{Status: StatusUnavailable, ResponseCode: status, LastError: reason})
+	case status >= 500 && !m.cfg.StoreServerErrors, status >= 400 && status < 500 && m.cfg.DiscardClientErrors:
+		return m.engine.release(ctx, st)
+	}
+	env, err := json.Marshal(storedResponse{Status: status, Header: m.replayable(rec.header), Body: rec.buf.Bytes()})
+	if err == nil {
+		var sealed []byte
+		sealed, err = m.engine.sealer.seal(st.id, st.rec.Fingerprint, env)
+		if err == nil {
+			outcome := StatusCompleted
+			if status >= 400 {
+				outcome = StatusFailed
+			}
+			err = m.engine.complete(ctx, st, Completion{Status: outcome, Result: sealed, ResponseCode: status})
+			if err == nil || errors.Is(err, ErrFenced) {
+				return err
+			}
+		}
+	}
+	if uerr := m.engine.complete(ctx, st, Completion{Status: StatusUnavailable, ResponseCode: status, LastError: "completion failed: " + shortError(err)}); uerr != nil {
+		return errors.Join(err, uerr)
+	}
+	return err
+}
+
+// storedResponse is the sealed form of a response.
+type storedResponse struct {
+	Status int         `json:"status"`
+	Header http.Header `json:"header,omitempty"`
+	Body   []byte      `json:"body,omitempty"`
+}
+
+func (m *Middleware) replayable(h http.Header) http.Header {
+	out := http.Header{}
+	for k, v := range h {
+		if m.replay[http.CanonicalHeaderKey(k)] {
+			out[http.CanonicalHeaderKey(k)] = slices.Clone(v)
+		}
+	}
+	return out
+}
+
+// acquireWaiting acquires the key, waiting up to WaitInFlight for an
+// in-flight duplicate to finish.
+func (m *Middleware) acquireWaiting(ctx context.Context, s Store, rq request, rc routeConfig) (claim, error) {
+	deadline := time.Now().Add(m.cfg.WaitInFlight)
+	pause := 25 * time.Millisecond
+	for {
+		c, err := m.engine.acquire(ctx, s, rq.id, rq.req, rc.ttl, rc.lease)
+		if err != nil || c.outcome.Action != ActionWait || c.rec.Status != StatusProcessing {
+			return c, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return c, nil
+		}
+		t := time.NewTimer(min(pause, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return c, nil
+		case <-t.C:
+		}
+		pause = min(2*pause, 500*time.Millisecond)
+	}
+}
+
+// answer responds to a request that does not own the key.
+func (m *Middleware) answer(w http.ResponseWriter, r *http.Request, rq request, c claim) {
+	ev := RejectedEvent{KeyID: SafeKeyID(rq.id.KeyDigest), Scope: rq.scope, Route: rq.route}
+	switch c.outcome.Action {
+	case ActionWait:
+		if m.cfg.AcceptedWhileInProgress {
+			secs := int(c.outcome.RetryAfter / time.Second)
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusAccepted)
+			_ = json.NewEncoder(w).Encode(map[string]any{"status": c.rec.Status, "retry_after_seconds": secs})
+			return
+		}
+		ev.Code, ev.Status = CodeInProgress, http.StatusConflict
+		m.reject(w, r, ev, "A request with this Idempotency-Key is still being processed. Retry after the time given in Retry-After.", c.outcome.RetryAfter)
+	case ActionRejectReused:
+		ev.Code, ev.Status = CodeKeyReused, http.StatusUnprocessableEntity
+		m.reject(w, r, ev, "This Idempotency-Key was already used with a different request.", 0)
+	case ActionReplay:
+		resp, err := m.open(c.rec)
+		if err != nil {
+			ev.Code, ev.Status = CodeResponseUnavailable, http.StatusConflict
+			m.reject(w, r, ev, "The request with this Idempotency-Key was processed, but its response cannot be replayed.", 0)
+			return
+		}
+		for k, v := range resp.Header {
+			if m.replay[http.CanonicalHeaderKey(k)] {
+				w.Header()[http.CanonicalHeaderKey(k)] = v
+			}
+		}
+		w.Header().Set(HeaderReplayed, "true")
+		w.WriteHeader(resp.Status)
+		_, _ = w.Write(resp.Body)
+		if m.cfg.OnReplayed != nil {
+			m.cfg.OnReplayed(r, ReplayedEvent{KeyID: ev.KeyID, Scope: rq.scope, Route: rq.route, Status: resp.Status})
+		}
+	default:
+		ev.Code, ev.Status = CodeResponseUnavailable, http.StatusConflict
+		m.reject(w, r, ev, "The request with this Idempotency-Key was processed, but its response cannot be replayed.", 0)
+	}
+}
+
+// open returns the stored response of rec; anything that does not open and
+// decode cleanly is unavailable (fail closed).
+func (m *Middleware) open(rec Record) (storedResponse, error) {
+	var resp storedResponse
+	plain, err := m.engine.sealer.open(rec.Ident, rec.Fingerprint, rec.Result)
+	if err == nil {
+		err = json.Unmarshal(plain, &resp)
+	}
+	if err == nil && (resp.Status < 100 || resp.Status > 999) {
+		err = fmt.Errorf("stored status %d out of range", resp.Status)
+	}
+	if err != nil {
+		m.log.Warn("idem: stored response cannot be replayed", "key_id", SafeKeyID(rec.KeyDigest), "operation", rec.Operation, "record_id", rec.ID, "error", err.Error())
+		return storedResponse{}, err
+	}
+	return resp, nil
+}
+
+func (m *Middleware) storeFailed(w http.ResponseWriter, r *http.Request, rq request, err error) {
+	m.log.Error("idem: store unavailable", "key_id", SafeKeyID(rq.id.KeyDigest), "operation", rq.route, "error", err.Error())
+	m.reject(w, r, RejectedEvent{Code: CodeStoreUnavailable, Status: http.StatusServiceUnavailable, KeyID: SafeKeyID(rq.id.KeyDigest), Scope: rq.scope, Route: rq.route},
+		"The idempotency store cannot be reached; nothing was done. Retry with the same Idempotency-Key.", time.Second)
+}
+
+func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, ev RejectedEvent, detail string, retryAfter time.Duration) {
+	if m.cfg.OnRejected != nil {
+		m.cfg.OnRejected(r, ev)
+	}
+	m.log.Debug("idem: request rejected", "code", ev.Code, "status", ev.Status, "key_id", ev.KeyID, "route", ev.Route)
+	if retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(atLeastASecond(retryAfter)/time.Second)))
+	}
+	WriteProblem(w, Problem{Status: ev.Status, Code: ev.Code, Detail: detail})
+}
+
+// Problem is an RFC 9457 problem document with a `code` member.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+	Code   string `json:"code"`
+	// Field names the invalid input, for validation problems.
+	Field string `json:"field,omitempty"`
+}
+
+// WriteProblem writes p as application/problem+json. An empty Type becomes
+// a URN naming the code; an empty Title the status text.
+func WriteProblem(w http.ResponseWriter, p Problem) {
+	if p.Type == "" {
+		p.Type = "urn:unstuck:problem:" + p.Code
+	}
+	if p.Title == "" {
+		p.Title = http.StatusText(p.Status)
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+func invalidDetail(err error) string {
+	var ve *ValidationError
+	if errors.As(err, &ve) {
+		return fmt.Sprintf("The Idempotency-Key is invalid: %s.", ve.Reason)
+	}
+	return "The Idempotency-Key is invalid."
+}
+
+type readCloser struct{ *bytes.Reader }
+
+func (readCloser) Close() error { return nil }
