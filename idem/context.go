@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -12,6 +13,10 @@ import (
 type RunInfo struct {
 	// KeyID is a safe identifier of the key, fit for logs (SPEC M5).
 	KeyID string
+	// KeyDigest is the record's key digest: stable across retries and
+	// takeovers, so a key derived from it is a good idempotency key to pass
+	// on to a downstream provider.
+	KeyDigest string
 	// Fence is the lease's fence number: strictly greater than that of any
 	// earlier owner of any key in the store. A receiver that remembers the
 	// highest fence it saw per key can refuse a late write from a zombie
@@ -32,11 +37,14 @@ type runState struct {
 	id     Ident
 	owner  Owner
 	info   RunInfo
+
+	mu        sync.Mutex
+	uncertain string // set by MarkUncertain: the reason
 }
 
 func (e *Engine) newRunState(s Store, rec Record) *runState {
 	return &runState{engine: e, store: s, rec: rec, id: rec.Ident, owner: rec.Owner, info: RunInfo{
-		KeyID: SafeKeyID(rec.KeyDigest), Fence: rec.Fence, Attempt: rec.Attempts, FirstSeenAt: rec.CreatedAt}}
+		KeyID: SafeKeyID(rec.KeyDigest), KeyDigest: rec.KeyDigest, Fence: rec.Fence, Attempt: rec.Attempts, FirstSeenAt: rec.CreatedAt}}
 }
 
 func (st *runState) logger() *slog.Logger {
@@ -98,3 +106,30 @@ type uncertainError struct{ err error }
 func (e *uncertainError) Error() string        { return "outcome uncertain: " + e.err.Error() }
 func (e *uncertainError) Unwrap() error        { return e.err }
 func (e *uncertainError) Is(target error) bool { return target == ErrUncertain }
+
+// MarkUncertain is for HTTP handlers behind the middleware what [Uncertain]
+// is for callbacks of [Run]: the outcome of the request is unknown (a
+// provider timed out after it was called). The handler's response is sent
+// but not stored; the record becomes pending with reason as its last error,
+// and repeats get 409 in progress (or 202) until the record is reconciled,
+// resolved by an operator or forgotten. Attach the provider's reference with
+// [Annotate] first. Outside a run it returns ErrNotInRun.
+func MarkUncertain(ctx context.Context, reason string) error {
+	st, ok := ctx.Value(runStateKey{}).(*runState)
+	if !ok {
+		return ErrNotInRun
+	}
+	if reason == "" {
+		reason = "outcome unknown"
+	}
+	st.mu.Lock()
+	st.uncertain = reason
+	st.mu.Unlock()
+	return nil
+}
+
+func (st *runState) uncertainReason() string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.uncertain
+}

@@ -337,6 +337,8 @@ func (m *Middleware) runHandler(rec *recorder, r *http.Request, next http.Handle
 func (m *Middleware) finish(ctx context.Context, st *runState, rec *recorder) error {
 	status := rec.statusCode()
 	switch {
+	case st.uncertainReason() != "":
+		return m.engine.complete(ctx, st, Completion{Status: StatusPending, ResponseCode: status, LastError: st.uncertainReason()})
 	case rec.streamed || rec.overflow:
 		reason := "response streamed"
 		if rec.overflow {

@@ -47,7 +47,7 @@ func (m *Middleware) serveTx(w http.ResponseWriter, r *http.Request, next http.H
 			return p
 		}
 		status := rec.statusCode()
-		if status >= 500 && !m.cfg.StoreServerErrors || status >= 400 && status < 500 && m.cfg.DiscardClientErrors {
+		if st.uncertainReason() == "" && (status >= 500 && !m.cfg.StoreServerErrors || status >= 400 && status < 500 && m.cfg.DiscardClientErrors) {
 			return errRolledBack // the handler's writes go with the key
 		}
 		if err := m.finish(ctx, st, rec); err != nil {

@@ -36,6 +36,7 @@ Usage:
   console <command> [flags]
 
 Commands:
+  demo      run the demo shop on the embedded SQLite default
   migrate   apply the database migrations (idempotent)
   help      show this help
 
@@ -58,6 +59,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
+	case "demo":
+		return runDemo(ctx, rest, getenv, stdout, stderr)
 	case "migrate":
 		return runMigrate(ctx, rest, getenv, stdout, stderr)
 	default:
