@@ -24,6 +24,7 @@ const (
 	CodeRequestTooLarge     = "request_too_large"
 	CodeMalformedBody       = "malformed_request_body"
 	CodeStoreUnavailable    = "idempotency_store_unavailable"
+	CodeScopeUnresolved     = "idempotency_scope_unresolved"
 )
 
 // HeaderReplayed marks a replayed response (SPEC H7).
@@ -280,6 +281,13 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	scope := m.resolveScope(r)
+	if scope == "" {
+		// A configuration error, not the client's: no resolver answered.
+		m.log.Error("idem: no scope resolver answered; check MiddlewareConfig.ScopeResolvers", "route", route)
+		m.reject(w, r, RejectedEvent{Code: CodeScopeUnresolved, Status: http.StatusInternalServerError, Route: route},
+			"The server could not determine who is calling; nothing was done.", 0)
+		return
+	}
 	if err := validateIdent(key, scope, route); err != nil {
 		m.reject(w, r, RejectedEvent{Code: CodeInvalidKey, Status: http.StatusBadRequest, Route: route}, invalidDetail(err), 0)
 		return
@@ -348,7 +356,7 @@ func (m *Middleware) finish(ctx context.Context, st *runState, rec *recorder) er
 	case status >= 500 && !m.cfg.StoreServerErrors, status >= 400 && status < 500 && m.cfg.DiscardClientErrors:
 		return m.engine.release(ctx, st)
 	}
-	env, err := json.Marshal(storedResponse{Status: status, Header: m.replayable(rec.header), Body: rec.buf.Bytes()})
+	env, err := json.Marshal(storedResponse{Status: status, Header: m.replayable(rec.storedHeader()), Body: rec.buf.Bytes()})
 	if err == nil {
 		var sealed []byte
 		sealed, err = m.engine.sealer.seal(st.id, st.rec.Fingerprint, env)

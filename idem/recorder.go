@@ -103,6 +103,16 @@ func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (r *recorder) Unwrap() http.ResponseWriter { return r.w }
 
+// storedHeader is the header as sent: the snapshot at WriteHeader, or the
+// current header of a handler that wrote nothing (net/http sends 200 with
+// it when the handler returns).
+func (r *recorder) storedHeader() http.Header {
+	if !r.wrote {
+		return r.Header()
+	}
+	return r.header
+}
+
 func (r *recorder) statusCode() int {
 	if !r.wrote {
 		return http.StatusOK

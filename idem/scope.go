@@ -4,8 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
-
-	"github.com/go-chi/chi/v5"
+	"strings"
 )
 
 // ScopeResolver returns the scope of a request, or ok = false to let the
@@ -65,16 +64,16 @@ func (m *Middleware) resolveScope(r *http.Request) string {
 	return ""
 }
 
-// defaultRoute names a request's route: the ServeMux pattern, else the chi
-// route pattern with the method, else method and path.
+// defaultRoute names a request's route: the router's pattern (ServeMux and
+// chi both set r.Pattern), prefixed with the method when the pattern has
+// none, else method and path.
 func defaultRoute(r *http.Request) string {
-	if r.Pattern != "" {
-		return r.Pattern
+	switch {
+	case r.Pattern == "":
+		return r.Method + " " + r.URL.EscapedPath()
+	case strings.Contains(r.Pattern, " "):
+		return r.Pattern // "POST /orders" or "POST host/orders"
+	default:
+		return r.Method + " " + r.Pattern
 	}
-	if rc := chi.RouteContext(r.Context()); rc != nil {
-		if p := rc.RoutePattern(); p != "" {
-			return r.Method + " " + p
-		}
-	}
-	return r.Method + " " + r.URL.EscapedPath()
 }

@@ -29,12 +29,12 @@
 //
 // # Time and fences
 //
-// Leases and retention are judged by the database's clock, now() (the
-// start of the statement's transaction), never by the application's, so
-// that processes with skewed clocks agree. A record's ReadAt is that clock
-// as the statement saw it. The Now field of the params structs replaces it
-// for tests. PostgreSQL keeps microseconds: times and durations are
-// truncated to them.
+// Leases and retention are judged by the database's clock,
+// statement_timestamp() (the start of the statement, inside a transaction
+// as outside one), never by the application's, so that processes with
+// skewed clocks agree. A record's ReadAt is that clock as the statement saw
+// it. The Now field of the params structs replaces it for tests.
+// PostgreSQL keeps microseconds: times and durations are truncated to them.
 //
 // Fences come from one sequence, unstuck_idem_fence_seq, for every record:
 // each reservation and each takeover takes a value higher than any handed
@@ -44,6 +44,26 @@
 //
 // # Transactions
 //
-// Each store call is a single autocommit statement; no transaction is held
-// across calls or across the caller's work.
+// Each call of the [Store] is a single autocommit statement (Reserve may
+// take two); no transaction is held across calls or across the caller's
+// work.
+//
+// The Store is also an [idem.TxStore]. [Store.WithinTx] begins a READ
+// COMMITTED transaction and hands fn an idem.Store that writes the record
+// inside it; the application reaches the same transaction with [TxFrom]
+// and writes its own rows through it, so that the record and the business
+// write commit together (SPEC IDEM-H17). WithinTx commits when fn returns
+// nil and rolls back otherwise:
+//
+//	err := store.WithinTx(ctx, func(ctx context.Context, tx idem.Store) error {
+//		pgtx, _ := pgxv5.TxFrom(ctx)
+//		if _, err := pgtx.Exec(ctx, "INSERT INTO orders (id) VALUES ($1)", id); err != nil {
+//			return err
+//		}
+//		return tx.Complete(ctx, ident, owner, completion)
+//	})
+//
+// While it is open, other callers that reserve a key it reserved wait for
+// it on the unique index, so keep fn short and make no network call inside
+// it.
 package pgxv5

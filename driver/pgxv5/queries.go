@@ -1,12 +1,17 @@
 package pgxv5
 
-// The store's SQL, one statement per store call, each run alone in
-// autocommit. Names are unqualified: they resolve in the pool's search_path.
+// The store's SQL: each statement is one store call, or one step of
+// Reserve, run alone in autocommit by the Store or inside the application's
+// transaction by WithinTx. Names are unqualified: they resolve in the
+// pool's search_path.
 //
 // Conventions of every statement:
-//   - The clock is coalesce($now::timestamptz, now()): the caller's Now when
-//     one was given (tests), else the database's transaction time, which in
-//     autocommit is the statement's start. The same value is returned as the
+//   - The clock is coalesce($now::timestamptz, statement_timestamp()): the
+//     caller's Now when one was given (tests), else the start of the
+//     statement by the database's clock. statement_timestamp(), not now():
+//     inside WithinTx now() would be the start of the transaction, and a
+//     call late in a long transaction would judge leases by a stale clock;
+//     in autocommit the two are equal. The same value is returned as the
 //     last column (read_at), so a record's ReadAt is the clock the statement
 //     judged it by.
 //   - Durations are bigint microseconds, turned into intervals with
@@ -33,18 +38,18 @@ const reserveSQL = `INSERT INTO unstuck_idem_record (
     lease_expires_at, attempts, version, created_at, updated_at, expires_at)
 VALUES (
     $1, $2, $3, $4, 'processing', $5, nextval('unstuck_idem_fence_seq'),
-    coalesce($8::timestamptz, now()) + $6::bigint * interval '1 microsecond',
+    coalesce($8::timestamptz, statement_timestamp()) + $6::bigint * interval '1 microsecond',
     1, 1,
-    coalesce($8::timestamptz, now()),
-    coalesce($8::timestamptz, now()),
-    coalesce($8::timestamptz, now()) + greatest($6::bigint, $7::bigint) * interval '1 microsecond')
+    coalesce($8::timestamptz, statement_timestamp()),
+    coalesce($8::timestamptz, statement_timestamp()),
+    coalesce($8::timestamptz, statement_timestamp()) + greatest($6::bigint, $7::bigint) * interval '1 microsecond')
 ON CONFLICT (scope, operation, key_digest) DO NOTHING
-RETURNING ` + recordColumns + `, coalesce($8::timestamptz, now())`
+RETURNING ` + recordColumns + `, coalesce($8::timestamptz, statement_timestamp())`
 
 // getSQL reads one record.
 //
 // $1 scope, $2 operation, $3 key_digest, $4 now.
-const getSQL = `SELECT ` + recordColumns + `, coalesce($4::timestamptz, now())
+const getSQL = `SELECT ` + recordColumns + `, coalesce($4::timestamptz, statement_timestamp())
 FROM unstuck_idem_record
 WHERE scope = $1 AND operation = $2 AND key_digest = $3`
 
@@ -59,16 +64,16 @@ const takeoverSQL = `UPDATE unstuck_idem_record SET
     owner_token = $6,
     fence = nextval('unstuck_idem_fence_seq'),
     status = 'processing',
-    lease_expires_at = coalesce($8::timestamptz, now()) + $7::bigint * interval '1 microsecond',
-    expires_at = greatest(expires_at, coalesce($8::timestamptz, now()) + $7::bigint * interval '1 microsecond'),
+    lease_expires_at = coalesce($8::timestamptz, statement_timestamp()) + $7::bigint * interval '1 microsecond',
+    expires_at = greatest(expires_at, coalesce($8::timestamptz, statement_timestamp()) + $7::bigint * interval '1 microsecond'),
     attempts = attempts + 1,
     version = version + 1,
-    updated_at = coalesce($8::timestamptz, now())
+    updated_at = coalesce($8::timestamptz, statement_timestamp())
 WHERE scope = $1 AND operation = $2 AND key_digest = $3
     AND owner_token = $4 AND fence = $5
     AND status <> 'pending'
-    AND (lease_expires_at IS NULL OR lease_expires_at <= coalesce($8::timestamptz, now()))
-RETURNING ` + recordColumns + `, coalesce($8::timestamptz, now())`
+    AND (lease_expires_at IS NULL OR lease_expires_at <= coalesce($8::timestamptz, statement_timestamp()))
+RETURNING ` + recordColumns + `, coalesce($8::timestamptz, statement_timestamp())`
 
 // takeoverFreshSQL is takeoverSQL that also restarts the record as if first
 // seen: new fingerprint, creation and retention from now, attempts back to
@@ -80,10 +85,10 @@ const takeoverFreshSQL = `UPDATE unstuck_idem_record SET
     owner_token = $6,
     fence = nextval('unstuck_idem_fence_seq'),
     status = 'processing',
-    lease_expires_at = coalesce($8::timestamptz, now()) + $7::bigint * interval '1 microsecond',
+    lease_expires_at = coalesce($8::timestamptz, statement_timestamp()) + $7::bigint * interval '1 microsecond',
     fingerprint = $9,
-    created_at = coalesce($8::timestamptz, now()),
-    expires_at = coalesce($8::timestamptz, now()) + greatest($7::bigint, $10::bigint) * interval '1 microsecond',
+    created_at = coalesce($8::timestamptz, statement_timestamp()),
+    expires_at = coalesce($8::timestamptz, statement_timestamp()) + greatest($7::bigint, $10::bigint) * interval '1 microsecond',
     attempts = 1,
     result = NULL,
     response_code = 0,
@@ -92,12 +97,12 @@ const takeoverFreshSQL = `UPDATE unstuck_idem_record SET
     resource_ids = '{}',
     last_error = '',
     version = version + 1,
-    updated_at = coalesce($8::timestamptz, now())
+    updated_at = coalesce($8::timestamptz, statement_timestamp())
 WHERE scope = $1 AND operation = $2 AND key_digest = $3
     AND owner_token = $4 AND fence = $5
     AND status <> 'pending'
-    AND (lease_expires_at IS NULL OR lease_expires_at <= coalesce($8::timestamptz, now()))
-RETURNING ` + recordColumns + `, coalesce($8::timestamptz, now())`
+    AND (lease_expires_at IS NULL OR lease_expires_at <= coalesce($8::timestamptz, statement_timestamp()))
+RETURNING ` + recordColumns + `, coalesce($8::timestamptz, statement_timestamp())`
 
 // completeSQL writes an owner's final state and ends its lease.
 //
@@ -110,7 +115,7 @@ const completeSQL = `UPDATE unstuck_idem_record SET
     last_error = $9,
     lease_expires_at = NULL,
     version = version + 1,
-    updated_at = coalesce($10::timestamptz, now())
+    updated_at = coalesce($10::timestamptz, statement_timestamp())
 WHERE scope = $1 AND operation = $2 AND key_digest = $3
     AND owner_token = $4 AND fence = $5
     AND status = 'processing'`
@@ -125,7 +130,7 @@ const annotateSQL = `UPDATE unstuck_idem_record SET
     external_ref = CASE WHEN $7::text <> '' THEN $7::text ELSE external_ref END,
     resource_ids = array_cat(resource_ids, coalesce($8::text[], '{}')),
     version = version + 1,
-    updated_at = coalesce($9::timestamptz, now())
+    updated_at = coalesce($9::timestamptz, statement_timestamp())
 WHERE scope = $1 AND operation = $2 AND key_digest = $3
     AND owner_token = $4 AND fence = $5
     AND status = 'processing'`
@@ -157,9 +162,9 @@ WHERE scope = $1 AND operation = $2 AND key_digest = $3`
 const sweepSQL = `DELETE FROM unstuck_idem_record
 WHERE id IN (
     SELECT id FROM unstuck_idem_record
-    WHERE expires_at <= coalesce($2::timestamptz, now())
+    WHERE expires_at <= coalesce($2::timestamptz, statement_timestamp())
         AND status <> 'pending'
-        AND NOT (status = 'processing' AND lease_expires_at > coalesce($2::timestamptz, now()))
+        AND NOT (status = 'processing' AND lease_expires_at > coalesce($2::timestamptz, statement_timestamp()))
     ORDER BY expires_at
     LIMIT $1
     FOR UPDATE SKIP LOCKED)`

@@ -14,7 +14,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 )
 
-var _ idem.Store = (*Store)(nil)
+var _ idem.TxStore = (*Store)(nil)
 
 // defaultSweepLimit is how many records one Sweep deletes at most when the
 // caller gives no limit.
@@ -24,13 +24,24 @@ const defaultSweepLimit = 1000
 // conflicted with is deleted before it can be read.
 const maxReserveTries = 5
 
-// Store is an [idem.Store] on PostgreSQL through a pgx v5 pool. It is safe
-// for concurrent use by many goroutines and processes. Every call is one
-// autocommit statement on the pool; no transaction outlives a statement.
-// Leases and retention are judged by the database's clock, now(), unless a
-// params struct carries a non-zero Now.
+// Store is an [idem.TxStore] on PostgreSQL through a pgx v5 pool. It is
+// safe for concurrent use by many goroutines and processes. Every call is
+// one autocommit statement on the pool (Reserve may take two); no
+// transaction outlives a statement, except those that [Store.WithinTx]
+// begins for the application. Leases and retention are judged by the
+// database's clock, statement_timestamp(), unless a params struct carries a
+// non-zero Now.
 type Store struct {
 	pool *pgxpool.Pool
+}
+
+// dbtx is what the store's statements run on: the pool for the Store's own
+// autocommit calls, the transaction for the Store that WithinTx hands out.
+// *pgxpool.Pool and pgx.Tx satisfy it, so every statement is written once.
+type dbtx interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 // New returns a store on pool, which must not be nil. Its tables are those
@@ -59,10 +70,68 @@ func (s *Store) Migrate(ctx context.Context) error {
 // Reserve implements [idem.Store.Reserve] with INSERT … ON CONFLICT DO
 // NOTHING: the unique constraint on the ident is the existence check. When
 // the insert meets a record, that record is read in a second statement; if
-// it was deleted in between, the insert is tried again, a few times.
+// it was deleted in between, the insert is tried again, a few times. An
+// insert that meets a record still uncommitted in another transaction (a
+// [Store.WithinTx] that reserved the key) waits for that transaction to
+// end, then returns the record it committed or, if it rolled back, creates
+// one.
 func (s *Store) Reserve(ctx context.Context, p idem.ReserveParams) (idem.Record, bool, error) {
+	return reserve(ctx, s.pool, p)
+}
+
+// Takeover implements [idem.Store.Takeover] as one conditional UPDATE. It
+// returns ErrFenced, having changed nothing, when the record is gone, has
+// another owner or fence, holds a live lease, or is pending.
+func (s *Store) Takeover(ctx context.Context, p idem.TakeoverParams) (idem.Record, error) {
+	return takeover(ctx, s.pool, p)
+}
+
+// Complete implements [idem.Store.Complete]. A status that is not one of
+// completed, failed, pending or unavailable is refused before the database
+// is touched. c.Result is stored as given.
+func (s *Store) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c idem.Completion) error {
+	return complete(ctx, s.pool, id, o, c)
+}
+
+// Annotate implements [idem.Store.Annotate].
+func (s *Store) Annotate(ctx context.Context, id idem.Ident, o idem.Owner, a idem.Annotation) error {
+	return annotate(ctx, s.pool, id, o, a)
+}
+
+// Release implements [idem.Store.Release].
+func (s *Store) Release(ctx context.Context, id idem.Ident, o idem.Owner) error {
+	return release(ctx, s.pool, id, o)
+}
+
+// Get implements [idem.Store.Get]. ReadAt is the database's clock.
+func (s *Store) Get(ctx context.Context, id idem.Ident) (idem.Record, bool, error) {
+	return get(ctx, s.pool, id)
+}
+
+// Delete implements [idem.Store.Delete].
+func (s *Store) Delete(ctx context.Context, id idem.Ident) (bool, error) {
+	return deleteRecord(ctx, s.pool, id)
+}
+
+// Sweep implements [idem.Store.Sweep], oldest retention first, at most
+// p.Limit records (1000 when p.Limit <= 0) in one statement. Records that
+// another statement holds locked are skipped until a later sweep.
+func (s *Store) Sweep(ctx context.Context, p idem.SweepParams) (int, error) {
+	return sweep(ctx, s.pool, p)
+}
+
+// The functions below are the store's calls on any executor; the Store
+// runs them on its pool, the transaction's Store (see tx.go) on its
+// pgx.Tx. None begins or ends a transaction, so they behave alike in
+// autocommit and inside one.
+
+// reserve is [Store.Reserve] on db. Inside a transaction the fallback
+// SELECT is a new statement and so, in READ COMMITTED, takes a new
+// snapshot: it sees the row of a concurrent transaction that committed
+// while the INSERT waited for it.
+func reserve(ctx context.Context, db dbtx, p idem.ReserveParams) (idem.Record, bool, error) {
 	for range maxReserveTries {
-		rec, err := scanRecord(s.pool.QueryRow(ctx, reserveSQL,
+		rec, err := scanRecord(db.QueryRow(ctx, reserveSQL,
 			p.Scope, p.Operation, p.KeyDigest, p.Fingerprint, p.Owner,
 			p.Lease.Microseconds(), p.TTL.Microseconds(), clock(p.Now)))
 		if err == nil {
@@ -71,7 +140,7 @@ func (s *Store) Reserve(ctx context.Context, p idem.ReserveParams) (idem.Record,
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return idem.Record{}, false, mapError("reserve", err)
 		}
-		rec, err = scanRecord(s.pool.QueryRow(ctx, getSQL, p.Scope, p.Operation, p.KeyDigest, clock(p.Now)))
+		rec, err = scanRecord(db.QueryRow(ctx, getSQL, p.Scope, p.Operation, p.KeyDigest, clock(p.Now)))
 		if err == nil {
 			return rec, false, nil
 		}
@@ -82,17 +151,15 @@ func (s *Store) Reserve(ctx context.Context, p idem.ReserveParams) (idem.Record,
 	return idem.Record{}, false, fmt.Errorf("pgxv5: reserve: the record was deleted between insert and read %d times", maxReserveTries)
 }
 
-// Takeover implements [idem.Store.Takeover] as one conditional UPDATE. It
-// returns ErrFenced, having changed nothing, when the record is gone, has
-// another owner or fence, holds a live lease, or is pending.
-func (s *Store) Takeover(ctx context.Context, p idem.TakeoverParams) (idem.Record, error) {
+// takeover is [Store.Takeover] on db.
+func takeover(ctx context.Context, db dbtx, p idem.TakeoverParams) (idem.Record, error) {
 	var row pgx.Row
 	if p.Fresh {
-		row = s.pool.QueryRow(ctx, takeoverFreshSQL,
+		row = db.QueryRow(ctx, takeoverFreshSQL,
 			p.Scope, p.Operation, p.KeyDigest, p.Seen.Token, p.Seen.Fence,
 			p.NewOwner, p.Lease.Microseconds(), clock(p.Now), p.Fingerprint, p.TTL.Microseconds())
 	} else {
-		row = s.pool.QueryRow(ctx, takeoverSQL,
+		row = db.QueryRow(ctx, takeoverSQL,
 			p.Scope, p.Operation, p.KeyDigest, p.Seen.Token, p.Seen.Fence,
 			p.NewOwner, p.Lease.Microseconds(), clock(p.Now))
 	}
@@ -106,36 +173,34 @@ func (s *Store) Takeover(ctx context.Context, p idem.TakeoverParams) (idem.Recor
 	return rec, nil
 }
 
-// Complete implements [idem.Store.Complete]. A status that is not one of
-// completed, failed, pending or unavailable is refused before the database
-// is touched. c.Result is stored as given.
-func (s *Store) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c idem.Completion) error {
+// complete is [Store.Complete] on db.
+func complete(ctx context.Context, db dbtx, id idem.Ident, o idem.Owner, c idem.Completion) error {
 	if !c.Status.Valid() || c.Status == idem.StatusProcessing {
 		return fmt.Errorf("pgxv5: complete: status %q is not a final status", c.Status)
 	}
-	tag, err := s.pool.Exec(ctx, completeSQL,
+	tag, err := db.Exec(ctx, completeSQL,
 		id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence,
 		string(c.Status), c.Result, c.ResponseCode, c.LastError, clock(c.Now))
 	return casResult("complete", tag, err)
 }
 
-// Annotate implements [idem.Store.Annotate].
-func (s *Store) Annotate(ctx context.Context, id idem.Ident, o idem.Owner, a idem.Annotation) error {
-	tag, err := s.pool.Exec(ctx, annotateSQL,
+// annotate is [Store.Annotate] on db.
+func annotate(ctx context.Context, db dbtx, id idem.Ident, o idem.Owner, a idem.Annotation) error {
+	tag, err := db.Exec(ctx, annotateSQL,
 		id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence,
 		a.CorrelationID, a.ExternalRef, a.ResourceIDs, clock(a.Now))
 	return casResult("annotate", tag, err)
 }
 
-// Release implements [idem.Store.Release].
-func (s *Store) Release(ctx context.Context, id idem.Ident, o idem.Owner) error {
-	tag, err := s.pool.Exec(ctx, releaseSQL, id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence)
+// release is [Store.Release] on db.
+func release(ctx context.Context, db dbtx, id idem.Ident, o idem.Owner) error {
+	tag, err := db.Exec(ctx, releaseSQL, id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence)
 	return casResult("release", tag, err)
 }
 
-// Get implements [idem.Store.Get]. ReadAt is the database's clock.
-func (s *Store) Get(ctx context.Context, id idem.Ident) (idem.Record, bool, error) {
-	rec, err := scanRecord(s.pool.QueryRow(ctx, getSQL, id.Scope, id.Operation, id.KeyDigest, nil))
+// get is [Store.Get] on db.
+func get(ctx context.Context, db dbtx, id idem.Ident) (idem.Record, bool, error) {
+	rec, err := scanRecord(db.QueryRow(ctx, getSQL, id.Scope, id.Operation, id.KeyDigest, nil))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return idem.Record{}, false, nil
 	}
@@ -145,24 +210,22 @@ func (s *Store) Get(ctx context.Context, id idem.Ident) (idem.Record, bool, erro
 	return rec, true, nil
 }
 
-// Delete implements [idem.Store.Delete].
-func (s *Store) Delete(ctx context.Context, id idem.Ident) (bool, error) {
-	tag, err := s.pool.Exec(ctx, deleteSQL, id.Scope, id.Operation, id.KeyDigest)
+// deleteRecord is [Store.Delete] on db.
+func deleteRecord(ctx context.Context, db dbtx, id idem.Ident) (bool, error) {
+	tag, err := db.Exec(ctx, deleteSQL, id.Scope, id.Operation, id.KeyDigest)
 	if err != nil {
 		return false, mapError("delete", err)
 	}
 	return tag.RowsAffected() > 0, nil
 }
 
-// Sweep implements [idem.Store.Sweep], oldest retention first, at most
-// p.Limit records (1000 when p.Limit <= 0) in one statement. Records that
-// another statement holds locked are skipped until a later sweep.
-func (s *Store) Sweep(ctx context.Context, p idem.SweepParams) (int, error) {
+// sweep is [Store.Sweep] on db.
+func sweep(ctx context.Context, db dbtx, p idem.SweepParams) (int, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = defaultSweepLimit
 	}
-	tag, err := s.pool.Exec(ctx, sweepSQL, limit, clock(p.Now))
+	tag, err := db.Exec(ctx, sweepSQL, limit, clock(p.Now))
 	if err != nil {
 		return 0, mapError("sweep", err)
 	}
@@ -170,7 +233,7 @@ func (s *Store) Sweep(ctx context.Context, p idem.SweepParams) (int, error) {
 }
 
 // clock is the $now argument of a statement: NULL, meaning the database's
-// now(), unless the caller gave a time.
+// statement_timestamp(), unless the caller gave a time.
 func clock(now time.Time) any {
 	if now.IsZero() {
 		return nil

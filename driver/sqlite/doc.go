@@ -49,6 +49,28 @@
 // increase across all records, even after a record is deleted and reserved
 // again.
 //
+// # Transactional mode
+//
+// The Store is also an [idem.TxStore]. [Store.WithinTx] begins a BEGIN
+// IMMEDIATE transaction on one connection and hands fn an idem.Store that
+// writes the record on that connection; the application reaches the same
+// connection with [TxFrom] and writes its own rows through it, so that the
+// record and the business write commit together (SPEC IDEM-H17). WithinTx
+// commits when fn returns nil and rolls back otherwise:
+//
+//	err := store.WithinTx(ctx, func(ctx context.Context, tx idem.Store) error {
+//		conn, _ := sqlite.TxFrom(ctx)
+//		if _, err := conn.ExecContext(ctx, "INSERT INTO orders (id) VALUES (?)", id); err != nil {
+//			return err
+//		}
+//		return tx.Complete(ctx, ident, owner, completion)
+//	})
+//
+// This serialises writes: the transaction holds the database's write lock
+// until fn returns, so every other writer, of this Store or of any other
+// handle or process, waits for it. Keep fn short and make no network call
+// inside it.
+//
 // # Migrations
 //
 // The schema is kept in embedded migration files, migration/idem/NNN_name.up.sql

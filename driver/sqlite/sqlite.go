@@ -18,15 +18,16 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 )
 
-var _ idem.Store = (*Store)(nil)
+var _ idem.TxStore = (*Store)(nil)
 
-// Store is an [idem.Store] on a SQLite database. It is safe for concurrent
-// use by many goroutines, and by several processes on the same host sharing
-// the database file. It judges time by the process clock (see the package
-// documentation) unless a params struct carries a non-zero Now.
+// Store is an [idem.TxStore] on a SQLite database. It is safe for
+// concurrent use by many goroutines, and by several processes on the same
+// host sharing the database file. It judges time by the process clock (see
+// the package documentation) unless a params struct carries a non-zero Now.
 type Store struct {
 	db *sql.DB
-	// writer is a semaphore of one that every write of this store holds.
+	// writer is a semaphore of one that every write of this store holds,
+	// and WithinTx for the whole of its transaction.
 	// SQLite admits one writer at a time; queueing writers here hands the
 	// lock over at once, where waiting in SQLite's busy handler polls with
 	// sleeps of up to 100ms and collapses under many concurrent writers.
@@ -125,18 +126,6 @@ func Open(path string) (*sql.DB, error) {
 // immediate) while holding the store's writer semaphore.
 func (s *Store) immediate(ctx context.Context, fn func(conn *sql.Conn) error) error {
 	return s.write(ctx, func() error { return immediate(ctx, s.db, fn) })
-}
-
-// exec runs one writing statement, atomic on its own, while holding the
-// store's writer semaphore.
-func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	var res sql.Result
-	err := s.write(ctx, func() error {
-		var err error
-		res, err = s.db.ExecContext(ctx, query, args...)
-		return err
-	})
-	return res, err
 }
 
 // preparedGet returns queryGet prepared on the pool. database/sql keeps it

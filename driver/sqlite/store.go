@@ -55,22 +55,22 @@ func (s *Store) Reserve(ctx context.Context, p idem.ReserveParams) (idem.Record,
 }
 
 // insert is the transaction of Reserve: it returns the record for p.Ident,
-// inserting it with a new fence if there is none. conn must be inside a
+// inserting it with a new fence if there is none. ex must be inside a
 // write transaction.
-func insert(ctx context.Context, conn *sql.Conn, p idem.ReserveParams, now time.Time) (idem.Record, bool, error) {
-	found, ok, err := get(ctx, conn, p.Ident, now)
+func insert(ctx context.Context, ex Executor, p idem.ReserveParams, now time.Time) (idem.Record, bool, error) {
+	found, ok, err := get(ctx, ex, p.Ident, now)
 	if err != nil {
 		return idem.Record{}, false, err
 	}
 	if ok {
 		return found, false, nil
 	}
-	fence, err := nextFence(ctx, conn)
+	fence, err := nextFence(ctx, ex)
 	if err != nil {
 		return idem.Record{}, false, err
 	}
 	at := now.UnixMicro()
-	row := conn.QueryRowContext(ctx, queryInsert,
+	row := ex.QueryRowContext(ctx, queryInsert,
 		p.Scope, p.Operation, p.KeyDigest, p.Fingerprint, p.Owner, fence,
 		at+p.Lease.Microseconds(), at, at+max(p.TTL, p.Lease).Microseconds())
 	inserted, err := scanRecord(row, now)
@@ -78,7 +78,7 @@ func insert(ctx context.Context, conn *sql.Conn, p idem.ReserveParams, now time.
 		// Unreachable while the write lock is held, but the constraint, not
 		// the lookup above, decides. The fence is burnt, which is harmless:
 		// fences need only increase.
-		found, ok, err := get(ctx, conn, p.Ident, now)
+		found, ok, err := get(ctx, ex, p.Ident, now)
 		if err != nil {
 			return idem.Record{}, false, err
 		}
@@ -97,40 +97,48 @@ func insert(ctx context.Context, conn *sql.Conn, p idem.ReserveParams, now time.
 // one BEGIN IMMEDIATE transaction, so a takeover that is refused with
 // [idem.ErrFenced] consumes no fence. A pending record is never taken over.
 func (s *Store) Takeover(ctx context.Context, p idem.TakeoverParams) (idem.Record, error) {
-	now := clock(p.Now)
-	at := now.UnixMicro()
 	var rec idem.Record
 	err := s.immediate(ctx, func(conn *sql.Conn) error {
-		var id int64
-		err := conn.QueryRowContext(ctx, queryTakeoverCheck,
-			p.Scope, p.Operation, p.KeyDigest, p.Seen.Token, p.Seen.Fence, at).Scan(&id)
-		if errors.Is(err, sql.ErrNoRows) {
-			return idem.ErrFenced
-		}
-		if err != nil {
-			return fmt.Errorf("check owner: %w", err)
-		}
-		fence, err := nextFence(ctx, conn)
-		if err != nil {
-			return err
-		}
-		leaseEnd := at + p.Lease.Microseconds()
-		var row *sql.Row
-		if p.Fresh {
-			row = conn.QueryRowContext(ctx, queryTakeoverFresh,
-				p.NewOwner, fence, leaseEnd, at,
-				p.Fingerprint, at+max(p.TTL, p.Lease).Microseconds(), id)
-		} else {
-			row = conn.QueryRowContext(ctx, queryTakeover, p.NewOwner, fence, leaseEnd, at, id)
-		}
-		rec, err = scanRecord(row, now)
-		if err != nil {
-			return fmt.Errorf("update: %w", err)
-		}
-		return nil
+		var err error
+		rec, err = takeover(ctx, conn, p)
+		return err
 	})
 	if err != nil {
 		return idem.Record{}, fmt.Errorf("sqlite: takeover: %w", err)
+	}
+	return rec, nil
+}
+
+// takeover is the transaction of Takeover. ex must be inside a write
+// transaction.
+func takeover(ctx context.Context, ex Executor, p idem.TakeoverParams) (idem.Record, error) {
+	now := clock(p.Now)
+	at := now.UnixMicro()
+	var id int64
+	err := ex.QueryRowContext(ctx, queryTakeoverCheck,
+		p.Scope, p.Operation, p.KeyDigest, p.Seen.Token, p.Seen.Fence, at).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return idem.Record{}, idem.ErrFenced
+	}
+	if err != nil {
+		return idem.Record{}, fmt.Errorf("check owner: %w", err)
+	}
+	fence, err := nextFence(ctx, ex)
+	if err != nil {
+		return idem.Record{}, err
+	}
+	leaseEnd := at + p.Lease.Microseconds()
+	var row *sql.Row
+	if p.Fresh {
+		row = ex.QueryRowContext(ctx, queryTakeoverFresh,
+			p.NewOwner, fence, leaseEnd, at,
+			p.Fingerprint, at+max(p.TTL, p.Lease).Microseconds(), id)
+	} else {
+		row = ex.QueryRowContext(ctx, queryTakeover, p.NewOwner, fence, leaseEnd, at, id)
+	}
+	rec, err := scanRecord(row, now)
+	if err != nil {
+		return idem.Record{}, fmt.Errorf("update: %w", err)
 	}
 	return rec, nil
 }
@@ -139,13 +147,7 @@ func (s *Store) Takeover(ctx context.Context, p idem.TakeoverParams) (idem.Recor
 // processing or not a defined status before touching the database. A nil
 // c.Result is stored as no result.
 func (s *Store) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c idem.Completion) error {
-	if !c.Status.Valid() || c.Status == idem.StatusProcessing {
-		return fmt.Errorf("sqlite: complete: status %q is not a final status", c.Status)
-	}
-	res, err := s.exec(ctx, queryComplete,
-		string(c.Status), c.Result, int64(c.ResponseCode), c.LastError, clock(c.Now).UnixMicro(),
-		id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence)
-	if err := casResult(res, err); err != nil {
+	if err := s.write(ctx, func() error { return complete(ctx, s.db, id, o, c) }); err != nil {
 		return fmt.Errorf("sqlite: complete: %w", err)
 	}
 	return nil
@@ -155,14 +157,7 @@ func (s *Store) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c ide
 // ExternalRef leave the stored values; ResourceIDs are appended in order,
 // without removing duplicates.
 func (s *Store) Annotate(ctx context.Context, id idem.Ident, o idem.Owner, a idem.Annotation) error {
-	ids, err := json.Marshal(nonNil(a.ResourceIDs))
-	if err != nil {
-		return fmt.Errorf("sqlite: annotate: encode resource ids: %w", err)
-	}
-	res, err := s.exec(ctx, queryAnnotate,
-		a.CorrelationID, a.ExternalRef, string(ids), clock(a.Now).UnixMicro(),
-		id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence)
-	if err := casResult(res, err); err != nil {
+	if err := s.write(ctx, func() error { return annotate(ctx, s.db, id, o, a) }); err != nil {
 		return fmt.Errorf("sqlite: annotate: %w", err)
 	}
 	return nil
@@ -170,9 +165,7 @@ func (s *Store) Annotate(ctx context.Context, id idem.Ident, o idem.Owner, a ide
 
 // Release implements [idem.Store.Release].
 func (s *Store) Release(ctx context.Context, id idem.Ident, o idem.Owner) error {
-	res, err := s.exec(ctx, queryRelease,
-		id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence)
-	if err := casResult(res, err); err != nil {
+	if err := s.write(ctx, func() error { return release(ctx, s.db, id, o) }); err != nil {
 		return fmt.Errorf("sqlite: release: %w", err)
 	}
 	return nil
@@ -190,32 +183,95 @@ func (s *Store) Get(ctx context.Context, id idem.Ident) (idem.Record, bool, erro
 
 // Delete implements [idem.Store.Delete].
 func (s *Store) Delete(ctx context.Context, id idem.Ident) (bool, error) {
-	res, err := s.exec(ctx, queryDelete, id.Scope, id.Operation, id.KeyDigest)
+	var existed bool
+	err := s.write(ctx, func() error {
+		var err error
+		existed, err = deleteRecord(ctx, s.db, id)
+		return err
+	})
 	if err != nil {
 		return false, fmt.Errorf("sqlite: delete: %w", err)
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("sqlite: delete: %w", err)
-	}
-	return n > 0, nil
+	return existed, nil
 }
 
 // Sweep implements [idem.Store.Sweep]. It deletes the records whose
 // retention ended first, at most p.Limit of them (1000 when p.Limit <= 0),
 // in one statement.
 func (s *Store) Sweep(ctx context.Context, p idem.SweepParams) (int, error) {
+	var n int
+	err := s.write(ctx, func() error {
+		var err error
+		n, err = sweep(ctx, s.db, p)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: sweep: %w", err)
+	}
+	return n, nil
+}
+
+// The single-statement writes below run on any executor: the Store runs
+// them on its pool under its writer semaphore, the Store of WithinTx on the
+// transaction's connection. None begins a transaction. Their errors are
+// not prefixed; the callers add "sqlite: <call>".
+
+// complete writes c for the owner o; see [Store.Complete].
+func complete(ctx context.Context, ex Executor, id idem.Ident, o idem.Owner, c idem.Completion) error {
+	if !c.Status.Valid() || c.Status == idem.StatusProcessing {
+		return fmt.Errorf("status %q is not a final status", c.Status)
+	}
+	res, err := ex.ExecContext(ctx, queryComplete,
+		string(c.Status), c.Result, int64(c.ResponseCode), c.LastError, clock(c.Now).UnixMicro(),
+		id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence)
+	return casResult(res, err)
+}
+
+// annotate attaches a for the owner o; see [Store.Annotate].
+func annotate(ctx context.Context, ex Executor, id idem.Ident, o idem.Owner, a idem.Annotation) error {
+	ids, err := json.Marshal(nonNil(a.ResourceIDs))
+	if err != nil {
+		return fmt.Errorf("encode resource ids: %w", err)
+	}
+	res, err := ex.ExecContext(ctx, queryAnnotate,
+		a.CorrelationID, a.ExternalRef, string(ids), clock(a.Now).UnixMicro(),
+		id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence)
+	return casResult(res, err)
+}
+
+// release deletes the running record of the owner o.
+func release(ctx context.Context, ex Executor, id idem.Ident, o idem.Owner) error {
+	res, err := ex.ExecContext(ctx, queryRelease,
+		id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence)
+	return casResult(res, err)
+}
+
+// deleteRecord deletes the record for id and reports whether there was one.
+func deleteRecord(ctx context.Context, ex Executor, id idem.Ident) (bool, error) {
+	res, err := ex.ExecContext(ctx, queryDelete, id.Scope, id.Operation, id.KeyDigest)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, err
+	}
+	return n > 0, nil
+}
+
+// sweep deletes expired records; see [Store.Sweep].
+func sweep(ctx context.Context, ex Executor, p idem.SweepParams) (int, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = defaultSweepLimit
 	}
-	res, err := s.exec(ctx, querySweep, clock(p.Now).UnixMicro(), int64(limit))
+	res, err := ex.ExecContext(ctx, querySweep, clock(p.Now).UnixMicro(), int64(limit))
 	if err != nil {
-		return 0, fmt.Errorf("sqlite: sweep: %w", err)
+		return 0, err
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return 0, fmt.Errorf("sqlite: sweep: %w", err)
+		return 0, err
 	}
 	return int(n), nil
 }
@@ -230,10 +286,10 @@ func clock(now time.Time) time.Time {
 	return time.UnixMicro(now.UnixMicro()).UTC()
 }
 
-// get reads the record for id on conn, inside a transaction, stamped with
-// readAt; ok is false when there is none.
-func get(ctx context.Context, conn *sql.Conn, id idem.Ident, readAt time.Time) (idem.Record, bool, error) {
-	return found(scanRecord(conn.QueryRowContext(ctx, queryGet, id.Scope, id.Operation, id.KeyDigest), readAt))
+// get reads the record for id on ex, stamped with readAt; ok is false when
+// there is none. Inside a transaction it sees the transaction's own writes.
+func get(ctx context.Context, ex Executor, id idem.Ident, readAt time.Time) (idem.Record, bool, error) {
+	return found(scanRecord(ex.QueryRowContext(ctx, queryGet, id.Scope, id.Operation, id.KeyDigest), readAt))
 }
 
 // lookup reads the record for id outside any transaction, with queryGet
@@ -260,9 +316,9 @@ func found(rec idem.Record, err error) (idem.Record, bool, error) {
 
 // nextFence takes the next fence from the counter. It must run inside the
 // write transaction that stores the fence.
-func nextFence(ctx context.Context, conn *sql.Conn) (int64, error) {
+func nextFence(ctx context.Context, ex Executor) (int64, error) {
 	var fence int64
-	if err := conn.QueryRowContext(ctx, queryNextFence).Scan(&fence); err != nil {
+	if err := ex.QueryRowContext(ctx, queryNextFence).Scan(&fence); err != nil {
 		return 0, fmt.Errorf("next fence: %w", err)
 	}
 	return fence, nil

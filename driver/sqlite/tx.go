@@ -1,0 +1,191 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/unstuckhq/unstuck/idem"
+)
+
+// Executor is what the application writes through inside [Store.WithinTx]:
+// the transaction's connection. *sql.DB, *sql.Conn and *sql.Tx satisfy it;
+// the store's own statements run on one too.
+type Executor interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// txKey is the context key under which WithinTx puts its connection.
+type txKey struct{}
+
+// WithinTx implements [idem.TxStore.WithinTx] (SPEC IDEM-H17): it begins a
+// BEGIN IMMEDIATE transaction on one connection of the pool and calls fn
+// with a context that carries that connection and with tx, an [idem.Store]
+// whose calls run on it, inside the transaction, without beginning
+// transactions of their own. The application reaches the connection with
+// [TxFrom] and makes its own writes through it, so that they and the
+// record's writes commit together or not at all.
+//
+// WithinTx owns the transaction: if fn returns nil it runs COMMIT and
+// returns its error; otherwise, or if fn panics, it runs ROLLBACK and
+// returns fn's error. Both run without ctx's cancellation, and the
+// connection always goes back to the pool (or is closed if ROLLBACK fails).
+//
+// Transactional mode serialises writes on SQLite. The transaction holds the
+// database's write lock, and this Store's writer semaphore, from BEGIN to
+// its end: every other write of this Store waits in the process for
+// WithinTx to return, and writers on other handles or in other processes
+// wait in SQLite's busy handler, failing with SQLITE_BUSY after its timeout
+// (10 s with [Open]). Reads go on (WAL) and do not see the transaction
+// before it commits. So fn should be short and must make no network call
+// and wait for no other request. In particular fn must not write through
+// the Store itself, only through tx and the connection: such a write waits
+// for the semaphore that WithinTx holds until ctx ends.
+//
+// tx refuses every call once fn has returned, with an error wrapping
+// [sql.ErrTxDone]. tx and the connection in ctx are one connection and are
+// not safe for concurrent use: fn calls them from one goroutine at a time.
+// Leases and retention are judged as by the Store: by the process clock at
+// each call, or by a params struct's Now.
+func (s *Store) WithinTx(ctx context.Context, fn func(ctx context.Context, tx idem.Store) error) error {
+	fnFailed := false
+	err := s.immediate(ctx, func(conn *sql.Conn) error {
+		ts := &txStore{conn: conn}
+		defer ts.ended.Store(true)
+		if err := fn(context.WithValue(ctx, txKey{}, Executor(conn)), ts); err != nil {
+			fnFailed = true
+			return err
+		}
+		return nil
+	})
+	if err != nil && !fnFailed {
+		return fmt.Errorf("sqlite: within tx: %w", err)
+	}
+	return err
+}
+
+// TxFrom returns the connection that [Store.WithinTx] put in ctx, inside
+// its transaction, for the application's writes that must commit or roll
+// back with the record's; ok is false when ctx does not come from WithinTx.
+// WithinTx owns the transaction: do not run COMMIT, ROLLBACK or BEGIN on
+// it (a SAVEPOINT is fine), do not use it after fn has returned, and do not
+// use it from several goroutines at once.
+func TxFrom(ctx context.Context) (Executor, bool) {
+	ex, ok := ctx.Value(txKey{}).(Executor)
+	return ex, ok
+}
+
+// txStore is the idem.Store that WithinTx hands to fn: the store's calls on
+// the transaction's connection. It is not safe for concurrent use; ended
+// is atomic only so that a call after fn has returned, from any goroutine,
+// is refused without a data race.
+type txStore struct {
+	conn  *sql.Conn
+	ended atomic.Bool
+}
+
+// ex returns the connection to run op on, or an error once WithinTx's fn
+// has returned.
+func (t *txStore) ex(op string) (Executor, error) {
+	if t.ended.Load() {
+		return nil, fmt.Errorf("sqlite: %s: the transaction of WithinTx has ended: %w", op, sql.ErrTxDone)
+	}
+	return t.conn, nil
+}
+
+func (t *txStore) Reserve(ctx context.Context, p idem.ReserveParams) (idem.Record, bool, error) {
+	ex, err := t.ex("reserve")
+	if err != nil {
+		return idem.Record{}, false, err
+	}
+	rec, created, err := insert(ctx, ex, p, clock(p.Now))
+	if err != nil {
+		return idem.Record{}, false, fmt.Errorf("sqlite: reserve: %w", err)
+	}
+	return rec, created, nil
+}
+
+func (t *txStore) Takeover(ctx context.Context, p idem.TakeoverParams) (idem.Record, error) {
+	ex, err := t.ex("takeover")
+	if err != nil {
+		return idem.Record{}, err
+	}
+	rec, err := takeover(ctx, ex, p)
+	if err != nil {
+		return idem.Record{}, fmt.Errorf("sqlite: takeover: %w", err)
+	}
+	return rec, nil
+}
+
+func (t *txStore) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c idem.Completion) error {
+	ex, err := t.ex("complete")
+	if err != nil {
+		return err
+	}
+	if err := complete(ctx, ex, id, o, c); err != nil {
+		return fmt.Errorf("sqlite: complete: %w", err)
+	}
+	return nil
+}
+
+func (t *txStore) Annotate(ctx context.Context, id idem.Ident, o idem.Owner, a idem.Annotation) error {
+	ex, err := t.ex("annotate")
+	if err != nil {
+		return err
+	}
+	if err := annotate(ctx, ex, id, o, a); err != nil {
+		return fmt.Errorf("sqlite: annotate: %w", err)
+	}
+	return nil
+}
+
+func (t *txStore) Release(ctx context.Context, id idem.Ident, o idem.Owner) error {
+	ex, err := t.ex("release")
+	if err != nil {
+		return err
+	}
+	if err := release(ctx, ex, id, o); err != nil {
+		return fmt.Errorf("sqlite: release: %w", err)
+	}
+	return nil
+}
+
+func (t *txStore) Get(ctx context.Context, id idem.Ident) (idem.Record, bool, error) {
+	ex, err := t.ex("get")
+	if err != nil {
+		return idem.Record{}, false, err
+	}
+	rec, ok, err := get(ctx, ex, id, clock(time.Time{}))
+	if err != nil {
+		return idem.Record{}, false, fmt.Errorf("sqlite: get: %w", err)
+	}
+	return rec, ok, nil
+}
+
+func (t *txStore) Delete(ctx context.Context, id idem.Ident) (bool, error) {
+	ex, err := t.ex("delete")
+	if err != nil {
+		return false, err
+	}
+	existed, err := deleteRecord(ctx, ex, id)
+	if err != nil {
+		return false, fmt.Errorf("sqlite: delete: %w", err)
+	}
+	return existed, nil
+}
+
+func (t *txStore) Sweep(ctx context.Context, p idem.SweepParams) (int, error) {
+	ex, err := t.ex("sweep")
+	if err != nil {
+		return 0, err
+	}
+	n, err := sweep(ctx, ex, p)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: sweep: %w", err)
+	}
+	return n, nil
+}
