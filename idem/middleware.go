@@ -78,7 +78,14 @@ type MiddlewareConfig struct {
 	AcceptedWhileInProgress bool
 	// Transactional runs the handler inside a store transaction that the
 	// record commits with (SPEC H17); the engine's store must be a
-	// [TxStore]. The response is buffered and sent after the commit.
+	// [TxStore]. The response is buffered and sent after the commit; a
+	// duplicate waits for the commit and gets the replay instead of 409.
+	// The handler must write through the transaction only (pgxv5.TxFrom,
+	// sqlite.TxFrom): on PostgreSQL each waiting duplicate holds a pool
+	// connection, so a handler that takes a second connection from the same
+	// pool can starve behind its own duplicates. Size the pool above the
+	// concurrent duplicates you expect. A failed statement aborts the
+	// transaction on PostgreSQL: use a savepoint to answer a 4xx after one.
 	Transactional bool
 	// OnRejected and OnReplayed are called for each rejection and each
 	// replay (SPEC H16). They must not block.
@@ -356,7 +363,7 @@ func (m *Middleware) finish(ctx context.Context, st *runState, rec *recorder) er
 	case status >= 500 && !m.cfg.StoreServerErrors, status >= 400 && status < 500 && m.cfg.DiscardClientErrors:
 		return m.engine.release(ctx, st)
 	}
-	env, err := json.Marshal(storedResponse{Status: status, Header: m.replayable(rec.storedHeader()), Body: rec.buf.Bytes()})
+	env, err := json.Marshal(StoredResponse{Status: status, Header: m.replayable(rec.storedHeader()), Body: rec.buf.Bytes()})
 	if err == nil {
 		var sealed []byte
 		sealed, err = m.engine.sealer.seal(st.id, st.rec.Fingerprint, env)
@@ -377,8 +384,9 @@ func (m *Middleware) finish(ctx context.Context, st *runState, rec *recorder) er
 	return err
 }
 
-// storedResponse is the sealed form of a response.
-type storedResponse struct {
+// StoredResponse is what the middleware seals for a response: the result
+// of an HTTP record, as [Engine.OpenResult] returns it JSON-encoded.
+type StoredResponse struct {
 	Status int         `json:"status"`
 	Header http.Header `json:"header,omitempty"`
 	Body   []byte      `json:"body,omitempty"`
@@ -463,8 +471,8 @@ func (m *Middleware) answer(w http.ResponseWriter, r *http.Request, rq request, 
 
 // open returns the stored response of rec; anything that does not open and
 // decode cleanly is unavailable (fail closed).
-func (m *Middleware) open(rec Record) (storedResponse, error) {
-	var resp storedResponse
+func (m *Middleware) open(rec Record) (StoredResponse, error) {
+	var resp StoredResponse
 	plain, err := m.engine.sealer.open(rec.Ident, rec.Fingerprint, rec.Result)
 	if err == nil {
 		err = json.Unmarshal(plain, &resp)
@@ -474,7 +482,7 @@ func (m *Middleware) open(rec Record) (storedResponse, error) {
 	}
 	if err != nil {
 		m.log.Warn("idem: stored response cannot be replayed", "key_id", SafeKeyID(rec.KeyDigest), "operation", rec.Operation, "record_id", rec.ID, "error", err.Error())
-		return storedResponse{}, err
+		return StoredResponse{}, err
 	}
 	return resp, nil
 }

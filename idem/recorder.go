@@ -76,13 +76,17 @@ func (r *recorder) Write(p []byte) (int, error) {
 }
 
 // Flush sends what was written so far: the response is streamed and will
-// not be stored (SPEC H13). In buffered mode it only marks the response.
+// not be stored (SPEC H13). In buffered mode nothing can be sent before the
+// commit, so Flush does nothing and the response stays storable.
 func (r *recorder) Flush() {
+	if r.buffered {
+		return
+	}
 	r.streamed = true
 	if !r.wrote {
 		r.WriteHeader(http.StatusOK)
 	}
-	if f, ok := r.w.(http.Flusher); ok && !r.buffered {
+	if f, ok := r.w.(http.Flusher); ok {
 		f.Flush()
 	}
 }

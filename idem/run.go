@@ -183,6 +183,18 @@ func (e *Engine) acquire(ctx context.Context, s Store, id Ident, req Request, tt
 	return claim{outcome: Outcome{Action: ActionWait, RetryAfter: time.Second}, rec: Record{Status: StatusProcessing}}, nil
 }
 
+// OpenResult returns the plaintext of rec's stored result: the JSON of a
+// [Run] value, or of a [StoredResponse] for an HTTP record. It fails for a
+// record without a result, and for a result that cannot be opened under the
+// engine's secrets (moved, corrupt, or sealed under an unknown secret). It is
+// for operators: callers that replay use Run or the middleware.
+func (e *Engine) OpenResult(rec Record) ([]byte, error) {
+	if len(rec.Result) == 0 {
+		return nil, errors.New("idem: the record holds no result")
+	}
+	return e.sealer.open(rec.Ident, rec.Fingerprint, rec.Result)
+}
+
 // replay opens the stored result of rec. Whatever cannot be opened or
 // decoded is unavailable, never a guess and never a panic.
 func replay[T any](e *Engine, rec Record) (Result[T], error) {
