@@ -13,15 +13,28 @@ import (
 	"github.com/unstuckhq/unstuck/driver/pgxv5"
 	"github.com/unstuckhq/unstuck/driver/sqlite"
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/internal/store"
 )
 
-// database is an opened database with the engine's store over it.
+// database is an opened database with the engine's store and the
+// console's store over it.
 type database struct {
 	// Redacted is the URL without a password, fit for logs and messages.
 	Redacted string
 	Store    idem.Store
-	Migrate  func(context.Context) error
+	Console  *store.DB
+	migrate  []func(context.Context) error
 	Close    func()
+}
+
+// Migrate applies the engine's migrations, then the console's.
+func (d *database) Migrate(ctx context.Context) error {
+	for _, m := range d.migrate {
+		if err := m(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // openDatabase opens a PostgreSQL URL (postgres:// or postgresql://) or
@@ -46,8 +59,8 @@ func openDatabase(ctx context.Context, rawURL string) (*database, error) {
 			pool.Close()
 			return nil, fmt.Errorf("connect to %s: %w", redacted, err)
 		}
-		s := pgxv5.New(pool)
-		return &database{Redacted: redacted, Store: s, Migrate: s.Migrate, Close: pool.Close}, nil
+		s, c := pgxv5.New(pool), store.NewPostgres(pool)
+		return &database{Redacted: redacted, Store: s, Console: c, migrate: []func(context.Context) error{s.Migrate, c.Migrate}, Close: pool.Close}, nil
 	case strings.HasPrefix(rawURL, "sqlite:"):
 		path := strings.TrimPrefix(strings.TrimPrefix(rawURL, "sqlite:"), "//")
 		if path == "" {
@@ -61,8 +74,8 @@ func openDatabase(ctx context.Context, rawURL string) (*database, error) {
 			_ = db.Close()
 			return nil, fmt.Errorf("open %s: %w", rawURL, err)
 		}
-		s := sqlite.New(db)
-		return &database{Redacted: rawURL, Store: s, Migrate: s.Migrate, Close: func() { closeQuietly(db) }}, nil
+		s, c := sqlite.New(db), store.NewSQLite(db)
+		return &database{Redacted: rawURL, Store: s, Console: c, migrate: []func(context.Context) error{s.Migrate, c.Migrate}, Close: func() { closeQuietly(db) }}, nil
 	default:
 		return nil, fmt.Errorf("database URL must start with postgres://, postgresql:// or sqlite: (got %q)", schemeOf(rawURL))
 	}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -16,20 +15,27 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/internal/auth"
 	"github.com/unstuckhq/unstuck/internal/demo"
+	"github.com/unstuckhq/unstuck/internal/store"
 )
 
 // demoSecret seals the demo's stored responses when UNSTUCK_SECRET is not
 // set. It is public: never use the demo's database for real data.
 const demoSecret = "unstuck-demo-secret-not-for-production!"
 
+// demoUsers are created (or reset) by "console demo", each with the
+// password demo-<username>.
+var demoUsers = []string{store.RoleAdmin, store.RoleOncall, store.RoleSupport, store.RoleAuditor}
+
 func runDemo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen `address`")
 	dbURL := fs.String("db", "sqlite:"+filepath.Join(os.TempDir(), "unstuck-demo.db"), "database `URL`: sqlite:PATH or postgres://…")
+	traffic := fs.Bool("traffic", true, "generate demo traffic that keeps records in every state")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "Usage: console demo [--addr ADDR] [--db URL]\n\nRuns the demo shop on the embedded SQLite default.\n\n")
+		fmt.Fprint(fs.Output(), "Usage: console demo [--addr ADDR] [--db URL] [--traffic=false]\n\nRuns the console and the demo shop on the embedded SQLite default.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -57,6 +63,9 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	if err := db.Migrate(ctx); err != nil {
 		return fmt.Errorf("migrate %s: %w", db.Redacted, err)
 	}
+	if err := ensureDemoUsers(ctx, db.Console); err != nil {
+		return err
+	}
 	engine, err := idem.New(db.Store, idem.WithSecret([]byte(secret)), idem.WithLogger(log))
 	if err != nil {
 		return err
@@ -65,47 +74,57 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	r := chi.NewRouter()
-	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	r.Get("/readyz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ready\n") })
-	shop.Routes(r)
-
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
+	}
+	loopback := isLoopback(ln.Addr())
+	h, err := consoleHandler(db, engine, consoleOptions{secureCookies: !loopback, idle: 30 * time.Minute, absolute: 12 * time.Hour,
+		mount: func(r chi.Router) { shop.Routes(r) }}, log)
+	if err != nil {
+		return err
 	}
 	base := "http://" + ln.Addr().String()
 	fmt.Fprintf(stdout, `unstuck demo — database %s
 listening on %s
 
-Try:
+Console: open %[2]s/ and sign in as one of
+  admin / demo-admin   oncall / demo-oncall   support / demo-support   auditor / demo-auditor
+
+Shop:
   curl -i -X POST %[2]s/shop/orders -H 'Idempotency-Key: "order-0000000000001"' -H 'Content-Type: application/json' -d '{"sku":"book","qty":1}'
   (run it twice: the second answer is replayed, with Idempotent-Replayed: true)
 `, db.Redacted, base)
+	if !loopback {
+		log.Warn("not on loopback: session cookies are Secure, so sign-in needs https in front of the demo")
+	}
+	if *traffic {
+		trafficCtx, stopTraffic := context.WithCancel(ctx)
+		defer stopTraffic()
+		go demo.Traffic(trafficCtx, base, engine, log)
+	}
+	return serveHTTP(ctx, ln, h, log, sweeper(engine, log))
+}
 
-	srv := &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	sweeper := time.NewTicker(time.Minute)
-	defer sweeper.Stop()
-	for {
-		select {
-		case err := <-served:
-			return fmt.Errorf("serve: %w", err)
-		case <-sweeper.C:
-			if n, err := engine.Sweep(ctx); err != nil {
-				log.Error("sweep failed", "error", err.Error())
-			} else if n > 0 {
-				log.Info("swept expired idempotency records", "count", n)
-			}
-		case <-ctx.Done():
-			log.Info("shutting down")
-			shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			if err := srv.Shutdown(shutdownCtx); err != nil {
-				return fmt.Errorf("shutdown: %w", err)
-			}
-			return nil
+// ensureDemoUsers creates the demo accounts, or resets their password,
+// role and enabled state.
+func ensureDemoUsers(ctx context.Context, db *store.DB) error {
+	for _, name := range demoUsers {
+		hash, err := auth.Hash("demo-" + name)
+		if err != nil {
+			return err
+		}
+		if _, err := db.CreateUser(ctx, name, name, hash); errors.Is(err, store.ErrConflict) {
+			err = errors.Join(db.SetUserPassword(ctx, name, hash), db.SetUserDisabled(ctx, name, false), db.SetUserRole(ctx, name, name))
+		}
+		if err != nil {
+			return fmt.Errorf("demo user %s: %w", name, err)
 		}
 	}
+	return nil
+}
+
+func isLoopback(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }

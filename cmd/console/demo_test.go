@@ -25,7 +25,7 @@ func startDemo(t *testing.T, dbURL string) string {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"demo", "--addr", "127.0.0.1:0", "--db", dbURL}, func(string) string { return "" }, pw, io.Discard)
+		done <- run(ctx, []string{"demo", "--addr", "127.0.0.1:0", "--db", dbURL, "--traffic=false"}, func(string) string { return "" }, pw, io.Discard)
 		_ = pw.Close()
 	}()
 	t.Cleanup(func() {

@@ -36,21 +36,32 @@ Usage:
   console <command> [flags]
 
 Commands:
-  demo      run the demo shop on the embedded SQLite default
+  demo      run the console and the demo shop on the embedded SQLite default,
+            with demo users and traffic
+  serve     serve the operations console
   migrate   apply the database migrations (idempotent)
+  user      add, disable or enable a console account
   help      show this help
 
-Flags of migrate:
-  --db URL  database: a PostgreSQL URL (postgres://user@host:5432/db) or
-            sqlite:PATH for the embedded default; default $UNSTUCK_DATABASE_URL
+Configuration (flags override the environment):
+  UNSTUCK_DB        database: postgres://user@host:5432/db or sqlite:PATH
+  UNSTUCK_ADDR      listen address of serve (default 127.0.0.1:8080)
+  UNSTUCK_SECRET    application secret, at least 32 bytes (serve; never a flag)
+  UNSTUCK_PREVIOUS_SECRETS  earlier secrets during a rotation, comma-separated
 
 Run "console <command> --help" for a command's flags.
 `
 
 // run is the whole program: it parses args (without the program name),
 // reads configuration through getenv, and writes to stdout and stderr. It
-// returns when the command is done or ctx ends.
+// returns when the command is done or ctx ends. A password for "user add"
+// comes from the process's standard input.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	return runWithStdin(ctx, args, getenv, os.Stdin, stdout, stderr)
+}
+
+// runWithStdin is run with the standard input given, for tests.
+func runWithStdin(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return errUsage
@@ -59,6 +70,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
+	case "serve":
+		return runServe(ctx, rest, getenv, stdout, stderr)
+	case "user":
+		return runUser(ctx, rest, getenv, stdin, stdout, stderr)
 	case "demo":
 		return runDemo(ctx, rest, getenv, stdout, stderr)
 	case "migrate":

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -49,7 +50,7 @@ func TestMigrateSQLite(t *testing.T) {
 		require.Contains(t, out, "migrated sqlite:"+path)
 	}
 	// The URL may also come from the environment.
-	out, _, err := runConsole(t, map[string]string{"UNSTUCK_DATABASE_URL": "sqlite:" + path}, "migrate")
+	out, _, err := runConsole(t, map[string]string{"UNSTUCK_DB": "sqlite:" + path}, "migrate")
 	require.NoError(t, err)
 	require.Contains(t, out, "migrated")
 }
@@ -91,4 +92,39 @@ func TestMigrateBadInput(t *testing.T) {
 	_, errOut, err = runConsole(t, nil, "migrate", "--db", "sqlite:/tmp/x.db", "extra")
 	require.ErrorIs(t, err, errUsage)
 	require.Contains(t, errOut, "unexpected argument")
+}
+
+func TestUserCommands(t *testing.T) {
+	t.Parallel()
+	db := "sqlite:" + filepath.Join(t.TempDir(), "users.db")
+	_, _, err := runConsole(t, nil, "migrate", "--db", db)
+	require.NoError(t, err)
+	var out, errOut bytes.Buffer
+	env := func(string) string { return "" }
+
+	// A password from stdin.
+	err = runWithStdin(context.Background(), []string{"user", "add", "--db", db, "--username", "ada", "--role", "oncall"}, env,
+		strings.NewReader("a-long-enough-password\n"), &out, &errOut)
+	require.NoError(t, err)
+	require.Contains(t, out.String(), "added user ada with role oncall")
+	require.NotContains(t, out.String(), "a-long-enough-password", "a given password is never printed")
+
+	// A generated password, printed once.
+	out.Reset()
+	err = runWithStdin(context.Background(), []string{"user", "add", "--db", db, "--username", "bob", "--role", "auditor"}, env, strings.NewReader(""), &out, &errOut)
+	require.NoError(t, err)
+	require.Regexp(t, `generated password \(shown once\): \S{20}`, out.String())
+
+	err = runWithStdin(context.Background(), []string{"user", "add", "--db", db, "--username", "ada", "--role", "oncall"}, env, strings.NewReader("another-long-password\n"), &out, &errOut)
+	require.ErrorContains(t, err, "add ada")
+	err = runWithStdin(context.Background(), []string{"user", "add", "--db", db, "--username", "eve", "--role", "root"}, env, strings.NewReader(""), &out, &errOut)
+	require.ErrorIs(t, err, errUsage)
+	err = runWithStdin(context.Background(), []string{"user", "add", "--db", db, "--username", "eve", "--role", "admin"}, env, strings.NewReader("short\n"), &out, &errOut)
+	require.ErrorContains(t, err, "at least 12")
+
+	out.Reset()
+	require.NoError(t, runWithStdin(context.Background(), []string{"user", "disable", "--db", db, "--username", "ada"}, env, nil, &out, &errOut))
+	require.Contains(t, out.String(), "disabled user ada")
+	err = runWithStdin(context.Background(), []string{"user", "disable", "--db", db, "--username", "nobody"}, env, nil, &out, &errOut)
+	require.Error(t, err)
 }

@@ -11,7 +11,7 @@ import (
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dbURL := fs.String("db", getenv("UNSTUCK_DATABASE_URL"), "database `URL`: postgres://… or sqlite:PATH")
+	dbURL := fs.String("db", getenv("UNSTUCK_DB"), "database `URL`: postgres://… or sqlite:PATH")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: console migrate --db URL\n\nApplies every pending migration; running it again changes nothing.\n\n")
 		fs.PrintDefaults()
@@ -27,7 +27,7 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		return errUsage
 	}
 	if *dbURL == "" {
-		fmt.Fprintln(stderr, "console migrate: --db is required (or set UNSTUCK_DATABASE_URL)")
+		fmt.Fprintln(stderr, "console migrate: --db is required (or set UNSTUCK_DB)")
 		return errUsage
 	}
 	db, err := openDatabase(ctx, *dbURL)

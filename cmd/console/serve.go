@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/unstuckhq/unstuck"
+	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/internal/web"
+)
+
+// consoleOptions are the settings shared by serve and demo.
+type consoleOptions struct {
+	secureCookies bool
+	idle          time.Duration
+	absolute      time.Duration
+	mount         func(chi.Router)
+}
+
+// consoleHandler builds the console's HTTP handler over db and engine.
+func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *slog.Logger) (http.Handler, error) {
+	enf, err := web.NewEnforcer(unstuck.RBACModel, unstuck.RBACPolicy)
+	if err != nil {
+		return nil, fmt.Errorf("rbac policy: %w", err)
+	}
+	static, err := fs.Sub(unstuck.Static, "static")
+	if err != nil {
+		return nil, err
+	}
+	return web.NewHandler(web.Config{
+		Store:    db.Console,
+		Engine:   engine,
+		Sessions: web.NewSessionManager(db.Console.SessionStore(), o.idle, o.absolute, o.secureCookies),
+		Enforcer: enf,
+		Static:   static,
+		Log:      log,
+		HSTS:     o.secureCookies,
+		Mount:    o.mount,
+	}), nil
+}
+
+// serveHTTP serves h on ln until ctx ends, then shuts down within 10 s.
+// every, if not nil, runs once a minute while serving.
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger, every func(context.Context)) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	tick := time.NewTicker(time.Minute)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-served:
+			return fmt.Errorf("serve: %w", err)
+		case <-tick.C:
+			if every != nil {
+				every(ctx)
+			}
+		case <-ctx.Done():
+			log.Info("shutting down")
+			shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if err := srv.Shutdown(shutdownCtx); err != nil {
+				return fmt.Errorf("shutdown: %w", err)
+			}
+			return nil
+		}
+	}
+}
+
+// sweeper returns a periodic job that removes expired idempotency records.
+func sweeper(engine *idem.Engine, log *slog.Logger) func(context.Context) {
+	return func(ctx context.Context) {
+		if n, err := engine.Sweep(ctx); err != nil {
+			log.Error("sweep failed", "error", err.Error())
+		} else if n > 0 {
+			log.Info("swept expired idempotency records", "count", n)
+		}
+	}
+}
+
+func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dbURL := fs.String("db", getenv("UNSTUCK_DB"), "database `URL`: postgres://… or sqlite:PATH (env UNSTUCK_DB)")
+	addr := fs.String("addr", envOr(getenv, "UNSTUCK_ADDR", "127.0.0.1:8080"), "listen `address` (env UNSTUCK_ADDR)")
+	insecure := fs.Bool("insecure-cookies", getenv("UNSTUCK_INSECURE_COOKIES") == "true", "session cookie without Secure, for plain http on loopback only (env UNSTUCK_INSECURE_COOKIES=true)")
+	idle := fs.Duration("session-idle", 30*time.Minute, "sign out after this long without a request")
+	absolute := fs.Duration("session-absolute", 12*time.Hour, "sign out this long after sign-in, whatever happens")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: console serve --db URL [flags]
+
+Serves the operations console. The application secret that opens stored
+responses comes from the environment only: UNSTUCK_SECRET (at least 32 bytes),
+with UNSTUCK_PREVIOUS_SECRETS (comma-separated) during a rotation. Run
+"console migrate" first.
+
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return errUsage
+	}
+	switch {
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "console serve: unexpected argument %q\n", fs.Arg(0))
+		return errUsage
+	case *dbURL == "":
+		fmt.Fprintln(stderr, "console serve: --db is required (or set UNSTUCK_DB)")
+		return errUsage
+	case *idle <= 0 || *absolute <= 0 || *idle > *absolute:
+		fmt.Fprintln(stderr, "console serve: --session-idle and --session-absolute must be positive, idle at most absolute")
+		return errUsage
+	}
+	secret := getenv("UNSTUCK_SECRET")
+	if len(secret) < idem.MinSecretBytes {
+		return fmt.Errorf("UNSTUCK_SECRET must be set to at least %d bytes", idem.MinSecretBytes)
+	}
+	var previous [][]byte
+	for _, p := range strings.Split(getenv("UNSTUCK_PREVIOUS_SECRETS"), ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			previous = append(previous, []byte(p))
+		}
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	db, err := openDatabase(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	engine, err := idem.New(db.Store, idem.WithSecret([]byte(secret), previous...), idem.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	h, err := consoleHandler(db, engine, consoleOptions{secureCookies: !*insecure, idle: *idle, absolute: *absolute}, log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	fmt.Fprintf(stdout, "console listening on http://%s\n", ln.Addr())
+	log.Info("serving", "addr", ln.Addr().String(), "db", db.Redacted)
+	return serveHTTP(ctx, ln, h, log, sweeper(engine, log))
+}
+
+func envOr(getenv func(string) string, name, def string) string {
+	if v := getenv(name); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,175 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/alexedwards/scs/pgxstore"
+	"github.com/alexedwards/scs/sqlite3store"
+	"github.com/alexedwards/scs/v2"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Dialects, as [DB.Dialect] reports them.
+const (
+	DialectPostgres = "postgres"
+	DialectSQLite   = "sqlite"
+)
+
+// Errors of the store's calls, matched with errors.Is.
+var (
+	// ErrNotFound: the user named by a write does not exist. Reads report
+	// absence with ok = false instead.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: a unique value is taken (a username).
+	ErrConflict = errors.New("already exists")
+	// ErrInvalid: an argument was refused before the database was asked.
+	// The error is a *[FieldError] naming the field.
+	ErrInvalid = errors.New("invalid argument")
+	// ErrInvalidCursor: KeyFilter.After is not a cursor this package made.
+	// Such errors also match ErrInvalid.
+	ErrInvalidCursor = errors.New("invalid cursor")
+)
+
+// FieldError is an argument refused by the store: Field names it as the
+// caller knows it ("username", "role", "after", …) and Reason says why. It
+// matches [ErrInvalid], and [ErrInvalidCursor] when it is about a cursor.
+type FieldError struct {
+	Field  string
+	Reason string
+	cursor bool
+}
+
+func (e *FieldError) Error() string {
+	return "store: invalid " + e.Field + ": " + e.Reason
+}
+
+// Unwrap lets errors.Is match ErrInvalid, and ErrInvalidCursor for a cursor.
+func (e *FieldError) Unwrap() []error {
+	if e.cursor {
+		return []error{ErrInvalid, ErrInvalidCursor}
+	}
+	return []error{ErrInvalid}
+}
+
+// defaultCountCap is how many records of one status KeyOverview counts
+// exactly before it turns to the planner's statistics (PostgreSQL).
+const defaultCountCap = 10000
+
+// DB is the console's persistence on one database: PostgreSQL through a
+// pgx pool, or SQLite through a *sql.DB. It is safe for concurrent use. It
+// never closes the pool or handle it was given. Every table name is
+// unqualified: on PostgreSQL they resolve in the pool's search_path, which
+// must be where the pgxv5 driver's tables live.
+type DB struct {
+	dialect string
+	pool    *pgxpool.Pool // postgres
+	sqlite  *sql.DB       // sqlite
+
+	// countCap bounds the exact count of one status in KeyOverview; tests
+	// lower it to reach the estimate path.
+	countCap int
+}
+
+// NewPostgres returns a DB on pool, which must not be nil.
+func NewPostgres(pool *pgxpool.Pool) *DB {
+	return &DB{dialect: DialectPostgres, pool: pool, countCap: defaultCountCap}
+}
+
+// NewSQLite returns a DB on db, which must not be nil and should come from
+// driver/sqlite's Open (WAL, busy timeout on every connection).
+func NewSQLite(db *sql.DB) *DB {
+	return &DB{dialect: DialectSQLite, sqlite: db, countCap: defaultCountCap}
+}
+
+// Dialect reports [DialectPostgres] or [DialectSQLite].
+func (d *DB) Dialect() string { return d.dialect }
+
+// Ping checks that the database answers.
+func (d *DB) Ping(ctx context.Context) error {
+	var err error
+	switch d.dialect {
+	case DialectPostgres:
+		err = d.pool.Ping(ctx)
+	default:
+		err = d.sqlite.PingContext(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("store: ping: %w", err)
+	}
+	return nil
+}
+
+// Migrate creates or upgrades the console's tables: it applies every
+// migration of the "console" line that the unstuck_migration table does not
+// list yet, with the same bookkeeping as the drivers' "idem" line. It is
+// idempotent and safe to call concurrently from several processes.
+//
+// It must run after the driver's own migration (pgxv5.Store.Migrate or
+// sqlite.Store.Migrate), since the console adds indexes to the engine's
+// table: when unstuck_idem_record does not exist it returns an error saying
+// so and changes nothing.
+func (d *DB) Migrate(ctx context.Context) error {
+	if err := d.migrate(ctx); err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
+	return nil
+}
+
+func (d *DB) migrate(ctx context.Context) error {
+	fsys, err := fs.Sub(migrations, "migration/"+d.dialect)
+	if err != nil {
+		return err
+	}
+	var exists bool
+	switch d.dialect {
+	case DialectPostgres:
+		err = d.pool.QueryRow(ctx, pgIdemTableExistsSQL).Scan(&exists)
+	default:
+		err = d.sqlite.QueryRowContext(ctx, sqliteIdemTableExistsSQL).Scan(&exists)
+	}
+	if err != nil {
+		return fmt.Errorf("look for the engine's table: %w", err)
+	}
+	if !exists {
+		return errors.New("table unstuck_idem_record not found: run the driver's migration (idem line) first")
+	}
+	if d.dialect == DialectPostgres {
+		return pgMigrate(ctx, d.pool, migrationLine, fsys)
+	}
+	return sqliteMigrate(ctx, d.sqlite, migrationLine, fsys)
+}
+
+// SessionStore returns the scs store of the console's sessions, in the
+// "sessions" table that Migrate creates: scs's pgxstore on PostgreSQL,
+// sqlite3store on SQLite. The store runs no goroutine of its own: expired
+// sessions are never returned by Find, and are deleted from the table by
+// [DB.DeleteExpiredSessions], which the caller runs periodically.
+func (d *DB) SessionStore() scs.Store {
+	if d.dialect == DialectPostgres {
+		return pgxstore.NewWithCleanupInterval(d.pool, 0)
+	}
+	return sqlite3store.NewWithCleanupInterval(d.sqlite, 0)
+}
+
+// DeleteExpiredSessions deletes the sessions whose expiry has passed, as
+// the scs stores' own cleanup does, and reports how many it deleted.
+func (d *DB) DeleteExpiredSessions(ctx context.Context) (int64, error) {
+	var (
+		n   int64
+		err error
+	)
+	switch d.dialect {
+	case DialectPostgres:
+		n, err = pgDeleteExpiredSessions(ctx, d.pool)
+	default:
+		n, err = sqliteDeleteExpiredSessions(ctx, d.sqlite)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: delete expired sessions: %w", err)
+	}
+	return n, nil
+}

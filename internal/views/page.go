@@ -1,0 +1,97 @@
+// Package views holds the console's templ components: the layout, one file
+// per resource, and shared widgets. Components take view models defined
+// here; they depend on nothing of ours above them.
+package views
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/unstuckhq/unstuck/idem"
+)
+
+// Viewer is the signed-in user as the views see them.
+type Viewer struct {
+	Username string
+	Role     string
+	// Can reports whether the viewer may do act on obj (casbin); the views
+	// render only the controls it allows.
+	Can func(obj, act string) bool
+}
+
+// Page is what every page passes to the layout.
+type Page struct {
+	Title  string
+	Nav    string // "overview", "keys", "operations", "audit", "users"
+	Viewer *Viewer
+	Now    time.Time
+}
+
+func (p Page) can(obj, act string) bool {
+	return p.Viewer != nil && p.Viewer.Can != nil && p.Viewer.Can(obj, act)
+}
+
+// Ago renders the age of t relative to now: "42s", "3m", "5h", "2d".
+func Ago(now, t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	d := now.Sub(t)
+	neg := d < 0
+	if neg {
+		d = -d
+	}
+	var s string
+	switch {
+	case d < time.Minute:
+		s = strconv.Itoa(int(d/time.Second)) + "s"
+	case d < time.Hour:
+		s = strconv.Itoa(int(d/time.Minute)) + "m"
+	case d < 48*time.Hour:
+		s = strconv.Itoa(int(d/time.Hour)) + "h"
+	default:
+		s = strconv.Itoa(int(d/(24*time.Hour))) + "d"
+	}
+	if neg {
+		return "in " + s
+	}
+	return s + " ago"
+}
+
+// UTC renders t as an absolute UTC time.
+func UTC(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+// ISO renders t for a datetime attribute.
+func ISO(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func statusClass(s string) string { return "chip chip-" + s }
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func keyURL(id int64) string { return fmt.Sprintf("/keys/%d", id) }
+
+// StuckProcessing reports whether a processing record's lease had ended
+// when it was read.
+func StuckProcessing(r idem.Record) bool {
+	return r.Status == idem.StatusProcessing && !r.LeaseLive()
+}
+
+// DisplayStatus is the status shown for a record: processing past its
+// lease shows as "stuck".
+func DisplayStatus(r idem.Record) string {
+	if StuckProcessing(r) {
+		return "stuck"
+	}
+	return string(r.Status)
+}

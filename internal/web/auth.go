@@ -1,0 +1,226 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/alexedwards/scs/v2"
+	"github.com/casbin/casbin/v2"
+	casbinmodel "github.com/casbin/casbin/v2/model"
+	stringadapter "github.com/casbin/casbin/v2/persist/string-adapter"
+
+	"github.com/unstuckhq/unstuck/internal/auth"
+	"github.com/unstuckhq/unstuck/internal/store"
+	"github.com/unstuckhq/unstuck/internal/views"
+)
+
+const sessionUserID = "user_id"
+
+// userFinder is what the auth middleware needs of the store.
+type userFinder interface {
+	UserByUsername(ctx context.Context, username string) (store.User, bool, error)
+	UserByID(ctx context.Context, id int64) (store.User, bool, error)
+}
+
+type viewerKey struct{}
+
+func viewerFrom(ctx context.Context) *views.Viewer {
+	v, _ := ctx.Value(viewerKey{}).(*views.Viewer)
+	return v
+}
+
+// NewEnforcer builds the casbin enforcer from a model and a policy text.
+func NewEnforcer(modelText, policyText string) (*casbin.Enforcer, error) {
+	m, err := casbinmodel.NewModelFromString(modelText)
+	if err != nil {
+		return nil, err
+	}
+	var lines []string
+	for _, l := range strings.Split(policyText, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			lines = append(lines, l)
+		}
+	}
+	return casbin.NewEnforcer(m, stringadapter.NewAdapter(strings.Join(lines, "\n")))
+}
+
+// NewSessionManager returns the console's session manager over st, with
+// idle and absolute timeouts, and a __Host- cookie when secure (SPEC K5).
+func NewSessionManager(st scs.Store, idle, absolute time.Duration, secure bool) *scs.SessionManager {
+	sm := scs.New()
+	sm.Store = st
+	sm.IdleTimeout = idle
+	sm.Lifetime = absolute
+	sm.Cookie.HttpOnly = true
+	sm.Cookie.SameSite = http.SameSiteLaxMode
+	sm.Cookie.Path = "/"
+	sm.Cookie.Secure = secure
+	sm.Cookie.Name = "unstuck_session"
+	if secure {
+		sm.Cookie.Name = "__Host-unstuck_session"
+	}
+	return sm
+}
+
+// requireUser loads the signed-in user on every request — so a disabled
+// account or a changed role takes effect at once — and sends anyone else to
+// the sign-in page.
+func requireUser(sm *scs.SessionManager, users userFinder, enf *casbin.Enforcer, log *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx := r.Context()
+			id := sm.GetInt64(ctx, sessionUserID)
+			var u store.User
+			ok := false
+			if id != 0 {
+				var err error
+				u, ok, err = users.UserByID(ctx, id)
+				if err != nil {
+					writeError(w, r, log, err)
+					return
+				}
+			}
+			if !ok || u.Disabled {
+				if id != 0 {
+					_ = sm.Destroy(ctx)
+				}
+				if r.Method == http.MethodGet && !wantsJSON(r) {
+					http.Redirect(w, r, "/login", http.StatusSeeOther)
+					return
+				}
+				writeError(w, r, log, appError(EUnauthorized, "Sign in first."))
+				return
+			}
+			role := u.Role
+			v := &views.Viewer{Username: u.Username, Role: role, Can: func(obj, act string) bool {
+				allowed, err := enf.Enforce(role, obj, act)
+				return err == nil && allowed
+			}}
+			next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, viewerKey{}, v)))
+		})
+	}
+}
+
+// authorize checks every request against the casbin policy: the role may
+// do this method on this path, or the answer is 403 (deny by default).
+func authorize(log *slog.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			v := viewerFrom(r.Context())
+			if v == nil || !v.Can(r.URL.Path, r.Method) {
+				writeError(w, r, log, appError(EForbidden, "Your role may not do this."))
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+type loginDeps struct {
+	sm        *scs.SessionManager
+	users     userFinder
+	byAccount *auth.Limiter
+	byAddress *auth.Limiter
+	log       *slog.Logger
+}
+
+func handleLoginPage(d loginDeps) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if d.sm.GetInt64(r.Context(), sessionUserID) != 0 {
+			http.Redirect(w, r, "/", http.StatusSeeOther)
+			return
+		}
+		render(w, r, http.StatusOK, pageFor(r, "Sign in", ""), views.Login(views.LoginForm{}))
+	})
+}
+
+// errBadCredentials is the one answer for a wrong user, a wrong password
+// and a disabled account, so sign-in reveals nothing about accounts.
+const badCredentials = "The username or password is wrong, or the account is disabled."
+
+func handleLogin(d loginDeps) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		username := strings.TrimSpace(r.PostFormValue("username"))
+		password := r.PostFormValue("password")
+		addr := clientAddr(r)
+		fail := func(status int, msg string) {
+			render(w, r, status, pageFor(r, "Sign in", ""), views.Login(views.LoginForm{Username: username, Error: msg}))
+		}
+		if username == "" || password == "" {
+			fail(http.StatusBadRequest, "Enter a username and a password.")
+			return
+		}
+		okAcct, waitAcct := d.byAccount.Allowed(strings.ToLower(username))
+		okAddr, waitAddr := d.byAddress.Allowed(addr)
+		if !okAcct || !okAddr {
+			wait := max(waitAcct, waitAddr)
+			w.Header().Set("Retry-After", itoaDur(wait))
+			fail(http.StatusTooManyRequests, "Too many failed sign-ins. Try again in "+wait.Round(time.Second).String()+".")
+			return
+		}
+		u, ok, err := d.users.UserByUsername(ctx, username)
+		if err != nil {
+			writeError(w, r, d.log, err)
+			return
+		}
+		verr := errors.New("no such user")
+		if ok {
+			verr = auth.Verify(u.PasswordHash, password)
+		} else {
+			_ = auth.Verify(dummyHash(), password) // same work for unknown users
+		}
+		if verr != nil || u.Disabled {
+			d.byAccount.Fail(strings.ToLower(username))
+			d.byAddress.Fail(addr)
+			d.log.Info("sign-in failed", "username", username, "addr", addr)
+			fail(http.StatusUnauthorized, badCredentials)
+			return
+		}
+		d.byAccount.Reset(strings.ToLower(username))
+		if err := d.sm.RenewToken(ctx); err != nil {
+			writeError(w, r, d.log, err)
+			return
+		}
+		d.sm.Put(ctx, sessionUserID, u.ID)
+		d.sm.Put(ctx, "role", u.Role)
+		d.log.Info("signed in", "username", u.Username, "role", u.Role, "addr", addr)
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+	})
+}
+
+func handleLogout(sm *scs.SessionManager, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := sm.Destroy(r.Context()); err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		http.Redirect(w, r, "/login", http.StatusSeeOther)
+	})
+}
+
+// dummyHash is verified for unknown usernames so that their sign-in takes
+// as long as a real one.
+var dummyHash = sync.OnceValue(func() string {
+	h, _ := auth.Hash("unstuck-dummy-password") // an unreadable hash also costs nothing to reject
+	return h
+})
+
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+func itoaDur(d time.Duration) string {
+	return strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second)))
+}

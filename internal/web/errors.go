@@ -1,0 +1,84 @@
+package web
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/internal/views"
+)
+
+// Error codes of the console. Each maps to one HTTP status.
+const (
+	EInvalid      = "invalid"
+	ENotFound     = "not_found"
+	EConflict     = "conflict"
+	EForbidden    = "forbidden"
+	EStale        = "stale"
+	EUnauthorized = "unauthorized"
+	ETooMany      = "too_many_requests"
+	EInternal     = "internal"
+)
+
+var statusOf = map[string]int{
+	EInvalid:      http.StatusBadRequest,
+	ENotFound:     http.StatusNotFound,
+	EConflict:     http.StatusConflict,
+	EForbidden:    http.StatusForbidden,
+	EStale:        http.StatusConflict,
+	EUnauthorized: http.StatusUnauthorized,
+	ETooMany:      http.StatusTooManyRequests,
+	EInternal:     http.StatusInternalServerError,
+}
+
+var titleOf = map[string]string{
+	EInvalid:      "Invalid request",
+	ENotFound:     "Not found",
+	EConflict:     "Conflict",
+	EForbidden:    "Forbidden",
+	EStale:        "Changed meanwhile",
+	EUnauthorized: "Sign-in required",
+	ETooMany:      "Too many attempts",
+	EInternal:     "Internal error",
+}
+
+// AppError is the console's one error type: a code and a message that is
+// safe to show. Any other error is internal: logged, shown as "Internal
+// error".
+type AppError struct {
+	Code    string
+	Message string
+	Field   string
+}
+
+func (e *AppError) Error() string { return e.Code + ": " + e.Message }
+
+// Errorf returns an AppError.
+func appError(code, msg string) *AppError { return &AppError{Code: code, Message: msg} }
+
+// writeError is the one error exit of every handler: it chooses the status,
+// logs internals, and renders the error page (or problem+json for API
+// clients).
+func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	var ae *AppError
+	if !errors.As(err, &ae) {
+		log.Error("internal error", "method", r.Method, "path", r.URL.Path, "error", err.Error())
+		ae = appError(EInternal, "Something went wrong on our side. The error was logged.")
+	}
+	status := statusOf[ae.Code]
+	if status == 0 {
+		status = http.StatusInternalServerError
+	}
+	if wantsJSON(r) {
+		idem.WriteProblem(w, idem.Problem{Status: status, Code: ae.Code, Detail: ae.Message, Field: ae.Field})
+		return
+	}
+	render(w, r, status, pageFor(r, titleOf[ae.Code], ""), views.ErrorPage(status, titleOf[ae.Code], ae.Message))
+}
+
+func wantsJSON(r *http.Request) bool {
+	a := r.Header.Get("Accept")
+	return strings.Contains(a, "application/json") && !strings.Contains(a, "text/html")
+}

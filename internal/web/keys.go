@@ -1,0 +1,185 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/internal/store"
+	"github.com/unstuckhq/unstuck/internal/views"
+)
+
+// keyReader is what the key pages need of the store.
+type keyReader interface {
+	ListKeys(ctx context.Context, f store.KeyFilter) (store.KeyPage, error)
+	Key(ctx context.Context, id int64) (idem.Record, bool, error)
+	KeyOverview(ctx context.Context) (store.KeyOverview, error)
+	NeedsAttention(ctx context.Context, limit int) ([]idem.Record, error)
+}
+
+// resultOpener opens stored results for roles allowed to see them.
+type resultOpener interface {
+	OpenResult(rec idem.Record) ([]byte, error)
+}
+
+func handleOverview(keys keyReader, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ov, err := keys.KeyOverview(r.Context())
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		attention, err := keys.NeedsAttention(r.Context(), 20)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		vm := views.OverviewVM{StuckProcessing: ov.StuckProcessing, Attention: attention}
+		exact := true
+		for _, c := range ov.Counts {
+			vm.Keys = append(vm.Keys, views.StatusCount{Status: string(c.Status), Count: c.Count, Exact: c.Exact, Oldest: c.Oldest,
+				Href: "/keys?state=" + url.QueryEscape(string(c.Status))})
+			exact = exact && c.Exact
+		}
+		if !exact {
+			vm.AsOf = ov.AsOf
+		}
+		render(w, r, http.StatusOK, pageFor(r, "Overview", "overview"), views.Overview(pageFor(r, "Overview", "overview"), vm))
+	})
+}
+
+// keyStates are the states the key list filters by; "stuck" is processing
+// past its lease.
+var keyStates = []string{"processing", "stuck", "pending", "unavailable", "failed", "completed"}
+
+func handleKeyList(keys keyReader, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		fvm := views.KeyFilterVM{State: q.Get("state"), Scope: q.Get("scope"), Operation: q.Get("operation"),
+			CorrelationID: q.Get("correlation_id"), ExternalRef: q.Get("external_ref"), From: q.Get("from"), To: q.Get("to"),
+			Key: q.Get("key"), Live: q.Get("live") == "1"}
+		vm := views.KeysVM{Filter: fvm, States: keyStates, SelfURL: r.URL.RequestURI()}
+		page := pageFor(r, "Keys", "keys")
+		f, ferr := keyFilter(q)
+		status := http.StatusOK
+		if ferr != nil {
+			vm.Error, vm.FieldErr, status = ferr.Message, ferr.Field, http.StatusBadRequest
+		} else {
+			res, err := keys.ListKeys(r.Context(), f)
+			switch {
+			case errors.Is(err, store.ErrInvalidCursor):
+				vm.Error, vm.FieldErr, status = "The page link is not valid; start from the first page.", "after", http.StatusBadRequest
+			case err != nil:
+				writeError(w, r, log, err)
+				return
+			default:
+				vm.Records = res.Records
+				if res.Next != "" {
+					next := r.URL.Query()
+					next.Set("after", res.Next)
+					vm.NextURL = "/keys?" + next.Encode()
+				}
+			}
+		}
+		render(w, r, status, page, views.Keys(page, vm), "results")
+	})
+}
+
+// keyFilter reads the list's filters from the URL; an invalid one is an
+// error naming its field.
+func keyFilter(q url.Values) (store.KeyFilter, *AppError) {
+	f := store.KeyFilter{Scope: q.Get("scope"), Operation: q.Get("operation"), CorrelationID: q.Get("correlation_id"),
+		ExternalRef: q.Get("external_ref"), After: q.Get("after")}
+	switch s := q.Get("state"); s {
+	case "":
+	case "stuck":
+		f.Stuck = true
+	default:
+		if !idem.Status(s).Valid() {
+			return f, &AppError{Code: EInvalid, Field: "state", Message: "Unknown state " + strconv.Quote(s) + "."}
+		}
+		f.Status = idem.Status(s)
+	}
+	for _, tf := range []struct {
+		name string
+		dst  *time.Time
+	}{{"from", &f.From}, {"to", &f.To}} {
+		v := q.Get(tf.name)
+		if v == "" {
+			continue
+		}
+		t, err := parseFormTime(v)
+		if err != nil {
+			return f, &AppError{Code: EInvalid, Field: tf.name, Message: "Field " + strconv.Quote(tf.name) + " must be a date and time like 2026-11-30T14:05 (UTC)."}
+		}
+		*tf.dst = t
+	}
+	if key := q.Get("key"); key != "" {
+		if f.Scope == "" || f.Operation == "" {
+			return f, &AppError{Code: EInvalid, Field: "key", Message: "A raw key lookup needs the scope and the operation too."}
+		}
+		f.KeyDigest = idem.Digest(f.Scope, f.Operation, key)
+	}
+	return f, nil
+}
+
+func parseFormTime(v string) (time.Time, error) {
+	for _, layout := range []string{"2006-01-02T15:04", "2006-01-02T15:04:05", time.RFC3339} {
+		if t, err := time.ParseInLocation(layout, v, time.UTC); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, errors.New("bad time")
+}
+
+func handleKeyDetail(keys keyReader, opener resultOpener, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
+		if err != nil || id <= 0 {
+			writeError(w, r, log, appError(ENotFound, "There is no key with this ID."))
+			return
+		}
+		rec, ok, err := keys.Key(r.Context(), id)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		if !ok {
+			writeError(w, r, log, appError(ENotFound, "There is no key with this ID; it may have expired or been forgotten."))
+			return
+		}
+		vm := views.KeyVM{Record: rec}
+		v := viewerFrom(r.Context())
+		switch {
+		case !v.Can("response", "view"):
+			vm.ResponseNote = "Your role may not see stored responses."
+		case len(rec.Result) == 0:
+			vm.ResponseNote = "No response is stored for this record."
+		default:
+			vm.Response, vm.ResponseNote = openForView(opener, rec, log)
+		}
+		page := pageFor(r, "Key "+strconv.FormatInt(id, 10), "keys")
+		render(w, r, http.StatusOK, page, views.KeyDetail(page, vm))
+	})
+}
+
+func openForView(opener resultOpener, rec idem.Record, log *slog.Logger) (*views.StoredResponse, string) {
+	plain, err := opener.OpenResult(rec)
+	if err != nil {
+		log.Warn("stored result cannot be opened", "record_id", rec.ID, "error", err.Error())
+		return nil, "The stored result cannot be opened: it is sealed under an unknown secret, or damaged."
+	}
+	var resp idem.StoredResponse
+	if err := json.Unmarshal(plain, &resp); err == nil && resp.Status != 0 {
+		return &views.StoredResponse{Status: resp.Status, Header: resp.Header, Body: string(resp.Body)}, ""
+	}
+	return &views.StoredResponse{Body: string(plain)}, ""
+}

@@ -1,0 +1,37 @@
+package web
+
+import (
+	"bytes"
+	"net/http"
+	"time"
+
+	"github.com/a-h/templ"
+
+	"github.com/unstuckhq/unstuck/internal/views"
+)
+
+// pageFor builds the layout's model for r.
+func pageFor(r *http.Request, title, nav string) views.Page {
+	return views.Page{Title: title, Nav: nav, Viewer: viewerFrom(r.Context()), Now: time.Now().UTC()}
+}
+
+// render writes content inside the layout, or only the named fragments
+// when the request comes from HTMX and fragments are given. It renders into
+// a buffer first, so a template error becomes a clean 500.
+func render(w http.ResponseWriter, r *http.Request, status int, p views.Page, content templ.Component, fragments ...any) {
+	var buf bytes.Buffer
+	var err error
+	if len(fragments) > 0 && r.Header.Get("HX-Request") == "true" {
+		err = templ.RenderFragments(r.Context(), &buf, content, fragments...)
+	} else {
+		err = views.Layout(p, content).Render(r.Context(), &buf)
+	}
+	if err != nil {
+		http.Error(w, "Internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Vary", "HX-Request")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}

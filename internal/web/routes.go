@@ -1,0 +1,169 @@
+package web
+
+import (
+	"context"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/alexedwards/scs/v2"
+	"github.com/casbin/casbin/v2"
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/internal/auth"
+	"github.com/unstuckhq/unstuck/internal/store"
+)
+
+// Store is what the console needs of its database.
+type Store interface {
+	userFinder
+	userLister
+	keyReader
+	Ping(ctx context.Context) error
+}
+
+// Config holds the dependencies of the console's HTTP handler.
+type Config struct {
+	Store    Store
+	Engine   *idem.Engine
+	Sessions *scs.SessionManager
+	Enforcer *casbin.Enforcer
+	Static   fs.FS // the contents of static/
+	Log      *slog.Logger
+	// HSTS sets Strict-Transport-Security (serving https).
+	HSTS bool
+	// Registry receives the console's metrics; nil makes a new one.
+	Registry *prometheus.Registry
+	// Mount adds routes outside the console (the demo shop), with no
+	// session, CSRF or RBAC of the console.
+	Mount func(chi.Router)
+}
+
+// NewHandler returns the console: every route of the surface is listed
+// here. Public routes are marked; everything else requires a signed-in user
+// whose role the casbin policy allows for the path and method.
+func NewHandler(cfg Config) http.Handler {
+	log := cfg.Log
+	reg := cfg.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	reg.MustRegister(newKeyCollector(cfg.Store, log))
+	logins := loginDeps{sm: cfg.Sessions, users: cfg.Store, log: log,
+		byAccount: auth.NewLimiter(5, 15*time.Minute), byAddress: auth.NewLimiter(30, 15*time.Minute)}
+
+	r := chi.NewRouter()
+	r.Use(middleware.RequestID, middleware.Recoverer, secureHeaders(cfg.HSTS))
+
+	// Public: health, metrics, static assets.
+	r.Method(http.MethodGet, "/healthz", handleHealth())
+	r.Method(http.MethodGet, "/readyz", handleReady(cfg.Store, log))
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	r.Method(http.MethodGet, "/static/*", staticFiles(cfg.Static))
+	if cfg.Mount != nil {
+		cfg.Mount(r)
+	}
+
+	// The console: sessions and cross-origin protection on every route.
+	r.Group(func(r chi.Router) {
+		r.Use(http.NewCrossOriginProtection().Handler, cfg.Sessions.LoadAndSave)
+		r.Method(http.MethodGet, "/login", handleLoginPage(logins))
+		r.Method(http.MethodPost, "/login", handleLogin(logins))
+		r.Method(http.MethodPost, "/logout", handleLogout(cfg.Sessions, log))
+
+		r.Group(func(r chi.Router) {
+			r.Use(requireUser(cfg.Sessions, cfg.Store, cfg.Enforcer, log), authorize(log))
+			r.Method(http.MethodGet, "/", handleOverview(cfg.Store, log))
+			r.Method(http.MethodGet, "/keys", handleKeyList(cfg.Store, log))
+			r.Method(http.MethodGet, "/keys/{id}", handleKeyDetail(cfg.Store, cfg.Engine, log))
+			r.Method(http.MethodGet, "/users", handleUserList(cfg.Store, log))
+		})
+	})
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, log, appError(ENotFound, "There is no page here."))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, log, &AppError{Code: EInvalid, Message: "This method is not allowed here."})
+	})
+	return r
+}
+
+func handleHealth() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+}
+
+// handleReady answers 200 when the database answers, else 503.
+func handleReady(db interface{ Ping(context.Context) error }, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := db.Ping(ctx); err != nil {
+			log.Warn("not ready", "error", err.Error())
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte("database unavailable\n"))
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+}
+
+func staticFiles(files fs.FS) http.Handler {
+	fileServer := http.StripPrefix("/static/", http.FileServerFS(files))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		fileServer.ServeHTTP(w, r)
+	})
+}
+
+// keyCollector exports the key counts of the overview as gauges (SPEC K10).
+type keyCollector struct {
+	keys  keyReader
+	log   *slog.Logger
+	count *prometheus.Desc
+	age   *prometheus.Desc
+	stuck *prometheus.Desc
+}
+
+func newKeyCollector(keys keyReader, log *slog.Logger) *keyCollector {
+	return &keyCollector{keys: keys, log: log,
+		count: prometheus.NewDesc("unstuck_idempotency_records", "Idempotency records per status (estimated above 10 000).", []string{"status"}, nil),
+		age:   prometheus.NewDesc("unstuck_idempotency_oldest_age_seconds", "Age of the least recently updated record per status.", []string{"status"}, nil),
+		stuck: prometheus.NewDesc("unstuck_idempotency_stuck_records", "Processing records whose lease has ended.", nil, nil)}
+}
+
+func (c *keyCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.count
+	ch <- c.age
+	ch <- c.stuck
+}
+
+func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ov, err := c.keys.KeyOverview(ctx)
+	if err != nil {
+		c.log.Warn("metrics: key overview failed", "error", err.Error())
+		return
+	}
+	now := time.Now()
+	for _, s := range ov.Counts {
+		ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(s.Count), string(s.Status))
+		age := 0.0
+		if !s.Oldest.IsZero() {
+			age = now.Sub(s.Oldest).Seconds()
+		}
+		ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, age, string(s.Status))
+	}
+	ch <- prometheus.MustNewConstMetric(c.stuck, prometheus.GaugeValue, float64(ov.StuckProcessing))
+}
+
+var _ store.KeyFilter // the store's filter type is part of keyReader

@@ -1,0 +1,384 @@
+package web_test
+
+import (
+	"context"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/unstuckhq/unstuck"
+	"github.com/unstuckhq/unstuck/driver/sqlite"
+	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/internal/auth"
+	"github.com/unstuckhq/unstuck/internal/store"
+	"github.com/unstuckhq/unstuck/internal/web"
+)
+
+var roles = []string{store.RoleAuditor, store.RoleSupport, store.RoleOncall, store.RoleAdmin}
+
+type bundle struct {
+	srv    *httptest.Server
+	db     *store.DB
+	engine *idem.Engine
+	router chi.Routes
+	keyID  int64 // a completed HTTP record with a stored response
+}
+
+func password(role string) string { return "password-for-" + role }
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	ctx := context.Background()
+	sqlDB, err := sqlite.Open(filepath.Join(t.TempDir(), "console.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sqlDB.Close() })
+	idemStore := sqlite.New(sqlDB)
+	require.NoError(t, idemStore.Migrate(ctx))
+	db := store.NewSQLite(sqlDB)
+	require.NoError(t, db.Migrate(ctx))
+	for _, role := range roles {
+		hash, err := auth.Hash(password(role))
+		require.NoError(t, err)
+		_, err = db.CreateUser(ctx, role, role, hash)
+		require.NoError(t, err)
+	}
+	engine, err := idem.New(idemStore, idem.WithSecret([]byte("web-test-secret-0123456789abcdefgh")))
+	require.NoError(t, err)
+
+	// One record with a stored HTTP response, made through the middleware.
+	mw, err := idem.NewMiddleware(engine, idem.MiddlewareConfig{})
+	require.NoError(t, err)
+	shop := httptest.NewServer(mw.Required(idem.RouteName("POST /orders"))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"id":"ord_secret_body"}`)
+	})))
+	defer shop.Close()
+	req, _ := http.NewRequest(http.MethodPost, shop.URL, strings.NewReader(`{}`))
+	req.Header.Set("Idempotency-Key", `"web-test-key-000001"`)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	page, err := db.ListKeys(ctx, store.KeyFilter{})
+	require.NoError(t, err)
+	require.Len(t, page.Records, 1)
+
+	enf, err := web.NewEnforcer(unstuck.RBACModel, unstuck.RBACPolicy)
+	require.NoError(t, err)
+	static, err := fs.Sub(unstuck.Static, "static")
+	require.NoError(t, err)
+	h := web.NewHandler(web.Config{Store: db, Engine: engine, Enforcer: enf, Static: static,
+		Sessions: web.NewSessionManager(db.SessionStore(), 30*time.Minute, 12*time.Hour, false),
+		Log:      slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return &bundle{srv: srv, db: db, engine: engine, router: h.(chi.Routes), keyID: page.Records[0].ID}
+}
+
+// client returns an HTTP client with its own cookie jar that does not
+// follow redirects.
+func client(t *testing.T) *http.Client {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func do(t *testing.T, c *http.Client, method, u string, form url.Values) (*http.Response, string) {
+	t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, u, body)
+	require.NoError(t, err)
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, string(b)
+}
+
+func signIn(t *testing.T, b *bundle, role string) *http.Client {
+	t.Helper()
+	c := client(t)
+	resp, _ := do(t, c, http.MethodPost, b.srv.URL+"/login", url.Values{"username": {role}, "password": {password(role)}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "sign-in as %s", role)
+	require.Equal(t, "/", resp.Header.Get("Location"))
+	return c
+}
+
+// TestAuthorizationMatrix walks every route of the console and checks each
+// role, and an anonymous caller, against the expected answer (SPEC K6).
+func TestAuthorizationMatrix(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	key := "/keys/" + itoa(b.keyID)
+	type cell struct {
+		method, path, pattern string
+		allowed               []string // roles that get 200
+		public                bool     // no sign-in needed
+	}
+	matrix := []cell{
+		{"GET", "/", "/", roles, false},
+		{"GET", "/keys", "/keys", roles, false},
+		{"GET", key, "/keys/{id}", roles, false},
+		{"GET", "/users", "/users", []string{store.RoleAdmin}, false},
+		{"GET", "/login", "/login", nil, true},
+		{"GET", "/healthz", "/healthz", nil, true},
+		{"GET", "/readyz", "/readyz", nil, true},
+		{"GET", "/metrics", "/metrics", nil, true},
+		{"GET", "/static/app.css", "/static/*", nil, true},
+	}
+	special := map[string]bool{"POST /login": true, "POST /logout": true} // tested in TestSignIn
+	covered := map[string]bool{}
+	for _, c := range matrix {
+		covered[c.method+" "+c.pattern] = true
+	}
+	require.NoError(t, chi.Walk(b.router, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		if !covered[method+" "+route] && !special[method+" "+route] {
+			t.Errorf("route %s %s has no row in the authorization matrix", method, route)
+		}
+		return nil
+	}))
+
+	clients := map[string]*http.Client{}
+	for _, role := range roles {
+		clients[role] = signIn(t, b, role)
+	}
+	for _, c := range matrix {
+		if c.public {
+			resp, _ := do(t, client(t), c.method, b.srv.URL+c.path, nil)
+			require.Equal(t, http.StatusOK, resp.StatusCode, "anonymous %s %s", c.method, c.path)
+			continue
+		}
+		resp, _ := do(t, client(t), c.method, b.srv.URL+c.path, nil)
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "anonymous %s %s", c.method, c.path)
+		require.Equal(t, "/login", resp.Header.Get("Location"))
+		for _, role := range roles {
+			want := http.StatusForbidden
+			for _, a := range c.allowed {
+				if a == role {
+					want = http.StatusOK
+				}
+			}
+			resp, body := do(t, clients[role], c.method, b.srv.URL+c.path, nil)
+			require.Equal(t, want, resp.StatusCode, "%s %s %s", role, c.method, c.path)
+			if want == http.StatusForbidden {
+				require.Contains(t, body, "Forbidden")
+			}
+		}
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func TestSecurityHeadersAndNonce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := signIn(t, b, store.RoleOncall)
+	resp, body := do(t, c, http.MethodGet, b.srv.URL+"/", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	csp := resp.Header.Get("Content-Security-Policy")
+	for _, d := range []string{"object-src 'none'", "base-uri 'none'", "frame-ancestors 'none'", "form-action 'self'"} {
+		require.Contains(t, csp, d)
+	}
+	nonce := regexp.MustCompile(`'nonce-([^']+)'`).FindStringSubmatch(csp)
+	require.Len(t, nonce, 2)
+	require.Contains(t, body, `nonce="`+nonce[1]+`"`, "script tags carry the response's nonce")
+	require.NotContains(t, body, "<script>", "no inline script")
+	require.NotRegexp(t, `\son[a-z]+=`, body, "no inline event handlers")
+	require.NotContains(t, body, "style=", "no inline style attributes")
+	require.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"))
+	require.Equal(t, "no-store", resp.Header.Get("Cache-Control"))
+	require.NotEmpty(t, resp.Header.Get("Referrer-Policy"))
+	require.Contains(t, body, `"allowEval":false`)
+	require.Contains(t, body, `"selfRequestsOnly":true`)
+
+	_, other := do(t, c, http.MethodGet, b.srv.URL+"/", nil)
+	require.NotContains(t, other, `nonce="`+nonce[1]+`"`, "a fresh nonce per response")
+}
+
+func TestSignIn(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := client(t)
+	resp, _ := do(t, c, http.MethodGet, b.srv.URL+"/login", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	resp, body := do(t, c, http.MethodPost, b.srv.URL+"/login", url.Values{"username": {"oncall"}, "password": {"wrong-password"}})
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	require.Contains(t, body, "The username or password is wrong")
+	resp, body = do(t, c, http.MethodPost, b.srv.URL+"/login", url.Values{"username": {"nobody"}, "password": {"wrong-password"}})
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "an unknown user gets the same answer")
+	require.Contains(t, body, "The username or password is wrong")
+
+	// The session token is renewed at sign-in and destroyed at sign-out.
+	u, _ := url.Parse(b.srv.URL)
+	before := c.Jar.Cookies(u)
+	resp, _ = do(t, c, http.MethodPost, b.srv.URL+"/login", url.Values{"username": {"oncall"}, "password": {password("oncall")}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	var cookie *http.Cookie
+	for _, ck := range resp.Cookies() {
+		if ck.Name == "unstuck_session" {
+			cookie = ck
+		}
+	}
+	require.NotNil(t, cookie, "session cookie set")
+	require.True(t, cookie.HttpOnly)
+	require.Equal(t, http.SameSiteLaxMode, cookie.SameSite)
+	for _, old := range before {
+		require.NotEqual(t, old.Value, cookie.Value, "token renewed at sign-in")
+	}
+	resp, _ = do(t, c, http.MethodGet, b.srv.URL+"/", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	stolen := client(t)
+	stolen.Jar.SetCookies(u, []*http.Cookie{{Name: "unstuck_session", Value: cookie.Value}})
+	resp, _ = do(t, c, http.MethodPost, b.srv.URL+"/logout", url.Values{})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	resp, _ = do(t, stolen, http.MethodGet, b.srv.URL+"/", nil)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the old token is dead after sign-out")
+}
+
+func TestDisabledAccountLosesItsSessionAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := signIn(t, b, store.RoleSupport)
+	require.NoError(t, b.db.SetUserDisabled(context.Background(), "support", true))
+	resp, _ := do(t, c, http.MethodGet, b.srv.URL+"/", nil)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "/login", resp.Header.Get("Location"))
+	resp, _ = do(t, client(t), http.MethodPost, b.srv.URL+"/login", url.Values{"username": {"support"}, "password": {password("support")}})
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+}
+
+func TestRoleChangeTakesEffectAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := signIn(t, b, store.RoleAdmin)
+	resp, _ := do(t, c, http.MethodGet, b.srv.URL+"/users", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NoError(t, b.db.SetUserRole(context.Background(), "admin", store.RoleAuditor))
+	resp, _ = do(t, c, http.MethodGet, b.srv.URL+"/users", nil)
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+}
+
+func TestSignInIsRateLimited(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := client(t)
+	for range 5 {
+		resp, _ := do(t, c, http.MethodPost, b.srv.URL+"/login", url.Values{"username": {"auditor"}, "password": {"not-the-password"}})
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	}
+	resp, body := do(t, c, http.MethodPost, b.srv.URL+"/login", url.Values{"username": {"auditor"}, "password": {password("auditor")}})
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "even the right password is refused while limited")
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+	require.Contains(t, body, "Too many failed sign-ins")
+}
+
+func TestCrossOriginPostsAreRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, site := range []string{"cross-site", "same-site"} {
+		req, err := http.NewRequest(http.MethodPost, b.srv.URL+"/login", strings.NewReader("username=oncall&password="+password("oncall")))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Sec-Fetch-Site", site)
+		resp, err := client(t).Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusForbidden, resp.StatusCode, "Sec-Fetch-Site: %s", site)
+	}
+	req, err := http.NewRequest(http.MethodPost, b.srv.URL+"/logout", nil)
+	require.NoError(t, err)
+	req.Header.Set("Origin", "https://evil.example")
+	resp, err := client(t).Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "foreign Origin")
+}
+
+func TestKeyPages(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	oncall := signIn(t, b, store.RoleOncall)
+	support := signIn(t, b, store.RoleSupport)
+	key := b.srv.URL + "/keys/" + itoa(b.keyID)
+
+	_, body := do(t, oncall, http.MethodGet, key, nil)
+	require.Contains(t, body, "ord_secret_body", "oncall sees the stored response")
+	_, body = do(t, support, http.MethodGet, key, nil)
+	require.NotContains(t, body, "ord_secret_body", "support does not")
+	require.Contains(t, body, "may not see stored responses")
+
+	resp, _ := do(t, oncall, http.MethodGet, b.srv.URL+"/keys/999999", nil)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	resp, _ = do(t, oncall, http.MethodGet, b.srv.URL+"/keys/not-a-number", nil)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+
+	resp, body = do(t, oncall, http.MethodGet, b.srv.URL+"/keys?state=completed", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, "POST /orders")
+	_, body = do(t, oncall, http.MethodGet, b.srv.URL+"/keys?state=pending", nil)
+	require.Contains(t, body, "No records match")
+
+	resp, body = do(t, oncall, http.MethodGet, b.srv.URL+"/keys?state=bogus", nil)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Contains(t, body, `Unknown state &#34;bogus&#34;`)
+	resp, body = do(t, oncall, http.MethodGet, b.srv.URL+"/keys?from=yesterday", nil)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Contains(t, body, `data-field="from"`)
+	resp, _ = do(t, oncall, http.MethodGet, b.srv.URL+"/keys?after=garbage", nil)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+
+	// Raw key lookup: scope + operation + key → digest.
+	q := url.Values{"key": {"web-test-key-000001"}, "scope": {"ip:127.0.0.1"}, "operation": {"POST /orders"}}
+	_, body = do(t, oncall, http.MethodGet, b.srv.URL+"/keys?"+q.Encode(), nil)
+	require.Contains(t, body, "/keys/"+itoa(b.keyID))
+	resp, body = do(t, oncall, http.MethodGet, b.srv.URL+"/keys?key=x", nil)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Contains(t, body, "needs the scope and the operation")
+
+	// HTMX gets only the results fragment.
+	req, err := http.NewRequest(http.MethodGet, b.srv.URL+"/keys?state=completed", nil)
+	require.NoError(t, err)
+	req.Header.Set("HX-Request", "true")
+	resp, err = oncall.Do(req)
+	require.NoError(t, err)
+	frag, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.NotContains(t, string(frag), "<html")
+	require.Contains(t, string(frag), `id="results"`)
+}
+
+func TestReadiness(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	resp, body := do(t, client(t), http.MethodGet, b.srv.URL+"/readyz", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "ready\n", body)
+	resp, body = do(t, client(t), http.MethodGet, b.srv.URL+"/metrics", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, `unstuck_idempotency_records{status="completed"} 1`)
+}

@@ -1,0 +1,10 @@
+// Copy buttons: <button data-copy="value">. No inline script anywhere (CSP).
+document.addEventListener("click", function (event) {
+  var button = event.target.closest("button[data-copy]");
+  if (!button || !navigator.clipboard) return;
+  navigator.clipboard.writeText(button.getAttribute("data-copy")).then(function () {
+    var label = button.textContent;
+    button.textContent = "Copied";
+    setTimeout(function () { button.textContent = label; }, 1200);
+  });
+});
