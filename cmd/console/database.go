@@ -23,6 +23,8 @@ type database struct {
 	Redacted string
 	Store    idem.Store
 	Console  *store.DB
+	// Embedded is true for SQLite, the zero-setup default.
+	Embedded bool
 	migrate  []func(context.Context) error
 	Close    func()
 }
@@ -75,7 +77,7 @@ func openDatabase(ctx context.Context, rawURL string) (*database, error) {
 			return nil, fmt.Errorf("open %s: %w", rawURL, err)
 		}
 		s, c := sqlite.New(db), store.NewSQLite(db)
-		return &database{Redacted: rawURL, Store: s, Console: c, migrate: []func(context.Context) error{s.Migrate, c.Migrate}, Close: func() { closeQuietly(db) }}, nil
+		return &database{Redacted: rawURL, Store: s, Console: c, Embedded: true, migrate: []func(context.Context) error{s.Migrate, c.Migrate}, Close: func() { closeQuietly(db) }}, nil
 	default:
 		return nil, fmt.Errorf("database URL must start with postgres://, postgresql:// or sqlite: (got %q)", schemeOf(rawURL))
 	}

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -127,4 +130,37 @@ func TestUserCommands(t *testing.T) {
 	require.Contains(t, out.String(), "disabled user ada")
 	err = runWithStdin(context.Background(), []string{"user", "disable", "--db", db, "--username", "nobody"}, env, nil, &out, &errOut)
 	require.Error(t, err)
+}
+
+func TestServe(t *testing.T) {
+	t.Parallel()
+	db := "sqlite:" + filepath.Join(t.TempDir(), "serve.db")
+	_, errOut, err := runConsole(t, map[string]string{"UNSTUCK_DB": db}, "serve", "--addr", "127.0.0.1:0")
+	require.ErrorContains(t, err, "UNSTUCK_SECRET", errOut)
+	_, _, err = runConsole(t, nil, "serve", "--addr", "127.0.0.1:0")
+	require.ErrorIs(t, err, errUsage, "no database")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	env := map[string]string{"UNSTUCK_DB": db, "UNSTUCK_SECRET": "serve-test-secret-0123456789abcdef"}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0"}, func(k string) string { return env[k] }, pw, io.Discard)
+		_ = pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	require.NoError(t, err)
+	base, ok := strings.CutPrefix(strings.TrimSpace(line), "console listening on ")
+	require.True(t, ok, line)
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	resp, err := http.Get(base + "/readyz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the embedded default migrated itself")
+	resp, err = http.Get(base + "/login")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	cancel()
+	require.NoError(t, <-done)
 }

@@ -141,6 +141,13 @@ with UNSTUCK_PREVIOUS_SECRETS (comma-separated) during a rotation. Run
 		return err
 	}
 	defer db.Close()
+	if db.Embedded {
+		// The embedded default migrates itself; PostgreSQL is migrated by
+		// "console migrate" as a deliberate step.
+		if err := db.Migrate(ctx); err != nil {
+			return fmt.Errorf("migrate %s: %w", db.Redacted, err)
+		}
+	}
 	engine, err := idem.New(db.Store, idem.WithSecret([]byte(secret), previous...), idem.WithLogger(log))
 	if err != nil {
 		return err
