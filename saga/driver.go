@@ -1,0 +1,78 @@
+package saga
+
+import (
+	"context"
+	"time"
+)
+
+// Driver is the seam between the engine and a database, in the spirit of
+// River's riverdriver and of idem.Store: packages saga/sagapgx (PostgreSQL
+// on pgx, TTx = pgx.Tx) and saga/sagasqlite (SQLite on database/sql,
+// TTx = *sql.Tx) implement it over the same database as the River client,
+// so that the records and River's jobs commit in one transaction. Drivers
+// hold no policy: every transition is decided by the engine.
+//
+// Every method but WithinTx and Migrate runs on the transaction it is
+// given and neither commits nor rolls it back.
+type Driver[TTx any] interface {
+	// Migrate creates or upgrades the tables of the "saga" migration line.
+	// It is idempotent and safe to run concurrently.
+	Migrate(ctx context.Context) error
+	// WithinTx begins a transaction, calls fn, and commits if fn returns
+	// nil; otherwise, or if fn panics, it rolls back and returns fn's
+	// error. On PostgreSQL the transaction is READ COMMITTED.
+	WithinTx(ctx context.Context, fn func(ctx context.Context, tx TTx) error) error
+
+	// InsertOperation inserts op and its steps. It returns ErrExists if
+	// the ID is taken.
+	InsertOperation(ctx context.Context, tx TTx, op *Operation) error
+	// GetOperation reads an operation with its steps in order, or returns
+	// ErrNotFound. With forUpdate the operation's row stays locked until
+	// tx ends (SQLite locks the whole database on the first write anyway).
+	GetOperation(ctx context.Context, tx TTx, id string, forUpdate bool) (Operation, error)
+	// UpdateOperation writes op and all its steps if the stored version is
+	// op.Version, and sets op.Version to the next version; otherwise it
+	// returns ErrStale and writes nothing.
+	UpdateOperation(ctx context.Context, tx TTx, op *Operation) error
+	// InsertEvents appends events to the history.
+	InsertEvents(ctx context.Context, tx TTx, events []Event) error
+	// ListEvents returns an operation's history in order.
+	ListEvents(ctx context.Context, tx TTx, operationID string) ([]Event, error)
+	// ListOperations returns operations matching p, oldest update first.
+	ListOperations(ctx context.Context, tx TTx, p ListParams) ([]Operation, error)
+	// InsertFinding records f unless an open finding of the same kind for
+	// the same step exists; it reports whether it inserted.
+	InsertFinding(ctx context.Context, tx TTx, f *Finding) (bool, error)
+	// ListFindings returns the findings of an operation ("" for all),
+	// only the open ones if open is set, in order of detection.
+	ListFindings(ctx context.Context, tx TTx, operationID string, open bool) ([]Finding, error)
+	// ResolveFindings closes the open findings of an operation.
+	ResolveFindings(ctx context.Context, tx TTx, operationID string, at time.Time) (int, error)
+	// Stats counts operations per status with the oldest update per status,
+	// steps whose compensation failed, and open findings.
+	Stats(ctx context.Context, tx TTx) (Stats, error)
+}
+
+// ListParams selects operations for [Driver.ListOperations].
+type ListParams struct {
+	// Statuses, when not empty, keeps operations in one of them.
+	Statuses []Status
+	// UpdatedBefore, when not zero, keeps operations not updated since.
+	UpdatedBefore time.Time
+	// FinishedAfter, when not zero, keeps operations finished after it.
+	FinishedAfter time.Time
+	// Limit caps the result; 0 means 100.
+	Limit int
+}
+
+// Stats is what the metrics report (SPEC G10).
+type Stats struct {
+	// Operations counts operations per status.
+	Operations map[Status]int
+	// OldestUpdate is the oldest UpdatedAt per status that has operations.
+	OldestUpdate map[Status]time.Time
+	// FailedCompensations counts steps in compensation_failed.
+	FailedCompensations int
+	// OpenFindings counts reconciliation findings not yet resolved.
+	OpenFindings int
+}

@@ -1,0 +1,91 @@
+package saga
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Class is how an error of a step is handled (SPEC G5).
+type Class string
+
+const (
+	// ClassTransient: nothing happened, or repeating with the same key is
+	// safe; retried with backoff up to the step's MaxAttempts.
+	ClassTransient Class = "transient"
+	// ClassPermanent: the step cannot succeed; a compensatable or pivot
+	// step compensates the operation, a retriable step sends it to review.
+	ClassPermanent Class = "permanent"
+	// ClassUncertain: the outcome is unknown (a timeout after the request
+	// left); the step is verified before anything else.
+	ClassUncertain Class = "uncertain"
+)
+
+// classifiedError carries a class chosen by the step function.
+type classifiedError struct {
+	class Class
+	err   error
+}
+
+func (e *classifiedError) Error() string { return e.err.Error() }
+func (e *classifiedError) Unwrap() error { return e.err }
+
+// Transient marks err as transient: retry with the same key. Nil stays nil.
+func Transient(err error) error { return mark(ClassTransient, err) }
+
+// Permanent marks err as permanent: the step cannot succeed. Nil stays nil.
+func Permanent(err error) error { return mark(ClassPermanent, err) }
+
+// Uncertain marks err as an unknown outcome: the effect may have happened.
+// Nil stays nil.
+func Uncertain(err error) error { return mark(ClassUncertain, err) }
+
+func mark(c Class, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &classifiedError{class: c, err: err}
+}
+
+// Classify is the default classification: the class given by [Transient],
+// [Permanent] or [Uncertain] anywhere in err's chain (the outermost wins);
+// otherwise a deadline exceeded is uncertain (the step's Timeout ran out
+// while the call was in flight); anything else is transient.
+func Classify(err error) Class {
+	var ce *classifiedError
+	if errors.As(err, &ce) {
+		return ce.class
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return ClassUncertain
+	}
+	return ClassTransient
+}
+
+// ErrNotFound is returned for an operation (or step) that does not exist.
+var ErrNotFound = errors.New("saga: not found")
+
+// ErrStale is returned by an operator action whose expected version is not
+// the operation's current one: it changed since the operator saw it, and
+// nothing was applied.
+var ErrStale = errors.New("saga: operation changed since it was read")
+
+// ErrExists is returned by Start for an operation ID that is taken.
+var ErrExists = errors.New("saga: operation already exists")
+
+// TransitionError is returned for an action that the operation's or the
+// step's current status does not allow. Nothing was applied.
+type TransitionError struct {
+	Action     string
+	Operation  Status
+	Step       string
+	StepStatus StepStatus
+	Reason     string
+}
+
+func (e *TransitionError) Error() string {
+	if e.Step != "" {
+		return fmt.Sprintf("saga: cannot %s: operation is %s, step %s is %s: %s", e.Action, e.Operation, e.Step, e.StepStatus, e.Reason)
+	}
+	return fmt.Sprintf("saga: cannot %s: operation is %s: %s", e.Action, e.Operation, e.Reason)
+}

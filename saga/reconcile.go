@@ -1,0 +1,184 @@
+package saga
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/riverqueue/river"
+)
+
+// ReconcileArgs are the args of the periodic reconciliation job.
+type ReconcileArgs struct{}
+
+// Kind implements river.JobArgs.
+func (ReconcileArgs) Kind() string { return "saga.reconcile" }
+
+// PeriodicJobs returns the reconciliation job, every
+// Config.ReconcileInterval, for river.Config.PeriodicJobs. River enqueues
+// periodic jobs on the elected leader only, so one runs at a time across
+// the processes.
+func (r *Runner[TTx]) PeriodicJobs() []*river.PeriodicJob {
+	return []*river.PeriodicJob{river.NewPeriodicJob(river.PeriodicInterval(r.cfg.ReconcileInterval),
+		func() (river.JobArgs, *river.InsertOpts) {
+			return ReconcileArgs{}, &river.InsertOpts{Queue: r.cfg.Queue, MaxAttempts: 3}
+		}, &river.PeriodicJobOpts{ID: "saga.reconcile"})}
+}
+
+type reconcileWorker[TTx any] struct {
+	river.WorkerDefaults[ReconcileArgs]
+	r *Runner[TTx]
+}
+
+func (w *reconcileWorker[TTx]) Work(ctx context.Context, _ *river.Job[ReconcileArgs]) error {
+	_, err := w.r.Reconcile(ctx)
+	return err
+}
+
+// Reconcile compares the records with the external systems once (SPEC
+// G8), by calling Verify for:
+//
+//   - the unsettled steps (running, retrying, uncertain, or pending but
+//     due) of operations not changed for Config.StuckAfter: whatever the
+//     answer, a finding "unresolved" is opened;
+//   - the steps of operations finished within Config.ReconcileWindow: an
+//     effect present for a step we record as failed, skipped, compensated
+//     or never run is "orphan_external" (the provider has a workspace, we
+//     have none); an effect missing for a step we record as completed, in
+//     an operation that completed, is "missing_external".
+//
+// Each new finding is recorded and raises its operation to
+// review_required with the finding as the reason. Reconciliation never
+// changes a step: what to do about a difference is an operator's
+// decision. Verify is called outside any transaction. It returns the new
+// findings.
+func (r *Runner[TTx]) Reconcile(ctx context.Context) ([]Finding, error) {
+	now := r.now()
+	var stuck, finished []Operation
+	err := r.driver.WithinTx(ctx, func(ctx context.Context, tx TTx) error {
+		var err error
+		if stuck, err = r.driver.ListOperations(ctx, tx, ListParams{Statuses: []Status{StatusPending, StatusRunning, StatusCompensating},
+			UpdatedBefore: now.Add(-r.cfg.StuckAfter)}); err != nil {
+			return err
+		}
+		finished, err = r.driver.ListOperations(ctx, tx, ListParams{Statuses: []Status{StatusCompleted, StatusFailed, StatusCompensated},
+			FinishedAfter: now.Add(-r.cfg.ReconcileWindow), Limit: 500})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("saga: reconcile: %w", err)
+	}
+	var found []Finding
+	var errs []error
+	check := func(op Operation, fs []Finding) {
+		for _, f := range fs {
+			ok, err := r.record(ctx, op, f)
+			if err != nil {
+				errs = append(errs, err)
+			} else if ok {
+				found = append(found, f)
+			}
+		}
+	}
+	for _, op := range stuck {
+		check(op, r.checkStuck(ctx, op, now))
+	}
+	for _, op := range finished {
+		check(op, r.checkFinished(ctx, op, now))
+	}
+	return found, errors.Join(errs...)
+}
+
+func (r *Runner[TTx]) verify(ctx context.Context, op Operation, st StepRecord) (Verification, bool) {
+	def, ok := r.defs[op.Type]
+	if !ok {
+		return Verification{}, false
+	}
+	step, ok := def.step(st.Name)
+	if !ok || step.Verify == nil {
+		return Verification{}, false
+	}
+	v, err := call(ctx, step, func(ctx context.Context) (Verification, error) {
+		return step.Verify(ctx, inputFor(op, st.Name, st.Key, st.Attempts))
+	})
+	if err != nil {
+		v = Verification{Outcome: Unknown, Detail: errText(err)}
+	}
+	return v, true
+}
+
+func (r *Runner[TTx]) checkStuck(ctx context.Context, op Operation, now time.Time) []Finding {
+	var out []Finding
+	for _, st := range op.Steps {
+		unsettled := st.Status == StepRunning || st.Status == StepRetrying || st.Status == StepUncertain ||
+			(st.Status == StepPending && op.CurrentStep == st.Name) || st.Status == StepCompensating
+		if !unsettled {
+			continue
+		}
+		detail := fmt.Sprintf("step %s has been %s since %s (operation %s)", st.Name, st.Status, st.UpdatedAt.Format(time.RFC3339), op.Status)
+		ext := st.ExternalID
+		if v, ok := r.verify(ctx, op, st); ok {
+			detail += "; the external system says " + v.Outcome.String()
+			if v.Result.ExternalID != "" {
+				ext = v.Result.ExternalID
+				detail += " (" + ext + ")"
+			}
+			if v.Detail != "" {
+				detail += ": " + v.Detail
+			}
+		} else {
+			detail += "; the step cannot be verified"
+		}
+		out = append(out, Finding{OperationID: op.ID, Step: st.Name, Kind: FindingUnresolved, ExternalID: ext, Detail: detail, DetectedAt: now})
+	}
+	return out
+}
+
+func (r *Runner[TTx]) checkFinished(ctx context.Context, op Operation, now time.Time) []Finding {
+	var out []Finding
+	for _, st := range op.Steps {
+		v, ok := r.verify(ctx, op, st)
+		if !ok {
+			continue
+		}
+		switch {
+		case v.Outcome == Applied && st.Status != StepCompleted:
+			out = append(out, Finding{OperationID: op.ID, Step: st.Name, Kind: FindingOrphanExternal, ExternalID: v.Result.ExternalID, DetectedAt: now,
+				Detail: fmt.Sprintf("the external system has the effect of step %s (%s) but we record it %s in a %s operation", st.Name, v.Result.ExternalID, st.Status, op.Status)})
+		case v.Outcome == NotApplied && st.Status == StepCompleted && op.Status == StatusCompleted:
+			out = append(out, Finding{OperationID: op.ID, Step: st.Name, Kind: FindingMissingExternal, ExternalID: st.ExternalID, DetectedAt: now,
+				Detail: fmt.Sprintf("we record step %s completed (%s) but the external system has no such effect", st.Name, st.ExternalID)})
+		}
+	}
+	return out
+}
+
+// record inserts f unless it is open already, and raises its operation to
+// review, in one transaction.
+func (r *Runner[TTx]) record(ctx context.Context, seen Operation, f Finding) (bool, error) {
+	inserted := false
+	err := r.driver.WithinTx(ctx, func(ctx context.Context, tx TTx) error {
+		op, err := r.driver.GetOperation(ctx, tx, seen.ID, true)
+		if err != nil {
+			return err
+		}
+		if op.Version != seen.Version {
+			return nil // it moved since it was read: judge it next time
+		}
+		if inserted, err = r.driver.InsertFinding(ctx, tx, &f); err != nil || !inserted {
+			return err
+		}
+		d, err := decide(op, signal{kind: recFinding, err: f.Kind + ": " + f.Detail, now: r.now(), actor: "reconciler"})
+		if err != nil {
+			return err
+		}
+		d.events = append(d.events, Event{OperationID: op.ID, Step: f.Step, Action: "finding", Actor: "reconciler", Message: f.Kind + ": " + f.Detail, At: r.now()})
+		d.changed = true
+		return r.apply(ctx, tx, &d)
+	})
+	if err != nil {
+		return false, fmt.Errorf("saga: record finding for %s: %w", seen.ID, err)
+	}
+	return inserted, nil
+}

@@ -1,0 +1,305 @@
+package saga
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/riverqueue/river"
+)
+
+// QueueDefault is the River queue of the engine's jobs unless
+// [Config.Queue] names another. The River client must work it.
+const QueueDefault = "saga"
+
+// Config configures a [Runner].
+type Config struct {
+	// Definitions are the operation types the runner can start and run.
+	Definitions []Definition
+	// Queue is the River queue of the engine's jobs; default QueueDefault.
+	Queue string
+	// Logger receives the engine's logs; default slog.Default().
+	Logger *slog.Logger
+	// NowFunc replaces the clock of the records; default time.Now.
+	NowFunc func() time.Time
+	// ReconcileInterval is the period of the reconciliation job; default
+	// 5 minutes.
+	ReconcileInterval time.Duration
+	// StuckAfter is how long a non-terminal operation may go without a
+	// change before reconciliation verifies it; default 15 minutes.
+	StuckAfter time.Duration
+	// ReconcileWindow is how long after finishing an operation is still
+	// compared with the external systems; default 24 hours.
+	ReconcileWindow time.Duration
+}
+
+// Runner starts operations and runs them on River. It is safe for
+// concurrent use. Build it with [NewRunner], register its workers in the
+// River client's Workers with [Runner.AddWorkers] (and its periodic
+// reconciliation with [Runner.PeriodicJobs]), build the client, and hand
+// it over with [Runner.SetClient] before starting operations.
+type Runner[TTx any] struct {
+	driver Driver[TTx]
+	defs   map[string]Definition
+	cfg    Config
+	log    *slog.Logger
+	client atomic.Pointer[river.Client[TTx]]
+}
+
+// NewRunner returns a runner over driver with cfg. It validates the
+// definitions.
+func NewRunner[TTx any](driver Driver[TTx], cfg Config) (*Runner[TTx], error) {
+	if driver == nil {
+		return nil, errors.New("saga: nil driver")
+	}
+	r := &Runner[TTx]{driver: driver, defs: map[string]Definition{}, cfg: cfg, log: cfg.Logger}
+	if r.cfg.Queue == "" {
+		r.cfg.Queue = QueueDefault
+	}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	if r.cfg.NowFunc == nil {
+		r.cfg.NowFunc = time.Now
+	}
+	if r.cfg.ReconcileInterval <= 0 {
+		r.cfg.ReconcileInterval = 5 * time.Minute
+	}
+	if r.cfg.StuckAfter <= 0 {
+		r.cfg.StuckAfter = 15 * time.Minute
+	}
+	if r.cfg.ReconcileWindow <= 0 {
+		r.cfg.ReconcileWindow = 24 * time.Hour
+	}
+	for _, d := range cfg.Definitions {
+		if err := validateDefinition(d); err != nil {
+			return nil, err
+		}
+		if _, dup := r.defs[d.Type]; dup {
+			return nil, fmt.Errorf("saga: definition %q registered twice", d.Type)
+		}
+		r.defs[d.Type] = d
+	}
+	return r, nil
+}
+
+// Driver returns the runner's driver, for reading records.
+func (r *Runner[TTx]) Driver() Driver[TTx] { return r.driver }
+
+// SetClient hands the runner the River client that works its jobs (or an
+// insert-only client in a process that only starts operations). Call it
+// once, before Start.
+func (r *Runner[TTx]) SetClient(client *river.Client[TTx]) { r.client.Store(client) }
+
+func (r *Runner[TTx]) riverClient() (*river.Client[TTx], error) {
+	c := r.client.Load()
+	if c == nil {
+		return nil, errors.New("saga: runner has no River client: call SetClient")
+	}
+	return c, nil
+}
+
+func (r *Runner[TTx]) now() time.Time { return r.cfg.NowFunc().UTC().Truncate(time.Microsecond) }
+
+// StartOpts are the optional parameters of Start.
+type StartOpts struct {
+	// ID is the operation's ID; empty picks a UUIDv7. A taken ID returns
+	// ErrExists, so a caller may derive it from a business key to start
+	// an operation at most once.
+	ID string
+	// CorrelationID ties the operation to a request or business object.
+	CorrelationID string
+}
+
+// Start records a new operation of type typ with input (marshalled to
+// JSON) and inserts its first job, in one transaction of its own.
+func (r *Runner[TTx]) Start(ctx context.Context, typ string, input any, opts *StartOpts) (Operation, error) {
+	var op Operation
+	err := r.driver.WithinTx(ctx, func(ctx context.Context, tx TTx) error {
+		var err error
+		op, err = r.StartTx(ctx, tx, typ, input, opts)
+		return err
+	})
+	return op, err
+}
+
+// StartTx records a new operation and inserts its first job in the
+// caller's transaction tx (SPEC G4, the transactional outbox): the
+// application's own writes in tx, the operation and the job commit
+// together or not at all, and the job is not worked before the commit.
+// The caller commits or rolls back tx; on an error it must roll back.
+func (r *Runner[TTx]) StartTx(ctx context.Context, tx TTx, typ string, input any, opts *StartOpts) (Operation, error) {
+	def, ok := r.defs[typ]
+	if !ok {
+		return Operation{}, fmt.Errorf("saga: start: unknown operation type %q", typ)
+	}
+	if opts == nil {
+		opts = &StartOpts{}
+	}
+	raw, err := json.Marshal(input)
+	if err != nil {
+		return Operation{}, fmt.Errorf("saga: start %s: marshal input: %w", typ, err)
+	}
+	id := opts.ID
+	if id == "" {
+		u, err := uuid.NewV7()
+		if err != nil {
+			return Operation{}, fmt.Errorf("saga: start %s: %w", typ, err)
+		}
+		id = u.String()
+	}
+	now := r.now()
+	op := Operation{ID: id, Type: typ, Status: StatusPending, CorrelationID: opts.CorrelationID, Input: raw,
+		CurrentStep: def.Steps[0].Name, Version: 1, CreatedAt: now, UpdatedAt: now}
+	compSeq := map[string]int{}
+	for i, name := range def.CompensationOrder {
+		compSeq[name] = i + 1
+	}
+	for i, s := range def.Steps {
+		seq, ok := compSeq[s.Name]
+		if !ok {
+			seq = len(def.Steps) - i
+		}
+		op.Steps = append(op.Steps, StepRecord{Name: s.Name, Seq: i, Kind: s.kind(), System: s.System, Status: StepPending,
+			Key: id + "/" + s.Name, MaxAttempts: s.Retry.withDefaults().MaxAttempts, Compensable: s.Compensate != nil,
+			CompSeq: seq, CompKey: id + "/" + s.Name + "/compensate", CompMaxAttempts: s.CompensationRetry.withDefaults().MaxAttempts,
+			UpdatedAt: now})
+	}
+	op.Steps[0].Generation = 1
+	if err := r.driver.InsertOperation(ctx, tx, &op); err != nil {
+		return Operation{}, fmt.Errorf("saga: start %s: %w", typ, err)
+	}
+	ev := Event{OperationID: id, Action: "started", To: string(StatusPending), Actor: "app", At: now,
+		Message: "correlation " + opts.CorrelationID}
+	if err := r.driver.InsertEvents(ctx, tx, []Event{ev}); err != nil {
+		return Operation{}, fmt.Errorf("saga: start %s: %w", typ, err)
+	}
+	if err := r.insertJob(ctx, tx, &op, enqueue{kind: jobStep, step: def.Steps[0].Name, generation: 1}); err != nil {
+		return Operation{}, fmt.Errorf("saga: start %s: %w", typ, err)
+	}
+	return op, nil
+}
+
+// Get reads an operation with its steps, or returns ErrNotFound.
+func (r *Runner[TTx]) Get(ctx context.Context, id string) (Operation, error) {
+	var op Operation
+	err := r.driver.WithinTx(ctx, func(ctx context.Context, tx TTx) error {
+		var err error
+		op, err = r.driver.GetOperation(ctx, tx, id, false)
+		return err
+	})
+	return op, err
+}
+
+// Events returns an operation's history, oldest first.
+func (r *Runner[TTx]) Events(ctx context.Context, id string) ([]Event, error) {
+	var evs []Event
+	err := r.driver.WithinTx(ctx, func(ctx context.Context, tx TTx) error {
+		var err error
+		evs, err = r.driver.ListEvents(ctx, tx, id)
+		return err
+	})
+	return evs, err
+}
+
+// Findings returns the reconciliation findings of an operation ("" for
+// every operation), only the open ones if open is set.
+func (r *Runner[TTx]) Findings(ctx context.Context, id string, open bool) ([]Finding, error) {
+	var fs []Finding
+	err := r.driver.WithinTx(ctx, func(ctx context.Context, tx TTx) error {
+		var err error
+		fs, err = r.driver.ListFindings(ctx, tx, id, open)
+		return err
+	})
+	return fs, err
+}
+
+// insertJob inserts the River job of e in tx.
+func (r *Runner[TTx]) insertJob(ctx context.Context, tx TTx, op *Operation, e enqueue) error {
+	client, err := r.riverClient()
+	if err != nil {
+		return err
+	}
+	st, ok := op.Step(e.step)
+	if !ok {
+		return fmt.Errorf("saga: no step %q", e.step)
+	}
+	ref := JobRef{OperationID: op.ID, Step: e.step, Generation: e.generation, Type: op.Type}
+	opts := &river.InsertOpts{Queue: r.cfg.Queue, UniqueOpts: river.UniqueOpts{ByArgs: true},
+		Tags: []string{"saga", op.Type}}
+	// A verify job is inserted available and snoozes until the step has
+	// been uncertain for VerifyAfter: River's scheduler would move a job
+	// scheduled in the future only every few seconds.
+	if e.delay > 0 && e.kind != jobVerify {
+		opts.ScheduledAt = r.cfg.NowFunc().Add(e.delay)
+	}
+	var args river.JobArgs
+	switch e.kind {
+	case jobStep:
+		args = StepArgs{ref}
+		// One more than the attempts left, so that the engine, not River,
+		// decides when they are exhausted.
+		opts.MaxAttempts = max(st.MaxAttempts-st.Attempts, 1) + 1
+	case jobVerify:
+		args = VerifyArgs{ref}
+		opts.MaxAttempts = 5
+	case jobCompensate:
+		args = CompensateArgs{ref}
+		opts.MaxAttempts = max(st.CompMaxAttempts-st.CompAttempts, 1) + 1
+	}
+	res, err := client.InsertTx(ctx, tx, args, opts)
+	if err != nil {
+		return fmt.Errorf("insert %s job for %s/%s: %w", args.Kind(), op.ID, e.step, err)
+	}
+	if res.UniqueSkippedAsDuplicate {
+		r.log.InfoContext(ctx, "saga: job already inserted", "operation_id", op.ID, "step", e.step, "generation", e.generation)
+	}
+	return nil
+}
+
+// apply writes the decision's record, events and jobs in tx.
+func (r *Runner[TTx]) apply(ctx context.Context, tx TTx, d *decision) error {
+	if !d.changed {
+		return nil
+	}
+	if err := r.driver.UpdateOperation(ctx, tx, &d.op); err != nil {
+		return err
+	}
+	if err := r.driver.InsertEvents(ctx, tx, d.events); err != nil {
+		return err
+	}
+	for _, e := range d.enqueue {
+		if err := r.insertJob(ctx, tx, &d.op, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// results collects the results of the completed steps.
+func results(op Operation) map[string]Result {
+	out := map[string]Result{}
+	for _, s := range op.Steps {
+		if s.Status == StepCompleted || s.Status == StepCompensating || s.Status == StepCompensated || s.Status == StepCompensationFailed {
+			out[s.Name] = Result{ExternalID: s.ExternalID, Data: s.Result}
+		}
+	}
+	return out
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	s := err.Error()
+	if len(s) > 2000 {
+		s = s[:2000] + "…"
+	}
+	return strings.ToValidUTF8(s, "?")
+}

@@ -1,0 +1,171 @@
+// Package sagasqlite is the SQLite driver of package saga on database/sql
+// (modernc.org/sqlite, no cgo): a [saga.Driver] over a *sql.DB, for a River
+// client built with riversqlite on the same handle, so that the operation
+// records and River's jobs commit in one transaction.
+//
+// As riversqlite advises, give the handle one connection
+// (db.SetMaxOpenConns(1)): every transaction then waits its turn in the
+// pool rather than failing with SQLITE_BUSY. With one connection, never hold
+// a transaction of your own while waiting for the engine or River to act
+// (for instance, do not call a non-Tx method of the runner inside the
+// transaction you pass to a Tx method): that waits for itself.
+//
+// Times are stored as Unix microseconds (UTC), JSON as text.
+package sagasqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"time"
+
+	modernc "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/internal/sqlstore"
+)
+
+var _ saga.Driver[*sql.Tx] = (*Driver)(nil)
+
+// Driver is a [saga.Driver] on a SQLite database. It is safe for
+// concurrent use; it never closes the handle.
+type Driver struct {
+	db    *sql.DB
+	store sqlstore.Store
+}
+
+// New returns a driver on db, whose tables must be created with
+// [Driver.Migrate] before use. See the package documentation for the
+// connection settings.
+func New(db *sql.DB) *Driver {
+	return &Driver{db: db, store: sqlstore.Store{D: sqlstore.Dialect{
+		// ?NNN is SQLite's numbered parameter: $1 becomes ?1.
+		Rebind: func(q string) string { return strings.ReplaceAll(q, "$", "?") },
+		Time:   func(t time.Time) any { return t.UnixMicro() },
+		JSON: func(b []byte) any {
+			if b == nil {
+				return nil
+			}
+			return string(b)
+		},
+		IsUniqueViolation: func(err error) bool {
+			var serr *modernc.Error
+			return errors.As(err, &serr) && (serr.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || serr.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
+		},
+	}}}
+}
+
+// Migrate applies the migrations of the "saga" line that the
+// unstuck_migration table does not list, each in its own BEGIN IMMEDIATE
+// transaction with its bookkeeping row (the table driver/sqlite uses too).
+func (d *Driver) Migrate(ctx context.Context) error {
+	fsys, err := fs.Sub(migrations, "migration/saga")
+	if err != nil {
+		return fmt.Errorf("sagasqlite: migrate: %w", err)
+	}
+	if err := migrate(ctx, d.db, "saga", fsys); err != nil {
+		return fmt.Errorf("sagasqlite: migrate: %w", err)
+	}
+	return nil
+}
+
+// WithinTx implements [saga.Driver]. COMMIT and ROLLBACK run without
+// ctx's cancellation.
+func (d *Driver) WithinTx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) (err error) {
+	// database/sql rolls a transaction back when its ctx is cancelled;
+	// the statements still see ctx, the transaction's end does not.
+	tx, err := d.db.BeginTx(context.WithoutCancel(ctx), nil)
+	if err != nil {
+		return fmt.Errorf("sagasqlite: begin: %w", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			if rerr := tx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
+				err = errors.Join(err, fmt.Errorf("sagasqlite: rollback: %w", rerr))
+			}
+		}
+	}()
+	if err := fn(ctx, tx); err != nil {
+		return err
+	}
+	committed = true
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sagasqlite: commit: %w", err)
+	}
+	return nil
+}
+
+// querier runs the shared SQL on a database/sql transaction.
+type querier struct{ tx *sql.Tx }
+
+func (q querier) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := q.tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (q querier) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, func(), error) {
+	rows, err := q.tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rows, func() { _ = rows.Close() }, nil
+}
+
+// InsertOperation implements [saga.Driver].
+func (d *Driver) InsertOperation(ctx context.Context, tx *sql.Tx, op *saga.Operation) error {
+	return d.store.InsertOperation(ctx, querier{tx}, op)
+}
+
+// GetOperation implements [saga.Driver]. forUpdate takes no lock of its
+// own: SQLite serialises writers on the whole database.
+func (d *Driver) GetOperation(ctx context.Context, tx *sql.Tx, id string, forUpdate bool) (saga.Operation, error) {
+	return d.store.GetOperation(ctx, querier{tx}, id, forUpdate)
+}
+
+// UpdateOperation implements [saga.Driver].
+func (d *Driver) UpdateOperation(ctx context.Context, tx *sql.Tx, op *saga.Operation) error {
+	return d.store.UpdateOperation(ctx, querier{tx}, op)
+}
+
+// InsertEvents implements [saga.Driver].
+func (d *Driver) InsertEvents(ctx context.Context, tx *sql.Tx, events []saga.Event) error {
+	return d.store.InsertEvents(ctx, querier{tx}, events)
+}
+
+// ListEvents implements [saga.Driver].
+func (d *Driver) ListEvents(ctx context.Context, tx *sql.Tx, operationID string) ([]saga.Event, error) {
+	return d.store.ListEvents(ctx, querier{tx}, operationID)
+}
+
+// ListOperations implements [saga.Driver].
+func (d *Driver) ListOperations(ctx context.Context, tx *sql.Tx, p saga.ListParams) ([]saga.Operation, error) {
+	return d.store.ListOperations(ctx, querier{tx}, p)
+}
+
+// InsertFinding implements [saga.Driver].
+func (d *Driver) InsertFinding(ctx context.Context, tx *sql.Tx, f *saga.Finding) (bool, error) {
+	return d.store.InsertFinding(ctx, querier{tx}, f)
+}
+
+// ListFindings implements [saga.Driver].
+func (d *Driver) ListFindings(ctx context.Context, tx *sql.Tx, operationID string, open bool) ([]saga.Finding, error) {
+	return d.store.ListFindings(ctx, querier{tx}, operationID, open)
+}
+
+// ResolveFindings implements [saga.Driver].
+func (d *Driver) ResolveFindings(ctx context.Context, tx *sql.Tx, operationID string, at time.Time) (int, error) {
+	return d.store.ResolveFindings(ctx, querier{tx}, operationID, at)
+}
+
+// Stats implements [saga.Driver].
+func (d *Driver) Stats(ctx context.Context, tx *sql.Tx) (saga.Stats, error) {
+	return d.store.Stats(ctx, querier{tx})
+}
