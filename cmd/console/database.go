@@ -25,6 +25,10 @@ type database struct {
 	Console  *store.DB
 	// Embedded is true for SQLite, the zero-setup default.
 	Embedded bool
+	// Pool is the PostgreSQL pool (nil for SQLite); SQL the SQLite handle
+	// (nil for PostgreSQL). For wiring River and the saga stores.
+	Pool *pgxpool.Pool
+	SQL  *sql.DB
 	migrate  []func(context.Context) error
 	Close    func()
 }
@@ -62,7 +66,7 @@ func openDatabase(ctx context.Context, rawURL string) (*database, error) {
 			return nil, fmt.Errorf("connect to %s: %w", redacted, err)
 		}
 		s, c := pgxv5.New(pool), store.NewPostgres(pool)
-		return &database{Redacted: redacted, Store: s, Console: c, migrate: []func(context.Context) error{s.Migrate, c.Migrate}, Close: pool.Close}, nil
+		return &database{Redacted: redacted, Store: s, Console: c, Pool: pool, migrate: []func(context.Context) error{s.Migrate, c.Migrate}, Close: pool.Close}, nil
 	case strings.HasPrefix(rawURL, "sqlite:"):
 		path := strings.TrimPrefix(strings.TrimPrefix(rawURL, "sqlite:"), "//")
 		if path == "" {
@@ -77,7 +81,7 @@ func openDatabase(ctx context.Context, rawURL string) (*database, error) {
 			return nil, fmt.Errorf("open %s: %w", rawURL, err)
 		}
 		s, c := sqlite.New(db), store.NewSQLite(db)
-		return &database{Redacted: rawURL, Store: s, Console: c, Embedded: true, migrate: []func(context.Context) error{s.Migrate, c.Migrate}, Close: func() { closeQuietly(db) }}, nil
+		return &database{Redacted: rawURL, Store: s, Console: c, Embedded: true, SQL: db, migrate: []func(context.Context) error{s.Migrate, c.Migrate}, Close: func() { closeQuietly(db) }}, nil
 	default:
 		return nil, fmt.Errorf("database URL must start with postgres://, postgresql:// or sqlite: (got %q)", schemeOf(rawURL))
 	}
