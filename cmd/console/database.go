@@ -27,10 +27,10 @@ type database struct {
 	Embedded bool
 	// Pool is the PostgreSQL pool (nil for SQLite); SQL the SQLite handle
 	// (nil for PostgreSQL). For wiring River and the saga stores.
-	Pool *pgxpool.Pool
-	SQL  *sql.DB
-	migrate  []func(context.Context) error
-	Close    func()
+	Pool    *pgxpool.Pool
+	SQL     *sql.DB
+	migrate []func(context.Context) error
+	Close   func()
 }
 
 // Migrate applies the engine's migrations, then the console's.
