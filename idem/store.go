@@ -155,6 +155,27 @@ type Annotation struct {
 	Now           time.Time
 }
 
+// Settlement is an operator's decision, applied by [Store.Settle] only if
+// the record is still at Version. The engine checks the transition first
+// ([CheckOperator]); the store only compares and swaps.
+type Settlement struct {
+	Version int64
+	// Delete removes the record (forget, or "it did not happen"): the next
+	// request with the key runs.
+	Delete bool
+	// Status is the new status when not deleting: the lease ends, the owner
+	// token is cleared (a late owner is fenced out) and the result is
+	// cleared, so nothing is replayed.
+	Status      Status
+	ExternalRef string // replaces the stored reference when non-empty
+	LastError   string
+	Now         time.Time
+}
+
+// ErrStale is returned when a record changed (or vanished) since the
+// version an operator saw; nothing was changed.
+var ErrStale = errors.New("idem: the record changed since it was read")
+
 // SweepParams bounds one [Store.Sweep] call.
 type SweepParams struct {
 	Limit int // at most this many records; <= 0 means a store default (1000)
@@ -207,6 +228,11 @@ type Store interface {
 
 	// Delete removes a record whatever its state and reports whether it existed.
 	Delete(ctx context.Context, id Ident) (existed bool, err error)
+
+	// Settle applies an operator's decision to the record if its version is
+	// still s.Version, and returns the record after it (ok = false when
+	// deleted). Otherwise it returns ErrStale and changes nothing.
+	Settle(ctx context.Context, id Ident, s Settlement) (rec Record, ok bool, err error)
 
 	// Sweep deletes records whose retention has ended, never one that is
 	// processing under a live lease and never a pending one, and returns how

@@ -144,6 +144,31 @@ WHERE scope = $1 AND operation = $2 AND key_digest = $3
     AND owner_token = $4 AND fence = $5
     AND status = 'processing'`
 
+// settleSQL applies an operator's decision if the record is still at the
+// version the operator saw: the lease ends, the owner is cleared (a late
+// owner is fenced out) and no result is kept.
+//
+// $1 scope, $2 operation, $3 key_digest, $4 version, $5 status,
+// $6 external_ref, $7 last_error, $8 now.
+const settleSQL = `UPDATE unstuck_idem_record SET
+    status = $5,
+    result = NULL,
+    external_ref = CASE WHEN $6::text <> '' THEN $6::text ELSE external_ref END,
+    last_error = $7,
+    owner_token = '',
+    lease_expires_at = NULL,
+    version = version + 1,
+    updated_at = coalesce($8::timestamptz, statement_timestamp())
+WHERE scope = $1 AND operation = $2 AND key_digest = $3 AND version = $4
+RETURNING ` + recordColumns + `, coalesce($8::timestamptz, statement_timestamp())`
+
+// deleteVersionSQL deletes a record if it is still at the version an
+// operator saw.
+//
+// $1 scope, $2 operation, $3 key_digest, $4 version.
+const deleteVersionSQL = `DELETE FROM unstuck_idem_record
+WHERE scope = $1 AND operation = $2 AND key_digest = $3 AND version = $4`
+
 // deleteSQL deletes a record whatever its state.
 //
 // $1 scope, $2 operation, $3 key_digest.

@@ -116,6 +116,11 @@ func (s *Store) Delete(ctx context.Context, id idem.Ident) (bool, error) {
 // Sweep implements [idem.Store.Sweep], oldest retention first, at most
 // p.Limit records (1000 when p.Limit <= 0) in one statement. Records that
 // another statement holds locked are skipped until a later sweep.
+// Settle applies an operator's decision; see [idem.Store].
+func (s *Store) Settle(ctx context.Context, id idem.Ident, st idem.Settlement) (idem.Record, bool, error) {
+	return settle(ctx, s.pool, id, st)
+}
+
 func (s *Store) Sweep(ctx context.Context, p idem.SweepParams) (int, error) {
 	return sweep(ctx, s.pool, p)
 }
@@ -206,6 +211,32 @@ func get(ctx context.Context, db dbtx, id idem.Ident) (idem.Record, bool, error)
 	}
 	if err != nil {
 		return idem.Record{}, false, mapError("get", err)
+	}
+	return rec, true, nil
+}
+
+// settle is [Store.Settle] on db.
+func settle(ctx context.Context, db dbtx, id idem.Ident, st idem.Settlement) (idem.Record, bool, error) {
+	if st.Delete {
+		tag, err := db.Exec(ctx, deleteVersionSQL, id.Scope, id.Operation, id.KeyDigest, st.Version)
+		if err != nil {
+			return idem.Record{}, false, mapError("settle", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return idem.Record{}, false, idem.ErrStale
+		}
+		return idem.Record{}, false, nil
+	}
+	if !st.Status.Terminal() {
+		return idem.Record{}, false, fmt.Errorf("pgxv5: settle: status %q is not a terminal status", st.Status)
+	}
+	rec, err := scanRecord(db.QueryRow(ctx, settleSQL, id.Scope, id.Operation, id.KeyDigest, st.Version,
+		string(st.Status), st.ExternalRef, st.LastError, clock(st.Now)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return idem.Record{}, false, idem.ErrStale
+	}
+	if err != nil {
+		return idem.Record{}, false, mapError("settle", err)
 	}
 	return rec, true, nil
 }

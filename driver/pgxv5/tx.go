@@ -172,3 +172,11 @@ func (t *txStore) Sweep(ctx context.Context, p idem.SweepParams) (int, error) {
 	}
 	return sweep(ctx, db, p)
 }
+
+func (t *txStore) Settle(ctx context.Context, id idem.Ident, st idem.Settlement) (idem.Record, bool, error) {
+	db, err := t.db("settle")
+	if err != nil {
+		return idem.Record{}, false, err
+	}
+	return settle(ctx, db, id, st)
+}

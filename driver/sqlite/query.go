@@ -67,6 +67,23 @@ RETURNING ` + recordColumns
 WHERE scope = ? AND operation = ? AND key_digest = ?
   AND owner_token = ? AND fence = ? AND status = 'processing'`
 
+	// querySettle applies an operator's decision if the version is still
+	// the one the operator saw; it ends the lease, clears the owner and the
+	// result. It takes status, external_ref (kept when empty), last_error,
+	// now, then scope, operation, key_digest, version.
+	querySettle = `UPDATE unstuck_idem_record SET
+    status = ?1, result = NULL,
+    external_ref = CASE WHEN ?2 <> '' THEN ?2 ELSE external_ref END,
+    last_error = ?3, owner_token = '', lease_expires_at = NULL,
+    version = version + 1, updated_at = ?4
+WHERE scope = ?5 AND operation = ?6 AND key_digest = ?7 AND version = ?8
+RETURNING ` + recordColumns
+
+	// queryDeleteVersion deletes a record still at the version an operator
+	// saw. It takes scope, operation, key_digest, version.
+	queryDeleteVersion = `DELETE FROM unstuck_idem_record
+WHERE scope = ? AND operation = ? AND key_digest = ? AND version = ?`
+
 	// queryAnnotate replaces correlation_id and external_ref when the
 	// argument is not empty and appends the JSON array argument to
 	// resource_ids. It takes correlation_id, external_ref, resource_ids

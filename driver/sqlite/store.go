@@ -195,6 +195,24 @@ func (s *Store) Delete(ctx context.Context, id idem.Ident) (bool, error) {
 	return existed, nil
 }
 
+// Settle implements [idem.Store.Settle].
+func (s *Store) Settle(ctx context.Context, id idem.Ident, st idem.Settlement) (idem.Record, bool, error) {
+	var rec idem.Record
+	var ok bool
+	err := s.write(ctx, func() error {
+		var err error
+		rec, ok, err = settle(ctx, s.db, id, st)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, idem.ErrStale) {
+			return idem.Record{}, false, err
+		}
+		return idem.Record{}, false, fmt.Errorf("sqlite: settle: %w", err)
+	}
+	return rec, ok, nil
+}
+
 // Sweep implements [idem.Store.Sweep]. It deletes the records whose
 // retention ended first, at most p.Limit of them (1000 when p.Limit <= 0),
 // in one statement.
@@ -244,6 +262,35 @@ func release(ctx context.Context, ex Executor, id idem.Ident, o idem.Owner) erro
 	res, err := ex.ExecContext(ctx, queryRelease,
 		id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence)
 	return casResult(res, err)
+}
+
+// settle applies an operator's decision; see [Store.Settle].
+func settle(ctx context.Context, ex Executor, id idem.Ident, st idem.Settlement) (idem.Record, bool, error) {
+	if st.Delete {
+		res, err := ex.ExecContext(ctx, queryDeleteVersion, id.Scope, id.Operation, id.KeyDigest, st.Version)
+		if err != nil {
+			return idem.Record{}, false, err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return idem.Record{}, false, err
+		} else if n == 0 {
+			return idem.Record{}, false, idem.ErrStale
+		}
+		return idem.Record{}, false, nil
+	}
+	if !st.Status.Terminal() {
+		return idem.Record{}, false, fmt.Errorf("status %q is not a terminal status", st.Status)
+	}
+	now := clock(st.Now)
+	rec, err := scanRecord(ex.QueryRowContext(ctx, querySettle, string(st.Status), st.ExternalRef, st.LastError, now.UnixMicro(),
+		id.Scope, id.Operation, id.KeyDigest, st.Version), now)
+	if errors.Is(err, sql.ErrNoRows) {
+		return idem.Record{}, false, idem.ErrStale
+	}
+	if err != nil {
+		return idem.Record{}, false, err
+	}
+	return rec, true, nil
 }
 
 // deleteRecord deletes the record for id and reports whether there was one.

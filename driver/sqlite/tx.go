@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -188,4 +189,16 @@ func (t *txStore) Sweep(ctx context.Context, p idem.SweepParams) (int, error) {
 		return 0, fmt.Errorf("sqlite: sweep: %w", err)
 	}
 	return n, nil
+}
+
+func (t *txStore) Settle(ctx context.Context, id idem.Ident, st idem.Settlement) (idem.Record, bool, error) {
+	ex, err := t.ex("settle")
+	if err != nil {
+		return idem.Record{}, false, err
+	}
+	rec, ok, err := settle(ctx, ex, id, st)
+	if err != nil && !errors.Is(err, idem.ErrStale) {
+		return idem.Record{}, false, fmt.Errorf("sqlite: settle: %w", err)
+	}
+	return rec, ok, err
 }

@@ -31,6 +31,7 @@ func Run(t *testing.T, newStore func(t *testing.T) idem.Store) {
 	t.Run("Primitives", func(t *testing.T) { runPrimitives(t, newStore) })
 	t.Run("Engine", func(t *testing.T) { runEngine(t, newStore) })
 	t.Run("Concurrency", func(t *testing.T) { runConcurrency(t, newStore) })
+	t.Run("Operator", func(t *testing.T) { runOperator(t, newStore) })
 	t.Run("HTTP", func(t *testing.T) { runHTTP(t, newStore) })
 }
 
