@@ -78,13 +78,19 @@ func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, log *slog.L
 	}
 }
 
-// sweeper returns a periodic job that removes expired idempotency records.
-func sweeper(engine *idem.Engine, log *slog.Logger) func(context.Context) {
+// sweeper returns a periodic job that removes expired idempotency records
+// and expired console sessions.
+func sweeper(engine *idem.Engine, db *database, log *slog.Logger) func(context.Context) {
 	return func(ctx context.Context) {
 		if n, err := engine.Sweep(ctx); err != nil {
 			log.Error("sweep failed", "error", err.Error())
 		} else if n > 0 {
 			log.Info("swept expired idempotency records", "count", n)
+		}
+		if n, err := db.Console.DeleteExpiredSessions(ctx); err != nil {
+			log.Error("session sweep failed", "error", err.Error())
+		} else if n > 0 {
+			log.Info("deleted expired sessions", "count", n)
 		}
 	}
 }
@@ -162,7 +168,7 @@ with UNSTUCK_PREVIOUS_SECRETS (comma-separated) during a rotation. Run
 	}
 	fmt.Fprintf(stdout, "console listening on http://%s\n", ln.Addr())
 	log.Info("serving", "addr", ln.Addr().String(), "db", db.Redacted)
-	return serveHTTP(ctx, ln, h, log, sweeper(engine, log))
+	return serveHTTP(ctx, ln, h, log, sweeper(engine, db, log))
 }
 
 func envOr(getenv func(string) string, name, def string) string {

@@ -718,3 +718,51 @@ func TestExplainPostgres(t *testing.T) {
 	plan = explain(pgNeedsAttentionSQL, 50)
 	require.NotContains(t, plan, "Seq Scan", plan)
 }
+
+// TestExplainSQLite checks that SQLite answers every list query from an
+// index in the list's order, sorting only the few matches of a reference
+// look-up.
+func TestExplainSQLite(t *testing.T) {
+	t.Parallel()
+	b := setupSQLite(t)
+	r := b.record(t, recordOpts{CorrelationID: "c", ExternalRef: "e"})
+	after := cursorOf(r).encode()
+	for _, tc := range []struct {
+		name   string
+		f      KeyFilter
+		index  string
+		sorted bool
+	}{
+		{"all", KeyFilter{}, "unstuck_console_idem_updated_idx", false},
+		{"all, next page", KeyFilter{After: after}, "unstuck_console_idem_updated_idx", false},
+		{"time range", KeyFilter{From: base, To: base.Add(time.Hour)}, "unstuck_console_idem_updated_idx", false},
+		{"status", KeyFilter{Status: idem.StatusPending}, "unstuck_idem_record_status_updated_idx", false},
+		{"status, next page", KeyFilter{Status: idem.StatusPending, After: after}, "unstuck_idem_record_status_updated_idx", false},
+		{"stuck", KeyFilter{Stuck: true}, "unstuck_idem_record_status_updated_idx", false},
+		{"scope", KeyFilter{Scope: "acme"}, "unstuck_console_idem_scope_idx", false},
+		{"operation", KeyFilter{Operation: "charge"}, "unstuck_console_idem_operation_idx", false},
+		{"correlation", KeyFilter{CorrelationID: "c"}, "unstuck_idem_record_correlation_idx", true},
+		{"external ref", KeyFilter{ExternalRef: "e"}, "unstuck_idem_record_external_ref_idx", true},
+		{"key", KeyFilter{Scope: "acme", Operation: "charge", KeyDigest: r.KeyDigest}, "(scope=? AND operation=? AND key_digest=?)", false},
+	} {
+		q, err := tc.f.check()
+		require.NoError(t, err, tc.name)
+		sql, args := sqliteListKeysSQL(q, time.Now())
+		rows, err := b.sqlDB.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+sql, args...)
+		require.NoError(t, err)
+		var lines []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			require.NoError(t, rows.Scan(&id, &parent, &unused, &detail))
+			lines = append(lines, detail)
+		}
+		require.NoError(t, rows.Err())
+		require.NoError(t, rows.Close())
+		plan := strings.Join(lines, "\n")
+		require.Contains(t, plan, tc.index, "%s:\n%s", tc.name, plan)
+		if !tc.sorted {
+			require.NotContains(t, plan, "TEMP B-TREE", "%s:\n%s", tc.name, plan)
+		}
+	}
+}

@@ -35,10 +35,10 @@ CREATE INDEX sessions_expiry_idx ON sessions(expiry);
 
 -- Lists of every status, newest change first, paged by (updated_at, id).
 -- Lists of one status use the engine's (status, updated_at, id) index.
-CREATE INDEX unstuck_console_idem_updated_idx ON unstuck_idem_record (updated_at, id);
+CREATE INDEX IF NOT EXISTS unstuck_console_idem_updated_idx ON unstuck_idem_record (updated_at, id);
 -- Lists filtered by scope (tenant) or by operation (route).
-CREATE INDEX unstuck_console_idem_scope_idx ON unstuck_idem_record (scope, updated_at, id);
-CREATE INDEX unstuck_console_idem_operation_idx ON unstuck_idem_record (operation, updated_at, id);
+CREATE INDEX IF NOT EXISTS unstuck_console_idem_scope_idx ON unstuck_idem_record (scope, updated_at, id);
+CREATE INDEX IF NOT EXISTS unstuck_console_idem_operation_idx ON unstuck_idem_record (operation, updated_at, id);
 -- Counting processing records past their lease.
-CREATE INDEX unstuck_console_idem_stuck_idx ON unstuck_idem_record (lease_expires_at)
+CREATE INDEX IF NOT EXISTS unstuck_console_idem_stuck_idx ON unstuck_idem_record (lease_expires_at)
     WHERE status = 'processing';
