@@ -103,7 +103,7 @@ Shop:
 		defer stopTraffic()
 		go demo.Traffic(trafficCtx, base, engine, log)
 	}
-	return serveHTTP(ctx, ln, h, log, sweeper(engine, log))
+	return serveHTTP(ctx, ln, h, log, sweeper(engine, db, log))
 }
 
 // ensureDemoUsers creates the demo accounts, or resets their password,
