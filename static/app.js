@@ -3,8 +3,9 @@ document.addEventListener("click", function (event) {
   var button = event.target.closest("button[data-copy]");
   if (!button || !navigator.clipboard) return;
   navigator.clipboard.writeText(button.getAttribute("data-copy")).then(function () {
-    var label = button.textContent;
+    var label = button.textContent, aria = button.getAttribute("aria-label");
     button.textContent = "Copied";
-    setTimeout(function () { button.textContent = label; }, 1200);
+    button.setAttribute("aria-label", "Copied");
+    setTimeout(function () { button.textContent = label; button.setAttribute("aria-label", aria); }, 1200);
   });
 });

@@ -14,6 +14,8 @@ import (
 	"github.com/unstuckhq/unstuck/driver/sqlite"
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/internal/store"
+	"github.com/unstuckhq/unstuck/saga/sagapgx"
+	"github.com/unstuckhq/unstuck/saga/sagasqlite"
 )
 
 // database is an opened database with the engine's store and the
@@ -33,7 +35,9 @@ type database struct {
 	Close   func()
 }
 
-// Migrate applies the engine's migrations, then the console's.
+// Migrate applies the engines' migrations (idempotency records, then
+// sagas), then the console's (its own tables and the read models' indexes
+// on the engines' tables).
 func (d *database) Migrate(ctx context.Context) error {
 	for _, m := range d.migrate {
 		if err := m(ctx); err != nil {
@@ -66,7 +70,8 @@ func openDatabase(ctx context.Context, rawURL string) (*database, error) {
 			return nil, fmt.Errorf("connect to %s: %w", redacted, err)
 		}
 		s, c := pgxv5.New(pool), store.NewPostgres(pool)
-		return &database{Redacted: redacted, Store: s, Console: c, Pool: pool, migrate: []func(context.Context) error{s.Migrate, c.Migrate}, Close: pool.Close}, nil
+		return &database{Redacted: redacted, Store: s, Console: c, Pool: pool,
+			migrate: []func(context.Context) error{s.Migrate, sagapgx.New(pool).Migrate, c.Migrate, c.MigrateOperations}, Close: pool.Close}, nil
 	case strings.HasPrefix(rawURL, "sqlite:"):
 		path := strings.TrimPrefix(strings.TrimPrefix(rawURL, "sqlite:"), "//")
 		if path == "" {
@@ -81,7 +86,8 @@ func openDatabase(ctx context.Context, rawURL string) (*database, error) {
 			return nil, fmt.Errorf("open %s: %w", rawURL, err)
 		}
 		s, c := sqlite.New(db), store.NewSQLite(db)
-		return &database{Redacted: rawURL, Store: s, Console: c, Embedded: true, SQL: db, migrate: []func(context.Context) error{s.Migrate, c.Migrate}, Close: func() { closeQuietly(db) }}, nil
+		return &database{Redacted: rawURL, Store: s, Console: c, Embedded: true, SQL: db,
+			migrate: []func(context.Context) error{s.Migrate, sagasqlite.New(db).Migrate, c.Migrate, c.MigrateOperations}, Close: func() { closeQuietly(db) }}, nil
 	default:
 		return nil, fmt.Errorf("database URL must start with postgres://, postgresql:// or sqlite: (got %q)", schemeOf(rawURL))
 	}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/saga"
 )
 
 // StatusCount is one row of the overview's counts.
@@ -21,6 +22,15 @@ type OverviewVM struct {
 	StuckProcessing int64
 	AsOf            time.Time
 	Attention       []idem.Record
+	// Operations counts operations per status; OperationsAvailable is
+	// false when the database has no saga tables. OperationsAsOf is set
+	// when some count is an estimate.
+	Operations          []StatusCount
+	OperationsAvailable bool
+	OperationsAsOf      time.Time
+	// Review lists operations in review_required, the longest waiting
+	// first: they come first under "Needs a human".
+	Review []saga.Operation
 }
 
 // KeyFilterVM is the key list's filter form, as the URL carries it.
@@ -59,4 +69,37 @@ type KeyVM struct {
 	Record       idem.Record
 	Response     *StoredResponse
 	ResponseNote string // why no response is shown
+}
+
+// OperationFilterVM is the operation list's filter form, as the URL
+// carries it.
+type OperationFilterVM struct {
+	Status        string
+	Type          string
+	CorrelationID string
+	ExternalID    string
+	From          string
+	To            string
+	Live          bool
+}
+
+// OperationsVM is the operation list page's model.
+type OperationsVM struct {
+	Filter     OperationFilterVM
+	Statuses   []string
+	Operations []saga.Operation
+	NextURL    string
+	SelfURL    string // this page's URL, polled when Live
+	Error      string
+	FieldErr   string // the filter field the error is about
+}
+
+// OperationVM is the operation detail page's model.
+type OperationVM struct {
+	Operation saga.Operation
+	// Events is the timeline, oldest first; EventsOmitted counts the
+	// earlier events left out.
+	Events        []saga.Event
+	EventsOmitted int64
+	Findings      []saga.Finding
 }

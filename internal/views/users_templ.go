@@ -38,7 +38,7 @@ func Users(p Page, users []UserRow) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<h1>Users</h1><p class=\"muted\">Add or disable accounts with <code>console user add</code> and <code>console user disable</code>.</p><table class=\"list\"><thead><tr><th scope=\"col\">Username</th><th scope=\"col\">Role</th><th scope=\"col\">State</th><th scope=\"col\">Created</th></tr></thead> <tbody>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<h1>Users</h1><p class=\"muted\">Add or disable accounts with <code>console user add</code> and <code>console user disable</code>.</p><table class=\"list\" aria-label=\"Users\"><thead><tr><th scope=\"col\">Username</th><th scope=\"col\">Role</th><th scope=\"col\">State</th><th scope=\"col\">Created</th></tr></thead> <tbody>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

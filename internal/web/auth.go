@@ -114,7 +114,7 @@ func authorize(log *slog.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			v := viewerFrom(r.Context())
-			if v == nil || !v.Can(r.URL.Path, r.Method) {
+			if v == nil || !v.Can(r.URL.EscapedPath(), r.Method) {
 				writeError(w, r, log, appError(EForbidden, "Your role may not do this."))
 				return
 			}

@@ -30,7 +30,13 @@ type resultOpener interface {
 	OpenResult(rec idem.Record) ([]byte, error)
 }
 
-func handleOverview(keys keyReader, log *slog.Logger) http.Handler {
+// overviewReader is what the overview needs of the store.
+type overviewReader interface {
+	keyReader
+	operationReader
+}
+
+func handleOverview(keys overviewReader, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ov, err := keys.KeyOverview(r.Context())
 		if err != nil {
@@ -51,6 +57,10 @@ func handleOverview(keys keyReader, log *slog.Logger) http.Handler {
 		}
 		if !exact {
 			vm.AsOf = ov.AsOf
+		}
+		if err := operationsOverview(r.Context(), keys, &vm); err != nil {
+			writeError(w, r, log, err)
+			return
 		}
 		render(w, r, http.StatusOK, pageFor(r, "Overview", "overview"), views.Overview(pageFor(r, "Overview", "overview"), vm))
 	})

@@ -24,6 +24,7 @@ type Store interface {
 	userFinder
 	userLister
 	keyReader
+	operationReader
 	Ping(ctx context.Context) error
 }
 
@@ -81,6 +82,8 @@ func NewHandler(cfg Config) http.Handler {
 			r.Method(http.MethodGet, "/", handleOverview(cfg.Store, log))
 			r.Method(http.MethodGet, "/keys", handleKeyList(cfg.Store, log))
 			r.Method(http.MethodGet, "/keys/{id}", handleKeyDetail(cfg.Store, cfg.Engine, log))
+			r.Method(http.MethodGet, "/operations", handleOperationList(cfg.Store, log))
+			r.Method(http.MethodGet, "/operations/{id}", handleOperationDetail(cfg.Store, log))
 			r.Method(http.MethodGet, "/users", handleUserList(cfg.Store, log))
 		})
 	})

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"database/sql"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -25,6 +26,8 @@ import (
 	"github.com/unstuckhq/unstuck/internal/auth"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/internal/web"
+	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagasqlite"
 )
 
 var roles = []string{store.RoleAuditor, store.RoleSupport, store.RoleOncall, store.RoleAdmin}
@@ -34,7 +37,8 @@ type bundle struct {
 	db     *store.DB
 	engine *idem.Engine
 	router chi.Routes
-	keyID  int64 // a completed HTTP record with a stored response
+	keyID  int64  // a completed HTTP record with a stored response
+	opID   string // an operation under review, with steps and events
 }
 
 func password(role string) string { return "password-for-" + role }
@@ -47,8 +51,11 @@ func setup(t *testing.T) *bundle {
 	t.Cleanup(func() { _ = sqlDB.Close() })
 	idemStore := sqlite.New(sqlDB)
 	require.NoError(t, idemStore.Migrate(ctx))
+	sagaDriver := sagasqlite.New(sqlDB)
+	require.NoError(t, sagaDriver.Migrate(ctx))
 	db := store.NewSQLite(sqlDB)
 	require.NoError(t, db.Migrate(ctx))
+	require.NoError(t, db.MigrateOperations(ctx))
 	for _, role := range roles {
 		hash, err := auth.Hash(password(role))
 		require.NoError(t, err)
@@ -76,6 +83,8 @@ func setup(t *testing.T) *bundle {
 	require.NoError(t, err)
 	require.Len(t, page.Records, 1)
 
+	opID := seedOperation(t, sagaDriver)
+
 	enf, err := web.NewEnforcer(unstuck.RBACModel, unstuck.RBACPolicy)
 	require.NoError(t, err)
 	static, err := fs.Sub(unstuck.Static, "static")
@@ -85,7 +94,42 @@ func setup(t *testing.T) *bundle {
 		Log:      slog.New(slog.NewTextHandler(io.Discard, nil))})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &bundle{srv: srv, db: db, engine: engine, router: h.(chi.Routes), keyID: page.Records[0].ID}
+	return &bundle{srv: srv, db: db, engine: engine, router: h.(chi.Routes), keyID: page.Records[0].ID, opID: opID}
+}
+
+// seedOperation records, through the saga driver as the engine does, an
+// operation under review: its account step completed, its workspace step
+// uncertain after two attempts, with the events that led there.
+func seedOperation(t *testing.T, d *sagasqlite.Driver) string {
+	t.Helper()
+	const id = "op-web-0001"
+	at := time.Now().UTC().Add(-10 * time.Minute).Truncate(time.Microsecond)
+	later := at.Add(3 * time.Minute)
+	op := saga.Operation{ID: id, Type: "signup", Status: saga.StatusReviewRequired, CorrelationID: "order-77",
+		Input: []byte(`{"email":"ann@example.com"}`), CurrentStep: "workspace", LastError: "workspace: timeout after 5s",
+		ReviewReason: "uncertain_unresolved", Version: 7, CreatedAt: at, UpdatedAt: later,
+		Steps: []saga.StepRecord{
+			{Name: "account", Seq: 0, Kind: saga.Compensatable, System: "local", Status: saga.StepCompleted, Key: id + "/account",
+				ExternalID: "acct-881", Result: []byte(`{"external_id":"acct-881"}`), Attempts: 1, MaxAttempts: 5, Compensable: true,
+				CompSeq: 2, CompKey: id + "/account/compensate", CompMaxAttempts: 5, Generation: 1, StartedAt: &at, FinishedAt: &at, UpdatedAt: at},
+			{Name: "workspace", Seq: 1, Kind: saga.Pivot, System: "workspace-provider", Status: saga.StepUncertain, Key: id + "/workspace",
+				Attempts: 2, MaxAttempts: 5, Verifications: 3, LastError: "workspace: timeout after 5s", LastErrorClass: saga.ClassUncertain,
+				Compensable: true, CompSeq: 1, CompKey: id + "/workspace/compensate", CompMaxAttempts: 5, Generation: 4, StartedAt: &later, UpdatedAt: later},
+		}}
+	events := []saga.Event{
+		{OperationID: id, Action: "started", To: "pending", Actor: "app", At: at},
+		{OperationID: id, Step: "workspace", Action: "step_uncertain", From: "running", To: "uncertain", Actor: "worker",
+			Message: "workspace: timeout after 5s", Attempt: 2, At: later},
+		{OperationID: id, Action: "status", From: "running", To: "review_required", Actor: "worker",
+			Message: "verification could not resolve step workspace", At: later},
+	}
+	require.NoError(t, d.WithinTx(t.Context(), func(ctx context.Context, tx *sql.Tx) error {
+		if err := d.InsertOperation(ctx, tx, &op); err != nil {
+			return err
+		}
+		return d.InsertEvents(ctx, tx, events)
+	}))
+	return id
 }
 
 // client returns an HTTP client with its own cookie jar that does not
@@ -141,6 +185,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"GET", "/", "/", roles, false},
 		{"GET", "/keys", "/keys", roles, false},
 		{"GET", key, "/keys/{id}", roles, false},
+		{"GET", "/operations", "/operations", roles, false},
+		{"GET", "/operations/" + b.opID, "/operations/{id}", roles, false},
 		{"GET", "/users", "/users", []string{store.RoleAdmin}, false},
 		{"GET", "/login", "/login", nil, true},
 		{"GET", "/healthz", "/healthz", nil, true},

@@ -3,18 +3,22 @@
 -- line, which creates the tables. The console never writes these tables;
 -- the indexes only serve its lists, counts and detail pages.
 --
--- On large existing tables, building them takes a SHARE lock for the length
--- of the build (this file runs in one transaction, so not CONCURRENTLY):
--- engine writes wait meanwhile.
+-- This file runs in one transaction, so the indexes are not built
+-- CONCURRENTLY: on large tables in use, the build holds a SHARE lock that
+-- makes engine writes wait. To avoid that, create them beforehand with
+-- CREATE INDEX CONCURRENTLY under the same names and definitions (and check
+-- that none is left INVALID): the IF NOT EXISTS below then skips them.
+-- Operations change a few times each, far less often than idempotency
+-- records, so these indexes cost little on writes.
 
 -- Lists of every status, newest change first, paged by (updated_at, id).
-CREATE INDEX unstuck_console_saga_operation_updated_idx ON unstuck_saga_operation (updated_at, id);
+CREATE INDEX IF NOT EXISTS unstuck_console_saga_operation_updated_idx ON unstuck_saga_operation (updated_at, id);
 -- Lists of one status, counts and oldest per status, review_required first.
-CREATE INDEX unstuck_console_saga_operation_status_idx ON unstuck_saga_operation (status, updated_at, id);
+CREATE INDEX IF NOT EXISTS unstuck_console_saga_operation_status_idx ON unstuck_saga_operation (status, updated_at, id);
 -- Lists of one operation type.
-CREATE INDEX unstuck_console_saga_operation_type_idx ON unstuck_saga_operation (type, updated_at, id);
+CREATE INDEX IF NOT EXISTS unstuck_console_saga_operation_type_idx ON unstuck_saga_operation (type, updated_at, id);
 -- Finding an operation by a step's external ID.
-CREATE INDEX unstuck_console_saga_step_external_idx ON unstuck_saga_step (external_id)
+CREATE INDEX IF NOT EXISTS unstuck_console_saga_step_external_idx ON unstuck_saga_step (external_id)
     WHERE external_id <> '';
 -- An operation's findings, open or resolved.
-CREATE INDEX unstuck_console_saga_finding_operation_idx ON unstuck_saga_finding (operation_id, id);
+CREATE INDEX IF NOT EXISTS unstuck_console_saga_finding_operation_idx ON unstuck_saga_finding (operation_id, id);

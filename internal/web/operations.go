@@ -1,0 +1,154 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/unstuckhq/unstuck/internal/store"
+	"github.com/unstuckhq/unstuck/internal/views"
+	"github.com/unstuckhq/unstuck/saga"
+)
+
+// operationReader is what the operation pages and the overview need of
+// the store.
+type operationReader interface {
+	ListOperations(ctx context.Context, f store.OperationFilter) (store.OperationPage, error)
+	Operation(ctx context.Context, id string) (store.OperationDetail, bool, error)
+	OperationOverview(ctx context.Context) (store.OperationOverview, error)
+	ReviewRequired(ctx context.Context, limit int) ([]saga.Operation, error)
+}
+
+// operationStatuses are the statuses the list filters by, in saga's
+// display order.
+func operationStatuses() []string {
+	out := make([]string, len(saga.Statuses))
+	for i, s := range saga.Statuses {
+		out[i] = string(s)
+	}
+	return out
+}
+
+func handleOperationList(ops operationReader, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		fvm := views.OperationFilterVM{Status: q.Get("status"), Type: q.Get("type"), CorrelationID: q.Get("correlation_id"),
+			ExternalID: q.Get("external_id"), From: q.Get("from"), To: q.Get("to"), Live: q.Get("live") == "1"}
+		vm := views.OperationsVM{Filter: fvm, Statuses: operationStatuses(), SelfURL: r.URL.RequestURI()}
+		page := pageFor(r, "Operations", "operations")
+		f, ferr := operationFilter(q)
+		status := http.StatusOK
+		if ferr != nil {
+			vm.Error, vm.FieldErr, status = ferr.Message, ferr.Field, http.StatusBadRequest
+		} else {
+			res, err := ops.ListOperations(r.Context(), f)
+			switch {
+			case errors.Is(err, store.ErrInvalidCursor):
+				vm.Error, vm.FieldErr, status = "The page link is not valid; start from the first page.", "after", http.StatusBadRequest
+			case err != nil:
+				writeError(w, r, log, err)
+				return
+			default:
+				vm.Operations = res.Operations
+				if res.Next != "" {
+					next := r.URL.Query()
+					next.Set("after", res.Next)
+					vm.NextURL = "/operations?" + next.Encode()
+				}
+			}
+		}
+		render(w, r, status, page, views.Operations(page, vm), "results")
+	})
+}
+
+// operationFilter reads the list's filters from the URL; an invalid one is
+// an error naming its field.
+func operationFilter(q url.Values) (store.OperationFilter, *AppError) {
+	f := store.OperationFilter{Type: q.Get("type"), CorrelationID: q.Get("correlation_id"),
+		ExternalID: q.Get("external_id"), After: q.Get("after")}
+	if s := q.Get("status"); s != "" {
+		if !slices.Contains(saga.Statuses, saga.Status(s)) {
+			return f, &AppError{Code: EInvalid, Field: "status", Message: "Unknown status " + strconv.Quote(s) + "."}
+		}
+		f.Status = saga.Status(s)
+	}
+	for _, tf := range []struct {
+		name string
+		dst  *time.Time
+	}{{"from", &f.From}, {"to", &f.To}} {
+		v := q.Get(tf.name)
+		if v == "" {
+			continue
+		}
+		t, err := parseFormTime(v)
+		if err != nil {
+			return f, &AppError{Code: EInvalid, Field: tf.name, Message: "Field " + strconv.Quote(tf.name) + " must be a date and time like 2026-11-30T14:05 (UTC)."}
+		}
+		*tf.dst = t
+	}
+	return f, nil
+}
+
+// maxOperationID bounds the IDs the detail page looks up.
+const maxOperationID = 512
+
+func handleOperationDetail(ops operationReader, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := chi.URLParam(r, "id")
+		// chi routes on the escaped path when there is one (an ID with an
+		// escaped slash); the parameter is then still escaped.
+		if r.URL.RawPath != "" {
+			var err error
+			if id, err = url.PathUnescape(id); err != nil {
+				id = ""
+			}
+		}
+		if id == "" || len(id) > maxOperationID {
+			writeError(w, r, log, appError(ENotFound, "There is no operation with this ID."))
+			return
+		}
+		det, ok, err := ops.Operation(r.Context(), id)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		if !ok {
+			writeError(w, r, log, appError(ENotFound, "There is no operation with this ID."))
+			return
+		}
+		vm := views.OperationVM{Operation: det.Operation, Events: det.Events, EventsOmitted: det.EventsOmitted, Findings: det.Findings}
+		page := pageFor(r, "Operation "+id, "operations")
+		render(w, r, http.StatusOK, page, views.OperationDetail(page, vm))
+	})
+}
+
+// operationsOverview fills the operations' part of the overview: counts
+// per status and the operations under review, which come first under
+// "Needs a human".
+func operationsOverview(ctx context.Context, ops operationReader, vm *views.OverviewVM) error {
+	ov, err := ops.OperationOverview(ctx)
+	if err != nil {
+		return err
+	}
+	vm.OperationsAvailable = ov.Available
+	exact := true
+	for _, c := range ov.Counts {
+		vm.Operations = append(vm.Operations, views.StatusCount{Status: string(c.Status), Count: c.Count, Exact: c.Exact,
+			Oldest: c.Oldest, Href: "/operations?status=" + url.QueryEscape(string(c.Status))})
+		exact = exact && c.Exact
+	}
+	if !exact {
+		vm.OperationsAsOf = ov.AsOf
+	}
+	if vm.Review, err = ops.ReviewRequired(ctx, 20); err != nil {
+		return err
+	}
+	return nil
+}
