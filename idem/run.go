@@ -212,14 +212,10 @@ func replay[T any](e *Engine, rec Record) (Result[T], error) {
 	return r, nil
 }
 
-// releaseTimeout bounds the store calls made after the caller's context may
-// already be done (release after an error, completion as unavailable).
-const releaseTimeout = 10 * time.Second
-
 // execute runs fn as the owner of rec and records the outcome.
 func execute[T any](ctx context.Context, st *runState, fn func(context.Context) (T, error)) (res Result[T], err error) {
 	e, rec := st.engine, st.rec
-	log := st.logger()
+	log := lazyLogger{st: st}
 
 	value, err := callGuarded(withRunState(ctx, st), fn, func() {
 		if rerr := e.release(ctx, st); rerr != nil {
@@ -299,18 +295,26 @@ func encodeResult[T any](v T, limit int) ([]byte, T, error) {
 	return plain, out, nil
 }
 
+// release and complete run even when the caller's context is done: the
+// callback ran, and its outcome must be recorded whether or not the caller
+// still waits. They are bounded by the store's own timeouts, not by a
+// context deadline (a cancellable context costs the SQLite driver a
+// goroutine per statement).
 func (e *Engine) release(ctx context.Context, st *runState) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-	defer cancel()
-	return st.store.Release(ctx, st.id, st.owner)
+	return st.store.Release(context.WithoutCancel(ctx), st.id, st.owner)
 }
 
 func (e *Engine) complete(ctx context.Context, st *runState, c Completion) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-	defer cancel()
 	c.Now = e.now()
-	return st.store.Complete(ctx, st.id, st.owner, c)
+	return st.store.Complete(context.WithoutCancel(ctx), st.id, st.owner, c)
 }
+
+// lazyLogger builds the run's logger only when something is logged: most
+// runs log nothing.
+type lazyLogger struct{ st *runState }
+
+func (l lazyLogger) Warn(msg string, args ...any)  { l.st.logger().Warn(msg, args...) }
+func (l lazyLogger) Error(msg string, args ...any) { l.st.logger().Error(msg, args...) }
 
 // shortError is a bounded error text for LastError.
 func shortError(err error) string {

@@ -419,16 +419,18 @@ func scanRecord(row *sql.Row, readAt time.Time) (idem.Record, error) {
 			rec.Result = []byte{}
 		}
 	}
-	var ids []string
-	if err := json.Unmarshal([]byte(resourceIDs), &ids); err != nil {
-		return idem.Record{}, fmt.Errorf("record %d: decode resource_ids: %w", rec.ID, err)
-	}
-	if ids == nil {
-		// JSON null decodes without error; "[]" decodes to a non-nil slice.
-		return idem.Record{}, fmt.Errorf("record %d: decode resource_ids: not an array", rec.ID)
-	}
-	if len(ids) > 0 {
-		rec.ResourceIDs = ids // an empty list reads as nil
+	if resourceIDs != "[]" { // the common empty list needs no JSON decode
+		var ids []string
+		if err := json.Unmarshal([]byte(resourceIDs), &ids); err != nil {
+			return idem.Record{}, fmt.Errorf("record %d: decode resource_ids: %w", rec.ID, err)
+		}
+		if ids == nil {
+			// JSON null decodes without error; "[]" decodes to a non-nil slice.
+			return idem.Record{}, fmt.Errorf("record %d: decode resource_ids: not an array", rec.ID)
+		}
+		if len(ids) > 0 {
+			rec.ResourceIDs = ids // an empty list reads as nil
+		}
 	}
 	rec.ResponseCode = int(responseCode)
 	rec.Attempts = int(attempts)
