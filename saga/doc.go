@@ -47,7 +47,11 @@
 //   - Uncertain: a saga.verify job snoozes, then calls Verify, up to
 //     MaxVerifications; unresolved, the operation is review_required.
 //   - A step found running when its job starts (a crash after the call and
-//     before the record) is verified before it is executed again.
+//     before the record) is verified before it is executed again. River
+//     hands the job of a dead process to another once its leader's
+//     rescuer finds it running for longer than both
+//     river.Config.RescueStuckJobsAfter and the job's timeout, twice the
+//     step's Timeout plus [Config.JobMargin].
 //
 // A job whose generation is not its step's current one, or that finds its
 // step in another status (a duplicate delivery, a forward call after

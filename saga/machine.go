@@ -38,7 +38,7 @@ type signal struct {
 	// actor is "worker", "operator:<name>" or "reconciler".
 	actor string
 
-	result  Result // sigDone, sigVerified (Applied), opConfirm (happened)
+	result  Result // sigDone, sigVerified (Applied), opConfirm (happened); sigFailed: a partial effect
 	class   Class  // sigFailed, sigCompFailed
 	err     string // sigFailed, sigCompFailed, recFinding
 	outcome Outcome
@@ -322,6 +322,11 @@ func (m *machine) advance() {
 func (m *machine) failed(st *StepRecord) {
 	s := m.s
 	st.LastError, st.LastErrorClass = s.err, s.class
+	if s.result.ExternalID != "" {
+		// What is known of a partial effect, for its compensation and
+		// for operators.
+		st.ExternalID = s.result.ExternalID
+	}
 	switch {
 	case s.class == ClassUncertain:
 		st.Verifications = 0

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -245,3 +246,26 @@ func TestBackoff(t *testing.T) {
 }
 
 func contextDeadline() error { return context.DeadlineExceeded }
+
+func TestJobTagsOnlyWhatRiverAccepts(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, []string{"saga", "tenant_signup"}, jobTags("tenant_signup"))
+	require.Equal(t, []string{"saga", "demo-signup"}, jobTags("demo-signup"))
+	for _, typ := range []string{"x", "ab", "tenant.signup", "a b", "-ab", strings.Repeat("a", 256)} {
+		require.Equal(t, []string{"saga"}, jobTags(typ), typ)
+	}
+}
+
+func TestFailedStepKeepsThePartialEffectsID(t *testing.T) {
+	t.Parallel()
+	d, err := decide(fixture(StatusRunning, StepCompleted, StepRunning), signal{kind: sigFailed, step: "workspace", class: ClassPermanent,
+		err: "activation refused", compensateFailed: true, result: Result{ExternalID: "ws_9"}, now: time.Unix(1_700_000_200, 0)})
+	require.NoError(t, err)
+	ws, _ := d.op.Step("workspace")
+	require.Equal(t, "ws_9", ws.ExternalID)
+	require.Equal(t, StepCompensating, ws.Status)
+	d, err = decide(fixture(StatusRunning, StepCompleted, StepRunning), signal{kind: sigFailed, step: "workspace", class: ClassTransient, err: "503"})
+	require.NoError(t, err)
+	ws, _ = d.op.Step("workspace")
+	require.Empty(t, ws.ExternalID)
+}

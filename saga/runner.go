@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,13 @@ type Config struct {
 	// ReconcileWindow is how long after finishing an operation is still
 	// compared with the external systems; default 24 hours.
 	ReconcileWindow time.Duration
+	// JobMargin is the time a job gets beyond twice its step's Timeout
+	// (a verification and the call) for its transactions: the River
+	// timeout of the job; default 30 seconds. River rescues the job of a
+	// process that died only once it has run for longer than this timeout
+	// and than river.Config.RescueStuckJobsAfter, so the two bound the
+	// recovery after a crash.
+	JobMargin time.Duration
 }
 
 // Runner starts operations and runs them on River. It is safe for
@@ -76,6 +84,9 @@ func NewRunner[TTx any](driver Driver[TTx], cfg Config) (*Runner[TTx], error) {
 	}
 	if r.cfg.ReconcileWindow <= 0 {
 		r.cfg.ReconcileWindow = 24 * time.Hour
+	}
+	if r.cfg.JobMargin <= 0 {
+		r.cfg.JobMargin = 30 * time.Second
 	}
 	for _, d := range cfg.Definitions {
 		if err := validateDefinition(d); err != nil {
@@ -232,7 +243,7 @@ func (r *Runner[TTx]) insertJob(ctx context.Context, tx TTx, op *Operation, e en
 	}
 	ref := JobRef{OperationID: op.ID, Step: e.step, Generation: e.generation, Type: op.Type}
 	opts := &river.InsertOpts{Queue: r.cfg.Queue, UniqueOpts: river.UniqueOpts{ByArgs: true},
-		Tags: []string{"saga", op.Type}}
+		Tags: jobTags(op.Type)}
 	// A verify job is inserted available and snoozes until the step has
 	// been uncertain for VerifyAfter: River's scheduler would move a job
 	// scheduled in the future only every few seconds.
@@ -261,6 +272,18 @@ func (r *Runner[TTx]) insertJob(ctx context.Context, tx TTx, op *Operation, e en
 		r.log.InfoContext(ctx, "saga: job already inserted", "operation_id", op.ID, "step", e.step, "generation", e.generation)
 	}
 	return nil
+}
+
+// riverTag is what River accepts as a tag.
+var riverTag = regexp.MustCompile(`\A[\w][\w\-]+[\w]\z`)
+
+// jobTags tags a job "saga" and with its operation type, when River
+// accepts the type as a tag (a type such as "tenant.signup" is not).
+func jobTags(typ string) []string {
+	if len(typ) <= 255 && riverTag.MatchString(typ) {
+		return []string{"saga", typ}
+	}
+	return []string{"saga"}
 }
 
 // apply writes the decision's record, events and jobs in tx.

@@ -120,6 +120,9 @@ type Definition struct {
 // StepInput.Key: the external system must recognise a repeated call with
 // the same key (a retry after a lost answer) and return the first effect.
 // It returns the step's result; an error is classified by [Step.Classify].
+// With an error, a Result whose ExternalID names what a partial effect
+// left behind is recorded on the step, for its compensation and for
+// operators.
 type StepFunc func(ctx context.Context, in StepInput) (Result, error)
 
 // VerifyFunc asks the external system whether the step's effect exists,

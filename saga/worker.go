@@ -187,7 +187,7 @@ func call[R any](ctx context.Context, step Step, fn func(ctx context.Context) (R
 
 // jobTimeout leaves room for a verification, the call and two
 // transactions.
-func jobTimeout(step Step) time.Duration { return 2*step.timeout() + 30*time.Second }
+func (r *Runner[TTx]) jobTimeout(step Step) time.Duration { return 2*step.timeout() + r.cfg.JobMargin }
 
 type stepWorker[TTx any] struct {
 	river.WorkerDefaults[StepArgs]
@@ -196,7 +196,7 @@ type stepWorker[TTx any] struct {
 
 func (w *stepWorker[TTx]) Timeout(job *river.Job[StepArgs]) time.Duration {
 	if s, ok := w.r.stepOf(job.Args.JobRef); ok {
-		return jobTimeout(s)
+		return w.r.jobTimeout(s)
 	}
 	return 0
 }
@@ -238,7 +238,7 @@ func (w *stepWorker[TTx]) Work(ctx context.Context, job *river.Job[StepArgs]) er
 	if err == nil {
 		return finish(ctx, r, job, ref, signal{kind: sigDone, result: res}, nil)
 	}
-	return finish(ctx, r, job, ref, signal{kind: sigFailed, class: step.classify(err), err: errText(err),
+	return finish(ctx, r, job, ref, signal{kind: sigFailed, class: step.classify(err), err: errText(err), result: res,
 		hasVerify: step.Verify != nil, verifyAfter: step.verifyAfter(), compensateFailed: step.CompensateOnFailure}, err)
 }
 
@@ -249,7 +249,7 @@ type verifyWorker[TTx any] struct {
 
 func (w *verifyWorker[TTx]) Timeout(job *river.Job[VerifyArgs]) time.Duration {
 	if s, ok := w.r.stepOf(job.Args.JobRef); ok {
-		return jobTimeout(s)
+		return w.r.jobTimeout(s)
 	}
 	return 0
 }
@@ -305,7 +305,7 @@ type compensateWorker[TTx any] struct {
 
 func (w *compensateWorker[TTx]) Timeout(job *river.Job[CompensateArgs]) time.Duration {
 	if s, ok := w.r.stepOf(job.Args.JobRef); ok {
-		return jobTimeout(s)
+		return w.r.jobTimeout(s)
 	}
 	return 0
 }

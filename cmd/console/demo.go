@@ -28,7 +28,7 @@ const demoSecret = "unstuck-demo-secret-not-for-production!"
 // password demo-<username>.
 var demoUsers = []string{store.RoleAdmin, store.RoleOncall, store.RoleSupport, store.RoleAuditor}
 
-func runDemo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func runDemo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen `address`")
@@ -49,6 +49,12 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		return errUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	defer func() {
+		// Cancelled while starting (migrations, River): a clean stop.
+		if err != nil && ctx.Err() != nil {
+			err = nil
+		}
+	}()
 
 	secret := getenv("UNSTUCK_SECRET")
 	if secret == "" {
@@ -74,13 +80,18 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
+	mountSignups, stopSagas, err := startSagas(ctx, db, shop, log)
+	if err != nil {
+		return fmt.Errorf("signups: %w", err)
+	}
+	defer stopSagas() // before the database closes
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	loopback := isLoopback(ln.Addr())
 	h, err := consoleHandler(db, engine, consoleOptions{secureCookies: !loopback, idle: 30 * time.Minute, absolute: 12 * time.Hour,
-		mount: func(r chi.Router) { shop.Routes(r) }}, log)
+		mount: func(r chi.Router) { shop.Routes(r); mountSignups(r) }}, log)
 	if err != nil {
 		return err
 	}
@@ -94,6 +105,8 @@ Console: open %[2]s/ and sign in as one of
 Shop:
   curl -i -X POST %[2]s/shop/orders -H 'Idempotency-Key: "order-0000000000001"' -H 'Content-Type: application/json' -d '{"sku":"book","qty":1}'
   (run it twice: the second answer is replayed, with Idempotent-Replayed: true)
+  curl -i -X POST %[2]s/shop/signups -H 'Idempotency-Key: "signup-000000000001"' -H 'Content-Type: application/json' -d '{"email":"ann@example.com"}'
+  (a saga on River; add "fail":"workspace_permanent" or another mode; GET the Location to follow it)
 `, db.Redacted, base)
 	if !loopback {
 		log.Warn("not on loopback: session cookies are Secure, so sign-in needs https in front of the demo")

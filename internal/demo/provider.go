@@ -31,6 +31,8 @@ type Charge struct {
 type ProviderState struct {
 	Charges []Charge `json:"charges"`
 	Calls   int      `json:"calls"`
+	// Workspaces are the workspace provider's, when signups run.
+	Workspaces []Workspace `json:"workspaces"`
 }
 
 // Provider is an in-process fake of an external payment provider. Like a

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/unstuckhq/unstuck/internal/demo"
+	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagapgx"
+	"github.com/unstuckhq/unstuck/saga/sagasqlite"
+)
+
+// sagaSettings are what the demo's River client and saga runner may be
+// given besides the defaults. Only the crash test sets them (in a worker
+// process of its own, before calling run).
+type sagaSettings struct {
+	// workspaces replaces the in-process workspace provider.
+	workspaces demo.WorkspaceAPI
+	// rescueAfter is River's RescueStuckJobsAfter; jobMargin the saga's
+	// JobMargin; stepTimeout replaces the Timeout of every step. River
+	// rescues the job of a dead process after max(rescueAfter,
+	// 2·stepTimeout + jobMargin).
+	rescueAfter, jobMargin, stepTimeout time.Duration
+}
+
+var sagaOverrides sagaSettings
+
+// startSagas runs the demo's signups: River's and the saga engine's
+// migrations in the demo's database, a River client working the saga
+// queue, and the saga runner. It returns the routes to mount next to the
+// shop's and stop, which stops River (waiting for running jobs, then
+// cancelling them) and must be called before the database closes.
+func startSagas(ctx context.Context, db *database, shop *demo.Shop, log *slog.Logger) (mount func(chi.Router), stop func(), err error) {
+	set := sagaOverrides
+	ws := set.workspaces
+	if ws == nil {
+		ws = demo.NewWorkspaceProvider()
+	}
+	if db.Pool != nil {
+		signups := demo.NewSignups(shop, pgxSignupDB{db.Pool}, ws, log)
+		stop, err := runSagas[pgx.Tx](ctx, riverpgxv5.New(db.Pool), sagapgx.New(db.Pool), signups, set, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		return signups.Routes, stop, nil
+	}
+	// River's SQLite driver wants a handle of its own with one
+	// connection; the saga records share it so that they commit with
+	// River's jobs. BEGIN IMMEDIATE takes the write lock up front, so that
+	// a transaction that reads then writes never fails on a snapshot made
+	// stale by a writer on the other handle.
+	riverDB, err := openRiverSQLite(ctx, db.SQL)
+	if err != nil {
+		return nil, nil, err
+	}
+	signups := demo.NewSignups(shop, sqlSignupDB{db.SQL}, ws, log)
+	stopRiver, err := runSagas[*sql.Tx](ctx, riversqlite.New(riverDB), sagasqlite.New(riverDB), signups, set, log)
+	if err != nil {
+		_ = riverDB.Close()
+		return nil, nil, err
+	}
+	return signups.Routes, func() {
+		stopRiver()
+		if err := riverDB.Close(); err != nil {
+			log.Warn("close the River database handle", "error", err.Error())
+		}
+	}, nil
+}
+
+func runSagas[TTx any](ctx context.Context, rd riverdriver.Driver[TTx], sd saga.Driver[TTx], signups *demo.Signups, set sagaSettings, log *slog.Logger) (stop func(), err error) {
+	migrator, err := rivermigrate.New(rd, nil)
+	if err != nil {
+		return nil, fmt.Errorf("river migrations: %w", err)
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return nil, fmt.Errorf("river migrations: %w", err)
+	}
+	if err := sd.Migrate(ctx); err != nil {
+		return nil, err
+	}
+	if err := signups.Migrate(ctx); err != nil {
+		return nil, err
+	}
+	def := signups.Definition()
+	if set.stepTimeout > 0 {
+		for i := range def.Steps {
+			def.Steps[i].Timeout = set.stepTimeout
+		}
+	}
+	runner, err := saga.NewRunner(sd, saga.Config{Definitions: []saga.Definition{def}, Logger: log, JobMargin: set.jobMargin})
+	if err != nil {
+		return nil, err
+	}
+	workers := river.NewWorkers()
+	if err := runner.AddWorkers(workers); err != nil {
+		return nil, err
+	}
+	var jobTimeout time.Duration // River's default, 1 minute
+	if set.rescueAfter > 0 {
+		jobTimeout = min(set.rescueAfter, time.Minute) // River wants it no longer
+	}
+	client, err := river.NewClient(rd, &river.Config{
+		FetchPollInterval:    250 * time.Millisecond,
+		JobTimeout:           jobTimeout,
+		Logger:               log.With("component", "river"),
+		PeriodicJobs:         runner.PeriodicJobs(),
+		Queues:               map[string]river.QueueConfig{saga.QueueDefault: {MaxWorkers: 10}},
+		RescueStuckJobsAfter: set.rescueAfter,
+		Workers:              workers,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	runner.SetClient(client)
+	demo.UseRunner(signups, runner)
+	// Not ctx: River stops when stop says, after the HTTP server, before
+	// the database closes.
+	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
+		return nil, fmt.Errorf("start river: %w", err)
+	}
+	return func() {
+		soft, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := client.Stop(soft); err == nil {
+			return
+		}
+		log.Warn("river did not stop in 10s: cancelling its running jobs")
+		hard, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := client.StopAndCancel(hard); err != nil {
+			log.Error("river did not stop", "error", err.Error())
+		}
+	}, nil
+}
+
+// openRiverSQLite opens a second handle on the file of db with one
+// connection, the pragmas driver/sqlite.Open sets, and BEGIN IMMEDIATE.
+func openRiverSQLite(ctx context.Context, db *sql.DB) (*sql.DB, error) {
+	var path string
+	if err := db.QueryRowContext(ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&path); err != nil {
+		return nil, fmt.Errorf("sqlite file: %w", err)
+	}
+	if path == "" {
+		return nil, errors.New("sagas need an SQLite database file, not an in-memory one")
+	}
+	q := url.Values{"_pragma": {"busy_timeout(10000)", "journal_mode(WAL)", "foreign_keys(1)", "synchronous(NORMAL)"}, "_txlock": {"immediate"}}
+	dsn := (&url.URL{Scheme: "file", Path: filepath.ToSlash(path), RawQuery: q.Encode()}).String()
+	riverDB, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open %s for river: %w", path, err)
+	}
+	riverDB.SetMaxOpenConns(1) // riversqlite's advice
+	if err := riverDB.PingContext(ctx); err != nil {
+		_ = riverDB.Close()
+		return nil, fmt.Errorf("open %s for river: %w", path, err)
+	}
+	return riverDB, nil
+}
+
+// pgxSignupDB runs the signups' SQL on the pool.
+type pgxSignupDB struct{ pool *pgxpool.Pool }
+
+func (d pgxSignupDB) Exec(ctx context.Context, query string, args ...any) error {
+	_, err := d.pool.Exec(ctx, query, args...)
+	return err
+}
+
+func (d pgxSignupDB) QueryRow(ctx context.Context, query string, args []any, dest ...any) (bool, error) {
+	err := d.pool.QueryRow(ctx, query, args...).Scan(dest...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// sqlSignupDB runs the signups' SQL on SQLite, $n becoming ?n.
+type sqlSignupDB struct{ db *sql.DB }
+
+var dollarParam = regexp.MustCompile(`\$(\d+)`)
+
+func rebind(q string) string { return dollarParam.ReplaceAllString(q, "?$1") }
+
+func (d sqlSignupDB) Exec(ctx context.Context, query string, args ...any) error {
+	_, err := d.db.ExecContext(ctx, rebind(query), args...)
+	return err
+}
+
+func (d sqlSignupDB) QueryRow(ctx context.Context, query string, args []any, dest ...any) (bool, error) {
+	err := d.db.QueryRowContext(ctx, rebind(query), args...).Scan(dest...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
