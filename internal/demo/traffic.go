@@ -18,8 +18,8 @@ import (
 // Traffic keeps records in every state while the demo runs: completed and
 // replayed orders, pending payments with a provider reference, declined
 // (failed) payments, a job whose result could not be stored (unavailable),
-// a long job under a live lease and a stalled one past its lease. It
-// returns when ctx ends.
+// a long job under a live lease, a stalled one past its lease, and signup
+// sagas that complete, compensate or need review. It returns when ctx ends.
 func Traffic(ctx context.Context, base string, engine *idem.Engine, log *slog.Logger) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	go longJob(ctx, engine, "demo:nightly-export", 24*time.Hour, log) // processing, live lease
@@ -48,6 +48,15 @@ func Traffic(ctx context.Context, base string, engine *idem.Engine, log *slog.Lo
 				fmt.Sprintf(`{"order_id":%q,"amount_cents":%d}`, order["id"], 100+rng.IntN(10000)))
 		} else if ctx.Err() == nil {
 			log.Warn("demo traffic: order failed", "error", err.Error())
+		}
+		if i%4 == 0 { // a signup saga, sometimes failing, so operations show every status
+			modes := []string{"", "workspace_permanent", "workspace_timeout_after_effect", "workspace_compensation_fails", "welcome_permanent", ""}
+			fail := ""
+			if m := modes[(i/4)%len(modes)]; m != "" {
+				fail = fmt.Sprintf(`,"fail":%q`, m)
+			}
+			_, _ = post(ctx, client, base+"/shop/signups", fmt.Sprintf(`"traffic-signup-%d-%08d"`, time.Now().Unix(), i), user,
+				fmt.Sprintf(`{"email":"%s+%d-%d@example.com"%s}`, user, time.Now().Unix(), i, fail))
 		}
 		select {
 		case <-ctx.Done():
