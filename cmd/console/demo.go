@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/internal/auth"
@@ -80,7 +81,8 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	mountSignups, stopSagas, err := startSagas(ctx, db, shop, log)
+	reg := prometheus.NewRegistry()
+	mountSignups, stopSagas, err := startSagas(ctx, db, shop, reg, log)
 	if err != nil {
 		return fmt.Errorf("signups: %w", err)
 	}
@@ -90,7 +92,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		return fmt.Errorf("listen: %w", err)
 	}
 	loopback := isLoopback(ln.Addr())
-	h, err := consoleHandler(db, engine, consoleOptions{secureCookies: !loopback, idle: 30 * time.Minute, absolute: 12 * time.Hour,
+	h, err := consoleHandler(db, engine, consoleOptions{secureCookies: !loopback, idle: 30 * time.Minute, absolute: 12 * time.Hour, registry: reg,
 		mount: func(r chi.Router) { shop.Routes(r); mountSignups(r) }}, log)
 	if err != nil {
 		return err

@@ -93,6 +93,12 @@ func TestDemoShop(t *testing.T) {
 			t.Run("Orders", func(t *testing.T) { testDemoOrders(t, base) })
 			t.Run("Payments", func(t *testing.T) { testDemoPayments(t, base) })
 			t.Run("Exports", func(t *testing.T) { testDemoExports(t, base) })
+			t.Run("Metrics", func(t *testing.T) {
+				m := call(t, "GET", base+"/metrics", "", "")
+				require.Equal(t, http.StatusOK, m.status)
+				require.Contains(t, m.body, "unstuck_idempotency_records{", "SPEC K10")
+				require.Contains(t, m.body, "unstuck_saga_operations{", "SPEC G10")
+			})
 		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -46,7 +47,7 @@ var sagaOverrides sagaSettings
 // queue, and the saga runner. It returns the routes to mount next to the
 // shop's and stop, which stops River (waiting for running jobs, then
 // cancelling them) and must be called before the database closes.
-func startSagas(ctx context.Context, db *database, shop *demo.Shop, log *slog.Logger) (mount func(chi.Router), stop func(), err error) {
+func startSagas(ctx context.Context, db *database, shop *demo.Shop, reg prometheus.Registerer, log *slog.Logger) (mount func(chi.Router), stop func(), err error) {
 	set := sagaOverrides
 	ws := set.workspaces
 	if ws == nil {
@@ -54,7 +55,7 @@ func startSagas(ctx context.Context, db *database, shop *demo.Shop, log *slog.Lo
 	}
 	if db.Pool != nil {
 		signups := demo.NewSignups(shop, pgxSignupDB{db.Pool}, ws, log)
-		stop, err := runSagas[pgx.Tx](ctx, riverpgxv5.New(db.Pool), sagapgx.New(db.Pool), signups, set, log)
+		stop, err := runSagas[pgx.Tx](ctx, reg, riverpgxv5.New(db.Pool), sagapgx.New(db.Pool), signups, set, log)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -70,7 +71,7 @@ func startSagas(ctx context.Context, db *database, shop *demo.Shop, log *slog.Lo
 		return nil, nil, err
 	}
 	signups := demo.NewSignups(shop, sqlSignupDB{db.SQL}, ws, log)
-	stopRiver, err := runSagas[*sql.Tx](ctx, riversqlite.New(riverDB), sagasqlite.New(riverDB), signups, set, log)
+	stopRiver, err := runSagas[*sql.Tx](ctx, reg, riversqlite.New(riverDB), sagasqlite.New(riverDB), signups, set, log)
 	if err != nil {
 		_ = riverDB.Close()
 		return nil, nil, err
@@ -83,7 +84,7 @@ func startSagas(ctx context.Context, db *database, shop *demo.Shop, log *slog.Lo
 	}, nil
 }
 
-func runSagas[TTx any](ctx context.Context, rd riverdriver.Driver[TTx], sd saga.Driver[TTx], signups *demo.Signups, set sagaSettings, log *slog.Logger) (stop func(), err error) {
+func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverdriver.Driver[TTx], sd saga.Driver[TTx], signups *demo.Signups, set sagaSettings, log *slog.Logger) (stop func(), err error) {
 	migrator, err := rivermigrate.New(rd, nil)
 	if err != nil {
 		return nil, fmt.Errorf("river migrations: %w", err)
@@ -129,6 +130,9 @@ func runSagas[TTx any](ctx context.Context, rd riverdriver.Driver[TTx], sd saga.
 	}
 	runner.SetClient(client)
 	demo.UseRunner(signups, runner)
+	if err := reg.Register(saga.NewCollector(runner, 5*time.Second)); err != nil {
+		return nil, fmt.Errorf("saga metrics: %w", err)
+	}
 	// Not ctx: River stops when stop says, after the HTTP server, before
 	// the database closes.
 	if err := client.Start(context.WithoutCancel(ctx)); err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/unstuckhq/unstuck"
 	"github.com/unstuckhq/unstuck/idem"
@@ -26,6 +27,7 @@ type consoleOptions struct {
 	idle          time.Duration
 	absolute      time.Duration
 	mount         func(chi.Router)
+	registry      *prometheus.Registry // nil: a new one
 }
 
 // consoleHandler builds the console's HTTP handler over db and engine.
@@ -47,6 +49,7 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 		Log:      log,
 		HSTS:     o.secureCookies,
 		Mount:    o.mount,
+		Registry: o.registry,
 	}), nil
 }
 
