@@ -13,6 +13,7 @@ import (
 	"github.com/unstuckhq/unstuck/driver/pgxv5"
 	"github.com/unstuckhq/unstuck/driver/sqlite"
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
@@ -25,6 +26,8 @@ type database struct {
 	Redacted string
 	Store    idem.Store
 	Console  *store.DB
+	// Trail is the audit trail of operator decisions.
+	Trail *audit.Trail
 	// Embedded is true for SQLite, the zero-setup default.
 	Embedded bool
 	// Pool is the PostgreSQL pool (nil for SQLite); SQL the SQLite handle
@@ -71,7 +74,8 @@ func openDatabase(ctx context.Context, rawURL string) (*database, error) {
 		}
 		s, c := pgxv5.New(pool), store.NewPostgres(pool)
 		return &database{Redacted: redacted, Store: s, Console: c, Pool: pool,
-			migrate: []func(context.Context) error{s.Migrate, sagapgx.New(pool).Migrate, c.Migrate, c.MigrateOperations}, Close: pool.Close}, nil
+			Trail:   audit.NewPostgres(pool),
+			migrate: []func(context.Context) error{s.Migrate, sagapgx.New(pool).Migrate, c.Migrate, c.MigrateOperations, audit.NewPostgres(pool).Migrate}, Close: pool.Close}, nil
 	case strings.HasPrefix(rawURL, "sqlite:"):
 		path := strings.TrimPrefix(strings.TrimPrefix(rawURL, "sqlite:"), "//")
 		if path == "" {
@@ -87,7 +91,8 @@ func openDatabase(ctx context.Context, rawURL string) (*database, error) {
 		}
 		s, c := sqlite.New(db), store.NewSQLite(db)
 		return &database{Redacted: rawURL, Store: s, Console: c, Embedded: true, SQL: db,
-			migrate: []func(context.Context) error{s.Migrate, sagasqlite.New(db).Migrate, c.Migrate, c.MigrateOperations}, Close: func() { closeQuietly(db) }}, nil
+			Trail:   audit.NewSQLite(db),
+			migrate: []func(context.Context) error{s.Migrate, sagasqlite.New(db).Migrate, c.Migrate, c.MigrateOperations, audit.NewSQLite(db).Migrate}, Close: func() { closeQuietly(db) }}, nil
 	default:
 		return nil, fmt.Errorf("database URL must start with postgres://, postgresql:// or sqlite: (got %q)", schemeOf(rawURL))
 	}

@@ -41,6 +41,7 @@ Commands:
   serve     serve the operations console
   migrate   apply the database migrations (idempotent)
   user      add, disable or enable a console account
+  audit     verify the audit trail's hash chain (audit verify)
   help      show this help
 
 Configuration (flags override the environment):
@@ -78,6 +79,8 @@ func runWithStdin(ctx context.Context, args []string, getenv func(string) string
 		return runDemo(ctx, rest, getenv, stdout, stderr)
 	case "migrate":
 		return runMigrate(ctx, rest, getenv, stdout, stderr)
+	case "audit":
+		return runAudit(ctx, rest, getenv, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "console: unknown command %q\n\n%s", cmd, usage)
 		return errUsage

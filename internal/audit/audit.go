@@ -1,0 +1,394 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/unstuckhq/unstuck/driver/pgxv5"
+	"github.com/unstuckhq/unstuck/driver/sqlite"
+)
+
+// Dialects, as [Trail.Dialect] reports them.
+const (
+	DialectPostgres = "postgres"
+	DialectSQLite   = "sqlite"
+)
+
+// Outcomes of the entries the console records. Outcome is free text to the
+// trail (any short token is stored); these are the ones the console uses.
+const (
+	// OutcomeApplied: the decision was applied, in the same transaction as
+	// its entry.
+	OutcomeApplied = "applied"
+	// OutcomeDenied: the actor's role may not take the action (403).
+	OutcomeDenied = "denied"
+	// OutcomeConflict: the target changed since the actor saw it (409);
+	// nothing was applied.
+	OutcomeConflict = "conflict"
+	// OutcomeRead: the actor viewed something audited, such as a stored
+	// response or an export of the trail.
+	OutcomeRead = "read"
+)
+
+// Limits of an entry's fields, in bytes. Fields the server decides (actor,
+// action, target, outcome, reason, states) are refused beyond them; fields
+// that come from the client's request (request ID, client address, user
+// agent) are cut to maxRequestField instead, so that a long header never
+// prevents recording an attempt.
+const (
+	MaxReasonBytes  = 4096
+	MaxStateBytes   = 256 << 10
+	maxNameBytes    = 256
+	maxRequestField = 512
+)
+
+// Errors of the trail's calls, matched with errors.Is.
+var (
+	// ErrInvalid: an entry or a filter was refused before the database was
+	// asked. The error is a *[FieldError] naming the field.
+	ErrInvalid = errors.New("invalid argument")
+	// ErrNoTx: AppendTx was given a context that carries no transaction of
+	// the trail's dialect (pgxv5.TxFrom or sqlite.TxFrom found none).
+	ErrNoTx = errors.New("no transaction in context")
+	// ErrNotMigrated: the audit table does not exist: Migrate has not run
+	// on this database (or search_path).
+	ErrNotMigrated = errors.New("audit table not found: run the audit migration")
+)
+
+// FieldError is an argument refused by the trail: Field names it as the
+// database column does ("actor", "target_kind", "reason", …) and Reason
+// says why. It matches [ErrInvalid].
+type FieldError struct {
+	Field  string
+	Reason string
+}
+
+func (e *FieldError) Error() string {
+	return "audit: invalid " + e.Field + ": " + e.Reason
+}
+
+// Unwrap lets errors.Is match ErrInvalid.
+func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+// Entry is one record of the trail.
+//
+// On append, the caller fills Actor, Role, Action, TargetKind, TargetID,
+// Reason, Before, After, Outcome and the request's RequestID, ClientAddr and
+// UserAgent; Actor, Action, TargetKind and Outcome are required. Seq, At,
+// PrevHash and Hash are ignored and assigned by the trail. Before and After
+// are JSON documents (or empty): they are stored compacted, keys in the
+// caller's order, with HTML characters escaped as json.Marshal writes them. The appended Entry is returned exactly as stored and
+// hashed.
+type Entry struct {
+	// Seq numbers entries 1, 2, 3, … with no gap in commit order.
+	Seq int64
+	// At is the database's clock when the entry was appended, UTC, to the
+	// microsecond (see the package documentation for SQLite).
+	At time.Time
+	// Actor is who acted: a console username, or "system:…" for the
+	// program itself. Role is the actor's role when they acted.
+	Actor string
+	Role  string
+	// Action is what was done or attempted ("key.forget", "operation.retry",
+	// "audit.export", …).
+	Action string
+	// TargetKind and TargetID name what it was done to ("key", "42").
+	TargetKind string
+	TargetID   string
+	// Reason is the actor's stated reason, at most MaxReasonBytes.
+	Reason string
+	// Before and After are the target's state around the action, as JSON;
+	// nil when there is none (a denied attempt has no After).
+	Before json.RawMessage
+	After  json.RawMessage
+	// Outcome is applied, denied, conflict, read, … (the Outcome…
+	// constants).
+	Outcome string
+	// RequestID, ClientAddr and UserAgent identify the HTTP request.
+	RequestID  string
+	ClientAddr string
+	UserAgent  string
+	// PrevHash is the previous entry's Hash (32 zero bytes for seq 1), and
+	// Hash the SHA-256 of this entry's canonical encoding, PrevHash
+	// included.
+	PrevHash []byte
+	Hash     []byte
+}
+
+// Trail is the audit trail on one database: PostgreSQL through a pgx pool,
+// or SQLite through a *sql.DB. It is safe for concurrent use. It never
+// closes the pool or handle it was given. The table name is unqualified:
+// on PostgreSQL it resolves in the pool's search_path.
+type Trail struct {
+	dialect string
+	pool    *pgxpool.Pool // postgres
+	sqlite  *sql.DB       // sqlite
+	// writer is a semaphore of one that Append holds on SQLite, so that
+	// this process's own appends queue here and hand the write lock over
+	// at once, rather than poll in SQLite's busy handler.
+	writer chan struct{}
+	// exportPage is how many entries Export reads per query; tests lower
+	// it to cross pages with few entries.
+	exportPage int
+}
+
+// NewPostgres returns a trail on pool, which must not be nil.
+func NewPostgres(pool *pgxpool.Pool) *Trail {
+	return &Trail{dialect: DialectPostgres, pool: pool, exportPage: defaultExportPage}
+}
+
+// NewSQLite returns a trail on db, which must not be nil and should come
+// from driver/sqlite's Open (WAL, busy timeout on every connection). The
+// trail's own appends queue behind each other in the process; against the
+// driver's writes (and WithinTx) they wait in SQLite's busy handler.
+func NewSQLite(db *sql.DB) *Trail {
+	return &Trail{dialect: DialectSQLite, sqlite: db, writer: make(chan struct{}, 1), exportPage: defaultExportPage}
+}
+
+// Dialect reports [DialectPostgres] or [DialectSQLite].
+func (t *Trail) Dialect() string { return t.dialect }
+
+// Migrate creates or upgrades the trail's table: it applies every migration
+// of the "audit" line that the unstuck_migration table (shared with the
+// drivers and the console) does not list yet. It is idempotent, safe to
+// call concurrently from several processes, and independent of the other
+// lines' order. On PostgreSQL it needs a role that may create tables,
+// functions and triggers: the table's owner, which the application should
+// not be (see the package documentation).
+func (t *Trail) Migrate(ctx context.Context) error {
+	fsys, err := fs.Sub(migrations, "migration/"+t.dialect)
+	if err != nil {
+		return fmt.Errorf("audit: migrate: %w", err)
+	}
+	if t.dialect == DialectPostgres {
+		err = pgMigrate(ctx, t.pool, migrationLine, fsys)
+	} else {
+		err = sqliteMigrate(ctx, t.sqlite, migrationLine, fsys)
+	}
+	if err != nil {
+		return fmt.Errorf("audit: migrate: %w", err)
+	}
+	return nil
+}
+
+// AppendTx appends e on the transaction that ctx carries, so that the entry
+// commits or rolls back with the decision it records: on PostgreSQL the
+// one [pgxv5.TxFrom] finds (from the pgxv5 driver's WithinTx), on SQLite
+// the connection [sqlite.TxFrom] finds. It returns an error matching
+// [ErrNoTx] when ctx carries none, and one matching [ErrInvalid] for a
+// refused entry. The caller owns the transaction and commits it.
+//
+// Appends are serialised so that the chain never forks. On PostgreSQL,
+// AppendTx takes a transaction-scoped advisory lock that is held until the
+// caller's transaction ends, so call it last, just before the commit:
+// every other append waits for that commit, and a transaction that takes
+// row locks after appending can deadlock with another that waits to
+// append. The transaction must be READ COMMITTED (WithinTx's is), so that
+// the head read after the lock is the committed one; AppendTx refuses any
+// other level. On SQLite the caller's transaction holds the database's
+// write lock (WithinTx begins IMMEDIATE), which serialises appends already.
+//
+// If the transaction rolls back, the entry is gone and its seq is taken by
+// the next append: seq has no gaps.
+func (t *Trail) AppendTx(ctx context.Context, e Entry) (Entry, error) {
+	if t.dialect == DialectPostgres {
+		tx, ok := pgxv5.TxFrom(ctx)
+		if !ok {
+			return Entry{}, fmt.Errorf("audit: append: %w (want pgxv5 WithinTx's)", ErrNoTx)
+		}
+		return t.AppendPgxTx(ctx, tx, e)
+	}
+	ex, ok := sqlite.TxFrom(ctx)
+	if !ok {
+		return Entry{}, fmt.Errorf("audit: append: %w (want sqlite WithinTx's)", ErrNoTx)
+	}
+	return t.AppendSQLiteTx(ctx, ex, e)
+}
+
+// AppendPgxTx is AppendTx on a PostgreSQL transaction the caller passes
+// (the saga runner's, for instance), with the same contract: READ
+// COMMITTED, called last, committed by the caller. It fails on a SQLite
+// trail.
+func (t *Trail) AppendPgxTx(ctx context.Context, tx pgx.Tx, e Entry) (Entry, error) {
+	if t.dialect != DialectPostgres {
+		return Entry{}, errors.New("audit: append: a pgx transaction given to a SQLite trail")
+	}
+	e, err := normalize(e)
+	if err != nil {
+		return Entry{}, err
+	}
+	out, err := pgAppend(ctx, tx, e)
+	if err != nil {
+		return Entry{}, fmt.Errorf("audit: append: %w", err)
+	}
+	return out, nil
+}
+
+// AppendSQLiteTx is AppendTx on a SQLite transaction or connection the
+// caller passes (*sql.Tx and *sql.Conn satisfy sqlite.Executor). The
+// transaction should hold the write lock already (BEGIN IMMEDIATE, or a
+// write made before): a deferred transaction whose snapshot is overtaken
+// by another writer fails with SQLITE_BUSY here rather than fork the chain.
+// It fails on a PostgreSQL trail.
+func (t *Trail) AppendSQLiteTx(ctx context.Context, ex sqlite.Executor, e Entry) (Entry, error) {
+	if t.dialect != DialectSQLite {
+		return Entry{}, errors.New("audit: append: a SQLite transaction given to a PostgreSQL trail")
+	}
+	e, err := normalize(e)
+	if err != nil {
+		return Entry{}, err
+	}
+	out, err := sqliteAppend(ctx, ex, e)
+	if err != nil {
+		return Entry{}, fmt.Errorf("audit: append: %w", err)
+	}
+	return out, nil
+}
+
+// Append appends e in a transaction of its own and returns it as stored:
+// for what commits nothing else, such as a denied or conflicting attempt or
+// an audited read. Appends are serialised as for AppendTx. On SQLite it must
+// not be called while the same goroutine holds a write transaction (inside
+// WithinTx): it would wait for that transaction, which waits for it, until
+// the busy timeout; use AppendTx there.
+func (t *Trail) Append(ctx context.Context, e Entry) (Entry, error) {
+	e, err := normalize(e)
+	if err != nil {
+		return Entry{}, err
+	}
+	var out Entry
+	if t.dialect == DialectPostgres {
+		err = pgx.BeginTxFunc(ctx, t.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+			var err error
+			out, err = pgAppend(ctx, tx, e)
+			return err
+		})
+	} else {
+		err = t.sqliteWrite(ctx, func(conn *sql.Conn) error {
+			var err error
+			out, err = sqliteAppend(ctx, conn, e)
+			return err
+		})
+	}
+	if err != nil {
+		return Entry{}, fmt.Errorf("audit: append: %w", err)
+	}
+	return out, nil
+}
+
+// sqliteWrite runs fn in a BEGIN IMMEDIATE transaction while holding the
+// trail's writer semaphore.
+func (t *Trail) sqliteWrite(ctx context.Context, fn func(conn *sql.Conn) error) error {
+	select {
+	case t.writer <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-t.writer }()
+	return sqliteImmediate(ctx, t.sqlite, fn)
+}
+
+// normalize checks e's fields and returns the entry to store: assigned
+// fields cleared, states compacted, request fields made valid UTF-8 and cut
+// to their limit. It returns a *FieldError for a refused field.
+func normalize(e Entry) (Entry, error) {
+	e.Seq, e.At, e.PrevHash, e.Hash = 0, time.Time{}, nil, nil
+	for _, f := range []struct {
+		name     string
+		value    string
+		required bool
+		max      int
+	}{
+		{"actor", e.Actor, true, maxNameBytes},
+		{"role", e.Role, false, maxNameBytes},
+		{"action", e.Action, true, maxNameBytes},
+		{"target_kind", e.TargetKind, true, maxNameBytes},
+		{"target_id", e.TargetID, false, maxNameBytes},
+		{"outcome", e.Outcome, true, maxNameBytes},
+		{"reason", e.Reason, false, MaxReasonBytes},
+	} {
+		if err := checkText(f.name, f.value, f.required, f.max); err != nil {
+			return Entry{}, err
+		}
+	}
+	var err error
+	if e.Before, err = compactState("before", e.Before); err != nil {
+		return Entry{}, err
+	}
+	if e.After, err = compactState("after", e.After); err != nil {
+		return Entry{}, err
+	}
+	e.RequestID = requestField(e.RequestID)
+	e.ClientAddr = requestField(e.ClientAddr)
+	e.UserAgent = requestField(e.UserAgent)
+	return e, nil
+}
+
+// checkText refuses an empty required value, one over max bytes, and text
+// that is not valid UTF-8 or holds a NUL (which PostgreSQL cannot store,
+// so that both dialects accept the same entries).
+func checkText(field, v string, required bool, max int) error {
+	switch {
+	case required && strings.TrimSpace(v) == "":
+		return &FieldError{Field: field, Reason: "required"}
+	case len(v) > max:
+		return &FieldError{Field: field, Reason: fmt.Sprintf("longer than %d bytes", max)}
+	case !utf8.ValidString(v):
+		return &FieldError{Field: field, Reason: "not valid UTF-8"}
+	case strings.IndexByte(v, 0) >= 0:
+		return &FieldError{Field: field, Reason: "contains a NUL byte"}
+	}
+	return nil
+}
+
+// compactState returns state in the form encoding/json writes it:
+// compacted, with <, >, &, U+2028 and U+2029 escaped in strings, as
+// json.Marshal does by default. Stored that way, a state survives any
+// round trip through encoding/json byte for byte, so an exported entry
+// still hashes to its Hash. It returns nil for an empty state or JSON null,
+// and a *FieldError for invalid or oversized JSON.
+func compactState(field string, state json.RawMessage) (json.RawMessage, error) {
+	if len(state) > MaxStateBytes {
+		return nil, &FieldError{Field: field, Reason: fmt.Sprintf("longer than %d bytes", MaxStateBytes)}
+	}
+	if len(bytes.TrimSpace(state)) == 0 {
+		return nil, nil
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, state); err != nil {
+		return nil, &FieldError{Field: field, Reason: "not valid JSON: " + err.Error()}
+	}
+	if compact.String() == "null" {
+		return nil, nil
+	}
+	var out bytes.Buffer
+	json.HTMLEscape(&out, compact.Bytes())
+	return out.Bytes(), nil
+}
+
+// requestField makes a client-supplied value storable: invalid UTF-8
+// replaced, NUL bytes dropped, cut to maxRequestField bytes on a rune
+// boundary.
+func requestField(v string) string {
+	v = strings.ToValidUTF8(v, "\uFFFD")
+	v = strings.ReplaceAll(v, "\x00", "")
+	if len(v) <= maxRequestField {
+		return v
+	}
+	cut := maxRequestField
+	for cut > 0 && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	return v[:cut]
+}

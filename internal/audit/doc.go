@@ -1,0 +1,113 @@
+// Package audit is the operations console's audit trail (SPEC CON-K7): an
+// append-only, hash-chained table of who did what to which item, why, with
+// what result, on PostgreSQL or SQLite.
+//
+// # Opening and migrating
+//
+// A [Trail] wraps the pool or handle the engine's driver uses:
+// [NewPostgres] on the pgx pool of driver/pgxv5 (the table lives in the
+// pool's search_path), [NewSQLite] on the *sql.DB of driver/sqlite's Open.
+// [Trail.Migrate] applies the "audit" migration line, kept in the
+// unstuck_migration table the drivers and the console share; it does not
+// depend on the other lines.
+//
+// # Recording decisions
+//
+// An applied decision is recorded in the transaction that applies it, so
+// that the entry and the change commit together or not at all:
+//
+//	err := engine.WithinTx(ctx, func(ctx context.Context, tx idem.Store) error {
+//		before, err := … // check the version, apply the transition through tx
+//		…
+//		_, err = trail.AppendTx(ctx, audit.Entry{
+//			Actor: user, Role: role, Action: "key.forget", TargetKind: "key", TargetID: id,
+//			Reason: reason, Before: before, After: after, Outcome: audit.OutcomeApplied,
+//			RequestID: reqID, ClientAddr: addr, UserAgent: ua,
+//		})
+//		return err // WithinTx commits both, or neither
+//	})
+//
+// [Trail.AppendTx] finds the transaction with pgxv5.TxFrom or sqlite.TxFrom;
+// [Trail.AppendPgxTx] and [Trail.AppendSQLiteTx] take one explicitly (the
+// saga runner's). What commits nothing else — a denied (403) or conflicting
+// (409) attempt, a viewed stored response, an export — is recorded with
+// [Trail.Append], in a transaction of its own.
+//
+// Appends are serialised, so that the chain never forks: on PostgreSQL by
+// pg_advisory_xact_lock(0x756e737461756474) taken in the caller's
+// transaction and held to its end (so append last, just before the commit),
+// on SQLite by the database's single writer. seq is the head's plus one,
+// read under that serialisation rather than drawn from a sequence: a
+// rolled-back append leaves no gap, and a gap always means a deleted entry.
+// UNIQUE constraints on seq and prev_hash turn any append that escaped the
+// serialisation into an error rather than a fork. The price is one commit
+// at a time: on PostgreSQL with synchronous_commit on, appends are bounded
+// by the WAL flush (a few hundred a second on a VM disk), ample for
+// decisions people make, not meant for machine-rate events.
+//
+// # Time
+//
+// At is the database's clock on PostgreSQL (clock_timestamp(), read once
+// the lock is held, so times follow seq unless the server's clock steps
+// back). SQLite has no clock of its own worth the name: At is the
+// process's clock, in microseconds, read once the write lock is held, as
+// every timestamp of driver/sqlite. Both are UTC, to the microsecond.
+//
+// # Append-only
+//
+// The migration installs triggers that make every UPDATE and DELETE fail,
+// and on PostgreSQL every TRUNCATE too ("unstuck_audit_entry is
+// append-only: … is not allowed"). The table's owner and superusers can
+// still disable triggers, so on PostgreSQL the application should not own
+// the table: run the migrations as an owner role, and let the application's
+// role only read and insert:
+//
+//	-- as the owner of unstuck_audit_entry (the role that ran the migrations)
+//	REVOKE ALL ON unstuck_audit_entry FROM PUBLIC;
+//	REVOKE UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER ON unstuck_audit_entry FROM unstuck_app;
+//	GRANT SELECT, INSERT ON unstuck_audit_entry TO unstuck_app;
+//
+// (replace unstuck_app with the application's role). Without ownership or
+// the TRIGGER privilege it cannot disable the triggers or drop the table,
+// and advisory locks need no grant. On SQLite whoever can write the file
+// can drop the triggers: keep the file's permissions to the console's user.
+//
+// # Tamper evidence
+//
+// Each entry carries prev_hash, the previous entry's hash (32 zero bytes for
+// seq 1), and hash = SHA-256 of its canonical encoding, version 1:
+//
+//	"unstuck/audit/entry/v1" as a length-prefixed string, then
+//	seq and at (Unix microseconds, UTC) as big-endian int64, then
+//	actor, role, action, target_kind, target_id, reason, before, after,
+//	outcome, request_id, client_addr, user_agent and prev_hash,
+//	each as a big-endian uint32 byte length followed by its bytes
+//
+// (before and after are the stored JSON text, empty when absent).
+// [Trail.Verify] walks the chain in seq order, a page per query, and
+// reports the first seq that is missing or does not verify; `console audit
+// verify --db URL` runs it and exits non-zero on a broken chain.
+//
+// A chain proves that its entries agree with each other, not that nobody
+// rewrote it all: someone who can write the table can cut its newest
+// entries or recompute every hash from an edited entry on. Record the head
+// that a verification reports ([Verification.HeadSeq], [Verification.Head])
+// outside the database, signed with [SignCheckpoint] if it must convince a
+// third party, and pass it back to Verify as an [Anchor]: a changed or
+// missing anchored entry is then reported too.
+//
+// # Reading
+//
+// [Trail.List] pages the trail newest first by keyset on seq, with filters
+// by actor, action, target, outcome and time range, each served by an index
+// in seq order; [Trail.History] is one item's entries. [Trail.Export]
+// streams a filtered trail as CSV or JSON lines, a page per query. None of
+// them records anything: auditing reads (PCI DSS 10.2.1.3) is the caller's
+// Append with [OutcomeRead].
+//
+// # Errors
+//
+// A refused entry, filter or anchor is a *[FieldError] matching
+// [ErrInvalid]; AppendTx without a transaction matches [ErrNoTx]; a
+// database without the table matches [ErrNotMigrated].
+package audit

@@ -1,0 +1,2 @@
+-- Drops the audit trail and everything in it (with its triggers).
+DROP TABLE IF EXISTS unstuck_audit_entry;

@@ -1,0 +1,134 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+)
+
+// verifyPage is how many entries Verify reads per query.
+const verifyPage = 10000
+
+// Verification is what [Trail.Verify] found.
+type Verification struct {
+	// Checked is how many entries verified, from seq 1 on, before the
+	// first problem or to the end.
+	Checked int64
+	// OK is true when the whole trail verified and every anchor matched.
+	OK bool
+	// FirstBad is the first seq that is missing or does not verify; 0 when
+	// OK.
+	FirstBad int64
+	// Problem says what is wrong at FirstBad; "" when OK.
+	Problem string
+	// HeadSeq and Head are the last entry that verified and its hash (0
+	// and nil for an empty trail): record them outside the database as an
+	// [Anchor] for later verifications.
+	HeadSeq int64
+	Head    []byte
+}
+
+// Anchor is an entry's hash recorded outside the database (printed by a
+// verification, signed in a [Checkpoint], kept by an auditor). The chain
+// only proves that the entries agree with each other: someone who can
+// write the table can delete its newest entries, or rewrite a whole suffix
+// and recompute its hashes. An anchor detects both.
+type Anchor struct {
+	Seq  int64
+	Hash []byte
+}
+
+// errStop ends a walk at its first problem.
+var errStop = errors.New("stop")
+
+// Verify walks the chain in seq order, from seq 1, in pages of a query
+// each, and reports the first seq that breaks it:
+//
+//   - missing: an entry was deleted (seq has no gaps otherwise);
+//   - its prev_hash differs from the previous entry's hash: an entry was
+//     inserted, or the previous one rewritten with a recomputed hash;
+//   - its hash is not the hash of its content: the entry was edited;
+//   - its hash differs from an anchor's for that seq: the chain was
+//     rewritten from this seq or before;
+//   - an anchor names a seq beyond the end: entries were removed from the
+//     end.
+//
+// A broken chain is a Verification with OK false, not an error; err is
+// for a failed query or an anchor without a positive seq and a 32-byte
+// hash. Entries appended while Verify runs are verified if its pages reach
+// them. Verify only reads; the caller records it as a read if it must be
+// audited.
+func (t *Trail) Verify(ctx context.Context, anchors ...Anchor) (Verification, error) {
+	anchored := make(map[int64][]byte, len(anchors))
+	for _, a := range anchors {
+		if a.Seq <= 0 || len(a.Hash) != sha256.Size {
+			return Verification{}, &FieldError{Field: "anchor", Reason: fmt.Sprintf("seq %d with a %d-byte hash: want a positive seq and a SHA-256", a.Seq, len(a.Hash))}
+		}
+		if h, ok := anchored[a.Seq]; ok && !bytes.Equal(h, a.Hash) {
+			return Verification{}, &FieldError{Field: "anchor", Reason: fmt.Sprintf("two different hashes for seq %d", a.Seq)}
+		}
+		anchored[a.Seq] = a.Hash
+	}
+	query := t.verifySQL()
+	var (
+		v    Verification
+		h    hasher
+		prev = make([]byte, sha256.Size)
+	)
+	for {
+		n := 0
+		err := t.each(ctx, query, []any{v.HeadSeq, verifyPage}, func(e *Entry) error {
+			n++
+			want := v.HeadSeq + 1
+			sum := h.sum(e)
+			anchor, isAnchored := anchored[e.Seq]
+			switch {
+			case e.Seq != want:
+				v.FirstBad, v.Problem = want, fmt.Sprintf("seq %d is missing (the next entry is seq %d): entries were deleted", want, e.Seq)
+			case !bytes.Equal(e.PrevHash, prev):
+				v.FirstBad, v.Problem = e.Seq, fmt.Sprintf("prev_hash is not the hash of seq %d: an entry was inserted or seq %d was rewritten", e.Seq-1, e.Seq-1)
+			case !bytes.Equal(e.Hash, sum[:]):
+				v.FirstBad, v.Problem = e.Seq, "hash does not match the entry's content: the entry was altered"
+			case isAnchored && !bytes.Equal(e.Hash, anchor):
+				v.FirstBad, v.Problem = e.Seq, "hash differs from the anchor: the chain was rewritten at or before this seq"
+			}
+			if v.Problem != "" {
+				return errStop
+			}
+			v.Checked++
+			v.HeadSeq, v.Head, prev = e.Seq, e.Hash, e.Hash
+			return nil
+		})
+		if errors.Is(err, errStop) {
+			return v, nil
+		}
+		if err != nil {
+			return Verification{}, fmt.Errorf("audit: verify after seq %d: %w", v.HeadSeq, err)
+		}
+		if n < verifyPage {
+			break
+		}
+	}
+	var beyond int64
+	for seq := range anchored {
+		beyond = max(beyond, seq)
+	}
+	if beyond > v.HeadSeq {
+		v.FirstBad = v.HeadSeq + 1
+		v.Problem = fmt.Sprintf("seq %d is missing: the trail ends at seq %d but an anchor records seq %d: entries were removed from the end",
+			v.FirstBad, v.HeadSeq, beyond)
+		return v, nil
+	}
+	v.OK = true
+	return v, nil
+}
+
+// verifySQL reads the page of entries after a seq, in seq order.
+func (t *Trail) verifySQL() string {
+	if t.dialect == DialectPostgres {
+		return `SELECT ` + columns + ` FROM unstuck_audit_entry WHERE seq > $1 ORDER BY seq LIMIT $2`
+	}
+	return `SELECT ` + columns + ` FROM unstuck_audit_entry WHERE seq > ? ORDER BY seq LIMIT ?`
+}
