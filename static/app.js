@@ -3,9 +3,10 @@ document.addEventListener("click", function (event) {
   var button = event.target.closest("button[data-copy]");
   if (!button || !navigator.clipboard) return;
   navigator.clipboard.writeText(button.getAttribute("data-copy")).then(function () {
-    var label = button.textContent, aria = button.getAttribute("aria-label");
+    var label = button.textContent;
     button.textContent = "Copied";
-    button.setAttribute("aria-label", "Copied");
-    setTimeout(function () { button.textContent = label; button.setAttribute("aria-label", aria); }, 1200);
+    var status = document.getElementById("announce");
+    if (status) status.textContent = "Copied to the clipboard";
+    setTimeout(function () { button.textContent = label; if (status) status.textContent = ""; }, 1200);
   });
 });
