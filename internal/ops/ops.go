@@ -1,0 +1,225 @@
+// Package ops applies operator decisions. Every decision is one
+// transaction: read the item, check its version and the engine's
+// transition rules, apply the transition through the engine, append the
+// audit entry, commit. Refused attempts (stale, illegal, forbidden) are
+// audited too, in a transaction of their own.
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/internal/audit"
+)
+
+// Bounds of a decision's reason (SPEC CON K4).
+const (
+	MinReason = 10
+	MaxReason = 2000
+)
+
+// Errors of a decision, matched with errors.Is.
+var (
+	ErrNotFound = errors.New("ops: no such item")
+	ErrStale    = errors.New("ops: the item changed since the page was rendered")
+	ErrInvalid  = errors.New("ops: invalid decision")
+	ErrIllegal  = errors.New("ops: the action is not allowed in the item's state")
+)
+
+// FieldError names the form field of an invalid decision; it matches
+// ErrInvalid.
+type FieldError struct {
+	Field, Reason string
+}
+
+func (e *FieldError) Error() string      { return "ops: " + e.Field + ": " + e.Reason }
+func (e *FieldError) Is(err error) bool  { return err == ErrInvalid }
+func invalid(field, reason string) error { return &FieldError{Field: field, Reason: reason} }
+
+// Actor is who decides, and from where (for the audit entry).
+type Actor struct {
+	Username   string
+	Role       string
+	RequestID  string
+	ClientAddr string
+	UserAgent  string
+}
+
+// recordFinder finds a key record by its console ID.
+type recordFinder interface {
+	Key(ctx context.Context, id int64) (idem.Record, bool, error)
+}
+
+// Keys decides on idempotency keys: forget, confirm happened, confirm not
+// happened.
+type Keys struct {
+	engine  *idem.Engine
+	store   idem.TxStore
+	records recordFinder
+	trail   *audit.Trail
+}
+
+// NewKeys returns the key decisions over the engine's store, which must be
+// an idem.TxStore so that the decision and its audit entry commit together.
+func NewKeys(engine *idem.Engine, records recordFinder, trail *audit.Trail) (*Keys, error) {
+	ts, ok := engine.Store().(idem.TxStore)
+	if !ok {
+		return nil, errors.New("ops: the engine's store is not an idem.TxStore")
+	}
+	return &Keys{engine: engine, store: ts, records: records, trail: trail}, nil
+}
+
+// KeyDecision is an operator's decision on one key record, as the form
+// submitted it.
+type KeyDecision struct {
+	RecordID    int64
+	Version     int64 // the record's version when the page was rendered
+	Action      idem.OperatorAction
+	ExternalRef string // for OperatorConfirmHappened: required
+	Reason      string
+}
+
+// KeyResult is an applied decision: the record before, and after unless
+// the decision removed it.
+type KeyResult struct {
+	Before idem.Record
+	After  *idem.Record
+}
+
+// Validate checks the decision's fields before anything is read.
+func (d *KeyDecision) Validate() error {
+	d.Reason = strings.TrimSpace(d.Reason)
+	d.ExternalRef = strings.TrimSpace(d.ExternalRef)
+	switch {
+	case utf8.RuneCountInString(d.Reason) < MinReason:
+		return invalid("reason", fmt.Sprintf("give a reason of at least %d characters", MinReason))
+	case len(d.Reason) > MaxReason || !utf8.ValidString(d.Reason):
+		return invalid("reason", fmt.Sprintf("the reason must be valid text of at most %d bytes", MaxReason))
+	case d.Version <= 0:
+		return invalid("version", "the form has no record version; reload the page")
+	case len(d.ExternalRef) > 255:
+		return invalid("external_ref", "at most 255 characters")
+	}
+	switch d.Action {
+	case idem.OperatorForget, idem.OperatorConfirmNotHappened:
+	case idem.OperatorConfirmHappened:
+		if d.ExternalRef == "" {
+			return invalid("external_ref", "say where the effect shows: the provider's reference")
+		}
+	default:
+		return invalid("outcome", "unknown action")
+	}
+	return nil
+}
+
+// Decide applies d as actor: in one transaction it reads the record,
+// refuses it if its version is not d.Version (ErrStale) or the engine's
+// rules forbid the action (ErrIllegal), applies it, and appends the audit
+// entry. A refused attempt is audited as a conflict.
+func (k *Keys) Decide(ctx context.Context, actor Actor, d KeyDecision) (KeyResult, error) {
+	target := strconv.FormatInt(d.RecordID, 10)
+	if err := d.Validate(); err != nil {
+		return KeyResult{}, err
+	}
+	found, ok, err := k.records.Key(ctx, d.RecordID)
+	if err != nil {
+		return KeyResult{}, err
+	}
+	if !ok {
+		k.refused(ctx, actor, d, target, nil, "the record no longer exists")
+		return KeyResult{}, ErrNotFound
+	}
+	var res KeyResult
+	err = k.store.WithinTx(ctx, func(ctx context.Context, tx idem.Store) error {
+		cur, ok, err := tx.Get(ctx, found.Ident)
+		switch {
+		case err != nil:
+			return err
+		case !ok || cur.ID != d.RecordID:
+			return ErrStale
+		case cur.Version != d.Version:
+			return ErrStale
+		}
+		after, kept, err := k.engine.Settle(ctx, tx, cur, d.Action, d.ExternalRef, d.Reason)
+		switch {
+		case errors.Is(err, idem.ErrStale):
+			return ErrStale
+		case errors.Is(err, idem.ErrIllegalTransition):
+			return fmt.Errorf("%w: %w", ErrIllegal, err)
+		case err != nil:
+			return err
+		}
+		res.Before = cur
+		var afterState any = map[string]any{"deleted": true}
+		if kept {
+			res.After = &after
+			afterState = snapshot(after)
+		}
+		_, err = k.trail.AppendTx(ctx, entry(actor, d, target, snapshot(cur), afterState, audit.OutcomeApplied))
+		return err
+	})
+	switch {
+	case errors.Is(err, ErrStale), errors.Is(err, ErrIllegal):
+		k.refused(ctx, actor, d, target, snapshot(found), err.Error())
+		return KeyResult{}, err
+	case err != nil:
+		return KeyResult{}, fmt.Errorf("ops: %s key %d: %w", d.Action, d.RecordID, err)
+	}
+	return res, nil
+}
+
+// RecordDenied audits an attempt the authorization refused.
+func RecordDenied(ctx context.Context, trail *audit.Trail, actor Actor, action, targetKind, targetID string) error {
+	_, err := trail.Append(ctx, audit.Entry{Actor: actor.Username, Role: actor.Role, Action: action, TargetKind: targetKind, TargetID: targetID,
+		Reason: "refused: the role may not do this", Outcome: audit.OutcomeDenied,
+		RequestID: actor.RequestID, ClientAddr: actor.ClientAddr, UserAgent: actor.UserAgent})
+	return err
+}
+
+// refused audits a decision that was not applied. A failure to audit is
+// not the operator's problem: the decision was refused either way.
+func (k *Keys) refused(ctx context.Context, actor Actor, d KeyDecision, target string, before any, why string) {
+	e := entry(actor, d, target, before, nil, audit.OutcomeConflict)
+	e.Reason = d.Reason + " — refused: " + why
+	if len(e.Reason) > 4000 {
+		e.Reason = e.Reason[:4000]
+	}
+	_, _ = k.trail.Append(context.WithoutCancel(ctx), e)
+}
+
+func entry(actor Actor, d KeyDecision, target string, before, after any, outcome string) audit.Entry {
+	return audit.Entry{Actor: actor.Username, Role: actor.Role, Action: "key." + string(d.Action), TargetKind: "key", TargetID: target,
+		Reason: d.Reason, Before: mustJSON(before), After: mustJSON(after), Outcome: outcome,
+		RequestID: actor.RequestID, ClientAddr: actor.ClientAddr, UserAgent: actor.UserAgent}
+}
+
+// snapshot is the audited state of a record: no result, no owner token.
+func snapshot(r idem.Record) map[string]any {
+	s := map[string]any{
+		"id": r.ID, "scope": r.Scope, "operation": r.Operation, "key_digest": r.KeyDigest, "status": string(r.Status),
+		"external_ref": r.ExternalRef, "correlation_id": r.CorrelationID, "last_error": r.LastError,
+		"version": r.Version, "fence": r.Fence, "attempts": r.Attempts, "updated_at": r.UpdatedAt.UTC().Format(time.RFC3339Nano),
+	}
+	if !r.LeaseExpiresAt.IsZero() {
+		s["lease_expires_at"] = r.LeaseExpiresAt.UTC().Format(time.RFC3339Nano)
+	}
+	return s
+}
+
+func mustJSON(v any) json.RawMessage {
+	if v == nil {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	return b
+}

@@ -1,0 +1,174 @@
+package ops_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/unstuckhq/unstuck/driver/pgxv5"
+	"github.com/unstuckhq/unstuck/driver/sqlite"
+	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/internal/audit"
+	"github.com/unstuckhq/unstuck/internal/ops"
+	"github.com/unstuckhq/unstuck/internal/pgtest"
+	"github.com/unstuckhq/unstuck/internal/store"
+)
+
+func TestMain(m *testing.M) { pgtest.RunMain(m) }
+
+type bundle struct {
+	engine *idem.Engine
+	db     *store.DB
+	trail  *audit.Trail
+	keys   *ops.Keys
+}
+
+var backends = map[string]func(t *testing.T) (idem.Store, *store.DB, *audit.Trail){
+	"SQLite": func(t *testing.T) (idem.Store, *store.DB, *audit.Trail) {
+		db, err := sqlite.Open(filepath.Join(t.TempDir(), "ops.db"))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = db.Close() })
+		return sqlite.New(db), store.NewSQLite(db), audit.NewSQLite(db)
+	},
+	"PostgreSQL": func(t *testing.T) (idem.Store, *store.DB, *audit.Trail) {
+		pool := pgtest.Schema(t)
+		return pgxv5.New(pool), store.NewPostgres(pool), audit.NewPostgres(pool)
+	},
+}
+
+func setup(t *testing.T, backend func(t *testing.T) (idem.Store, *store.DB, *audit.Trail)) bundle {
+	t.Helper()
+	ctx := context.Background()
+	s, db, trail := backend(t)
+	require.NoError(t, s.(interface{ Migrate(context.Context) error }).Migrate(ctx))
+	require.NoError(t, db.Migrate(ctx))
+	require.NoError(t, trail.Migrate(ctx))
+	e, err := idem.New(s, idem.WithSecret([]byte("ops-test-secret-0123456789abcdefgh")))
+	require.NoError(t, err)
+	keys, err := ops.NewKeys(e, db, trail)
+	require.NoError(t, err)
+	return bundle{engine: e, db: db, trail: trail, keys: keys}
+}
+
+// pending makes a pending record (a provider timed out) and returns it.
+func pending(t *testing.T, b bundle, key string) idem.Record {
+	t.Helper()
+	_, err := idem.Run(context.Background(), b.engine, key, "tenant:ops", func(ctx context.Context) (int, error) {
+		require.NoError(t, idem.Annotate(ctx, idem.Annotation{ExternalRef: "prov-" + key}))
+		return 0, idem.Uncertain(errors.New("timeout"))
+	})
+	require.ErrorIs(t, err, idem.ErrUncertain)
+	page, err := b.db.ListKeys(context.Background(), store.KeyFilter{Scope: "tenant:ops", KeyDigest: idem.Digest("tenant:ops", idem.DefaultOperation, key), Operation: idem.DefaultOperation})
+	require.NoError(t, err)
+	require.Len(t, page.Records, 1)
+	return page.Records[0]
+}
+
+func TestKeyDecisions(t *testing.T) {
+	t.Parallel()
+	for name, backend := range backends {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			t.Run("ConcurrentDecisionsApplyOnce", func(t *testing.T) {
+				t.Parallel()
+				b := setup(t, backend)
+				rec := pending(t, b, "k-concurrent")
+				decisions := []ops.KeyDecision{
+					{Action: idem.OperatorConfirmHappened, ExternalRef: "ch_1"},
+					{Action: idem.OperatorConfirmNotHappened},
+					{Action: idem.OperatorForget},
+				}
+				var wg sync.WaitGroup
+				results := make(chan error, 8)
+				for i := range 8 {
+					d := decisions[i%len(decisions)]
+					d.RecordID, d.Version, d.Reason = rec.ID, rec.Version, fmt.Sprintf("operator %d checked the provider", i)
+					wg.Go(func() {
+						_, err := b.keys.Decide(context.Background(), ops.Actor{Username: fmt.Sprintf("op%d", i), Role: "oncall"}, d)
+						results <- err
+					})
+				}
+				wg.Wait()
+				close(results)
+				applied, conflicts := 0, 0
+				for err := range results {
+					switch {
+					case err == nil:
+						applied++
+					case errors.Is(err, ops.ErrStale), errors.Is(err, ops.ErrNotFound), errors.Is(err, ops.ErrIllegal):
+						conflicts++
+					default:
+						t.Fatalf("unexpected error: %v", err)
+					}
+				}
+				require.Equal(t, 1, applied, "exactly one decision applies")
+				require.Equal(t, 7, conflicts)
+
+				entries, _, err := b.trail.List(context.Background(), audit.Filter{TargetKind: "key"})
+				require.NoError(t, err)
+				require.Len(t, entries, 8, "every attempt has exactly one audit entry")
+				outcomes := map[string]int{}
+				for _, e := range entries {
+					outcomes[e.Outcome]++
+				}
+				require.Equal(t, map[string]int{audit.OutcomeApplied: 1, audit.OutcomeConflict: 7}, outcomes)
+				v, err := b.trail.Verify(context.Background())
+				require.NoError(t, err)
+				require.True(t, v.OK, v.Problem)
+			})
+
+			t.Run("ConfirmHappenedIsAuditedWithBeforeAndAfter", func(t *testing.T) {
+				t.Parallel()
+				b := setup(t, backend)
+				rec := pending(t, b, "k-confirm")
+				res, err := b.keys.Decide(context.Background(), ops.Actor{Username: "ada", Role: "oncall", RequestID: "req-1", ClientAddr: "10.0.0.1"},
+					ops.KeyDecision{RecordID: rec.ID, Version: rec.Version, Action: idem.OperatorConfirmHappened, ExternalRef: "ch_9", Reason: "provider dashboard shows ch_9"})
+				require.NoError(t, err)
+				require.NotNil(t, res.After)
+				require.Equal(t, idem.StatusCompleted, res.After.Status)
+				hist, err := b.trail.History(context.Background(), "key", fmt.Sprint(rec.ID), 10)
+				require.NoError(t, err)
+				require.Len(t, hist, 1)
+				require.Equal(t, "key.confirm_happened", hist[0].Action)
+				require.Equal(t, "ada", hist[0].Actor)
+				require.Equal(t, "req-1", hist[0].RequestID)
+				require.Contains(t, string(hist[0].Before), `"status":"pending"`)
+				require.Contains(t, string(hist[0].After), `"status":"completed"`)
+				require.Contains(t, string(hist[0].After), `"external_ref":"ch_9"`)
+
+				// The key never runs again.
+				_, err = idem.Run(context.Background(), b.engine, "k-confirm", "tenant:ops", func(context.Context) (int, error) { return 1, nil })
+				require.ErrorIs(t, err, idem.ErrResultUnavailable)
+			})
+
+			t.Run("InvalidDecisionsChangeNothing", func(t *testing.T) {
+				t.Parallel()
+				b := setup(t, backend)
+				rec := pending(t, b, "k-invalid")
+				for field, d := range map[string]ops.KeyDecision{
+					"reason":       {Action: idem.OperatorForget, Reason: "too short"},
+					"external_ref": {Action: idem.OperatorConfirmHappened, Reason: "a long enough reason"},
+					"outcome":      {Action: "explode", Reason: "a long enough reason"},
+				} {
+					d.RecordID, d.Version = rec.ID, rec.Version
+					_, err := b.keys.Decide(context.Background(), ops.Actor{Username: "ada", Role: "oncall"}, d)
+					var fe *ops.FieldError
+					require.ErrorAs(t, err, &fe)
+					require.Equal(t, field, fe.Field)
+				}
+				_, err := b.keys.Decide(context.Background(), ops.Actor{Username: "ada", Role: "oncall"},
+					ops.KeyDecision{RecordID: rec.ID, Version: rec.Version + 5, Action: idem.OperatorForget, Reason: "an outdated page was open"})
+				require.ErrorIs(t, err, ops.ErrStale)
+				got, ok, err := b.db.Key(context.Background(), rec.ID)
+				require.NoError(t, err)
+				require.True(t, ok)
+				require.Equal(t, rec.Version, got.Version, "nothing changed")
+			})
+		})
+	}
+}
