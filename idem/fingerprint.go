@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"mime"
 	"mime/multipart"
@@ -77,13 +76,24 @@ func Fingerprint(r *http.Request, maxBody int64) (fp string, body []byte, err er
 		}
 	}
 
-	fw := fingerprintWriter{h: sha256.New()}
+	var stack [512]byte
+	fw := fingerprintWriter{buf: stack[:0]}
 	fw.str("unstuck/idem/fingerprint/v1")
 	fw.str(r.Method)
 	fw.str(r.URL.EscapedPath())
 	fw.str(r.URL.RawQuery)
 
 	ct := strings.Join(r.Header.Values("Content-Type"), ", ")
+	if simpleMediaType(ct) {
+		// "application/json" and the like are their own canonical form:
+		// the same bytes as the parse-and-format path below, without it.
+		fw.str("canonical")
+		fw.str(ct)
+		fw.str("body")
+		bodySum := sha256.Sum256(body)
+		fw.sum(bodySum[:])
+		return fw.hex(), body, nil
+	}
 	mediaType, params, perr := mime.ParseMediaType(ct)
 	if perr == nil && mediaType == "multipart/form-data" {
 		boundary := params["boundary"]
@@ -95,29 +105,55 @@ func Fingerprint(r *http.Request, maxBody int64) (fp string, body []byte, err er
 		if err := fw.multipart(body, boundary); err != nil {
 			return "", nil, err
 		}
-		return hex.EncodeToString(fw.h.Sum(nil)), body, nil
+		return fw.hex(), body, nil
 	}
 	fw.mediaType(ct, mediaType, params, perr)
 	fw.str("body")
 	bodySum := sha256.Sum256(body)
 	fw.sum(bodySum[:])
-	return hex.EncodeToString(fw.h.Sum(nil)), body, nil
+	return fw.hex(), body, nil
 }
 
-// fingerprintWriter feeds length-prefixed parts into a hash.
+// fingerprintWriter collects length-prefixed parts, hashed at the end in
+// one go (the same digest as writing them one by one, without an
+// allocation per part).
 type fingerprintWriter struct {
-	h hash.Hash
+	buf []byte
 }
 
 func (w *fingerprintWriter) str(s string) {
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-	w.h.Write(n[:])
-	w.h.Write([]byte(s))
+	w.buf = binary.BigEndian.AppendUint64(w.buf, uint64(len(s)))
+	w.buf = append(w.buf, s...)
 }
 
 func (w *fingerprintWriter) sum(s []byte) {
-	w.str(string(s))
+	w.buf = binary.BigEndian.AppendUint64(w.buf, uint64(len(s)))
+	w.buf = append(w.buf, s...)
+}
+
+func (w *fingerprintWriter) hex() string {
+	d := sha256.Sum256(w.buf)
+	return hex.EncodeToString(d[:])
+}
+
+// simpleMediaType reports whether ct is a lowercase type/subtype without
+// parameters or spaces: its own canonical form.
+func simpleMediaType(ct string) bool {
+	slash := strings.IndexByte(ct, '/')
+	if slash <= 0 || slash == len(ct)-1 || strings.HasPrefix(ct, "multipart/") {
+		return false // multipart needs its boundary: the full path checks it
+	}
+	for i := 0; i < len(ct); i++ {
+		c := ct[i]
+		switch {
+		case i == slash:
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		case c == '!' || c == '#' || c == '$' || c == '&' || c == '^' || c == '_' || c == '.' || c == '+' || c == '-':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // mediaType hashes a Content-Type value, given what mime.ParseMediaType made

@@ -363,7 +363,7 @@ func (m *Middleware) finish(ctx context.Context, st *runState, rec *recorder) er
 	case status >= 500 && !m.cfg.StoreServerErrors, status >= 400 && status < 500 && m.cfg.DiscardClientErrors:
 		return m.engine.release(ctx, st)
 	}
-	env, err := json.Marshal(StoredResponse{Status: status, Header: m.replayable(rec.storedHeader()), Body: rec.buf.Bytes()})
+	env, err := StoredResponse{Status: status, Header: m.replayable(rec.storedHeader()), Body: rec.buf.Bytes()}.MarshalBinary()
 	if err == nil {
 		var sealed []byte
 		sealed, err = m.engine.sealer.seal(st.id, st.rec.Fingerprint, env)
@@ -385,7 +385,8 @@ func (m *Middleware) finish(ctx context.Context, st *runState, rec *recorder) er
 }
 
 // StoredResponse is what the middleware seals for a response: the result
-// of an HTTP record, as [Engine.OpenResult] returns it JSON-encoded.
+// of an HTTP record, as [Engine.OpenResult] returns it in the binary form
+// of [StoredResponse.MarshalBinary].
 type StoredResponse struct {
 	Status int         `json:"status"`
 	Header http.Header `json:"header,omitempty"`
@@ -475,10 +476,7 @@ func (m *Middleware) open(rec Record) (StoredResponse, error) {
 	var resp StoredResponse
 	plain, err := m.engine.sealer.open(rec.Ident, rec.Fingerprint, rec.Result)
 	if err == nil {
-		err = json.Unmarshal(plain, &resp)
-	}
-	if err == nil && (resp.Status < 100 || resp.Status > 999) {
-		err = fmt.Errorf("stored status %d out of range", resp.Status)
+		err = resp.UnmarshalBinary(plain)
 	}
 	if err != nil {
 		m.log.Warn("idem: stored response cannot be replayed", "key_id", SafeKeyID(rec.KeyDigest), "operation", rec.Operation, "record_id", rec.ID, "error", err.Error())
