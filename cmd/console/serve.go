@@ -18,6 +18,7 @@ import (
 
 	"github.com/unstuckhq/unstuck"
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/web"
 )
 
@@ -40,6 +41,10 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 	if err != nil {
 		return nil, err
 	}
+	keys, err := ops.NewKeys(engine, db.Console, db.Trail)
+	if err != nil {
+		return nil, err
+	}
 	return web.NewHandler(web.Config{
 		Store:    db.Console,
 		Engine:   engine,
@@ -50,6 +55,8 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 		HSTS:     o.secureCookies,
 		Mount:    o.mount,
 		Registry: o.registry,
+		Trail:    db.Trail,
+		Keys:     keys,
 	}), nil
 }
 

@@ -223,3 +223,13 @@ func mustJSON(v any) json.RawMessage {
 	}
 	return b
 }
+
+// Denied audits an attempt the authorization refused.
+func (k *Keys) Denied(ctx context.Context, actor Actor, action, targetKind, targetID string) error {
+	return RecordDenied(ctx, k.trail, actor, action, targetKind, targetID)
+}
+
+// History returns the audit entries of one key record, newest first.
+func (k *Keys) History(ctx context.Context, recordID int64, limit int) ([]audit.Entry, error) {
+	return k.trail.History(ctx, "key", strconv.FormatInt(recordID, 10), limit)
+}

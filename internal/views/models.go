@@ -55,6 +55,7 @@ type KeysVM struct {
 	SelfURL  string // this page's URL, polled when Live
 	Error    string
 	FieldErr string // the filter field the error is about
+	Notice   string // the outcome of a decision that removed a record
 }
 
 // StoredResponse is a decrypted stored response, for roles allowed to see it.
@@ -69,6 +70,35 @@ type KeyVM struct {
 	Record       idem.Record
 	Response     *StoredResponse
 	ResponseNote string // why no response is shown
+	Actions      []ActionForm
+	History      []AuditRow
+	Notice       string // the outcome of the last decision, after its redirect
+	Error        string // why the last decision was refused
+	FieldErr     string // the form field the error is about
+	Reason       string // the reason typed, kept after a refusal
+}
+
+// ActionForm is one decision the viewer may take on an item, with what it
+// will do (SPEC CON K4).
+type ActionForm struct {
+	Name        string // "forget", "confirm"
+	Title       string // the summary and button text
+	Consequence string
+	URL         string
+	Version     int64
+	FormKey     string // idempotency key minted for this rendered form
+	Outcomes    bool   // the form asks whether the effect happened
+}
+
+// AuditRow is one entry of an item's audit history.
+type AuditRow struct {
+	Seq     int64
+	At      time.Time
+	Actor   string
+	Role    string
+	Action  string
+	Reason  string
+	Outcome string
 }
 
 // OperationFilterVM is the operation list's filter form, as the URL

@@ -16,6 +16,7 @@ import (
 	casbinmodel "github.com/casbin/casbin/v2/model"
 	stringadapter "github.com/casbin/casbin/v2/persist/string-adapter"
 
+	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/internal/auth"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/internal/views"
@@ -110,11 +111,13 @@ func requireUser(sm *scs.SessionManager, users userFinder, enf *casbin.Enforcer,
 
 // authorize checks every request against the casbin policy: the role may
 // do this method on this path, or the answer is 403 (deny by default).
-func authorize(log *slog.Logger) func(http.Handler) http.Handler {
+// denied is told of every refusal (to audit it).
+func authorize(log *slog.Logger, denied func(*http.Request)) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			v := viewerFrom(r.Context())
 			if v == nil || !v.Can(r.URL.EscapedPath(), r.Method) {
+				denied(r)
 				writeError(w, r, log, appError(EForbidden, "Your role may not do this."))
 				return
 			}
@@ -223,4 +226,26 @@ func clientAddr(r *http.Request) string {
 
 func itoaDur(d time.Duration) string {
 	return strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second)))
+}
+
+// withPrincipal makes the signed-in user the idempotency scope of the
+// console's own decisions.
+func withPrincipal(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := viewerFrom(r.Context()); v != nil {
+			r = r.WithContext(idem.WithPrincipal(r.Context(), "console", v.Username))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// decisionMiddleware is the idempotency middleware of the console's
+// decision forms: keyed by the form, scoped to the user.
+func decisionMiddleware(engine *idem.Engine) *idem.Middleware {
+	m, err := idem.NewMiddleware(engine, idem.MiddlewareConfig{ScopeResolvers: []idem.ScopeResolver{idem.PrincipalScope},
+		DiscardClientErrors: true}) // a refused decision is not replayed: its form is shown again
+	if err != nil {
+		panic(err) // a constant, valid configuration
+	}
+	return m
 }

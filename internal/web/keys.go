@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -77,6 +76,9 @@ func handleKeyList(keys keyReader, log *slog.Logger) http.Handler {
 			CorrelationID: q.Get("correlation_id"), ExternalRef: q.Get("external_ref"), From: q.Get("from"), To: q.Get("to"),
 			Key: q.Get("key"), Live: q.Get("live") == "1"}
 		vm := views.KeysVM{Filter: fvm, States: keyStates, SelfURL: r.URL.RequestURI()}
+		if id, err := strconv.ParseInt(q.Get("released"), 10, 64); err == nil && id > 0 {
+			vm.Notice = "Key " + strconv.FormatInt(id, 10) + " released and recorded in the audit trail: the next request with its key runs."
+		}
 		page := pageFor(r, "Keys", "keys")
 		f, ferr := keyFilter(q)
 		status := http.StatusOK
@@ -150,35 +152,57 @@ func parseFormTime(v string) (time.Time, error) {
 	return time.Time{}, errors.New("bad time")
 }
 
-func handleKeyDetail(keys keyReader, opener resultOpener, log *slog.Logger) http.Handler {
+func handleKeyDetail(keys keyReader, decider keyDecider, opener resultOpener, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
 		if err != nil || id <= 0 {
 			writeError(w, r, log, appError(ENotFound, "There is no key with this ID."))
 			return
 		}
-		rec, ok, err := keys.Key(r.Context(), id)
+		renderKeyDetail(w, r, http.StatusOK, id, keys, decider, opener, log, func(vm *views.KeyVM) {
+			if r.URL.Query().Get("done") == "confirmed" {
+				vm.Notice = "Outcome confirmed and recorded in the audit trail."
+			}
+		})
+	})
+}
+
+// renderKeyDetail renders the current state of key id, with the viewer's
+// actions and the key's audit history; adjust sets a notice or an error.
+func renderKeyDetail(w http.ResponseWriter, r *http.Request, status int, id int64, keys keyReader, decider keyDecider, opener resultOpener, log *slog.Logger, adjust func(*views.KeyVM)) {
+	rec, ok, err := keys.Key(r.Context(), id)
+	if err != nil {
+		writeError(w, r, log, err)
+		return
+	}
+	if !ok {
+		writeError(w, r, log, appError(ENotFound, "There is no key with this ID; it may have expired or been forgotten."))
+		return
+	}
+	vm := views.KeyVM{Record: rec}
+	v := viewerFrom(r.Context())
+	switch {
+	case !v.Can("response", "view"):
+		vm.ResponseNote = "Your role may not see stored responses."
+	case len(rec.Result) == 0:
+		vm.ResponseNote = "No response is stored for this record."
+	default:
+		vm.Response, vm.ResponseNote = openForView(opener, rec, log)
+	}
+	if decider != nil {
+		vm.Actions = keyActions(v, rec)
+		hist, err := decider.History(r.Context(), id, 50)
 		if err != nil {
 			writeError(w, r, log, err)
 			return
 		}
-		if !ok {
-			writeError(w, r, log, appError(ENotFound, "There is no key with this ID; it may have expired or been forgotten."))
-			return
+		for _, e := range hist {
+			vm.History = append(vm.History, views.AuditRow{Seq: e.Seq, At: e.At, Actor: e.Actor, Role: e.Role, Action: e.Action, Reason: e.Reason, Outcome: e.Outcome})
 		}
-		vm := views.KeyVM{Record: rec}
-		v := viewerFrom(r.Context())
-		switch {
-		case !v.Can("response", "view"):
-			vm.ResponseNote = "Your role may not see stored responses."
-		case len(rec.Result) == 0:
-			vm.ResponseNote = "No response is stored for this record."
-		default:
-			vm.Response, vm.ResponseNote = openForView(opener, rec, log)
-		}
-		page := pageFor(r, "Key "+strconv.FormatInt(id, 10), "keys")
-		render(w, r, http.StatusOK, page, views.KeyDetail(page, vm))
-	})
+	}
+	adjust(&vm)
+	page := pageFor(r, "Key "+strconv.FormatInt(id, 10), "keys")
+	render(w, r, status, page, views.KeyDetail(page, vm))
 }
 
 func openForView(opener resultOpener, rec idem.Record, log *slog.Logger) (*views.StoredResponse, string) {
@@ -188,7 +212,7 @@ func openForView(opener resultOpener, rec idem.Record, log *slog.Logger) (*views
 		return nil, "The stored result cannot be opened: it is sealed under an unknown secret, or damaged."
 	}
 	var resp idem.StoredResponse
-	if err := json.Unmarshal(plain, &resp); err == nil && resp.Status != 0 {
+	if err := resp.UnmarshalBinary(plain); err == nil {
 		return &views.StoredResponse{Status: resp.Status, Header: resp.Header, Body: string(resp.Body)}, ""
 	}
 	return &views.StoredResponse{Body: string(plain)}, ""

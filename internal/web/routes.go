@@ -43,6 +43,16 @@ type Config struct {
 	// Mount adds routes outside the console (the demo shop), with no
 	// session, CSRF or RBAC of the console.
 	Mount func(chi.Router)
+	// Trail is the audit trail that /audit shows and exports (an
+	// *audit.Trail); nil answers 404 there.
+	Trail AuditTrail
+	// AuditVerifyEvery is how long /audit shows a verification of the
+	// trail's hash chain before a page view starts the next one;
+	// DefaultAuditVerifyEvery when <= 0.
+	AuditVerifyEvery time.Duration
+	// Keys applies operator decisions on keys and audits them; nil serves
+	// the console read-only.
+	Keys keyDecider
 }
 
 // NewHandler returns the console: every route of the surface is listed
@@ -78,13 +88,24 @@ func NewHandler(cfg Config) http.Handler {
 		r.Method(http.MethodPost, "/logout", handleLogout(cfg.Sessions, log))
 
 		r.Group(func(r chi.Router) {
-			r.Use(requireUser(cfg.Sessions, cfg.Store, cfg.Enforcer, log), authorize(log))
+			r.Use(requireUser(cfg.Sessions, cfg.Store, cfg.Enforcer, log), authorize(log, auditedDenial(cfg.Keys, log)))
 			r.Method(http.MethodGet, "/", handleOverview(cfg.Store, log))
 			r.Method(http.MethodGet, "/keys", handleKeyList(cfg.Store, log))
-			r.Method(http.MethodGet, "/keys/{id}", handleKeyDetail(cfg.Store, cfg.Engine, log))
+			r.Method(http.MethodGet, "/keys/{id}", handleKeyDetail(cfg.Store, cfg.Keys, cfg.Engine, log))
+			if cfg.Keys != nil {
+				// Decisions: one idempotency key per rendered form, so a
+				// double submit applies once and gets the same redirect.
+				decided := decisionMiddleware(cfg.Engine)
+				r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST /keys/{id}/forget"), idem.RouteTTL(time.Hour))).
+					Method(http.MethodPost, "/keys/{id}/forget", handleKeyDecision("forget", cfg.Store, cfg.Keys, cfg.Engine, log))
+				r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST /keys/{id}/confirm"), idem.RouteTTL(time.Hour))).
+					Method(http.MethodPost, "/keys/{id}/confirm", handleKeyDecision("confirm", cfg.Store, cfg.Keys, cfg.Engine, log))
+			}
 			r.Method(http.MethodGet, "/operations", handleOperationList(cfg.Store, log))
 			r.Method(http.MethodGet, "/operations/{id}", handleOperationDetail(cfg.Store, log))
 			r.Method(http.MethodGet, "/users", handleUserList(cfg.Store, log))
+			r.Method(http.MethodGet, "/audit", handleAuditList(cfg.Trail, newChainStatus(cfg.Trail, cfg.AuditVerifyEvery, log), log))
+			r.Method(http.MethodGet, "/audit/export", handleAuditExport(cfg.Trail, log))
 		})
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {

@@ -23,7 +23,9 @@ import (
 	"github.com/unstuckhq/unstuck"
 	"github.com/unstuckhq/unstuck/driver/sqlite"
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/auth"
+	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/internal/web"
 	"github.com/unstuckhq/unstuck/saga"
@@ -37,13 +39,17 @@ type bundle struct {
 	db     *store.DB
 	engine *idem.Engine
 	router chi.Routes
+	sqlDB  *sql.DB
+	trail  *audit.Trail
 	keyID  int64  // a completed HTTP record with a stored response
 	opID   string // an operation under review, with steps and events
 }
 
 func password(role string) string { return "password-for-" + role }
 
-func setup(t *testing.T) *bundle {
+// setup builds the console over a fresh SQLite database; opts adjust its
+// configuration.
+func setup(t *testing.T, opts ...func(*web.Config)) *bundle {
 	t.Helper()
 	ctx := context.Background()
 	sqlDB, err := sqlite.Open(filepath.Join(t.TempDir(), "console.db"))
@@ -56,6 +62,8 @@ func setup(t *testing.T) *bundle {
 	db := store.NewSQLite(sqlDB)
 	require.NoError(t, db.Migrate(ctx))
 	require.NoError(t, db.MigrateOperations(ctx))
+	trail := audit.NewSQLite(sqlDB)
+	require.NoError(t, trail.Migrate(ctx))
 	for _, role := range roles {
 		hash, err := auth.Hash(password(role))
 		require.NoError(t, err)
@@ -89,12 +97,19 @@ func setup(t *testing.T) *bundle {
 	require.NoError(t, err)
 	static, err := fs.Sub(unstuck.Static, "static")
 	require.NoError(t, err)
-	h := web.NewHandler(web.Config{Store: db, Engine: engine, Enforcer: enf, Static: static,
+	cfg := web.Config{Store: db, Engine: engine, Enforcer: enf, Static: static, Trail: trail,
 		Sessions: web.NewSessionManager(db.SessionStore(), 30*time.Minute, 12*time.Hour, false),
-		Log:      slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Log:      slog.New(slog.NewTextHandler(io.Discard, nil))}
+	keys, err := ops.NewKeys(engine, db, trail)
+	require.NoError(t, err)
+	cfg.Keys = keys
+	for _, o := range opts {
+		o(&cfg)
+	}
+	h := web.NewHandler(cfg)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &bundle{srv: srv, db: db, engine: engine, router: h.(chi.Routes), keyID: page.Records[0].ID, opID: opID}
+	return &bundle{srv: srv, db: db, engine: engine, router: h.(chi.Routes), sqlDB: sqlDB, trail: trail, keyID: page.Records[0].ID, opID: opID}
 }
 
 // seedOperation records, through the saga driver as the engine does, an
@@ -188,13 +203,17 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"GET", "/operations", "/operations", roles, false},
 		{"GET", "/operations/" + b.opID, "/operations/{id}", roles, false},
 		{"GET", "/users", "/users", []string{store.RoleAdmin}, false},
+		{"GET", "/audit", "/audit", []string{store.RoleAuditor, store.RoleAdmin}, false},
+		{"GET", "/audit/export?format=csv", "/audit/export", []string{store.RoleAuditor, store.RoleAdmin}, false},
+		{"GET", "/audit/export?format=jsonl", "/audit/export", []string{store.RoleAuditor, store.RoleAdmin}, false},
 		{"GET", "/login", "/login", nil, true},
 		{"GET", "/healthz", "/healthz", nil, true},
 		{"GET", "/readyz", "/readyz", nil, true},
 		{"GET", "/metrics", "/metrics", nil, true},
 		{"GET", "/static/app.css", "/static/*", nil, true},
 	}
-	special := map[string]bool{"POST /login": true, "POST /logout": true} // tested in TestSignIn
+	special := map[string]bool{"POST /login": true, "POST /logout": true, // tested in TestSignIn
+		"POST /keys/{id}/forget": true, "POST /keys/{id}/confirm": true} // tested in TestKeyDecisions
 	covered := map[string]bool{}
 	for _, c := range matrix {
 		covered[c.method+" "+c.pattern] = true

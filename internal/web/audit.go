@@ -1,0 +1,374 @@
+package web
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/unstuckhq/unstuck/internal/audit"
+	"github.com/unstuckhq/unstuck/internal/views"
+)
+
+// AuditTrail is what the audit pages need of the trail; *audit.Trail
+// satisfies it.
+type AuditTrail interface {
+	List(ctx context.Context, f audit.Filter) ([]audit.Entry, int64, error)
+	Export(ctx context.Context, f audit.Filter, w io.Writer, format string) error
+	Verify(ctx context.Context, anchors ...audit.Anchor) (audit.Verification, error)
+	Append(ctx context.Context, e audit.Entry) (audit.Entry, error)
+}
+
+// Defaults of the chain's verification status on /audit.
+const (
+	// DefaultAuditVerifyEvery is how long a verification of the chain is
+	// shown before the next page view starts a new one.
+	DefaultAuditVerifyEvery = 5 * time.Minute
+	// auditVerifyWait is how long a page view waits for a verification it
+	// started (or found running) before it renders without it.
+	auditVerifyWait = 2 * time.Second
+	// auditVerifyTimeout bounds one verification, which runs detached from
+	// the request that started it.
+	auditVerifyTimeout = 10 * time.Minute
+	// auditVerifyErrorEvery is how long a failed verification (the query
+	// failed, not the chain) is shown before it is retried.
+	auditVerifyErrorEvery = 30 * time.Second
+	// auditExportDeadline replaces the server's write timeout for an
+	// export, which streams the whole filtered trail.
+	auditExportDeadline = 30 * time.Minute
+	// maxAuditFilterBytes bounds a text filter: no stored name is longer.
+	maxAuditFilterBytes = 256
+)
+
+// auditOutcomes are the outcomes the filter offers and accepts.
+var auditOutcomes = []string{audit.OutcomeApplied, audit.OutcomeDenied, audit.OutcomeConflict, audit.OutcomeRead}
+
+// auditVerifier is the part of the trail the chain status uses.
+type auditVerifier interface {
+	Verify(ctx context.Context, anchors ...audit.Anchor) (audit.Verification, error)
+}
+
+// chainStatus verifies the chain at most once per ttl, whatever the number
+// of page views, and keeps the last result in memory. It is safe for
+// concurrent use. A verification runs in its own goroutine, detached from
+// the request that started it, so a page view of a long chain waits at most
+// auditVerifyWait and then shows the previous result, or that one is under
+// way.
+type chainStatus struct {
+	trail   auditVerifier
+	ttl     time.Duration
+	wait    time.Duration
+	timeout time.Duration
+	now     func() time.Time
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	last    *chainResult  // nil until the first verification ends
+	running chan struct{} // closed when the verification under way ends; nil when none is
+	started time.Time     // when the verification under way started
+}
+
+// chainResult is one verification and when it ended.
+type chainResult struct {
+	v   audit.Verification
+	err error
+	at  time.Time
+}
+
+func newChainStatus(trail auditVerifier, ttl time.Duration, log *slog.Logger) *chainStatus {
+	if ttl <= 0 {
+		ttl = DefaultAuditVerifyEvery
+	}
+	return &chainStatus{trail: trail, ttl: ttl, wait: auditVerifyWait, timeout: auditVerifyTimeout, now: time.Now, log: log}
+}
+
+// fresh reports whether the last result may still be shown as current.
+func (c *chainStatus) fresh(now time.Time) bool {
+	if c.last == nil {
+		return false
+	}
+	ttl := c.ttl
+	if c.last.err != nil {
+		ttl = min(ttl, auditVerifyErrorEvery)
+	}
+	return now.Sub(c.last.at) < ttl
+}
+
+// get returns the last result (nil if none has ended yet) and whether a
+// verification is under way, starting one if the last result is stale.
+func (c *chainStatus) get(ctx context.Context) (last *chainResult, running bool, started time.Time) {
+	c.mu.Lock()
+	if c.fresh(c.now()) {
+		last = c.last
+		c.mu.Unlock()
+		return last, false, time.Time{}
+	}
+	done := c.running
+	if done == nil {
+		done = make(chan struct{})
+		c.running, c.started = done, c.now()
+		go c.run(done)
+	}
+	c.mu.Unlock()
+
+	timer := time.NewTimer(c.wait)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last, c.running != nil, c.started
+}
+
+// run verifies the chain and stores the result.
+func (c *chainStatus) run(done chan struct{}) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	v, err := c.trail.Verify(ctx)
+	if err != nil {
+		c.log.Error("audit chain verification failed", "error", err.Error())
+	} else if !v.OK {
+		c.log.Error("audit chain broken", "first_bad_seq", v.FirstBad, "problem", v.Problem, "checked", v.Checked)
+	}
+	c.mu.Lock()
+	c.last = &chainResult{v: v, err: err, at: c.now().UTC()}
+	c.running = nil
+	c.mu.Unlock()
+	close(done)
+}
+
+// chainVM is the verification status as the page shows it.
+func chainVM(last *chainResult, running bool, started time.Time) views.ChainStatusVM {
+	vm := views.ChainStatusVM{Refreshing: running, Started: started.UTC()}
+	switch {
+	case last == nil:
+		vm.State = views.ChainPending
+	case last.err != nil:
+		vm.State, vm.At = views.ChainUnknown, last.at
+	case !last.v.OK:
+		vm.State, vm.At = views.ChainBroken, last.at
+		vm.Checked, vm.FirstBad, vm.Problem = last.v.Checked, last.v.FirstBad, last.v.Problem
+	default:
+		vm.State, vm.At, vm.Checked = views.ChainVerified, last.at, last.v.Checked
+		if last.v.HeadSeq > 0 {
+			vm.Head = strconv.FormatInt(last.v.HeadSeq, 10) + ":" + hex.EncodeToString(last.v.Head)
+		}
+	}
+	return vm
+}
+
+// auditUnavailable answers the audit routes of a console built without a
+// trail.
+func auditUnavailable(log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, log, appError(ENotFound, "This console has no audit trail."))
+	})
+}
+
+func handleAuditList(trail AuditTrail, chain *chainStatus, log *slog.Logger) http.Handler {
+	if trail == nil {
+		return auditUnavailable(log)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		vm := views.AuditVM{Filter: auditFilterVM(q), Outcomes: auditOutcomes}
+		if r.Header.Get("HX-Request") != "true" { // an HTMX swap shows only the results
+			vm.Chain = chainVM(chain.get(r.Context()))
+		}
+		page := pageFor(r, "Audit trail", "audit") // after the verification: its time is not in the future
+		status := http.StatusOK
+		f, ferr := auditFilter(q)
+		if ferr == nil {
+			entries, next, err := trail.List(r.Context(), f)
+			var fe *audit.FieldError
+			switch {
+			case errors.As(err, &fe):
+				ferr = &AppError{Code: EInvalid, Field: fe.Field, Message: "Field " + strconv.Quote(fe.Field) + ": " + fe.Reason + "."}
+			case err != nil:
+				writeError(w, r, log, err)
+				return
+			default:
+				vm.Entries = entries
+				if next > 0 {
+					nq := auditQuery(q)
+					nq.Set("after", strconv.FormatInt(next, 10))
+					vm.NextURL = "/audit?" + nq.Encode()
+				}
+				if f.After > 0 {
+					vm.FirstURL = auditURL("/audit", auditQuery(q))
+				}
+				eq := auditQuery(q)
+				eq.Set("format", audit.FormatCSV)
+				vm.ExportCSV = "/audit/export?" + eq.Encode()
+				eq.Set("format", audit.FormatJSONL)
+				vm.ExportJSONL = "/audit/export?" + eq.Encode()
+			}
+		}
+		if ferr != nil {
+			vm.Error, vm.FieldErr, status = ferr.Message, ferr.Field, http.StatusBadRequest
+		}
+		render(w, r, status, page, views.Audit(page, vm), "results")
+	})
+}
+
+// auditFilterKeys are the query parameters of the filter, in the order the
+// export's reason lists them.
+var auditFilterKeys = []string{"actor", "action", "target_kind", "target_id", "outcome", "from", "to"}
+
+func auditFilterVM(q url.Values) views.AuditFilterVM {
+	return views.AuditFilterVM{Actor: q.Get("actor"), Action: q.Get("action"), TargetKind: q.Get("target_kind"),
+		TargetID: q.Get("target_id"), Outcome: q.Get("outcome"), From: q.Get("from"), To: q.Get("to")}
+}
+
+// auditQuery is q's non-empty filters, without the cursor and the format:
+// the base of the next page's and the exports' links.
+func auditQuery(q url.Values) url.Values {
+	out := url.Values{}
+	for _, k := range auditFilterKeys {
+		if v := q.Get(k); v != "" {
+			out.Set(k, v)
+		}
+	}
+	return out
+}
+
+func auditURL(path string, q url.Values) string {
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
+}
+
+// auditFilter reads the trail's filters from the URL; an invalid one is an
+// error naming its field.
+func auditFilter(q url.Values) (audit.Filter, *AppError) {
+	f := audit.Filter{Actor: q.Get("actor"), Action: q.Get("action"), TargetKind: q.Get("target_kind"),
+		TargetID: q.Get("target_id"), Outcome: q.Get("outcome")}
+	for _, tf := range []struct{ name, value string }{
+		{"actor", f.Actor}, {"action", f.Action}, {"target_kind", f.TargetKind}, {"target_id", f.TargetID},
+	} {
+		if len(tf.value) > maxAuditFilterBytes || !utf8.ValidString(tf.value) || strings.IndexByte(tf.value, 0) >= 0 {
+			return f, &AppError{Code: EInvalid, Field: tf.name, Message: "Field " + strconv.Quote(tf.name) +
+				" must be text of at most " + strconv.Itoa(maxAuditFilterBytes) + " bytes."}
+		}
+	}
+	if f.TargetID != "" && f.TargetKind == "" {
+		return f, &AppError{Code: EInvalid, Field: "target_id", Message: "A target ID needs its target kind (key, operation, …)."}
+	}
+	if f.Outcome != "" && !slices.Contains(auditOutcomes, f.Outcome) {
+		return f, &AppError{Code: EInvalid, Field: "outcome", Message: "Unknown outcome " + strconv.Quote(f.Outcome) + "."}
+	}
+	for _, tf := range []struct {
+		name string
+		dst  *time.Time
+	}{{"from", &f.From}, {"to", &f.To}} {
+		v := q.Get(tf.name)
+		if v == "" {
+			continue
+		}
+		t, err := parseFormTime(v)
+		if err != nil {
+			return f, &AppError{Code: EInvalid, Field: tf.name, Message: "Field " + strconv.Quote(tf.name) + " must be a date and time like 2026-11-30T14:05 (UTC)."}
+		}
+		*tf.dst = t
+	}
+	if !f.From.IsZero() && !f.To.IsZero() && !f.To.After(f.From) {
+		return f, &AppError{Code: EInvalid, Field: "to", Message: `Field "to" must be after "from".`}
+	}
+	if v := q.Get("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return f, &AppError{Code: EInvalid, Field: "after", Message: "The page link is not valid; start from the first page."}
+		}
+		f.After = n
+	}
+	return f, nil
+}
+
+// auditFilterSummary is the filters of q as the export's reason states
+// them: "actor=ada outcome=denied", or "all entries".
+func auditFilterSummary(q url.Values) string {
+	var parts []string
+	for _, k := range slices.Concat(auditFilterKeys, []string{"after"}) {
+		if v := q.Get(k); v != "" {
+			parts = append(parts, k+"="+strconv.Quote(v))
+		}
+	}
+	if len(parts) == 0 {
+		return "all entries"
+	}
+	return strings.Join(parts, " ")
+}
+
+// exportTypes are the Content-Types of the export formats.
+var exportTypes = map[string]string{
+	audit.FormatCSV:   "text/csv; charset=utf-8",
+	audit.FormatJSONL: "application/x-ndjson",
+}
+
+// handleAuditExport streams the filtered trail as CSV or JSON lines, after
+// recording the export in the trail as a read: if that record cannot be
+// made, nothing is exported.
+func handleAuditExport(trail AuditTrail, log *slog.Logger) http.Handler {
+	if trail == nil {
+		return auditUnavailable(log)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		format := q.Get("format")
+		contentType, ok := exportTypes[format]
+		if !ok {
+			writeError(w, r, log, &AppError{Code: EInvalid, Field: "format", Message: `Field "format" must be csv or jsonl.`})
+			return
+		}
+		f, ferr := auditFilter(q)
+		if ferr != nil {
+			writeError(w, r, log, ferr)
+			return
+		}
+		v := viewerFrom(r.Context())
+		reason := "export " + format + " " + auditFilterSummary(q)
+		if len(reason) > audit.MaxReasonBytes {
+			reason = strings.ToValidUTF8(reason[:audit.MaxReasonBytes-len("…")], "") + "…"
+		}
+		if _, err := trail.Append(r.Context(), audit.Entry{Actor: v.Username, Role: v.Role, Action: "audit.export",
+			TargetKind: "audit", Reason: reason, Outcome: audit.OutcomeRead,
+			RequestID: middleware.GetReqID(r.Context()), ClientAddr: clientAddr(r), UserAgent: r.UserAgent()}); err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		// The export may take longer than the server's write timeout.
+		rc := http.NewResponseController(w)
+		_ = rc.SetWriteDeadline(time.Now().Add(auditExportDeadline))
+		name := "audit-" + time.Now().UTC().Format("20060102T150405Z") + "." + format
+		h := w.Header()
+		h.Set("Content-Type", contentType)
+		h.Set("Content-Disposition", `attachment; filename="`+name+`"`)
+		w.WriteHeader(http.StatusOK)
+		_ = rc.Flush() // the download starts now, not after the first page
+		if err := trail.Export(r.Context(), f, w, format); err != nil {
+			// The status is sent: abort the response, so that the client
+			// sees a cut stream rather than a whole-looking short file.
+			lvl := slog.LevelError
+			if r.Context().Err() != nil {
+				lvl = slog.LevelInfo // the client went away
+			}
+			log.Log(r.Context(), lvl, "audit export cut short", "format", format, "request_id", middleware.GetReqID(r.Context()), "error", err.Error())
+			panic(http.ErrAbortHandler)
+		}
+	})
+}
