@@ -242,7 +242,7 @@ func (o KeyOverview) Count(s idem.Status) StatusCount {
 
 // KeyOverview counts records per status without ever counting the whole
 // table: on PostgreSQL, each status is counted exactly up to a cap of
-// 10,000 by an index-only scan; a status with more records gets an
+// 1,000 by an index-only scan; a status with more records gets an
 // estimate, the table's row estimate (reltuples) times the status's
 // frequency in pg_stats, with Exact false and AsOf the last ANALYZE. On
 // SQLite, embedded and small, every count is exact. Oldest per status and

@@ -57,7 +57,7 @@ func (e *FieldError) Unwrap() []error {
 
 // defaultCountCap is how many records of one status KeyOverview counts
 // exactly before it turns to the planner's statistics (PostgreSQL).
-const defaultCountCap = 10000
+const defaultCountCap = 1000
 
 // DB is the console's persistence on one database: PostgreSQL through a
 // pgx pool, or SQLite through a *sql.DB. It is safe for concurrent use. It

@@ -191,7 +191,7 @@ func TestMigrate(t *testing.T) {
 			}
 			require.NoError(t, rows.Err())
 		}
-		require.Equal(t, []row{{"console", 1, "console"}, {"idem", 1, "records"}}, got)
+		require.Equal(t, []row{{"console", 1, "console"}, {"console", 2, "processing_index"}, {"idem", 1, "records"}}, got)
 	})
 }
 
@@ -688,7 +688,7 @@ func TestExplainPostgres(t *testing.T) {
 		{"status", KeyFilter{Status: idem.StatusPending}, "unstuck_idem_record_status_idx", false},
 		{"status, next page", KeyFilter{Status: idem.StatusPending, After: after.encode()}, "unstuck_idem_record_status_idx", false},
 		{"status, time range", KeyFilter{Status: idem.StatusPending, From: base, To: base.Add(time.Hour)}, "", false},
-		{"stuck", KeyFilter{Stuck: true}, "unstuck_idem_record_status_idx", false},
+		{"stuck", KeyFilter{Stuck: true}, "unstuck_console_idem_processing_idx", false},
 		{"scope", KeyFilter{Scope: "acme"}, "unstuck_console_idem_scope_idx", false},
 		{"scope, next page", KeyFilter{Scope: "acme", After: after.encode()}, "unstuck_console_idem_scope_idx", false},
 		{"operation", KeyFilter{Operation: "charge"}, "unstuck_console_idem_operation_idx", false},

@@ -159,7 +159,7 @@ type keyCollector struct {
 
 func newKeyCollector(keys keyReader, log *slog.Logger) *keyCollector {
 	return &keyCollector{keys: keys, log: log,
-		count: prometheus.NewDesc("unstuck_idempotency_records", "Idempotency records per status (estimated above 10 000).", []string{"status"}, nil),
+		count: prometheus.NewDesc("unstuck_idempotency_records", "Idempotency records per status (estimated above 1 000).", []string{"status"}, nil),
 		age:   prometheus.NewDesc("unstuck_idempotency_oldest_age_seconds", "Age of the least recently updated record per status.", []string{"status"}, nil),
 		stuck: prometheus.NewDesc("unstuck_idempotency_stuck_records", "Processing records whose lease has ended.", nil, nil)}
 }

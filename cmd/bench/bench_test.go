@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/unstuckhq/unstuck/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.RunMain(m) }
+
+func TestHelp(t *testing.T) {
+	var out, errOut bytes.Buffer
+	require.NoError(t, run(t.Context(), []string{"help"}, &out, &errOut))
+	require.Contains(t, out.String(), "bench seed")
+	for _, cmd := range []string{"seed", "console"} {
+		out.Reset()
+		errOut.Reset()
+		require.NoError(t, run(t.Context(), []string{cmd, "--help"}, &out, &errOut))
+		require.Contains(t, errOut.String(), "--db", cmd)
+		require.ErrorIs(t, run(t.Context(), []string{cmd}, &out, &errOut), errUsage, "%s without --db", cmd)
+	}
+	require.ErrorIs(t, run(t.Context(), nil, &out, &errOut), errUsage)
+	require.ErrorIs(t, run(t.Context(), []string{"nope"}, &out, &errOut), errUsage)
+}
+
+// TestSeedAndMeasure seeds a tiny database and measures every case once,
+// so that the tool keeps working as the store and the pages change.
+func TestSeedAndMeasure(t *testing.T) {
+	ctx := t.Context()
+	pool, err := pgxpool.New(ctx, pgtest.Database(t))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+
+	// What the migrations create, to compare with what the seed leaves.
+	require.NoError(t, migrate(ctx, pool))
+	before := schemaObjects(t, pool)
+
+	rep, err := seedDatabase(ctx, pool, seedConfig{Keys: 1000, Operations: 100, Tenants: 50, Span: 30 * 24 * time.Hour,
+		Now: time.Now().UTC(), Parallel: 2, Batch: 300, Seed: 1})
+	require.NoError(t, err)
+	require.EqualValues(t, 1000, rep.Keys)
+	require.EqualValues(t, 300, rep.Steps)
+	require.Positive(t, rep.Events)
+	require.Equal(t, before, schemaObjects(t, pool), "the seed restores every index and constraint")
+
+	var n int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM unstuck_idem_record`).Scan(&n))
+	require.EqualValues(t, 1000, n)
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(DISTINCT status) FROM unstuck_idem_record`).Scan(&n))
+	require.GreaterOrEqual(t, n, int64(3), "several statuses")
+	_, err = seedDatabase(ctx, pool, seedConfig{Keys: 1, Tenants: 1, Span: time.Hour, Now: time.Now(), Parallel: 1, Batch: 1})
+	require.ErrorContains(t, err, "not empty")
+
+	var out bytes.Buffer
+	results, err := measureConsole(ctx, pool, consoleConfig{N: 1, DeepPages: 2, Explain: true, Out: &out})
+	require.NoError(t, err)
+	byName := map[string]*result{}
+	for _, r := range results {
+		byName[r.c.name] = r
+		require.Len(t, r.db, 1, r.c.name)
+		if r.c.path == "" {
+			continue // a part of the overview: store call only
+		}
+		require.Len(t, r.html, 1, r.c.name)
+		require.Positive(t, r.bytes, r.c.name)
+	}
+	require.Equal(t, 1, byName["keys: raw key lookup"].rows, "the raw key of a seeded record finds it")
+	require.Equal(t, 1, byName["key detail"].rows)
+	require.Equal(t, 51, byName["keys: first page"].rows+1)
+	require.Positive(t, byName["operation detail (review_required)"].rows)
+	report := out.String()
+	require.Contains(t, report, "| overview |")
+	require.Contains(t, report, "#### keys: first page")
+	if !strings.Contains(report, "no plan:") {
+		require.Contains(t, report, "Index Scan", "auto_explain plans")
+	}
+}
+
+// schemaObjects lists the indexes and constraints of the seeded tables.
+func schemaObjects(t *testing.T, pool *pgxpool.Pool) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT indexdef FROM pg_indexes WHERE tablename = ANY($1)
+UNION ALL
+SELECT conname || ' ' || pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid::regclass::text = ANY($1)
+ORDER BY 1`, seededTables)
+	require.NoError(t, err)
+	objs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.NotEmpty(t, objs)
+	return objs
+}

@@ -1,0 +1,684 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/unstuckhq/unstuck"
+	"github.com/unstuckhq/unstuck/driver/pgxv5"
+	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/internal/auth"
+	"github.com/unstuckhq/unstuck/internal/store"
+	"github.com/unstuckhq/unstuck/internal/web"
+	"github.com/unstuckhq/unstuck/saga"
+)
+
+// consoleConfig is how to measure.
+type consoleConfig struct {
+	// N timed runs of each store call and of each page; Warmup untimed
+	// runs of both before.
+	N, Warmup int
+	// DeepPages is how many Next links the deep-page case follows first.
+	DeepPages int
+	// Explain adds EXPLAIN (ANALYZE, BUFFERS) of every store call's
+	// statements, taken with auto_explain on a connection of its own.
+	Explain bool
+	// Only, when not empty, keeps the cases whose name contains it.
+	Only string
+	// Out receives the Markdown report, Log progress and server warnings.
+	Out, Log io.Writer
+}
+
+func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("console", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dbURL := fs.String("db", "", "PostgreSQL `URL` of a database loaded by \"bench seed\" (required)")
+	n := fs.Int("n", 50, "timed runs of each store call and of each page")
+	warmup := fs.Int("warmup", 5, "untimed runs of each before timing")
+	deep := fs.Int("deep", 20, "Next links the deep-page case follows before it measures")
+	explain := fs.Bool("explain", false, "also print EXPLAIN (ANALYZE, BUFFERS) of each case's statements (needs a superuser, for auto_explain)")
+	only := fs.String("only", "", "measure only the cases whose name contains this `text`")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: bench console --db URL [flags]
+
+Serves the real console (web.NewHandler over store.NewPostgres) on a
+loopback port, signs in as a user "bench" of role oncall (created, or its
+password reset), and for each case times the store calls behind the page
+(database time: the calls made directly, as the handler makes them) and the
+whole HTML response over HTTP. Prints a Markdown table with the median and
+the p95 of each. The engine runs without sealing: "bench seed" stores plain
+result envelopes.
+
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return errUsage
+	}
+	switch {
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "bench console: unexpected argument %q\n", fs.Arg(0))
+		return errUsage
+	case *dbURL == "":
+		fmt.Fprintln(stderr, "bench console: --db is required")
+		return errUsage
+	case *n < 1 || *warmup < 0 || *deep < 0:
+		fmt.Fprintln(stderr, "bench console: --n must be positive, --warmup and --deep not negative")
+		return errUsage
+	}
+	pool, err := openPool(ctx, *dbURL, 8)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	cfg := consoleConfig{N: *n, Warmup: *warmup, DeepPages: *deep, Explain: *explain, Only: *only, Out: stdout, Log: stderr}
+	_, err = measureConsole(ctx, pool, cfg)
+	return err
+}
+
+// benchCase is one page: the store calls behind it and its URL.
+type benchCase struct {
+	name  string
+	kind  string // overview, list, detail or part (of the overview): which target applies
+	path  string // "" for a part: its store call only
+	htmx  bool   // ask for the HTMX fragment (the table swap) instead of the page
+	db    func(ctx context.Context, d *store.DB) (rows int, err error)
+	notes string
+}
+
+// result is the timings of one case.
+type result struct {
+	c             benchCase
+	rows          int
+	db, html      []time.Duration
+	dbFirst       time.Duration // the first call, before any warm-up
+	bytes         int
+	plan          string
+	explainFailed string
+}
+
+func measureConsole(ctx context.Context, pool *pgxpool.Pool, cfg consoleConfig) ([]*result, error) {
+	logf := func(format string, a ...any) {
+		if cfg.Log != nil {
+			fmt.Fprintf(cfg.Log, format+"\n", a...)
+		}
+	}
+	db := store.NewPostgres(pool)
+	engine, err := idem.New(pgxv5.New(pool), idem.WithoutSealing())
+	if err != nil {
+		return nil, err
+	}
+	password, err := benchUser(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	enf, err := web.NewEnforcer(unstuck.RBACModel, unstuck.RBACPolicy)
+	if err != nil {
+		return nil, err
+	}
+	static, err := fs.Sub(unstuck.Static, "static")
+	if err != nil {
+		return nil, err
+	}
+	logOut := cfg.Log
+	if logOut == nil {
+		logOut = io.Discard
+	}
+	h := web.NewHandler(web.Config{Store: db, Engine: engine, Enforcer: enf, Static: static,
+		Sessions: web.NewSessionManager(db.SessionStore(), 30*time.Minute, 12*time.Hour, false),
+		Log:      slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer func() { _ = srv.Shutdown(context.WithoutCancel(ctx)) }()
+	base := "http://" + ln.Addr().String()
+
+	client, err := signIn(ctx, base, password)
+	if err != nil {
+		return nil, err
+	}
+	cases, facts, err := buildCases(ctx, pool, db, cfg.DeepPages)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Only != "" {
+		cases = slices.DeleteFunc(cases, func(c benchCase) bool { return !strings.Contains(c.name, cfg.Only) })
+	}
+
+	var results []*result
+	for _, c := range cases {
+		res := &result{c: c}
+		for i := range cfg.Warmup + cfg.N {
+			t0 := time.Now()
+			rows, err := c.db(ctx, db)
+			d := time.Since(t0)
+			if err != nil {
+				return nil, fmt.Errorf("%s: store: %w", c.name, err)
+			}
+			res.rows = rows
+			if i == 0 {
+				res.dbFirst = d
+			}
+			if i >= cfg.Warmup {
+				res.db = append(res.db, d)
+			}
+		}
+		for i := range cfg.Warmup + cfg.N {
+			if c.path == "" {
+				break // a store call only, no page of its own
+			}
+			t0 := time.Now()
+			n, err := get(ctx, client, base+c.path, c.htmx)
+			d := time.Since(t0)
+			if err != nil {
+				return nil, fmt.Errorf("%s: GET %s: %w", c.name, c.path, err)
+			}
+			res.bytes = n
+			if i >= cfg.Warmup {
+				res.html = append(res.html, d)
+			}
+		}
+		logf("%-50s db p50 %7s p95 %7s   html p50 %7s p95 %7s", c.name,
+			ms(quantile(res.db, 0.5)), ms(quantile(res.db, 0.95)), ms(quantile(res.html, 0.5)), ms(quantile(res.html, 0.95)))
+		results = append(results, res)
+	}
+	if cfg.Explain {
+		if err := explainCases(ctx, pool.Config().ConnConfig, results); err != nil {
+			return nil, err
+		}
+	}
+	writeReport(cfg, facts, results)
+	return results, nil
+}
+
+// benchUser creates the console user "bench" (role oncall, which may see
+// stored responses), or resets its password, and returns the password.
+func benchUser(ctx context.Context, db *store.DB) (string, error) {
+	pw, err := auth.GeneratePassword()
+	if err != nil {
+		return "", err
+	}
+	hash, err := auth.Hash(pw)
+	if err != nil {
+		return "", err
+	}
+	_, err = db.CreateUser(ctx, "bench", store.RoleOncall, hash)
+	if errors.Is(err, store.ErrConflict) {
+		if err = db.SetUserPassword(ctx, "bench", hash); err == nil {
+			err = db.SetUserRole(ctx, "bench", store.RoleOncall)
+		}
+		if err == nil {
+			err = db.SetUserDisabled(ctx, "bench", false)
+		}
+	}
+	if err != nil {
+		return "", fmt.Errorf("bench user: %w", err)
+	}
+	return pw, nil
+}
+
+func signIn(ctx context.Context, base, password string) (*http.Client, error) {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		return nil, err
+	}
+	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	form := url.Values{"username": {"bench"}, "password": {password}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/login", strings.NewReader(form.Encode()))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther {
+		return nil, fmt.Errorf("sign-in: status %d", resp.StatusCode)
+	}
+	return c, nil
+}
+
+// get fetches u, reads the whole body and returns its size; anything but
+// 200 is an error.
+func get(ctx context.Context, c *http.Client, u string, htmx bool) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, err
+	}
+	if htmx {
+		req.Header.Set("HX-Request", "true")
+		req.Header.Set("HX-Target", "results")
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return int(n), nil
+}
+
+// facts describe the data the cases run on.
+type facts struct {
+	keys, operations   float64 // reltuples
+	tableSize, idxSize string  // of unstuck_idem_record
+	opSize             string  // of the four saga tables, indexes included
+	scopes             map[string]int64
+	deepDepth          int
+}
+
+// buildCases picks the filter values from the data (unmeasured queries)
+// and returns the cases.
+func buildCases(ctx context.Context, pool *pgxpool.Pool, db *store.DB, deepPages int) ([]benchCase, facts, error) {
+	var f facts
+	f.scopes = map[string]int64{}
+	q := func(sql string, dest ...any) error {
+		err := pool.QueryRow(ctx, sql).Scan(dest...)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", sql, err)
+		}
+		return nil
+	}
+	if err := q(`SELECT (SELECT reltuples FROM pg_class WHERE oid = 'unstuck_idem_record'::regclass)::float8,
+    (SELECT reltuples FROM pg_class WHERE oid = 'unstuck_saga_operation'::regclass)::float8,
+    pg_size_pretty(pg_table_size('unstuck_idem_record')), pg_size_pretty(pg_indexes_size('unstuck_idem_record')),
+    pg_size_pretty(pg_total_relation_size('unstuck_saga_operation') + pg_total_relation_size('unstuck_saga_step')
+        + pg_total_relation_size('unstuck_saga_event') + pg_total_relation_size('unstuck_saga_finding'))`,
+		&f.keys, &f.operations, &f.tableSize, &f.idxSize, &f.opSize); err != nil {
+		return nil, f, err
+	}
+	// Scopes are "tenant:NNNNN" by rank, the first the largest (Zipf).
+	big, mid, small := tenant(0), tenant(99), tenant(4999)
+	for _, s := range []string{big, mid, small} {
+		var n int64
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM unstuck_idem_record WHERE scope = $1`, s).Scan(&n); err != nil {
+			return nil, f, err
+		}
+		f.scopes[s] = n
+	}
+	var (
+		corr, ext, opCorr, stepExt, reviewOp, doneOp string
+		detailID, lookupFence                        int64
+		lookupScope, lookupOp                        string
+		midTime, opMidTime, newest                   time.Time
+	)
+	err := errors.Join(
+		q(`SELECT correlation_id FROM unstuck_idem_record WHERE correlation_id <> '' ORDER BY id DESC LIMIT 1`, &corr),
+		q(`SELECT max(updated_at) FROM unstuck_idem_record`, &newest),
+		q(`SELECT external_ref FROM unstuck_idem_record WHERE external_ref <> '' AND status = 'pending' ORDER BY id DESC LIMIT 1`, &ext),
+		q(`SELECT id FROM unstuck_idem_record WHERE id >= (SELECT max(id) / 2 FROM unstuck_idem_record)
+    AND status = 'completed' AND result IS NOT NULL ORDER BY id LIMIT 1`, &detailID),
+		q(`SELECT scope, operation, fence, updated_at FROM unstuck_idem_record WHERE id >= (SELECT max(id) / 2 FROM unstuck_idem_record)
+    ORDER BY id LIMIT 1`, &lookupScope, &lookupOp, &lookupFence, &midTime),
+		q(`SELECT correlation_id FROM unstuck_saga_operation WHERE correlation_id <> '' ORDER BY id DESC LIMIT 1`, &opCorr),
+		q(`SELECT external_id FROM unstuck_saga_step WHERE external_id <> '' ORDER BY operation_id DESC LIMIT 1`, &stepExt),
+		q(`SELECT id FROM unstuck_saga_operation WHERE status = 'review_required' ORDER BY updated_at DESC LIMIT 1`, &reviewOp),
+		q(`SELECT id FROM unstuck_saga_operation WHERE status = 'completed' ORDER BY updated_at DESC LIMIT 1`, &doneOp),
+		q(`SELECT updated_at FROM unstuck_saga_operation ORDER BY id OFFSET (SELECT count(*) / 2 FROM unstuck_saga_operation) LIMIT 1`, &opMidTime),
+	)
+	if err != nil {
+		return nil, f, err
+	}
+	// A day's window, whole minutes as the form sends them.
+	dayTo := newest.Add(-10 * 24 * time.Hour).Truncate(time.Minute)
+	dayFrom := dayTo.Add(-24 * time.Hour)
+	rawKey := rawKey(int(lookupFence - 1)) // fence i+1 was given to record i, whose key is k-i
+	// The deep cursors: follow Next links, and, deeper, the first page
+	// before the middle of the table in time.
+	deep, err := followNext(ctx, db, store.KeyFilter{}, deepPages)
+	if err != nil {
+		return nil, f, err
+	}
+	f.deepDepth = deepPages * store.DefaultLimit
+	veryDeep, err := db.ListKeys(ctx, store.KeyFilter{To: midTime})
+	if err != nil {
+		return nil, f, err
+	}
+	opDeep, err := followOpNext(ctx, db, deepPages)
+	if err != nil {
+		return nil, f, err
+	}
+	opVeryDeep, err := db.ListOperations(ctx, store.OperationFilter{To: opMidTime})
+	if err != nil {
+		return nil, f, err
+	}
+
+	keys := func(name, notes string, kf store.KeyFilter, query url.Values) benchCase {
+		return benchCase{name: name, kind: "list", path: "/keys?" + query.Encode(), notes: notes,
+			db: func(ctx context.Context, d *store.DB) (int, error) {
+				p, err := d.ListKeys(ctx, kf)
+				return len(p.Records), err
+			}}
+	}
+	ops := func(name, notes string, of store.OperationFilter, query url.Values) benchCase {
+		return benchCase{name: name, kind: "list", path: "/operations?" + query.Encode(), notes: notes,
+			db: func(ctx context.Context, d *store.DB) (int, error) {
+				p, err := d.ListOperations(ctx, of)
+				return len(p.Operations), err
+			}}
+	}
+	v := func(kv ...string) url.Values {
+		out := url.Values{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			out.Set(kv[i], kv[i+1])
+		}
+		return out
+	}
+	scopeNote := func(s string) string { return fmt.Sprintf("%s: %d records", s, f.scopes[s]) }
+	cases := []benchCase{
+		{name: "overview", kind: "overview", path: "/", db: overviewCalls,
+			notes: "KeyOverview, NeedsAttention(20), OperationOverview, ReviewRequired(20)"},
+		{name: "overview part: KeyOverview", kind: "part", notes: "counts per status (capped at 10 000, then estimates), oldest, stuck count",
+			db: func(ctx context.Context, d *store.DB) (int, error) { _, err := d.KeyOverview(ctx); return 0, err }},
+		{name: "overview part: NeedsAttention(20)", kind: "part", notes: "pending, unavailable, stuck: oldest first",
+			db: func(ctx context.Context, d *store.DB) (int, error) {
+				r, err := d.NeedsAttention(ctx, 20)
+				return len(r), err
+			}},
+		{name: "overview part: OperationOverview", kind: "part", notes: "counts per status (capped at 10 000, then estimates), oldest",
+			db: func(ctx context.Context, d *store.DB) (int, error) { _, err := d.OperationOverview(ctx); return 0, err }},
+		{name: "overview part: ReviewRequired(20)", kind: "part",
+			db: func(ctx context.Context, d *store.DB) (int, error) {
+				r, err := d.ReviewRequired(ctx, 20)
+				return len(r), err
+			}},
+		keys("keys: first page", "", store.KeyFilter{}, v()),
+		func() benchCase {
+			c := keys("keys: first page (htmx swap)", "the table fragment only", store.KeyFilter{}, v())
+			c.htmx = true
+			return c
+		}(),
+		keys("keys: deep page", fmt.Sprintf("after %d Next links (%d records in)", deepPages, f.deepDepth),
+			store.KeyFilter{After: deep}, v("after", deep)),
+		keys("keys: very deep page", "cursor at the middle of the table in time",
+			store.KeyFilter{After: veryDeep.Next}, v("after", veryDeep.Next)),
+		keys("keys: state=failed", "", store.KeyFilter{Status: idem.StatusFailed}, v("state", "failed")),
+		keys("keys: state=pending", "", store.KeyFilter{Status: idem.StatusPending}, v("state", "pending")),
+		keys("keys: state=stuck", "processing past lease", store.KeyFilter{Stuck: true}, v("state", "stuck")),
+		keys("keys: scope (largest)", scopeNote(big), store.KeyFilter{Scope: big}, v("scope", big)),
+		keys("keys: scope (small)", scopeNote(small), store.KeyFilter{Scope: small}, v("scope", small)),
+		keys("keys: operation", "POST /v1/payouts, 3 % of records", store.KeyFilter{Operation: "POST /v1/payouts"}, v("operation", "POST /v1/payouts")),
+		keys("keys: correlation ID", "", store.KeyFilter{CorrelationID: corr}, v("correlation_id", corr)),
+		keys("keys: external ref", "", store.KeyFilter{ExternalRef: ext}, v("external_ref", ext)),
+		keys("keys: raw key lookup", "key + scope + operation → digest", store.KeyFilter{Scope: lookupScope, Operation: lookupOp,
+			KeyDigest: idem.Digest(lookupScope, lookupOp, rawKey)}, v("scope", lookupScope, "operation", lookupOp, "key", rawKey)),
+		keys("keys: scope+state (largest, failed)", scopeNote(big), store.KeyFilter{Scope: big, Status: idem.StatusFailed},
+			v("scope", big, "state", "failed")),
+		keys("keys: scope+state (mid, unavailable)", scopeNote(mid), store.KeyFilter{Scope: mid, Status: idem.StatusUnavailable},
+			v("scope", mid, "state", "unavailable")),
+		keys("keys: scope+state (small, failed)", scopeNote(small), store.KeyFilter{Scope: small, Status: idem.StatusFailed},
+			v("scope", small, "state", "failed")),
+		keys("keys: scope+state (largest, stuck)", scopeNote(big), store.KeyFilter{Scope: big, Stuck: true},
+			v("scope", big, "state", "stuck")),
+		keys("keys: scope+state+operation (mid, failed, payouts)", scopeNote(mid),
+			store.KeyFilter{Scope: mid, Status: idem.StatusFailed, Operation: "POST /v1/payouts"},
+			v("scope", mid, "state", "failed", "operation", "POST /v1/payouts")),
+		keys("keys: time range (one day)", "updated 11 to 10 days before the newest record", store.KeyFilter{From: dayFrom, To: dayTo},
+			v("from", dayFrom.Format(formTime), "to", dayTo.Format(formTime))),
+		keys("keys: scope+operation (mid, payouts)", scopeNote(mid), store.KeyFilter{Scope: mid, Operation: "POST /v1/payouts"},
+			v("scope", mid, "operation", "POST /v1/payouts")),
+		keys("keys: state+operation (unavailable, payouts)", "", store.KeyFilter{Status: idem.StatusUnavailable, Operation: "POST /v1/payouts"},
+			v("state", "unavailable", "operation", "POST /v1/payouts")),
+		{name: "key detail", kind: "detail", path: "/keys/" + strconv.FormatInt(detailID, 10),
+			notes: "completed, stored response shown (role oncall)",
+			db: func(ctx context.Context, d *store.DB) (int, error) {
+				_, ok, err := d.Key(ctx, detailID)
+				return b2i(ok), err
+			}},
+		ops("operations: first page", "", store.OperationFilter{}, v()),
+		ops("operations: deep page", fmt.Sprintf("after %d Next links", deepPages), store.OperationFilter{After: opDeep}, v("after", opDeep)),
+		ops("operations: very deep page", "cursor at the middle in time", store.OperationFilter{After: opVeryDeep.Next}, v("after", opVeryDeep.Next)),
+		ops("operations: status=review_required", "", store.OperationFilter{Status: saga.StatusReviewRequired}, v("status", "review_required")),
+		ops("operations: type=payout", "", store.OperationFilter{Type: "payout"}, v("type", "payout")),
+		ops("operations: correlation ID", "", store.OperationFilter{CorrelationID: opCorr}, v("correlation_id", opCorr)),
+		ops("operations: external ID", "a step's external ID", store.OperationFilter{ExternalID: stepExt}, v("external_id", stepExt)),
+		ops("operations: status+type (failed, payout)", "", store.OperationFilter{Status: saga.StatusFailed, Type: "payout"},
+			v("status", "failed", "type", "payout")),
+		opDetail("operation detail (review_required)", reviewOp),
+		opDetail("operation detail (completed)", doneOp),
+	}
+	return cases, f, nil
+}
+
+// formTime is the layout of the lists' from and to fields.
+const formTime = "2006-01-02T15:04"
+
+func opDetail(name, id string) benchCase {
+	return benchCase{name: name, kind: "detail", path: "/operations/" + url.PathEscape(id), notes: "3 steps, events, findings",
+		db: func(ctx context.Context, d *store.DB) (int, error) {
+			det, ok, err := d.Operation(ctx, id)
+			if !ok && err == nil {
+				err = fmt.Errorf("operation %q not found", id)
+			}
+			return len(det.Events), err
+		}}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// overviewCalls are the store calls of the overview page, in the
+// handler's order.
+func overviewCalls(ctx context.Context, d *store.DB) (int, error) {
+	if _, err := d.KeyOverview(ctx); err != nil {
+		return 0, err
+	}
+	att, err := d.NeedsAttention(ctx, 20)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := d.OperationOverview(ctx); err != nil {
+		return 0, err
+	}
+	rev, err := d.ReviewRequired(ctx, 20)
+	return len(att) + len(rev), err
+}
+
+func followNext(ctx context.Context, db *store.DB, f store.KeyFilter, pages int) (string, error) {
+	for range pages {
+		p, err := db.ListKeys(ctx, f)
+		if err != nil {
+			return "", err
+		}
+		if p.Next == "" {
+			break
+		}
+		f.After = p.Next
+	}
+	return f.After, nil
+}
+
+func followOpNext(ctx context.Context, db *store.DB, pages int) (string, error) {
+	var f store.OperationFilter
+	for range pages {
+		p, err := db.ListOperations(ctx, f)
+		if err != nil {
+			return "", err
+		}
+		if p.Next == "" {
+			break
+		}
+		f.After = p.Next
+	}
+	return f.After, nil
+}
+
+// explainCases runs each case's store calls once more on a connection
+// where auto_explain sends the plan of every statement, with ANALYZE and
+// BUFFERS, to the client as a NOTICE, so the plans are those of the exact
+// statements the store sends.
+func explainCases(ctx context.Context, connCfg *pgx.ConnConfig, results []*result) error {
+	cfg := connCfg.Copy()
+	var (
+		mu      sync.Mutex
+		notices []string
+	)
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		mu.Lock()
+		notices = append(notices, n.Message)
+		mu.Unlock()
+	}
+	// A pool of one connection: store.DB wants a pool.
+	pcfg, err := pgxpool.ParseConfig(connCfg.ConnString())
+	if err != nil {
+		return err
+	}
+	pcfg.ConnConfig = cfg
+	pcfg.MaxConns = 1
+	pcfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		for _, s := range []string{`LOAD 'auto_explain'`, `SET auto_explain.log_min_duration = 0`, `SET auto_explain.log_analyze = on`,
+			`SET auto_explain.log_buffers = on`, `SET auto_explain.log_level = notice`} {
+			if _, err := c.Exec(ctx, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	d := store.NewPostgres(pool)
+	// Connect (and load auto_explain) outside the first case. Without the
+	// right to LOAD there are no plans, but the timings stand.
+	if _, err := d.KeyOverview(ctx); err != nil {
+		for _, r := range results {
+			r.explainFailed = err.Error()
+		}
+		return nil
+	}
+	mu.Lock()
+	notices = nil
+	mu.Unlock()
+	for _, r := range results {
+		if _, err := r.c.db(ctx, d); err != nil {
+			return fmt.Errorf("explain %s: %w", r.c.name, err)
+		}
+		mu.Lock()
+		r.plan = strings.Join(notices, "\n\n")
+		notices = nil
+		mu.Unlock()
+	}
+	return nil
+}
+
+// quantile returns the nearest-rank q-quantile of ds (the median for 0.5,
+// the p95 for 0.95: of 50 runs, the 48th fastest).
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	k := int(float64(len(s))*q+0.999999) - 1
+	return s[min(max(k, 0), len(s)-1)]
+}
+
+func ms(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 2, 64)
+}
+
+// targets of issue 5 item 9, in milliseconds.
+const (
+	targetOverviewDB = 20 * time.Millisecond
+	targetListDB     = 10 * time.Millisecond
+	targetHTMLp95    = 50 * time.Millisecond
+)
+
+func verdict(r *result) string {
+	var miss []string
+	dbp95 := quantile(r.db, 0.95)
+	switch r.c.kind {
+	case "overview":
+		if dbp95 > targetOverviewDB {
+			miss = append(miss, "DB > 20")
+		}
+	case "list":
+		if dbp95 > targetListDB {
+			miss = append(miss, "DB > 10")
+		}
+	}
+	if r.c.kind == "part" {
+		return "(part of the overview)"
+	}
+	if quantile(r.html, 0.95) > targetHTMLp95 {
+		miss = append(miss, "HTML > 50")
+	}
+	if len(miss) == 0 {
+		return "met"
+	}
+	return "**missed** (" + strings.Join(miss, ", ") + ")"
+}
+
+func writeReport(cfg consoleConfig, f facts, results []*result) {
+	w := cfg.Out
+	fmt.Fprintf(w, "Data: %.0f key records (table %s, indexes %s), %.0f operations (saga tables %s with indexes).\n",
+		f.keys, f.tableSize, f.idxSize, f.operations, f.opSize)
+	fmt.Fprintf(w, "Runs: %d timed after %d warm-up, one client, sequential. Times in ms; p95 is the nearest rank.\n", cfg.N, cfg.Warmup)
+	fmt.Fprintf(w, "DB first is the case's first store call, before its warm-up: pages not yet in shared_buffers (perhaps in the OS cache).\n\n")
+	fmt.Fprintln(w, "| page | rows | DB first | DB median | DB p95 | HTML median | HTML p95 | HTML KiB | target | notes |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
+	for _, r := range results {
+		htmlMed, htmlP95, size := "—", "—", "—"
+		if r.c.path != "" {
+			htmlMed, htmlP95 = ms(quantile(r.html, 0.5)), ms(quantile(r.html, 0.95))
+			size = strconv.FormatFloat(float64(r.bytes)/1024, 'f', 1, 64)
+		}
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.c.name, r.rows, ms(r.dbFirst),
+			ms(quantile(r.db, 0.5)), ms(quantile(r.db, 0.95)), htmlMed, htmlP95, size, verdict(r), r.c.notes)
+	}
+	if !cfg.Explain {
+		return
+	}
+	fmt.Fprintln(w, "\n### Plans (auto_explain: ANALYZE, BUFFERS)")
+	for _, r := range results {
+		fmt.Fprintf(w, "\n#### %s\n\n", r.c.name)
+		if r.explainFailed != "" {
+			fmt.Fprintf(w, "no plan: %s\n", r.explainFailed)
+			continue
+		}
+		fmt.Fprintf(w, "```\n%s\n```\n", strings.TrimSpace(r.plan))
+	}
+}
