@@ -82,7 +82,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	mountSignups, stopSagas, err := startSagas(ctx, db, shop, reg, log)
+	mountSignups, decisions, stopSagas, err := startSagas(ctx, db, shop, reg, log)
 	if err != nil {
 		return fmt.Errorf("signups: %w", err)
 	}
@@ -93,7 +93,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	loopback := isLoopback(ln.Addr())
 	h, err := consoleHandler(db, engine, consoleOptions{secureCookies: !loopback, idle: 30 * time.Minute, absolute: 12 * time.Hour, registry: reg,
-		mount: func(r chi.Router) { shop.Routes(r); mountSignups(r) }}, log)
+		mount: func(r chi.Router) { shop.Routes(r); mountSignups(r) }, operations: decisions}, log)
 	if err != nil {
 		return err
 	}

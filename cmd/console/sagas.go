@@ -21,7 +21,9 @@ import (
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 
+	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/demo"
+	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
@@ -45,9 +47,10 @@ var sagaOverrides sagaSettings
 // startSagas runs the demo's signups: River's and the saga engine's
 // migrations in the demo's database, a River client working the saga
 // queue, and the saga runner. It returns the routes to mount next to the
-// shop's and stop, which stops River (waiting for running jobs, then
-// cancelling them) and must be called before the database closes.
-func startSagas(ctx context.Context, db *database, shop *demo.Shop, reg prometheus.Registerer, log *slog.Logger) (mount func(chi.Router), stop func(), err error) {
+// shop's, the console's decisions on operations (on that runner), and
+// stop, which stops River (waiting for running jobs, then cancelling them)
+// and must be called before the database closes.
+func startSagas(ctx context.Context, db *database, shop *demo.Shop, reg prometheus.Registerer, log *slog.Logger) (mount func(chi.Router), decisions *ops.Operations, stop func(), err error) {
 	set := sagaOverrides
 	ws := set.workspaces
 	if ws == nil {
@@ -55,11 +58,11 @@ func startSagas(ctx context.Context, db *database, shop *demo.Shop, reg promethe
 	}
 	if db.Pool != nil {
 		signups := demo.NewSignups(shop, pgxSignupDB{db.Pool}, ws, log)
-		stop, err := runSagas[pgx.Tx](ctx, reg, riverpgxv5.New(db.Pool), sagapgx.New(db.Pool), signups, set, log)
+		decisions, stop, err := runSagas[pgx.Tx](ctx, reg, riverpgxv5.New(db.Pool), sagapgx.New(db.Pool), db.Trail, signups, set, log)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		return signups.Routes, stop, nil
+		return signups.Routes, decisions, stop, nil
 	}
 	// River's SQLite driver wants a handle of its own with one
 	// connection; the saga records share it so that they commit with
@@ -68,15 +71,15 @@ func startSagas(ctx context.Context, db *database, shop *demo.Shop, reg promethe
 	// stale by a writer on the other handle.
 	riverDB, err := openRiverSQLite(ctx, db.SQL)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	signups := demo.NewSignups(shop, sqlSignupDB{db.SQL}, ws, log)
-	stopRiver, err := runSagas[*sql.Tx](ctx, reg, riversqlite.New(riverDB), sagasqlite.New(riverDB), signups, set, log)
+	decisions, stopRiver, err := runSagas[*sql.Tx](ctx, reg, riversqlite.New(riverDB), sagasqlite.New(riverDB), db.Trail, signups, set, log)
 	if err != nil {
 		_ = riverDB.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return signups.Routes, func() {
+	return signups.Routes, decisions, func() {
 		stopRiver()
 		if err := riverDB.Close(); err != nil {
 			log.Warn("close the River database handle", "error", err.Error())
@@ -84,19 +87,19 @@ func startSagas(ctx context.Context, db *database, shop *demo.Shop, reg promethe
 	}, nil
 }
 
-func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverdriver.Driver[TTx], sd saga.Driver[TTx], signups *demo.Signups, set sagaSettings, log *slog.Logger) (stop func(), err error) {
+func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverdriver.Driver[TTx], sd saga.Driver[TTx], trail *audit.Trail, signups *demo.Signups, set sagaSettings, log *slog.Logger) (decisions *ops.Operations, stop func(), err error) {
 	migrator, err := rivermigrate.New(rd, nil)
 	if err != nil {
-		return nil, fmt.Errorf("river migrations: %w", err)
+		return nil, nil, fmt.Errorf("river migrations: %w", err)
 	}
 	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return nil, fmt.Errorf("river migrations: %w", err)
+		return nil, nil, fmt.Errorf("river migrations: %w", err)
 	}
 	if err := sd.Migrate(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := signups.Migrate(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	def := signups.Definition()
 	if set.stepTimeout > 0 {
@@ -106,11 +109,11 @@ func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverd
 	}
 	runner, err := saga.NewRunner(sd, saga.Config{Definitions: []saga.Definition{def}, Logger: log, JobMargin: set.jobMargin})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	workers := river.NewWorkers()
 	if err := runner.AddWorkers(workers); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var jobTimeout time.Duration // River's default, 1 minute
 	if set.rescueAfter > 0 {
@@ -126,19 +129,24 @@ func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverd
 		Workers:              workers,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("river client: %w", err)
+		return nil, nil, fmt.Errorf("river client: %w", err)
 	}
 	runner.SetClient(client)
 	demo.UseRunner(signups, runner)
+	// The console's decisions on operations go through the same runner:
+	// the jobs they insert are worked by this client.
+	if decisions, err = ops.NewOperations(runner, trail); err != nil {
+		return nil, nil, err
+	}
 	if err := reg.Register(saga.NewCollector(runner, 5*time.Second)); err != nil {
-		return nil, fmt.Errorf("saga metrics: %w", err)
+		return nil, nil, fmt.Errorf("saga metrics: %w", err)
 	}
 	// Not ctx: River stops when stop says, after the HTTP server, before
 	// the database closes.
 	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
-		return nil, fmt.Errorf("start river: %w", err)
+		return nil, nil, fmt.Errorf("start river: %w", err)
 	}
-	return func() {
+	return decisions, func() {
 		soft, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := client.Stop(soft); err == nil {
@@ -151,6 +159,50 @@ func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverd
 			log.Error("river did not stop", "error", err.Error())
 		}
 	}, nil
+}
+
+// operationDecisions builds the decisions of "console serve" on saga
+// operations: a saga runner without definitions (operator actions use only
+// the records: the state machine, the version check and the jobs to
+// insert) and an insert-only River client (no workers): the jobs a
+// decision inserts, on queue, are run by the application's River workers.
+// release closes the SQLite handle it opens.
+func operationDecisions(ctx context.Context, db *database, queue string, log *slog.Logger) (decisions *ops.Operations, release func(), err error) {
+	cfg := saga.Config{Queue: queue, Logger: log}
+	if db.Pool != nil {
+		decisions, err := insertOnlyDecisions[pgx.Tx](riverpgxv5.New(db.Pool), sagapgx.New(db.Pool), db.Trail, cfg, log)
+		return decisions, func() {}, err
+	}
+	// As the demo: a handle of its own with one connection and BEGIN
+	// IMMEDIATE, so that a decision holds the write lock from its read to
+	// its audit entry.
+	riverDB, err := openRiverSQLite(ctx, db.SQL)
+	if err != nil {
+		return nil, nil, err
+	}
+	decisions, err = insertOnlyDecisions[*sql.Tx](riversqlite.New(riverDB), sagasqlite.New(riverDB), db.Trail, cfg, log)
+	if err != nil {
+		_ = riverDB.Close()
+		return nil, nil, err
+	}
+	return decisions, func() {
+		if err := riverDB.Close(); err != nil {
+			log.Warn("close the River database handle", "error", err.Error())
+		}
+	}, nil
+}
+
+func insertOnlyDecisions[TTx any](rd riverdriver.Driver[TTx], sd saga.Driver[TTx], trail *audit.Trail, cfg saga.Config, log *slog.Logger) (*ops.Operations, error) {
+	runner, err := saga.NewRunner(sd, cfg)
+	if err != nil {
+		return nil, err
+	}
+	client, err := river.NewClient(rd, &river.Config{Logger: log.With("component", "river")})
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	runner.SetClient(client)
+	return ops.NewOperations(runner, trail)
 }
 
 // openRiverSQLite opens a second handle on the file of db with one

@@ -20,6 +20,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/web"
+	"github.com/unstuckhq/unstuck/saga"
 )
 
 // consoleOptions are the settings shared by serve and demo.
@@ -29,6 +30,8 @@ type consoleOptions struct {
 	absolute      time.Duration
 	mount         func(chi.Router)
 	registry      *prometheus.Registry // nil: a new one
+	// operations decides on saga operations; nil serves them read-only.
+	operations *ops.Operations
 }
 
 // consoleHandler builds the console's HTTP handler over db and engine.
@@ -45,7 +48,7 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 	if err != nil {
 		return nil, err
 	}
-	return web.NewHandler(web.Config{
+	cfg := web.Config{
 		Store:    db.Console,
 		Engine:   engine,
 		Sessions: web.NewSessionManager(db.Console.SessionStore(), o.idle, o.absolute, o.secureCookies),
@@ -57,7 +60,11 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 		Registry: o.registry,
 		Trail:    db.Trail,
 		Keys:     keys,
-	}), nil
+	}
+	if o.operations != nil {
+		cfg.Operations = o.operations
+	}
+	return web.NewHandler(cfg), nil
 }
 
 // serveHTTP serves h on ln until ctx ends, then shuts down within 10 s.
@@ -113,6 +120,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	insecure := fs.Bool("insecure-cookies", getenv("UNSTUCK_INSECURE_COOKIES") == "true", "session cookie without Secure, for plain http on loopback only (env UNSTUCK_INSECURE_COOKIES=true)")
 	idle := fs.Duration("session-idle", 30*time.Minute, "sign out after this long without a request")
 	absolute := fs.Duration("session-absolute", 12*time.Hour, "sign out this long after sign-in, whatever happens")
+	sagaQueue := fs.String("saga-queue", envOr(getenv, "UNSTUCK_SAGA_QUEUE", saga.QueueDefault), "River `queue` of the applications' saga jobs, where operator decisions insert theirs (env UNSTUCK_SAGA_QUEUE)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: console serve --db URL [flags]
 
@@ -168,7 +176,14 @@ with UNSTUCK_PREVIOUS_SECRETS (comma-separated) during a rotation. Run
 	if err != nil {
 		return err
 	}
-	h, err := consoleHandler(db, engine, consoleOptions{secureCookies: !*insecure, idle: *idle, absolute: *absolute}, log)
+	// Decisions on saga operations insert the River jobs that carry them
+	// on; the applications' River workers run them.
+	decisions, closeDecisions, err := operationDecisions(ctx, db, *sagaQueue, log)
+	if err != nil {
+		return fmt.Errorf("operation decisions: %w", err)
+	}
+	defer closeDecisions()
+	h, err := consoleHandler(db, engine, consoleOptions{secureCookies: !*insecure, idle: *idle, absolute: *absolute, operations: decisions}, log)
 	if err != nil {
 		return err
 	}

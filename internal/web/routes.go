@@ -16,6 +16,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/internal/auth"
+	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/store"
 )
 
@@ -53,6 +54,10 @@ type Config struct {
 	// Keys applies operator decisions on keys and audits them; nil serves
 	// the console read-only.
 	Keys keyDecider
+	// Operations applies operator decisions on saga operations (retry,
+	// confirm, compensate, resolve) and audits them (an *ops.Operations);
+	// nil serves the operation pages read-only.
+	Operations operationDecider
 }
 
 // NewHandler returns the console: every route of the surface is listed
@@ -88,7 +93,7 @@ func NewHandler(cfg Config) http.Handler {
 		r.Method(http.MethodPost, "/logout", handleLogout(cfg.Sessions, log))
 
 		r.Group(func(r chi.Router) {
-			r.Use(requireUser(cfg.Sessions, cfg.Store, cfg.Enforcer, log), authorize(log, auditedDenial(cfg.Keys, log)))
+			r.Use(requireUser(cfg.Sessions, cfg.Store, cfg.Enforcer, log), authorize(log, deniedAuditor(cfg.Keys, cfg.Operations, log)))
 			r.Method(http.MethodGet, "/", handleOverview(cfg.Store, log))
 			r.Method(http.MethodGet, "/keys", handleKeyList(cfg.Store, log))
 			r.Method(http.MethodGet, "/keys/{id}", handleKeyDetail(cfg.Store, cfg.Keys, cfg.Engine, log))
@@ -102,7 +107,19 @@ func NewHandler(cfg Config) http.Handler {
 					Method(http.MethodPost, "/keys/{id}/confirm", handleKeyDecision("confirm", cfg.Store, cfg.Keys, cfg.Engine, log))
 			}
 			r.Method(http.MethodGet, "/operations", handleOperationList(cfg.Store, log))
-			r.Method(http.MethodGet, "/operations/{id}", handleOperationDetail(cfg.Store, log))
+			if cfg.Operations == nil {
+				r.Method(http.MethodGet, "/operations/{id}", handleOperationDetail(cfg.Store, log))
+			} else {
+				r.Method(http.MethodGet, "/operations/{id}", handleOperationDetailDecisions(cfg.Store, cfg.Operations, log))
+				// Decisions on operations, keyed per rendered form as the
+				// key decisions are.
+				decided := decisionMiddleware(cfg.Engine)
+				for _, action := range []ops.OperationAction{ops.OperationRetry, ops.OperationConfirm, ops.OperationCompensate, ops.OperationResolve} {
+					pattern := "/operations/{id}/" + string(action)
+					r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST "+pattern), idem.RouteTTL(time.Hour))).
+						Method(http.MethodPost, pattern, handleOperationDecision(action, cfg.Store, cfg.Operations, log))
+				}
+			}
 			r.Method(http.MethodGet, "/users", handleUserList(cfg.Store, log))
 			r.Method(http.MethodGet, "/audit", handleAuditList(cfg.Trail, newChainStatus(cfg.Trail, cfg.AuditVerifyEvery, log), log))
 			r.Method(http.MethodGet, "/audit/export", handleAuditExport(cfg.Trail, log))

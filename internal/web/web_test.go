@@ -103,6 +103,7 @@ func setup(t *testing.T, opts ...func(*web.Config)) *bundle {
 	keys, err := ops.NewKeys(engine, db, trail)
 	require.NoError(t, err)
 	cfg.Keys = keys
+	cfg.Operations = operationDecisions(t, sqlDB, trail)
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -213,7 +214,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"GET", "/static/app.css", "/static/*", nil, true},
 	}
 	special := map[string]bool{"POST /login": true, "POST /logout": true, // tested in TestSignIn
-		"POST /keys/{id}/forget": true, "POST /keys/{id}/confirm": true} // tested in TestKeyDecisions
+		"POST /keys/{id}/forget": true, "POST /keys/{id}/confirm": true, // tested in TestKeyDecisions
+		"POST /operations/{id}/retry": true, "POST /operations/{id}/confirm": true, // tested in TestOperationDecisions
+		"POST /operations/{id}/compensate": true, "POST /operations/{id}/resolve": true}
 	covered := map[string]bool{}
 	for _, c := range matrix {
 		covered[c.method+" "+c.pattern] = true

@@ -1,0 +1,359 @@
+package ops
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/unstuckhq/unstuck/internal/audit"
+	"github.com/unstuckhq/unstuck/saga"
+)
+
+// OperationAction is an operator action on a saga operation.
+type OperationAction string
+
+// The operator actions on operations, as the console's routes name them.
+const (
+	// OperationRetry retries a failed, uncertain or stuck step of an
+	// operation under review with fresh attempts and the same key, or a
+	// step's failed compensation (saga.Runner.RetryStep).
+	OperationRetry OperationAction = "retry"
+	// OperationConfirm records a step's real outcome as the operator
+	// established it (saga.Runner.ConfirmStep).
+	OperationConfirm OperationAction = "confirm"
+	// OperationCompensate starts compensation (saga.Runner.StartCompensation).
+	OperationCompensate OperationAction = "compensate"
+	// OperationResolve closes a review with a terminal status and the
+	// reason as its resolution (saga.Runner.Resolve).
+	OperationResolve OperationAction = "resolve"
+)
+
+// maxOperationID bounds the operation IDs a decision may name.
+const maxOperationID = 512
+
+// OperationDecision is an operator's decision on one operation, as the
+// form submitted it.
+type OperationDecision struct {
+	ID      string
+	Version int64 // the operation's version when the page was rendered
+	Action  OperationAction
+	// Step names the step, for OperationRetry and OperationConfirm.
+	Step string
+	// Happened and ExternalID are the outcome an OperationConfirm records:
+	// whether the step's effect exists, and its identifier in the external
+	// system (optional).
+	Happened   bool
+	ExternalID string
+	// ResolveTo is the terminal status of an OperationResolve: completed,
+	// failed or compensated.
+	ResolveTo saga.Status
+	Reason    string
+}
+
+// OperationResult is an applied decision: the operation before and after.
+type OperationResult struct {
+	Before saga.Operation
+	After  saga.Operation
+}
+
+// Validate checks the decision's fields before anything is read.
+func (d *OperationDecision) Validate() error {
+	d.Reason = strings.TrimSpace(d.Reason)
+	d.Step = strings.TrimSpace(d.Step)
+	d.ExternalID = strings.TrimSpace(d.ExternalID)
+	switch {
+	case utf8.RuneCountInString(d.Reason) < MinReason:
+		return invalid("reason", fmt.Sprintf("give a reason of at least %d characters", MinReason))
+	case len(d.Reason) > MaxReason || !utf8.ValidString(d.Reason):
+		return invalid("reason", fmt.Sprintf("the reason must be valid text of at most %d bytes", MaxReason))
+	case d.ID == "" || len(d.ID) > maxOperationID || !utf8.ValidString(d.ID):
+		return invalid("id", "not an operation ID")
+	case d.Version <= 0:
+		return invalid("version", "the form has no operation version; reload the page")
+	case len(d.Step) > 255:
+		return invalid("step", "at most 255 characters")
+	case len(d.ExternalID) > 255 || !utf8.ValidString(d.ExternalID):
+		return invalid("external_ref", "at most 255 characters of text")
+	}
+	switch d.Action {
+	case OperationRetry, OperationConfirm:
+		if d.Step == "" {
+			return invalid("step", "choose the step")
+		}
+	case OperationCompensate:
+	case OperationResolve:
+		switch d.ResolveTo {
+		case saga.StatusCompleted, saga.StatusFailed, saga.StatusCompensated:
+		default:
+			return invalid("status", "resolve as completed, failed or compensated")
+		}
+	default:
+		return invalid("action", "unknown action")
+	}
+	if d.Action != OperationConfirm {
+		d.Happened, d.ExternalID = false, ""
+	}
+	if d.Action != OperationRetry && d.Action != OperationConfirm {
+		d.Step = ""
+	}
+	if d.Action != OperationResolve {
+		d.ResolveTo = ""
+	}
+	return nil
+}
+
+// Operations decides on saga operations: retry a step, confirm a step's
+// outcome, start compensation, resolve a review. Each decision runs the
+// saga runner's operator action (its state machine and version check) and
+// appends the audit entry in one transaction of the runner's driver.
+type Operations struct {
+	trail  *audit.Trail
+	decide func(ctx context.Context, actor Actor, d OperationDecision) (OperationResult, *saga.Operation, error)
+}
+
+// NewOperations returns the operation decisions of runner, audited in
+// trail. The runner's transaction type must be pgx.Tx (saga/sagapgx, with a
+// PostgreSQL trail on the same database) or *sql.Tx (saga/sagasqlite, with
+// a SQLite trail on the same file).
+//
+// The runner needs a River client able to insert jobs (an insert-only
+// client is enough: the application's workers run them, on the runner's
+// Queue) but no definitions: operator actions use only the records. On
+// SQLite, the runner's handle must begin its transactions IMMEDIATE
+// (_txlock=immediate), as cmd/console opens it, so that a decision holds
+// the write lock from its first read to its audit entry.
+func NewOperations[TTx any](runner *saga.Runner[TTx], trail *audit.Trail) (*Operations, error) {
+	if runner == nil || trail == nil {
+		return nil, errors.New("ops: operations need a saga runner and an audit trail")
+	}
+	var appendTx func(ctx context.Context, tx TTx, e audit.Entry) error
+	switch any((*TTx)(nil)).(type) {
+	case *pgx.Tx:
+		if trail.Dialect() != audit.DialectPostgres {
+			return nil, errors.New("ops: a PostgreSQL saga runner needs a PostgreSQL audit trail")
+		}
+		appendTx = func(ctx context.Context, tx TTx, e audit.Entry) error {
+			_, err := trail.AppendPgxTx(ctx, any(tx).(pgx.Tx), e)
+			return err
+		}
+	case **sql.Tx:
+		if trail.Dialect() != audit.DialectSQLite {
+			return nil, errors.New("ops: a SQLite saga runner needs a SQLite audit trail")
+		}
+		appendTx = func(ctx context.Context, tx TTx, e audit.Entry) error {
+			_, err := trail.AppendSQLiteTx(ctx, any(tx).(*sql.Tx), e)
+			return err
+		}
+	default:
+		return nil, fmt.Errorf("ops: saga runner of transaction type %T: want pgx.Tx or *sql.Tx", (*TTx)(nil))
+	}
+	o := operationTx[TTx]{runner: runner, appendTx: appendTx}
+	return &Operations{trail: trail, decide: o.decide}, nil
+}
+
+// Decide applies d as actor: in one transaction of the runner's driver it
+// reads and locks the operation, refuses the decision if its version is
+// not d.Version (ErrStale) or the saga's state machine forbids it
+// (ErrIllegal), applies it through the runner (its records, events and
+// River jobs), and appends the audit entry. A refused attempt is audited
+// as a conflict; an invalid one (a *FieldError) is not a decision and is
+// not audited.
+func (o *Operations) Decide(ctx context.Context, actor Actor, d OperationDecision) (OperationResult, error) {
+	if err := d.Validate(); err != nil {
+		return OperationResult{}, err
+	}
+	res, seen, err := o.decide(ctx, actor, d)
+	var fe *FieldError
+	switch {
+	case errors.As(err, &fe):
+		return OperationResult{}, err
+	case errors.Is(err, ErrNotFound):
+		o.refused(ctx, actor, d, nil, "the operation does not exist")
+		return OperationResult{}, err
+	case errors.Is(err, ErrStale), errors.Is(err, ErrIllegal):
+		var before any
+		if seen != nil {
+			before = operationSnapshot(*seen)
+		}
+		o.refused(ctx, actor, d, before, err.Error())
+		return OperationResult{}, err
+	case err != nil:
+		return OperationResult{}, fmt.Errorf("ops: %s operation %s: %w", d.Action, d.ID, err)
+	}
+	return res, nil
+}
+
+// Denied audits an attempt the authorization refused.
+func (o *Operations) Denied(ctx context.Context, actor Actor, action, targetKind, targetID string) error {
+	return RecordDenied(ctx, o.trail, actor, action, targetKind, targetID)
+}
+
+// History returns the audit entries of one operation, newest first.
+func (o *Operations) History(ctx context.Context, id string, limit int) ([]audit.Entry, error) {
+	return o.trail.History(ctx, "operation", id, limit)
+}
+
+// refused audits a decision that was not applied, in a transaction of its
+// own. A failure to audit is not the operator's problem: the decision was
+// refused either way.
+func (o *Operations) refused(ctx context.Context, actor Actor, d OperationDecision, before any, why string) {
+	e := operationEntry(actor, d, before, nil, audit.OutcomeConflict)
+	e.Reason = d.Reason + " — refused: " + why
+	if len(e.Reason) > 4000 {
+		e.Reason = strings.ToValidUTF8(e.Reason[:4000], "")
+	}
+	_, _ = o.trail.Append(context.WithoutCancel(ctx), e)
+}
+
+// operationTx is the decision on a runner of transaction type TTx.
+type operationTx[TTx any] struct {
+	runner   *saga.Runner[TTx]
+	appendTx func(ctx context.Context, tx TTx, e audit.Entry) error
+}
+
+// decide runs d in one transaction. seen is the operation as read in it,
+// when it was read, for the audit entry of a refusal.
+func (o operationTx[TTx]) decide(ctx context.Context, actor Actor, d OperationDecision) (res OperationResult, seen *saga.Operation, err error) {
+	driver := o.runner.Driver()
+	err = driver.WithinTx(ctx, func(ctx context.Context, tx TTx) error {
+		cur, err := driver.GetOperation(ctx, tx, d.ID, true)
+		switch {
+		case errors.Is(err, saga.ErrNotFound):
+			return ErrNotFound
+		case err != nil:
+			return err
+		}
+		seen = &cur
+		if cur.Version != d.Version {
+			return ErrStale
+		}
+		if d.Step != "" {
+			if _, ok := cur.Step(d.Step); !ok {
+				return invalid("step", fmt.Sprintf("the operation has no step %q", d.Step))
+			}
+		}
+		p := saga.ActionParams{OperationID: d.ID, Step: d.Step, Version: d.Version, Actor: actor.Username, Note: d.Reason}
+		var ch saga.Change
+		switch d.Action {
+		case OperationRetry:
+			ch, err = o.runner.RetryStepTx(ctx, tx, p)
+		case OperationConfirm:
+			ch, err = o.runner.ConfirmStepTx(ctx, tx, saga.ConfirmParams{ActionParams: p, Happened: d.Happened, ExternalID: d.ExternalID})
+		case OperationCompensate:
+			ch, err = o.runner.StartCompensationTx(ctx, tx, p)
+		case OperationResolve:
+			ch, err = o.runner.ResolveTx(ctx, tx, p, d.ResolveTo)
+		default:
+			return invalid("action", "unknown action")
+		}
+		var te *saga.TransitionError
+		switch {
+		case errors.Is(err, saga.ErrStale):
+			return ErrStale
+		case errors.As(err, &te):
+			return fmt.Errorf("%w: %w", ErrIllegal, err)
+		case err != nil:
+			return err
+		}
+		res = OperationResult{Before: ch.Before, After: ch.After}
+		// Last, just before the commit: the append serialises with every
+		// other append until this transaction ends.
+		return o.appendTx(ctx, tx, operationEntry(actor, d, operationSnapshot(ch.Before), operationSnapshot(ch.After), audit.OutcomeApplied))
+	})
+	return res, seen, err
+}
+
+func operationEntry(actor Actor, d OperationDecision, before, after any, outcome string) audit.Entry {
+	return audit.Entry{Actor: actor.Username, Role: actor.Role, Action: "operation." + string(d.Action), TargetKind: "operation", TargetID: d.ID,
+		Reason: d.Reason, Before: mustJSON(before), After: mustJSON(after), Outcome: outcome,
+		RequestID: actor.RequestID, ClientAddr: actor.ClientAddr, UserAgent: actor.UserAgent}
+}
+
+// operationSnapshot is the audited state of an operation: its status and
+// its steps', without its input or the steps' results, which may hold
+// personal data.
+func operationSnapshot(op saga.Operation) map[string]any {
+	steps := make([]map[string]any, 0, len(op.Steps))
+	for _, st := range op.Steps {
+		s := map[string]any{"name": st.Name, "status": string(st.Status), "attempts": st.Attempts, "external_id": st.ExternalID}
+		if st.LastError != "" {
+			s["last_error"] = st.LastError
+		}
+		if st.CompStatus != saga.CompNone {
+			s["compensation"] = string(st.CompStatus)
+			s["compensation_attempts"] = st.CompAttempts
+		}
+		steps = append(steps, s)
+	}
+	s := map[string]any{
+		"id": op.ID, "type": op.Type, "status": string(op.Status), "version": op.Version, "current_step": op.CurrentStep,
+		"correlation_id": op.CorrelationID, "review_reason": op.ReviewReason, "resolution": op.Resolution, "last_error": op.LastError,
+		"updated_at": op.UpdatedAt.UTC().Format(time.RFC3339Nano), "steps": steps,
+	}
+	return s
+}
+
+// StepChoice is a step an action may name.
+type StepChoice struct {
+	Name   string
+	Status saga.StepStatus
+	// NotHappened says whether a confirmation may say the effect did not
+	// happen (not for a failed compensation: that one is retried).
+	NotHappened bool
+}
+
+// LegalActions are the operator actions the saga's state machine accepts
+// on an operation in its current state.
+type LegalActions struct {
+	// Retry lists the steps that can be retried (a forward step, or a
+	// failed compensation).
+	Retry []StepChoice
+	// Confirm lists the steps whose outcome can be confirmed.
+	Confirm []StepChoice
+	// Compensate says whether compensation can be started.
+	Compensate bool
+	// Resolve says whether the review can be closed.
+	Resolve bool
+}
+
+// Any reports whether some action is legal.
+func (l LegalActions) Any() bool {
+	return len(l.Retry) > 0 || len(l.Confirm) > 0 || l.Compensate || l.Resolve
+}
+
+// Legal returns the operator actions the saga's state machine
+// (saga/machine.go) accepts on op: the console offers only these. The
+// engine still decides when the decision is applied; a state that moved
+// on in between is refused there (ErrStale or ErrIllegal).
+func Legal(op saga.Operation) LegalActions {
+	var l LegalActions
+	compStarted := false
+	for _, st := range op.Steps {
+		if st.CompStatus != saga.CompNone {
+			compStarted = true
+		}
+	}
+	if op.Status == saga.StatusReviewRequired {
+		for _, st := range op.Steps {
+			switch st.Status {
+			case saga.StepFailed, saga.StepUncertain, saga.StepRunning, saga.StepRetrying:
+				if !compStarted {
+					l.Retry = append(l.Retry, StepChoice{Name: st.Name, Status: st.Status, NotHappened: true})
+					l.Confirm = append(l.Confirm, StepChoice{Name: st.Name, Status: st.Status, NotHappened: true})
+				}
+			case saga.StepCompensationFailed:
+				l.Retry = append(l.Retry, StepChoice{Name: st.Name, Status: st.Status})
+				l.Confirm = append(l.Confirm, StepChoice{Name: st.Name, Status: st.Status})
+			}
+		}
+		l.Resolve = true
+	}
+	l.Compensate = (op.Status == saga.StatusReviewRequired || op.Status == saga.StatusRunning) && !compStarted
+	return l
+}

@@ -1,0 +1,245 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/unstuckhq/unstuck/internal/audit"
+	"github.com/unstuckhq/unstuck/internal/ops"
+	"github.com/unstuckhq/unstuck/internal/views"
+	"github.com/unstuckhq/unstuck/saga"
+)
+
+// operationDecider is what the operation decision routes need (an
+// *ops.Operations).
+type operationDecider interface {
+	Decide(ctx context.Context, actor ops.Actor, d ops.OperationDecision) (ops.OperationResult, error)
+	Denied(ctx context.Context, actor ops.Actor, action, targetKind, targetID string) error
+	History(ctx context.Context, id string, limit int) ([]audit.Entry, error)
+}
+
+// operationIDParam is the operation ID of the route, or "" when there is
+// none. chi routes on the escaped path when there is one (an ID with an
+// escaped slash); the parameter is then still escaped.
+func operationIDParam(r *http.Request) string {
+	id := chi.URLParam(r, "id")
+	if r.URL.RawPath != "" {
+		var err error
+		if id, err = url.PathUnescape(id); err != nil {
+			return ""
+		}
+	}
+	if len(id) > maxOperationID {
+		return ""
+	}
+	return id
+}
+
+// The consequences of the actions, shown before the operator submits.
+const (
+	retryConsequence = "Runs the chosen step again with fresh attempts and the same idempotency key, so the external system " +
+		"sees a repeat of the same request rather than a new one, and resumes the operation from there. For a step whose " +
+		"compensation failed, the compensation runs again and the operation goes on compensating."
+	confirmConsequence = "Records what really happened to the chosen step, as you established it in the external system. " +
+		"Happened: the step completes with the external ID and the operation moves on to its next step. Did not happen: " +
+		"the step fails and the operation compensates what it had done. For a failed compensation, happened records the " +
+		"undo as done and the compensation goes on."
+	resolveConsequence = "Closes the review with the status you choose and your reason as its resolution. The engine does " +
+		"nothing else: no step runs and nothing is compensated, because you have settled the external systems yourself. " +
+		"The operation is shown as resolved manually."
+)
+
+// operationActions are the decisions the viewer may take on op now:
+// allowed by the policy and legal in the saga's state machine.
+func operationActions(v *views.Viewer, op saga.Operation) []views.OperationActionForm {
+	legal := ops.Legal(op)
+	base := views.OperationURL(op.ID)
+	can := func(action string) bool { return v != nil && v.Can(base+"/"+action, http.MethodPost) }
+	choices := func(cs []ops.StepChoice) []views.OperationStepChoice {
+		out := make([]views.OperationStepChoice, len(cs))
+		for i, c := range cs {
+			out[i] = views.OperationStepChoice{Name: c.Name, Label: c.Name + " (" + string(c.Status) + ")", Selected: c.Name == op.CurrentStep}
+		}
+		return out
+	}
+	var out []views.OperationActionForm
+	if len(legal.Retry) > 0 && can("retry") {
+		out = append(out, views.OperationActionForm{Name: "retry", Title: "Retry a step of operation " + op.ID, URL: base + "/retry",
+			Version: op.Version, FormKey: formKey(), Steps: choices(legal.Retry), Consequence: retryConsequence})
+	}
+	if len(legal.Confirm) > 0 && can("confirm") {
+		notHappened := true
+		for _, c := range legal.Confirm {
+			notHappened = notHappened && c.NotHappened
+		}
+		out = append(out, views.OperationActionForm{Name: "confirm", Title: "Confirm the outcome of a step of operation " + op.ID, URL: base + "/confirm",
+			Version: op.Version, FormKey: formKey(), Steps: choices(legal.Confirm), Outcomes: true, NotHappened: notHappened, Consequence: confirmConsequence})
+	}
+	if legal.Compensate && can("compensate") {
+		out = append(out, views.OperationActionForm{Name: "compensate", Title: "Compensate operation " + op.ID, URL: base + "/compensate",
+			Version: op.Version, FormKey: formKey(), Consequence: compensateConsequence(op)})
+	}
+	if legal.Resolve && can("resolve") {
+		out = append(out, views.OperationActionForm{Name: "resolve", Title: "Resolve operation " + op.ID + " manually", URL: base + "/resolve",
+			Version: op.Version, FormKey: formKey(), Resolve: true, Consequence: resolveConsequence})
+	}
+	return out
+}
+
+// compensateConsequence says what compensation will undo: every step that
+// completed or may have applied, in the order of the definition's plan.
+func compensateConsequence(op saga.Operation) string {
+	var undo []string
+	for _, st := range op.Steps {
+		switch st.Status {
+		case saga.StepCompleted, saga.StepUncertain, saga.StepRunning:
+			if st.Compensable {
+				undo = append(undo, st.Name)
+			}
+		}
+	}
+	what := "nothing: no step that can be undone has taken effect, so the operation ends failed"
+	if len(undo) > 0 {
+		what = "the steps " + strings.Join(undo, ", ") + " (each by its own compensation, under its own idempotency key)"
+	}
+	return "Stops going forward and undoes the operation: compensates " + what + ". Steps not reached are skipped. " +
+		"The operation ends compensated, or comes back for review if an undo fails."
+}
+
+// handleOperationDetailDecisions renders an operation with the viewer's
+// decisions and its audit history.
+func handleOperationDetailDecisions(reader operationReader, decider operationDecider, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := operationIDParam(r)
+		if id == "" {
+			writeError(w, r, log, appError(ENotFound, "There is no operation with this ID."))
+			return
+		}
+		renderOperationDetail(w, r, http.StatusOK, id, reader, decider, log, func(d *views.OperationDecisionsVM) {
+			if n, ok := operationNotices[r.URL.Query().Get("done")]; ok {
+				d.Notice = n
+			}
+		})
+	})
+}
+
+// operationNotices are the notices after each applied decision's redirect.
+var operationNotices = map[string]string{
+	"retry":      "Retry applied and recorded in the audit trail: the step runs again under its key.",
+	"confirm":    "Outcome confirmed and recorded in the audit trail.",
+	"compensate": "Compensation started and recorded in the audit trail.",
+	"resolve":    "Review resolved manually and recorded in the audit trail.",
+}
+
+// renderOperationDetail renders the current state of operation id, with
+// the viewer's actions and the operation's audit history; adjust sets a
+// notice or an error.
+func renderOperationDetail(w http.ResponseWriter, r *http.Request, status int, id string, reader operationReader, decider operationDecider, log *slog.Logger, adjust func(*views.OperationDecisionsVM)) {
+	det, ok, err := reader.Operation(r.Context(), id)
+	if err != nil {
+		writeError(w, r, log, err)
+		return
+	}
+	if !ok {
+		writeError(w, r, log, appError(ENotFound, "There is no operation with this ID."))
+		return
+	}
+	vm := views.OperationVM{Operation: det.Operation, Events: det.Events, EventsOmitted: det.EventsOmitted, Findings: det.Findings}
+	d := views.OperationDecisionsVM{Enabled: true, Actions: operationActions(viewerFrom(r.Context()), det.Operation)}
+	hist, err := decider.History(r.Context(), id, 50)
+	if err != nil {
+		writeError(w, r, log, err)
+		return
+	}
+	for _, e := range hist {
+		d.History = append(d.History, views.AuditRow{Seq: e.Seq, At: e.At, Actor: e.Actor, Role: e.Role, Action: e.Action, Reason: e.Reason, Outcome: e.Outcome})
+	}
+	adjust(&d)
+	for i := range d.Actions {
+		d.Actions[i].Open = d.Action != "" && d.Actions[i].Name == d.Action
+	}
+	page := pageFor(r, "Operation "+id, "operations")
+	render(w, r, status, page, views.OperationPage(page, vm, d))
+}
+
+// handleOperationDecision applies a decision posted from an operation's
+// page and redirects to the fresh page, or renders the page again with why
+// it was refused: 400 for an invalid form, 409 when the operation changed
+// or the action is no longer legal.
+func handleOperationDecision(action ops.OperationAction, reader operationReader, decider operationDecider, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := operationIDParam(r)
+		if id == "" {
+			writeError(w, r, log, appError(ENotFound, "There is no operation with this ID."))
+			return
+		}
+		version, _ := strconv.ParseInt(r.PostFormValue("version"), 10, 64)
+		d := ops.OperationDecision{ID: id, Version: version, Action: action, Reason: r.PostFormValue("reason"),
+			Step: r.PostFormValue("step"), ExternalID: r.PostFormValue("external_ref"), ResolveTo: saga.Status(r.PostFormValue("status"))}
+		kept := func(vm *views.OperationDecisionsVM) {
+			vm.Action, vm.Reason, vm.Outcome, vm.ExternalRef, vm.ResolveTo = string(action), d.Reason, r.PostFormValue("outcome"), d.ExternalID, string(d.ResolveTo)
+		}
+		var err error
+		switch outcome := r.PostFormValue("outcome"); {
+		case action != ops.OperationConfirm:
+		case outcome == "happened":
+			d.Happened = true
+		case outcome == "did_not_happen":
+		default:
+			err = &ops.FieldError{Field: "outcome", Reason: "say whether the step's effect happened"}
+		}
+		if err == nil {
+			_, err = decider.Decide(r.Context(), actorOf(r), d)
+		}
+		var fe *ops.FieldError
+		switch {
+		case err == nil:
+			http.Redirect(w, r, views.OperationURL(id)+"?done="+string(action), http.StatusSeeOther)
+		case errors.As(err, &fe):
+			renderOperationDetail(w, r, http.StatusBadRequest, id, reader, decider, log, func(vm *views.OperationDecisionsVM) {
+				kept(vm)
+				vm.Error, vm.FieldErr = "Not applied: "+fe.Reason+".", fe.Field
+			})
+		case errors.Is(err, ops.ErrNotFound):
+			writeError(w, r, log, appError(ENotFound, "There is no operation with this ID."))
+		case errors.Is(err, ops.ErrStale), errors.Is(err, ops.ErrIllegal):
+			msg := "Not applied: the operation changed since you opened the page. This is its current state; decide again if still needed."
+			if errors.Is(err, ops.ErrIllegal) {
+				msg = "Not applied: this action is not allowed in the operation's current state."
+			}
+			renderOperationDetail(w, r, http.StatusConflict, id, reader, decider, log, func(vm *views.OperationDecisionsVM) {
+				kept(vm)
+				vm.Error = msg
+			})
+		default:
+			writeError(w, r, log, err)
+		}
+	})
+}
+
+// deniedAuditor returns what authorize calls on a refused request: the
+// key decider's audit when there is one, else the operation decider's.
+func deniedAuditor(keys keyDecider, operations operationDecider, log *slog.Logger) func(r *http.Request) {
+	if keys != nil || operations == nil {
+		return auditedDenial(keys, log)
+	}
+	return func(r *http.Request) {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			return
+		}
+		kind, id := "route", r.URL.Path
+		if parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/"); len(parts) >= 2 {
+			kind, id = strings.TrimSuffix(parts[0], "s"), parts[1]
+		}
+		if err := operations.Denied(context.WithoutCancel(r.Context()), actorOf(r), r.Method+" "+r.URL.Path, kind, id); err != nil {
+			log.Error("audit of a denied request failed", "error", err.Error())
+		}
+	}
+}
