@@ -28,20 +28,20 @@ type bundle struct {
 	keys   *ops.Keys
 }
 
-var backends = map[string]func(t *testing.T) (idem.Store, *store.DB, *audit.Trail){
-	"SQLite": func(t *testing.T) (idem.Store, *store.DB, *audit.Trail) {
+var backends = map[string]func(t testing.TB) (idem.Store, *store.DB, *audit.Trail){
+	"SQLite": func(t testing.TB) (idem.Store, *store.DB, *audit.Trail) {
 		db, err := sqlite.Open(filepath.Join(t.TempDir(), "ops.db"))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = db.Close() })
 		return sqlite.New(db), store.NewSQLite(db), audit.NewSQLite(db)
 	},
-	"PostgreSQL": func(t *testing.T) (idem.Store, *store.DB, *audit.Trail) {
+	"PostgreSQL": func(t testing.TB) (idem.Store, *store.DB, *audit.Trail) {
 		pool := pgtest.Schema(t)
 		return pgxv5.New(pool), store.NewPostgres(pool), audit.NewPostgres(pool)
 	},
 }
 
-func setup(t *testing.T, backend func(t *testing.T) (idem.Store, *store.DB, *audit.Trail)) bundle {
+func setup(t testing.TB, backend func(t testing.TB) (idem.Store, *store.DB, *audit.Trail)) bundle {
 	t.Helper()
 	ctx := context.Background()
 	s, db, trail := backend(t)
