@@ -109,7 +109,7 @@ func pgReviewRequired(ctx context.Context, db pgExecutor, limit int) ([]saga.Ope
 }
 
 func pgQueryOperations(ctx context.Context, db pgExecutor, sql string, args ...any) ([]saga.Operation, error) {
-	rows, err := db.Query(ctx, sql, args...)
+	rows, err := db.Query(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...) // planned per call, as pgQueryRecords
 	if err != nil {
 		return nil, pgSagaError(err)
 	}

@@ -237,8 +237,13 @@ func pgNeedsAttention(ctx context.Context, db pgExecutor, limit int) ([]idem.Rec
 	return pgQueryRecords(ctx, db, pgNeedsAttentionSQL, limit)
 }
 
+// pgQueryRecords runs a list query. It is planned for its own arguments
+// every time (QueryExecModeExec, an unnamed statement): a cached generic
+// plan does not know that one tenant holds a million records and another a
+// hundred, and picked a plan 100 times slower for the large one at 10 M
+// records (BENCHMARKS.md).
 func pgQueryRecords(ctx context.Context, db pgExecutor, sql string, args ...any) ([]idem.Record, error) {
-	rows, err := db.Query(ctx, sql, args...)
+	rows, err := db.Query(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...)
 	if err != nil {
 		return nil, pgMapError(err)
 	}
