@@ -233,3 +233,12 @@ func (k *Keys) Denied(ctx context.Context, actor Actor, action, targetKind, targ
 func (k *Keys) History(ctx context.Context, recordID int64, limit int) ([]audit.Entry, error) {
 	return k.trail.History(ctx, "key", strconv.FormatInt(recordID, 10), limit)
 }
+
+// ResponseViewed audits that actor was shown a key's stored response: a
+// read of possibly personal data (SPEC CON K7).
+func (k *Keys) ResponseViewed(ctx context.Context, actor Actor, recordID int64) error {
+	_, err := k.trail.Append(ctx, audit.Entry{Actor: actor.Username, Role: actor.Role, Action: "key.view_response", TargetKind: "key",
+		TargetID: strconv.FormatInt(recordID, 10), Reason: "stored response shown on the key's page", Outcome: audit.OutcomeRead,
+		RequestID: actor.RequestID, ClientAddr: actor.ClientAddr, UserAgent: actor.UserAgent})
+	return err
+}

@@ -27,6 +27,7 @@ type keyDecider interface {
 	Decide(ctx context.Context, actor ops.Actor, d ops.KeyDecision) (ops.KeyResult, error)
 	Denied(ctx context.Context, actor ops.Actor, action, targetKind, targetID string) error
 	History(ctx context.Context, recordID int64, limit int) ([]audit.Entry, error)
+	ResponseViewed(ctx context.Context, actor ops.Actor, recordID int64) error
 }
 
 func actorOf(r *http.Request) ops.Actor {

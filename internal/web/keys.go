@@ -188,6 +188,14 @@ func renderKeyDetail(w http.ResponseWriter, r *http.Request, status int, id int6
 		vm.ResponseNote = "No response is stored for this record."
 	default:
 		vm.Response, vm.ResponseNote = openForView(opener, rec, log)
+		if vm.Response != nil && decider != nil {
+			// Showing a stored response is a read of possibly personal
+			// data: it is audited, and not shown if it cannot be.
+			if err := decider.ResponseViewed(r.Context(), actorOf(r), id); err != nil {
+				log.Error("audit of a response view failed", "error", err.Error())
+				vm.Response, vm.ResponseNote = nil, "The stored response is not shown: its viewing could not be recorded in the audit trail."
+			}
+		}
 	}
 	if decider != nil {
 		vm.Actions = keyActions(v, rec)

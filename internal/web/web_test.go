@@ -395,6 +395,11 @@ func TestKeyPages(t *testing.T) {
 
 	_, body := do(t, oncall, http.MethodGet, key, nil)
 	require.Contains(t, body, "ord_secret_body", "oncall sees the stored response")
+	reads, _, err := b.trail.List(context.Background(), audit.Filter{Action: "key.view_response"})
+	require.NoError(t, err)
+	require.Len(t, reads, 1, "viewing a stored response is audited as a read")
+	require.Equal(t, "oncall", reads[0].Actor)
+	require.Equal(t, audit.OutcomeRead, reads[0].Outcome)
 	_, body = do(t, support, http.MethodGet, key, nil)
 	require.NotContains(t, body, "ord_secret_body", "support does not")
 	require.Contains(t, body, "may not see stored responses")
