@@ -17,6 +17,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/driver/pgxv5"
 	"github.com/unstuckhq/unstuck/driver/sqlite"
+	"github.com/unstuckhq/unstuck/internal/migrate"
 )
 
 // Dialects, as [Trail.Dialect] reports them.
@@ -172,9 +173,9 @@ func (t *Trail) Migrate(ctx context.Context) error {
 		return fmt.Errorf("audit: migrate: %w", err)
 	}
 	if t.dialect == DialectPostgres {
-		err = pgMigrate(ctx, t.pool, migrationLine, fsys)
+		err = migrate.Postgres(ctx, t.pool, migrationLine, fsys)
 	} else {
-		err = sqliteMigrate(ctx, t.sqlite, migrationLine, fsys)
+		err = migrate.SQLite(ctx, t.sqlite, migrationLine, fsys)
 	}
 	if err != nil {
 		return fmt.Errorf("audit: migrate: %w", err)
@@ -296,7 +297,7 @@ func (t *Trail) sqliteWrite(ctx context.Context, fn func(conn *sql.Conn) error) 
 		return ctx.Err()
 	}
 	defer func() { <-t.writer }()
-	return sqliteImmediate(ctx, t.sqlite, fn)
+	return migrate.Immediate(ctx, t.sqlite, fn)
 }
 
 // normalize checks e's fields and returns the entry to store: assigned

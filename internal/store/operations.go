@@ -24,6 +24,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/unstuckhq/unstuck/internal/migrate"
 	"github.com/unstuckhq/unstuck/saga"
 )
 
@@ -342,9 +343,9 @@ func (d *DB) migrateOperations(ctx context.Context) error {
 		return errors.New("table unstuck_saga_operation not found: run the saga driver's migration first")
 	}
 	if d.dialect == DialectPostgres {
-		return pgMigrate(ctx, d.pool, operationsMigrationLine, fsys)
+		return migrate.Postgres(ctx, d.pool, operationsMigrationLine, fsys)
 	}
-	return sqliteMigrate(ctx, d.sqlite, operationsMigrationLine, fsys)
+	return migrate.SQLite(ctx, d.sqlite, operationsMigrationLine, fsys)
 }
 
 // operations adds the conditions of q, each written so that an index

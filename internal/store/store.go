@@ -11,6 +11,8 @@ import (
 	"github.com/alexedwards/scs/sqlite3store"
 	"github.com/alexedwards/scs/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/unstuckhq/unstuck/internal/migrate"
 )
 
 // Dialects, as [DB.Dialect] reports them.
@@ -138,9 +140,9 @@ func (d *DB) migrate(ctx context.Context) error {
 		return errors.New("table unstuck_idem_record not found: run the driver's migration (idem line) first")
 	}
 	if d.dialect == DialectPostgres {
-		return pgMigrate(ctx, d.pool, migrationLine, fsys)
+		return migrate.Postgres(ctx, d.pool, migrationLine, fsys)
 	}
-	return sqliteMigrate(ctx, d.sqlite, migrationLine, fsys)
+	return migrate.SQLite(ctx, d.sqlite, migrationLine, fsys)
 }
 
 // SessionStore returns the scs store of the console's sessions, in the
