@@ -154,17 +154,6 @@ func TestMigrationDownUndoesUp(t *testing.T) {
 	b.reserve(t, reserveOpts{})
 }
 
-func TestReadMigrationsRefusesStrayFiles(t *testing.T) {
-	t.Parallel()
-	for _, name := range []string{"1_x.sql", "abc_x.up.sql", "001.up.sql", "000_x.up.sql", "001_.up.sql"} {
-		_, err := parseMigrationName(name)
-		require.Error(t, err, name)
-	}
-	m, err := parseMigrationName("012_add_things.up.sql")
-	require.NoError(t, err)
-	require.Equal(t, migration{version: 12, name: "add_things"}, m)
-}
-
 func TestSchemaRefusesEmptyScope(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

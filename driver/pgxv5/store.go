@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/internal/migrate"
 )
 
 var _ idem.TxStore = (*Store)(nil)
@@ -61,7 +62,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pgxv5: migrate: %w", err)
 	}
-	if err := migrate(ctx, s.pool, "idem", fsys); err != nil {
+	if err := migrate.Postgres(ctx, s.pool, "idem", fsys); err != nil {
 		return fmt.Errorf("pgxv5: migrate: %w", err)
 	}
 	return nil

@@ -6,41 +6,9 @@ import (
 	"testing/fstest"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/unstuckhq/unstuck/internal/migrate"
 )
-
-func TestReadMigrations(t *testing.T) {
-	t.Parallel()
-
-	t.Run("SortedByVersion", func(t *testing.T) {
-		t.Parallel()
-		got, err := readMigrations(fstest.MapFS{
-			"010_later.up.sql":    {Data: []byte("B")},
-			"002_second.up.sql":   {Data: []byte("A")},
-			"002_second.down.sql": {Data: []byte("ignored")},
-		})
-		require.NoError(t, err)
-		require.Equal(t, []migration{
-			{version: 2, name: "second", sql: "A"},
-			{version: 10, name: "later", sql: "B"},
-		}, got)
-	})
-
-	for name, fsys := range map[string]fstest.MapFS{
-		"DuplicateVersion": {"001_a.up.sql": {}, "1_b.up.sql": {}},
-		"NoVersion":        {"a.up.sql": {}},
-		"SignedVersion":    {"+1_a.up.sql": {}},
-		"ZeroVersion":      {"000_a.up.sql": {}},
-		"NoName":           {"001_.up.sql": {}},
-		"OtherFile":        {"001_a.sql": {}},
-		"Directory":        {"sub/001_a.up.sql": {}},
-	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			_, err := readMigrations(fsys)
-			require.Error(t, err)
-		})
-	}
-}
 
 func TestMigrateLine(t *testing.T) {
 	t.Parallel()
@@ -52,12 +20,12 @@ func TestMigrateLine(t *testing.T) {
 	fsys := fstest.MapFS{
 		"001_create.up.sql": {Data: []byte("CREATE TABLE t (v INTEGER NOT NULL); INSERT INTO t VALUES (1);")},
 	}
-	require.NoError(t, migrate(ctx, db, "test", fsys))
-	require.NoError(t, migrate(ctx, db, "test", fsys), "again")
+	require.NoError(t, migrate.SQLite(ctx, db, "test", fsys))
+	require.NoError(t, migrate.SQLite(ctx, db, "test", fsys), "again")
 
 	// A new version is applied alone; the old one does not run again.
 	fsys["002_more.up.sql"] = &fstest.MapFile{Data: []byte("INSERT INTO t VALUES (2);")}
-	require.NoError(t, migrate(ctx, db, "test", fsys))
+	require.NoError(t, migrate.SQLite(ctx, db, "test", fsys))
 	var sum, versions int
 	require.NoError(t, db.QueryRowContext(ctx, `SELECT sum(v) FROM t`).Scan(&sum))
 	require.Equal(t, 3, sum, "each migration ran once")
@@ -67,7 +35,7 @@ func TestMigrateLine(t *testing.T) {
 
 	// A failing migration leaves neither its changes nor its bookkeeping row.
 	fsys["003_bad.up.sql"] = &fstest.MapFile{Data: []byte("INSERT INTO t VALUES (4); INSERT INTO missing VALUES (1);")}
-	require.Error(t, migrate(ctx, db, "test", fsys))
+	require.Error(t, migrate.SQLite(ctx, db, "test", fsys))
 	require.NoError(t, db.QueryRowContext(ctx, `SELECT sum(v) FROM t`).Scan(&sum))
 	require.Equal(t, 3, sum, "failed migration rolled back")
 	require.NoError(t, db.QueryRowContext(ctx,
@@ -75,5 +43,5 @@ func TestMigrateLine(t *testing.T) {
 	require.Equal(t, 2, versions)
 
 	// Lines are independent.
-	require.NoError(t, migrate(ctx, db, "other", fstest.MapFS{"001_create.up.sql": {Data: []byte("CREATE TABLE u (v INTEGER)")}}))
+	require.NoError(t, migrate.SQLite(ctx, db, "other", fstest.MapFS{"001_create.up.sql": {Data: []byte("CREATE TABLE u (v INTEGER)")}}))
 }

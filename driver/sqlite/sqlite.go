@@ -16,6 +16,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/internal/migrate"
 )
 
 var _ idem.TxStore = (*Store)(nil)
@@ -71,7 +72,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sqlite: migrate: %w", err)
 	}
-	if err := migrate(ctx, s.db, "idem", fsys); err != nil {
+	if err := migrate.SQLite(ctx, s.db, "idem", fsys); err != nil {
 		return fmt.Errorf("sqlite: migrate: %w", err)
 	}
 	return nil

@@ -25,6 +25,7 @@ import (
 	modernc "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/unstuckhq/unstuck/internal/migrate"
 	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/internal/sqlstore"
 )
@@ -67,7 +68,7 @@ func (d *Driver) Migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sagasqlite: migrate: %w", err)
 	}
-	if err := migrate(ctx, d.db, "saga", fsys); err != nil {
+	if err := migrate.SQLite(ctx, d.db, "saga", fsys); err != nil {
 		return fmt.Errorf("sagasqlite: migrate: %w", err)
 	}
 	return nil
