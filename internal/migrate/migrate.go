@@ -1,9 +1,8 @@
-// Package migrate applies embedded SQL migration lines, one per package
-// that owns tables (console, console_operations, audit), with one
-// bookkeeping table, unstuck_migration, shared with the drivers' own
-// migrators (driver/pgxv5, driver/sqlite: the same table word for word and,
-// on PostgreSQL, the same advisory lock, so that no two lines ever migrate
-// at the same time).
+// Package migrate applies embedded SQL migration lines — idem (the
+// drivers), saga, console, console_operations, audit — with one bookkeeping
+// table, unstuck_migration (a row per applied version of a line), and on
+// PostgreSQL one advisory lock, so that no two lines ever migrate at the
+// same time.
 package migrate
 
 import (
