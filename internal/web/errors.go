@@ -55,7 +55,7 @@ type AppError struct {
 
 func (e *AppError) Error() string { return e.Code + ": " + e.Message }
 
-// Errorf returns an AppError.
+// appError returns an AppError with a code and a user-safe message.
 func appError(code, msg string) *AppError { return &AppError{Code: code, Message: msg} }
 
 // writeError is the one error exit of every handler: it chooses the status,

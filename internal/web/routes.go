@@ -17,7 +17,6 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/internal/auth"
 	"github.com/unstuckhq/unstuck/internal/ops"
-	"github.com/unstuckhq/unstuck/internal/store"
 )
 
 // Store is what the console needs of its database.
@@ -206,5 +205,3 @@ func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.stuck, prometheus.GaugeValue, float64(ov.StuckProcessing))
 }
-
-var _ store.KeyFilter // the store's filter type is part of keyReader

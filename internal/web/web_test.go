@@ -455,3 +455,41 @@ func TestReadiness(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, body, `unstuck_idempotency_records{status="completed"} 1`)
 }
+
+func TestSessionCookieAndTimeouts(t *testing.T) {
+	t.Parallel()
+	secure := web.NewSessionManager(nil, 30*time.Minute, 12*time.Hour, true)
+	require.Equal(t, "__Host-unstuck_session", secure.Cookie.Name, "SPEC K5: the __Host- prefix when served over https")
+	require.True(t, secure.Cookie.Secure)
+	require.True(t, secure.Cookie.HttpOnly)
+	require.Equal(t, "/", secure.Cookie.Path)
+	require.Empty(t, secure.Cookie.Domain, "__Host- cookies carry no Domain")
+	require.Equal(t, http.SameSiteLaxMode, secure.Cookie.SameSite)
+	require.Equal(t, 30*time.Minute, secure.IdleTimeout)
+	require.Equal(t, 12*time.Hour, secure.Lifetime)
+
+	// An idle session ends on the server: the next request signs in again.
+	b := setup(t, func(c *web.Config) {
+		c.Sessions = web.NewSessionManager(c.Store.(*store.DB).SessionStore(), time.Second, 12*time.Hour, false)
+	})
+	c := signIn(t, b, store.RoleAuditor)
+	resp, _ := do(t, c, http.MethodGet, b.srv.URL+"/", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	time.Sleep(1500 * time.Millisecond)
+	resp, _ = do(t, c, http.MethodGet, b.srv.URL+"/", nil)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "idle timeout")
+	require.Equal(t, "/login", resp.Header.Get("Location"))
+}
+
+func TestSignInIsRateLimitedPerAddress(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := client(t)
+	// 30 failures from one address across many usernames (5 each at most).
+	for i := range 30 {
+		resp, _ := do(t, c, http.MethodPost, b.srv.URL+"/login", url.Values{"username": {"nobody" + strconv.Itoa(i)}, "password": {"wrong-password"}})
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "attempt %d", i)
+	}
+	resp, _ := do(t, c, http.MethodPost, b.srv.URL+"/login", url.Values{"username": {"oncall"}, "password": {password("oncall")}})
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "the address is limited whatever the account")
+}
