@@ -120,7 +120,9 @@ type Verifier interface {
 type VerifierFunc func(ctx context.Context, a Abandoned) (Verification, error)
 
 // Verify calls f.
-func (f VerifierFunc) Verify(ctx context.Context, a Abandoned) (Verification, error) { return f(ctx, a) }
+func (f VerifierFunc) Verify(ctx context.Context, a Abandoned) (Verification, error) {
+	return f(ctx, a)
+}
 
 // WithRecovery sets the recovery of abandoned records for this run instead
 // of the engine's default ([WithDefaultRecovery]).
