@@ -1,9 +1,11 @@
 package idem_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -247,4 +249,32 @@ func ExampleRun() {
 	// Output:
 	// ch_123 false
 	// ch_123 true
+}
+
+// Issue 9 item 10: a key an operator confirmed as happened has no result to
+// replay. That is an expected state: a repeat logs it at Info, never as a
+// result that cannot be opened (which reads like a wrong secret).
+func TestConfirmedKeyRepeatLogsNoStoredResultAtInfo(t *testing.T) {
+	t.Parallel()
+	s, _ := newSQLiteStore(t)
+	var logs bytes.Buffer
+	e, err := idem.New(s, idem.WithSecret(idemtest.Secret), idem.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 0, idem.Uncertain(nil) })
+	require.ErrorIs(t, err, idem.ErrUncertain)
+	id := idem.Ident{Scope: "s", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("s", idem.DefaultOperation, "k")}
+	rec, ok, err := s.Get(ctx, id)
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, _, err = e.Settle(ctx, s, rec, idem.OperatorConfirmHappened, "ext-1", "checked with the provider")
+	require.NoError(t, err)
+
+	logs.Reset()
+	_, err = idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 1, nil })
+	require.ErrorIs(t, err, idem.ErrResultUnavailable)
+	require.NotContains(t, logs.String(), "level=WARN")
+	require.NotContains(t, logs.String(), "unknown format")
+	require.Contains(t, logs.String(), "level=INFO")
+	require.Contains(t, logs.String(), "no stored result: confirmed by an operator")
 }
