@@ -135,6 +135,17 @@ func (f *outageStore) Extend(ctx context.Context, id idem.Ident, o idem.Owner, l
 	return f.Store.Extend(ctx, id, o, lease, now)
 }
 
+// newOutageEngine returns an engine over a SQLite store whose outcome
+// writes fail while the returned store's down is set.
+func newOutageEngine(t *testing.T) (*outageStore, *idem.Engine) {
+	t.Helper()
+	inner, _ := newSQLiteStore(t)
+	s := &outageStore{Store: inner}
+	e, err := idem.New(s, idem.WithSecret(idemtest.Secret))
+	require.NoError(t, err)
+	return s, e
+}
+
 func waitRecorded(t *testing.T, e *idem.Engine) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -148,10 +159,8 @@ func waitRecorded(t *testing.T, e *idem.Engine) {
 // its end), then replays the same value; the callback ran once.
 func TestR6UnrecordedCompletionIsRecordedLateNeverRerun(t *testing.T) {
 	t.Parallel()
-	inner, _ := newSQLiteStore(t)
-	s := &outageStore{Store: inner}
-	e, err := idem.New(s, idem.WithSecret(idemtest.Secret))
-	require.NoError(t, err)
+	s, e := newOutageEngine(t)
+	inner := s.Store
 	ctx := context.Background()
 	var runs atomic.Int32
 	fn := func(context.Context) (string, error) { runs.Add(1); return fmt.Sprintf("ch_%d", runs.Load()), nil }
@@ -188,14 +197,11 @@ func TestR6UnrecordedCompletionIsRecordedLateNeverRerun(t *testing.T) {
 // key until the release is written late; then the key runs again.
 func TestR6UnrecordedReleaseIsWrittenLate(t *testing.T) {
 	t.Parallel()
-	inner, _ := newSQLiteStore(t)
-	s := &outageStore{Store: inner}
-	e, err := idem.New(s, idem.WithSecret(idemtest.Secret))
-	require.NoError(t, err)
+	s, e := newOutageEngine(t)
 	ctx := context.Background()
 	boom := errors.New("provider refused")
 	s.down.Store(true)
-	_, err = idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 0, boom })
+	_, err := idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 0, boom })
 	require.ErrorIs(t, err, boom)
 	require.ErrorIs(t, err, idem.ErrOutcomeUnrecorded)
 	_, err = idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 2, nil })

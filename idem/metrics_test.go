@@ -8,19 +8,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem"
-	"github.com/unstuckhq/unstuck/idem/idemtest"
 )
 
 // The collector exposes the engine's counters of unrecorded outcomes and
 // escalations under the unstuck_idempotency_ prefix.
 func TestCollectorExposesTheCounters(t *testing.T) {
 	t.Parallel()
-	inner, _ := newSQLiteStore(t)
-	s := &outageStore{Store: inner}
-	e, err := idem.New(s, idem.WithSecret(idemtest.Secret))
-	require.NoError(t, err)
+	s, e := newOutageEngine(t)
 	s.down.Store(true)
-	_, err = idem.Run(context.Background(), e, "k", "s", func(context.Context) (int, error) { return 1, nil })
+	_, err := idem.Run(context.Background(), e, "k", "s", func(context.Context) (int, error) { return 1, nil })
 	require.ErrorIs(t, err, idem.ErrOutcomeUnrecorded)
 	s.down.Store(false)
 	waitRecorded(t, e)
