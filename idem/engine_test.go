@@ -284,3 +284,36 @@ func TestConfirmedKeyRepeatLogsNoStoredResultAtInfo(t *testing.T) {
 	require.Contains(t, logs.String(), "level=INFO")
 	require.Contains(t, logs.String(), "no stored result: confirmed by an operator")
 }
+
+// lostAckStore writes the first Complete, then reports a failure, like a
+// connection cut after the server committed but before the answer came.
+type lostAckStore struct {
+	idem.Store
+	cut atomic.Bool
+}
+
+func (s *lostAckStore) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c idem.Completion) error {
+	if err := s.Store.Complete(ctx, id, o, c); err != nil || !s.cut.CompareAndSwap(false, true) {
+		return err
+	}
+	return errors.New("connection reset after commit")
+}
+
+// SPEC R6: when the first write did commit but its answer was lost, the
+// background retry is fenced (the record is no longer processing); it reads
+// the record, finds its own outcome there and counts it recorded, not lost.
+func TestR6LostAnswerOfACommittedCompletionCountsAsRecorded(t *testing.T) {
+	t.Parallel()
+	inner, _ := newSQLiteStore(t)
+	e, err := idem.New(&lostAckStore{Store: inner}, idem.WithSecret(idemtest.Secret))
+	require.NoError(t, err)
+	res, err := idem.Run(context.Background(), e, "k", "s", func(context.Context) (int, error) { return 7, nil })
+	require.ErrorIs(t, err, idem.ErrOutcomeUnrecorded)
+	require.Equal(t, 7, res.Value)
+	waitRecorded(t, e)
+	require.Equal(t, idem.Counters{OutcomesUnrecorded: 1, OutcomesRecordedLate: 1}, e.Counters())
+	again, err := idem.Run(context.Background(), e, "k", "s", func(context.Context) (int, error) { return 8, nil })
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	require.Equal(t, 7, again.Value)
+}
