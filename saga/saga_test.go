@@ -580,6 +580,9 @@ func TestF8CompensationFailureHaltsAndNeedsReview(t *testing.T) {
 		_, err = b.eng.RetryStep(t.Context(), saga.ActionParams{OperationID: id, Step: "workspace", Version: op.Version, Actor: "bob", Note: "provider fixed"})
 		require.NoError(t, err)
 		op = waitStatus(t, b, id, saga.StatusCompensated)
+		// Issue 9 item 10: the compensation succeeded on retry, so the
+		// record no longer shows its old failure (the history keeps it).
+		require.Empty(t, op.LastError, "last error of a compensated operation after a successful retry")
 		require.Empty(t, b.provider.Workspaces())
 		require.False(t, accountActive(t, b, id))
 		require.Equal(t, 0.0, gauge(t, b, "unstuck_saga_failed_compensations", ""))
