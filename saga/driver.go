@@ -40,14 +40,16 @@ type Driver[TTx any] interface {
 	ListEvents(ctx context.Context, tx TTx, operationID string) ([]Event, error)
 	// ListOperations returns operations matching p, oldest update first.
 	ListOperations(ctx context.Context, tx TTx, p ListParams) ([]Operation, error)
-	// InsertFinding records f unless an open finding of the same kind for
-	// the same step exists; it reports whether it inserted.
+	// InsertFinding records f, with its Fingerprint and Supersedes, unless
+	// an open finding of the same kind for the same step exists; it
+	// reports whether it inserted and sets f.ID.
 	InsertFinding(ctx context.Context, tx TTx, f *Finding) (bool, error)
 	// ListFindings returns the findings of an operation ("" for all),
 	// only the open ones if open is set, in order of detection.
 	ListFindings(ctx context.Context, tx TTx, operationID string, open bool) ([]Finding, error)
-	// ResolveFindings closes the open findings of an operation.
-	ResolveFindings(ctx context.Context, tx TTx, operationID string, at time.Time) (int, error)
+	// ResolveFindings closes the open findings of an operation at at,
+	// recording by as who resolved (accepted) them.
+	ResolveFindings(ctx context.Context, tx TTx, operationID string, at time.Time, by string) (int, error)
 	// Stats counts operations per status with the oldest update per status,
 	// steps whose compensation failed, and open findings.
 	Stats(ctx context.Context, tx TTx) (Stats, error)

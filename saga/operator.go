@@ -89,7 +89,7 @@ func (r *Runner[TTx]) ResolveTx(ctx context.Context, tx TTx, p ActionParams, to 
 	if err != nil {
 		return ch, err
 	}
-	if _, err := r.driver.ResolveFindings(ctx, tx, p.OperationID, r.now()); err != nil {
+	if _, err := r.driver.ResolveFindings(ctx, tx, p.OperationID, r.now(), "operator:"+p.Actor); err != nil {
 		return Change{}, fmt.Errorf("saga: resolve %s: %w", p.OperationID, err)
 	}
 	return ch, nil

@@ -798,3 +798,72 @@ func gauge(t *testing.T, b *bundle, name, status string) float64 {
 	t.Fatalf("no metric %s{status=%q}", name, status)
 	return 0
 }
+
+// TestG8AcceptedFindingStaysAccepted is issue 9 item 6: an operator
+// confirms a step with an identifier the provider does not have under the
+// step's key, reconciliation raises missing_external, the operator
+// resolves the operation as completed — and later reconciliations leave it
+// completed with the one, accepted, finding. Only a new difference (the
+// provider now has another workspace under the key) reopens it, and the
+// new finding says what changed and which finding it supersedes.
+func TestG8AcceptedFindingStaysAccepted(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b *bundle) {
+		ctx := t.Context()
+		id := fmt.Sprintf("g8a-%d", time.Now().UnixNano())
+		key := id + "/workspace"
+		b.provider.Inject(key, demo.WSTimeoutAfter, demo.WSLookupUnknown, demo.WSLookupUnknown, demo.WSLookupUnknown)
+		_, err := b.eng.Start(ctx, "signup", signupInput{Email: "g8a@example.com"}, &saga.StartOpts{ID: id})
+		require.NoError(t, err)
+		op := waitStatus(t, b, id, saga.StatusReviewRequired)
+		b.provider.Remove(key) // the provider lost it; the operator has another ID
+		_, err = b.eng.ConfirmStep(ctx, saga.ConfirmParams{ActionParams: saga.ActionParams{OperationID: id, Step: "workspace", Version: op.Version,
+			Actor: "ann", Note: "provider support says ws_manual is it"}, Happened: true, ExternalID: "ws_manual"})
+		require.NoError(t, err)
+		op = waitStatus(t, b, id, saga.StatusCompleted)
+
+		found, err := b.eng.Reconcile(ctx)
+		require.NoError(t, err)
+		require.Len(t, found, 1)
+		require.Equal(t, saga.FindingMissingExternal, found[0].Kind)
+		first := found[0]
+		op, err = b.eng.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, saga.StatusReviewRequired, op.Status)
+		_, err = b.eng.Resolve(ctx, saga.ActionParams{OperationID: id, Version: op.Version, Actor: "ann", Note: "ws_manual is right; the provider files it elsewhere"}, saga.StatusCompleted)
+		require.NoError(t, err)
+
+		for range 3 {
+			found, err = b.eng.Reconcile(ctx)
+			require.NoError(t, err)
+			require.Empty(t, found, "an accepted difference is not found again")
+		}
+		op, err = b.eng.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, saga.StatusCompleted, op.Status, "the resolution stays")
+		all, err := b.eng.Findings(ctx, id, false)
+		require.NoError(t, err)
+		require.Len(t, all, 1)
+		require.NotNil(t, all[0].ResolvedAt)
+		require.Equal(t, "operator:ann", all[0].ResolvedBy)
+		require.Contains(t, all[0].Fingerprint, `"ws_manual"`)
+
+		// A new fact: the provider now has a workspace under the key, and
+		// it is not ws_manual.
+		ws := b.provider.Put(key, "g8a@example.com")
+		found, err = b.eng.Reconcile(ctx)
+		require.NoError(t, err)
+		require.Len(t, found, 1, "a new difference reopens")
+		require.Equal(t, first.ID, found[0].Supersedes)
+		require.Contains(t, found[0].Detail, "reopened")
+		require.Contains(t, found[0].Detail, ws.ID)
+		op, err = b.eng.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, saga.StatusReviewRequired, op.Status)
+		require.Equal(t, "reconciliation_finding", op.ReviewReason)
+		require.Contains(t, op.LastError, fmt.Sprintf("reopened: differs from finding #%d", first.ID), "the operator sees why")
+		found, err = b.eng.Reconcile(ctx)
+		require.NoError(t, err)
+		require.Empty(t, found)
+	})
+}

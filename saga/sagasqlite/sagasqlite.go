@@ -162,8 +162,8 @@ func (d *Driver) ListFindings(ctx context.Context, tx *sql.Tx, operationID strin
 }
 
 // ResolveFindings implements [saga.Driver].
-func (d *Driver) ResolveFindings(ctx context.Context, tx *sql.Tx, operationID string, at time.Time) (int, error) {
-	return d.store.ResolveFindings(ctx, querier{tx}, operationID, at)
+func (d *Driver) ResolveFindings(ctx context.Context, tx *sql.Tx, operationID string, at time.Time, by string) (int, error) {
+	return d.store.ResolveFindings(ctx, querier{tx}, operationID, at, by)
 }
 
 // Stats implements [saga.Driver].
