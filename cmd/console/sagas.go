@@ -35,11 +35,9 @@ import (
 type sagaSettings struct {
 	// workspaces replaces the in-process workspace provider.
 	workspaces demo.WorkspaceAPI
-	// rescueAfter is River's RescueStuckJobsAfter; jobMargin the saga's
-	// JobMargin; stepTimeout replaces the Timeout of every step. River
-	// rescues the job of a dead process after max(rescueAfter,
-	// 2·stepTimeout + jobMargin).
-	rescueAfter, jobMargin, stepTimeout time.Duration
+	// stepTimeout replaces the Timeout of every step, and so their lease
+	// (saga.Runner.StepLease): River's recovery knobs follow from it.
+	stepTimeout time.Duration
 }
 
 var sagaOverrides sagaSettings
@@ -107,7 +105,7 @@ func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverd
 			def.Steps[i].Timeout = set.stepTimeout
 		}
 	}
-	runner, err := saga.NewRunner(sd, saga.Config{Definitions: []saga.Definition{def}, Logger: log, JobMargin: set.jobMargin})
+	runner, err := saga.NewRunner(sd, saga.Config{Definitions: []saga.Definition{def}, Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -115,19 +113,19 @@ func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverd
 	if err := runner.AddWorkers(workers); err != nil {
 		return nil, nil, err
 	}
-	var jobTimeout time.Duration // River's default, 1 minute
-	if set.rescueAfter > 0 {
-		jobTimeout = min(set.rescueAfter, time.Minute) // River wants it no longer
+	cfg := &river.Config{
+		FetchPollInterval: 250 * time.Millisecond,
+		Logger:            log.With("component", "river"),
+		PeriodicJobs:      runner.PeriodicJobs(),
+		Queues:            map[string]river.QueueConfig{saga.QueueDefault: {MaxWorkers: 10}},
+		Workers:           workers,
 	}
-	client, err := river.NewClient(rd, &river.Config{
-		FetchPollInterval:    250 * time.Millisecond,
-		JobTimeout:           jobTimeout,
-		Logger:               log.With("component", "river"),
-		PeriodicJobs:         runner.PeriodicJobs(),
-		Queues:               map[string]river.QueueConfig{saga.QueueDefault: {MaxWorkers: 10}},
-		RescueStuckJobsAfter: set.rescueAfter,
-		Workers:              workers,
-	})
+	// JobTimeout and RescueStuckJobsAfter from the steps' leases: a step
+	// of a killed process resumes in minutes, not River's hour.
+	if err := runner.ConfigureRiver(cfg); err != nil {
+		return nil, nil, err
+	}
+	client, err := river.NewClient(rd, cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("river client: %w", err)
 	}
