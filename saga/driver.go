@@ -22,6 +22,12 @@ type Driver[TTx any] interface {
 	// nil; otherwise, or if fn panics, it rolls back and returns fn's
 	// error. On PostgreSQL the transaction is READ COMMITTED.
 	WithinTx(ctx context.Context, fn func(ctx context.Context, tx TTx) error) error
+	// Now reads the database's clock in tx, truncated to microseconds:
+	// statement_timestamp() on PostgreSQL; on SQLite, which has no clock
+	// of its own, the process clock. Every time the engine records
+	// (operations, steps, events, findings) comes from it, so processes
+	// whose clocks disagree still agree on the records.
+	Now(ctx context.Context, tx TTx) (time.Time, error)
 
 	// InsertOperation inserts op and its steps. It returns ErrExists if
 	// the ID is taken.

@@ -32,6 +32,12 @@ type reconcileWorker[TTx any] struct {
 	r *Runner[TTx]
 }
 
+// Timeout lets a reconciliation, which calls Verify for many steps, run
+// for its interval, at least a minute, whatever River's JobTimeout.
+func (w *reconcileWorker[TTx]) Timeout(*river.Job[ReconcileArgs]) time.Duration {
+	return max(w.r.cfg.ReconcileInterval, time.Minute)
+}
+
 func (w *reconcileWorker[TTx]) Work(ctx context.Context, _ *river.Job[ReconcileArgs]) error {
 	_, err := w.r.Reconcile(ctx)
 	return err
@@ -55,10 +61,16 @@ func (w *reconcileWorker[TTx]) Work(ctx context.Context, _ *river.Job[ReconcileA
 // decision. Verify is called outside any transaction. It returns the new
 // findings.
 func (r *Runner[TTx]) Reconcile(ctx context.Context) ([]Finding, error) {
-	now := r.now()
+	if _, err := r.ClockSkew(ctx); err != nil {
+		r.log.WarnContext(ctx, "saga: reconcile: cannot measure the clock skew", "error", err.Error())
+	}
+	var now time.Time
 	var stuck, finished []Operation
 	err := r.driver.WithinTx(ctx, func(ctx context.Context, tx TTx) error {
 		var err error
+		if now, err = r.clock(ctx, tx); err != nil {
+			return err
+		}
 		if stuck, err = r.driver.ListOperations(ctx, tx, ListParams{Statuses: []Status{StatusPending, StatusRunning, StatusCompensating},
 			UpdatedBefore: now.Add(-r.cfg.StuckAfter)}); err != nil {
 			return err
@@ -215,11 +227,15 @@ func (r *Runner[TTx]) record(ctx context.Context, seen Operation, f Finding) (Fi
 		if inserted, err = r.driver.InsertFinding(ctx, tx, &f); err != nil || !inserted {
 			return err
 		}
-		d, err := decide(op, signal{kind: recFinding, err: f.Kind + ": " + f.Detail, now: r.now(), actor: "reconciler"})
+		now, err := r.clock(ctx, tx)
 		if err != nil {
 			return err
 		}
-		d.events = append(d.events, Event{OperationID: op.ID, Step: f.Step, Action: "finding", Actor: "reconciler", Message: f.Kind + ": " + f.Detail, At: r.now()})
+		d, err := decide(op, signal{kind: recFinding, err: f.Kind + ": " + f.Detail, now: now, actor: "reconciler"})
+		if err != nil {
+			return err
+		}
+		d.events = append(d.events, Event{OperationID: op.ID, Step: f.Step, Action: "finding", Actor: "reconciler", Message: f.Kind + ": " + f.Detail, At: now})
 		d.changed = true
 		return r.apply(ctx, tx, &d)
 	})

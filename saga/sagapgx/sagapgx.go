@@ -9,8 +9,9 @@
 //
 // The tables (unstuck_saga_operation, unstuck_saga_step, unstuck_saga_event,
 // unstuck_saga_finding) live in the first schema of the pool's search_path,
-// as River's do with riverpgxv5. Times are the application's clock, stored
-// as timestamptz.
+// as River's do with riverpgxv5. Times are the database's clock
+// (statement_timestamp(), read once per transaction), stored as
+// timestamptz.
 package sagapgx
 
 import (
@@ -114,6 +115,12 @@ func (q querier) Query(ctx context.Context, sql string, args ...any) (sqlstore.R
 		return nil, nil, err
 	}
 	return rows, rows.Close, nil
+}
+
+// Now implements [saga.Driver]: statement_timestamp(), the clock the idem
+// driver's leases use too.
+func (d *Driver) Now(ctx context.Context, tx pgx.Tx) (time.Time, error) {
+	return d.store.Now(ctx, querier{tx}, `SELECT statement_timestamp()`)
 }
 
 // InsertOperation implements [saga.Driver].

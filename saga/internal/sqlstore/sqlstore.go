@@ -121,6 +121,29 @@ const stepColumns = `operation_id, name, seq, kind, system, status, idempotency_
  last_error, last_error_class, compensable, comp_seq, comp_key, comp_status, comp_attempts, comp_max_attempts, comp_error, generation,
  started_at, finished_at, updated_at`
 
+// Now implements saga.Driver with the statement nowSQL, which selects the
+// database's clock; an empty nowSQL means the process clock.
+func (s Store) Now(ctx context.Context, q Querier, nowSQL string) (time.Time, error) {
+	if nowSQL == "" {
+		return time.Now().UTC().Truncate(time.Microsecond), nil
+	}
+	rows, done, err := q.Query(ctx, nowSQL)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read the database clock: %w", err)
+	}
+	defer done()
+	var t time.Time
+	if rows.Next() {
+		err = rows.Scan(reqTime{&t})
+	} else {
+		err = errors.New("no row")
+	}
+	if err = errors.Join(err, rows.Err()); err != nil {
+		return time.Time{}, fmt.Errorf("read the database clock: %w", err)
+	}
+	return t.UTC().Truncate(time.Microsecond), nil
+}
+
 // InsertOperation implements saga.Driver.
 func (s Store) InsertOperation(ctx context.Context, q Querier, op *saga.Operation) error {
 	_, err := q.Exec(ctx, s.q(`INSERT INTO unstuck_saga_operation (`+opColumns+`)
