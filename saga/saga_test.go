@@ -44,6 +44,7 @@ type engine interface {
 	StartCompensation(ctx context.Context, p saga.ActionParams) (saga.Change, error)
 	Resolve(ctx context.Context, p saga.ActionParams, to saga.Status) (saga.Change, error)
 	Reconcile(ctx context.Context) ([]saga.Finding, error)
+	ClockSkew(ctx context.Context) (time.Duration, error)
 }
 
 // world is the outside of the saga: local accounts in a real table, the
@@ -168,12 +169,13 @@ type bundle struct {
 }
 
 type backend struct {
-	name  string
-	setup func(t *testing.T) *bundle
+	name string
+	// setup starts a bundle; opts change the runner's config.
+	setup func(t *testing.T, opts ...func(*saga.Config)) *bundle
 }
 
 var backends = []backend{
-	{name: "PostgreSQL", setup: func(t *testing.T) *bundle {
+	{name: "PostgreSQL", setup: func(t *testing.T, opts ...func(*saga.Config)) *bundle {
 		t.Helper()
 		pool := pgtest.Schema(t)
 		w := newWorld()
@@ -186,9 +188,9 @@ var backends = []backend{
 			require.NoError(t, pool.QueryRow(ctx, q, args...).Scan(&n))
 			return n
 		}
-		return start[pgx.Tx](t, w, sagapgx.New(pool), riverpgxv5.New(pool))
+		return start[pgx.Tx](t, w, sagapgx.New(pool), riverpgxv5.New(pool), opts...)
 	}},
-	{name: "SQLite", setup: func(t *testing.T) *bundle {
+	{name: "SQLite", setup: func(t *testing.T, opts ...func(*saga.Config)) *bundle {
 		t.Helper()
 		db, err := sqlite.Open(filepath.Join(t.TempDir(), "saga.db"))
 		require.NoError(t, err)
@@ -205,7 +207,7 @@ var backends = []backend{
 			require.NoError(t, db.QueryRowContext(ctx, rebind(q), args...).Scan(&n))
 			return n
 		}
-		return start[*sql.Tx](t, w, sagasqlite.New(db), riversqlite.New(db))
+		return start[*sql.Tx](t, w, sagasqlite.New(db), riversqlite.New(db), opts...)
 	}},
 }
 
@@ -213,7 +215,7 @@ func newWorld() *world {
 	return &world{provider: demo.NewWorkspaceProvider(), welcomes: map[string]int{}, welcomeFail: map[string]error{}, block: map[string]chan struct{}{}}
 }
 
-func start[TTx any](t *testing.T, w *world, d saga.Driver[TTx], rd riverdriver.Driver[TTx]) *bundle {
+func start[TTx any](t *testing.T, w *world, d saga.Driver[TTx], rd riverdriver.Driver[TTx], opts ...func(*saga.Config)) *bundle {
 	t.Helper()
 	ctx := t.Context()
 	migrator, err := rivermigrate.New(rd, nil)
@@ -224,7 +226,11 @@ func start[TTx any](t *testing.T, w *world, d saga.Driver[TTx], rd riverdriver.D
 	require.NoError(t, d.Migrate(ctx), "migrating twice changes nothing")
 	require.NoError(t, w.exec(ctx, `CREATE TABLE test_account (key TEXT PRIMARY KEY, email TEXT NOT NULL UNIQUE, active INTEGER NOT NULL, disables INTEGER NOT NULL)`))
 
-	runner, err := saga.NewRunner(d, saga.Config{Definitions: []saga.Definition{w.definition()}, StuckAfter: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	cfg := saga.Config{Definitions: []saga.Definition{w.definition()}, StuckAfter: time.Hour, Logger: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	runner, err := saga.NewRunner(d, cfg)
 	require.NoError(t, err)
 	newClient := func() *river.Client[TTx] {
 		workers := river.NewWorkers()
@@ -866,4 +872,66 @@ func TestG8AcceptedFindingStaysAccepted(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, found)
 	})
+}
+
+// TestClockSkewIsReportedAndDelaysNothingG10 is issue 9 item 4: with the
+// application's clock 10 minutes ahead of the database's, the skew is
+// measured, logged and exported, and the records keep the database's
+// clock, so an operation (here through an uncertain step, verified after
+// VerifyAfter) completes without waiting for the clocks to agree.
+func TestClockSkewIsReportedAndDelaysNothingG10(t *testing.T) {
+	t.Parallel()
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
+			const ahead = 10 * time.Minute
+			logs := &syncLog{}
+			b := be.setup(t, func(c *saga.Config) {
+				c.NowFunc = func() time.Time { return time.Now().Add(ahead) }
+				c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+			})
+			ctx := t.Context()
+			skew, err := b.eng.ClockSkew(ctx)
+			require.NoError(t, err)
+			require.InDelta(t, ahead.Seconds(), skew.Seconds(), 2, "app − database")
+			require.Contains(t, logs.String(), "level=WARN msg=\"saga: the application's clock and the database's disagree", "a warning above 2 s")
+			require.InDelta(t, ahead.Seconds(), gauge(t, b, "unstuck_clock_skew_seconds", ""), 2)
+
+			id := fmt.Sprintf("skew-%d", time.Now().UnixNano())
+			b.provider.Inject(id+"/workspace", demo.WSTimeoutAfter)
+			began := time.Now()
+			_, err = b.eng.Start(ctx, "signup", signupInput{Email: "skew@example.com"}, &saga.StartOpts{ID: id})
+			require.NoError(t, err)
+			op := waitStatus(t, b, id, saga.StatusCompleted)
+			require.Equal(t, 1, step(t, op, "workspace").Verifications)
+			// The database's clock (PostgreSQL's, or the process's for
+			// SQLite), not the application's 10 minutes ahead.
+			require.WithinDuration(t, began, op.CreatedAt, time.Minute)
+			require.WithinDuration(t, began, *op.FinishedAt, time.Minute)
+			evs, err := b.eng.Events(ctx, id)
+			require.NoError(t, err)
+			for _, e := range evs {
+				require.WithinDuration(t, began, e.At, time.Minute, "event %s", e.Action)
+			}
+			require.Less(t, gauge(t, b, "unstuck_saga_oldest_age_seconds", "running"), 60.0, "ages on the database's clock")
+		})
+	}
+}
+
+// syncLog is a log sink safe for concurrent writes.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncLog) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncLog) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
