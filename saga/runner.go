@@ -63,6 +63,9 @@ type Runner[TTx any] struct {
 	cfg    Config
 	log    *slog.Logger
 	client atomic.Pointer[river.Client[TTx]]
+	// skewWarned is when ClockSkew last warned (Unix nanoseconds), so
+	// that a probe calling it often logs once a minute.
+	skewWarned atomic.Int64
 }
 
 // NewRunner returns a runner over driver with cfg. It validates the
@@ -114,7 +117,7 @@ func NewRunner[TTx any](driver Driver[TTx], cfg Config) (*Runner[TTx], error) {
 // (their times are the database's), but River schedules retries, snoozes
 // and the rescue of stuck jobs on the process clock, so a skew delays or
 // hastens them by as much. Above Config.ClockSkewWarning (either way) it
-// logs a warning. Call it at start-up; the periodic reconciliation calls it
+// logs a warning, at most once a minute. Call it at start-up; the periodic reconciliation calls it
 // too, and the Collector exports it as unstuck_clock_skew_seconds.
 func (r *Runner[TTx]) ClockSkew(ctx context.Context) (time.Duration, error) {
 	var skew time.Duration
@@ -126,7 +129,9 @@ func (r *Runner[TTx]) ClockSkew(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, fmt.Errorf("saga: clock skew: %w", err)
 	}
-	if skew > r.cfg.ClockSkewWarning || -skew > r.cfg.ClockSkewWarning {
+	now := time.Now().UnixNano()
+	if last := r.skewWarned.Load(); (skew > r.cfg.ClockSkewWarning || -skew > r.cfg.ClockSkewWarning) &&
+		now-last >= int64(time.Minute) && r.skewWarned.CompareAndSwap(last, now) {
 		r.log.WarnContext(ctx, "saga: the application's clock and the database's disagree; River's retries, snoozes and rescues are off by as much",
 			"skew", skew.Round(time.Millisecond).String(), "warning_above", r.cfg.ClockSkewWarning.String())
 	}
