@@ -56,10 +56,13 @@ func (w *reconcileWorker[TTx]) Work(ctx context.Context, _ *river.Job[ReconcileA
 //     an operation that completed, is "missing_external".
 //
 // Each new finding is recorded and raises its operation to
-// review_required with the finding as the reason. Reconciliation never
-// changes a step: what to do about a difference is an operator's
-// decision. Verify is called outside any transaction. It returns the new
-// findings.
+// review_required with the finding as the reason, unless one of the same
+// kind for the step is open, or was accepted (its operation resolved) with
+// the same Fingerprint; a finding that differs from the accepted one names
+// it in Supersedes and says in its Detail what changed. Reconciliation
+// never changes a step: what to do about a difference is an operator's
+// decision. Verify is called outside any transaction. It also measures the
+// clock skew (ClockSkew). It returns the new findings.
 func (r *Runner[TTx]) Reconcile(ctx context.Context) ([]Finding, error) {
 	if _, err := r.ClockSkew(ctx); err != nil {
 		r.log.WarnContext(ctx, "saga: reconcile: cannot measure the clock skew", "error", err.Error())

@@ -44,11 +44,12 @@ type Config struct {
 	// compared with the external systems; default 24 hours.
 	ReconcileWindow time.Duration
 	// JobMargin is the time a job gets beyond twice its step's Timeout
-	// (a verification and the call) for its transactions: the River
-	// timeout of the job; default 30 seconds. River rescues the job of a
-	// process that died only once it has run for longer than this timeout
-	// and than river.Config.RescueStuckJobsAfter, so the two bound the
-	// recovery after a crash.
+	// (a verification and the call) for its transactions; default 30
+	// seconds. The sum is the step's lease (Runner.StepLease), the River
+	// timeout of its jobs. River rescues the job of a process that died
+	// only once it has run for longer than its lease and than
+	// river.Config.RescueStuckJobsAfter, which Runner.ConfigureRiver sets
+	// from the leases: the two bound the recovery after a crash.
 	JobMargin time.Duration
 }
 
