@@ -21,12 +21,15 @@
 //	runner, err := saga.NewRunner(driver, saga.Config{Definitions: defs})
 //	workers := river.NewWorkers()
 //	err = runner.AddWorkers(workers)
-//	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+//	cfg := &river.Config{
 //		Queues:       map[string]river.QueueConfig{saga.QueueDefault: {MaxWorkers: 10}},
 //		Workers:      workers,
 //		PeriodicJobs: runner.PeriodicJobs(),
-//	})
+//	}
+//	err = runner.ConfigureRiver(cfg) // recovery knobs from the steps' leases
+//	client, err := river.NewClient(riverpgxv5.New(pool), cfg)
 //	runner.SetClient(client)
+//	skew, err := runner.ClockSkew(ctx) // warns above 2 s
 //
 // [Runner.StartTx] records the operation and inserts its first job in the
 // application's transaction (the transactional outbox, SPEC G4). Each job
@@ -47,11 +50,40 @@
 //   - Uncertain: a saga.verify job snoozes, then calls Verify, up to
 //     MaxVerifications; unresolved, the operation is review_required.
 //   - A step found running when its job starts (a crash after the call and
-//     before the record) is verified before it is executed again. River
-//     hands the job of a dead process to another once its leader's
-//     rescuer finds it running for longer than both
-//     river.Config.RescueStuckJobsAfter and the job's timeout, twice the
-//     step's Timeout plus [Config.JobMargin].
+//     before the record) is verified before it is executed again.
+//
+// # Recovery after a crash
+//
+// A step's lease ([Runner.StepLease]) is its job's River timeout: twice the
+// step's Timeout (a verification and the call) plus [Config.JobMargin]
+// (default 30 s), 90 s with the defaults. The job's context ends with the
+// lease. River hands the job of a process that died (SIGKILL, power loss)
+// to another once its leader's rescuer, which runs every 30 s, finds it
+// running for longer than both river.Config.RescueStuckJobsAfter and the
+// lease; the rescued job is retried after the step's first backoff, made
+// available by River's scheduler (every 5 s), and verifies the step before
+// executing it. River's default RescueStuckJobsAfter is one hour: call
+// [Runner.ConfigureRiver] on the client's config, which sets it (and
+// JobTimeout, which River wants no longer) to the shortest lease where
+// they are zero, and refuses ([Runner.CheckRiver]) a RescueStuckJobsAfter
+// longer than twice the shortest lease. A step interrupted by a crash then
+// resumes within its lease + 30 s + a few seconds (+ 15 s when the dead
+// process was River's leader): within 2 × its lease + 30 s for any lease of
+// 40 s or more. The knobs, in order of effect: the step's Timeout,
+// Config.JobMargin, river.Config.RescueStuckJobsAfter and JobTimeout.
+//
+// # Clocks
+//
+// Every time the engine records comes from the database's clock, read once
+// per transaction ([Driver] Now): statement_timestamp() on PostgreSQL; on
+// SQLite, which has none, the process clock, which is then the database's
+// for every process on the file. Processes whose clocks disagree still
+// agree on the records, on StuckAfter and on VerifyAfter. River, though,
+// schedules retries, snoozes and rescues on the process clock: a skew
+// delays or hastens them by as much. [Runner.ClockSkew] measures the
+// application's clock ([Config.NowFunc]) against the database's, logs a
+// warning above [Config.ClockSkewWarning] (2 s), and the [Collector]
+// exports it as unstuck_clock_skew_seconds.
 //
 // A job whose generation is not its step's current one, or that finds its
 // step in another status (a duplicate delivery, a forward call after
@@ -65,5 +97,9 @@
 // audit trail. [Runner.Reconcile], run periodically by the leader, calls
 // Verify for stuck and recently finished operations, records findings and
 // raises the operation to review_required; it never changes a step.
-// [NewCollector] exports Prometheus gauges.
+// Resolving the operation accepts its findings: the same difference (the
+// same [Finding] Fingerprint: kind, step and the facts compared) is never
+// raised again, and a new one reopens the operation with a finding that
+// names the accepted one and says what changed. [NewCollector] exports
+// Prometheus gauges.
 package saga

@@ -22,6 +22,12 @@ type Driver[TTx any] interface {
 	// nil; otherwise, or if fn panics, it rolls back and returns fn's
 	// error. On PostgreSQL the transaction is READ COMMITTED.
 	WithinTx(ctx context.Context, fn func(ctx context.Context, tx TTx) error) error
+	// Now reads the database's clock in tx, truncated to microseconds:
+	// statement_timestamp() on PostgreSQL; on SQLite, which has no clock
+	// of its own, the process clock. Every time the engine records
+	// (operations, steps, events, findings) comes from it, so processes
+	// whose clocks disagree still agree on the records.
+	Now(ctx context.Context, tx TTx) (time.Time, error)
 
 	// InsertOperation inserts op and its steps. It returns ErrExists if
 	// the ID is taken.
@@ -40,14 +46,16 @@ type Driver[TTx any] interface {
 	ListEvents(ctx context.Context, tx TTx, operationID string) ([]Event, error)
 	// ListOperations returns operations matching p, oldest update first.
 	ListOperations(ctx context.Context, tx TTx, p ListParams) ([]Operation, error)
-	// InsertFinding records f unless an open finding of the same kind for
-	// the same step exists; it reports whether it inserted.
+	// InsertFinding records f, with its Fingerprint and Supersedes, unless
+	// an open finding of the same kind for the same step exists; it
+	// reports whether it inserted and sets f.ID.
 	InsertFinding(ctx context.Context, tx TTx, f *Finding) (bool, error)
 	// ListFindings returns the findings of an operation ("" for all),
 	// only the open ones if open is set, in order of detection.
 	ListFindings(ctx context.Context, tx TTx, operationID string, open bool) ([]Finding, error)
-	// ResolveFindings closes the open findings of an operation.
-	ResolveFindings(ctx context.Context, tx TTx, operationID string, at time.Time) (int, error)
+	// ResolveFindings closes the open findings of an operation at at,
+	// recording by as who resolved (accepted) them.
+	ResolveFindings(ctx context.Context, tx TTx, operationID string, at time.Time, by string) (int, error)
 	// Stats counts operations per status with the oldest update per status,
 	// steps whose compensation failed, and open findings.
 	Stats(ctx context.Context, tx TTx) (Stats, error)

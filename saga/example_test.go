@@ -58,13 +58,19 @@ func runExample(def saga.Definition, input any) (*saga.Runner[*sql.Tx], saga.Ope
 	if err := runner.AddWorkers(workers); err != nil {
 		return nil, saga.Operation{}, err
 	}
-	client, err := river.NewClient(rd, &river.Config{
+	cfg := &river.Config{
 		FetchCooldown:     10 * time.Millisecond,
 		FetchPollInterval: 50 * time.Millisecond,
 		Logger:            slog.New(slog.DiscardHandler),
 		Queues:            map[string]river.QueueConfig{saga.QueueDefault: {MaxWorkers: 2}},
 		Workers:           workers,
-	})
+	}
+	// JobTimeout and RescueStuckJobsAfter from the steps' leases, so that a
+	// step of a process that died resumes in minutes, not River's hour.
+	if err := runner.ConfigureRiver(cfg); err != nil {
+		return nil, saga.Operation{}, err
+	}
+	client, err := river.NewClient(rd, cfg)
 	if err != nil {
 		return nil, saga.Operation{}, err
 	}

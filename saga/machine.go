@@ -511,6 +511,9 @@ func (m *machine) operatorRetry(st *StepRecord) error {
 	case StepCompensationFailed:
 		st.CompStatus, st.CompAttempts, st.CompError = CompPending, 0, ""
 		st.FinishedAt = nil
+		// The failure that sent the operation to review is in its
+		// history; the record shows the failure of the retry, if any.
+		o.LastError = ""
 		m.event(st.Name, "operator_retry", string(st.Status), string(StepCompensating), m.s.note, 0)
 		m.setStep(st, StepCompensating, "compensation_reset", "", 0)
 		m.setOp(StatusCompensating, "operator retry of the compensation of "+st.Name)
@@ -553,6 +556,7 @@ func (m *machine) operatorConfirm(st *StepRecord) error {
 			return m.illegal(action, st, "a compensation that did not happen is retried, not confirmed")
 		}
 		m.event(st.Name, "operator_confirm", string(st.Status), string(StepCompensated), m.s.note, st.CompAttempts)
+		o.LastError = ""
 		st.CompStatus, st.CompError = CompCompleted, ""
 		m.setStep(st, StepCompensated, "compensated", "confirmed by operator", st.CompAttempts)
 		m.setOp(StatusCompensating, "operator confirmed the compensation of "+st.Name)

@@ -15,43 +15,60 @@ import (
 //     compensating and review_required, the time since the least recently
 //     changed operation changed (stuck work and old review items);
 //   - unstuck_saga_failed_compensations: steps in compensation_failed;
-//   - unstuck_saga_open_findings: reconciliation findings not resolved.
+//   - unstuck_saga_open_findings: reconciliation findings not resolved;
+//   - unstuck_clock_skew_seconds: the application's clock minus the
+//     database's, as [Runner.ClockSkew] measures it (alert on its
+//     absolute value: River's retries and rescues are off by as much).
+//
+// Ages are measured on the database's clock, as the records are.
 //
 // Register it once: prometheus.MustRegister(saga.NewCollector(runner, 5*time.Second)).
 type Collector struct {
-	stats   func(ctx context.Context) (Stats, error)
-	now     func() time.Time
+	stats   func(ctx context.Context) (reading, error)
 	timeout time.Duration
 
-	ops, age, comp, findings, up *prometheus.Desc
+	ops, age, comp, findings, up, skew *prometheus.Desc
+}
+
+// reading is one scrape: the stats, the database's clock and the skew.
+type reading struct {
+	Stats
+	now  time.Time
+	skew time.Duration
 }
 
 // NewCollector returns a collector over runner; each scrape reads the
 // records in one read transaction bounded by timeout.
 func NewCollector[TTx any](runner *Runner[TTx], timeout time.Duration) *Collector {
 	return &Collector{
-		stats: func(ctx context.Context) (Stats, error) {
-			var st Stats
+		stats: func(ctx context.Context) (reading, error) {
+			var rd reading
 			err := runner.driver.WithinTx(ctx, func(ctx context.Context, tx TTx) error {
 				var err error
-				st, err = runner.driver.Stats(ctx, tx)
+				if rd.skew, err = runner.skewIn(ctx, tx); err != nil {
+					return err
+				}
+				if rd.now, err = runner.clock(ctx, tx); err != nil {
+					return err
+				}
+				rd.Stats, err = runner.driver.Stats(ctx, tx)
 				return err
 			})
-			return st, err
+			return rd, err
 		},
-		now:      runner.cfg.NowFunc,
 		timeout:  timeout,
 		ops:      prometheus.NewDesc("unstuck_saga_operations", "Operations per status.", []string{"status"}, nil),
 		age:      prometheus.NewDesc("unstuck_saga_oldest_age_seconds", "Seconds since the least recently changed operation of the status changed.", []string{"status"}, nil),
 		comp:     prometheus.NewDesc("unstuck_saga_failed_compensations", "Steps whose compensation failed.", nil, nil),
 		findings: prometheus.NewDesc("unstuck_saga_open_findings", "Open reconciliation findings.", nil, nil),
 		up:       prometheus.NewDesc("unstuck_saga_stats_up", "1 if the last read of the records succeeded.", nil, nil),
+		skew:     prometheus.NewDesc("unstuck_clock_skew_seconds", "The application's clock minus the database's, in seconds.", nil, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.ops, c.age, c.comp, c.findings, c.up} {
+	for _, d := range []*prometheus.Desc{c.ops, c.age, c.comp, c.findings, c.up, c.skew} {
 		ch <- d
 	}
 }
@@ -66,7 +83,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
-	now := c.now()
+	ch <- prometheus.MustNewConstMetric(c.skew, prometheus.GaugeValue, st.skew.Seconds())
+	now := st.now
 	for _, s := range Statuses {
 		ch <- prometheus.MustNewConstMetric(c.ops, prometheus.GaugeValue, float64(st.Operations[s]), string(s))
 	}

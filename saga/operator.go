@@ -89,7 +89,7 @@ func (r *Runner[TTx]) ResolveTx(ctx context.Context, tx TTx, p ActionParams, to 
 	if err != nil {
 		return ch, err
 	}
-	if _, err := r.driver.ResolveFindings(ctx, tx, p.OperationID, r.now()); err != nil {
+	if _, err := r.driver.ResolveFindings(ctx, tx, p.OperationID, ch.After.UpdatedAt, "operator:"+p.Actor); err != nil {
 		return Change{}, fmt.Errorf("saga: resolve %s: %w", p.OperationID, err)
 	}
 	return ch, nil
@@ -114,7 +114,10 @@ func (r *Runner[TTx]) operator(ctx context.Context, tx TTx, p ActionParams, s si
 	if op.Version != p.Version {
 		return Change{}, fmt.Errorf("%w: %s is at version %d, the operator saw %d", ErrStale, op.ID, op.Version, p.Version)
 	}
-	s.step, s.note, s.now, s.actor = p.Step, p.Note, r.now(), "operator:"+p.Actor
+	if s.now, err = r.clock(ctx, tx); err != nil {
+		return Change{}, err
+	}
+	s.step, s.note, s.actor = p.Step, p.Note, "operator:"+p.Actor
 	d, err := decide(op, s)
 	if err != nil {
 		return Change{}, err

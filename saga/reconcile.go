@@ -1,6 +1,7 @@
 package saga
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,6 +32,12 @@ type reconcileWorker[TTx any] struct {
 	r *Runner[TTx]
 }
 
+// Timeout lets a reconciliation, which calls Verify for many steps, run
+// for its interval, at least a minute, whatever River's JobTimeout.
+func (w *reconcileWorker[TTx]) Timeout(*river.Job[ReconcileArgs]) time.Duration {
+	return max(w.r.cfg.ReconcileInterval, time.Minute)
+}
+
 func (w *reconcileWorker[TTx]) Work(ctx context.Context, _ *river.Job[ReconcileArgs]) error {
 	_, err := w.r.Reconcile(ctx)
 	return err
@@ -49,15 +56,24 @@ func (w *reconcileWorker[TTx]) Work(ctx context.Context, _ *river.Job[ReconcileA
 //     an operation that completed, is "missing_external".
 //
 // Each new finding is recorded and raises its operation to
-// review_required with the finding as the reason. Reconciliation never
-// changes a step: what to do about a difference is an operator's
-// decision. Verify is called outside any transaction. It returns the new
-// findings.
+// review_required with the finding as the reason, unless one of the same
+// kind for the step is open, or was accepted (its operation resolved) with
+// the same Fingerprint; a finding that differs from the accepted one names
+// it in Supersedes and says in its Detail what changed. Reconciliation
+// never changes a step: what to do about a difference is an operator's
+// decision. Verify is called outside any transaction. It also measures the
+// clock skew (ClockSkew). It returns the new findings.
 func (r *Runner[TTx]) Reconcile(ctx context.Context) ([]Finding, error) {
-	now := r.now()
+	if _, err := r.ClockSkew(ctx); err != nil {
+		r.log.WarnContext(ctx, "saga: reconcile: cannot measure the clock skew", "error", err.Error())
+	}
+	var now time.Time
 	var stuck, finished []Operation
 	err := r.driver.WithinTx(ctx, func(ctx context.Context, tx TTx) error {
 		var err error
+		if now, err = r.clock(ctx, tx); err != nil {
+			return err
+		}
 		if stuck, err = r.driver.ListOperations(ctx, tx, ListParams{Statuses: []Status{StatusPending, StatusRunning, StatusCompensating},
 			UpdatedBefore: now.Add(-r.cfg.StuckAfter)}); err != nil {
 			return err
@@ -73,7 +89,7 @@ func (r *Runner[TTx]) Reconcile(ctx context.Context) ([]Finding, error) {
 	var errs []error
 	check := func(op Operation, fs []Finding) {
 		for _, f := range fs {
-			ok, err := r.record(ctx, op, f)
+			f, ok, err := r.record(ctx, op, f)
 			if err != nil {
 				errs = append(errs, err)
 			} else if ok {
@@ -118,7 +134,8 @@ func (r *Runner[TTx]) checkStuck(ctx context.Context, op Operation, now time.Tim
 		}
 		detail := fmt.Sprintf("step %s has been %s since %s (operation %s)", st.Name, st.Status, st.UpdatedAt.Format(time.RFC3339), op.Status)
 		ext := st.ExternalID
-		if v, ok := r.verify(ctx, op, st); ok {
+		v, ok := r.verify(ctx, op, st)
+		if ok {
 			detail += "; the external system says " + v.Outcome.String()
 			if v.Result.ExternalID != "" {
 				ext = v.Result.ExternalID
@@ -130,7 +147,9 @@ func (r *Runner[TTx]) checkStuck(ctx context.Context, op Operation, now time.Tim
 		} else {
 			detail += "; the step cannot be verified"
 		}
-		out = append(out, Finding{OperationID: op.ID, Step: st.Name, Kind: FindingUnresolved, ExternalID: ext, Detail: detail, DetectedAt: now})
+		out = append(out, Finding{OperationID: op.ID, Step: st.Name, Kind: FindingUnresolved, ExternalID: ext, Detail: detail, DetectedAt: now,
+			Fingerprint: fmt.Sprintf("%s %s: we record %s since %s; the external system says %s (%q)", FindingUnresolved, st.Name, st.Status,
+				st.UpdatedAt.Format(time.RFC3339Nano), outcomeOf(v, ok), ext)})
 	}
 	return out
 }
@@ -142,21 +161,43 @@ func (r *Runner[TTx]) checkFinished(ctx context.Context, op Operation, now time.
 		if !ok {
 			continue
 		}
+		// The facts compared: what the operator accepts by resolving.
+		facts := fmt.Sprintf("we record %s (%q); the external system says %s (%q)", st.Status, st.ExternalID, v.Outcome, v.Result.ExternalID)
 		switch {
 		case v.Outcome == Applied && st.Status != StepCompleted:
 			out = append(out, Finding{OperationID: op.ID, Step: st.Name, Kind: FindingOrphanExternal, ExternalID: v.Result.ExternalID, DetectedAt: now,
-				Detail: fmt.Sprintf("the external system has the effect of step %s (%s) but we record it %s in a %s operation", st.Name, v.Result.ExternalID, st.Status, op.Status)})
+				Fingerprint: FindingOrphanExternal + " " + st.Name + ": " + facts,
+				Detail:      fmt.Sprintf("the external system has the effect of step %s (%s) but we record it %s in a %s operation", st.Name, v.Result.ExternalID, st.Status, op.Status)})
 		case v.Outcome == NotApplied && st.Status == StepCompleted && op.Status == StatusCompleted:
 			out = append(out, Finding{OperationID: op.ID, Step: st.Name, Kind: FindingMissingExternal, ExternalID: st.ExternalID, DetectedAt: now,
-				Detail: fmt.Sprintf("we record step %s completed (%s) but the external system has no such effect", st.Name, st.ExternalID)})
+				Fingerprint: FindingMissingExternal + " " + st.Name + ": " + facts,
+				Detail:      fmt.Sprintf("we record step %s completed (%s) but the external system has no such effect", st.Name, st.ExternalID)})
+		case v.Outcome == Applied && st.Status == StepCompleted && op.Status == StatusCompleted &&
+			st.ExternalID != "" && v.Result.ExternalID != "" && st.ExternalID != v.Result.ExternalID:
+			// An operator confirmed the step with an identifier the
+			// external system does not have under the step's key.
+			out = append(out, Finding{OperationID: op.ID, Step: st.Name, Kind: FindingMissingExternal, ExternalID: st.ExternalID, DetectedAt: now,
+				Fingerprint: FindingMissingExternal + " " + st.Name + ": " + facts,
+				Detail: fmt.Sprintf("we record step %s completed (%s) but the external system has %s under its key instead",
+					st.Name, st.ExternalID, v.Result.ExternalID)})
 		}
 	}
 	return out
 }
 
-// record inserts f unless it is open already, and raises its operation to
-// review, in one transaction.
-func (r *Runner[TTx]) record(ctx context.Context, seen Operation, f Finding) (bool, error) {
+func outcomeOf(v Verification, verified bool) string {
+	if !verified {
+		return "nothing (no Verify)"
+	}
+	return v.Outcome.String()
+}
+
+// record inserts f and raises its operation to review, in one
+// transaction, unless a finding of the same kind for the same step is
+// open, or was accepted (its operation resolved) with the same
+// fingerprint. A finding that differs from the last accepted one reopens
+// the operation and says what changed.
+func (r *Runner[TTx]) record(ctx context.Context, seen Operation, f Finding) (Finding, bool, error) {
 	inserted := false
 	err := r.driver.WithinTx(ctx, func(ctx context.Context, tx TTx) error {
 		op, err := r.driver.GetOperation(ctx, tx, seen.ID, true)
@@ -166,19 +207,43 @@ func (r *Runner[TTx]) record(ctx context.Context, seen Operation, f Finding) (bo
 		if op.Version != seen.Version {
 			return nil // it moved since it was read: judge it next time
 		}
-		if inserted, err = r.driver.InsertFinding(ctx, tx, &f); err != nil || !inserted {
-			return err
-		}
-		d, err := decide(op, signal{kind: recFinding, err: f.Kind + ": " + f.Detail, now: r.now(), actor: "reconciler"})
+		prior, err := r.driver.ListFindings(ctx, tx, op.ID, false)
 		if err != nil {
 			return err
 		}
-		d.events = append(d.events, Event{OperationID: op.ID, Step: f.Step, Action: "finding", Actor: "reconciler", Message: f.Kind + ": " + f.Detail, At: r.now()})
+		var accepted *Finding
+		for i := range prior {
+			p := &prior[i]
+			if p.Kind != f.Kind || p.Step != f.Step {
+				continue
+			}
+			if p.ResolvedAt == nil || p.Fingerprint == f.Fingerprint {
+				return nil // open already, or known and accepted
+			}
+			accepted = p // the latest accepted one
+		}
+		if accepted != nil {
+			f.Supersedes = accepted.ID
+			f.Detail = fmt.Sprintf("reopened: differs from finding #%d accepted by %s at %s (%s); now %s; %s", accepted.ID,
+				cmp.Or(accepted.ResolvedBy, "an operator"), accepted.ResolvedAt.Format(time.RFC3339), accepted.Fingerprint, f.Fingerprint, f.Detail)
+		}
+		if inserted, err = r.driver.InsertFinding(ctx, tx, &f); err != nil || !inserted {
+			return err
+		}
+		now, err := r.clock(ctx, tx)
+		if err != nil {
+			return err
+		}
+		d, err := decide(op, signal{kind: recFinding, err: f.Kind + ": " + f.Detail, now: now, actor: "reconciler"})
+		if err != nil {
+			return err
+		}
+		d.events = append(d.events, Event{OperationID: op.ID, Step: f.Step, Action: "finding", Actor: "reconciler", Message: f.Kind + ": " + f.Detail, At: now})
 		d.changed = true
 		return r.apply(ctx, tx, &d)
 	})
 	if err != nil {
-		return false, fmt.Errorf("saga: record finding for %s: %w", seen.ID, err)
+		return f, false, fmt.Errorf("saga: record finding for %s: %w", seen.ID, err)
 	}
-	return inserted, nil
+	return f, inserted, nil
 }

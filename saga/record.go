@@ -98,7 +98,11 @@ type Event struct {
 }
 
 // Finding is a difference between our records and an external system,
-// found by reconciliation (SPEC G8). It stays open until resolved.
+// found by reconciliation (SPEC G8). It stays open until an operator
+// resolves its operation, which accepts it: a later reconciliation that
+// finds the same difference (the same Fingerprint) records nothing, and
+// only a new difference opens a new finding, which names the accepted one
+// in Supersedes and says in Detail what changed.
 type Finding struct {
 	ID          int64
 	OperationID string
@@ -111,6 +115,15 @@ type Finding struct {
 	Detail     string
 	DetectedAt time.Time
 	ResolvedAt *time.Time
+	// ResolvedBy is the actor who resolved the operation ("operator:ann").
+	ResolvedBy string
+	// Fingerprint is the kind, the step and the facts compared (our
+	// record and the external system's answer), in words: equal
+	// fingerprints are the same difference.
+	Fingerprint string
+	// Supersedes is the ID of the accepted finding of the same kind and
+	// step that this one reopens, or 0.
+	Supersedes int64
 }
 
 // Finding kinds.

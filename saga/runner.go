@@ -27,8 +27,13 @@ type Config struct {
 	Queue string
 	// Logger receives the engine's logs; default slog.Default().
 	Logger *slog.Logger
-	// NowFunc replaces the clock of the records; default time.Now.
+	// NowFunc is the application's clock; default time.Now. The records'
+	// times come from the database's clock (Driver.Now), never from it:
+	// ClockSkew compares the two.
 	NowFunc func() time.Time
+	// ClockSkewWarning is the skew between NowFunc and the database's
+	// clock above which ClockSkew logs a warning; default 2 seconds.
+	ClockSkewWarning time.Duration
 	// ReconcileInterval is the period of the reconciliation job; default
 	// 5 minutes.
 	ReconcileInterval time.Duration
@@ -39,11 +44,12 @@ type Config struct {
 	// compared with the external systems; default 24 hours.
 	ReconcileWindow time.Duration
 	// JobMargin is the time a job gets beyond twice its step's Timeout
-	// (a verification and the call) for its transactions: the River
-	// timeout of the job; default 30 seconds. River rescues the job of a
-	// process that died only once it has run for longer than this timeout
-	// and than river.Config.RescueStuckJobsAfter, so the two bound the
-	// recovery after a crash.
+	// (a verification and the call) for its transactions; default 30
+	// seconds. The sum is the step's lease (Runner.StepLease), the River
+	// timeout of its jobs. River rescues the job of a process that died
+	// only once it has run for longer than its lease and than
+	// river.Config.RescueStuckJobsAfter, which Runner.ConfigureRiver sets
+	// from the leases: the two bound the recovery after a crash.
 	JobMargin time.Duration
 }
 
@@ -58,6 +64,9 @@ type Runner[TTx any] struct {
 	cfg    Config
 	log    *slog.Logger
 	client atomic.Pointer[river.Client[TTx]]
+	// skewWarned is when ClockSkew last warned (Unix nanoseconds), so
+	// that a probe calling it often logs once a minute.
+	skewWarned atomic.Int64
 }
 
 // NewRunner returns a runner over driver with cfg. It validates the
@@ -88,6 +97,9 @@ func NewRunner[TTx any](driver Driver[TTx], cfg Config) (*Runner[TTx], error) {
 	if r.cfg.JobMargin <= 0 {
 		r.cfg.JobMargin = 30 * time.Second
 	}
+	if r.cfg.ClockSkewWarning <= 0 {
+		r.cfg.ClockSkewWarning = 2 * time.Second
+	}
 	for _, d := range cfg.Definitions {
 		if err := validateDefinition(d); err != nil {
 			return nil, err
@@ -98,6 +110,45 @@ func NewRunner[TTx any](driver Driver[TTx], cfg Config) (*Runner[TTx], error) {
 		r.defs[d.Type] = d
 	}
 	return r, nil
+}
+
+// ClockSkew measures the application's clock (Config.NowFunc) against the
+// database's (Driver.Now) around one round trip, and returns app − database:
+// positive when the application is ahead. The records never depend on it
+// (their times are the database's), but River schedules retries, snoozes
+// and the rescue of stuck jobs on the process clock, so a skew delays or
+// hastens them by as much. Above Config.ClockSkewWarning (either way) it
+// logs a warning, at most once a minute. Call it at start-up; the periodic reconciliation calls it
+// too, and the Collector exports it as unstuck_clock_skew_seconds.
+func (r *Runner[TTx]) ClockSkew(ctx context.Context) (time.Duration, error) {
+	var skew time.Duration
+	err := r.driver.WithinTx(ctx, func(ctx context.Context, tx TTx) error {
+		var err error
+		skew, err = r.skewIn(ctx, tx)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("saga: clock skew: %w", err)
+	}
+	now := time.Now().UnixNano()
+	if last := r.skewWarned.Load(); (skew > r.cfg.ClockSkewWarning || -skew > r.cfg.ClockSkewWarning) &&
+		now-last >= int64(time.Minute) && r.skewWarned.CompareAndSwap(last, now) {
+		r.log.WarnContext(ctx, "saga: the application's clock and the database's disagree; River's retries, snoozes and rescues are off by as much",
+			"skew", skew.Round(time.Millisecond).String(), "warning_above", r.cfg.ClockSkewWarning.String())
+	}
+	return skew, nil
+}
+
+// skewIn measures app − database in tx: the database's reading is taken
+// as the midpoint of the round trip.
+func (r *Runner[TTx]) skewIn(ctx context.Context, tx TTx) (time.Duration, error) {
+	before := r.cfg.NowFunc()
+	db, err := r.driver.Now(ctx, tx)
+	if err != nil {
+		return 0, err
+	}
+	after := r.cfg.NowFunc()
+	return before.Add(after.Sub(before) / 2).Sub(db), nil
 }
 
 // Driver returns the runner's driver, for reading records.
@@ -116,7 +167,15 @@ func (r *Runner[TTx]) riverClient() (*river.Client[TTx], error) {
 	return c, nil
 }
 
-func (r *Runner[TTx]) now() time.Time { return r.cfg.NowFunc().UTC().Truncate(time.Microsecond) }
+// clock reads the database's clock in tx (Driver.Now): the time of every
+// record, so that processes whose clocks disagree agree on the records.
+func (r *Runner[TTx]) clock(ctx context.Context, tx TTx) (time.Time, error) {
+	t, err := r.driver.Now(ctx, tx)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("saga: %w", err)
+	}
+	return t.UTC().Truncate(time.Microsecond), nil
+}
 
 // StartOpts are the optional parameters of Start.
 type StartOpts struct {
@@ -165,7 +224,10 @@ func (r *Runner[TTx]) StartTx(ctx context.Context, tx TTx, typ string, input any
 		}
 		id = u.String()
 	}
-	now := r.now()
+	now, err := r.clock(ctx, tx)
+	if err != nil {
+		return Operation{}, err
+	}
 	op := Operation{ID: id, Type: typ, Status: StatusPending, CorrelationID: opts.CorrelationID, Input: raw,
 		CurrentStep: def.Steps[0].Name, Version: 1, CreatedAt: now, UpdatedAt: now}
 	compSeq := map[string]int{}
@@ -246,9 +308,11 @@ func (r *Runner[TTx]) insertJob(ctx context.Context, tx TTx, op *Operation, e en
 		Tags: jobTags(op.Type)}
 	// A verify job is inserted available and snoozes until the step has
 	// been uncertain for VerifyAfter: River's scheduler would move a job
-	// scheduled in the future only every few seconds.
+	// scheduled in the future only every few seconds. Other delays count
+	// from the record's time, the database's clock, which River's fetch
+	// compares scheduled_at with.
 	if e.delay > 0 && e.kind != jobVerify {
-		opts.ScheduledAt = r.cfg.NowFunc().Add(e.delay)
+		opts.ScheduledAt = op.UpdatedAt.Add(e.delay)
 	}
 	var args river.JobArgs
 	switch e.kind {

@@ -44,6 +44,7 @@ type engine interface {
 	StartCompensation(ctx context.Context, p saga.ActionParams) (saga.Change, error)
 	Resolve(ctx context.Context, p saga.ActionParams, to saga.Status) (saga.Change, error)
 	Reconcile(ctx context.Context) ([]saga.Finding, error)
+	ClockSkew(ctx context.Context) (time.Duration, error)
 }
 
 // world is the outside of the saga: local accounts in a real table, the
@@ -168,12 +169,13 @@ type bundle struct {
 }
 
 type backend struct {
-	name  string
-	setup func(t *testing.T) *bundle
+	name string
+	// setup starts a bundle; opts change the runner's config.
+	setup func(t *testing.T, opts ...func(*saga.Config)) *bundle
 }
 
 var backends = []backend{
-	{name: "PostgreSQL", setup: func(t *testing.T) *bundle {
+	{name: "PostgreSQL", setup: func(t *testing.T, opts ...func(*saga.Config)) *bundle {
 		t.Helper()
 		pool := pgtest.Schema(t)
 		w := newWorld()
@@ -186,9 +188,9 @@ var backends = []backend{
 			require.NoError(t, pool.QueryRow(ctx, q, args...).Scan(&n))
 			return n
 		}
-		return start[pgx.Tx](t, w, sagapgx.New(pool), riverpgxv5.New(pool))
+		return start[pgx.Tx](t, w, sagapgx.New(pool), riverpgxv5.New(pool), opts...)
 	}},
-	{name: "SQLite", setup: func(t *testing.T) *bundle {
+	{name: "SQLite", setup: func(t *testing.T, opts ...func(*saga.Config)) *bundle {
 		t.Helper()
 		db, err := sqlite.Open(filepath.Join(t.TempDir(), "saga.db"))
 		require.NoError(t, err)
@@ -205,7 +207,7 @@ var backends = []backend{
 			require.NoError(t, db.QueryRowContext(ctx, rebind(q), args...).Scan(&n))
 			return n
 		}
-		return start[*sql.Tx](t, w, sagasqlite.New(db), riversqlite.New(db))
+		return start[*sql.Tx](t, w, sagasqlite.New(db), riversqlite.New(db), opts...)
 	}},
 }
 
@@ -213,7 +215,7 @@ func newWorld() *world {
 	return &world{provider: demo.NewWorkspaceProvider(), welcomes: map[string]int{}, welcomeFail: map[string]error{}, block: map[string]chan struct{}{}}
 }
 
-func start[TTx any](t *testing.T, w *world, d saga.Driver[TTx], rd riverdriver.Driver[TTx]) *bundle {
+func start[TTx any](t *testing.T, w *world, d saga.Driver[TTx], rd riverdriver.Driver[TTx], opts ...func(*saga.Config)) *bundle {
 	t.Helper()
 	ctx := t.Context()
 	migrator, err := rivermigrate.New(rd, nil)
@@ -224,7 +226,11 @@ func start[TTx any](t *testing.T, w *world, d saga.Driver[TTx], rd riverdriver.D
 	require.NoError(t, d.Migrate(ctx), "migrating twice changes nothing")
 	require.NoError(t, w.exec(ctx, `CREATE TABLE test_account (key TEXT PRIMARY KEY, email TEXT NOT NULL UNIQUE, active INTEGER NOT NULL, disables INTEGER NOT NULL)`))
 
-	runner, err := saga.NewRunner(d, saga.Config{Definitions: []saga.Definition{w.definition()}, StuckAfter: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	cfg := saga.Config{Definitions: []saga.Definition{w.definition()}, StuckAfter: time.Hour, Logger: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	runner, err := saga.NewRunner(d, cfg)
 	require.NoError(t, err)
 	newClient := func() *river.Client[TTx] {
 		workers := river.NewWorkers()
@@ -580,6 +586,9 @@ func TestF8CompensationFailureHaltsAndNeedsReview(t *testing.T) {
 		_, err = b.eng.RetryStep(t.Context(), saga.ActionParams{OperationID: id, Step: "workspace", Version: op.Version, Actor: "bob", Note: "provider fixed"})
 		require.NoError(t, err)
 		op = waitStatus(t, b, id, saga.StatusCompensated)
+		// Issue 9 item 10: the compensation succeeded on retry, so the
+		// record no longer shows its old failure (the history keeps it).
+		require.Empty(t, op.LastError, "last error of a compensated operation after a successful retry")
 		require.Empty(t, b.provider.Workspaces())
 		require.False(t, accountActive(t, b, id))
 		require.Equal(t, 0.0, gauge(t, b, "unstuck_saga_failed_compensations", ""))
@@ -794,4 +803,135 @@ func gauge(t *testing.T, b *bundle, name, status string) float64 {
 	}
 	t.Fatalf("no metric %s{status=%q}", name, status)
 	return 0
+}
+
+// TestG8AcceptedFindingStaysAccepted is issue 9 item 6: an operator
+// confirms a step with an identifier the provider does not have under the
+// step's key, reconciliation raises missing_external, the operator
+// resolves the operation as completed — and later reconciliations leave it
+// completed with the one, accepted, finding. Only a new difference (the
+// provider now has another workspace under the key) reopens it, and the
+// new finding says what changed and which finding it supersedes.
+func TestG8AcceptedFindingStaysAccepted(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b *bundle) {
+		ctx := t.Context()
+		id := fmt.Sprintf("g8a-%d", time.Now().UnixNano())
+		key := id + "/workspace"
+		b.provider.Inject(key, demo.WSTimeoutAfter, demo.WSLookupUnknown, demo.WSLookupUnknown, demo.WSLookupUnknown)
+		_, err := b.eng.Start(ctx, "signup", signupInput{Email: "g8a@example.com"}, &saga.StartOpts{ID: id})
+		require.NoError(t, err)
+		op := waitStatus(t, b, id, saga.StatusReviewRequired)
+		b.provider.Remove(key) // the provider lost it; the operator has another ID
+		_, err = b.eng.ConfirmStep(ctx, saga.ConfirmParams{ActionParams: saga.ActionParams{OperationID: id, Step: "workspace", Version: op.Version,
+			Actor: "ann", Note: "provider support says ws_manual is it"}, Happened: true, ExternalID: "ws_manual"})
+		require.NoError(t, err)
+		op = waitStatus(t, b, id, saga.StatusCompleted)
+
+		found, err := b.eng.Reconcile(ctx)
+		require.NoError(t, err)
+		require.Len(t, found, 1)
+		require.Equal(t, saga.FindingMissingExternal, found[0].Kind)
+		first := found[0]
+		op, err = b.eng.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, saga.StatusReviewRequired, op.Status)
+		_, err = b.eng.Resolve(ctx, saga.ActionParams{OperationID: id, Version: op.Version, Actor: "ann", Note: "ws_manual is right; the provider files it elsewhere"}, saga.StatusCompleted)
+		require.NoError(t, err)
+
+		for range 3 {
+			found, err = b.eng.Reconcile(ctx)
+			require.NoError(t, err)
+			require.Empty(t, found, "an accepted difference is not found again")
+		}
+		op, err = b.eng.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, saga.StatusCompleted, op.Status, "the resolution stays")
+		all, err := b.eng.Findings(ctx, id, false)
+		require.NoError(t, err)
+		require.Len(t, all, 1)
+		require.NotNil(t, all[0].ResolvedAt)
+		require.Equal(t, "operator:ann", all[0].ResolvedBy)
+		require.Contains(t, all[0].Fingerprint, `"ws_manual"`)
+
+		// A new fact: the provider now has a workspace under the key, and
+		// it is not ws_manual.
+		ws := b.provider.Put(key, "g8a@example.com")
+		found, err = b.eng.Reconcile(ctx)
+		require.NoError(t, err)
+		require.Len(t, found, 1, "a new difference reopens")
+		require.Equal(t, first.ID, found[0].Supersedes)
+		require.Contains(t, found[0].Detail, "reopened")
+		require.Contains(t, found[0].Detail, ws.ID)
+		op, err = b.eng.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, saga.StatusReviewRequired, op.Status)
+		require.Equal(t, "reconciliation_finding", op.ReviewReason)
+		require.Contains(t, op.LastError, fmt.Sprintf("reopened: differs from finding #%d", first.ID), "the operator sees why")
+		found, err = b.eng.Reconcile(ctx)
+		require.NoError(t, err)
+		require.Empty(t, found)
+	})
+}
+
+// TestClockSkewIsReportedAndDelaysNothingG10 is issue 9 item 4: with the
+// application's clock 10 minutes ahead of the database's, the skew is
+// measured, logged and exported, and the records keep the database's
+// clock, so an operation (here through an uncertain step, verified after
+// VerifyAfter) completes without waiting for the clocks to agree.
+func TestClockSkewIsReportedAndDelaysNothingG10(t *testing.T) {
+	t.Parallel()
+	for _, be := range backends {
+		t.Run(be.name, func(t *testing.T) {
+			t.Parallel()
+			const ahead = 10 * time.Minute
+			logs := &syncLog{}
+			b := be.setup(t, func(c *saga.Config) {
+				c.NowFunc = func() time.Time { return time.Now().Add(ahead) }
+				c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+			})
+			ctx := t.Context()
+			skew, err := b.eng.ClockSkew(ctx)
+			require.NoError(t, err)
+			require.InDelta(t, ahead.Seconds(), skew.Seconds(), 2, "app − database")
+			require.Contains(t, logs.String(), "level=WARN msg=\"saga: the application's clock and the database's disagree", "a warning above 2 s")
+			require.InDelta(t, ahead.Seconds(), gauge(t, b, "unstuck_clock_skew_seconds", ""), 2)
+
+			id := fmt.Sprintf("skew-%d", time.Now().UnixNano())
+			b.provider.Inject(id+"/workspace", demo.WSTimeoutAfter)
+			began := time.Now()
+			_, err = b.eng.Start(ctx, "signup", signupInput{Email: "skew@example.com"}, &saga.StartOpts{ID: id})
+			require.NoError(t, err)
+			op := waitStatus(t, b, id, saga.StatusCompleted)
+			require.Equal(t, 1, step(t, op, "workspace").Verifications)
+			// The database's clock (PostgreSQL's, or the process's for
+			// SQLite), not the application's 10 minutes ahead.
+			require.WithinDuration(t, began, op.CreatedAt, time.Minute)
+			require.WithinDuration(t, began, *op.FinishedAt, time.Minute)
+			evs, err := b.eng.Events(ctx, id)
+			require.NoError(t, err)
+			for _, e := range evs {
+				require.WithinDuration(t, began, e.At, time.Minute, "event %s", e.Action)
+			}
+			require.Less(t, gauge(t, b, "unstuck_saga_oldest_age_seconds", "running"), 60.0, "ages on the database's clock")
+		})
+	}
+}
+
+// syncLog is a log sink safe for concurrent writes.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncLog) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncLog) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

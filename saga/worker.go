@@ -92,12 +92,16 @@ func begin[TTx any, T river.JobArgs](ctx context.Context, r *Runner[TTx], job *r
 		if err != nil {
 			return err
 		}
+		now, err := r.clock(ctx, tx)
+		if err != nil {
+			return err
+		}
 		st, _ := op.Step(ref.Step)
 		if st.Generation != ref.Generation {
 			d.noop = fmt.Sprintf("stale job: generation %d, step is at %d", ref.Generation, st.Generation)
 		} else {
 			s := mk(op, step)
-			s.step, s.now, s.actor = ref.Step, r.now(), "worker"
+			s.step, s.now, s.actor = ref.Step, now, "worker"
 			if d, err = decide(op, s); err != nil {
 				return err
 			}
@@ -134,7 +138,10 @@ func finish[TTx any, T river.JobArgs](ctx context.Context, r *Runner[TTx], job *
 		if err != nil {
 			return err
 		}
-		s.step, s.now, s.actor = ref.Step, r.now(), "worker"
+		if s.now, err = r.clock(ctx, tx); err != nil {
+			return err
+		}
+		s.step, s.actor = ref.Step, "worker"
 		st, _ := op.Step(ref.Step)
 		if st.Generation != ref.Generation {
 			// An operator acted meanwhile; keep the answer in the history.
@@ -272,8 +279,9 @@ func (w *verifyWorker[TTx]) Work(ctx context.Context, job *river.Job[VerifyArgs]
 		case st.Status != StepUncertain || op.Status != StatusRunning || step.Verify == nil:
 			noop = fmt.Sprintf("step is %s, operation %s", st.Status, op.Status)
 		default:
-			wait = st.UpdatedAt.Add(step.verifyAfter()).Sub(r.now())
-			return nil
+			now, err := r.clock(ctx, tx)
+			wait = st.UpdatedAt.Add(step.verifyAfter()).Sub(now)
+			return err
 		}
 		_, err = river.JobCompleteTx[riverdriver.Driver[TTx]](ctx, tx, job)
 		return err

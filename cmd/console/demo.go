@@ -82,7 +82,8 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	mountSignups, decisions, stopSagas, err := startSagas(ctx, db, shop, reg, log)
+	var skew clockSkew
+	mountSignups, decisions, stopSagas, err := startSagas(ctx, db, shop, reg, &skew, log)
 	if err != nil {
 		return fmt.Errorf("signups: %w", err)
 	}
@@ -93,7 +94,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	loopback := isLoopback(ln.Addr())
 	h, err := consoleHandler(db, engine, consoleOptions{secureCookies: !loopback, idle: 30 * time.Minute, absolute: 12 * time.Hour, registry: reg,
-		mount: func(r chi.Router) { shop.Routes(r); mountSignups(r) }, operations: decisions}, log)
+		mount: func(r chi.Router) { shop.Routes(r); mountSignups(r) }, operations: decisions, clockSkew: skew}, log)
 	if err != nil {
 		return err
 	}

@@ -161,6 +161,12 @@ func TestServe(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+	resp, err = http.Get(base + "/metrics")
+	require.NoError(t, err)
+	metrics, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Contains(t, string(metrics), "\nunstuck_clock_skew_seconds ", "issue 9 item 4: serve exports the clock skew")
 	cancel()
 	require.NoError(t, <-done)
 }

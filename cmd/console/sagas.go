@@ -35,11 +35,9 @@ import (
 type sagaSettings struct {
 	// workspaces replaces the in-process workspace provider.
 	workspaces demo.WorkspaceAPI
-	// rescueAfter is River's RescueStuckJobsAfter; jobMargin the saga's
-	// JobMargin; stepTimeout replaces the Timeout of every step. River
-	// rescues the job of a dead process after max(rescueAfter,
-	// 2·stepTimeout + jobMargin).
-	rescueAfter, jobMargin, stepTimeout time.Duration
+	// stepTimeout replaces the Timeout of every step, and so their lease
+	// (saga.Runner.StepLease): River's recovery knobs follow from it.
+	stepTimeout time.Duration
 }
 
 var sagaOverrides sagaSettings
@@ -49,8 +47,9 @@ var sagaOverrides sagaSettings
 // queue, and the saga runner. It returns the routes to mount next to the
 // shop's, the console's decisions on operations (on that runner), and
 // stop, which stops River (waiting for running jobs, then cancelling them)
-// and must be called before the database closes.
-func startSagas(ctx context.Context, db *database, shop *demo.Shop, reg prometheus.Registerer, log *slog.Logger) (mount func(chi.Router), decisions *ops.Operations, stop func(), err error) {
+// and must be called before the database closes. It sets *skew to the
+// runner's clock skew, for /readyz.
+func startSagas(ctx context.Context, db *database, shop *demo.Shop, reg prometheus.Registerer, skew *clockSkew, log *slog.Logger) (mount func(chi.Router), decisions *ops.Operations, stop func(), err error) {
 	set := sagaOverrides
 	ws := set.workspaces
 	if ws == nil {
@@ -58,7 +57,7 @@ func startSagas(ctx context.Context, db *database, shop *demo.Shop, reg promethe
 	}
 	if db.Pool != nil {
 		signups := demo.NewSignups(shop, pgxSignupDB{db.Pool}, ws, log)
-		decisions, stop, err := runSagas[pgx.Tx](ctx, reg, riverpgxv5.New(db.Pool), sagapgx.New(db.Pool), db.Trail, signups, set, log)
+		decisions, stop, err := runSagas[pgx.Tx](ctx, reg, riverpgxv5.New(db.Pool), sagapgx.New(db.Pool), db.Trail, signups, set, skew, log)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -74,7 +73,7 @@ func startSagas(ctx context.Context, db *database, shop *demo.Shop, reg promethe
 		return nil, nil, nil, err
 	}
 	signups := demo.NewSignups(shop, sqlSignupDB{db.SQL}, ws, log)
-	decisions, stopRiver, err := runSagas[*sql.Tx](ctx, reg, riversqlite.New(riverDB), sagasqlite.New(riverDB), db.Trail, signups, set, log)
+	decisions, stopRiver, err := runSagas[*sql.Tx](ctx, reg, riversqlite.New(riverDB), sagasqlite.New(riverDB), db.Trail, signups, set, skew, log)
 	if err != nil {
 		_ = riverDB.Close()
 		return nil, nil, nil, err
@@ -87,7 +86,7 @@ func startSagas(ctx context.Context, db *database, shop *demo.Shop, reg promethe
 	}, nil
 }
 
-func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverdriver.Driver[TTx], sd saga.Driver[TTx], trail *audit.Trail, signups *demo.Signups, set sagaSettings, log *slog.Logger) (decisions *ops.Operations, stop func(), err error) {
+func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverdriver.Driver[TTx], sd saga.Driver[TTx], trail *audit.Trail, signups *demo.Signups, set sagaSettings, skew *clockSkew, log *slog.Logger) (decisions *ops.Operations, stop func(), err error) {
 	migrator, err := rivermigrate.New(rd, nil)
 	if err != nil {
 		return nil, nil, fmt.Errorf("river migrations: %w", err)
@@ -107,7 +106,7 @@ func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverd
 			def.Steps[i].Timeout = set.stepTimeout
 		}
 	}
-	runner, err := saga.NewRunner(sd, saga.Config{Definitions: []saga.Definition{def}, Logger: log, JobMargin: set.jobMargin})
+	runner, err := saga.NewRunner(sd, saga.Config{Definitions: []saga.Definition{def}, Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -115,19 +114,19 @@ func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverd
 	if err := runner.AddWorkers(workers); err != nil {
 		return nil, nil, err
 	}
-	var jobTimeout time.Duration // River's default, 1 minute
-	if set.rescueAfter > 0 {
-		jobTimeout = min(set.rescueAfter, time.Minute) // River wants it no longer
+	cfg := &river.Config{
+		FetchPollInterval: 250 * time.Millisecond,
+		Logger:            log.With("component", "river"),
+		PeriodicJobs:      runner.PeriodicJobs(),
+		Queues:            map[string]river.QueueConfig{saga.QueueDefault: {MaxWorkers: 10}},
+		Workers:           workers,
 	}
-	client, err := river.NewClient(rd, &river.Config{
-		FetchPollInterval:    250 * time.Millisecond,
-		JobTimeout:           jobTimeout,
-		Logger:               log.With("component", "river"),
-		PeriodicJobs:         runner.PeriodicJobs(),
-		Queues:               map[string]river.QueueConfig{saga.QueueDefault: {MaxWorkers: 10}},
-		RescueStuckJobsAfter: set.rescueAfter,
-		Workers:              workers,
-	})
+	// JobTimeout and RescueStuckJobsAfter from the steps' leases: a step
+	// of a killed process resumes in minutes, not River's hour.
+	if err := runner.ConfigureRiver(cfg); err != nil {
+		return nil, nil, err
+	}
+	client, err := river.NewClient(rd, cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("river client: %w", err)
 	}
@@ -141,6 +140,7 @@ func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverd
 	if err := reg.Register(saga.NewCollector(runner, 5*time.Second)); err != nil {
 		return nil, nil, fmt.Errorf("saga metrics: %w", err)
 	}
+	*skew = checkClock(ctx, runner, log)
 	// Not ctx: River stops when stop says, after the HTTP server, before
 	// the database closes.
 	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
@@ -166,11 +166,12 @@ func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverd
 // the records: the state machine, the version check and the jobs to
 // insert) and an insert-only River client (no workers): the jobs a
 // decision inserts, on queue, are run by the application's River workers.
-// release closes the SQLite handle it opens.
-func operationDecisions(ctx context.Context, db *database, queue string, log *slog.Logger) (decisions *ops.Operations, release func(), err error) {
+// release closes the SQLite handle it opens. It registers the saga metrics
+// in reg and sets *skew to the runner's clock skew, for /readyz.
+func operationDecisions(ctx context.Context, db *database, queue string, reg prometheus.Registerer, skew *clockSkew, log *slog.Logger) (decisions *ops.Operations, release func(), err error) {
 	cfg := saga.Config{Queue: queue, Logger: log}
 	if db.Pool != nil {
-		decisions, err := insertOnlyDecisions[pgx.Tx](riverpgxv5.New(db.Pool), sagapgx.New(db.Pool), db.Trail, cfg, log)
+		decisions, err := insertOnlyDecisions[pgx.Tx](ctx, riverpgxv5.New(db.Pool), sagapgx.New(db.Pool), db.Trail, cfg, reg, skew, log)
 		return decisions, func() {}, err
 	}
 	// As the demo: a handle of its own with one connection and BEGIN
@@ -180,7 +181,7 @@ func operationDecisions(ctx context.Context, db *database, queue string, log *sl
 	if err != nil {
 		return nil, nil, err
 	}
-	decisions, err = insertOnlyDecisions[*sql.Tx](riversqlite.New(riverDB), sagasqlite.New(riverDB), db.Trail, cfg, log)
+	decisions, err = insertOnlyDecisions[*sql.Tx](ctx, riversqlite.New(riverDB), sagasqlite.New(riverDB), db.Trail, cfg, reg, skew, log)
 	if err != nil {
 		_ = riverDB.Close()
 		return nil, nil, err
@@ -192,7 +193,7 @@ func operationDecisions(ctx context.Context, db *database, queue string, log *sl
 	}, nil
 }
 
-func insertOnlyDecisions[TTx any](rd riverdriver.Driver[TTx], sd saga.Driver[TTx], trail *audit.Trail, cfg saga.Config, log *slog.Logger) (*ops.Operations, error) {
+func insertOnlyDecisions[TTx any](ctx context.Context, rd riverdriver.Driver[TTx], sd saga.Driver[TTx], trail *audit.Trail, cfg saga.Config, reg prometheus.Registerer, skew *clockSkew, log *slog.Logger) (*ops.Operations, error) {
 	runner, err := saga.NewRunner(sd, cfg)
 	if err != nil {
 		return nil, err
@@ -202,6 +203,10 @@ func insertOnlyDecisions[TTx any](rd riverdriver.Driver[TTx], sd saga.Driver[TTx
 		return nil, fmt.Errorf("river client: %w", err)
 	}
 	runner.SetClient(client)
+	if err := reg.Register(saga.NewCollector(runner, 5*time.Second)); err != nil {
+		return nil, fmt.Errorf("saga metrics: %w", err)
+	}
+	*skew = checkClock(ctx, runner, log)
 	return ops.NewOperations(runner, trail)
 }
 

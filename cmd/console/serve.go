@@ -32,6 +32,8 @@ type consoleOptions struct {
 	registry      *prometheus.Registry // nil: a new one
 	// operations decides on saga operations; nil serves them read-only.
 	operations *ops.Operations
+	// clockSkew, if not nil, fails /readyz above maxReadySkew.
+	clockSkew clockSkew
 }
 
 // consoleHandler builds the console's HTTP handler over db and engine.
@@ -63,6 +65,9 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 	}
 	if o.operations != nil {
 		cfg.Operations = o.operations
+	}
+	if o.clockSkew != nil {
+		return readyClock(web.NewHandler(cfg), o.clockSkew, log), nil
 	}
 	return web.NewHandler(cfg), nil
 }
@@ -178,12 +183,15 @@ with UNSTUCK_PREVIOUS_SECRETS (comma-separated) during a rotation. Run
 	}
 	// Decisions on saga operations insert the River jobs that carry them
 	// on; the applications' River workers run them.
-	decisions, closeDecisions, err := operationDecisions(ctx, db, *sagaQueue, log)
+	reg := prometheus.NewRegistry()
+	var skew clockSkew
+	decisions, closeDecisions, err := operationDecisions(ctx, db, *sagaQueue, reg, &skew, log)
 	if err != nil {
 		return fmt.Errorf("operation decisions: %w", err)
 	}
 	defer closeDecisions()
-	h, err := consoleHandler(db, engine, consoleOptions{secureCookies: !*insecure, idle: *idle, absolute: *absolute, operations: decisions}, log)
+	h, err := consoleHandler(db, engine, consoleOptions{secureCookies: !*insecure, idle: *idle, absolute: *absolute, operations: decisions,
+		registry: reg, clockSkew: skew}, log)
 	if err != nil {
 		return err
 	}

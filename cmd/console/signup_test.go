@@ -308,14 +308,22 @@ const (
 	crashProviderEnv = "UNSTUCK_CRASH_PROVIDER"
 )
 
+// crashStepTimeout is the Timeout of the crash test's steps. Nothing else
+// is configured: River's recovery knobs are saga.Runner.ConfigureRiver's
+// defaults, so a step's lease is 2 × 5 s + the 30 s default JobMargin.
+const (
+	crashStepTimeout = 5 * time.Second
+	crashLease       = 2*crashStepTimeout + 30*time.Second
+)
+
 // TestSignupCrashWorker is the worker process of TestSignupCrash: the demo
-// with the workspace provider at UNSTUCK_CRASH_PROVIDER and a short rescue.
+// with the workspace provider at UNSTUCK_CRASH_PROVIDER and a step Timeout
+// of 5 s.
 func TestSignupCrashWorker(t *testing.T) {
 	if os.Getenv(crashWorkerEnv) == "" {
 		t.Skip("the worker process of TestSignupCrash")
 	}
-	sagaOverrides = sagaSettings{workspaces: &demo.WorkspaceClient{BaseURL: os.Getenv(crashProviderEnv)},
-		rescueAfter: 2 * time.Second, jobMargin: time.Second, stepTimeout: 2 * time.Second}
+	sagaOverrides = sagaSettings{workspaces: &demo.WorkspaceClient{BaseURL: os.Getenv(crashProviderEnv)}, stepTimeout: crashStepTimeout}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, []string{"demo", "--addr", "127.0.0.1:0", "--db", os.Getenv(crashDBEnv), "--traffic=false"},
@@ -512,8 +520,13 @@ func TestSignupCrash(t *testing.T) {
 
 			second := startWorker(t, dbURL, srv.URL)
 			upAfter := time.Since(killedAt)
-			v := waitSignup(t, second.base, id, saga.StatusCompleted, 2*time.Minute)
+			v := waitSignup(t, second.base, id, saga.StatusCompleted, 2*crashLease+60*time.Second)
 			recovery := time.Since(killedAt)
+			// Issue 9 item 7: with River's defaults the step stayed
+			// running for an hour. The product's bound, not a
+			// performance figure: resumed (and here completed) within
+			// 2 × its lease + 30 s of the crash.
+			require.LessOrEqual(t, recovery, 2*crashLease+30*time.Second, "time from SIGKILL to the step resumed and the operation completed")
 
 			step := signupStep(t, v, "workspace")
 			counts, err = client.Counts(t.Context(), key)
@@ -533,8 +546,8 @@ func TestSignupCrash(t *testing.T) {
 			attempt := riverAttempt(t, dbURL, id)
 			require.Equal(t, 2, attempt, "River rescued the job once")
 			second.stop(t)
-			t.Logf("crash figures (%s): worker 2 up %v after SIGKILL; job rescued %s after SIGKILL; operation completed %v after SIGKILL; provider Create calls %d, workspaces made %d; step attempts %d; River job attempt %d",
-				db.name, upAfter.Round(time.Millisecond), rescuedAfter(second.log.String(), killedAt), recovery.Round(time.Millisecond),
+			t.Logf("crash figures (%s, step lease %s, bound %s): worker 2 up %v after SIGKILL; job rescued %s after SIGKILL; operation completed %v after SIGKILL; provider Create calls %d, workspaces made %d; step attempts %d; River job attempt %d",
+				db.name, crashLease, 2*crashLease+30*time.Second, upAfter.Round(time.Millisecond), rescuedAfter(second.log.String(), killedAt), recovery.Round(time.Millisecond),
 				counts.Creates, counts.Effects, step.Attempts, attempt)
 		})
 	}

@@ -9,8 +9,9 @@
 //
 // The tables (unstuck_saga_operation, unstuck_saga_step, unstuck_saga_event,
 // unstuck_saga_finding) live in the first schema of the pool's search_path,
-// as River's do with riverpgxv5. Times are the application's clock, stored
-// as timestamptz.
+// as River's do with riverpgxv5. Times are the database's clock
+// (statement_timestamp(), read once per transaction), stored as
+// timestamptz.
 package sagapgx
 
 import (
@@ -116,6 +117,12 @@ func (q querier) Query(ctx context.Context, sql string, args ...any) (sqlstore.R
 	return rows, rows.Close, nil
 }
 
+// Now implements [saga.Driver]: statement_timestamp(), the clock the idem
+// driver's leases use too.
+func (d *Driver) Now(ctx context.Context, tx pgx.Tx) (time.Time, error) {
+	return d.store.Now(ctx, querier{tx}, `SELECT statement_timestamp()`)
+}
+
 // InsertOperation implements [saga.Driver].
 func (d *Driver) InsertOperation(ctx context.Context, tx pgx.Tx, op *saga.Operation) error {
 	return d.store.InsertOperation(ctx, querier{tx}, op)
@@ -157,8 +164,8 @@ func (d *Driver) ListFindings(ctx context.Context, tx pgx.Tx, operationID string
 }
 
 // ResolveFindings implements [saga.Driver].
-func (d *Driver) ResolveFindings(ctx context.Context, tx pgx.Tx, operationID string, at time.Time) (int, error) {
-	return d.store.ResolveFindings(ctx, querier{tx}, operationID, at)
+func (d *Driver) ResolveFindings(ctx context.Context, tx pgx.Tx, operationID string, at time.Time, by string) (int, error) {
+	return d.store.ResolveFindings(ctx, querier{tx}, operationID, at, by)
 }
 
 // Stats implements [saga.Driver].

@@ -10,7 +10,9 @@
 // (for instance, do not call a non-Tx method of the runner inside the
 // transaction you pass to a Tx method): that waits for itself.
 //
-// Times are stored as Unix microseconds (UTC), JSON as text.
+// Times are stored as Unix microseconds (UTC), JSON as text. SQLite has no
+// clock of its own (its 'now' is the process's), so the records' times are
+// the process clock: the database's clock, for every process on the file.
 package sagasqlite
 
 import (
@@ -120,6 +122,11 @@ func (q querier) Query(ctx context.Context, query string, args ...any) (sqlstore
 	return rows, func() { _ = rows.Close() }, nil
 }
 
+// Now implements [saga.Driver]: the process clock, which is SQLite's.
+func (d *Driver) Now(ctx context.Context, tx *sql.Tx) (time.Time, error) {
+	return d.store.Now(ctx, querier{tx}, "")
+}
+
 // InsertOperation implements [saga.Driver].
 func (d *Driver) InsertOperation(ctx context.Context, tx *sql.Tx, op *saga.Operation) error {
 	return d.store.InsertOperation(ctx, querier{tx}, op)
@@ -162,8 +169,8 @@ func (d *Driver) ListFindings(ctx context.Context, tx *sql.Tx, operationID strin
 }
 
 // ResolveFindings implements [saga.Driver].
-func (d *Driver) ResolveFindings(ctx context.Context, tx *sql.Tx, operationID string, at time.Time) (int, error) {
-	return d.store.ResolveFindings(ctx, querier{tx}, operationID, at)
+func (d *Driver) ResolveFindings(ctx context.Context, tx *sql.Tx, operationID string, at time.Time, by string) (int, error) {
+	return d.store.ResolveFindings(ctx, querier{tx}, operationID, at, by)
 }
 
 // Stats implements [saga.Driver].

@@ -121,6 +121,29 @@ const stepColumns = `operation_id, name, seq, kind, system, status, idempotency_
  last_error, last_error_class, compensable, comp_seq, comp_key, comp_status, comp_attempts, comp_max_attempts, comp_error, generation,
  started_at, finished_at, updated_at`
 
+// Now implements saga.Driver with the statement nowSQL, which selects the
+// database's clock; an empty nowSQL means the process clock.
+func (s Store) Now(ctx context.Context, q Querier, nowSQL string) (time.Time, error) {
+	if nowSQL == "" {
+		return time.Now().UTC().Truncate(time.Microsecond), nil
+	}
+	rows, done, err := q.Query(ctx, nowSQL)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("read the database clock: %w", err)
+	}
+	defer done()
+	var t time.Time
+	if rows.Next() {
+		err = rows.Scan(reqTime{&t})
+	} else {
+		err = errors.New("no row")
+	}
+	if err = errors.Join(err, rows.Err()); err != nil {
+		return time.Time{}, fmt.Errorf("read the database clock: %w", err)
+	}
+	return t.UTC().Truncate(time.Microsecond), nil
+}
+
 // InsertOperation implements saga.Driver.
 func (s Store) InsertOperation(ctx context.Context, q Querier, op *saga.Operation) error {
 	_, err := q.Exec(ctx, s.q(`INSERT INTO unstuck_saga_operation (`+opColumns+`)
@@ -330,8 +353,13 @@ func (s Store) InsertFinding(ctx context.Context, q Querier, f *saga.Finding) (b
 	if exists {
 		return false, nil
 	}
-	rows, done, err = q.Query(ctx, s.q(`INSERT INTO unstuck_saga_finding (operation_id, step, kind, external_id, detail, detected_at)
-VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`), f.OperationID, f.Step, f.Kind, f.ExternalID, f.Detail, s.D.Time(f.DetectedAt))
+	var supersedes any
+	if f.Supersedes != 0 {
+		supersedes = f.Supersedes
+	}
+	rows, done, err = q.Query(ctx, s.q(`INSERT INTO unstuck_saga_finding (operation_id, step, kind, external_id, detail, detected_at, fingerprint, supersedes)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`), f.OperationID, f.Step, f.Kind, f.ExternalID, f.Detail, s.D.Time(f.DetectedAt),
+		f.Fingerprint, supersedes)
 	if err != nil {
 		return false, fmt.Errorf("insert finding: %w", err)
 	}
@@ -347,7 +375,8 @@ VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`), f.OperationID, f.Step, f.Kind, f
 
 // ListFindings implements saga.Driver.
 func (s Store) ListFindings(ctx context.Context, q Querier, opID string, open bool) ([]saga.Finding, error) {
-	query := `SELECT id, operation_id, step, kind, external_id, detail, detected_at, resolved_at FROM unstuck_saga_finding WHERE ($1 = '' OR operation_id = $1)`
+	query := `SELECT id, operation_id, step, kind, external_id, detail, detected_at, resolved_at, resolved_by, fingerprint, COALESCE(supersedes, 0)
+FROM unstuck_saga_finding WHERE ($1 = '' OR operation_id = $1)`
 	if open {
 		query += ` AND resolved_at IS NULL`
 	}
@@ -359,7 +388,8 @@ func (s Store) ListFindings(ctx context.Context, q Querier, opID string, open bo
 	var out []saga.Finding
 	for rows.Next() {
 		var f saga.Finding
-		if err := rows.Scan(&f.ID, &f.OperationID, &f.Step, &f.Kind, &f.ExternalID, &f.Detail, reqTime{&f.DetectedAt}, nullTime{&f.ResolvedAt}); err != nil {
+		if err := rows.Scan(&f.ID, &f.OperationID, &f.Step, &f.Kind, &f.ExternalID, &f.Detail, reqTime{&f.DetectedAt}, nullTime{&f.ResolvedAt},
+			&f.ResolvedBy, &f.Fingerprint, &f.Supersedes); err != nil {
 			return nil, fmt.Errorf("scan finding: %w", err)
 		}
 		out = append(out, f)
@@ -371,8 +401,9 @@ func (s Store) ListFindings(ctx context.Context, q Querier, opID string, open bo
 }
 
 // ResolveFindings implements saga.Driver.
-func (s Store) ResolveFindings(ctx context.Context, q Querier, opID string, at time.Time) (int, error) {
-	n, err := q.Exec(ctx, s.q(`UPDATE unstuck_saga_finding SET resolved_at = $1 WHERE operation_id = $2 AND resolved_at IS NULL`), s.D.Time(at), opID)
+func (s Store) ResolveFindings(ctx context.Context, q Querier, opID string, at time.Time, by string) (int, error) {
+	n, err := q.Exec(ctx, s.q(`UPDATE unstuck_saga_finding SET resolved_at = $1, resolved_by = $2 WHERE operation_id = $3 AND resolved_at IS NULL`),
+		s.D.Time(at), by, opID)
 	if err != nil {
 		return 0, fmt.Errorf("resolve findings: %w", err)
 	}
