@@ -157,7 +157,7 @@ func (t *Trail) Checkpoint(ctx context.Context) (Checkpoint, Verification, error
 		return Checkpoint{}, Verification{}, err
 	}
 	if ok {
-		if err := t.keys.CheckCheckpoint(last); err != nil {
+		if err := t.CheckCheckpoint(last); err != nil {
 			return Checkpoint{}, Verification{}, fmt.Errorf("audit: checkpoint: the last stored checkpoint: %w", err)
 		}
 		anchors = append(anchors, last.Anchor())
@@ -214,9 +214,14 @@ func (t *Trail) LastCheckpoint(ctx context.Context) (c Checkpoint, ok bool, err 
 	return c, true, nil
 }
 
-// Keys returns the trail's keyring: nil for a trail built without
-// [WithKeys].
-func (t *Trail) Keys() *Keyring { return t.keys }
+// CheckCheckpoint is [Keyring.CheckCheckpoint] with the trail's keys; it
+// fails with [ErrNoKey] on a trail without them.
+func (t *Trail) CheckCheckpoint(c Checkpoint) error {
+	if t.keys == nil {
+		return fmt.Errorf("audit: checkpoint: %w", ErrNoKey)
+	}
+	return t.keys.CheckCheckpoint(c)
+}
 
 // HeadSeq returns the seq of the newest entry, 0 for an empty trail. It
 // reads one index entry: cheap enough to call on every page view.
