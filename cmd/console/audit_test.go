@@ -269,4 +269,3 @@ func TestAuditVerifyBadInput(t *testing.T) {
 	_, _, err = runConsole(t, auditEnv(""), "audit", "verify", "--db", "sqlite:"+filepath.Join(t.TempDir(), "empty.db"))
 	require.ErrorIs(t, err, audit.ErrNotMigrated)
 }
-
