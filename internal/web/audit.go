@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -53,6 +54,46 @@ const (
 
 // auditOutcomes are the outcomes the filter offers and accepts.
 var auditOutcomes = []string{audit.OutcomeApplied, audit.OutcomeDenied, audit.OutcomeConflict, audit.OutcomeRead}
+
+// maxRequestIDBytes bounds a client's X-Request-Id that is kept as the
+// request's ID.
+const maxRequestIDBytes = 64
+
+// validRequestID reports whether a client's X-Request-Id is kept as the
+// request's ID (in logs and the audit trail): 1 to 64 of A-Z, a-z, 0-9,
+// '.', '_', ':' and '-'.
+func validRequestID(id string) bool {
+	if id == "" || len(id) > maxRequestIDBytes {
+		return false
+	}
+	for _, c := range []byte(id) {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == ':', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// requestID gives every request an ID, which middleware.GetReqID returns
+// and the response's X-Request-Id carries: the client's X-Request-Id when
+// it is in the bounded, safe form validRequestID accepts, else a random
+// one, so that a client can never write arbitrary text as the audit
+// trail's request ID. It replaces chi's middleware.RequestID, which keeps
+// any header verbatim.
+func requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get(middleware.RequestIDHeader)
+		if !validRequestID(id) {
+			b := make([]byte, 16)
+			_, _ = rand.Read(b)
+			id = hex.EncodeToString(b)
+		}
+		w.Header().Set(middleware.RequestIDHeader, id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), middleware.RequestIDKey, id)))
+	})
+}
 
 // auditVerifier is the part of the trail the chain status uses.
 type auditVerifier interface {

@@ -227,19 +227,11 @@ func handleOperationDecision(action ops.OperationAction, reader operationReader,
 // deniedAuditor returns what authorize calls on a refused request: the
 // key decider's audit when there is one, else the operation decider's.
 func deniedAuditor(keys keyDecider, operations operationDecider, log *slog.Logger) func(r *http.Request) {
-	if keys != nil || operations == nil {
+	switch {
+	case keys != nil:
 		return auditedDenial(keys, log)
+	case operations != nil:
+		return auditedDenial(operations, log)
 	}
-	return func(r *http.Request) {
-		if r.Method == http.MethodGet || r.Method == http.MethodHead {
-			return
-		}
-		kind, id := "route", r.URL.Path
-		if parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/"); len(parts) >= 2 {
-			kind, id = strings.TrimSuffix(parts[0], "s"), parts[1]
-		}
-		if err := operations.Denied(context.WithoutCancel(r.Context()), actorOf(r), r.Method+" "+r.URL.Path, kind, id); err != nil {
-			log.Error("audit of a denied request failed", "error", err.Error())
-		}
-	}
+	return auditedDenial(nil, log)
 }
