@@ -97,3 +97,40 @@ func TestRequestIDBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestOperationDataGated: an operation's input and its steps' results
+// (a signup's email) are shown only to roles with the operation_data
+// permission, oncall and admin, and each showing is audited as a read, as
+// stored responses are; support and auditor saw them ungated and
+// unaudited (issue 10, item 5).
+func TestOperationDataGated(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	page := b.srv.URL + "/operations/" + b.opID
+	reads := func() []audit.Entry {
+		entries, _, err := b.trail.List(context.Background(), audit.Filter{Action: "operation.view_data"})
+		require.NoError(t, err)
+		return entries
+	}
+	for _, role := range []string{store.RoleSupport, store.RoleAuditor} {
+		resp, body := do(t, signIn(t, b, role), http.MethodGet, page, nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode, role)
+		require.NotContains(t, body, "ann@example.com", "%s: no input", role)
+		require.NotContains(t, body, `{&#34;external_id&#34;`, "%s: no step result", role)
+		require.NotContains(t, body, ">Result<", "%s: no step result", role)
+		require.Contains(t, body, "Your role may not see the inputs and step results of operations.", role)
+		require.Contains(t, body, "acct-881", "%s: the external ID is not personal data", role)
+	}
+	require.Empty(t, reads(), "nothing shown, nothing recorded")
+
+	for i, role := range []string{store.RoleOncall, store.RoleAdmin} {
+		resp, body := do(t, signIn(t, b, role), http.MethodGet, page, nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode, role)
+		require.Contains(t, body, "ann@example.com", "%s sees the input", role)
+		require.Contains(t, body, ">Result<", "%s sees the step results", role)
+		got := reads()
+		require.Len(t, got, i+1, "%s: the showing is audited", role)
+		require.Equal(t, []string{role, "operation", b.opID, audit.OutcomeRead},
+			[]string{got[0].Actor, got[0].TargetKind, got[0].TargetID, got[0].Outcome})
+	}
+}

@@ -23,6 +23,7 @@ type operationDecider interface {
 	Decide(ctx context.Context, actor ops.Actor, d ops.OperationDecision) (ops.OperationResult, error)
 	Denied(ctx context.Context, actor ops.Actor, action, targetKind, targetID string) error
 	History(ctx context.Context, id string, limit int) ([]audit.Entry, error)
+	DataViewed(ctx context.Context, actor ops.Actor, id string) error
 }
 
 // operationIDParam is the operation ID of the route, or "" when there is
@@ -152,6 +153,7 @@ func renderOperationDetail(w http.ResponseWriter, r *http.Request, status int, i
 		return
 	}
 	vm := views.OperationVM{Operation: det.Operation, Events: det.Events, EventsOmitted: det.EventsOmitted, Findings: det.Findings}
+	gateOperationData(r, &vm, decider, log)
 	d := views.OperationDecisionsVM{Enabled: true, Actions: operationActions(viewerFrom(r.Context()), det.Operation)}
 	hist, err := decider.History(r.Context(), id, 50)
 	if err != nil {
@@ -234,4 +236,47 @@ func deniedAuditor(keys keyDecider, operations operationDecider, log *slog.Logge
 		return auditedDenial(operations, log)
 	}
 	return auditedDenial(nil, log)
+}
+
+// dataViewer audits that an operation's data was shown (ops.Operations).
+type dataViewer interface {
+	DataViewed(ctx context.Context, actor ops.Actor, id string) error
+}
+
+// gateOperationData leaves an operation's input and its steps' results in
+// vm only for a role with the "operation_data view" permission, and only
+// once their viewing is recorded in the audit trail by viewer (nil: no
+// trail, not shown), as stored responses are: they may hold personal data
+// (a signup's email). Otherwise it clears them and says why in
+// vm.DataNote. An operation without either records nothing.
+func gateOperationData(r *http.Request, vm *views.OperationVM, viewer dataViewer, log *slog.Logger) {
+	op := &vm.Operation
+	has := len(op.Input) > 0
+	for _, st := range op.Steps {
+		has = has || len(st.Result) > 0
+	}
+	if !has {
+		return
+	}
+	v := viewerFrom(r.Context())
+	switch {
+	case v == nil || !v.Can("operation_data", "view"):
+		vm.DataNote = "Your role may not see the inputs and step results of operations."
+	case viewer == nil:
+		vm.DataNote = "Inputs and step results are not shown: this console has no audit trail to record their viewing."
+	default:
+		err := viewer.DataViewed(r.Context(), actorOf(r), op.ID)
+		if err == nil {
+			return
+		}
+		log.Error("audit of an operation data view failed", "error", err.Error())
+		vm.DataNote = "Inputs and step results are not shown: their viewing could not be recorded in the audit trail."
+	}
+	op.Input = nil
+	steps := make([]saga.StepRecord, len(op.Steps))
+	for i, st := range op.Steps {
+		st.Result = nil
+		steps[i] = st
+	}
+	op.Steps = steps
 }
