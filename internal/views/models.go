@@ -133,7 +133,9 @@ type OperationVM struct {
 	EventsOmitted int64
 	Findings      []saga.Finding
 	// DataNote, when set, says why the operation's input and its steps'
-	// results were left out of Operation (the viewer's role, or their
-	// viewing could not be audited).
+	// results were left out of Operation (the viewer's role, not asked
+	// for, or their viewing could not be audited); DataURL, when set, asks
+	// for them.
 	DataNote string
+	DataURL  string
 }

@@ -100,9 +100,9 @@ func TestRequestIDBounded(t *testing.T) {
 
 // TestOperationDataGated: an operation's input and its steps' results
 // (a signup's email) are shown only to roles with the operation_data
-// permission, oncall and admin, and each showing is audited as a read, as
-// stored responses are; support and auditor saw them ungated and
-// unaudited (issue 10, item 5).
+// permission, oncall and admin, on request, and each showing is audited
+// as a read, as stored responses are; support and auditor saw them
+// ungated and unaudited (issue 10, item 5).
 func TestOperationDataGated(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -113,7 +113,7 @@ func TestOperationDataGated(t *testing.T) {
 		return entries
 	}
 	for _, role := range []string{store.RoleSupport, store.RoleAuditor} {
-		resp, body := do(t, signIn(t, b, role), http.MethodGet, page, nil)
+		resp, body := do(t, signIn(t, b, role), http.MethodGet, page+"?data=show", nil)
 		require.Equal(t, http.StatusOK, resp.StatusCode, role)
 		require.NotContains(t, body, "ann@example.com", "%s: no input", role)
 		require.NotContains(t, body, `{&#34;external_id&#34;`, "%s: no step result", role)
@@ -124,7 +124,14 @@ func TestOperationDataGated(t *testing.T) {
 	require.Empty(t, reads(), "nothing shown, nothing recorded")
 
 	for i, role := range []string{store.RoleOncall, store.RoleAdmin} {
-		resp, body := do(t, signIn(t, b, role), http.MethodGet, page, nil)
+		c := signIn(t, b, role)
+		resp, body := do(t, c, http.MethodGet, page, nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode, role)
+		require.NotContains(t, body, "ann@example.com", "%s: shown on request only", role)
+		require.Contains(t, body, `href="/operations/`+b.opID+`?data=show"`, role)
+		require.Len(t, reads(), i, "%s: a plain view records nothing", role)
+
+		resp, body = do(t, c, http.MethodGet, page+"?data=show", nil)
 		require.Equal(t, http.StatusOK, resp.StatusCode, role)
 		require.Contains(t, body, "ann@example.com", "%s sees the input", role)
 		require.Contains(t, body, ">Result<", "%s sees the step results", role)

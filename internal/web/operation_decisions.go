@@ -244,11 +244,13 @@ type dataViewer interface {
 }
 
 // gateOperationData leaves an operation's input and its steps' results in
-// vm only for a role with the "operation_data view" permission, and only
-// once their viewing is recorded in the audit trail by viewer (nil: no
-// trail, not shown), as stored responses are: they may hold personal data
-// (a signup's email). Otherwise it clears them and says why in
-// vm.DataNote. An operation without either records nothing.
+// vm only for a role with the "operation_data view" permission that asked
+// for them (?data=show, a link on the page), and only once their viewing
+// is recorded in the audit trail by viewer (nil: no trail, not shown), as
+// stored responses are: they may hold personal data (a signup's email).
+// Otherwise it clears them and says why in vm.DataNote, with vm.DataURL
+// to ask for them where the role may. An operation without either records
+// nothing.
 func gateOperationData(r *http.Request, vm *views.OperationVM, viewer dataViewer, log *slog.Logger) {
 	op := &vm.Operation
 	has := len(op.Input) > 0
@@ -264,6 +266,9 @@ func gateOperationData(r *http.Request, vm *views.OperationVM, viewer dataViewer
 		vm.DataNote = "Your role may not see the inputs and step results of operations."
 	case viewer == nil:
 		vm.DataNote = "Inputs and step results are not shown: this console has no audit trail to record their viewing."
+	case r.URL.Query().Get("data") != "show":
+		vm.DataNote = "The input and the step results may hold personal data: they are shown on request, and each showing is recorded in the audit trail."
+		vm.DataURL = views.OperationURL(op.ID) + "?data=show"
 	default:
 		err := viewer.DataViewed(r.Context(), actorOf(r), op.ID)
 		if err == nil {
