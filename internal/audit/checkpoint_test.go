@@ -49,7 +49,7 @@ func TestCheckpointText(t *testing.T) {
 	}
 }
 
-// TestCheckpointCatchesRewrittenTail: a tail cut or rewritten with
+// TestCheckpointCatchesRewrittenTail (SPEC CON K7): a tail cut or rewritten with
 // recomputed (even correctly MACed) hashes verifies on its own, but not
 // against a checkpoint kept outside the database, even when the stored
 // checkpoints were rewritten too.

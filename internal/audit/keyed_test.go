@@ -70,7 +70,8 @@ func TestNoKey(t *testing.T) {
 	require.Len(t, entries, 1)
 }
 
-// TestForgedAppendDetected: a role that may insert into the table but
+// TestForgedAppendDetected (SPEC CON K7, tamper-evident): a role that may
+// insert into the table but
 // does not hold the audit key (the applications') appends an entry with a
 // hash it recomputed. The table refuses an unkeyed one; one that bypasses
 // that trigger, or claims the console's key ID, or brings its own key,

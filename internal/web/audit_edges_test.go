@@ -99,7 +99,7 @@ func TestRequestIDBounded(t *testing.T) {
 }
 
 // TestOperationDataGated: an operation's input and its steps' results
-// (a signup's email) are shown only to roles with the operation_data
+// (a signup's email; SPEC CON K7) are shown only to roles with the operation_data
 // permission, oncall and admin, on request, and each showing is audited
 // as a read, as stored responses are; support and auditor saw them
 // ungated and unaudited (issue 10, item 5).
