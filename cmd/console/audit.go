@@ -136,7 +136,9 @@ func (d *database) useAuditKeys(keys *audit.Keyring) {
 func openAudit(ctx context.Context, name string, args []string, getenv func(string) string, stderr io.Writer, flags func(*flag.FlagSet)) (*database, error) {
 	fs := flag.NewFlagSet("audit "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dbURL := fs.String("db", getenv("UNSTUCK_DB"), "database `URL`: postgres://… or sqlite:PATH (env UNSTUCK_DB)")
+	// No default from the environment: help would print the URL with its
+	// password.
+	dbURL := fs.String("db", "", "database `URL`: postgres://… or sqlite:PATH (default: env UNSTUCK_DB)")
 	if flags != nil {
 		flags(fs)
 	}
@@ -153,6 +155,9 @@ func openAudit(ctx context.Context, name string, args []string, getenv func(stri
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "console audit %s: unexpected argument %q\n", name, fs.Arg(0))
 		return nil, errUsage
+	}
+	if *dbURL == "" {
+		*dbURL = getenv("UNSTUCK_DB")
 	}
 	if *dbURL == "" {
 		fmt.Fprintf(stderr, "console audit %s: --db is required (or set UNSTUCK_DB)\n", name)

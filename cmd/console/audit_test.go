@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -237,6 +239,24 @@ func TestAuditKeysFromEnv(t *testing.T) {
 	require.True(t, keys.Has(audit.KeyID([]byte(old))), "the previous key verifies")
 }
 
+// TestDemoAuditKeys: the demo MACs its trail with UNSTUCK_AUDIT_KEY when
+// set, else with a key derived from its secret, and says so.
+func TestDemoAuditKeys(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	keys, err := demoAuditKeys(func(string) string { return "" }, demoSecret, log)
+	require.NoError(t, err)
+	require.Equal(t, audit.KeyID(demoAuditKey(demoSecret)), keys.CurrentID())
+	require.Contains(t, logs.String(), "UNSTUCK_AUDIT_KEY is not set")
+
+	logs.Reset()
+	keys, err = demoAuditKeys(func(k string) string { return auditEnv("")[k] }, demoSecret, log)
+	require.NoError(t, err)
+	require.Equal(t, audit.KeyID([]byte(testAuditKey)), keys.CurrentID())
+	require.Empty(t, logs.String())
+}
+
 func TestAuditVerifyBadInput(t *testing.T) {
 	t.Parallel()
 	_, errOut, err := runConsole(t, nil, "audit")
@@ -260,10 +280,11 @@ func TestAuditVerifyBadInput(t *testing.T) {
 	require.ErrorIs(t, err, errUsage)
 	require.Contains(t, errOut, "invalid checkpoint")
 
-	_, errOut, err = runConsole(t, nil, "audit", "verify", "--help")
+	_, errOut, err = runConsole(t, map[string]string{"UNSTUCK_DB": "postgres://u:hunter2-password@db/x"}, "audit", "verify", "--help")
 	require.NoError(t, err)
 	require.Contains(t, errOut, "--anchor")
 	require.Contains(t, errOut, "--checkpoint")
+	require.NotContains(t, errOut, "hunter2", "the URL from the environment is not printed")
 
 	// A database without the trail.
 	_, _, err = runConsole(t, auditEnv(""), "audit", "verify", "--db", "sqlite:"+filepath.Join(t.TempDir(), "empty.db"))
