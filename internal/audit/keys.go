@@ -31,7 +31,8 @@ var (
 // each known by its key ID. The keys are never in the database, and the
 // applications that share UNSTUCK_SECRET with the console do not hold
 // them: whoever can only write the table cannot append or rewrite an entry
-// that verifies. A Keyring is immutable and safe for concurrent use.
+// that verifies. Make one with [NewKeyring]; the zero Keyring holds no key.
+// A Keyring is immutable and safe for concurrent use.
 type Keyring struct {
 	current string            // the current key's ID
 	keys    map[string][]byte // by key ID, current and previous
