@@ -1,7 +1,7 @@
 # The console as a static binary on a distroless base, run as a non-root
 # user. Built the way .ci/run builds it: CGO_ENABLED=0 go build -trimpath.
 #   docker build -t unstuck .
-#   docker run -p 8080:8080 -e UNSTUCK_SECRET=... -v unstuck-data:/data unstuck
+#   docker run -p 8080:8080 -e UNSTUCK_SECRET=... -e UNSTUCK_AUDIT_KEY=... -v unstuck-data:/data unstuck
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./

@@ -2,25 +2,41 @@ package main
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"strings"
 
 	"github.com/unstuckhq/unstuck/internal/audit"
 )
 
-const auditUsage = `Usage: console audit verify --db URL [--anchor SEQ:HASH]...
+const auditUsage = `Usage:
+  console audit verify --db URL [--checkpoint LINE]... [--anchor SEQ:HASH]...
+  console audit checkpoint --db URL
 
-Walks the audit trail's hash chain from seq 1 and reports the first entry
-that is missing or altered; the exit status is non-zero if the chain is
-broken. On success it prints the head as SEQ:HASH: keep it outside the
-database and pass it back with --anchor later, to detect entries removed
-from the end or a chain rewritten with recomputed hashes.
+verify walks the audit trail's chain from seq 1 and reports the first entry
+that is missing, altered or forged; the exit status is non-zero if the chain
+is broken. Entries are MACed with the audit key, so verifying needs it too.
+On success it prints the head as SEQ:HASH.
+
+checkpoint verifies the chain, then prints its head with a MAC under the
+audit key on one line to stdout, and stores it in the database for /audit.
+Keep the printed lines outside the database (a log shipper, an object store
+with retention, cron: console audit checkpoint >> /var/log/unstuck/checkpoints),
+and pass one back with verify --checkpoint to detect a cut or rewritten tail,
+even when the database's copy was rewritten too.
+
+The audit key comes from the environment only: UNSTUCK_AUDIT_KEY (at least
+32 bytes, not the application secret), with UNSTUCK_AUDIT_PREVIOUS_KEYS
+(comma-separated) for the keys it replaced.
 
 `
 
-// runAudit runs "console audit <subcommand>"; verify is the only one.
+// runAudit runs "console audit <subcommand>": verify or checkpoint.
 func runAudit(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, auditUsage)
@@ -29,6 +45,8 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 	switch sub, rest := args[0], args[1:]; sub {
 	case "verify":
 		return runAuditVerify(ctx, rest, getenv, stdout, stderr)
+	case "checkpoint":
+		return runAuditCheckpoint(ctx, rest, getenv, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, auditUsage)
 		return nil
@@ -38,47 +56,159 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 	}
 }
 
-func runAuditVerify(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("audit verify", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dbURL := fs.String("db", getenv("UNSTUCK_DB"), "database `URL`: postgres://… or sqlite:PATH")
-	var anchors []audit.Anchor
-	fs.Func("anchor", "a head printed by an earlier verification, as `SEQ:HASH` (repeatable)", func(s string) error {
-		a, err := audit.ParseAnchor(s)
-		if err != nil {
-			return err
+// auditKeysFromEnv reads the audit keyring from UNSTUCK_AUDIT_KEY and
+// UNSTUCK_AUDIT_PREVIOUS_KEYS. It refuses a missing or short key, and a key
+// equal to an application secret (UNSTUCK_SECRET, UNSTUCK_PREVIOUS_SECRETS),
+// which the applications hold, or to the public demo's. The error never
+// holds a key.
+func auditKeysFromEnv(getenv func(string) string) (*audit.Keyring, error) {
+	current := getenv("UNSTUCK_AUDIT_KEY")
+	if len(current) < audit.MinKeyBytes {
+		return nil, fmt.Errorf("UNSTUCK_AUDIT_KEY must be set to at least %d bytes: the audit trail's entries and checkpoints are MACed with it (e.g. openssl rand -base64 48); it is never a flag", audit.MinKeyBytes)
+	}
+	previous := splitList(getenv("UNSTUCK_AUDIT_PREVIOUS_KEYS"))
+	secrets := append(splitList(getenv("UNSTUCK_PREVIOUS_SECRETS")), getenv("UNSTUCK_SECRET"))
+	for i, k := range append([]string{current}, previous...) {
+		name := "UNSTUCK_AUDIT_KEY"
+		if i > 0 {
+			name = fmt.Sprintf("UNSTUCK_AUDIT_PREVIOUS_KEYS (key %d)", i)
 		}
-		anchors = append(anchors, a)
-		return nil
-	})
+		for _, s := range secrets {
+			if s != "" && hmac.Equal([]byte(k), []byte(s)) {
+				return nil, fmt.Errorf("%s must not be an application secret: the applications hold those, and could then forge audit entries", name)
+			}
+		}
+		if i == 0 && hmac.Equal([]byte(k), demoAuditKey(demoSecret)) {
+			return nil, errors.New("UNSTUCK_AUDIT_KEY is the public demo's audit key: set a key of your own")
+		}
+	}
+	prev := make([][]byte, len(previous))
+	for i, p := range previous {
+		prev[i] = []byte(p)
+	}
+	return audit.NewKeyring([]byte(current), prev...)
+}
+
+// demoAuditKey derives the demo's audit key from its application secret,
+// for a demo started without UNSTUCK_AUDIT_KEY. It is as public as the
+// secret it comes from: a demo's trail is not evidence.
+func demoAuditKey(secret string) []byte {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte("unstuck demo audit key"))
+	return m.Sum(nil)
+}
+
+// demoAuditKeys is the demo's audit keyring: UNSTUCK_AUDIT_KEY when set,
+// else a key derived from the demo's secret, which it logs it uses.
+func demoAuditKeys(getenv func(string) string, secret string, log *slog.Logger) (*audit.Keyring, error) {
+	if getenv("UNSTUCK_AUDIT_KEY") != "" {
+		return auditKeysFromEnv(getenv)
+	}
+	log.Warn("UNSTUCK_AUDIT_KEY is not set: MACing the demo's audit trail with a key derived from the demo's secret, as public as that secret")
+	return audit.NewKeyring(demoAuditKey(secret))
+}
+
+// splitList splits a comma-separated list, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// useAuditKeys makes d's trail one that appends, verifies and checkpoints
+// with keys.
+func (d *database) useAuditKeys(keys *audit.Keyring) {
+	if d.Pool != nil {
+		d.Trail = audit.NewPostgres(d.Pool, audit.WithKeys(keys))
+	} else {
+		d.Trail = audit.NewSQLite(d.SQL, audit.WithKeys(keys))
+	}
+}
+
+// openAudit parses an audit subcommand's flags (with extra ones added by
+// flags), reads the audit key and opens the database with a keyed trail.
+// It returns errUsage after printing why on a usage error, and a nil
+// database with a nil error for --help.
+func openAudit(ctx context.Context, name string, args []string, getenv func(string) string, stderr io.Writer, flags func(*flag.FlagSet)) (*database, error) {
+	fs := flag.NewFlagSet("audit "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	// No default from the environment: help would print the URL with its
+	// password.
+	dbURL := fs.String("db", "", "database `URL`: postgres://… or sqlite:PATH (default: env UNSTUCK_DB)")
+	if flags != nil {
+		flags(fs)
+	}
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), auditUsage)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return nil
+			return nil, nil
 		}
-		return errUsage
+		return nil, errUsage
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "console audit verify: unexpected argument %q\n", fs.Arg(0))
-		return errUsage
+		fmt.Fprintf(stderr, "console audit %s: unexpected argument %q\n", name, fs.Arg(0))
+		return nil, errUsage
 	}
 	if *dbURL == "" {
-		fmt.Fprintln(stderr, "console audit verify: --db is required (or set UNSTUCK_DB)")
-		return errUsage
+		*dbURL = getenv("UNSTUCK_DB")
+	}
+	if *dbURL == "" {
+		fmt.Fprintf(stderr, "console audit %s: --db is required (or set UNSTUCK_DB)\n", name)
+		return nil, errUsage
+	}
+	keys, err := auditKeysFromEnv(getenv)
+	if err != nil {
+		return nil, err
 	}
 	db, err := openDatabase(ctx, *dbURL)
 	if err != nil {
+		return nil, err
+	}
+	db.useAuditKeys(keys)
+	return db, nil
+}
+
+func runAuditVerify(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	var (
+		anchors     []audit.Anchor
+		checkpoints []audit.Checkpoint
+	)
+	db, err := openAudit(ctx, "verify", args, getenv, stderr, func(fs *flag.FlagSet) {
+		fs.Func("checkpoint", "a `LINE` printed by console audit checkpoint, kept outside the database (repeatable)", func(s string) error {
+			c, err := audit.ParseCheckpoint(s)
+			if err != nil {
+				return err
+			}
+			checkpoints = append(checkpoints, c)
+			return nil
+		})
+		fs.Func("anchor", "a head printed by an earlier verification, as `SEQ:HASH` (repeatable)", func(s string) error {
+			a, err := audit.ParseAnchor(s)
+			if err != nil {
+				return err
+			}
+			anchors = append(anchors, a)
+			return nil
+		})
+	})
+	if db == nil || err != nil {
 		return err
 	}
 	defer db.Close()
-	trail := audit.NewSQLite(db.SQL)
-	if db.Pool != nil {
-		trail = audit.NewPostgres(db.Pool)
+	for _, c := range checkpoints {
+		if err := db.Trail.CheckCheckpoint(c); err != nil {
+			return fmt.Errorf("checkpoint of seq %d made at %s: %w", c.Seq, c.At.Format("2006-01-02T15:04:05Z"), err)
+		}
+		anchors = append(anchors, c.Anchor())
 	}
-	v, err := trail.Verify(ctx, anchors...)
+	v, err := db.Trail.Verify(ctx, anchors...)
 	if err != nil {
 		return fmt.Errorf("verify the audit trail of %s: %w", db.Redacted, err)
 	}
@@ -87,8 +217,37 @@ func runAuditVerify(ctx context.Context, args []string, getenv func(string) stri
 		return fmt.Errorf("audit trail broken at seq %d: %s", v.FirstBad, v.Problem)
 	}
 	fmt.Fprintf(stdout, "audit trail verified: %d entries\n", v.Checked)
+	switch {
+	case v.Checked == 0:
+	case v.KeyedFrom == 1:
+		fmt.Fprintln(stdout, "keyed: every entry is MACed with the audit key")
+	case v.KeyedFrom > 1:
+		fmt.Fprintf(stdout, "keyed from seq %d: seq 1 to %d are legacy SHA-256 links from before the audit key\n", v.KeyedFrom, v.KeyedFrom-1)
+	default:
+		fmt.Fprintln(stdout, "not keyed yet: every entry is a legacy SHA-256 link from before the audit key; the next one appended starts the keyed part")
+	}
+	if len(checkpoints) > 0 {
+		fmt.Fprintf(stdout, "checkpoints verified: %d\n", len(checkpoints))
+	}
 	if v.HeadSeq > 0 {
 		fmt.Fprintf(stdout, "head: %s\n", audit.Anchor{Seq: v.HeadSeq, Hash: v.Head})
 	}
+	return nil
+}
+
+func runAuditCheckpoint(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	db, err := openAudit(ctx, "checkpoint", args, getenv, stderr, nil)
+	if db == nil || err != nil {
+		return err
+	}
+	defer db.Close()
+	c, v, err := db.Trail.Checkpoint(ctx)
+	if err != nil {
+		if errors.Is(err, audit.ErrBroken) {
+			return fmt.Errorf("no checkpoint: audit trail broken at seq %d: %s", v.FirstBad, v.Problem)
+		}
+		return fmt.Errorf("checkpoint the audit trail of %s: %w", db.Redacted, err)
+	}
+	fmt.Fprintln(stdout, c.String())
 	return nil
 }

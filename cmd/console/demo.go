@@ -62,11 +62,16 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		secret = demoSecret
 		log.Warn("UNSTUCK_SECRET is not set: sealing demo responses with the public demo secret")
 	}
+	auditKeys, err := demoAuditKeys(getenv, secret, log)
+	if err != nil {
+		return err
+	}
 	db, err := openDatabase(ctx, *dbURL)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	db.useAuditKeys(auditKeys)
 	if err := db.Migrate(ctx); err != nil {
 		return fmt.Errorf("migrate %s: %w", db.Redacted, err)
 	}

@@ -41,7 +41,7 @@ Commands:
   serve     serve the operations console
   migrate   apply the database migrations (idempotent)
   user      add, disable or enable a console account
-  audit     verify the audit trail's hash chain (audit verify)
+  audit     verify the audit trail, checkpoint its head (audit verify|checkpoint)
   help      show this help
 
 Configuration (flags override the environment):
@@ -49,6 +49,9 @@ Configuration (flags override the environment):
   UNSTUCK_ADDR      listen address of serve (default 127.0.0.1:8080)
   UNSTUCK_SECRET    application secret, at least 32 bytes (serve; never a flag)
   UNSTUCK_PREVIOUS_SECRETS  earlier secrets during a rotation, comma-separated
+  UNSTUCK_AUDIT_KEY the audit trail's MAC key, at least 32 bytes, not held by the
+                    applications (serve, audit; never a flag)
+  UNSTUCK_AUDIT_PREVIOUS_KEYS  earlier audit keys during a rotation, comma-separated
 
 Run "console <command> --help" for a command's flags.
 `

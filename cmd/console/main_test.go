@@ -139,10 +139,13 @@ func TestServe(t *testing.T) {
 	require.ErrorContains(t, err, "UNSTUCK_SECRET", errOut)
 	_, _, err = runConsole(t, nil, "serve", "--addr", "127.0.0.1:0")
 	require.ErrorIs(t, err, errUsage, "no database")
+	// No audit key: a clear refusal, before anything is opened.
+	_, errOut, err = runConsole(t, map[string]string{"UNSTUCK_DB": db, "UNSTUCK_SECRET": "serve-test-secret-0123456789abcdef"}, "serve", "--addr", "127.0.0.1:0")
+	require.ErrorContains(t, err, "UNSTUCK_AUDIT_KEY must be set to at least 32 bytes", errOut)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	env := map[string]string{"UNSTUCK_DB": db, "UNSTUCK_SECRET": "serve-test-secret-0123456789abcdef"}
+	env := map[string]string{"UNSTUCK_DB": db, "UNSTUCK_SECRET": "serve-test-secret-0123456789abcdef", "UNSTUCK_AUDIT_KEY": testAuditKey}
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0"}, func(k string) string { return env[k] }, pw, io.Discard)

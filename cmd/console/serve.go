@@ -131,7 +131,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 
 Serves the operations console. The application secret that opens stored
 responses comes from the environment only: UNSTUCK_SECRET (at least 32 bytes),
-with UNSTUCK_PREVIOUS_SECRETS (comma-separated) during a rotation. Run
+with UNSTUCK_PREVIOUS_SECRETS (comma-separated) during a rotation. The audit
+trail is MACed with a key of the console's own, never held by the
+applications: UNSTUCK_AUDIT_KEY (at least 32 bytes), with
+UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 "console migrate" first.
 
 `)
@@ -164,12 +167,17 @@ with UNSTUCK_PREVIOUS_SECRETS (comma-separated) during a rotation. Run
 			previous = append(previous, []byte(p))
 		}
 	}
+	auditKeys, err := auditKeysFromEnv(getenv)
+	if err != nil {
+		return err
+	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	db, err := openDatabase(ctx, *dbURL)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	db.useAuditKeys(auditKeys)
 	if db.Embedded {
 		// The embedded default migrates itself; PostgreSQL is migrated by
 		// "console migrate" as a deliberate step.

@@ -87,7 +87,7 @@ func (e *FieldError) Unwrap() error { return ErrInvalid }
 // On append, the caller fills Actor, Role, Action, TargetKind, TargetID,
 // Reason, Before, After, Outcome and the request's RequestID, ClientAddr and
 // UserAgent; Actor, Action, TargetKind and Outcome are required. Seq, At,
-// PrevHash and Hash are ignored and assigned by the trail. Before and After
+// KeyID, PrevHash and Hash are ignored and assigned by the trail. Before and After
 // are JSON documents (or empty): they are stored compacted, keys in the
 // caller's order, with HTML characters escaped as json.Marshal writes them. The appended Entry is returned exactly as stored and
 // hashed.
@@ -120,9 +120,13 @@ type Entry struct {
 	RequestID  string
 	ClientAddr string
 	UserAgent  string
+	// KeyID names the audit key (see [KeyID]) the entry was MACed with;
+	// empty for a legacy entry, appended before the chain was keyed.
+	KeyID string
 	// PrevHash is the previous entry's Hash (32 zero bytes for seq 1), and
-	// Hash the SHA-256 of this entry's canonical encoding, PrevHash
-	// included.
+	// Hash the HMAC-SHA-256 under the KeyID's key of this entry's
+	// canonical encoding, PrevHash included (for a legacy entry, its
+	// SHA-256).
 	PrevHash []byte
 	Hash     []byte
 }
@@ -142,19 +146,39 @@ type Trail struct {
 	// exportPage is how many entries Export reads per query; tests lower
 	// it to cross pages with few entries.
 	exportPage int
+	// keys MACs appends and checkpoints and verifies; nil refuses them.
+	keys *Keyring
+}
+
+// Option configures a trail.
+type Option func(*Trail)
+
+// WithKeys gives the trail the audit keys that appends, verifications and
+// checkpoints need. Without it, those calls fail with [ErrNoKey]; listing
+// and exporting do not need it.
+func WithKeys(k *Keyring) Option {
+	return func(t *Trail) { t.keys = k }
 }
 
 // NewPostgres returns a trail on pool, which must not be nil.
-func NewPostgres(pool *pgxpool.Pool) *Trail {
-	return &Trail{dialect: DialectPostgres, pool: pool, exportPage: defaultExportPage}
+func NewPostgres(pool *pgxpool.Pool, opts ...Option) *Trail {
+	t := &Trail{dialect: DialectPostgres, pool: pool, exportPage: defaultExportPage}
+	for _, o := range opts {
+		o(t)
+	}
+	return t
 }
 
 // NewSQLite returns a trail on db, which must not be nil and should come
 // from driver/sqlite's Open (WAL, busy timeout on every connection). The
 // trail's own appends queue behind each other in the process; against the
 // driver's writes (and WithinTx) they wait in SQLite's busy handler.
-func NewSQLite(db *sql.DB) *Trail {
-	return &Trail{dialect: DialectSQLite, sqlite: db, writer: make(chan struct{}, 1), exportPage: defaultExportPage}
+func NewSQLite(db *sql.DB, opts ...Option) *Trail {
+	t := &Trail{dialect: DialectSQLite, sqlite: db, writer: make(chan struct{}, 1), exportPage: defaultExportPage}
+	for _, o := range opts {
+		o(t)
+	}
+	return t
 }
 
 // Dialect reports [DialectPostgres] or [DialectSQLite].
@@ -225,11 +249,11 @@ func (t *Trail) AppendPgxTx(ctx context.Context, tx pgx.Tx, e Entry) (Entry, err
 	if t.dialect != DialectPostgres {
 		return Entry{}, errors.New("audit: append: a pgx transaction given to a SQLite trail")
 	}
-	e, err := normalize(e)
+	e, err := t.normalize(e)
 	if err != nil {
 		return Entry{}, err
 	}
-	out, err := pgAppend(ctx, tx, e)
+	out, err := pgAppend(ctx, tx, e, t.keys)
 	if err != nil {
 		return Entry{}, fmt.Errorf("audit: append: %w", err)
 	}
@@ -246,11 +270,11 @@ func (t *Trail) AppendSQLiteTx(ctx context.Context, ex sqlite.Executor, e Entry)
 	if t.dialect != DialectSQLite {
 		return Entry{}, errors.New("audit: append: a SQLite transaction given to a PostgreSQL trail")
 	}
-	e, err := normalize(e)
+	e, err := t.normalize(e)
 	if err != nil {
 		return Entry{}, err
 	}
-	out, err := sqliteAppend(ctx, ex, e)
+	out, err := sqliteAppend(ctx, ex, e, t.keys)
 	if err != nil {
 		return Entry{}, fmt.Errorf("audit: append: %w", err)
 	}
@@ -264,7 +288,7 @@ func (t *Trail) AppendSQLiteTx(ctx context.Context, ex sqlite.Executor, e Entry)
 // WithinTx): it would wait for that transaction, which waits for it, until
 // the busy timeout; use AppendTx there.
 func (t *Trail) Append(ctx context.Context, e Entry) (Entry, error) {
-	e, err := normalize(e)
+	e, err := t.normalize(e)
 	if err != nil {
 		return Entry{}, err
 	}
@@ -272,13 +296,13 @@ func (t *Trail) Append(ctx context.Context, e Entry) (Entry, error) {
 	if t.dialect == DialectPostgres {
 		err = pgx.BeginTxFunc(ctx, t.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 			var err error
-			out, err = pgAppend(ctx, tx, e)
+			out, err = pgAppend(ctx, tx, e, t.keys)
 			return err
 		})
 	} else {
 		err = t.sqliteWrite(ctx, func(conn *sql.Conn) error {
 			var err error
-			out, err = sqliteAppend(ctx, conn, e)
+			out, err = sqliteAppend(ctx, conn, e, t.keys)
 			return err
 		})
 	}
@@ -300,11 +324,15 @@ func (t *Trail) sqliteWrite(ctx context.Context, fn func(conn *sql.Conn) error) 
 	return migrate.Immediate(ctx, t.sqlite, fn)
 }
 
-// normalize checks e's fields and returns the entry to store: assigned
-// fields cleared, states compacted, request fields made valid UTF-8 and cut
-// to their limit. It returns a *FieldError for a refused field.
-func normalize(e Entry) (Entry, error) {
-	e.Seq, e.At, e.PrevHash, e.Hash = 0, time.Time{}, nil, nil
+// normalize checks that the trail has its keys and e's fields, and returns
+// the entry to store: assigned fields cleared, states compacted, request
+// fields made valid UTF-8 and cut to their limit. It returns an error
+// matching ErrNoKey without keys, a *FieldError for a refused field.
+func (t *Trail) normalize(e Entry) (Entry, error) {
+	if t.keys == nil {
+		return Entry{}, fmt.Errorf("audit: append: %w", ErrNoKey)
+	}
+	e.Seq, e.At, e.KeyID, e.PrevHash, e.Hash = 0, time.Time{}, "", nil, nil
 	for _, f := range []struct {
 		name     string
 		value    string

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,25 @@ import (
 )
 
 func TestMain(m *testing.M) { pgtest.RunMain(m) }
+
+// testKeys is the audit keyring of every test trail.
+var testKeys = mustKeyring([]byte("test-audit-key-0123456789abcdef!"))
+
+func mustKeyring(current []byte, previous ...[]byte) *Keyring {
+	k, err := NewKeyring(current, previous...)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
+
+// mustHash is testKeys' hash of e.
+func mustHash(t testing.TB, e Entry) []byte {
+	t.Helper()
+	h, err := testKeys.ComputeHash(e)
+	require.NoError(t, err)
+	return h
+}
 
 // txStore is the part of a driver's store that tests use: its WithinTx,
 // which AppendTx joins.
@@ -42,7 +62,7 @@ type testBundle struct {
 func setupPostgres(t testing.TB) testBundle {
 	t.Helper()
 	pool := pgtest.Schema(t)
-	trail := NewPostgres(pool)
+	trail := NewPostgres(pool, WithKeys(testKeys))
 	require.NoError(t, trail.Migrate(context.Background()))
 	return testBundle{trail: trail, driver: pgxv5.New(pool), pool: pool}
 }
@@ -52,7 +72,7 @@ func setupSQLite(t testing.TB) testBundle {
 	db, err := sqlite.Open(filepath.Join(t.TempDir(), "audit.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, db.Close()) })
-	trail := NewSQLite(db)
+	trail := NewSQLite(db, WithKeys(testKeys))
 	require.NoError(t, trail.Migrate(context.Background()))
 	return testBundle{trail: trail, driver: sqlite.New(db), sqlDB: db}
 }
@@ -149,7 +169,8 @@ func TestAppend(t *testing.T) {
 		first := b.append(t, entryOpts{})
 		require.Equal(t, int64(1), first.Seq, "first seq")
 		require.Equal(t, make([]byte, 32), first.PrevHash, "seq 1 follows the zero hash")
-		require.Equal(t, first.ComputeHash(), first.Hash, "hash of the content")
+		require.Equal(t, mustHash(t, first), first.Hash, "MAC of the content")
+		require.Equal(t, testKeys.CurrentID(), first.KeyID, "MACed with the current key")
 		require.Equal(t, time.UTC, first.At.Location(), "at in UTC")
 		require.WithinDuration(t, time.Now(), first.At, time.Minute, "at is now, by the database's clock")
 		require.True(t, first.At.After(start))
@@ -169,7 +190,7 @@ func TestAppend(t *testing.T) {
 
 		v, err := b.trail.Verify(t.Context())
 		require.NoError(t, err)
-		require.Equal(t, Verification{Checked: 2, OK: true, HeadSeq: 2, Head: second.Hash}, v)
+		require.Equal(t, Verification{Checked: 2, OK: true, HeadSeq: 2, Head: second.Hash, KeyedFrom: 1}, v)
 	})
 }
 
@@ -428,6 +449,7 @@ func (b testBundle) tamper(t *testing.T, stmts ...string) {
 	}
 	require.NoError(t, b.exec(t, `DROP TRIGGER IF EXISTS unstuck_audit_entry_no_update`))
 	require.NoError(t, b.exec(t, `DROP TRIGGER IF EXISTS unstuck_audit_entry_no_delete`))
+	require.NoError(t, b.exec(t, `DROP TRIGGER IF EXISTS unstuck_audit_entry_keyed`))
 	for _, s := range stmts {
 		require.NoError(t, b.exec(t, s), s)
 	}
@@ -487,8 +509,8 @@ func TestTamperPostgresDisableTrigger(t *testing.T) {
 	require.NoError(t, b.exec(t, `ALTER TABLE unstuck_audit_entry ENABLE TRIGGER USER`))
 	v, err := b.trail.Verify(t.Context())
 	require.NoError(t, err)
-	require.Equal(t, Verification{Checked: 5, FirstBad: 6, Problem: "hash does not match the entry's content: the entry was altered",
-		HeadSeq: 5, Head: v.Head}, v)
+	require.Equal(t, Verification{Checked: 5, FirstBad: 6, Problem: "hash is not the MAC of the entry's content under audit key " + testKeys.CurrentID() + ": the entry was altered or forged without the key",
+		HeadSeq: 5, Head: v.Head, KeyedFrom: 1}, v)
 }
 
 func TestAnchors(t *testing.T) {
@@ -528,21 +550,7 @@ func TestAnchors(t *testing.T) {
 
 		// Rewrite seq 2 and recompute every hash after it: consistent, but
 		// not with the anchor of seq 3.
-		entries, _, err := b.trail.List(ctx, Filter{})
-		require.NoError(t, err)
-		prev := entries[len(entries)-1].Hash // seq 1
-		stmts := []string{`DELETE FROM unstuck_audit_entry WHERE seq >= 2`}
-		for i := len(entries) - 2; i >= 0; i-- {
-			e := entries[i]
-			if e.Seq == 2 {
-				e.Reason = "rewritten"
-			}
-			e.PrevHash = prev
-			e.Hash = e.ComputeHash()
-			prev = e.Hash
-			stmts = append(stmts, insertSQL(b, e))
-		}
-		b.tamper(t, stmts...)
+		b.rewrite(t, 2, 2, func(e Entry) []byte { return mustHash(t, e) })
 		v, err = b.trail.Verify(ctx)
 		require.NoError(t, err)
 		require.True(t, v.OK, "a recomputed chain verifies without an anchor")
@@ -558,6 +566,28 @@ func TestAnchors(t *testing.T) {
 	})
 }
 
+// rewrite replaces the entries from seq from on, edits the reason of seq
+// from to through, and rechains them with hash, as an insider who can
+// write the table (and, with mustHash, holds the key) could.
+func (b testBundle) rewrite(t *testing.T, from, through int64, hash func(Entry) []byte, more ...string) {
+	t.Helper()
+	entries, _, err := b.trail.List(t.Context(), Filter{Limit: MaxLimit})
+	require.NoError(t, err)
+	slices.Reverse(entries)
+	stmts := append(more, fmt.Sprintf(`DELETE FROM unstuck_audit_entry WHERE seq >= %d`, from))
+	prev := entries[from-2].Hash
+	for _, e := range entries[from-1:] {
+		if e.Seq <= through {
+			e.Reason = "rewritten"
+		}
+		e.PrevHash = prev
+		e.Hash = hash(e)
+		prev = e.Hash
+		stmts = append(stmts, insertSQL(b, e))
+	}
+	b.tamper(t, stmts...)
+}
+
 // insertSQL is an INSERT of e with literal values, for tampering.
 func insertSQL(b testBundle, e Entry) string {
 	at := fmt.Sprintf("%d", e.At.UnixMicro())
@@ -567,10 +597,10 @@ func insertSQL(b testBundle, e Entry) string {
 		blob = func(h []byte) string { return fmt.Sprintf(`'\x%x'::bytea`, h) }
 	}
 	text := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-	return fmt.Sprintf(`INSERT INTO unstuck_audit_entry (`+columns+`) VALUES (%d, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)`,
+	return fmt.Sprintf(`INSERT INTO unstuck_audit_entry (`+columns+`) VALUES (%d, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)`,
 		e.Seq, at, text(e.Actor), text(e.Role), text(e.Action), text(e.TargetKind), text(e.TargetID), text(e.Reason),
 		text(string(e.Before)), text(string(e.After)), text(e.Outcome), text(e.RequestID), text(e.ClientAddr),
-		text(e.UserAgent), blob(e.PrevHash), blob(e.Hash))
+		text(e.UserAgent), blob(e.PrevHash), blob(e.Hash), text(e.KeyID))
 }
 
 func TestVerifyEmpty(t *testing.T) {
@@ -604,10 +634,10 @@ func TestNotMigrated(t *testing.T) {
 	db, err := sqlite.Open(filepath.Join(t.TempDir(), "empty.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, db.Close()) })
-	_, err = NewSQLite(db).Verify(t.Context())
+	_, err = NewSQLite(db, WithKeys(testKeys)).Verify(t.Context())
 	require.ErrorIs(t, err, ErrNotMigrated)
 
-	_, err = NewPostgres(pgtest.Schema(t)).Append(t.Context(), entry(entryOpts{}))
+	_, err = NewPostgres(pgtest.Schema(t), WithKeys(testKeys)).Append(t.Context(), entry(entryOpts{}))
 	require.ErrorIs(t, err, ErrNotMigrated)
 }
 
@@ -623,7 +653,7 @@ func TestMigrateIdempotent(t *testing.T) {
 		for _, err := range errs {
 			require.NoError(t, err)
 		}
-		require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM unstuck_migration WHERE line = 'audit'`))
+		require.Equal(t, int64(2), b.count(t, `SELECT count(*) FROM unstuck_migration WHERE line = 'audit'`))
 	})
 }
 

@@ -34,7 +34,7 @@ func BenchmarkAppend(b *testing.B) {
 				name := fmt.Sprintf("sync_commit=%s/%s/workers=%d", syncCommit, mode, workers)
 				b.Run(name, func(b *testing.B) {
 					pool := benchPool(b, syncCommit, int32(workers))
-					trail, driver := NewPostgres(pool), pgxv5.New(pool)
+					trail, driver := NewPostgres(pool, WithKeys(testKeys)), pgxv5.New(pool)
 					require.NoError(b, trail.Migrate(context.Background()))
 					appendOne := func(ctx context.Context, e Entry) error {
 						if mode == "Append" {
@@ -122,7 +122,7 @@ func BenchmarkVerify(b *testing.B) {
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("entries=%d", n), func(b *testing.B) {
 			pool := pgtest.Schema(b)
-			trail := NewPostgres(pool)
+			trail := NewPostgres(pool, WithKeys(testKeys))
 			require.NoError(b, trail.Migrate(context.Background()))
 			seeded := time.Now()
 			seedPostgres(b, pool, n)

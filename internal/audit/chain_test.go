@@ -105,7 +105,7 @@ func fastCommits(t *testing.T, b testBundle, maxConns int32) testBundle {
 	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	return testBundle{trail: NewPostgres(pool), driver: pgxv5.New(pool), pool: pool}
+	return testBundle{trail: NewPostgres(pool, WithKeys(testKeys)), driver: pgxv5.New(pool), pool: pool}
 }
 
 // seedPostgres writes n entries after the current head of an empty trail,
@@ -123,7 +123,7 @@ func seedPostgres(tb testing.TB, pool *pgxpool.Pool, n int) {
 	)
 	start := time.Now().Add(-time.Hour)
 	cols := []string{"seq", "at", "actor", "role", "action", "target_kind", "target_id", "reason", "before_state",
-		"after_state", "outcome", "request_id", "client_addr", "user_agent", "prev_hash", "hash"}
+		"after_state", "outcome", "request_id", "client_addr", "user_agent", "prev_hash", "hash", "key_id"}
 	flush := func() {
 		_, err := pool.CopyFrom(ctx, pgx.Identifier{"unstuck_audit_entry"}, cols, pgx.CopyFromRows(rows))
 		require.NoError(tb, err)
@@ -131,12 +131,12 @@ func seedPostgres(tb testing.TB, pool *pgxpool.Pool, n int) {
 	}
 	for i := range n {
 		e := entry(entryOpts{Actor: fmt.Sprintf("op%02d", i%8), TargetID: fmt.Sprint(i % 1000)})
-		e, err := normalize(e)
+		e, err := (&Trail{keys: testKeys}).normalize(e)
 		require.NoError(tb, err)
-		e = chain(e, seq, head, start.Add(time.Duration(i)*time.Microsecond))
+		e = chain(e, seq, head, start.Add(time.Duration(i)*time.Microsecond), testKeys)
 		seq, head = e.Seq, e.Hash
 		rows = append(rows, []any{e.Seq, e.At, e.Actor, e.Role, e.Action, e.TargetKind, e.TargetID, e.Reason,
-			nullText(e.Before), nullText(e.After), e.Outcome, e.RequestID, e.ClientAddr, e.UserAgent, e.PrevHash, e.Hash})
+			nullText(e.Before), nullText(e.After), e.Outcome, e.RequestID, e.ClientAddr, e.UserAgent, e.PrevHash, e.Hash, e.KeyID})
 		if len(rows) == batch {
 			flush()
 		}

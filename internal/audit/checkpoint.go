@@ -1,83 +1,245 @@
 package audit
 
 import (
-	"crypto/ed25519"
+	"bytes"
+	"context"
+	"crypto/hmac"
 	"crypto/sha256"
+	"database/sql"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
-// checkpointTag starts a checkpoint's text form and its signed message.
-const checkpointTag = "unstuck-audit-checkpoint/v1"
+// checkpointTag starts a checkpoint's text form; checkpointDomain its MAC's
+// message.
+const (
+	checkpointTag    = "unstuck-audit-checkpoint/v2"
+	checkpointDomain = "unstuck/audit/checkpoint/v2"
+)
 
-// ErrBadSignature: a checkpoint's signature does not verify with the
-// public key given.
-var ErrBadSignature = errors.New("audit: checkpoint signature does not verify")
+// Errors of checkpoints, matched with errors.Is.
+var (
+	// ErrBadCheckpoint: a checkpoint's MAC does not verify under the key
+	// it names: it was not made with the audit key, or was altered.
+	ErrBadCheckpoint = errors.New("audit: checkpoint MAC does not verify")
+	// ErrBroken: the chain does not verify, so no checkpoint is made.
+	ErrBroken = errors.New("audit: the chain does not verify")
+	// ErrEmpty: the trail has no entry to checkpoint.
+	ErrEmpty = errors.New("audit: the trail is empty")
+)
 
-// Checkpoint is an [Anchor] signed with Ed25519 by a key that the
-// database's administrators do not hold: anyone with the public key alone
-// can check that the trail's head at Seq had Hash, and so that the trail
-// was not rewritten or cut back since (Verify with the checkpoint's
-// Anchor). Make one from a successful verification's HeadSeq and Head, and
-// keep it outside the database.
+// Checkpoint is a verified head of the trail, seq and hash, with its
+// HMAC-SHA-256 under the audit key: whoever holds the key can check that
+// the trail had this entry at Seq when the checkpoint was made, and so
+// that it was not cut back or rewritten since (verify with [Checkpoint.Anchor]).
+// Its text form is one line, to keep outside the database.
 type Checkpoint struct {
-	Anchor
-	Signature []byte
+	Seq  int64
+	Hash []byte
+	// At is when the checkpoint was made, UTC, to the microsecond.
+	At    time.Time
+	KeyID string
+	MAC   []byte
 }
 
-// SignCheckpoint signs a with key.
-func SignCheckpoint(key ed25519.PrivateKey, a Anchor) Checkpoint {
-	return Checkpoint{Anchor: a, Signature: ed25519.Sign(key, checkpointMessage(a))}
+// Anchor is the checkpoint's head, for [Trail.Verify].
+func (c Checkpoint) Anchor() Anchor { return Anchor{Seq: c.Seq, Hash: c.Hash} }
+
+// checkpointMAC is the MAC of c's seq, time, key ID and hash under key.
+func checkpointMAC(key []byte, c Checkpoint) []byte {
+	b := appendBytes(nil, checkpointDomain)
+	b = binary.BigEndian.AppendUint64(b, uint64(c.Seq))
+	b = binary.BigEndian.AppendUint64(b, uint64(c.At.UnixMicro()))
+	b = appendBytes(b, c.KeyID)
+	b = appendBytes(b, c.Hash)
+	m := hmac.New(sha256.New, key)
+	m.Write(b)
+	return m.Sum(nil)
 }
 
-// Verify checks c's signature with pub and returns an error matching
-// [ErrBadSignature] when it does not verify.
-func (c Checkpoint) Verify(pub ed25519.PublicKey) error {
-	if len(pub) != ed25519.PublicKeySize {
-		return fmt.Errorf("audit: checkpoint: a public key of %d bytes, want %d", len(pub), ed25519.PublicKeySize)
+// SignCheckpoint returns the checkpoint of a, made at at, MACed with the
+// current key.
+func (k *Keyring) SignCheckpoint(a Anchor, at time.Time) Checkpoint {
+	c := Checkpoint{Seq: a.Seq, Hash: bytes.Clone(a.Hash), At: time.UnixMicro(at.UnixMicro()).UTC(), KeyID: k.current}
+	c.MAC = checkpointMAC(k.keys[k.current], c)
+	return c
+}
+
+// CheckCheckpoint returns nil when c's MAC verifies under the key it
+// names; an error matching [ErrUnknownKey] when the keyring does not hold
+// that key, [ErrBadCheckpoint] when the MAC does not verify. It does not
+// read the trail: verify it with c.Anchor() for that.
+func (k *Keyring) CheckCheckpoint(c Checkpoint) error {
+	key, ok := k.keys[c.KeyID]
+	if !ok {
+		return fmt.Errorf("%w %q (checkpoint of seq %d)", ErrUnknownKey, c.KeyID, c.Seq)
 	}
-	if !ed25519.Verify(pub, checkpointMessage(c.Anchor), c.Signature) {
-		return fmt.Errorf("%w (seq %d)", ErrBadSignature, c.Seq)
+	if !hmac.Equal(c.MAC, checkpointMAC(key, c)) {
+		return fmt.Errorf("%w (seq %d)", ErrBadCheckpoint, c.Seq)
 	}
 	return nil
 }
 
-// checkpointMessage is what a checkpoint signs: the tag, seq and hash, one
-// per line.
-func checkpointMessage(a Anchor) []byte {
-	return fmt.Appendf(nil, "%s\n%d\n%x\n", checkpointTag, a.Seq, a.Hash)
+// MarshalText writes c on one line: the tag, seq, the hash in hex, the
+// time (RFC 3339, UTC, microseconds), the key ID and the MAC in hex,
+// separated by spaces.
+func (c Checkpoint) MarshalText() ([]byte, error) {
+	return fmt.Appendf(nil, "%s %d %x %s %s %x", checkpointTag, c.Seq, c.Hash, c.At.UTC().Format(timeLayout), c.KeyID, c.MAC), nil
 }
 
-// MarshalText writes c on one line: the tag, seq, the hash and the
-// signature in hex, separated by spaces.
-func (c Checkpoint) MarshalText() ([]byte, error) {
-	return fmt.Appendf(nil, "%s %d %x %x", checkpointTag, c.Seq, c.Hash, c.Signature), nil
+// String is the text form of c.
+func (c Checkpoint) String() string {
+	b, _ := c.MarshalText()
+	return string(b)
 }
 
 // UnmarshalText reads what MarshalText writes. It checks the form, not the
-// signature.
+// MAC. A refused text is a *FieldError for the field "checkpoint".
 func (c *Checkpoint) UnmarshalText(b []byte) error {
+	bad := func(why string) error { return &FieldError{Field: "checkpoint", Reason: why} }
 	parts := strings.Fields(string(b))
-	if len(parts) != 4 || parts[0] != checkpointTag {
-		return fmt.Errorf("audit: checkpoint: want %q, seq, hash and signature", checkpointTag)
+	if len(parts) != 6 || parts[0] != checkpointTag {
+		return bad(fmt.Sprintf("want %q, seq, hash, time, key ID and MAC, as console audit checkpoint prints it", checkpointTag))
 	}
 	seq, err := strconv.ParseInt(parts[1], 10, 64)
 	if err != nil || seq <= 0 {
-		return fmt.Errorf("audit: checkpoint: seq %q is not a positive integer", parts[1])
+		return bad(fmt.Sprintf("seq %q is not a positive integer", parts[1]))
 	}
 	hash, err := hex.DecodeString(parts[2])
 	if err != nil || len(hash) != sha256.Size {
-		return errors.New("audit: checkpoint: the hash is not 64 hex digits")
+		return bad("the hash is not 64 hex digits")
 	}
-	sig, err := hex.DecodeString(parts[3])
-	if err != nil || len(sig) != ed25519.SignatureSize {
-		return fmt.Errorf("audit: checkpoint: the signature is not %d hex digits", 2*ed25519.SignatureSize)
+	at, err := time.Parse(time.RFC3339Nano, parts[3])
+	if err != nil {
+		return bad("the time is not RFC 3339")
 	}
-	*c = Checkpoint{Anchor: Anchor{Seq: seq, Hash: hash}, Signature: sig}
+	if len(parts[4]) != 16 {
+		return bad("the key ID is not 16 hex digits")
+	}
+	mac, err := hex.DecodeString(parts[5])
+	if err != nil || len(mac) != sha256.Size {
+		return bad("the MAC is not 64 hex digits")
+	}
+	*c = Checkpoint{Seq: seq, Hash: hash, At: at.UTC(), KeyID: parts[4], MAC: mac}
 	return nil
+}
+
+// ParseCheckpoint reads a checkpoint's text form (see
+// [Checkpoint.UnmarshalText]).
+func ParseCheckpoint(s string) (Checkpoint, error) {
+	var c Checkpoint
+	err := c.UnmarshalText([]byte(s))
+	return c, err
+}
+
+// Checkpoint verifies the whole chain (against the last stored checkpoint
+// too, when its MAC verifies), then stores and returns a checkpoint of the
+// head it verified, MACed with the current key. It refuses with an error
+// matching [ErrBroken] (and the Verification that says where) when the
+// chain does not verify, [ErrBadCheckpoint] when the last stored checkpoint
+// does not, [ErrEmpty] for an empty trail and [ErrNoKey] without keys.
+// Keep the returned checkpoint outside the database: the stored copy is
+// only as safe as the database.
+func (t *Trail) Checkpoint(ctx context.Context) (Checkpoint, Verification, error) {
+	if t.keys == nil {
+		return Checkpoint{}, Verification{}, fmt.Errorf("audit: checkpoint: %w", ErrNoKey)
+	}
+	var anchors []Anchor
+	last, ok, err := t.LastCheckpoint(ctx)
+	if err != nil {
+		return Checkpoint{}, Verification{}, err
+	}
+	if ok {
+		if err := t.CheckCheckpoint(last); err != nil {
+			return Checkpoint{}, Verification{}, fmt.Errorf("audit: checkpoint: the last stored checkpoint: %w", err)
+		}
+		anchors = append(anchors, last.Anchor())
+	}
+	v, err := t.Verify(ctx, anchors...)
+	if err != nil {
+		return Checkpoint{}, Verification{}, err
+	}
+	if !v.OK {
+		return Checkpoint{}, v, fmt.Errorf("%w: seq %d: %s", ErrBroken, v.FirstBad, v.Problem)
+	}
+	if v.HeadSeq == 0 {
+		return Checkpoint{}, v, ErrEmpty
+	}
+	c := t.keys.SignCheckpoint(Anchor{Seq: v.HeadSeq, Hash: v.Head}, time.Now())
+	if t.dialect == DialectPostgres {
+		_, err = t.pool.Exec(ctx, `INSERT INTO unstuck_audit_checkpoint (seq, hash, at, key_id, mac) VALUES ($1, $2, $3, $4, $5)`,
+			c.Seq, c.Hash, c.At, c.KeyID, c.MAC)
+		err = pgMapError(err)
+	} else {
+		_, err = t.sqlite.ExecContext(ctx, `INSERT INTO unstuck_audit_checkpoint (seq, hash, at, key_id, mac) VALUES (?, ?, ?, ?, ?)`,
+			c.Seq, c.Hash, c.At.UnixMicro(), c.KeyID, c.MAC)
+		err = sqliteMapError(err)
+	}
+	if err != nil {
+		return Checkpoint{}, v, fmt.Errorf("audit: store the checkpoint: %w", err)
+	}
+	return c, v, nil
+}
+
+// LastCheckpoint returns the newest stored checkpoint, as stored: check
+// its MAC with [Keyring.CheckCheckpoint]. ok is false when there is none.
+func (t *Trail) LastCheckpoint(ctx context.Context) (c Checkpoint, ok bool, err error) {
+	const q = `SELECT seq, hash, at, key_id, mac FROM unstuck_audit_checkpoint ORDER BY id DESC LIMIT 1`
+	if t.dialect == DialectPostgres {
+		err = t.pool.QueryRow(ctx, q).Scan(&c.Seq, &c.Hash, &c.At, &c.KeyID, &c.MAC)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return Checkpoint{}, false, nil
+		}
+		err = pgMapError(err)
+	} else {
+		var at int64
+		err = t.sqlite.QueryRowContext(ctx, q).Scan(&c.Seq, &c.Hash, &at, &c.KeyID, &c.MAC)
+		if errors.Is(err, sql.ErrNoRows) {
+			return Checkpoint{}, false, nil
+		}
+		c.At = time.UnixMicro(at)
+		err = sqliteMapError(err)
+	}
+	if err != nil {
+		return Checkpoint{}, false, fmt.Errorf("audit: read the last checkpoint: %w", err)
+	}
+	c.At = c.At.UTC()
+	return c, true, nil
+}
+
+// CheckCheckpoint is [Keyring.CheckCheckpoint] with the trail's keys; it
+// fails with [ErrNoKey] on a trail without them.
+func (t *Trail) CheckCheckpoint(c Checkpoint) error {
+	if t.keys == nil {
+		return fmt.Errorf("audit: checkpoint: %w", ErrNoKey)
+	}
+	return t.keys.CheckCheckpoint(c)
+}
+
+// HeadSeq returns the seq of the newest entry, 0 for an empty trail. It
+// reads one index entry: cheap enough to call on every page view.
+func (t *Trail) HeadSeq(ctx context.Context) (int64, error) {
+	const q = `SELECT coalesce(max(seq), 0) FROM unstuck_audit_entry`
+	var (
+		n   int64
+		err error
+	)
+	if t.dialect == DialectPostgres {
+		err = pgMapError(t.pool.QueryRow(ctx, q).Scan(&n))
+	} else {
+		err = sqliteMapError(t.sqlite.QueryRowContext(ctx, q).Scan(&n))
+	}
+	if err != nil {
+		return 0, fmt.Errorf("audit: read the head: %w", err)
+	}
+	return n, nil
 }
 
 // ParseAnchor reads an anchor written as SEQ:HASH, the hash in hex, as

@@ -1,6 +1,6 @@
 // Package audit is the operations console's audit trail (SPEC CON-K7): an
-// append-only, hash-chained table of who did what to which item, why, with
-// what result, on PostgreSQL or SQLite.
+// append-only, keyed hash-chained table of who did what to which item,
+// why, with what result, on PostgreSQL or SQLite.
 //
 // # Opening and migrating
 //
@@ -31,7 +31,8 @@
 // [Trail.AppendPgxTx] and [Trail.AppendSQLiteTx] take one explicitly (the
 // saga runner's). What commits nothing else — a denied (403) or conflicting
 // (409) attempt, a viewed stored response, an export — is recorded with
-// [Trail.Append], in a transaction of its own.
+// [Trail.Append], in a transaction of its own. Every append needs the
+// audit key ([WithKeys]).
 //
 // Appends are serialised, so that the chain never forks: on PostgreSQL by
 // pg_advisory_xact_lock(0x756e737461756474) taken in the caller's
@@ -75,26 +76,47 @@
 // # Tamper evidence
 //
 // Each entry carries prev_hash, the previous entry's hash (32 zero bytes for
-// seq 1), and hash = SHA-256 of its canonical encoding, version 1:
+// seq 1), key_id, and hash = HMAC-SHA-256 of its canonical encoding,
+// version 2, under the audit key that key_id names:
 //
-//	"unstuck/audit/entry/v1" as a length-prefixed string, then
+//	"unstuck/audit/entry/v2" as a length-prefixed string, then
 //	seq and at (Unix microseconds, UTC) as big-endian int64, then
-//	actor, role, action, target_kind, target_id, reason, before, after,
-//	outcome, request_id, client_addr, user_agent and prev_hash,
+//	key_id, actor, role, action, target_kind, target_id, reason, before,
+//	after, outcome, request_id, client_addr, user_agent and prev_hash,
 //	each as a big-endian uint32 byte length followed by its bytes
 //
-// (before and after are the stored JSON text, empty when absent).
+// (before and after are the stored JSON text, empty when absent). The audit
+// key ([Keyring], [WithKeys]; UNSTUCK_AUDIT_KEY for the console, with
+// UNSTUCK_AUDIT_PREVIOUS_KEYS during a rotation) is held by the console
+// only: not by the database, and not by the applications, which share
+// UNSTUCK_SECRET with the console and may insert into this table. Without
+// it nobody can append an entry that verifies, or rewrite one, even with
+// the table in hand. A key ID ([KeyID]) is a short hash of its key, never
+// the key. Appends, verifications and checkpoints fail with [ErrNoKey] on
+// a trail without keys.
+//
+// Entries appended before the chain was keyed (migration 2 of the line)
+// keep an empty key_id and verify as legacy links: hash = SHA-256 of
+// encoding version 1 (the same without "v2"'s tag and key_id,
+// [Entry.ComputeHash]). [Verification.KeyedFrom] says where the keyed part
+// starts; the first keyed entry's MAC covers the last legacy hash, so the
+// legacy part cannot be rewritten either, and after it an unkeyed entry is
+// reported (the table also refuses inserting one, by a trigger).
+//
 // [Trail.Verify] walks the chain in seq order, a page per query, and
 // reports the first seq that is missing or does not verify; `console audit
 // verify --db URL` runs it and exits non-zero on a broken chain.
 //
 // A chain proves that its entries agree with each other, not that nobody
-// rewrote it all: someone who can write the table can cut its newest
-// entries or recompute every hash from an edited entry on. Record the head
-// that a verification reports ([Verification.HeadSeq], [Verification.Head])
-// outside the database, signed with [SignCheckpoint] if it must convince a
-// third party, and pass it back to Verify as an [Anchor]: a changed or
-// missing anchored entry is then reported too.
+// who holds the key rewrote it, nor that its newest entries were not cut:
+// a cut tail is consistent on its own. [Trail.Checkpoint] verifies the
+// chain and records its head (seq, hash) with a MAC under the audit key,
+// in the database and as a line to keep outside it (`console audit
+// checkpoint`, on a schedule, into a log shipper or an object store).
+// Verify with a kept checkpoint's [Checkpoint.Anchor] (after
+// [Keyring.CheckCheckpoint]) reports a changed or missing checkpointed
+// entry, even when the stored checkpoints were rewritten too; so does an
+// [Anchor] printed by an earlier verification.
 //
 // # Reading
 //
@@ -107,7 +129,8 @@
 //
 // # Errors
 //
-// A refused entry, filter or anchor is a *[FieldError] matching
-// [ErrInvalid]; AppendTx without a transaction matches [ErrNoTx]; a
-// database without the table matches [ErrNotMigrated].
+// A refused entry, filter, anchor or checkpoint text is a *[FieldError]
+// matching [ErrInvalid]; AppendTx without a transaction matches [ErrNoTx];
+// a database without the table matches [ErrNotMigrated]; a trail without
+// keys [ErrNoKey].
 package audit

@@ -27,7 +27,13 @@ func ExampleTrail_AppendTx() {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	store, trail := sqlite.New(db), audit.NewSQLite(db)
+	// The audit key comes from the console's environment
+	// (UNSTUCK_AUDIT_KEY), never from the database.
+	keys, err := audit.NewKeyring([]byte("example-audit-key-never-use-this-one"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	store, trail := sqlite.New(db), audit.NewSQLite(db, audit.WithKeys(keys))
 	if err := store.Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}

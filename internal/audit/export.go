@@ -26,7 +26,7 @@ const timeLayout = "2006-01-02T15:04:05.000000Z07:00"
 
 // csvHeader names the columns of a CSV export, in order.
 var csvHeader = []string{"seq", "at", "actor", "role", "action", "target_kind", "target_id", "reason",
-	"before", "after", "outcome", "request_id", "client_addr", "user_agent", "prev_hash", "hash"}
+	"before", "after", "outcome", "request_id", "client_addr", "user_agent", "prev_hash", "hash", "key_id"}
 
 // Export writes every entry f selects to w, newest first, from f.After on
 // (f.Limit is ignored), as format:
@@ -37,8 +37,8 @@ var csvHeader = []string{"seq", "at", "actor", "role", "action", "target_kind", 
 //     with =, +, -, @, tab or carriage return) is prefixed with an
 //     apostrophe, as OWASP's CSV-injection advice has it.
 //   - [FormatJSONL]: one JSON object per line, as [Entry.MarshalJSON]
-//     writes it, exact: each line can be decoded into an Entry whose
-//     ComputeHash can be checked.
+//     writes it, exact: each line can be decoded into an Entry whose hash
+//     can be checked ([Keyring.ComputeHash], with the audit key).
 //
 // Entries are read in pages of one query each and written as they come,
 // so memory stays flat whatever the trail's size; entries appended while
@@ -102,6 +102,7 @@ func csvRow(row []string, e *Entry) []string {
 	}
 	row[14] = hex.EncodeToString(e.PrevHash)
 	row[15] = hex.EncodeToString(e.Hash)
+	row[16] = e.KeyID
 	return row
 }
 
@@ -135,23 +136,24 @@ type jsonEntry struct {
 	UserAgent  string          `json:"user_agent"`
 	PrevHash   string          `json:"prev_hash"`
 	Hash       string          `json:"hash"`
+	KeyID      string          `json:"key_id"`
 }
 
 // MarshalJSON writes e with snake_case names, at in RFC 3339 UTC to the
 // microsecond, the states as JSON values (null when absent) and the hashes
-// in hex.
+// in hex, and key_id ("" for a legacy entry).
 func (e Entry) MarshalJSON() ([]byte, error) {
 	return json.Marshal(jsonEntry{
 		Seq: e.Seq, At: e.At.UTC().Format(timeLayout), Actor: e.Actor, Role: e.Role, Action: e.Action,
 		TargetKind: e.TargetKind, TargetID: e.TargetID, Reason: e.Reason,
 		Before: nullJSON(e.Before), After: nullJSON(e.After), Outcome: e.Outcome,
 		RequestID: e.RequestID, ClientAddr: e.ClientAddr, UserAgent: e.UserAgent,
-		PrevHash: hex.EncodeToString(e.PrevHash), Hash: hex.EncodeToString(e.Hash),
+		PrevHash: hex.EncodeToString(e.PrevHash), Hash: hex.EncodeToString(e.Hash), KeyID: e.KeyID,
 	})
 }
 
 // UnmarshalJSON reads what MarshalJSON writes, so that an exported entry
-// can be checked with ComputeHash.
+// can be checked with [Keyring.ComputeHash].
 func (e *Entry) UnmarshalJSON(b []byte) error {
 	var j jsonEntry
 	if err := json.Unmarshal(b, &j); err != nil {
@@ -174,7 +176,7 @@ func (e *Entry) UnmarshalJSON(b []byte) error {
 		TargetKind: j.TargetKind, TargetID: j.TargetID, Reason: j.Reason,
 		Before: stateJSON(j.Before), After: stateJSON(j.After), Outcome: j.Outcome,
 		RequestID: j.RequestID, ClientAddr: j.ClientAddr, UserAgent: j.UserAgent,
-		PrevHash: prev, Hash: hash,
+		PrevHash: prev, Hash: hash, KeyID: j.KeyID,
 	}
 	return nil
 }

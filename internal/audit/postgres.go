@@ -23,7 +23,7 @@ const pgAppendLockID int64 = 0x756e737461756474
 // columns lists the table's columns in the order every query reads them
 // and every insert writes them.
 const columns = `seq, at, actor, role, action, target_kind, target_id, reason, before_state, after_state,
-    outcome, request_id, client_addr, user_agent, prev_hash, hash`
+    outcome, request_id, client_addr, user_agent, prev_hash, hash, key_id`
 
 // pgHeadSQL reads, once the lock is held, the transaction's isolation
 // level, the clock and the chain's head (NULLs on an empty trail). It runs
@@ -34,12 +34,12 @@ FROM (SELECT 1) AS one
 LEFT JOIN LATERAL (SELECT seq, hash FROM unstuck_audit_entry ORDER BY seq DESC LIMIT 1) AS h ON true`
 
 const pgInsertSQL = `INSERT INTO unstuck_audit_entry (` + columns + `)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`
 
 // pgAppend takes the append lock, reads the head and inserts e after it,
-// all on tx, in two round trips (the lock and the head read are sent as
-// one batch).
-func pgAppend(ctx context.Context, tx pgx.Tx, e Entry) (Entry, error) {
+// MACed with keys, all on tx, in two round trips (the lock and the head
+// read are sent as one batch).
+func pgAppend(ctx context.Context, tx pgx.Tx, e Entry, keys *Keyring) (Entry, error) {
 	b := &pgx.Batch{}
 	b.Queue(`SELECT pg_advisory_xact_lock($1)`, pgAppendLockID)
 	b.Queue(pgHeadSQL)
@@ -67,10 +67,10 @@ func pgAppend(ctx context.Context, tx pgx.Tx, e Entry) (Entry, error) {
 	if headSeq != nil {
 		seq = *headSeq
 	}
-	e = chain(e, seq, headHash, now)
+	e = chain(e, seq, headHash, now, keys)
 	if _, err := tx.Exec(ctx, pgInsertSQL, e.Seq, e.At, e.Actor, e.Role, e.Action, e.TargetKind, e.TargetID,
 		e.Reason, nullText(e.Before), nullText(e.After), e.Outcome, e.RequestID, e.ClientAddr, e.UserAgent,
-		e.PrevHash, e.Hash); err != nil {
+		e.PrevHash, e.Hash, e.KeyID); err != nil {
 		return Entry{}, pgMapError(fmt.Errorf("insert seq %d: %w", e.Seq, err))
 	}
 	return e, nil
@@ -99,7 +99,7 @@ func (t *Trail) pgEach(ctx context.Context, query string, args []any, fn func(*E
 	)
 	for rows.Next() {
 		if err := rows.Scan(&e.Seq, &e.At, &e.Actor, &e.Role, &e.Action, &e.TargetKind, &e.TargetID, &e.Reason,
-			&before, &after, &e.Outcome, &e.RequestID, &e.ClientAddr, &e.UserAgent, &e.PrevHash, &e.Hash); err != nil {
+			&before, &after, &e.Outcome, &e.RequestID, &e.ClientAddr, &e.UserAgent, &e.PrevHash, &e.Hash, &e.KeyID); err != nil {
 			return pgMapError(err)
 		}
 		e.At = e.At.UTC()

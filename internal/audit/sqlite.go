@@ -22,12 +22,12 @@ import (
 const sqliteHeadSQL = `SELECT seq, hash FROM unstuck_audit_entry ORDER BY seq DESC LIMIT 1`
 
 const sqliteInsertSQL = `INSERT INTO unstuck_audit_entry (` + columns + `)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
-// sqliteAppend reads the head and inserts e after it on ex, which must be
-// inside a write transaction: SQLite's single writer is what serialises
-// appends there.
-func sqliteAppend(ctx context.Context, ex sqlite.Executor, e Entry) (Entry, error) {
+// sqliteAppend reads the head and inserts e after it, MACed with keys, on
+// ex, which must be inside a write transaction: SQLite's single writer is
+// what serialises appends there.
+func sqliteAppend(ctx context.Context, ex sqlite.Executor, e Entry, keys *Keyring) (Entry, error) {
 	var (
 		headSeq  int64
 		headHash []byte
@@ -36,10 +36,10 @@ func sqliteAppend(ctx context.Context, ex sqlite.Executor, e Entry) (Entry, erro
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return Entry{}, sqliteMapError(fmt.Errorf("read the head: %w", err))
 	}
-	e = chain(e, headSeq, headHash, time.Now())
+	e = chain(e, headSeq, headHash, time.Now(), keys)
 	if _, err := ex.ExecContext(ctx, sqliteInsertSQL, e.Seq, e.At.UnixMicro(), e.Actor, e.Role, e.Action,
 		e.TargetKind, e.TargetID, e.Reason, nullText(e.Before), nullText(e.After), e.Outcome, e.RequestID,
-		e.ClientAddr, e.UserAgent, e.PrevHash, e.Hash); err != nil {
+		e.ClientAddr, e.UserAgent, e.PrevHash, e.Hash, e.KeyID); err != nil {
 		return Entry{}, sqliteMapError(fmt.Errorf("insert seq %d: %w", e.Seq, err))
 	}
 	return e, nil
@@ -60,7 +60,7 @@ func (t *Trail) sqliteEach(ctx context.Context, query string, args []any, fn fun
 	)
 	for rows.Next() {
 		if err := rows.Scan(&e.Seq, &at, &e.Actor, &e.Role, &e.Action, &e.TargetKind, &e.TargetID, &e.Reason,
-			&before, &after, &e.Outcome, &e.RequestID, &e.ClientAddr, &e.UserAgent, &e.PrevHash, &e.Hash); err != nil {
+			&before, &after, &e.Outcome, &e.RequestID, &e.ClientAddr, &e.UserAgent, &e.PrevHash, &e.Hash, &e.KeyID); err != nil {
 			return sqliteMapError(err)
 		}
 		e.At = time.UnixMicro(at).UTC()

@@ -28,6 +28,13 @@ type Verification struct {
 	// [Anchor] for later verifications.
 	HeadSeq int64
 	Head    []byte
+	// KeyedFrom is the first seq that verified as a keyed entry (an HMAC
+	// under an audit key); 0 when none did. Entries before it are legacy
+	// SHA-256 links, appended before the chain was keyed: on their own,
+	// whoever can write the table could rewrite them, but the MAC of
+	// KeyedFrom covers their head, so they cannot change without breaking
+	// it. After KeyedFrom, every entry must be keyed.
+	KeyedFrom int64
 }
 
 // Anchor is an entry's hash recorded outside the database (printed by a
@@ -55,12 +62,21 @@ var errStop = errors.New("stop")
 //   - an anchor names a seq beyond the end: entries were removed from the
 //     end.
 //
+// A keyed entry's hash must be the HMAC of its content under the key its
+// KeyID names, which the trail's keyring must hold (so an entry forged or
+// rewritten without the audit key is reported), and after the first keyed
+// entry no legacy one may follow (so a forged append without the key is
+// reported too).
+//
 // A broken chain is a Verification with OK false, not an error; err is
-// for a failed query or an anchor without a positive seq and a 32-byte
-// hash. Entries appended while Verify runs are verified if its pages reach
-// them. Verify only reads; the caller records it as a read if it must be
-// audited.
+// for a failed query, an anchor without a positive seq and a 32-byte
+// hash, or a trail without keys ([ErrNoKey]). Entries appended while
+// Verify runs are verified if its pages reach them. Verify only reads; the
+// caller records it as a read if it must be audited.
 func (t *Trail) Verify(ctx context.Context, anchors ...Anchor) (Verification, error) {
+	if t.keys == nil {
+		return Verification{}, fmt.Errorf("audit: verify: %w", ErrNoKey)
+	}
 	anchored := make(map[int64][]byte, len(anchors))
 	for _, a := range anchors {
 		if a.Seq <= 0 || len(a.Hash) != sha256.Size {
@@ -82,15 +98,21 @@ func (t *Trail) Verify(ctx context.Context, anchors ...Anchor) (Verification, er
 		err := t.each(ctx, query, []any{v.HeadSeq, verifyPage}, func(e *Entry) error {
 			n++
 			want := v.HeadSeq + 1
-			sum := h.sum(e)
+			sum, sumErr := h.sum(t.keys, e)
 			anchor, isAnchored := anchored[e.Seq]
 			switch {
 			case e.Seq != want:
 				v.FirstBad, v.Problem = want, fmt.Sprintf("seq %d is missing (the next entry is seq %d): entries were deleted", want, e.Seq)
 			case !bytes.Equal(e.PrevHash, prev):
 				v.FirstBad, v.Problem = e.Seq, fmt.Sprintf("prev_hash is not the hash of seq %d: an entry was inserted or seq %d was rewritten", e.Seq-1, e.Seq-1)
-			case !bytes.Equal(e.Hash, sum[:]):
+			case e.KeyID == "" && v.KeyedFrom > 0:
+				v.FirstBad, v.Problem = e.Seq, fmt.Sprintf("the entry has no key ID, but the chain is keyed from seq %d: it was appended or rewritten without the audit key", v.KeyedFrom)
+			case sumErr != nil:
+				v.FirstBad, v.Problem = e.Seq, fmt.Sprintf("the entry names audit key ID %q, which is not among the keys given: add a retired key to UNSTUCK_AUDIT_PREVIOUS_KEYS; otherwise the entry was forged", e.KeyID)
+			case !bytes.Equal(e.Hash, sum) && e.KeyID == "":
 				v.FirstBad, v.Problem = e.Seq, "hash does not match the entry's content: the entry was altered"
+			case !bytes.Equal(e.Hash, sum):
+				v.FirstBad, v.Problem = e.Seq, fmt.Sprintf("hash is not the MAC of the entry's content under audit key %s: the entry was altered or forged without the key", e.KeyID)
 			case isAnchored && !bytes.Equal(e.Hash, anchor):
 				v.FirstBad, v.Problem = e.Seq, "hash differs from the anchor: the chain was rewritten at or before this seq"
 			}
@@ -99,6 +121,9 @@ func (t *Trail) Verify(ctx context.Context, anchors ...Anchor) (Verification, er
 			}
 			v.Checked++
 			v.HeadSeq, v.Head, prev = e.Seq, e.Hash, e.Hash
+			if e.KeyID != "" && v.KeyedFrom == 0 {
+				v.KeyedFrom = e.Seq
+			}
 			return nil
 		})
 		if errors.Is(err, errStop) {

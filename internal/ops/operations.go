@@ -194,6 +194,16 @@ func (o *Operations) Denied(ctx context.Context, actor Actor, action, targetKind
 	return RecordDenied(ctx, o.trail, actor, action, targetKind, targetID)
 }
 
+// DataViewed audits that actor was shown an operation's input and its
+// steps' results: a read of possibly personal data (SPEC CON K7), as
+// Keys.ResponseViewed is for stored responses.
+func (o *Operations) DataViewed(ctx context.Context, actor Actor, id string) error {
+	_, err := o.trail.Append(ctx, audit.Entry{Actor: actor.Username, Role: actor.Role, Action: "operation.view_data", TargetKind: "operation",
+		TargetID: id, Reason: "input and step results shown on the operation's page", Outcome: audit.OutcomeRead,
+		RequestID: actor.RequestID, ClientAddr: actor.ClientAddr, UserAgent: actor.UserAgent})
+	return err
+}
+
 // History returns the audit entries of one operation, newest first.
 func (o *Operations) History(ctx context.Context, id string, limit int) ([]audit.Entry, error) {
 	return o.trail.History(ctx, "operation", id, limit)

@@ -53,7 +53,7 @@ var sagaBackends = map[string]func(t *testing.T) *sagaBundle{
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = db.Close() })
 		riverDB := openImmediate(t, path)
-		trail := audit.NewSQLite(db)
+		trail := audit.NewSQLite(db, audit.WithKeys(testAuditKeys))
 		b := newSagaBundle[*sql.Tx](t, riversqlite.New(riverDB), sagasqlite.New(riverDB), trail)
 		b.jobs = func(t *testing.T, kind string) int {
 			var n int
@@ -64,7 +64,7 @@ var sagaBackends = map[string]func(t *testing.T) *sagaBundle{
 	},
 	"PostgreSQL": func(t *testing.T) *sagaBundle {
 		pool := pgtest.Schema(t)
-		b := newSagaBundle[pgx.Tx](t, riverpgxv5.New(pool), sagapgx.New(pool), audit.NewPostgres(pool))
+		b := newSagaBundle[pgx.Tx](t, riverpgxv5.New(pool), sagapgx.New(pool), audit.NewPostgres(pool, audit.WithKeys(testAuditKeys)))
 		b.jobs = func(t *testing.T, kind string) int {
 			var n int
 			require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM river_job WHERE kind = $1`, kind).Scan(&n))

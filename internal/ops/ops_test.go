@@ -33,13 +33,22 @@ var backends = map[string]func(t testing.TB) (idem.Store, *store.DB, *audit.Trai
 		db, err := sqlite.Open(filepath.Join(t.TempDir(), "ops.db"))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = db.Close() })
-		return sqlite.New(db), store.NewSQLite(db), audit.NewSQLite(db)
+		return sqlite.New(db), store.NewSQLite(db), audit.NewSQLite(db, audit.WithKeys(testAuditKeys))
 	},
 	"PostgreSQL": func(t testing.TB) (idem.Store, *store.DB, *audit.Trail) {
 		pool := pgtest.Schema(t)
-		return pgxv5.New(pool), store.NewPostgres(pool), audit.NewPostgres(pool)
+		return pgxv5.New(pool), store.NewPostgres(pool), audit.NewPostgres(pool, audit.WithKeys(testAuditKeys))
 	},
 }
+
+// testAuditKeys is the audit key of every test trail: appends need one.
+var testAuditKeys = func() *audit.Keyring {
+	k, err := audit.NewKeyring([]byte("ops-test-audit-key-0123456789abcdef"))
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
 
 func setup(t testing.TB, backend func(t testing.TB) (idem.Store, *store.DB, *audit.Trail)) bundle {
 	t.Helper()

@@ -132,4 +132,10 @@ type OperationVM struct {
 	Events        []saga.Event
 	EventsOmitted int64
 	Findings      []saga.Finding
+	// DataNote, when set, says why the operation's input and its steps'
+	// results were left out of Operation (the viewer's role, not asked
+	// for, or their viewing could not be audited); DataURL, when set, asks
+	// for them.
+	DataNote string
+	DataURL  string
 }

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -22,11 +23,11 @@ import (
 )
 
 // AuditTrail is what the audit pages need of the trail; *audit.Trail
-// satisfies it.
+// (built with its keys) satisfies it.
 type AuditTrail interface {
+	auditVerifier
 	List(ctx context.Context, f audit.Filter) ([]audit.Entry, int64, error)
 	Export(ctx context.Context, f audit.Filter, w io.Writer, format string) error
-	Verify(ctx context.Context, anchors ...audit.Anchor) (audit.Verification, error)
 	Append(ctx context.Context, e audit.Entry) (audit.Entry, error)
 }
 
@@ -54,17 +55,61 @@ const (
 // auditOutcomes are the outcomes the filter offers and accepts.
 var auditOutcomes = []string{audit.OutcomeApplied, audit.OutcomeDenied, audit.OutcomeConflict, audit.OutcomeRead}
 
+// maxRequestIDBytes bounds a client's X-Request-Id that is kept as the
+// request's ID.
+const maxRequestIDBytes = 64
+
+// validRequestID reports whether a client's X-Request-Id is kept as the
+// request's ID (in logs and the audit trail): 1 to 64 of A-Z, a-z, 0-9,
+// '.', '_', ':' and '-'.
+func validRequestID(id string) bool {
+	if id == "" || len(id) > maxRequestIDBytes {
+		return false
+	}
+	for _, c := range []byte(id) {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == ':', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// requestID gives every request an ID, which middleware.GetReqID returns
+// and the response's X-Request-Id carries: the client's X-Request-Id when
+// it is in the bounded, safe form validRequestID accepts, else a random
+// one, so that a client can never write arbitrary text as the audit
+// trail's request ID. It replaces chi's middleware.RequestID, which keeps
+// any header verbatim.
+func requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get(middleware.RequestIDHeader)
+		if !validRequestID(id) {
+			b := make([]byte, 16)
+			_, _ = rand.Read(b)
+			id = hex.EncodeToString(b)
+		}
+		w.Header().Set(middleware.RequestIDHeader, id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), middleware.RequestIDKey, id)))
+	})
+}
+
 // auditVerifier is the part of the trail the chain status uses.
 type auditVerifier interface {
 	Verify(ctx context.Context, anchors ...audit.Anchor) (audit.Verification, error)
+	HeadSeq(ctx context.Context) (int64, error)
+	LastCheckpoint(ctx context.Context) (audit.Checkpoint, bool, error)
+	CheckCheckpoint(c audit.Checkpoint) error
 }
 
 // chainStatus verifies the chain at most once per ttl, whatever the number
-// of page views, and keeps the last result in memory. It is safe for
-// concurrent use. A verification runs in its own goroutine, detached from
-// the request that started it, so a page view of a long chain waits at most
-// auditVerifyWait and then shows the previous result, or that one is under
-// way.
+// of page views, and sooner when the trail's head has moved since (an
+// append, or a cut): a result is only shown for the head it verified. It
+// keeps the last result in memory and is safe for concurrent use. A
+// verification runs in its own goroutine, detached from the request that
+// started it, so a page view of a long chain waits at most auditVerifyWait
+// and then shows the previous result, or that one is under way.
 type chainStatus struct {
 	trail   auditVerifier
 	ttl     time.Duration
@@ -84,6 +129,14 @@ type chainResult struct {
 	v   audit.Verification
 	err error
 	at  time.Time
+	// head is the trail's head seq when the verification ended: the result
+	// is stale once the head differs.
+	head int64
+	// checkpoint is the last stored checkpoint, nil when there is none;
+	// checkpointErr why its MAC did not verify (it was then not used as
+	// an anchor).
+	checkpoint    *audit.Checkpoint
+	checkpointErr error
 }
 
 func newChainStatus(trail auditVerifier, ttl time.Duration, log *slog.Logger) *chainStatus {
@@ -93,9 +146,10 @@ func newChainStatus(trail auditVerifier, ttl time.Duration, log *slog.Logger) *c
 	return &chainStatus{trail: trail, ttl: ttl, wait: auditVerifyWait, timeout: auditVerifyTimeout, now: time.Now, log: log}
 }
 
-// fresh reports whether the last result may still be shown as current.
-func (c *chainStatus) fresh(now time.Time) bool {
-	if c.last == nil {
+// fresh reports whether the last result may still be shown as current
+// for a trail whose head is head (-1 when it could not be read).
+func (c *chainStatus) fresh(now time.Time, head int64) bool {
+	if c.last == nil || (head >= 0 && c.last.err == nil && head != c.last.head) {
 		return false
 	}
 	ttl := c.ttl
@@ -105,14 +159,28 @@ func (c *chainStatus) fresh(now time.Time) bool {
 	return now.Sub(c.last.at) < ttl
 }
 
-// get returns the last result (nil if none has ended yet) and whether a
-// verification is under way, starting one if the last result is stale.
-func (c *chainStatus) get(ctx context.Context) (last *chainResult, running bool, started time.Time) {
+// chainView is what a page view shows of the chain: the last result (nil
+// if none has ended yet), whether a verification is under way and since
+// when, and the trail's head seq when the view asked (-1 if unknown).
+type chainView struct {
+	last    *chainResult
+	running bool
+	started time.Time
+	head    int64
+}
+
+// get returns the chain's status for a page view, starting a verification
+// if the last result is stale.
+func (c *chainStatus) get(ctx context.Context) chainView {
+	head, err := c.trail.HeadSeq(ctx)
+	if err != nil {
+		head = -1 // the verification will fail too, and say so
+	}
 	c.mu.Lock()
-	if c.fresh(c.now()) {
-		last = c.last
+	if c.fresh(c.now(), head) {
+		last := c.last
 		c.mu.Unlock()
-		return last, false, time.Time{}
+		return chainView{last: last, head: head}
 	}
 	done := c.running
 	if done == nil {
@@ -131,32 +199,65 @@ func (c *chainStatus) get(ctx context.Context) (last *chainResult, running bool,
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.last, c.running != nil, c.started
+	return chainView{last: c.last, running: c.running != nil, started: c.started, head: head}
 }
 
-// run verifies the chain and stores the result.
+// run verifies the chain, against the last stored checkpoint when its MAC
+// verifies, and stores the result.
 func (c *chainStatus) run(done chan struct{}) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	v, err := c.trail.Verify(ctx)
+	res := &chainResult{}
+	var anchors []audit.Anchor
+	cp, ok, err := c.trail.LastCheckpoint(ctx)
+	if err == nil && ok {
+		res.checkpoint = &cp
+		if res.checkpointErr = c.trail.CheckCheckpoint(cp); res.checkpointErr == nil {
+			anchors = append(anchors, cp.Anchor())
+		} else {
+			c.log.Error("audit checkpoint does not verify", "seq", cp.Seq, "error", res.checkpointErr.Error())
+		}
+	}
+	if err == nil {
+		res.v, err = c.trail.Verify(ctx, anchors...)
+	}
+	if err == nil {
+		// The head the result holds for: the verified one when the whole
+		// chain verified, else the head now (an append or a repair moves
+		// it, and a new verification is due).
+		res.head = res.v.HeadSeq
+		if !res.v.OK {
+			res.head, err = c.trail.HeadSeq(ctx)
+		}
+	}
+	res.err = err
 	if err != nil {
 		c.log.Error("audit chain verification failed", "error", err.Error())
-	} else if !v.OK {
-		c.log.Error("audit chain broken", "first_bad_seq", v.FirstBad, "problem", v.Problem, "checked", v.Checked)
+	} else if !res.v.OK {
+		c.log.Error("audit chain broken", "first_bad_seq", res.v.FirstBad, "problem", res.v.Problem, "checked", res.v.Checked)
 	}
 	c.mu.Lock()
-	c.last = &chainResult{v: v, err: err, at: c.now().UTC()}
+	res.at = c.now().UTC()
+	c.last = res
 	c.running = nil
 	c.mu.Unlock()
 	close(done)
 }
 
 // chainVM is the verification status as the page shows it.
-func chainVM(last *chainResult, running bool, started time.Time) views.ChainStatusVM {
-	vm := views.ChainStatusVM{Refreshing: running, Started: started.UTC()}
+// A verified result shown while the head has moved past it (a newer
+// verification is under way) counts the newer entries as not verified yet,
+// and a result that verified none while entries exist shows as pending:
+// never "intact, 0 entries verified" over a trail that has entries.
+func chainVM(cv chainView) views.ChainStatusVM {
+	last := cv.last
+	vm := views.ChainStatusVM{Refreshing: cv.running, Started: cv.started.UTC()}
 	switch {
-	case last == nil:
+	case last == nil, last.err == nil && last.v.OK && last.v.Checked == 0 && cv.head > 0:
 		vm.State = views.ChainPending
+		if !cv.running {
+			vm.Started = time.Time{}
+		}
 	case last.err != nil:
 		vm.State, vm.At = views.ChainUnknown, last.at
 	case !last.v.OK:
@@ -166,6 +267,20 @@ func chainVM(last *chainResult, running bool, started time.Time) views.ChainStat
 		vm.State, vm.At, vm.Checked = views.ChainVerified, last.at, last.v.Checked
 		if last.v.HeadSeq > 0 {
 			vm.Head = strconv.FormatInt(last.v.HeadSeq, 10) + ":" + hex.EncodeToString(last.v.Head)
+		}
+		vm.Newer = max(0, cv.head-last.v.HeadSeq)
+	}
+	if last != nil && last.err == nil {
+		vm.KeyedFrom = last.v.KeyedFrom
+	}
+	if last != nil && last.checkpoint != nil {
+		cp := last.checkpoint
+		vm.Checkpoint = &views.CheckpointVM{Seq: cp.Seq, At: cp.At, Line: cp.String(), OK: last.checkpointErr == nil && last.err == nil && last.v.OK}
+		switch {
+		case last.checkpointErr != nil:
+			vm.Checkpoint.Problem = "its MAC does not verify under the audit key: the stored checkpoint was altered or not made by this console"
+		case last.err == nil && !last.v.OK:
+			vm.Checkpoint.Problem = "the chain does not verify up to it"
 		}
 	}
 	return vm

@@ -237,7 +237,9 @@ func TestAuditExport(t *testing.T) {
 		for sc.Scan() {
 			var e audit.Entry
 			require.NoError(t, json.Unmarshal(sc.Bytes(), &e))
-			require.Equal(t, e.Hash, e.ComputeHash(), "seq %d verifies from the export", e.Seq)
+			h, err := testAuditKeys.ComputeHash(e)
+			require.NoError(t, err)
+			require.Equal(t, e.Hash, h, "seq %d verifies from the export, with the audit key", e.Seq)
 			got = append(got, e)
 		}
 		require.NoError(t, sc.Err())
@@ -372,10 +374,65 @@ func TestAuditChainStatus(t *testing.T) {
 		_, body = do(t, c, http.MethodGet, b.srv.URL+"/audit", nil)
 		role, state, text := chain(t, body)
 		require.Equal(t, []string{"alert", "broken"}, []string{role, state})
-		require.Contains(t, text, "Hash chain broken at seq 2: hash does not match the entry's content: the entry was altered")
+		require.Contains(t, text, "Hash chain broken at seq 2: hash is not the MAC of the entry's content under audit key "+testAuditKeys.CurrentID()+": the entry was altered or forged without the key")
 		require.Contains(t, text, "1 entry verified before it")
 		require.Contains(t, body, `class="alert chain"`)
 	})
+}
+
+// TestAuditChainStatusFollowsHead: a verification is shown only for the
+// head it verified. It was kept for the whole period, so a console whose
+// first /audit view found an empty trail said "intact, 0 entries
+// verified" above the entries appended since (issue 10, item 4).
+func TestAuditChainStatusFollowsHead(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *web.Config) { c.AuditVerifyEvery = time.Hour })
+	c := signIn(t, b, store.RoleAuditor)
+	_, body := do(t, c, http.MethodGet, b.srv.URL+"/audit", nil)
+	_, state, text := chain(t, body)
+	require.Equal(t, "verified", state)
+	require.Contains(t, text, "Verified 0 entries", "an empty trail")
+
+	seedAudit(t, b)
+	_, body = do(t, c, http.MethodGet, b.srv.URL+"/audit", nil)
+	_, state, text = chain(t, body)
+	require.Equal(t, []string{"3", "2", "1"}, rows(body))
+	require.Equal(t, "verified", state, text)
+	require.NotContains(t, text, "Verified 0 entries")
+	require.Contains(t, text, "Verified 3 entries")
+	require.Contains(t, text, "Every entry is MACed with the audit key.")
+	require.Regexp(t, `Head: 3:[0-9a-f]{64}`, text)
+}
+
+// TestAuditChainCheckpoint: /audit shows the last stored checkpoint and
+// whether it verified, and one whose MAC does not verify is flagged.
+func TestAuditChainCheckpoint(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *web.Config) { c.AuditVerifyEvery = 50 * time.Millisecond })
+	c := signIn(t, b, store.RoleAuditor)
+	seedAudit(t, b)
+	_, body := do(t, c, http.MethodGet, b.srv.URL+"/audit", nil)
+	_, _, text := chain(t, body)
+	require.Contains(t, text, "No checkpoint yet: run console audit checkpoint")
+
+	cp, _, err := b.trail.Checkpoint(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, int64(3), cp.Seq)
+	time.Sleep(100 * time.Millisecond) // past the period
+	_, body = do(t, c, http.MethodGet, b.srv.URL+"/audit", nil)
+	_, state, text := chain(t, body)
+	require.Equal(t, "verified", state)
+	require.Contains(t, body, `data-testid="checkpoint" data-ok="true"`)
+	require.Regexp(t, `Last checkpoint: seq 3, made .* verified\.`, text)
+
+	_, err = b.sqlDB.Exec(`UPDATE unstuck_audit_checkpoint SET seq = 2`)
+	require.NoError(t, err)
+	time.Sleep(100 * time.Millisecond)
+	_, body = do(t, c, http.MethodGet, b.srv.URL+"/audit", nil)
+	_, _, text = chain(t, body)
+	require.Contains(t, body, `data-testid="checkpoint" data-ok="false"`)
+	require.Contains(t, text, "Last checkpoint (seq 2")
+	require.Contains(t, text, "its MAC does not verify under the audit key")
 }
 
 // slowTrail's verifications wait for release, or fail with err.

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
@@ -130,18 +131,55 @@ func handleKeyDecision(action string, keys keyReader, decider keyDecider, opener
 	})
 }
 
-// auditedDenial records a refused unsafe request in the audit trail.
-func auditedDenial(decider keyDecider, log *slog.Logger) func(r *http.Request) {
+// denier records a refused attempt in the audit trail (ops.Keys and
+// ops.Operations).
+type denier interface {
+	Denied(ctx context.Context, actor ops.Actor, action, targetKind, targetID string) error
+}
+
+// auditedDenial records a refused unsafe request in the audit trail, with
+// d; nil records nothing. The path comes from the client: it is made valid
+// UTF-8 without NUL bytes and cut to the trail's limits (the action to
+// maxDeniedAction bytes, the target ID to maxDeniedTarget), so that no
+// path is too long or too odd to be recorded.
+func auditedDenial(d denier, log *slog.Logger) func(r *http.Request) {
 	return func(r *http.Request) {
-		if decider == nil || r.Method == http.MethodGet || r.Method == http.MethodHead {
+		if d == nil || r.Method == http.MethodGet || r.Method == http.MethodHead {
 			return
 		}
-		kind, id := "route", r.URL.Path
+		path := auditText(r.URL.Path, maxDeniedAction)
+		kind, id := "route", path
 		if parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/"); len(parts) >= 2 {
-			kind, id = strings.TrimSuffix(parts[0], "s"), parts[1]
+			kind, id = auditText(strings.TrimSuffix(parts[0], "s"), maxDeniedTarget), auditText(parts[1], maxDeniedTarget)
 		}
-		if err := decider.Denied(context.WithoutCancel(r.Context()), actorOf(r), r.Method+" "+r.URL.Path, kind, id); err != nil {
+		if kind == "" {
+			kind = "route"
+		}
+		action := auditText(r.Method+" "+path, maxDeniedAction)
+		if err := d.Denied(context.WithoutCancel(r.Context()), actorOf(r), action, kind, id); err != nil {
 			log.Error("audit of a denied request failed", "error", err.Error())
 		}
 	}
+}
+
+// Limits of what a denied request records of its path, in bytes: those of
+// the trail's name fields.
+const (
+	maxDeniedAction = 256
+	maxDeniedTarget = 256
+)
+
+// auditText makes client text storable in the trail: invalid UTF-8
+// replaced, NUL bytes dropped, and cut to max bytes on a rune boundary,
+// ending with "…" when cut.
+func auditText(s string, max int) string {
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
+	if len(s) <= max {
+		return s
+	}
+	cut := max - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

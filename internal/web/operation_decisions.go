@@ -23,6 +23,7 @@ type operationDecider interface {
 	Decide(ctx context.Context, actor ops.Actor, d ops.OperationDecision) (ops.OperationResult, error)
 	Denied(ctx context.Context, actor ops.Actor, action, targetKind, targetID string) error
 	History(ctx context.Context, id string, limit int) ([]audit.Entry, error)
+	DataViewed(ctx context.Context, actor ops.Actor, id string) error
 }
 
 // operationIDParam is the operation ID of the route, or "" when there is
@@ -152,6 +153,7 @@ func renderOperationDetail(w http.ResponseWriter, r *http.Request, status int, i
 		return
 	}
 	vm := views.OperationVM{Operation: det.Operation, Events: det.Events, EventsOmitted: det.EventsOmitted, Findings: det.Findings}
+	gateOperationData(r, &vm, decider, log)
 	d := views.OperationDecisionsVM{Enabled: true, Actions: operationActions(viewerFrom(r.Context()), det.Operation)}
 	hist, err := decider.History(r.Context(), id, 50)
 	if err != nil {
@@ -227,19 +229,59 @@ func handleOperationDecision(action ops.OperationAction, reader operationReader,
 // deniedAuditor returns what authorize calls on a refused request: the
 // key decider's audit when there is one, else the operation decider's.
 func deniedAuditor(keys keyDecider, operations operationDecider, log *slog.Logger) func(r *http.Request) {
-	if keys != nil || operations == nil {
+	switch {
+	case keys != nil:
 		return auditedDenial(keys, log)
+	case operations != nil:
+		return auditedDenial(operations, log)
 	}
-	return func(r *http.Request) {
-		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+	return auditedDenial(nil, log)
+}
+
+// dataViewer audits that an operation's data was shown (ops.Operations).
+type dataViewer interface {
+	DataViewed(ctx context.Context, actor ops.Actor, id string) error
+}
+
+// gateOperationData leaves an operation's input and its steps' results in
+// vm only for a role with the "operation_data view" permission that asked
+// for them (?data=show, a link on the page), and only once their viewing
+// is recorded in the audit trail by viewer (nil: no trail, not shown), as
+// stored responses are: they may hold personal data (a signup's email).
+// Otherwise it clears them and says why in vm.DataNote, with vm.DataURL
+// to ask for them where the role may. An operation without either records
+// nothing.
+func gateOperationData(r *http.Request, vm *views.OperationVM, viewer dataViewer, log *slog.Logger) {
+	op := &vm.Operation
+	has := len(op.Input) > 0
+	for _, st := range op.Steps {
+		has = has || len(st.Result) > 0
+	}
+	if !has {
+		return
+	}
+	v := viewerFrom(r.Context())
+	switch {
+	case v == nil || !v.Can("operation_data", "view"):
+		vm.DataNote = "Your role may not see the inputs and step results of operations."
+	case viewer == nil:
+		vm.DataNote = "Inputs and step results are not shown: this console has no audit trail to record their viewing."
+	case r.URL.Query().Get("data") != "show":
+		vm.DataNote = "The input and the step results may hold personal data: they are shown on request, and each showing is recorded in the audit trail."
+		vm.DataURL = views.OperationURL(op.ID) + "?data=show"
+	default:
+		err := viewer.DataViewed(r.Context(), actorOf(r), op.ID)
+		if err == nil {
 			return
 		}
-		kind, id := "route", r.URL.Path
-		if parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/"); len(parts) >= 2 {
-			kind, id = strings.TrimSuffix(parts[0], "s"), parts[1]
-		}
-		if err := operations.Denied(context.WithoutCancel(r.Context()), actorOf(r), r.Method+" "+r.URL.Path, kind, id); err != nil {
-			log.Error("audit of a denied request failed", "error", err.Error())
-		}
+		log.Error("audit of an operation data view failed", "error", err.Error())
+		vm.DataNote = "Inputs and step results are not shown: their viewing could not be recorded in the audit trail."
 	}
+	op.Input = nil
+	steps := make([]saga.StepRecord, len(op.Steps))
+	for i, st := range op.Steps {
+		st.Result = nil
+		steps[i] = st
+	}
+	op.Steps = steps
 }

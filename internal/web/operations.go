@@ -124,6 +124,7 @@ func handleOperationDetail(ops operationReader, log *slog.Logger) http.Handler {
 			return
 		}
 		vm := views.OperationVM{Operation: det.Operation, Events: det.Events, EventsOmitted: det.EventsOmitted, Findings: det.Findings}
+		gateOperationData(r, &vm, nil, log)
 		page := pageFor(r, "Operation "+id, "operations")
 		render(w, r, http.StatusOK, page, views.OperationDetail(page, vm))
 	})

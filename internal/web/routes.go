@@ -73,7 +73,7 @@ func NewHandler(cfg Config) http.Handler {
 		byAccount: auth.NewLimiter(5, 15*time.Minute), byAddress: auth.NewLimiter(30, 15*time.Minute)}
 
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, middleware.Recoverer, secureHeaders(cfg.HSTS))
+	r.Use(requestID, middleware.Recoverer, secureHeaders(cfg.HSTS))
 
 	// Public: health, metrics, static assets.
 	r.Method(http.MethodGet, "/healthz", handleHealth())

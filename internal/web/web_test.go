@@ -47,6 +47,15 @@ type bundle struct {
 
 func password(role string) string { return "password-for-" + role }
 
+// testAuditKeys is the audit key of the test console's trail.
+var testAuditKeys = func() *audit.Keyring {
+	k, err := audit.NewKeyring([]byte("web-test-audit-key-0123456789abcdef"))
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
 // setup builds the console over a fresh SQLite database; opts adjust its
 // configuration.
 func setup(t *testing.T, opts ...func(*web.Config)) *bundle {
@@ -62,7 +71,7 @@ func setup(t *testing.T, opts ...func(*web.Config)) *bundle {
 	db := store.NewSQLite(sqlDB)
 	require.NoError(t, db.Migrate(ctx))
 	require.NoError(t, db.MigrateOperations(ctx))
-	trail := audit.NewSQLite(sqlDB)
+	trail := audit.NewSQLite(sqlDB, audit.WithKeys(testAuditKeys))
 	require.NoError(t, trail.Migrate(ctx))
 	for _, role := range roles {
 		hash, err := auth.Hash(password(role))
