@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/alexedwards/scs/v2"
@@ -15,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/unstuckhq/unstuck/idem"
-	"github.com/unstuckhq/unstuck/internal/auth"
 	"github.com/unstuckhq/unstuck/internal/ops"
 )
 
@@ -53,6 +53,13 @@ type Config struct {
 	// Keys applies operator decisions on keys and audits them; nil serves
 	// the console read-only.
 	Keys keyDecider
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For gives
+	// the client address (see ParseTrustedProxies); none: the peer's
+	// address is the client's.
+	TrustedProxies []netip.Prefix
+	// SignInHashes caps the password verifications that run at once;
+	// DefaultSignInHashes() when <= 0.
+	SignInHashes int
 	// Operations applies operator decisions on saga operations (retry,
 	// confirm, compensate, resolve) and audits them (an *ops.Operations);
 	// nil serves the operation pages read-only.
@@ -69,11 +76,10 @@ func NewHandler(cfg Config) http.Handler {
 		reg = prometheus.NewRegistry()
 	}
 	reg.MustRegister(newKeyCollector(cfg.Store, log))
-	logins := loginDeps{sm: cfg.Sessions, users: cfg.Store, log: log,
-		byAccount: auth.NewLimiter(5, 15*time.Minute), byAddress: auth.NewLimiter(30, 15*time.Minute)}
+	logins := newLoginDeps(cfg.Sessions, cfg.Store, cfg.SignInHashes, log)
 
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, middleware.Recoverer, secureHeaders(cfg.HSTS))
+	r.Use(middleware.RequestID, middleware.Recoverer, clientAddresses(cfg.TrustedProxies), secureHeaders(cfg.HSTS))
 
 	// Public: health, metrics, static assets.
 	r.Method(http.MethodGet, "/healthz", handleHealth())
