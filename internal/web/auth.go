@@ -165,14 +165,17 @@ type loginDeps struct {
 	log       *slog.Logger
 }
 
-func newLoginDeps(sm *scs.SessionManager, users userFinder, hashes int, log *slog.Logger) loginDeps {
+func newLoginDeps(sm *scs.SessionManager, users userFinder, hashes int, hashWait time.Duration, log *slog.Logger) loginDeps {
 	if hashes <= 0 {
 		hashes = DefaultSignInHashes()
+	}
+	if hashWait <= 0 {
+		hashWait = signInHashWait
 	}
 	return loginDeps{sm: sm, users: users, log: log,
 		byAccount: auth.NewBackoff(signInFree, signInBackoffBase, signInBackoffMax, signInForget),
 		byAddress: auth.NewLimiter(signInPerAddress, signInAddrWindow),
-		hashing:   auth.NewGate(hashes, signInHashWait)}
+		hashing:   auth.NewGate(hashes, hashWait)}
 }
 
 func handleLoginPage(d loginDeps) http.Handler {

@@ -60,6 +60,9 @@ type Config struct {
 	// SignInHashes caps the password verifications that run at once;
 	// DefaultSignInHashes() when <= 0.
 	SignInHashes int
+	// SignInHashWait is how long a sign-in waits for one of those slots
+	// before it is answered 503 with Retry-After; 2 s when <= 0.
+	SignInHashWait time.Duration
 	// Operations applies operator decisions on saga operations (retry,
 	// confirm, compensate, resolve) and audits them (an *ops.Operations);
 	// nil serves the operation pages read-only.
@@ -76,7 +79,7 @@ func NewHandler(cfg Config) http.Handler {
 		reg = prometheus.NewRegistry()
 	}
 	reg.MustRegister(newKeyCollector(cfg.Store, log))
-	logins := newLoginDeps(cfg.Sessions, cfg.Store, cfg.SignInHashes, log)
+	logins := newLoginDeps(cfg.Sessions, cfg.Store, cfg.SignInHashes, cfg.SignInHashWait, log)
 
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID, middleware.Recoverer, clientAddresses(cfg.TrustedProxies), secureHeaders(cfg.HSTS))
