@@ -13,10 +13,12 @@ import (
 	"github.com/unstuckhq/unstuck/internal/store"
 )
 
-// runUser is "console user add|disable|enable": local accounts (SPEC K5).
+// runUser is "console user add|disable|enable|unlock": local accounts
+// (SPEC K5). unlock clears the account's sign-in throttle in every console
+// process.
 func runUser(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "Usage: console user add --username U --role R [--db URL]   (password from stdin, or generated)\n       console user disable --username U [--db URL]\n       console user enable --username U [--db URL]")
+		fmt.Fprintln(stderr, "Usage: console user add --username U --role R [--db URL]   (password from stdin, or generated)\n       console user disable --username U [--db URL]\n       console user enable --username U [--db URL]\n       console user unlock --username U [--db URL]   (clear the waits that failed sign-ins imposed)")
 		return errUsage
 	}
 	sub := args[0]
@@ -41,7 +43,7 @@ func runUser(ctx context.Context, args []string, getenv func(string) string, std
 			fmt.Fprintf(stderr, "console user add: --role must be one of auditor, support, oncall, admin (got %q)\n", *role)
 			return errUsage
 		}
-	case "disable", "enable":
+	case "disable", "enable", "unlock":
 	default:
 		fmt.Fprintf(stderr, "console user: unknown subcommand %q\n", sub)
 		return errUsage
@@ -51,6 +53,13 @@ func runUser(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	defer db.Close()
+	if sub == "unlock" {
+		if err := db.Console.UnlockUser(ctx, *username); err != nil {
+			return fmt.Errorf("unlock %s: %w", *username, err)
+		}
+		fmt.Fprintf(stdout, "unlocked sign-in of user %s\n", *username)
+		return nil
+	}
 	if sub != "add" {
 		if err := db.Console.SetUserDisabled(ctx, *username, sub == "disable"); err != nil {
 			return fmt.Errorf("%s %s: %w", sub, *username, err)

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"strings"
 	"sync"
 	"time"
 )
@@ -193,6 +194,18 @@ func (b *Backoff) Reset(key string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.entries, key)
+}
+
+// ResetPrefix forgets the failures of every key that starts with prefix
+// (an account from every address, after an admin's unlock).
+func (b *Backoff) ResetPrefix(prefix string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for k := range b.entries {
+		if strings.HasPrefix(k, prefix) {
+			delete(b.entries, k)
+		}
+	}
 }
 
 func (b *Backoff) maybeSweep(now time.Time) {

@@ -178,6 +178,9 @@ func newLoginDeps(sm *scs.SessionManager, users userFinder, hashes int, hashWait
 		hashing:   auth.NewGate(hashes, hashWait)}
 }
 
+// unlock forgets the failed sign-ins of username from every address.
+func (d loginDeps) unlock(username string) { d.byAccount.ResetPrefix(username + "\x00") }
+
 func handleLoginPage(d loginDeps) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if d.sm.GetInt64(r.Context(), sessionUserID) != 0 {

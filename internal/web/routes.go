@@ -23,6 +23,7 @@ import (
 type Store interface {
 	userFinder
 	userLister
+	userUnlocker
 	keyReader
 	operationReader
 	Ping(ctx context.Context) error
@@ -129,6 +130,7 @@ func NewHandler(cfg Config) http.Handler {
 				}
 			}
 			r.Method(http.MethodGet, "/users", handleUserList(cfg.Store, log))
+			r.Method(http.MethodPost, "/users/{username}/unlock", handleUserUnlock(cfg.Store, logins, cfg.Trail, log))
 			r.Method(http.MethodGet, "/audit", handleAuditList(cfg.Trail, newChainStatus(cfg.Trail, cfg.AuditVerifyEvery, log), log))
 			r.Method(http.MethodGet, "/audit/export", handleAuditExport(cfg.Trail, log))
 		})

@@ -225,3 +225,72 @@ func TestForwardedForIsIgnoredWithoutTrustedProxy(t *testing.T) {
 	resp := postLogin(t, b, client(t), "198.51.100.1", store.RoleSupport, password(store.RoleSupport))
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "one peer address whatever X-Forwarded-For says")
 }
+
+// TestAdminUnlock: issue 10 item 2 — an admin clears an account's sign-in
+// throttle from /users (a CSRF-protected form, audited as a user change,
+// admin only), or with "console user unlock" from another process, which
+// moves the account's UpdatedAt (SPEC K5, K6).
+func TestAdminUnlock(t *testing.T) {
+	t.Parallel()
+	b := setup(t, behindProxy)
+	const shared = "203.0.113.50" // the attacker and the user behind one NAT
+	hammer := func() {
+		for range 7 {
+			postLogin(t, b, client(t), shared, store.RoleSupport, "not-the-password")
+		}
+		require.Equal(t, http.StatusTooManyRequests, postLogin(t, b, client(t), shared, store.RoleSupport, password(store.RoleSupport)).StatusCode)
+	}
+	hammer()
+
+	admin := client(t)
+	require.Equal(t, http.StatusSeeOther, postLogin(t, b, admin, "198.51.100.1", store.RoleAdmin, password(store.RoleAdmin)).StatusCode)
+	resp, body := do(t, admin, http.MethodGet, b.srv.URL+"/users", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, `action="/users/support/unlock"`)
+
+	// Cross-site: refused like every form.
+	req, err := http.NewRequest(http.MethodPost, b.srv.URL+"/users/support/unlock", nil)
+	require.NoError(t, err)
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	resp, err = admin.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+
+	// Not for oncall: 403, audited as denied.
+	oncall := signIn(t, b, store.RoleOncall)
+	resp, _ = do(t, oncall, http.MethodPost, b.srv.URL+"/users/support/unlock", url.Values{})
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+
+	resp, _ = do(t, admin, http.MethodPost, b.srv.URL+"/users/nobody/unlock", url.Values{})
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	resp, _ = do(t, admin, http.MethodPost, b.srv.URL+"/users/support/unlock", url.Values{})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "/users?unlocked=support", resp.Header.Get("Location"))
+	_, body = do(t, admin, http.MethodGet, b.srv.URL+"/users?unlocked=support", nil)
+	require.Contains(t, body, "Sign-in of support unlocked")
+	require.Equal(t, http.StatusSeeOther, postLogin(t, b, client(t), shared, store.RoleSupport, password(store.RoleSupport)).StatusCode,
+		"the user signs in at once after the unlock")
+
+	entries, _, err := b.trail.List(context.Background(), audit.Filter{TargetKind: "user", TargetID: store.RoleSupport})
+	require.NoError(t, err)
+	var applied, denied int
+	for _, e := range entries {
+		switch {
+		case e.Action == "user.unlock" && e.Outcome == audit.OutcomeApplied && e.Actor == store.RoleAdmin:
+			applied++
+			require.Equal(t, "127.0.0.1", e.ClientAddr, "the trusted proxy itself, sending no X-Forwarded-For")
+		case e.Outcome == audit.OutcomeDenied && e.Actor == store.RoleOncall:
+			denied++
+		}
+	}
+	require.Equal(t, 1, applied, "%+v", entries)
+	require.Equal(t, 1, denied, "%+v", entries)
+
+	// "console user unlock" runs in another process: it only moves the
+	// account's UpdatedAt, which the next attempt compares.
+	hammer()
+	time.Sleep(2 * time.Millisecond)
+	require.NoError(t, b.db.UnlockUser(context.Background(), store.RoleSupport))
+	require.Equal(t, http.StatusSeeOther, postLogin(t, b, client(t), shared, store.RoleSupport, password(store.RoleSupport)).StatusCode)
+}
