@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -32,6 +33,11 @@ type consoleOptions struct {
 	registry      *prometheus.Registry // nil: a new one
 	// operations decides on saga operations; nil serves them read-only.
 	operations *ops.Operations
+	// trustedProxies give the client address in X-Forwarded-For.
+	trustedProxies []netip.Prefix
+	// metricsToken guards /metrics; noMetricsRoute serves it elsewhere.
+	metricsToken   string
+	noMetricsRoute bool
 }
 
 // consoleHandler builds the console's HTTP handler over db and engine.
@@ -60,6 +66,10 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 		Registry: o.registry,
 		Trail:    db.Trail,
 		Keys:     keys,
+
+		TrustedProxies: o.trustedProxies,
+		MetricsToken:   o.metricsToken,
+		NoMetricsRoute: o.noMetricsRoute,
 	}
 	if o.operations != nil {
 		cfg.Operations = o.operations
@@ -120,6 +130,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	insecure := fs.Bool("insecure-cookies", getenv("UNSTUCK_INSECURE_COOKIES") == "true", "session cookie without Secure, for plain http on loopback only (env UNSTUCK_INSECURE_COOKIES=true)")
 	idle := fs.Duration("session-idle", 30*time.Minute, "sign out after this long without a request")
 	absolute := fs.Duration("session-absolute", 12*time.Hour, "sign out this long after sign-in, whatever happens")
+	trustedProxies := fs.String("trusted-proxies", getenv("UNSTUCK_TRUSTED_PROXIES"), "comma-separated `CIDRs` of reverse proxies whose X-Forwarded-For gives the client address (env UNSTUCK_TRUSTED_PROXIES)")
+	metricsAddr := fs.String("metrics-addr", getenv("UNSTUCK_METRICS_ADDR"), "serve /metrics on this listen `address` instead of the console's (env UNSTUCK_METRICS_ADDR); a bearer token from UNSTUCK_METRICS_TOKEN guards it either way")
 	sagaQueue := fs.String("saga-queue", envOr(getenv, "UNSTUCK_SAGA_QUEUE", saga.QueueDefault), "River `queue` of the applications' saga jobs, where operator decisions insert theirs (env UNSTUCK_SAGA_QUEUE)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: console serve --db URL [flags]
@@ -147,6 +159,11 @@ with UNSTUCK_PREVIOUS_SECRETS (comma-separated) during a rotation. Run
 		return errUsage
 	case *idle <= 0 || *absolute <= 0 || *idle > *absolute:
 		fmt.Fprintln(stderr, "console serve: --session-idle and --session-absolute must be positive, idle at most absolute")
+		return errUsage
+	}
+	proxies, err := web.ParseTrustedProxies(*trustedProxies)
+	if err != nil {
+		fmt.Fprintf(stderr, "console serve: --trusted-proxies: %v\n", err)
 		return errUsage
 	}
 	secret := getenv("UNSTUCK_SECRET")
@@ -183,9 +200,24 @@ with UNSTUCK_PREVIOUS_SECRETS (comma-separated) during a rotation. Run
 		return fmt.Errorf("operation decisions: %w", err)
 	}
 	defer closeDecisions()
-	h, err := consoleHandler(db, engine, consoleOptions{secureCookies: !*insecure, idle: *idle, absolute: *absolute, operations: decisions}, log)
+	opts := consoleOptions{secureCookies: !*insecure, idle: *idle, absolute: *absolute, operations: decisions,
+		trustedProxies: proxies, metricsToken: getenv("UNSTUCK_METRICS_TOKEN"), noMetricsRoute: *metricsAddr != ""}
+	if *metricsAddr != "" {
+		opts.registry = prometheus.NewRegistry()
+	}
+	h, err := consoleHandler(db, engine, opts, log)
 	if err != nil {
 		return err
+	}
+	if *metricsAddr != "" {
+		mln, err := net.Listen("tcp", *metricsAddr)
+		if err != nil {
+			return fmt.Errorf("listen for metrics: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", web.MetricsHandler(opts.registry, opts.metricsToken))
+		go func() { _ = serveHTTP(ctx, mln, mux, log, nil) }()
+		fmt.Fprintf(stdout, "metrics on http://%s/metrics\n", mln.Addr())
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
