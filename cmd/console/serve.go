@@ -216,7 +216,11 @@ with UNSTUCK_PREVIOUS_SECRETS (comma-separated) during a rotation. Run
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", web.MetricsHandler(opts.registry, opts.metricsToken))
-		go func() { _ = serveHTTP(ctx, mln, mux, log, nil) }()
+		go func() {
+			if err := serveHTTP(ctx, mln, mux, log, nil); err != nil {
+				log.Error("metrics listener stopped", "error", err.Error())
+			}
+		}()
 		fmt.Fprintf(stdout, "metrics on http://%s/metrics\n", mln.Addr())
 	}
 	ln, err := net.Listen("tcp", *addr)

@@ -90,17 +90,17 @@ func (l *Limiter) prune(key string) []time.Time {
 }
 
 // Backoff throttles a key (an account from one client address) with
-// exponential backoff instead of a hard lock: the first Free failed
-// attempts are free; failure n ≥ Free makes the key wait Base·2^(n−Free),
-// at most Max. A key forgets its failures Forget after the last one (and
+// exponential backoff instead of a hard lock: the first free failed
+// attempts are free; failure n ≥ free makes the key wait base·2^(n−free),
+// at most max. A key forgets its failures forget after the last one (and
 // after its wait ended), after a successful sign-in ([Backoff.Reset]), or
 // when the account was changed after its first failure (an admin's
 // unlock: see [Backoff.Reserve]).
 type Backoff struct {
-	Free   int
-	Base   time.Duration
-	Max    time.Duration
-	Forget time.Duration
+	free   int
+	base   time.Duration
+	max    time.Duration
+	forget time.Duration
 
 	mu      sync.Mutex
 	now     func() time.Time
@@ -117,25 +117,25 @@ type backoffEntry struct {
 // NewBackoff returns a Backoff with free attempts, then waits of base,
 // 2·base, 4·base … up to max, forgotten after forget without failures.
 func NewBackoff(free int, base, max, forget time.Duration) *Backoff {
-	return &Backoff{Free: free, Base: base, Max: max, Forget: forget, now: time.Now,
+	return &Backoff{free: free, base: base, max: max, forget: forget, now: time.Now,
 		entries: map[string]*backoffEntry{}, sweepAt: minSweep}
 }
 
 // delay is the wait after the n-th counted attempt.
 func (b *Backoff) delay(n int) time.Duration {
-	if n < b.Free {
+	if n < b.free {
 		return 0
 	}
-	d := b.Base
-	for i := b.Free; i < n && d < b.Max; i++ {
+	d := b.base
+	for i := b.free; i < n && d < b.max; i++ {
 		d *= 2
 	}
-	return min(d, b.Max)
+	return min(d, b.max)
 }
 
 // expired reports whether e may be forgotten at now.
 func (b *Backoff) expired(e *backoffEntry, now time.Time) bool {
-	return !now.Before(e.next) && now.Sub(e.last) >= b.Forget
+	return !now.Before(e.next) && now.Sub(e.last) >= b.forget
 }
 
 // Reserve counts an attempt by key unless key must still wait; then it
