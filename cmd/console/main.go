@@ -40,7 +40,7 @@ Commands:
             with demo users and traffic
   serve     serve the operations console
   migrate   apply the database migrations (idempotent)
-  user      add, disable, enable or unlock a console account
+  user      add, disable or enable a console account
   audit     verify the audit trail's hash chain (audit verify)
   help      show this help
 
@@ -49,9 +49,6 @@ Configuration (flags override the environment):
   UNSTUCK_ADDR      listen address of serve (default 127.0.0.1:8080)
   UNSTUCK_SECRET    application secret, at least 32 bytes (serve; never a flag)
   UNSTUCK_PREVIOUS_SECRETS  earlier secrets during a rotation, comma-separated
-  UNSTUCK_TRUSTED_PROXIES   reverse proxies (CIDRs) whose X-Forwarded-For is believed (serve)
-  UNSTUCK_METRICS_TOKEN     bearer token that /metrics requires (serve; never a flag)
-  UNSTUCK_METRICS_ADDR      serve /metrics on this address instead (serve)
 
 Run "console <command> --help" for a command's flags.
 `

@@ -13,12 +13,10 @@ import (
 	"github.com/unstuckhq/unstuck/internal/store"
 )
 
-// runUser is "console user add|disable|enable|unlock": local accounts
-// (SPEC K5). unlock clears the account's sign-in throttle in every console
-// process.
+// runUser is "console user add|disable|enable": local accounts (SPEC K5).
 func runUser(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "Usage: console user add --username U --role R [--db URL]   (password from stdin, or generated)\n       console user disable --username U [--db URL]\n       console user enable --username U [--db URL]\n       console user unlock --username U [--db URL]   (clear the waits that failed sign-ins imposed)")
+		fmt.Fprintln(stderr, "Usage: console user add --username U --role R [--db URL]   (password from stdin, or generated)\n       console user disable --username U [--db URL]\n       console user enable --username U [--db URL]")
 		return errUsage
 	}
 	sub := args[0]
@@ -53,7 +51,7 @@ func runUser(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	defer db.Close()
-	if sub == "unlock" {
+	if sub == "unlock" { // clears the account's sign-in throttle in every console process
 		if err := db.Console.UnlockUser(ctx, *username); err != nil {
 			return fmt.Errorf("unlock %s: %w", *username, err)
 		}
