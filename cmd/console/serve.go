@@ -26,6 +26,12 @@ import (
 
 // consoleOptions are the settings shared by serve and demo.
 type consoleOptions struct {
+	// trustedProxies give the client address in X-Forwarded-For.
+	trustedProxies []netip.Prefix
+	// metricsToken guards /metrics; noMetricsRoute serves it elsewhere.
+	metricsToken   string
+	noMetricsRoute bool
+
 	secureCookies bool
 	idle          time.Duration
 	absolute      time.Duration
@@ -33,11 +39,6 @@ type consoleOptions struct {
 	registry      *prometheus.Registry // nil: a new one
 	// operations decides on saga operations; nil serves them read-only.
 	operations *ops.Operations
-	// trustedProxies give the client address in X-Forwarded-For.
-	trustedProxies []netip.Prefix
-	// metricsToken guards /metrics; noMetricsRoute serves it elsewhere.
-	metricsToken   string
-	noMetricsRoute bool
 }
 
 // consoleHandler builds the console's HTTP handler over db and engine.
@@ -55,6 +56,10 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 		return nil, err
 	}
 	cfg := web.Config{
+		TrustedProxies: o.trustedProxies,
+		MetricsToken:   o.metricsToken,
+		NoMetricsRoute: o.noMetricsRoute,
+
 		Store:    db.Console,
 		Engine:   engine,
 		Sessions: web.NewSessionManager(db.Console.SessionStore(), o.idle, o.absolute, o.secureCookies),
@@ -66,10 +71,6 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 		Registry: o.registry,
 		Trail:    db.Trail,
 		Keys:     keys,
-
-		TrustedProxies: o.trustedProxies,
-		MetricsToken:   o.metricsToken,
-		NoMetricsRoute: o.noMetricsRoute,
 	}
 	if o.operations != nil {
 		cfg.Operations = o.operations

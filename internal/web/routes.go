@@ -93,7 +93,8 @@ func NewHandler(cfg Config) http.Handler {
 	logins := newLoginDeps(cfg.Sessions, cfg.Store, cfg.SignInHashes, cfg.SignInHashWait, log)
 
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, middleware.Recoverer, clientAddresses(cfg.TrustedProxies), secureHeaders(cfg.HSTS), headAsGet)
+	r.Use(middleware.RequestID, middleware.Recoverer, secureHeaders(cfg.HSTS))
+	r.Use(clientAddresses(cfg.TrustedProxies), headAsGet)
 
 	// Public: health, metrics (unless a token or another listener guards
 	// them), static assets.
