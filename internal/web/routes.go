@@ -94,10 +94,10 @@ func NewHandler(cfg Config) http.Handler {
 
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID, middleware.Recoverer, secureHeaders(cfg.HSTS))
+
 	r.Use(clientAddresses(cfg.TrustedProxies), headAsGet)
 
-	// Public: health, metrics (unless a token or another listener guards
-	// them), static assets.
+	// Public: health, metrics, static assets.
 	r.Method(http.MethodGet, "/healthz", handleHealth())
 	r.Method(http.MethodGet, "/readyz", handleReady(cfg.Store, log))
 	if !cfg.NoMetricsRoute {
