@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -25,6 +26,12 @@ import (
 
 // consoleOptions are the settings shared by serve and demo.
 type consoleOptions struct {
+	// trustedProxies give the client address in X-Forwarded-For.
+	trustedProxies []netip.Prefix
+	// metricsToken guards /metrics; noMetricsRoute serves it elsewhere.
+	metricsToken   string
+	noMetricsRoute bool
+
 	secureCookies bool
 	idle          time.Duration
 	absolute      time.Duration
@@ -51,6 +58,10 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 		return nil, err
 	}
 	cfg := web.Config{
+		TrustedProxies: o.trustedProxies,
+		MetricsToken:   o.metricsToken,
+		NoMetricsRoute: o.noMetricsRoute,
+
 		Store:    db.Console,
 		Engine:   engine,
 		Sessions: web.NewSessionManager(db.Console.SessionStore(), o.idle, o.absolute, o.secureCookies),
@@ -125,6 +136,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	insecure := fs.Bool("insecure-cookies", getenv("UNSTUCK_INSECURE_COOKIES") == "true", "session cookie without Secure, for plain http on loopback only (env UNSTUCK_INSECURE_COOKIES=true)")
 	idle := fs.Duration("session-idle", 30*time.Minute, "sign out after this long without a request")
 	absolute := fs.Duration("session-absolute", 12*time.Hour, "sign out this long after sign-in, whatever happens")
+	trustedProxies := fs.String("trusted-proxies", getenv("UNSTUCK_TRUSTED_PROXIES"), "comma-separated `CIDRs` of reverse proxies whose X-Forwarded-For gives the client address (env UNSTUCK_TRUSTED_PROXIES)")
+	metricsAddr := fs.String("metrics-addr", getenv("UNSTUCK_METRICS_ADDR"), "serve /metrics on this listen `address` instead of the console's (env UNSTUCK_METRICS_ADDR); a bearer token from UNSTUCK_METRICS_TOKEN guards it either way")
 	sagaQueue := fs.String("saga-queue", envOr(getenv, "UNSTUCK_SAGA_QUEUE", saga.QueueDefault), "River `queue` of the applications' saga jobs, where operator decisions insert theirs (env UNSTUCK_SAGA_QUEUE)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: console serve --db URL [flags]
@@ -155,6 +168,11 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 		return errUsage
 	case *idle <= 0 || *absolute <= 0 || *idle > *absolute:
 		fmt.Fprintln(stderr, "console serve: --session-idle and --session-absolute must be positive, idle at most absolute")
+		return errUsage
+	}
+	proxies, err := web.ParseTrustedProxies(*trustedProxies)
+	if err != nil {
+		fmt.Fprintf(stderr, "console serve: --trusted-proxies: %v\n", err)
 		return errUsage
 	}
 	secret := getenv("UNSTUCK_SECRET")
@@ -198,10 +216,26 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 		return fmt.Errorf("operation decisions: %w", err)
 	}
 	defer closeDecisions()
-	h, err := consoleHandler(db, engine, consoleOptions{secureCookies: !*insecure, idle: *idle, absolute: *absolute, operations: decisions,
-		registry: reg, clockSkew: skew}, log)
+	opts := consoleOptions{secureCookies: !*insecure, idle: *idle, absolute: *absolute, operations: decisions,
+		registry: reg, clockSkew: skew,
+		trustedProxies: proxies, metricsToken: getenv("UNSTUCK_METRICS_TOKEN"), noMetricsRoute: *metricsAddr != ""}
+	h, err := consoleHandler(db, engine, opts, log)
 	if err != nil {
 		return err
+	}
+	if *metricsAddr != "" {
+		mln, err := net.Listen("tcp", *metricsAddr)
+		if err != nil {
+			return fmt.Errorf("listen for metrics: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", web.MetricsHandler(opts.registry, opts.metricsToken))
+		go func() {
+			if err := serveHTTP(ctx, mln, mux, log, nil); err != nil {
+				log.Error("metrics listener stopped", "error", err.Error())
+			}
+		}()
+		fmt.Fprintf(stdout, "metrics on http://%s/metrics\n", mln.Addr())
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {

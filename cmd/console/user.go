@@ -41,7 +41,7 @@ func runUser(ctx context.Context, args []string, getenv func(string) string, std
 			fmt.Fprintf(stderr, "console user add: --role must be one of auditor, support, oncall, admin (got %q)\n", *role)
 			return errUsage
 		}
-	case "disable", "enable":
+	case "disable", "enable", "unlock":
 	default:
 		fmt.Fprintf(stderr, "console user: unknown subcommand %q\n", sub)
 		return errUsage
@@ -51,6 +51,13 @@ func runUser(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	defer db.Close()
+	if sub == "unlock" { // clears the account's sign-in throttle in every console process
+		if err := db.Console.UnlockUser(ctx, *username); err != nil {
+			return fmt.Errorf("unlock %s: %w", *username, err)
+		}
+		fmt.Fprintf(stdout, "unlocked sign-in of user %s\n", *username)
+		return nil
+	}
 	if sub != "add" {
 		if err := db.Console.SetUserDisabled(ctx, *username, sub == "disable"); err != nil {
 			return fmt.Errorf("%s %s: %w", sub, *username, err)

@@ -5,10 +5,13 @@ package auth
 import (
 	"crypto/rand"
 	"crypto/subtle"
+	_ "embed"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"unicode"
 
 	"golang.org/x/crypto/argon2"
 )
@@ -30,15 +33,95 @@ const (
 // ErrMismatch is returned by Verify for a wrong password.
 var ErrMismatch = errors.New("auth: password does not match")
 
-// ValidatePassword reports why a new password is not acceptable.
+// ValidatePassword reports why a new password is not acceptable: shorter
+// than MinPasswordLength or longer than MaxPasswordLength bytes, only
+// whitespace, one of the most common passwords with digits, spaces or
+// symbols around it ("Password1234!"), one short unit repeated
+// ("qwertyqwerty"), or a run of consecutive characters ("123456789012").
+// Passwords are otherwise free: no composition rules (NIST SP 800-63B).
 func ValidatePassword(pw string) error {
 	switch {
 	case len(pw) < MinPasswordLength:
 		return fmt.Errorf("password must have at least %d characters", MinPasswordLength)
 	case len(pw) > MaxPasswordLength:
 		return fmt.Errorf("password must have at most %d characters", MaxPasswordLength)
+	case strings.TrimSpace(pw) == "":
+		return errors.New("password must not be only spaces")
+	}
+	lower := strings.ToLower(pw)
+	switch {
+	case common(lower):
+		return errors.New("password is too common: choose one that is not in lists of common passwords")
+	case repeated(lower):
+		return errors.New("password must not be one short sequence repeated")
+	case consecutive(lower):
+		return errors.New("password must not be a run of consecutive characters")
 	}
 	return nil
+}
+
+//go:embed common_passwords.txt
+var commonPasswordsText string
+
+// commonPasswords is the set of common_passwords.txt.
+var commonPasswords = sync.OnceValue(func() map[string]bool {
+	set := map[string]bool{}
+	for _, l := range strings.Split(commonPasswordsText, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			set[l] = true
+		}
+	}
+	return set
+})
+
+// common reports whether pw, or its core without the digits, spaces and
+// symbols around it, is a common password of at least 4 characters.
+func common(pw string) bool {
+	notLetter := func(r rune) bool { return !unicode.IsLetter(r) }
+	notAlnum := func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }
+	for _, core := range []string{pw, strings.TrimFunc(pw, notLetter), strings.TrimFunc(pw, notAlnum),
+		strings.TrimRightFunc(pw, notLetter), strings.TrimLeftFunc(pw, notLetter)} {
+		if len(core) >= 4 && commonPasswords()[core] {
+			return true
+		}
+	}
+	return false
+}
+
+// repeated reports whether s is a unit of at most half its length written
+// over and over ("abcabcabcabc").
+func repeated(s string) bool {
+	for n := 1; n <= len(s)/2; n++ {
+		if len(s)%n == 0 && strings.Repeat(s[:n], len(s)/n) == s {
+			return true
+		}
+	}
+	return false
+}
+
+// consecutive reports whether every byte of s follows the one before it,
+// up or down ("abcdefghijkl", "987654321098"; digits wrap around).
+func consecutive(s string) bool {
+	step := func(a, b byte) int {
+		d := int(b) - int(a)
+		if '0' <= a && a <= '9' && '0' <= b && b <= '9' {
+			d = (d + 10) % 10
+			if d == 9 {
+				d = -1
+			}
+		}
+		return d
+	}
+	d := step(s[0], s[1])
+	if d != 1 && d != -1 {
+		return false
+	}
+	for i := 2; i < len(s); i++ {
+		if step(s[i-1], s[i]) != d {
+			return false
+		}
+	}
+	return true
 }
 
 // Hash returns the argon2id hash of pw in PHC string form.

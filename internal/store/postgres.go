@@ -69,6 +69,7 @@ WHERE username = $1`
 WHERE username = $1`
 	pgSetUserRoleSQL = `UPDATE unstuck_console_user SET role = $2, updated_at = statement_timestamp()
 WHERE username = $1`
+	pgTouchUserSQL = `UPDATE unstuck_console_user SET updated_at = statement_timestamp() WHERE username = $1`
 )
 
 func pgCreateUser(ctx context.Context, db pgExecutor, username, role, hash string) (User, error) {
@@ -106,6 +107,12 @@ func pgUpdateUser(ctx context.Context, db pgExecutor, username, column string, v
 		q = pgSetUserPasswordSQL
 	case "role":
 		q = pgSetUserRoleSQL
+	case "updated_at":
+		tag, err := db.Exec(ctx, pgTouchUserSQL, username)
+		if err != nil {
+			return false, pgMapError(err)
+		}
+		return tag.RowsAffected() > 0, nil
 	default:
 		return false, fmt.Errorf("no update of column %q", column)
 	}

@@ -83,6 +83,7 @@ const (
 	sqliteSetUserDisabledSQL = `UPDATE unstuck_console_user SET disabled = ?2, updated_at = ?3 WHERE username = ?1`
 	sqliteSetUserPasswordSQL = `UPDATE unstuck_console_user SET password_hash = ?2, updated_at = ?3 WHERE username = ?1`
 	sqliteSetUserRoleSQL     = `UPDATE unstuck_console_user SET role = ?2, updated_at = ?3 WHERE username = ?1`
+	sqliteTouchUserSQL       = `UPDATE unstuck_console_user SET updated_at = ?3 WHERE username = ?1` // ?2 unused
 )
 
 func sqliteCreateUser(ctx context.Context, db sqliteExecutor, username, role, hash string) (User, error) {
@@ -124,6 +125,8 @@ func sqliteUpdateUser(ctx context.Context, db sqliteExecutor, username, column s
 		q = sqliteSetUserPasswordSQL
 	case "role":
 		q = sqliteSetUserRoleSQL
+	case "updated_at":
+		q = sqliteTouchUserSQL
 	default:
 		return false, fmt.Errorf("no update of column %q", column)
 	}

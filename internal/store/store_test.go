@@ -766,3 +766,24 @@ func TestExplainSQLite(t *testing.T) {
 		}
 	}
 }
+
+// TestUnlockUser: issue 10 item 2 — an admin's unlock moves the user's
+// UpdatedAt, which the console's sign-in throttle compares with the
+// failures it counted; nothing else of the user changes.
+func TestUnlockUser(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, b testBundle) {
+		ctx := t.Context()
+		u, err := b.db.CreateUser(ctx, "locked", RoleSupport, "$argon2id$locked")
+		require.NoError(t, err)
+		time.Sleep(2 * time.Millisecond)
+		require.NoError(t, b.db.UnlockUser(ctx, "locked"))
+		got, ok, err := b.db.UserByUsername(ctx, "locked")
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.True(t, got.UpdatedAt.After(u.UpdatedAt), "UpdatedAt moved: %v → %v", u.UpdatedAt, got.UpdatedAt)
+		got.UpdatedAt = u.UpdatedAt
+		require.Equal(t, u, got, "nothing else changed")
+		require.ErrorIs(t, b.db.UnlockUser(ctx, "nobody"), ErrNotFound)
+	})
+}

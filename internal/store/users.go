@@ -169,6 +169,14 @@ func (d *DB) SetUserRole(ctx context.Context, username, role string) error {
 	return d.updateUser(ctx, "set role of", username, "role", role)
 }
 
+// UnlockUser clears the sign-in throttle of a user: it moves UpdatedAt to
+// now, and the console forgets the failed sign-ins it counted for the user
+// before that (in every console process, at its next attempt). It returns
+// an error matching [ErrNotFound] when there is no such user.
+func (d *DB) UnlockUser(ctx context.Context, username string) error {
+	return d.updateUser(ctx, "unlock", username, "updated_at", nil)
+}
+
 // updateUser sets one column of the user named username; column is one of
 // a fixed set, never caller input.
 func (d *DB) updateUser(ctx context.Context, op, username, column string, value any) error {

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5/middleware"
 
@@ -48,8 +47,6 @@ const (
 	// auditExportDeadline replaces the server's write timeout for an
 	// export, which streams the whole filtered trail.
 	auditExportDeadline = 30 * time.Minute
-	// maxAuditFilterBytes bounds a text filter: no stored name is longer.
-	maxAuditFilterBytes = 256
 )
 
 // auditOutcomes are the outcomes the filter offers and accepts.
@@ -373,13 +370,8 @@ func auditURL(path string, q url.Values) string {
 func auditFilter(q url.Values) (audit.Filter, *AppError) {
 	f := audit.Filter{Actor: q.Get("actor"), Action: q.Get("action"), TargetKind: q.Get("target_kind"),
 		TargetID: q.Get("target_id"), Outcome: q.Get("outcome")}
-	for _, tf := range []struct{ name, value string }{
-		{"actor", f.Actor}, {"action", f.Action}, {"target_kind", f.TargetKind}, {"target_id", f.TargetID},
-	} {
-		if len(tf.value) > maxAuditFilterBytes || !utf8.ValidString(tf.value) || strings.IndexByte(tf.value, 0) >= 0 {
-			return f, &AppError{Code: EInvalid, Field: tf.name, Message: "Field " + strconv.Quote(tf.name) +
-				" must be text of at most " + strconv.Itoa(maxAuditFilterBytes) + " bytes."}
-		}
+	if err := textFilters(q, "actor", "action", "target_kind", "target_id"); err != nil {
+		return f, err
 	}
 	if f.TargetID != "" && f.TargetKind == "" {
 		return f, &AppError{Code: EInvalid, Field: "target_id", Message: "A target ID needs its target kind (key, operation, …)."}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -126,13 +126,60 @@ func authorize(log *slog.Logger, denied func(*http.Request)) func(http.Handler) 
 	}
 }
 
+// Bounds of the sign-in form (issue 10): checked before any work, any
+// database query or any log line.
+const (
+	// maxLoginBody is the largest sign-in form read: a username of 64
+	// bytes and a password of 256, url-encoded, with room to spare.
+	maxLoginBody = 4 << 10
+	// maxLoginUsername is the longest username (store.ValidateUsername).
+	maxLoginUsername = 64
+)
+
+// Sign-in throttling defaults (SPEC K8): per account and client address,
+// 5 free failures, then waits of 30 s doubling up to 15 min, forgotten
+// after an hour without failures; per client address, 30 failures in 15
+// minutes whatever the accounts.
+const (
+	signInFree        = 5
+	signInBackoffBase = 30 * time.Second
+	signInBackoffMax  = 15 * time.Minute
+	signInForget      = time.Hour
+	signInPerAddress  = 30
+	signInAddrWindow  = 15 * time.Minute
+	// signInHashWait is how long a sign-in waits for a hashing slot
+	// before it is answered 503 with Retry-After.
+	signInHashWait = 2 * time.Second
+)
+
+// DefaultSignInHashes is how many sign-ins verify a password at once when
+// Config.SignInHashes is not set: each takes 19 MiB and a core.
+func DefaultSignInHashes() int { return max(2, min(4, runtime.GOMAXPROCS(0))) }
+
 type loginDeps struct {
 	sm        *scs.SessionManager
 	users     userFinder
-	byAccount *auth.Limiter
-	byAddress *auth.Limiter
+	byAccount *auth.Backoff // per account and client address
+	byAddress *auth.Limiter // per client address
+	hashing   *auth.Gate
 	log       *slog.Logger
 }
+
+func newLoginDeps(sm *scs.SessionManager, users userFinder, hashes int, hashWait time.Duration, log *slog.Logger) loginDeps {
+	if hashes <= 0 {
+		hashes = DefaultSignInHashes()
+	}
+	if hashWait <= 0 {
+		hashWait = signInHashWait
+	}
+	return loginDeps{sm: sm, users: users, log: log,
+		byAccount: auth.NewBackoff(signInFree, signInBackoffBase, signInBackoffMax, signInForget),
+		byAddress: auth.NewLimiter(signInPerAddress, signInAddrWindow),
+		hashing:   auth.NewGate(hashes, hashWait)}
+}
+
+// unlock forgets the failed sign-ins of username from every address.
+func (d loginDeps) unlock(username string) { d.byAccount.ResetPrefix(username + "\x00") }
 
 func handleLoginPage(d loginDeps) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -148,30 +195,81 @@ func handleLoginPage(d loginDeps) http.Handler {
 // and a disabled account, so sign-in reveals nothing about accounts.
 const badCredentials = "The username or password is wrong, or the account is disabled."
 
+// handleLogin signs a user in. In order: the form is bounded (413 for a
+// body over maxLoginBody, 400 for a username that cannot exist or a
+// password over the maximum), the attempt is counted against the account
+// from this address and against the address (429 with Retry-After when
+// either must wait), a hashing slot is taken (503 with Retry-After when
+// none comes free in time: the attempt is not counted), and only then is
+// the password verified. Usernames are case-insensitive.
 func handleLogin(d loginDeps) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
-		username := strings.TrimSpace(r.PostFormValue("username"))
-		password := r.PostFormValue("password")
-		addr := clientAddr(r)
+		var username string
 		fail := func(status int, msg string) {
 			render(w, r, status, pageFor(r, "Sign in", ""), views.Login(views.LoginForm{Username: username, Error: msg}))
 		}
-		if username == "" || password == "" {
+		if r.ContentLength > maxLoginBody {
+			fail(http.StatusRequestEntityTooLarge, "The form is too large.")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxLoginBody)
+		if err := r.ParseForm(); err != nil {
+			if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+				fail(http.StatusRequestEntityTooLarge, "The form is too large.")
+				return
+			}
+			fail(http.StatusBadRequest, "The form could not be read.")
+			return
+		}
+		name := strings.ToLower(strings.TrimSpace(r.PostForm.Get("username")))
+		password := r.PostForm.Get("password")
+		switch {
+		case name == "" || password == "":
 			fail(http.StatusBadRequest, "Enter a username and a password.")
 			return
-		}
-		okAcct, waitAcct := d.byAccount.Allowed(strings.ToLower(username))
-		okAddr, waitAddr := d.byAddress.Allowed(addr)
-		if !okAcct || !okAddr {
-			wait := max(waitAcct, waitAddr)
-			w.Header().Set("Retry-After", itoaDur(wait))
-			fail(http.StatusTooManyRequests, "Too many failed sign-ins. Try again in "+wait.Round(time.Second).String()+".")
+		case len(name) > maxLoginUsername || store.ValidateUsername(name) != nil:
+			fail(http.StatusBadRequest, "Field \"username\": a username is 1 to 64 characters of a-z, 0-9, '.', '_' and '-'.")
+			return
+		case len(password) > auth.MaxPasswordLength:
+			username = name
+			fail(http.StatusBadRequest, "Field \"password\": a password has at most "+strconv.Itoa(auth.MaxPasswordLength)+" characters.")
 			return
 		}
+		username = name
+		addr := clientAddr(r)
 		u, ok, err := d.users.UserByUsername(ctx, username)
 		if err != nil {
 			writeError(w, r, d.log, err)
+			return
+		}
+		tooMany := func(wait time.Duration) {
+			w.Header().Set("Retry-After", itoaDur(wait))
+			fail(http.StatusTooManyRequests, "Too many failed sign-ins. Try again in "+wait.Round(time.Second).String()+".")
+		}
+		// Count first, verify after: parallel attempts cannot all pass.
+		// An administrator's change to the account (an unlock) after the
+		// first failure clears the account's throttle.
+		acctKey := username + "\x00" + addr
+		var cleared time.Time
+		if ok {
+			cleared = u.UpdatedAt
+		}
+		if okAcct, wait := d.byAccount.Reserve(acctKey, cleared); !okAcct {
+			tooMany(wait)
+			return
+		}
+		if okAddr, wait := d.byAddress.Reserve(addr); !okAddr {
+			d.byAccount.Release(acctKey)
+			tooMany(wait)
+			return
+		}
+		leave, entered := d.hashing.Enter(ctx)
+		if !entered {
+			d.byAccount.Release(acctKey)
+			d.byAddress.Release(addr)
+			w.Header().Set("Retry-After", "1")
+			fail(http.StatusServiceUnavailable, "Too many sign-ins at once. Try again in a moment.")
 			return
 		}
 		verr := errors.New("no such user")
@@ -180,14 +278,14 @@ func handleLogin(d loginDeps) http.Handler {
 		} else {
 			_ = auth.Verify(dummyHash(), password) // same work for unknown users
 		}
+		leave()
 		if verr != nil || u.Disabled {
-			d.byAccount.Fail(strings.ToLower(username))
-			d.byAddress.Fail(addr)
-			d.log.Info("sign-in failed", "username", username, "addr", addr)
+			d.log.Info("sign-in failed", "username", auth.LogName(username), "addr", addr)
 			fail(http.StatusUnauthorized, badCredentials)
 			return
 		}
-		d.byAccount.Reset(strings.ToLower(username))
+		d.byAccount.Reset(acctKey)
+		d.byAddress.Release(addr)
 		if err := d.sm.RenewToken(ctx); err != nil {
 			writeError(w, r, d.log, err)
 			return
@@ -215,14 +313,6 @@ var dummyHash = sync.OnceValue(func() string {
 	h, _ := auth.Hash("unstuck-dummy-password") // an unreadable hash also costs nothing to reject
 	return h
 })
-
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
 
 func itoaDur(d time.Duration) string {
 	return strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second)))

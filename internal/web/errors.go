@@ -13,6 +13,7 @@ import (
 // Error codes of the console. Each maps to one HTTP status.
 const (
 	EInvalid      = "invalid"
+	EMethod       = "method_not_allowed"
 	ENotFound     = "not_found"
 	EConflict     = "conflict"
 	EForbidden    = "forbidden"
@@ -24,6 +25,7 @@ const (
 
 var statusOf = map[string]int{
 	EInvalid:      http.StatusBadRequest,
+	EMethod:       http.StatusMethodNotAllowed,
 	ENotFound:     http.StatusNotFound,
 	EConflict:     http.StatusConflict,
 	EForbidden:    http.StatusForbidden,
@@ -35,6 +37,7 @@ var statusOf = map[string]int{
 
 var titleOf = map[string]string{
 	EInvalid:      "Invalid request",
+	EMethod:       "Method not allowed",
 	ENotFound:     "Not found",
 	EConflict:     "Conflict",
 	EForbidden:    "Forbidden",

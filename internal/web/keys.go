@@ -110,6 +110,9 @@ func handleKeyList(keys keyReader, log *slog.Logger) http.Handler {
 func keyFilter(q url.Values) (store.KeyFilter, *AppError) {
 	f := store.KeyFilter{Scope: q.Get("scope"), Operation: q.Get("operation"), CorrelationID: q.Get("correlation_id"),
 		ExternalRef: q.Get("external_ref"), After: q.Get("after")}
+	if err := textFilters(q, "scope", "operation", "correlation_id", "external_ref", "key"); err != nil {
+		return f, err
+	}
 	switch s := q.Get("state"); s {
 	case "":
 	case "stuck":

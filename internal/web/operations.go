@@ -73,6 +73,9 @@ func handleOperationList(ops operationReader, log *slog.Logger) http.Handler {
 func operationFilter(q url.Values) (store.OperationFilter, *AppError) {
 	f := store.OperationFilter{Type: q.Get("type"), CorrelationID: q.Get("correlation_id"),
 		ExternalID: q.Get("external_id"), After: q.Get("after")}
+	if err := textFilters(q, "type", "correlation_id", "external_id"); err != nil {
+		return f, err
+	}
 	if s := q.Get("status"); s != "" {
 		if !slices.Contains(saga.Statuses, saga.Status(s)) {
 			return f, &AppError{Code: EInvalid, Field: "status", Message: "Unknown status " + strconv.Quote(s) + "."}

@@ -2,9 +2,14 @@ package web
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"path"
+	"strings"
 	"time"
 
 	"github.com/alexedwards/scs/v2"
@@ -15,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/unstuckhq/unstuck/idem"
-	"github.com/unstuckhq/unstuck/internal/auth"
 	"github.com/unstuckhq/unstuck/internal/ops"
 )
 
@@ -23,6 +27,7 @@ import (
 type Store interface {
 	userFinder
 	userLister
+	userUnlocker
 	keyReader
 	operationReader
 	Ping(ctx context.Context) error
@@ -53,6 +58,22 @@ type Config struct {
 	// Keys applies operator decisions on keys and audits them; nil serves
 	// the console read-only.
 	Keys keyDecider
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For gives
+	// the client address (see ParseTrustedProxies); none: the peer's
+	// address is the client's.
+	TrustedProxies []netip.Prefix
+	// SignInHashes caps the password verifications that run at once;
+	// DefaultSignInHashes() when <= 0.
+	SignInHashes int
+	// SignInHashWait is how long a sign-in waits for one of those slots
+	// before it is answered 503 with Retry-After; 2 s when <= 0.
+	SignInHashWait time.Duration
+	// MetricsToken, when set, is the bearer token /metrics requires
+	// (Authorization: Bearer …); empty leaves /metrics public.
+	MetricsToken string
+	// NoMetricsRoute leaves /metrics off the console's handler: the caller
+	// serves MetricsHandler(Registry, …) on a listener of its own.
+	NoMetricsRoute bool
 	// Operations applies operator decisions on saga operations (retry,
 	// confirm, compensate, resolve) and audits them (an *ops.Operations);
 	// nil serves the operation pages read-only.
@@ -69,17 +90,20 @@ func NewHandler(cfg Config) http.Handler {
 		reg = prometheus.NewRegistry()
 	}
 	reg.MustRegister(newKeyCollector(cfg.Store, log))
-	logins := loginDeps{sm: cfg.Sessions, users: cfg.Store, log: log,
-		byAccount: auth.NewLimiter(5, 15*time.Minute), byAddress: auth.NewLimiter(30, 15*time.Minute)}
+	logins := newLoginDeps(cfg.Sessions, cfg.Store, cfg.SignInHashes, cfg.SignInHashWait, log)
 
 	r := chi.NewRouter()
 	r.Use(requestID, middleware.Recoverer, secureHeaders(cfg.HSTS))
 
+	r.Use(clientAddresses(cfg.TrustedProxies), headAsGet)
+
 	// Public: health, metrics, static assets.
 	r.Method(http.MethodGet, "/healthz", handleHealth())
 	r.Method(http.MethodGet, "/readyz", handleReady(cfg.Store, log))
-	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	r.Method(http.MethodGet, "/static/*", staticFiles(cfg.Static))
+	if !cfg.NoMetricsRoute {
+		r.Method(http.MethodGet, "/metrics", MetricsHandler(reg, cfg.MetricsToken))
+	}
+	r.Method(http.MethodGet, "/static/*", staticFiles(cfg.Static, log))
 	if cfg.Mount != nil {
 		cfg.Mount(r)
 	}
@@ -120,6 +144,7 @@ func NewHandler(cfg Config) http.Handler {
 				}
 			}
 			r.Method(http.MethodGet, "/users", handleUserList(cfg.Store, log))
+			r.Method(http.MethodPost, "/users/{username}/unlock", handleUserUnlock(cfg.Store, logins, cfg.Trail, log))
 			r.Method(http.MethodGet, "/audit", handleAuditList(cfg.Trail, newChainStatus(cfg.Trail, cfg.AuditVerifyEvery, log), log))
 			r.Method(http.MethodGet, "/audit/export", handleAuditExport(cfg.Trail, log))
 		})
@@ -127,10 +152,59 @@ func NewHandler(cfg Config) http.Handler {
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, log, appError(ENotFound, "There is no page here."))
 	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, r, log, &AppError{Code: EInvalid, Message: "This method is not allowed here."})
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Allow", allowedMethods(r, req.URL.Path))
+		writeError(w, req, log, appError(EMethod, "This method is not allowed here."))
 	})
 	return r
+}
+
+// headAsGet answers HEAD as GET: net/http sends the headers and drops the
+// body, since the request it serves is still a HEAD.
+func headAsGet(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead {
+			r = r.Clone(r.Context())
+			r.Method = http.MethodGet
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// allowedMethods is the Allow header of a 405: the methods routes has for
+// path, with HEAD beside GET.
+func allowedMethods(routes chi.Routes, path string) string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if routes.Match(chi.NewRouteContext(), m, path) {
+			allow = append(allow, m)
+			if m == http.MethodGet {
+				allow = append(allow, http.MethodHead)
+			}
+		}
+	}
+	return strings.Join(allow, ", ")
+}
+
+// MetricsHandler serves reg's metrics in the Prometheus format; with a
+// token, only to requests that carry it as "Authorization: Bearer …"
+// (else 401).
+func MetricsHandler(reg *prometheus.Registry, token string) http.Handler {
+	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	if token == "" {
+		return h
+	}
+	want := sha256.Sum256([]byte(token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		sum := sha256.Sum256([]byte(got))
+		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="metrics"`)
+			http.Error(w, "metrics need the bearer token (UNSTUCK_METRICS_TOKEN)", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 func handleHealth() http.Handler {
@@ -156,9 +230,16 @@ func handleReady(db interface{ Ping(context.Context) error }, log *slog.Logger) 
 	})
 }
 
-func staticFiles(files fs.FS) http.Handler {
+// staticFiles serves the assets; a directory is 404, never a listing.
+func staticFiles(files fs.FS, log *slog.Logger) http.Handler {
 	fileServer := http.StripPrefix("/static/", http.FileServerFS(files))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := strings.TrimPrefix(path.Clean(r.URL.Path), "/static")
+		name = strings.TrimPrefix(name, "/")
+		if info, err := fs.Stat(files, name); name == "" || err != nil || info.IsDir() {
+			writeError(w, r, log, appError(ENotFound, "There is no file here."))
+			return
+		}
 		w.Header().Set("Cache-Control", "public, max-age=3600")
 		fileServer.ServeHTTP(w, r)
 	})

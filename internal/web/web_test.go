@@ -225,7 +225,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 	special := map[string]bool{"POST /login": true, "POST /logout": true, // tested in TestSignIn
 		"POST /keys/{id}/forget": true, "POST /keys/{id}/confirm": true, // tested in TestKeyDecisions
 		"POST /operations/{id}/retry": true, "POST /operations/{id}/confirm": true, // tested in TestOperationDecisions
-		"POST /operations/{id}/compensate": true, "POST /operations/{id}/resolve": true}
+		"POST /operations/{id}/compensate": true, "POST /operations/{id}/resolve": true,
+		"POST /users/{username}/unlock": true} // tested in TestAdminUnlock
 	covered := map[string]bool{}
 	for _, c := range matrix {
 		covered[c.method+" "+c.pattern] = true
