@@ -19,7 +19,7 @@ import (
 func TestServeMetricsAddrAndToken(t *testing.T) {
 	t.Parallel()
 	db := "sqlite:" + filepath.Join(t.TempDir(), "metrics.db")
-	env := map[string]string{"UNSTUCK_DB": db, "UNSTUCK_SECRET": "serve-test-secret-0123456789abcdef", "UNSTUCK_METRICS_TOKEN": "tok-0123456789"}
+	env := map[string]string{"UNSTUCK_DB": db, "UNSTUCK_SECRET": "serve-test-secret-0123456789abcdef", "UNSTUCK_METRICS_TOKEN": "tok-0123456789", "UNSTUCK_AUDIT_KEY": testAuditKey}
 	_, errOut, err := runConsole(t, env, "serve", "--addr", "127.0.0.1:0", "--trusted-proxies", "10.0.0.0/8,not-an-address")
 	require.ErrorIs(t, err, errUsage)
 	require.Contains(t, errOut, "not-an-address")
