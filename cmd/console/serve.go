@@ -60,6 +60,7 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 		Registry: o.registry,
 		Trail:    db.Trail,
 		Keys:     keys,
+		Ready:    db.CheckSchema,
 	}
 	if o.operations != nil {
 		cfg.Operations = o.operations
@@ -127,7 +128,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 Serves the operations console. The application secret that opens stored
 responses comes from the environment only: UNSTUCK_SECRET (at least 32 bytes),
 with UNSTUCK_PREVIOUS_SECRETS (comma-separated) during a rotation. Run
-"console migrate" first.
+"console migrate" first: serve refuses a database whose schema is behind.
 
 `)
 		fs.PrintDefaults()
@@ -165,12 +166,11 @@ with UNSTUCK_PREVIOUS_SECRETS (comma-separated) during a rotation. Run
 		return err
 	}
 	defer db.Close()
-	if db.Embedded {
-		// The embedded default migrates itself; PostgreSQL is migrated by
-		// "console migrate" as a deliberate step.
-		if err := db.Migrate(ctx); err != nil {
-			return fmt.Errorf("migrate %s: %w", db.Redacted, err)
-		}
+	// SQLite migrated itself when opened; PostgreSQL is migrated by
+	// "console migrate" as a deliberate step, and serve refuses a schema
+	// behind the binary rather than answer 500s.
+	if err := db.CheckSchema(ctx); err != nil {
+		return err
 	}
 	engine, err := idem.New(db.Store, idem.WithSecret([]byte(secret), previous...), idem.WithLogger(log))
 	if err != nil {

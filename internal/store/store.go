@@ -121,10 +121,23 @@ func (d *DB) Migrate(ctx context.Context) error {
 	return nil
 }
 
+// migrateLine applies (or, under migrate.CheckOnly, checks) one migration
+// line of the console.
+func (d *DB) migrateLine(ctx context.Context, line string, fsys fs.FS) error {
+	if d.dialect == DialectPostgres {
+		return migrate.Postgres(ctx, d.pool, line, fsys)
+	}
+	return migrate.SQLite(ctx, d.sqlite, line, fsys)
+}
+
 func (d *DB) migrate(ctx context.Context) error {
 	fsys, err := fs.Sub(migrations, "migration/"+d.dialect)
 	if err != nil {
 		return err
+	}
+	if migrate.Checking(ctx) {
+		// A schema check: the migration line alone.
+		return d.migrateLine(ctx, migrationLine, fsys)
 	}
 	var exists bool
 	switch d.dialect {
@@ -139,10 +152,7 @@ func (d *DB) migrate(ctx context.Context) error {
 	if !exists {
 		return errors.New("table unstuck_idem_record not found: run the driver's migration (idem line) first")
 	}
-	if d.dialect == DialectPostgres {
-		return migrate.Postgres(ctx, d.pool, migrationLine, fsys)
-	}
-	return migrate.SQLite(ctx, d.sqlite, migrationLine, fsys)
+	return d.migrateLine(ctx, migrationLine, fsys)
 }
 
 // SessionStore returns the scs store of the console's sessions, in the

@@ -57,6 +57,9 @@ type Config struct {
 	// confirm, compensate, resolve) and audits them (an *ops.Operations);
 	// nil serves the operation pages read-only.
 	Operations operationDecider
+	// Ready, if set, is asked by /readyz after the database answers: an
+	// error (e.g. a schema behind the binary) answers 503 with its text.
+	Ready func(context.Context) error
 }
 
 // NewHandler returns the console: every route of the surface is listed
@@ -77,7 +80,7 @@ func NewHandler(cfg Config) http.Handler {
 
 	// Public: health, metrics, static assets.
 	r.Method(http.MethodGet, "/healthz", handleHealth())
-	r.Method(http.MethodGet, "/readyz", handleReady(cfg.Store, log))
+	r.Method(http.MethodGet, "/readyz", handleReady(cfg.Store, cfg.Ready, log))
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	r.Method(http.MethodGet, "/static/*", staticFiles(cfg.Static))
 	if cfg.Mount != nil {
@@ -140,8 +143,9 @@ func handleHealth() http.Handler {
 	})
 }
 
-// handleReady answers 200 when the database answers, else 503.
-func handleReady(db interface{ Ping(context.Context) error }, log *slog.Logger) http.Handler {
+// handleReady answers 200 when the database answers and ready (if not
+// nil) returns nil, else 503 with the reason.
+func handleReady(db interface{ Ping(context.Context) error }, ready func(context.Context) error, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
@@ -151,6 +155,14 @@ func handleReady(db interface{ Ping(context.Context) error }, log *slog.Logger) 
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte("database unavailable\n"))
 			return
+		}
+		if ready != nil {
+			if err := ready(ctx); err != nil {
+				log.Warn("not ready", "error", err.Error())
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = w.Write([]byte(err.Error() + "\n"))
+				return
+			}
 		}
 		_, _ = w.Write([]byte("ready\n"))
 	})
