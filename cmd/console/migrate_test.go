@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -80,17 +81,23 @@ func TestMigrateCreatesRiverTables(t *testing.T) {
 	}
 }
 
+// serveBriefly runs "console serve" on url for at most 10 s: a serve that
+// starts returns nil then.
+func serveBriefly(t *testing.T, url string) error {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	env := map[string]string{"UNSTUCK_DB": url, "UNSTUCK_SECRET": "serve-test-secret-0123456789abcdef"}
+	return run(ctx, []string{"serve", "--addr", "127.0.0.1:0"}, func(k string) string { return env[k] }, io.Discard, io.Discard)
+}
+
 // Issue 9 item 8: serve on an unmigrated or partly migrated PostgreSQL
 // database refuses to start, naming what is behind and the command to run.
 func TestServeRefusesSchemaBehind(t *testing.T) {
 	t.Parallel()
-	env := func(url string) map[string]string {
-		return map[string]string{"UNSTUCK_DB": url, "UNSTUCK_SECRET": "serve-test-secret-0123456789abcdef"}
-	}
 	t.Run("Unmigrated", func(t *testing.T) {
 		t.Parallel()
 		url := pgtest.Database(t)
-		_, _, err := runConsole(t, env(url), "serve", "--addr", "127.0.0.1:0")
+		err := serveBriefly(t, url)
 		require.ErrorContains(t, err, "schema is behind")
 		require.ErrorContains(t, err, "run: console migrate --db postgres://")
 		for _, line := range []string{"idem (", "saga (", "river (", "console (", "console_operations (", "audit ("} {
@@ -111,7 +118,7 @@ func TestServeRefusesSchemaBehind(t *testing.T) {
 			_, _, err := runConsole(t, nil, "migrate", "--db", url)
 			require.NoError(t, err)
 			pgExec(t, url)(t, undo)
-			_, _, err = runConsole(t, env(url), "serve", "--addr", "127.0.0.1:0")
+			err = serveBriefly(t, url)
 			require.ErrorContains(t, err, "schema is behind: "+line+" (")
 			require.ErrorContains(t, err, "run: console migrate --db postgres://")
 			require.Equal(t, 1, strings.Count(err.Error(), " ("), "only the line behind is named: %v", err)
