@@ -52,12 +52,18 @@ var sagaOverrides sagaSettings
 // and must be called before the database closes.
 func startSagas(ctx context.Context, db *database, shop *demo.Shop, reg prometheus.Registerer, log *slog.Logger) (mount func(chi.Router), decisions *ops.Operations, stop func(), err error) {
 	set := sagaOverrides
+	var sdb demo.SignupDB = sqlSignupDB{db.SQL}
+	if db.Pool != nil {
+		sdb = pgxSignupDB{db.Pool}
+	}
 	ws := set.workspaces
 	if ws == nil {
-		ws = demo.NewWorkspaceProvider()
+		if ws, err = demoWorkspaces(ctx, sdb); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	if db.Pool != nil {
-		signups := demo.NewSignups(shop, pgxSignupDB{db.Pool}, ws, log)
+		signups := demo.NewSignups(shop, sdb, ws, log)
 		decisions, stop, err := runSagas[pgx.Tx](ctx, reg, riverpgxv5.New(db.Pool), sagapgx.New(db.Pool), db.Trail, signups, set, log)
 		if err != nil {
 			return nil, nil, nil, err
@@ -73,7 +79,7 @@ func startSagas(ctx context.Context, db *database, shop *demo.Shop, reg promethe
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	signups := demo.NewSignups(shop, sqlSignupDB{db.SQL}, ws, log)
+	signups := demo.NewSignups(shop, sdb, ws, log)
 	decisions, stopRiver, err := runSagas[*sql.Tx](ctx, reg, riversqlite.New(riverDB), sagasqlite.New(riverDB), db.Trail, signups, set, log)
 	if err != nil {
 		_ = riverDB.Close()
@@ -85,6 +91,13 @@ func startSagas(ctx context.Context, db *database, shop *demo.Shop, reg promethe
 			log.Warn("close the River database handle", "error", err.Error())
 		}
 	}, nil
+}
+
+// demoWorkspaces is the demo's workspace provider. Its state is in the
+// demo's database, so that a restarted demo finds the workspaces it made
+// and reconciliation finds no difference that a restart made up.
+func demoWorkspaces(ctx context.Context, sdb demo.SignupDB) (demo.WorkspaceAPI, error) {
+	return demo.NewWorkspaceProviderDB(ctx, sdb)
 }
 
 func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverdriver.Driver[TTx], sd saga.Driver[TTx], trail *audit.Trail, signups *demo.Signups, set sagaSettings, log *slog.Logger) (decisions *ops.Operations, stop func(), err error) {
