@@ -61,6 +61,14 @@ func (e *FieldError) Unwrap() []error {
 // exactly before it turns to the planner's statistics (PostgreSQL).
 const defaultCountCap = 1000
 
+// defaultStuckCap is how many stuck records (processing past the lease)
+// KeyOverview counts exactly on PostgreSQL, from the partial index of
+// processing records (an index-only scan that reads at most this many
+// entries). Above it the count is a lower bound (StuckExact false). There
+// are no statistics to estimate it from: stuck records are processing
+// ones whose lease ended, a condition on time.
+const defaultStuckCap = 100_000
+
 // DB is the console's persistence on one database: PostgreSQL through a
 // pgx pool, or SQLite through a *sql.DB. It is safe for concurrent use. It
 // never closes the pool or handle it was given. Every table name is
@@ -74,17 +82,19 @@ type DB struct {
 	// countCap bounds the exact count of one status in KeyOverview; tests
 	// lower it to reach the estimate path.
 	countCap int
+	// stuckCap bounds the exact count of stuck records; tests lower it.
+	stuckCap int
 }
 
 // NewPostgres returns a DB on pool, which must not be nil.
 func NewPostgres(pool *pgxpool.Pool) *DB {
-	return &DB{dialect: DialectPostgres, pool: pool, countCap: defaultCountCap}
+	return &DB{dialect: DialectPostgres, pool: pool, countCap: defaultCountCap, stuckCap: defaultStuckCap}
 }
 
 // NewSQLite returns a DB on db, which must not be nil and should come from
 // driver/sqlite's Open (WAL, busy timeout on every connection).
 func NewSQLite(db *sql.DB) *DB {
-	return &DB{dialect: DialectSQLite, sqlite: db, countCap: defaultCountCap}
+	return &DB{dialect: DialectSQLite, sqlite: db, countCap: defaultCountCap, stuckCap: defaultStuckCap}
 }
 
 // Dialect reports [DialectPostgres] or [DialectSQLite].

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/alexedwards/scs/v2"
@@ -187,9 +188,9 @@ type keyCollector struct {
 
 func newKeyCollector(keys keyReader, log *slog.Logger) *keyCollector {
 	return &keyCollector{keys: keys, log: log,
-		count: prometheus.NewDesc("unstuck_idempotency_records", "Idempotency records per status (estimated above 1 000).", []string{"status"}, nil),
+		count: prometheus.NewDesc("unstuck_idempotency_records", `Idempotency records per status; exact="false" marks an estimate from the planner's statistics (PostgreSQL, above 1,000).`, []string{"status", "exact"}, nil),
 		age:   prometheus.NewDesc("unstuck_idempotency_oldest_age_seconds", "Age of the least recently updated record per status.", []string{"status"}, nil),
-		stuck: prometheus.NewDesc("unstuck_idempotency_stuck_records", "Processing records whose lease has ended.", nil, nil)}
+		stuck: prometheus.NewDesc("unstuck_idempotency_stuck_records", `Processing records whose lease has ended; exact="false" marks a lower bound (PostgreSQL, above 100,000).`, []string{"exact"}, nil)}
 }
 
 func (c *keyCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -208,12 +209,12 @@ func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	now := time.Now()
 	for _, s := range ov.Counts {
-		ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(s.Count), string(s.Status))
+		ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(s.Count), string(s.Status), strconv.FormatBool(s.Exact))
 		age := 0.0
 		if !s.Oldest.IsZero() {
 			age = now.Sub(s.Oldest).Seconds()
 		}
 		ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, age, string(s.Status))
 	}
-	ch <- prometheus.MustNewConstMetric(c.stuck, prometheus.GaugeValue, float64(ov.StuckProcessing))
+	ch <- prometheus.MustNewConstMetric(c.stuck, prometheus.GaugeValue, float64(ov.StuckProcessing), strconv.FormatBool(ov.StuckExact))
 }
