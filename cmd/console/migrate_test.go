@@ -46,13 +46,12 @@ func sqliteExec(t *testing.T, url string) execer {
 	}
 }
 
-var schemaDatabases = []struct {
-	name string
-	url  func(t *testing.T) string
-	exec func(t *testing.T, url string) execer
-}{
-	{"SQLite", func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "schema.db") }, sqliteExec},
-	{"PostgreSQL", func(t *testing.T) string { return pgtest.Database(t) }, pgExec},
+// execFor returns an execer on the database of url.
+func execFor(t *testing.T, url string) execer {
+	if strings.HasPrefix(url, "sqlite:") {
+		return sqliteExec(t, url)
+	}
+	return pgExec(t, url)
 }
 
 // Issue 9 item 8: "console migrate" creates River's tables too, so that
@@ -60,7 +59,7 @@ var schemaDatabases = []struct {
 // nothing.
 func TestMigrateCreatesRiverTables(t *testing.T) {
 	t.Parallel()
-	for _, d := range schemaDatabases {
+	for _, d := range demoDatabases {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
 			url := d.url(t)
@@ -69,7 +68,7 @@ func TestMigrateCreatesRiverTables(t *testing.T) {
 				require.NoError(t, err)
 				require.Contains(t, out, "migrated")
 			}
-			exec := d.exec(t, url)
+			exec := execFor(t, url)
 			for _, table := range []string{"river_job", "river_queue", "river_leader", "river_migration"} {
 				exec(t, "SELECT count(*) FROM "+table)
 			}
@@ -131,7 +130,7 @@ func TestServeRefusesSchemaBehind(t *testing.T) {
 // console), and 200 again once migrated.
 func TestReadyzSchemaBehind(t *testing.T) {
 	t.Parallel()
-	for _, d := range schemaDatabases {
+	for _, d := range demoDatabases {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
 			url := d.url(t)
@@ -157,7 +156,7 @@ func TestReadyzSchemaBehind(t *testing.T) {
 			code, body := ready()
 			require.Equal(t, http.StatusOK, code, body)
 
-			d.exec(t, url)(t, `DELETE FROM river_migration WHERE version = (SELECT max(version) FROM river_migration)`)
+			execFor(t, url)(t, `DELETE FROM river_migration WHERE version = (SELECT max(version) FROM river_migration)`)
 			code, body = ready()
 			require.Equal(t, http.StatusServiceUnavailable, code)
 			require.Contains(t, body, "river (")
