@@ -220,7 +220,7 @@ type KeyOverview struct {
 	// Counts has one entry per status, in the order of idem.Statuses.
 	Counts []StatusCount
 	// StuckProcessing counts processing records past their lease, exactly
-	// up to a cap of 100,000 (PostgreSQL; SQLite counts them all). When
+	// up to a cap of 10,000 (PostgreSQL; SQLite counts them all). When
 	// StuckExact is false there are more than it says: it is a lower bound,
 	// never an estimate, and the console shows it as "≥ N".
 	StuckProcessing int64
@@ -248,7 +248,7 @@ func (o KeyOverview) Count(s idem.Status) StatusCount {
 // frequency in pg_stats, with Exact false and AsOf the last ANALYZE. On
 // SQLite, embedded and small, every count is exact. Oldest per status is
 // one index probe; the stuck count reads the partial index of processing
-// records, up to 100,000 entries (see StuckProcessing).
+// records, up to 10,000 entries (see StuckProcessing).
 func (d *DB) KeyOverview(ctx context.Context) (KeyOverview, error) {
 	var (
 		o   KeyOverview

@@ -64,10 +64,11 @@ const defaultCountCap = 1000
 // defaultStuckCap is how many stuck records (processing past the lease)
 // KeyOverview counts exactly on PostgreSQL, from the partial index of
 // processing records (an index-only scan that reads at most this many
-// entries). Above it the count is a lower bound (StuckExact false). There
+// entries: about 2.5 ms at 10,000, 17 ms at 100,000 on the development
+// machine). Above it the count is a lower bound (StuckExact false). There
 // are no statistics to estimate it from: stuck records are processing
 // ones whose lease ended, a condition on time.
-const defaultStuckCap = 100_000
+const defaultStuckCap = 10_000
 
 // DB is the console's persistence on one database: PostgreSQL through a
 // pgx pool, or SQLite through a *sql.DB. It is safe for concurrent use. It

@@ -13,12 +13,12 @@ import (
 )
 
 // lowerBoundStuck is a store whose stuck count stopped at its cap, as
-// store.DB's does on PostgreSQL above 100,000 stuck records.
+// store.DB's does on PostgreSQL above 10,000 stuck records.
 type lowerBoundStuck struct{ web.Store }
 
 func (s lowerBoundStuck) KeyOverview(ctx context.Context) (store.KeyOverview, error) {
 	o, err := s.Store.KeyOverview(ctx)
-	o.StuckProcessing, o.StuckExact = 100000, false
+	o.StuckProcessing, o.StuckExact = 10000, false
 	return o, err
 }
 
@@ -39,10 +39,10 @@ func TestStuckCountSaysWhetherExact(t *testing.T) {
 	oncall = signIn(t, capped, store.RoleOncall)
 	resp, body = do(t, oncall, http.MethodGet, capped.srv.URL+"/", nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Regexp(t, `data-testid="count-stuck">\s*<abbr [^>]*>≥</abbr>\s*100000\s*</td>`, body)
+	require.Regexp(t, `data-testid="count-stuck">\s*<abbr [^>]*>≥</abbr>\s*10000\s*</td>`, body)
 	require.Contains(t, body, "at least this many")
 	_, body = do(t, client(t), http.MethodGet, capped.srv.URL+"/metrics", nil)
-	require.Contains(t, body, `unstuck_idempotency_stuck_records{exact="false"} 100000`)
+	require.Contains(t, body, `unstuck_idempotency_stuck_records{exact="false"} 10000`)
 	require.Contains(t, body, `unstuck_idempotency_records{exact="true",status="completed"} 1`)
 }
 

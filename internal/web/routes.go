@@ -190,7 +190,7 @@ func newKeyCollector(keys keyReader, log *slog.Logger) *keyCollector {
 	return &keyCollector{keys: keys, log: log,
 		count: prometheus.NewDesc("unstuck_idempotency_records", `Idempotency records per status; exact="false" marks an estimate from the planner's statistics (PostgreSQL, above 1,000).`, []string{"status", "exact"}, nil),
 		age:   prometheus.NewDesc("unstuck_idempotency_oldest_age_seconds", "Age of the least recently updated record per status.", []string{"status"}, nil),
-		stuck: prometheus.NewDesc("unstuck_idempotency_stuck_records", `Processing records whose lease has ended; exact="false" marks a lower bound (PostgreSQL, above 100,000).`, []string{"exact"}, nil)}
+		stuck: prometheus.NewDesc("unstuck_idempotency_stuck_records", `Processing records whose lease has ended; exact="false" marks a lower bound (PostgreSQL, above 10,000).`, []string{"exact"}, nil)}
 }
 
 func (c *keyCollector) Describe(ch chan<- *prometheus.Desc) {
