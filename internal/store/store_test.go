@@ -720,9 +720,11 @@ func TestExplainPostgres(t *testing.T) {
 		}
 	}
 
-	plan := explain(pgStatusCountsSQL, []string{"pending"}, 10001)
+	plan := explain(pgStatusCountsSQL, []string{"pending"}, defaultCountCap+1, defaultStuckCap+1)
 	require.NotContains(t, plan, "Seq Scan", plan)
 	require.Contains(t, plan, "Index Only Scan using unstuck_idem_record_status_idx", plan)
+	require.Contains(t, plan, "Index Only Scan using unstuck_console_idem_processing", "the stuck count reads a partial index of processing records:\n%s", plan)
+	require.Contains(t, plan, "InitPlan", "the stuck count runs once, not once per status:\n%s", plan)
 
 	plan = explain(pgNeedsAttentionSQL, 50)
 	require.NotContains(t, plan, "Seq Scan", plan)
