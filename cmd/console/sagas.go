@@ -19,7 +19,6 @@ import (
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
-	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/demo"
@@ -101,12 +100,8 @@ func demoWorkspaces(ctx context.Context, sdb demo.SignupDB) (demo.WorkspaceAPI, 
 }
 
 func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverdriver.Driver[TTx], sd saga.Driver[TTx], trail *audit.Trail, signups *demo.Signups, set sagaSettings, log *slog.Logger) (decisions *ops.Operations, stop func(), err error) {
-	migrator, err := rivermigrate.New(rd, nil)
-	if err != nil {
-		return nil, nil, fmt.Errorf("river migrations: %w", err)
-	}
-	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return nil, nil, fmt.Errorf("river migrations: %w", err)
+	if err := riverMigrate(ctx, rd); err != nil {
+		return nil, nil, err
 	}
 	if err := sd.Migrate(ctx); err != nil {
 		return nil, nil, err
