@@ -5,15 +5,21 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/unstuckhq/unstuck/driver/pgxv5"
 	"github.com/unstuckhq/unstuck/driver/sqlite"
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/internal/audit"
+	"github.com/unstuckhq/unstuck/internal/migrate"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
@@ -38,9 +44,9 @@ type database struct {
 	Close   func()
 }
 
-// Migrate applies the engines' migrations (idempotency records, then
-// sagas), then the console's (its own tables and the read models' indexes
-// on the engines' tables).
+// Migrate applies the engines' migrations (idempotency records, sagas,
+// River's job tables), then the console's (its own tables and the read
+// models' indexes on the engines' tables) and the audit trail's.
 func (d *database) Migrate(ctx context.Context) error {
 	for _, m := range d.migrate {
 		if err := m(ctx); err != nil {
@@ -50,8 +56,83 @@ func (d *database) Migrate(ctx context.Context) error {
 	return nil
 }
 
+// CheckSchema returns nil when every migration that Migrate applies is
+// applied, else an error naming what is behind and the command to run. It
+// changes nothing.
+func (d *database) CheckSchema(ctx context.Context) error {
+	check := migrate.CheckOnly(ctx)
+	var behind []string
+	for _, m := range d.migrate {
+		err := m(check)
+		if be := (*migrate.BehindError)(nil); errors.As(err, &be) {
+			behind = append(behind, be.Line+" ("+strings.Join(be.Pending, ", ")+")")
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("check the schema of %s: %w", d.Redacted, err)
+		}
+	}
+	if len(behind) > 0 {
+		return &schemaBehindError{redacted: d.Redacted, lines: behind}
+	}
+	return nil
+}
+
+// schemaBehindError is a database whose schema lacks migrations.
+type schemaBehindError struct {
+	redacted string
+	lines    []string
+}
+
+func (e *schemaBehindError) Error() string {
+	return fmt.Sprintf("the database schema is behind: %s not applied; run: console migrate --db %s",
+		strings.Join(e.lines, "; "), e.redacted)
+}
+
+// riverMigrate applies River's migrations with rd, or under
+// migrate.CheckOnly reports those not applied as a *migrate.BehindError.
+func riverMigrate[TTx any](ctx context.Context, rd riverdriver.Driver[TTx]) error {
+	m, err := rivermigrate.New(rd, &rivermigrate.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return fmt.Errorf("river: migrate: %w", err)
+	}
+	if migrate.Checking(ctx) {
+		res, err := m.Validate(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("river: check migrations: %w", err)
+		}
+		if !res.OK {
+			return &migrate.BehindError{Line: "river", Pending: res.Messages}
+		}
+		return nil
+	}
+	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return fmt.Errorf("river: migrate: %w", err)
+	}
+	return nil
+}
+
+// riverMigrateSQLite is riverMigrate on db's file: through a handle of its
+// own that takes the write lock up front (see openRiverSQLite) when it
+// migrates, on db when it only checks.
+func riverMigrateSQLite(db *sql.DB) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if migrate.Checking(ctx) {
+			return riverMigrate(ctx, riversqlite.New(db))
+		}
+		riverDB, err := openRiverSQLite(ctx, db)
+		if err != nil {
+			return fmt.Errorf("river: migrate: %w", err)
+		}
+		defer closeQuietly(riverDB)
+		return riverMigrate(ctx, riversqlite.New(riverDB))
+	}
+}
+
 // openDatabase opens a PostgreSQL URL (postgres:// or postgresql://) or
-// sqlite:PATH (the embedded default; the file is created if missing).
+// sqlite:PATH (the embedded default; the file is created if missing and
+// migrated: SQLite migrates itself, PostgreSQL is migrated by "console
+// migrate" as a deliberate step).
 func openDatabase(ctx context.Context, rawURL string) (*database, error) {
 	switch {
 	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
@@ -74,8 +155,10 @@ func openDatabase(ctx context.Context, rawURL string) (*database, error) {
 		}
 		s, c := pgxv5.New(pool), store.NewPostgres(pool)
 		return &database{Redacted: redacted, Store: s, Console: c, Pool: pool,
-			Trail:   audit.NewPostgres(pool),
-			migrate: []func(context.Context) error{s.Migrate, sagapgx.New(pool).Migrate, c.Migrate, c.MigrateOperations, audit.NewPostgres(pool).Migrate}, Close: pool.Close}, nil
+			Trail: audit.NewPostgres(pool),
+			migrate: []func(context.Context) error{s.Migrate, sagapgx.New(pool).Migrate,
+				func(ctx context.Context) error { return riverMigrate(ctx, riverpgxv5.New(pool)) },
+				c.Migrate, c.MigrateOperations, audit.NewPostgres(pool).Migrate}, Close: pool.Close}, nil
 	case strings.HasPrefix(rawURL, "sqlite:"):
 		path := strings.TrimPrefix(strings.TrimPrefix(rawURL, "sqlite:"), "//")
 		if path == "" {
@@ -90,9 +173,16 @@ func openDatabase(ctx context.Context, rawURL string) (*database, error) {
 			return nil, fmt.Errorf("open %s: %w", rawURL, err)
 		}
 		s, c := sqlite.New(db), store.NewSQLite(db)
-		return &database{Redacted: rawURL, Store: s, Console: c, Embedded: true, SQL: db,
-			Trail:   audit.NewSQLite(db),
-			migrate: []func(context.Context) error{s.Migrate, sagasqlite.New(db).Migrate, c.Migrate, c.MigrateOperations, audit.NewSQLite(db).Migrate}, Close: func() { closeQuietly(db) }}, nil
+		d := &database{Redacted: rawURL, Store: s, Console: c, Embedded: true, SQL: db,
+			Trail: audit.NewSQLite(db),
+			migrate: []func(context.Context) error{s.Migrate, sagasqlite.New(db).Migrate, riverMigrateSQLite(db),
+				c.Migrate, c.MigrateOperations, audit.NewSQLite(db).Migrate}, Close: func() { closeQuietly(db) }}
+		// The embedded default migrates itself, for every subcommand.
+		if err := d.Migrate(ctx); err != nil {
+			d.Close()
+			return nil, fmt.Errorf("migrate %s: %w", rawURL, err)
+		}
+		return d, nil
 	default:
 		return nil, fmt.Errorf("database URL must start with postgres://, postgresql:// or sqlite: (got %q)", schemeOf(rawURL))
 	}

@@ -39,7 +39,7 @@ Commands:
   demo      run the console and the demo shop on the embedded SQLite default,
             with demo users and traffic
   serve     serve the operations console
-  migrate   apply the database migrations (idempotent)
+  migrate   apply the database migrations, River's included (idempotent)
   user      add, disable or enable a console account
   audit     verify the audit trail, checkpoint its head (audit verify|checkpoint)
   help      show this help

@@ -13,7 +13,14 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	fs.SetOutput(stderr)
 	dbURL := fs.String("db", getenv("UNSTUCK_DB"), "database `URL`: postgres://… or sqlite:PATH")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "Usage: console migrate --db URL\n\nApplies every pending migration; running it again changes nothing.\n\n")
+		fmt.Fprint(fs.Output(), `Usage: console migrate --db URL
+
+Applies every pending migration: the idempotency records, the sagas,
+River's job tables (rivermigrate), the console's tables and indexes, and
+the audit trail. Running it again changes nothing. "console serve" refuses
+to start until it has run; on SQLite every command runs it first.
+
+`)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

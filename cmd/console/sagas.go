@@ -19,7 +19,6 @@ import (
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
-	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/demo"
@@ -51,12 +50,18 @@ var sagaOverrides sagaSettings
 // runner's clock skew, for /readyz.
 func startSagas(ctx context.Context, db *database, shop *demo.Shop, reg prometheus.Registerer, skew *clockSkew, log *slog.Logger) (mount func(chi.Router), decisions *ops.Operations, stop func(), err error) {
 	set := sagaOverrides
+	var sdb demo.SignupDB = sqlSignupDB{db.SQL}
+	if db.Pool != nil {
+		sdb = pgxSignupDB{db.Pool}
+	}
 	ws := set.workspaces
 	if ws == nil {
-		ws = demo.NewWorkspaceProvider()
+		if ws, err = demoWorkspaces(ctx, sdb); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	if db.Pool != nil {
-		signups := demo.NewSignups(shop, pgxSignupDB{db.Pool}, ws, log)
+		signups := demo.NewSignups(shop, sdb, ws, log)
 		decisions, stop, err := runSagas[pgx.Tx](ctx, reg, riverpgxv5.New(db.Pool), sagapgx.New(db.Pool), db.Trail, signups, set, skew, log)
 		if err != nil {
 			return nil, nil, nil, err
@@ -72,7 +77,7 @@ func startSagas(ctx context.Context, db *database, shop *demo.Shop, reg promethe
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	signups := demo.NewSignups(shop, sqlSignupDB{db.SQL}, ws, log)
+	signups := demo.NewSignups(shop, sdb, ws, log)
 	decisions, stopRiver, err := runSagas[*sql.Tx](ctx, reg, riversqlite.New(riverDB), sagasqlite.New(riverDB), db.Trail, signups, set, skew, log)
 	if err != nil {
 		_ = riverDB.Close()
@@ -86,13 +91,16 @@ func startSagas(ctx context.Context, db *database, shop *demo.Shop, reg promethe
 	}, nil
 }
 
+// demoWorkspaces is the demo's workspace provider. Its state is in the
+// demo's database, so that a restarted demo finds the workspaces it made
+// and reconciliation finds no difference that a restart made up.
+func demoWorkspaces(ctx context.Context, sdb demo.SignupDB) (demo.WorkspaceAPI, error) {
+	return demo.NewWorkspaceProviderDB(ctx, sdb)
+}
+
 func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverdriver.Driver[TTx], sd saga.Driver[TTx], trail *audit.Trail, signups *demo.Signups, set sagaSettings, skew *clockSkew, log *slog.Logger) (decisions *ops.Operations, stop func(), err error) {
-	migrator, err := rivermigrate.New(rd, nil)
-	if err != nil {
-		return nil, nil, fmt.Errorf("river migrations: %w", err)
-	}
-	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return nil, nil, fmt.Errorf("river migrations: %w", err)
+	if err := riverMigrate(ctx, rd); err != nil {
+		return nil, nil, err
 	}
 	if err := sd.Migrate(ctx); err != nil {
 		return nil, nil, err

@@ -73,6 +73,7 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 		Registry: o.registry,
 		Trail:    db.Trail,
 		Keys:     keys,
+		Ready:    db.CheckSchema,
 	}
 	if o.operations != nil {
 		cfg.Operations = o.operations
@@ -148,7 +149,7 @@ with UNSTUCK_PREVIOUS_SECRETS (comma-separated) during a rotation. The audit
 trail is MACed with a key of the console's own, never held by the
 applications: UNSTUCK_AUDIT_KEY (at least 32 bytes), with
 UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
-"console migrate" first.
+"console migrate" first: serve refuses a database whose schema is behind.
 
 `)
 		fs.PrintDefaults()
@@ -196,12 +197,11 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 	}
 	defer db.Close()
 	db.useAuditKeys(auditKeys)
-	if db.Embedded {
-		// The embedded default migrates itself; PostgreSQL is migrated by
-		// "console migrate" as a deliberate step.
-		if err := db.Migrate(ctx); err != nil {
-			return fmt.Errorf("migrate %s: %w", db.Redacted, err)
-		}
+	// SQLite migrated itself when opened; PostgreSQL is migrated by
+	// "console migrate" as a deliberate step, and serve refuses a schema
+	// behind the binary rather than answer 500s.
+	if err := db.CheckSchema(ctx); err != nil {
+		return err
 	}
 	engine, err := idem.New(db.Store, idem.WithSecret([]byte(secret), previous...), idem.WithLogger(log))
 	if err != nil {

@@ -36,20 +36,6 @@ var (
 	_ WorkspaceAPI = (*WorkspaceClient)(nil)
 )
 
-// InjectFaults is Inject, as WorkspaceAPI has it.
-func (p *WorkspaceProvider) InjectFaults(_ context.Context, key string, faults ...WorkspaceFault) error {
-	p.Inject(key, faults...)
-	return nil
-}
-
-// List is Workspaces, as WorkspaceAPI has it.
-func (p *WorkspaceProvider) List(ctx context.Context) ([]Workspace, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return p.Workspaces(), nil
-}
-
 // WorkspaceCounts are the provider's counters for one key.
 type WorkspaceCounts struct {
 	Creates int `json:"creates"` // Create calls

@@ -57,10 +57,30 @@ type migration struct {
 // bookkeeping row, all in one transaction that first takes the drivers'
 // advisory lock. Concurrent callers wait for each other and the later ones
 // find everything applied; a failing file rolls back the whole call.
+//
+// Under a context from [CheckOnly] it applies nothing and takes no lock:
+// it returns a [*BehindError] when a migration is not applied, else nil.
 func Postgres(ctx context.Context, pool *pgxpool.Pool, line string, fsys fs.FS) error {
 	ms, err := readMigrations(fsys)
 	if err != nil {
 		return fmt.Errorf("read %s migrations: %w", line, err)
+	}
+	if Checking(ctx) {
+		var exists bool
+		if err := pool.QueryRow(ctx, `SELECT to_regclass('unstuck_migration') IS NOT NULL`).Scan(&exists); err != nil {
+			return fmt.Errorf("look for the migration table: %w", err)
+		}
+		var applied []int32
+		if exists {
+			rows, err := pool.Query(ctx, `SELECT version FROM unstuck_migration WHERE line = $1`, line)
+			if err != nil {
+				return fmt.Errorf("read applied versions: %w", err)
+			}
+			if applied, err = pgx.CollectRows(rows, pgx.RowTo[int32]); err != nil {
+				return fmt.Errorf("read applied versions: %w", err)
+			}
+		}
+		return behind(line, ms, applied)
 	}
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, pgMigrationLockID); err != nil {
@@ -100,10 +120,38 @@ func Postgres(ctx context.Context, pool *pgxpool.Pool, line string, fsys fs.FS) 
 // runs in its own BEGIN IMMEDIATE transaction together with its bookkeeping
 // row, and is skipped if the row is found once the write lock is held, so
 // concurrent callers apply each migration exactly once.
+//
+// Under a context from [CheckOnly] it applies nothing: it returns a
+// [*BehindError] when a migration is not applied, else nil.
 func SQLite(ctx context.Context, db *sql.DB, line string, fsys fs.FS) error {
 	ms, err := readMigrations(fsys)
 	if err != nil {
 		return fmt.Errorf("read %s migrations: %w", line, err)
+	}
+	if Checking(ctx) {
+		var exists bool
+		if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'unstuck_migration')`).Scan(&exists); err != nil {
+			return fmt.Errorf("look for the migration table: %w", err)
+		}
+		var applied []int32
+		if exists {
+			rows, err := db.QueryContext(ctx, `SELECT version FROM unstuck_migration WHERE line = ?`, line)
+			if err != nil {
+				return fmt.Errorf("read applied versions: %w", err)
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var v int32
+				if err := rows.Scan(&v); err != nil {
+					return fmt.Errorf("read applied versions: %w", err)
+				}
+				applied = append(applied, v)
+			}
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("read applied versions: %w", err)
+			}
+		}
+		return behind(line, ms, applied)
 	}
 	if _, err := db.ExecContext(ctx, sqliteCreateMigrationTable); err != nil {
 		return fmt.Errorf("create migration table: %w", err)
@@ -135,6 +183,51 @@ func SQLite(ctx context.Context, db *sql.DB, line string, fsys fs.FS) error {
 		}
 	}
 	return nil
+}
+
+type checkOnlyKey struct{}
+
+// CheckOnly returns a context under which [Postgres] and [SQLite] only
+// check: they change nothing and report a line with a migration not
+// applied as a [*BehindError]. A line's Migrate method that only calls them
+// (every one in this module does) thereby becomes its schema check, so that
+// "is the schema current?" is answered from the same migration files that
+// "console migrate" applies.
+func CheckOnly(ctx context.Context) context.Context {
+	return context.WithValue(ctx, checkOnlyKey{}, true)
+}
+
+// Checking reports whether ctx comes from [CheckOnly]; a Migrate method
+// that checks preconditions of its own skips them then.
+func Checking(ctx context.Context) bool {
+	v, _ := ctx.Value(checkOnlyKey{}).(bool)
+	return v
+}
+
+// BehindError reports a migration line with migrations not applied.
+type BehindError struct {
+	Line string
+	// Pending are the migrations not applied, as NNN_name, in order.
+	Pending []string
+}
+
+func (e *BehindError) Error() string {
+	return fmt.Sprintf("migration line %s is behind: %s not applied", e.Line, strings.Join(e.Pending, ", "))
+}
+
+// behind returns a *BehindError naming the migrations of ms not in applied,
+// or nil.
+func behind(line string, ms []migration, applied []int32) error {
+	var pending []string
+	for _, m := range ms {
+		if !slices.Contains(applied, int32(m.version)) {
+			pending = append(pending, fmt.Sprintf("%03d_%s", m.version, m.name))
+		}
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	return &BehindError{Line: line, Pending: pending}
 }
 
 // Immediate runs fn in a BEGIN IMMEDIATE transaction on one

@@ -219,9 +219,10 @@ type StatusCount struct {
 type KeyOverview struct {
 	// Counts has one entry per status, in the order of idem.Statuses.
 	Counts []StatusCount
-	// StuckProcessing counts processing records past their lease. When
-	// StuckExact is false there are more than it says (it is the cap of an
-	// exact count).
+	// StuckProcessing counts processing records past their lease, exactly
+	// up to a cap of 10,000 (PostgreSQL; SQLite counts them all). When
+	// StuckExact is false there are more than it says: it is a lower bound,
+	// never an estimate, and the console shows it as "≥ N".
 	StuckProcessing int64
 	StuckExact      bool
 	// AsOf is when the counts were true: the time of the read when every
@@ -245,8 +246,9 @@ func (o KeyOverview) Count(s idem.Status) StatusCount {
 // 1,000 by an index-only scan; a status with more records gets an
 // estimate, the table's row estimate (reltuples) times the status's
 // frequency in pg_stats, with Exact false and AsOf the last ANALYZE. On
-// SQLite, embedded and small, every count is exact. Oldest per status and
-// the stuck count are each one index probe.
+// SQLite, embedded and small, every count is exact. Oldest per status is
+// one index probe; the stuck count reads the partial index of processing
+// records, up to 10,000 entries (see StuckProcessing).
 func (d *DB) KeyOverview(ctx context.Context) (KeyOverview, error) {
 	var (
 		o   KeyOverview
@@ -254,7 +256,7 @@ func (d *DB) KeyOverview(ctx context.Context) (KeyOverview, error) {
 	)
 	switch d.dialect {
 	case DialectPostgres:
-		o, err = pgKeyOverview(ctx, d.pool, d.countCap)
+		o, err = pgKeyOverview(ctx, d.pool, d.countCap, d.stuckCap)
 	default:
 		o, err = sqliteKeyOverview(ctx, d.sqlite)
 	}

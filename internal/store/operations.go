@@ -328,6 +328,10 @@ func (d *DB) migrateOperations(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if migrate.Checking(ctx) {
+		// A schema check: the migration line alone.
+		return d.migrateLine(ctx, operationsMigrationLine, fsys)
+	}
 	var exists bool
 	switch d.dialect {
 	case DialectPostgres:
@@ -342,10 +346,7 @@ func (d *DB) migrateOperations(ctx context.Context) error {
 	if !exists {
 		return errors.New("table unstuck_saga_operation not found: run the saga driver's migration first")
 	}
-	if d.dialect == DialectPostgres {
-		return migrate.Postgres(ctx, d.pool, operationsMigrationLine, fsys)
-	}
-	return migrate.SQLite(ctx, d.sqlite, operationsMigrationLine, fsys)
+	return d.migrateLine(ctx, operationsMigrationLine, fsys)
 }
 
 // operations adds the conditions of q, each written so that an index

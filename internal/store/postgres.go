@@ -197,13 +197,14 @@ LIMIT $1`
 // pgStatusCountsSQL counts, for each status of $1 in that order, its
 // records up to $2 (an index-only scan of the (status, updated_at, id)
 // index that stops there) and its least updated_at (the head of the same
-// index); with the processing records past their lease, counted up to $2
-// from the partial index on lease_expires_at, and the clock, in every row.
+// index); with the processing records past their lease, counted up to $3
+// from the partial index of processing records (which includes
+// lease_expires_at; an InitPlan, run once), and the clock, in every row.
 const pgStatusCountsSQL = `SELECT s.status,
     (SELECT count(*) FROM (SELECT 1 FROM unstuck_idem_record r WHERE r.status = s.status LIMIT $2) c),
     (SELECT min(r.updated_at) FROM unstuck_idem_record r WHERE r.status = s.status),
     (SELECT count(*) FROM (SELECT 1 FROM unstuck_idem_record r
-        WHERE r.status = 'processing' AND r.lease_expires_at <= statement_timestamp() LIMIT $2) c),
+        WHERE r.status = 'processing' AND r.lease_expires_at <= statement_timestamp() LIMIT $3) c),
     statement_timestamp()
 FROM unnest($1::text[]) WITH ORDINALITY AS s(status, n)
 ORDER BY s.n`
@@ -261,12 +262,12 @@ func pgQueryRecords(ctx context.Context, db pgExecutor, sql string, args ...any)
 	return recs, nil
 }
 
-func pgKeyOverview(ctx context.Context, db pgExecutor, countCap int) (KeyOverview, error) {
+func pgKeyOverview(ctx context.Context, db pgExecutor, countCap, stuckCap int) (KeyOverview, error) {
 	statuses := make([]string, len(idem.Statuses))
 	for i, s := range idem.Statuses {
 		statuses[i] = string(s)
 	}
-	rows, err := db.Query(ctx, pgStatusCountsSQL, statuses, countCap+1)
+	rows, err := db.Query(ctx, pgStatusCountsSQL, statuses, countCap+1, stuckCap+1)
 	if err != nil {
 		return KeyOverview{}, pgMapError(err)
 	}
@@ -297,8 +298,8 @@ func pgKeyOverview(ctx context.Context, db pgExecutor, countCap int) (KeyOvervie
 	if err := rows.Err(); err != nil {
 		return KeyOverview{}, pgMapError(err)
 	}
-	o.StuckProcessing = min(stuck, int64(countCap))
-	o.StuckExact = stuck <= int64(countCap)
+	o.StuckProcessing = min(stuck, int64(stuckCap))
+	o.StuckExact = stuck <= int64(stuckCap)
 	o.AsOf = now.UTC()
 	if !capped {
 		return o, nil

@@ -61,6 +61,15 @@ func (e *FieldError) Unwrap() []error {
 // exactly before it turns to the planner's statistics (PostgreSQL).
 const defaultCountCap = 1000
 
+// defaultStuckCap is how many stuck records (processing past the lease)
+// KeyOverview counts exactly on PostgreSQL, from the partial index of
+// processing records (an index-only scan that reads at most this many
+// entries: about 2.5 ms at 10,000, 17 ms at 100,000 on the development
+// machine). Above it the count is a lower bound (StuckExact false). There
+// are no statistics to estimate it from: stuck records are processing
+// ones whose lease ended, a condition on time.
+const defaultStuckCap = 10_000
+
 // DB is the console's persistence on one database: PostgreSQL through a
 // pgx pool, or SQLite through a *sql.DB. It is safe for concurrent use. It
 // never closes the pool or handle it was given. Every table name is
@@ -74,17 +83,19 @@ type DB struct {
 	// countCap bounds the exact count of one status in KeyOverview; tests
 	// lower it to reach the estimate path.
 	countCap int
+	// stuckCap bounds the exact count of stuck records; tests lower it.
+	stuckCap int
 }
 
 // NewPostgres returns a DB on pool, which must not be nil.
 func NewPostgres(pool *pgxpool.Pool) *DB {
-	return &DB{dialect: DialectPostgres, pool: pool, countCap: defaultCountCap}
+	return &DB{dialect: DialectPostgres, pool: pool, countCap: defaultCountCap, stuckCap: defaultStuckCap}
 }
 
 // NewSQLite returns a DB on db, which must not be nil and should come from
 // driver/sqlite's Open (WAL, busy timeout on every connection).
 func NewSQLite(db *sql.DB) *DB {
-	return &DB{dialect: DialectSQLite, sqlite: db, countCap: defaultCountCap}
+	return &DB{dialect: DialectSQLite, sqlite: db, countCap: defaultCountCap, stuckCap: defaultStuckCap}
 }
 
 // Dialect reports [DialectPostgres] or [DialectSQLite].
@@ -121,10 +132,23 @@ func (d *DB) Migrate(ctx context.Context) error {
 	return nil
 }
 
+// migrateLine applies (or, under migrate.CheckOnly, checks) one migration
+// line of the console.
+func (d *DB) migrateLine(ctx context.Context, line string, fsys fs.FS) error {
+	if d.dialect == DialectPostgres {
+		return migrate.Postgres(ctx, d.pool, line, fsys)
+	}
+	return migrate.SQLite(ctx, d.sqlite, line, fsys)
+}
+
 func (d *DB) migrate(ctx context.Context) error {
 	fsys, err := fs.Sub(migrations, "migration/"+d.dialect)
 	if err != nil {
 		return err
+	}
+	if migrate.Checking(ctx) {
+		// A schema check: the migration line alone.
+		return d.migrateLine(ctx, migrationLine, fsys)
 	}
 	var exists bool
 	switch d.dialect {
@@ -139,10 +163,7 @@ func (d *DB) migrate(ctx context.Context) error {
 	if !exists {
 		return errors.New("table unstuck_idem_record not found: run the driver's migration (idem line) first")
 	}
-	if d.dialect == DialectPostgres {
-		return migrate.Postgres(ctx, d.pool, migrationLine, fsys)
-	}
-	return migrate.SQLite(ctx, d.sqlite, migrationLine, fsys)
+	return d.migrateLine(ctx, migrationLine, fsys)
 }
 
 // SessionStore returns the scs store of the console's sessions, in the

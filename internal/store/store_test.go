@@ -555,8 +555,17 @@ func TestKeyOverviewEstimates(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, StatusCount{Status: idem.StatusCompleted, Count: 6, Exact: false, Oldest: base}, o.Count(idem.StatusCompleted))
 	require.Equal(t, StatusCount{Status: idem.StatusPending, Count: 3, Exact: true, Oldest: base}, o.Count(idem.StatusPending))
-	require.Equal(t, int64(5), o.StuckProcessing)
-	require.False(t, o.StuckExact, "more stuck than the cap")
+	// Issue 9 item 9 / issue 12: more stuck records than the status cap are
+	// still counted exactly (it said 1,000 while 49,585 were stuck)...
+	require.Equal(t, int64(7), o.StuckProcessing)
+	require.True(t, o.StuckExact, "the stuck count has a cap of its own")
+	// ...and above the stuck cap the count is a lower bound that says so.
+	b.db.stuckCap = 4
+	o, err = b.db.KeyOverview(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, int64(4), o.StuckProcessing)
+	require.False(t, o.StuckExact, "more stuck than the stuck cap")
+	b.db.stuckCap = defaultStuckCap
 	require.WithinDuration(t, time.Now(), o.AsOf, 5*time.Second)
 
 	_, err = b.pool.Exec(t.Context(), "ANALYZE unstuck_idem_record")
@@ -711,9 +720,11 @@ func TestExplainPostgres(t *testing.T) {
 		}
 	}
 
-	plan := explain(pgStatusCountsSQL, []string{"pending"}, 10001)
+	plan := explain(pgStatusCountsSQL, []string{"pending"}, defaultCountCap+1, defaultStuckCap+1)
 	require.NotContains(t, plan, "Seq Scan", plan)
 	require.Contains(t, plan, "Index Only Scan using unstuck_idem_record_status_idx", plan)
+	require.Contains(t, plan, "Index Only Scan using unstuck_console_idem_processing", "the stuck count reads a partial index of processing records:\n%s", plan)
+	require.Contains(t, plan, "InitPlan", "the stuck count runs once, not once per status:\n%s", plan)
 
 	plan = explain(pgNeedsAttentionSQL, 50)
 	require.NotContains(t, plan, "Seq Scan", plan)

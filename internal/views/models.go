@@ -18,8 +18,11 @@ type StatusCount struct {
 
 // OverviewVM is the overview page's model.
 type OverviewVM struct {
-	Keys            []StatusCount
+	Keys []StatusCount
+	// StuckProcessing counts processing records past their lease; when
+	// StuckExact is false it is a lower bound, shown as "≥ N".
 	StuckProcessing int64
+	StuckExact      bool
 	AsOf            time.Time
 	Attention       []idem.Record
 	// Operations counts operations per status; OperationsAvailable is

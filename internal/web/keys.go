@@ -47,7 +47,7 @@ func handleOverview(keys overviewReader, log *slog.Logger) http.Handler {
 			writeError(w, r, log, err)
 			return
 		}
-		vm := views.OverviewVM{StuckProcessing: ov.StuckProcessing, Attention: attention}
+		vm := views.OverviewVM{StuckProcessing: ov.StuckProcessing, StuckExact: ov.StuckExact, Attention: attention}
 		exact := true
 		for _, c := range ov.Counts {
 			vm.Keys = append(vm.Keys, views.StatusCount{Status: string(c.Status), Count: c.Count, Exact: c.Exact, Oldest: c.Oldest,

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -78,6 +79,9 @@ type Config struct {
 	// confirm, compensate, resolve) and audits them (an *ops.Operations);
 	// nil serves the operation pages read-only.
 	Operations operationDecider
+	// Ready, if set, is asked by /readyz after the database answers: an
+	// error (e.g. a schema behind the binary) answers 503 with its text.
+	Ready func(context.Context) error
 }
 
 // NewHandler returns the console: every route of the surface is listed
@@ -99,7 +103,7 @@ func NewHandler(cfg Config) http.Handler {
 
 	// Public: health, metrics, static assets.
 	r.Method(http.MethodGet, "/healthz", handleHealth())
-	r.Method(http.MethodGet, "/readyz", handleReady(cfg.Store, log))
+	r.Method(http.MethodGet, "/readyz", handleReady(cfg.Store, cfg.Ready, log))
 	if !cfg.NoMetricsRoute {
 		r.Method(http.MethodGet, "/metrics", MetricsHandler(reg, cfg.MetricsToken))
 	}
@@ -214,8 +218,9 @@ func handleHealth() http.Handler {
 	})
 }
 
-// handleReady answers 200 when the database answers, else 503.
-func handleReady(db interface{ Ping(context.Context) error }, log *slog.Logger) http.Handler {
+// handleReady answers 200 when the database answers and ready (if not
+// nil) returns nil, else 503 with the reason.
+func handleReady(db interface{ Ping(context.Context) error }, ready func(context.Context) error, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
@@ -225,6 +230,14 @@ func handleReady(db interface{ Ping(context.Context) error }, log *slog.Logger) 
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte("database unavailable\n"))
 			return
+		}
+		if ready != nil {
+			if err := ready(ctx); err != nil {
+				log.Warn("not ready", "error", err.Error())
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = w.Write([]byte(err.Error() + "\n"))
+				return
+			}
 		}
 		_, _ = w.Write([]byte("ready\n"))
 	})
@@ -256,9 +269,9 @@ type keyCollector struct {
 
 func newKeyCollector(keys keyReader, log *slog.Logger) *keyCollector {
 	return &keyCollector{keys: keys, log: log,
-		count: prometheus.NewDesc("unstuck_idempotency_records", "Idempotency records per status (estimated above 1 000).", []string{"status"}, nil),
+		count: prometheus.NewDesc("unstuck_idempotency_records", `Idempotency records per status; exact="false" marks an estimate from the planner's statistics (PostgreSQL, above 1,000).`, []string{"status", "exact"}, nil),
 		age:   prometheus.NewDesc("unstuck_idempotency_oldest_age_seconds", "Age of the least recently updated record per status.", []string{"status"}, nil),
-		stuck: prometheus.NewDesc("unstuck_idempotency_stuck_records", "Processing records whose lease has ended.", nil, nil)}
+		stuck: prometheus.NewDesc("unstuck_idempotency_stuck_records", `Processing records whose lease has ended; exact="false" marks a lower bound (PostgreSQL, above 10,000).`, []string{"exact"}, nil)}
 }
 
 func (c *keyCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -277,12 +290,12 @@ func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	now := time.Now()
 	for _, s := range ov.Counts {
-		ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(s.Count), string(s.Status))
+		ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(s.Count), string(s.Status), strconv.FormatBool(s.Exact))
 		age := 0.0
 		if !s.Oldest.IsZero() {
 			age = now.Sub(s.Oldest).Seconds()
 		}
 		ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, age, string(s.Status))
 	}
-	ch <- prometheus.MustNewConstMetric(c.stuck, prometheus.GaugeValue, float64(ov.StuckProcessing))
+	ch <- prometheus.MustNewConstMetric(c.stuck, prometheus.GaugeValue, float64(ov.StuckProcessing), strconv.FormatBool(ov.StuckExact))
 }

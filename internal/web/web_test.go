@@ -463,7 +463,7 @@ func TestReadiness(t *testing.T) {
 	require.Equal(t, "ready\n", body)
 	resp, body = do(t, client(t), http.MethodGet, b.srv.URL+"/metrics", nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Contains(t, body, `unstuck_idempotency_records{status="completed"} 1`)
+	require.Contains(t, body, `unstuck_idempotency_records{exact="true",status="completed"} 1`)
 }
 
 func TestSessionCookieAndTimeouts(t *testing.T) {

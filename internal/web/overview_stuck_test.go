@@ -1,0 +1,59 @@
+package web_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/unstuckhq/unstuck/internal/store"
+	"github.com/unstuckhq/unstuck/internal/web"
+)
+
+// lowerBoundStuck is a store whose stuck count stopped at its cap, as
+// store.DB's does on PostgreSQL above 10,000 stuck records.
+type lowerBoundStuck struct{ web.Store }
+
+func (s lowerBoundStuck) KeyOverview(ctx context.Context) (store.KeyOverview, error) {
+	o, err := s.Store.KeyOverview(ctx)
+	o.StuckProcessing, o.StuckExact = 10000, false
+	return o, err
+}
+
+// Issue 9 item 9 / issue 12: a stuck count that is a lower bound says so,
+// on the overview ("≥") and in the gauge's exact label; an exact one says
+// that too.
+func TestStuckCountSaysWhetherExact(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	oncall := signIn(t, b, store.RoleOncall)
+	resp, body := do(t, oncall, http.MethodGet, b.srv.URL+"/", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Regexp(t, `data-testid="count-stuck">\s*0\s*</td>`, body)
+	_, body = do(t, client(t), http.MethodGet, b.srv.URL+"/metrics", nil)
+	require.Contains(t, body, `unstuck_idempotency_stuck_records{exact="true"} 0`)
+
+	capped := setup(t, func(c *web.Config) { c.Store = lowerBoundStuck{c.Store} })
+	oncall = signIn(t, capped, store.RoleOncall)
+	resp, body = do(t, oncall, http.MethodGet, capped.srv.URL+"/", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Regexp(t, `data-testid="count-stuck">\s*<abbr [^>]*>≥</abbr>\s*10000\s*</td>`, body)
+	require.Contains(t, body, "at least this many")
+	_, body = do(t, client(t), http.MethodGet, capped.srv.URL+"/metrics", nil)
+	require.Contains(t, body, `unstuck_idempotency_stuck_records{exact="false"} 10000`)
+	require.Contains(t, body, `unstuck_idempotency_records{exact="true",status="completed"} 1`)
+}
+
+// Issue 9 item 8: /readyz asks Config.Ready after the database answers and
+// answers 503 with its reason.
+func TestReadinessAsksReady(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *web.Config) {
+		c.Ready = func(context.Context) error { return errors.New("the database schema is behind: river (1) not applied") }
+	})
+	resp, body := do(t, client(t), http.MethodGet, b.srv.URL+"/readyz", nil)
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.Equal(t, "the database schema is behind: river (1) not applied\n", body)
+}
