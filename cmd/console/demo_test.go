@@ -121,6 +121,11 @@ func testDemoOrders(t *testing.T, base string) {
 	requireProblem(t, call(t, "POST", base+"/shop/orders", "", `{"sku":"book","qty":1}`), http.StatusBadRequest, "idempotency_key_missing")
 	requireProblem(t, call(t, "POST", base+"/shop/orders", `"short"`, `{"sku":"book","qty":1}`), http.StatusBadRequest, "invalid_idempotency_key")
 	requireProblem(t, call(t, "POST", base+"/shop/orders", "unquoted-key-0000001", `{"sku":"book","qty":1}`), http.StatusBadRequest, "invalid_idempotency_key")
+	// README quick start #5: the key is checked before the body (SPEC H4),
+	// so a bad key with a bad body is told about the key (issue 10 item 6).
+	requireProblem(t, call(t, "POST", base+"/shop/orders", `"short"`, `{}`), http.StatusBadRequest, "invalid_idempotency_key")
+	requireProblem(t, call(t, "POST", base+"/shop/orders", "", `{}`), http.StatusBadRequest, "idempotency_key_missing")
+	requireProblem(t, call(t, "POST", base+"/shop/exports", `"short"`, `{"format":"xml"}`), http.StatusBadRequest, "invalid_idempotency_key")
 
 	bad := call(t, "POST", base+"/shop/orders", `"order-key-0000000002"`, `{"sku":"book"}`)
 	requireProblem(t, bad, http.StatusBadRequest, "invalid_request")
