@@ -144,6 +144,10 @@ func testDemoOrders(t *testing.T, base string) {
 	require.Empty(t, other.header.Get("Idempotent-Replayed"))
 	require.NotEqual(t, first.json["id"], other.json["id"])
 	requireProblem(t, call(t, "POST", base+"/shop/orders", key, `{}`, "Authorization", "Basic x"), http.StatusUnauthorized, "unauthorized")
+	// A bearer name that is not UTF-8 cannot scope a key: 400, not 503 from
+	// PostgreSQL's refusal (SPEC H5; issue 10 item 5).
+	requireProblem(t, call(t, "POST", base+"/shop/orders", `"order-key-0000000003"`, `{"sku":"book","qty":1}`, "Authorization", "Bearer demo-caf\xe9"),
+		http.StatusBadRequest, "invalid_idempotency_scope")
 
 	list := call(t, "GET", base+"/shop/orders", "", "")
 	require.Equal(t, http.StatusOK, list.status)
