@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -41,7 +40,7 @@ func runAudit(ctx context.Context, args []string, getenv func(string) string, st
 func runAuditVerify(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("audit verify", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dbURL := fs.String("db", getenv("UNSTUCK_DB"), "database `URL`: postgres://… or sqlite:PATH")
+	dbURL := dbFlag(fs, getenv, "database `URL`: postgres://… or sqlite:PATH (env UNSTUCK_DB)")
 	var anchors []audit.Anchor
 	fs.Func("anchor", "a head printed by an earlier verification, as `SEQ:HASH` (repeatable)", func(s string) error {
 		a, err := audit.ParseAnchor(s)
@@ -55,11 +54,8 @@ func runAuditVerify(ctx context.Context, args []string, getenv func(string) stri
 		fmt.Fprint(fs.Output(), auditUsage)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return errUsage
+	if help, err := parseFlags(fs, args, stdout, stderr); help || err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "console audit verify: unexpected argument %q\n", fs.Arg(0))

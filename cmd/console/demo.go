@@ -39,11 +39,8 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		fmt.Fprint(fs.Output(), "Usage: console demo [--addr ADDR] [--db URL] [--traffic=false]\n\nRuns the console and the demo shop on the embedded SQLite default.\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return errUsage
+	if help, err := parseFlags(fs, args, stdout, stderr); help || err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "console demo: unexpected argument %q\n", fs.Arg(0))

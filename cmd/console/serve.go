@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -115,7 +114,7 @@ func sweeper(engine *idem.Engine, db *database, log *slog.Logger) func(context.C
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dbURL := fs.String("db", getenv("UNSTUCK_DB"), "database `URL`: postgres://… or sqlite:PATH (env UNSTUCK_DB)")
+	dbURL := dbFlag(fs, getenv, "database `URL`: postgres://… or sqlite:PATH (env UNSTUCK_DB)")
 	addr := fs.String("addr", envOr(getenv, "UNSTUCK_ADDR", "127.0.0.1:8080"), "listen `address` (env UNSTUCK_ADDR)")
 	insecure := fs.Bool("insecure-cookies", getenv("UNSTUCK_INSECURE_COOKIES") == "true", "session cookie without Secure, for plain http on loopback only (env UNSTUCK_INSECURE_COOKIES=true)")
 	idle := fs.Duration("session-idle", 30*time.Minute, "sign out after this long without a request")
@@ -132,11 +131,8 @@ with UNSTUCK_PREVIOUS_SECRETS (comma-separated) during a rotation. Run
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return errUsage
+	if help, err := parseFlags(fs, args, stdout, stderr); help || err != nil {
+		return err
 	}
 	switch {
 	case fs.NArg() > 0:
