@@ -143,9 +143,9 @@ func TestAuditVerifyBadInput(t *testing.T) {
 	require.ErrorIs(t, err, errUsage)
 	require.Contains(t, errOut, "not 64 hex digits")
 
-	_, errOut, err = runConsole(t, nil, "audit", "verify", "--help")
+	out, _, err := runConsole(t, nil, "audit", "verify", "--help")
 	require.NoError(t, err)
-	require.Contains(t, errOut, "--anchor")
+	require.Contains(t, out, "--anchor", "help goes to stdout")
 
 	// A database without the trail.
 	_, _, err = runConsole(t, nil, "audit", "verify", "--db", "sqlite:"+filepath.Join(t.TempDir(), "empty.db"))

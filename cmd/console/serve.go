@@ -119,6 +119,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	insecure := fs.Bool("insecure-cookies", getenv("UNSTUCK_INSECURE_COOKIES") == "true", "session cookie without Secure, for plain http on loopback only (env UNSTUCK_INSECURE_COOKIES=true)")
 	idle := fs.Duration("session-idle", 30*time.Minute, "sign out after this long without a request")
 	absolute := fs.Duration("session-absolute", 12*time.Hour, "sign out this long after sign-in, whatever happens")
+	allowDemoUsers := fs.Bool("allow-demo-users", false, "start even while admin, oncall, support or auditor is enabled with its public demo password (a demo database)")
 	sagaQueue := fs.String("saga-queue", envOr(getenv, "UNSTUCK_SAGA_QUEUE", saga.QueueDefault), "River `queue` of the applications' saga jobs, where operator decisions insert theirs (env UNSTUCK_SAGA_QUEUE)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: console serve --db URL [flags]
@@ -155,6 +156,9 @@ with UNSTUCK_PREVIOUS_SECRETS (comma-separated) during a rotation. Run
 			previous = append(previous, []byte(p))
 		}
 	}
+	if err := refuseDemoSecret(secret, previous); err != nil {
+		return err
+	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	db, err := openDatabase(ctx, *dbURL)
 	if err != nil {
@@ -166,6 +170,11 @@ with UNSTUCK_PREVIOUS_SECRETS (comma-separated) during a rotation. Run
 		// "console migrate" as a deliberate step.
 		if err := db.Migrate(ctx); err != nil {
 			return fmt.Errorf("migrate %s: %w", db.Redacted, err)
+		}
+	}
+	if !*allowDemoUsers {
+		if err := refuseDemoUsers(ctx, db.Console); err != nil {
+			return err
 		}
 	}
 	engine, err := idem.New(db.Store, idem.WithSecret([]byte(secret), previous...), idem.WithLogger(log))
