@@ -166,7 +166,7 @@ func refuseDemoUsers(ctx context.Context, db *store.DB) error {
 	for _, name := range demoUsers {
 		u, ok, err := db.UserByUsername(ctx, name)
 		if err != nil {
-			return fmt.Errorf("look for demo accounts: %w", err)
+			return fmt.Errorf("look for demo accounts (has \"console migrate\" run?): %w", err)
 		}
 		if ok && !u.Disabled && auth.Verify(u.PasswordHash, demoPassword(name)) == nil {
 			public = append(public, name)
