@@ -24,39 +24,38 @@ func TestH5ScopeThatCannotBeStoredIs400(t *testing.T) {
 	s := &countingStore{Store: inner}
 	e, err := idem.New(s, idem.WithSecret(idemtest.Secret))
 	require.NoError(t, err)
+	mw, err := idem.NewMiddleware(e, idem.MiddlewareConfig{})
+	require.NoError(t, err)
+	ran := 0
+	h := mw.Required()(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		ran++
+		w.WriteHeader(http.StatusCreated)
+	}))
+	post := func(principal string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{}`))
+		req.Header.Set("Idempotency-Key", `"scope-test-key-0001"`)
+		req = req.WithContext(idem.WithPrincipal(req.Context(), "demo", principal))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
 	for name, principal := range map[string]string{
 		"invalid UTF-8": "caf\xe9",
 		"NUL":           "a\x00b",
 		"too long":      strings.Repeat("p", idem.MaxScopeBytes),
 	} {
-		t.Run(name, func(t *testing.T) {
-			mw, err := idem.NewMiddleware(e, idem.MiddlewareConfig{})
-			require.NoError(t, err)
-			ran := false
-			h := mw.Required()(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = true }))
-			req := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{}`))
-			req.Header.Set("Idempotency-Key", `"scope-test-key-0001"`)
-			req = req.WithContext(idem.WithPrincipal(req.Context(), "demo", principal))
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, req)
-			require.Equal(t, http.StatusBadRequest, rec.Code, rec.Body.String())
-			require.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
-			var p idem.Problem
-			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &p))
-			require.Equal(t, idem.CodeInvalidScope, p.Code)
-			require.False(t, ran, "the handler never runs")
-		})
+		rec := post(principal)
+		require.Equal(t, http.StatusBadRequest, rec.Code, "%s: %s", name, rec.Body.String())
+		require.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"), name)
+		var p idem.Problem
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &p), name)
+		require.Equal(t, idem.CodeInvalidScope, p.Code, name)
 	}
+	require.Zero(t, ran, "the handler never runs")
 	require.Zero(t, s.calls.Load(), "the store is never touched")
 
 	// A valid UTF-8 scope still works.
-	mw, err := idem.NewMiddleware(e, idem.MiddlewareConfig{})
-	require.NoError(t, err)
-	h := mw.Required()(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusCreated) }))
-	req := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{}`))
-	req.Header.Set("Idempotency-Key", `"scope-test-key-0001"`)
-	req = req.WithContext(idem.WithPrincipal(req.Context(), "demo", "café"))
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
+	rec := post("café")
 	require.Equal(t, http.StatusCreated, rec.Code, rec.Body.String())
+	require.Equal(t, 1, ran)
 }
