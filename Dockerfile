@@ -8,10 +8,17 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/console ./cmd/console
+# /data for the runtime user (nonroot is 65532 in distroless): the image has
+# no shell to mkdir there, so the directory is made here and copied with
+# its owner. A fresh named volume on /data starts as a copy of it, owned by
+# 65532, so the embedded SQLite default can create its file.
+RUN mkdir -p /out/data && chown 65532:65532 /out/data
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/console /console
+COPY --from=build --chown=65532:65532 /out/data /data
 # The embedded SQLite default keeps its file here; PostgreSQL: set UNSTUCK_DB.
+# Declared after /data exists with its owner: a volume takes both from it.
 VOLUME /data
 ENV UNSTUCK_DB=sqlite:/data/unstuck.db \
     UNSTUCK_ADDR=0.0.0.0:8080

@@ -306,6 +306,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	scope := m.resolveScope(r)
+	var bad *ValidationError
+	if errors.As(checkScope(scope), &bad) {
+		m.reject(w, r, RejectedEvent{Code: CodeInvalidScope, Status: http.StatusBadRequest, Route: route},
+			"The caller's identity cannot scope an idempotency key ("+bad.Field+": "+bad.Reason+").", 0)
+		return
+	}
 	if scope == "" {
 		// A configuration error, not the client's: no resolver answered.
 		m.log.Error("idem: no scope resolver answered; check MiddlewareConfig.ScopeResolvers", "route", route)

@@ -2,9 +2,11 @@ package idem
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 )
 
 // ScopeResolver returns the scope of a request, or ok = false to let the
@@ -55,6 +57,13 @@ func AddressScope(r *http.Request) (string, bool) {
 	return "ip:" + host, true
 }
 
+// CodeInvalidScope is the problem code of a request whose scope, as the
+// first resolver that answered gave it, cannot be stored: not valid UTF-8,
+// holding a NUL byte, or longer than [MaxScopeBytes]. The scope comes from
+// what the caller sent (a bearer token's name, a signature's key ID), so it
+// is answered 400, before the store is touched.
+const CodeInvalidScope = "invalid_idempotency_scope"
+
 func (m *Middleware) resolveScope(r *http.Request) string {
 	for _, resolve := range m.cfg.ScopeResolvers {
 		if s, ok := resolve(r); ok {
@@ -62,6 +71,22 @@ func (m *Middleware) resolveScope(r *http.Request) string {
 		}
 	}
 	return ""
+}
+
+// checkScope returns a *[ValidationError] for Field "scope" when a
+// resolver's answer cannot be stored, or nil. PostgreSQL's text refuses
+// invalid UTF-8 and NUL; reporting that as the store's failure (503) would
+// tell the caller to retry what can never succeed.
+func checkScope(scope string) error {
+	switch {
+	case len(scope) > MaxScopeBytes:
+		return &ValidationError{Field: "scope", Reason: fmt.Sprintf("%d bytes, at most %d allowed", len(scope), MaxScopeBytes)}
+	case !utf8.ValidString(scope):
+		return &ValidationError{Field: "scope", Reason: "not valid UTF-8"}
+	case strings.IndexByte(scope, 0) >= 0:
+		return &ValidationError{Field: "scope", Reason: "holds a NUL byte"}
+	}
+	return nil
 }
 
 // defaultRoute names a request's route: the router's pattern (ServeMux and

@@ -133,12 +133,10 @@ func (d *database) useAuditKeys(keys *audit.Keyring) {
 // flags), reads the audit key and opens the database with a keyed trail.
 // It returns errUsage after printing why on a usage error, and a nil
 // database with a nil error for --help.
-func openAudit(ctx context.Context, name string, args []string, getenv func(string) string, stderr io.Writer, flags func(*flag.FlagSet)) (*database, error) {
+func openAudit(ctx context.Context, name string, args []string, getenv func(string) string, stdout, stderr io.Writer, flags func(*flag.FlagSet)) (*database, error) {
 	fs := flag.NewFlagSet("audit "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	// No default from the environment: help would print the URL with its
-	// password.
-	dbURL := fs.String("db", "", "database `URL`: postgres://… or sqlite:PATH (default: env UNSTUCK_DB)")
+	dbURL := dbFlag(fs, getenv, "database `URL`: postgres://… or sqlite:PATH (env UNSTUCK_DB)")
 	if flags != nil {
 		flags(fs)
 	}
@@ -146,11 +144,8 @@ func openAudit(ctx context.Context, name string, args []string, getenv func(stri
 		fmt.Fprint(fs.Output(), auditUsage)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, nil
-		}
-		return nil, errUsage
+	if help, err := parseFlags(fs, args, stdout, stderr); help || err != nil {
+		return nil, err
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "console audit %s: unexpected argument %q\n", name, fs.Arg(0))
@@ -180,7 +175,7 @@ func runAuditVerify(ctx context.Context, args []string, getenv func(string) stri
 		anchors     []audit.Anchor
 		checkpoints []audit.Checkpoint
 	)
-	db, err := openAudit(ctx, "verify", args, getenv, stderr, func(fs *flag.FlagSet) {
+	db, err := openAudit(ctx, "verify", args, getenv, stdout, stderr, func(fs *flag.FlagSet) {
 		fs.Func("checkpoint", "a `LINE` printed by console audit checkpoint, kept outside the database (repeatable)", func(s string) error {
 			c, err := audit.ParseCheckpoint(s)
 			if err != nil {
@@ -236,7 +231,7 @@ func runAuditVerify(ctx context.Context, args []string, getenv func(string) stri
 }
 
 func runAuditCheckpoint(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	db, err := openAudit(ctx, "checkpoint", args, getenv, stderr, nil)
+	db, err := openAudit(ctx, "checkpoint", args, getenv, stdout, stderr, nil)
 	if db == nil || err != nil {
 		return err
 	}

@@ -136,11 +136,10 @@ func riverMigrateSQLite(db *sql.DB) func(context.Context) error {
 func openDatabase(ctx context.Context, rawURL string) (*database, error) {
 	switch {
 	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
-		u, err := url.Parse(rawURL)
-		if err != nil {
+		if _, err := url.Parse(rawURL); err != nil {
 			return nil, errors.New("database URL cannot be parsed")
 		}
-		redacted := u.Redacted()
+		redacted := redactURL(rawURL)
 		cfg, err := pgxpool.ParseConfig(rawURL)
 		if err != nil {
 			return nil, fmt.Errorf("database URL %s: %w", redacted, err)

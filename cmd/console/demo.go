@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -25,8 +26,8 @@ import (
 // set. It is public: never use the demo's database for real data.
 const demoSecret = "unstuck-demo-secret-not-for-production!"
 
-// demoUsers are created (or reset) by "console demo", each with the
-// password demo-<username>.
+// demoUsers are created by "console demo" when missing, each with the
+// password demo-<username> ([demoPassword]).
 var demoUsers = []string{store.RoleAdmin, store.RoleOncall, store.RoleSupport, store.RoleAuditor}
 
 func runDemo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) (err error) {
@@ -35,15 +36,23 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	addr := fs.String("addr", "127.0.0.1:8080", "listen `address`")
 	dbURL := fs.String("db", "sqlite:"+filepath.Join(os.TempDir(), "unstuck-demo.db"), "database `URL`: sqlite:PATH or postgres://…")
 	traffic := fs.Bool("traffic", true, "generate demo traffic that keeps records in every state")
+	fresh := fs.Bool("fresh", false, "start from an empty database: delete the demo's SQLite file first (only a file the demo created)")
+	resetUsers := fs.Bool("reset-demo-users", false, "run on a database the demo did not create, or that has other accounts, and give admin, oncall, support and auditor their public demo passwords again")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "Usage: console demo [--addr ADDR] [--db URL] [--traffic=false]\n\nRuns the console and the demo shop on the embedded SQLite default.\n\n")
+		fmt.Fprint(fs.Output(), `Usage: console demo [--addr ADDR] [--db URL] [--traffic=false] [--fresh]
+
+Runs the console and the demo shop on the embedded SQLite default. The
+database is kept between runs (records, accounts and their passwords);
+--fresh starts from an empty one. The demo runs only on a new database or
+one it created, and never changes an existing account, unless
+--reset-demo-users. Its accounts have public passwords: "console serve"
+refuses to start while they are enabled.
+
+`)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return errUsage
+	if help, err := parseFlags(fs, args, stdout, stderr); help || err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "console demo: unexpected argument %q\n", fs.Arg(0))
@@ -62,6 +71,11 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		secret = demoSecret
 		log.Warn("UNSTUCK_SECRET is not set: sealing demo responses with the public demo secret")
 	}
+	if *fresh {
+		if err := removeDemoFile(ctx, *dbURL); err != nil {
+			return err
+		}
+	}
 	auditKeys, err := demoAuditKeys(getenv, secret, log)
 	if err != nil {
 		return err
@@ -72,10 +86,16 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	defer db.Close()
 	db.useAuditKeys(auditKeys)
+	// Before the migrations: a database with tables and no marker is not
+	// the demo's, whatever the migrations would add.
+	if err := claimDemoDatabase(ctx, db, *resetUsers); err != nil {
+		return err
+	}
 	if err := db.Migrate(ctx); err != nil {
 		return fmt.Errorf("migrate %s: %w", db.Redacted, err)
 	}
-	if err := ensureDemoUsers(ctx, db.Console); err != nil {
+	kept, err := ensureDemoUsers(ctx, db.Console, *resetUsers)
+	if err != nil {
 		return err
 	}
 	engine, err := idem.New(db.Store, idem.WithSecret([]byte(secret)), idem.WithLogger(log))
@@ -105,6 +125,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	base := "http://" + ln.Addr().String()
 	fmt.Fprintf(stdout, `unstuck demo — database %s
+  (kept between runs, with its records and accounts; --fresh starts from an empty one)
 listening on %s
 
 Console: open %[2]s/ and sign in as one of
@@ -116,6 +137,9 @@ Shop:
   curl -i -X POST %[2]s/shop/signups -H 'Idempotency-Key: "signup-000000000001"' -H 'Content-Type: application/json' -d '{"email":"ann@example.com"}'
   (a saga on River; add "fail":"workspace_permanent" or another mode; GET the Location to follow it)
 `, db.Redacted, base)
+	if len(kept) > 0 {
+		fmt.Fprintf(stdout, "  (%s existed already and keep the password they had)\n", strings.Join(kept, ", "))
+	}
 	if !loopback {
 		log.Warn("not on loopback: session cookies are Secure, so sign-in needs https in front of the demo")
 	}
@@ -127,22 +151,37 @@ Shop:
 	return serveHTTP(ctx, ln, h, log, sweeper(engine, db, log))
 }
 
-// ensureDemoUsers creates the demo accounts, or resets their password,
-// role and enabled state.
-func ensureDemoUsers(ctx context.Context, db *store.DB) error {
+// ensureDemoUsers creates the demo accounts that do not exist, each with
+// its public password. It never changes an existing account unless reset
+// (--reset-demo-users), which gives the demo accounts their public
+// password and role again and enables them. It returns the names of the
+// existing accounts it left as they were.
+func ensureDemoUsers(ctx context.Context, db *store.DB, reset bool) (kept []string, err error) {
 	for _, name := range demoUsers {
-		hash, err := auth.Hash("demo-" + name)
+		_, exists, err := db.UserByUsername(ctx, name)
 		if err != nil {
-			return err
+			return nil, fmt.Errorf("demo user %s: %w", name, err)
 		}
-		if _, err := db.CreateUser(ctx, name, name, hash); errors.Is(err, store.ErrConflict) {
+		if exists && !reset {
+			kept = append(kept, name)
+			continue
+		}
+		hash, err := auth.Hash(demoPassword(name))
+		if err != nil {
+			return nil, err
+		}
+		_, err = db.CreateUser(ctx, name, name, hash)
+		switch {
+		case errors.Is(err, store.ErrConflict) && reset:
 			err = errors.Join(db.SetUserPassword(ctx, name, hash), db.SetUserDisabled(ctx, name, false), db.SetUserRole(ctx, name, name))
+		case errors.Is(err, store.ErrConflict):
+			kept, err = append(kept, name), nil
 		}
 		if err != nil {
-			return fmt.Errorf("demo user %s: %w", name, err)
+			return nil, fmt.Errorf("demo user %s: %w", name, err)
 		}
 	}
-	return nil
+	return kept, nil
 }
 
 func isLoopback(a net.Addr) bool {

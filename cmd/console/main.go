@@ -59,9 +59,10 @@ Run "console <command> --help" for a command's flags.
 // run is the whole program: it parses args (without the program name),
 // reads configuration through getenv, and writes to stdout and stderr. It
 // returns when the command is done or ctx ends. A password for "user add"
-// comes from the process's standard input.
+// comes from the process's standard input (asked for on stderr, without
+// echo, when that is a terminal).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	return runWithStdin(ctx, args, getenv, os.Stdin, stdout, stderr)
+	return runWithStdin(ctx, args, getenv, stdinOf(os.Stdin), stdout, stderr)
 }
 
 // runWithStdin is run with the standard input given, for tests.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,9 +40,68 @@ func TestHelp(t *testing.T) {
 	require.ErrorIs(t, err, errUsage)
 	require.Contains(t, errOut, `unknown command "frobnicate"`)
 
-	_, errOut, err = runConsole(t, nil, "migrate", "--help")
+	out, errOut, err = runConsole(t, nil, "migrate", "--help")
 	require.NoError(t, err)
-	require.Contains(t, errOut, "--db")
+	require.Contains(t, out, "-db")
+	require.Empty(t, errOut)
+}
+
+// TestHelpOnStdoutErrorsOnStderr checks every command and subcommand:
+// --help prints on stdout and succeeds (exit 0), a bad flag prints the
+// error and the usage on stderr only and is a usage error (exit 2) (issue
+// 10 item 6).
+func TestHelpOnStdoutErrorsOnStderr(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range [][]string{
+		{"serve"}, {"migrate"}, {"demo"}, {"user"}, {"user", "add"}, {"user", "disable"}, {"user", "enable"},
+		{"audit"}, {"audit", "verify"},
+	} {
+		name := strings.Join(cmd, " ")
+		for _, help := range []string{"--help", "-h"} {
+			out, errOut, err := runConsole(t, nil, append(slices.Clone(cmd), help)...)
+			require.NoError(t, err, "%s %s", name, help)
+			require.Contains(t, out, "Usage:", "%s %s: help on stdout", name, help)
+			require.Empty(t, errOut, "%s %s", name, help)
+		}
+		if len(cmd) == 1 && (cmd[0] == "user" || cmd[0] == "audit") {
+			continue // they take a subcommand, not flags
+		}
+		out, errOut, err := runConsole(t, nil, append(slices.Clone(cmd), "--no-such-flag")...)
+		require.ErrorIs(t, err, errUsage, name)
+		require.Empty(t, out, name)
+		require.Contains(t, errOut, "no-such-flag", name)
+		require.Contains(t, errOut, "Usage:", name)
+	}
+	for _, cmd := range [][]string{{"user"}, {"user", "frobnicate", "--username", "x", "--db", "sqlite:x"}, {"audit"}} {
+		out, errOut, err := runConsole(t, nil, cmd...)
+		require.ErrorIs(t, err, errUsage, cmd)
+		require.Empty(t, out, cmd)
+		require.Contains(t, errOut, "Usage:", cmd)
+	}
+}
+
+// TestDatabasePasswordNeverPrinted checks that the UNSTUCK_DB default that
+// help and usage show has its password redacted, in the URL's user info
+// and in a password parameter (issue 10 item 6).
+func TestDatabasePasswordNeverPrinted(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"UNSTUCK_DB": "postgres://ops:hunter2@db.internal:5432/unstuck?sslmode=require&password=hunter3"}
+	for _, cmd := range [][]string{{"serve"}, {"migrate"}, {"user", "add"}, {"audit", "verify"}} {
+		name := strings.Join(cmd, " ")
+		out, _, err := runConsole(t, env, append(slices.Clone(cmd), "--help")...)
+		require.NoError(t, err, name)
+		require.Contains(t, out, "postgres://ops:xxxxx@db.internal:5432/unstuck", name)
+		_, errOut, err := runConsole(t, env, append(slices.Clone(cmd), "--bogus")...)
+		require.ErrorIs(t, err, errUsage, name)
+		require.Contains(t, errOut, "ops:xxxxx@", name)
+		for _, printed := range []string{out, errOut} {
+			require.NotContains(t, printed, "hunter2", name)
+			require.NotContains(t, printed, "hunter3", name)
+		}
+	}
+	require.Equal(t, "sqlite:/var/lib/x.db", redactURL("sqlite:/var/lib/x.db"))
+	require.Equal(t, "mysql:…", redactURL("mysql://root:hunter2@h/db"))
+	require.Equal(t, "postgres://h/db", redactURL("postgres://h/db"))
 }
 
 func TestMigrateSQLite(t *testing.T) {
@@ -172,4 +232,58 @@ func TestServe(t *testing.T) {
 	require.Contains(t, string(metrics), "\nunstuck_clock_skew_seconds ", "issue 9 item 4: serve exports the clock skew")
 	cancel()
 	require.NoError(t, <-done)
+}
+
+// fakeTerminal is a [terminal] that answers ReadPassword with its lines
+// and records that nothing was read with echo.
+type fakeTerminal struct {
+	io.Reader // never read: a terminal's password is read without echo
+	lines     []string
+	asked     int
+}
+
+func (f *fakeTerminal) ReadPassword(context.Context) ([]byte, error) {
+	if f.asked >= len(f.lines) {
+		return nil, io.EOF
+	}
+	f.asked++
+	return []byte(f.lines[f.asked-1]), nil
+}
+
+// TestUserAddPromptsAtATerminal checks that "user add" at a terminal asks
+// for the password on stderr (twice, read without echo) instead of waiting
+// silently, and never prints it (SPEC K5; issue 10 item 6).
+func TestUserAddPromptsAtATerminal(t *testing.T) {
+	t.Parallel()
+	db := "sqlite:" + filepath.Join(t.TempDir(), "users.db")
+	_, _, err := runConsole(t, nil, "migrate", "--db", db)
+	require.NoError(t, err)
+	env := func(string) string { return "" }
+	add := func(user string, lines ...string) (tty *fakeTerminal, out, errOut string, err error) {
+		var o, e bytes.Buffer
+		tty = &fakeTerminal{Reader: strings.NewReader(""), lines: lines}
+		err = runWithStdin(context.Background(), []string{"user", "add", "--db", db, "--username", user, "--role", "oncall"}, env, tty, &o, &e)
+		return tty, o.String(), e.String(), err
+	}
+
+	tty, out, errOut, err := add("ada", "a-long-enough-password", "a-long-enough-password")
+	require.NoError(t, err)
+	require.Equal(t, 2, tty.asked)
+	require.Contains(t, errOut, "Password for ada")
+	require.Contains(t, errOut, "Repeat the password")
+	require.Contains(t, out, "added user ada with role oncall")
+	require.NotContains(t, out+errOut, "a-long-enough-password")
+
+	_, out, _, err = add("bob", "a-long-enough-password", "another-long-password")
+	require.ErrorContains(t, err, "differ")
+	require.NotContains(t, out, "added")
+
+	tty, _, _, err = add("cy", "short")
+	require.ErrorContains(t, err, "at least 12")
+	require.Equal(t, 1, tty.asked, "a refused password is not asked again")
+
+	tty, out, _, err = add("dee", "")
+	require.NoError(t, err)
+	require.Equal(t, 1, tty.asked)
+	require.Regexp(t, `generated password \(shown once\): \S{20}`, out)
 }

@@ -7,28 +7,51 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
+
+	"golang.org/x/term"
 
 	"github.com/unstuckhq/unstuck/internal/auth"
 	"github.com/unstuckhq/unstuck/internal/store"
 )
 
+const userUsage = `Usage: console user add --username U --role R [--db URL]
+       console user disable --username U [--db URL]
+       console user enable --username U [--db URL]
+
+"user add" takes the password from standard input: at a terminal it asks
+for it on stderr without echo (twice); otherwise it reads the first line.
+An empty answer or an empty input generates a password, printed once.
+
+`
+
 // runUser is "console user add|disable|enable": local accounts (SPEC K5).
 func runUser(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "Usage: console user add --username U --role R [--db URL]   (password from stdin, or generated)\n       console user disable --username U [--db URL]\n       console user enable --username U [--db URL]")
+		fmt.Fprint(stderr, userUsage)
 		return errUsage
 	}
 	sub := args[0]
+	switch sub {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, userUsage)
+		return nil
+	}
 	fs := flag.NewFlagSet("user "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dbURL := fs.String("db", getenv("UNSTUCK_DB"), "database `URL` (env UNSTUCK_DB)")
+	dbURL := dbFlag(fs, getenv, "database `URL` (env UNSTUCK_DB)")
 	username := fs.String("username", "", "the account's `name`")
 	role := fs.String("role", "", "auditor, support, oncall or admin (add only)")
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), userUsage)
+		fs.PrintDefaults()
+	}
+	if help, err := parseFlags(fs, args[1:], stdout, stderr); help || err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "console user %s: unexpected argument %q\n", sub, fs.Arg(0))
 		return errUsage
 	}
 	if *dbURL == "" || *username == "" {
@@ -43,7 +66,7 @@ func runUser(ctx context.Context, args []string, getenv func(string) string, std
 		}
 	case "disable", "enable", "unlock":
 	default:
-		fmt.Fprintf(stderr, "console user: unknown subcommand %q\n", sub)
+		fmt.Fprintf(stderr, "console user: unknown subcommand %q\n\n%s", sub, userUsage)
 		return errUsage
 	}
 	db, err := openDatabase(ctx, *dbURL)
@@ -65,7 +88,7 @@ func runUser(ctx context.Context, args []string, getenv func(string) string, std
 		fmt.Fprintf(stdout, "%sd user %s\n", sub, *username)
 		return nil
 	}
-	password, generated, err := readPassword(stdin)
+	password, generated, err := readPassword(ctx, stdin, stderr, *username)
 	if err != nil {
 		return err
 	}
@@ -84,10 +107,16 @@ func runUser(ctx context.Context, args []string, getenv func(string) string, std
 	return nil
 }
 
-// readPassword takes the first line of stdin as the password; an empty
-// stdin means: generate one.
-func readPassword(stdin io.Reader) (pw string, generated bool, err error) {
-	if stdin != nil {
+// readPassword takes the password for username: at a terminal (stdin is
+// a [terminal]) it prompts on stderr and reads without echo, else it takes
+// the first line of stdin. An empty answer means: generate one.
+func readPassword(ctx context.Context, stdin io.Reader, stderr io.Writer, username string) (pw string, generated bool, err error) {
+	if t, ok := stdin.(terminal); ok {
+		pw, err = promptPassword(ctx, t, stderr, username)
+		if err != nil {
+			return "", false, err
+		}
+	} else if stdin != nil {
 		line, rerr := bufio.NewReader(stdin).ReadString('\n')
 		if rerr != nil && !errors.Is(rerr, io.EOF) {
 			return "", false, fmt.Errorf("read password: %w", rerr)
@@ -102,4 +131,81 @@ func readPassword(stdin io.Reader) (pw string, generated bool, err error) {
 		return "", false, err
 	}
 	return pw, false, nil
+}
+
+// promptPassword asks for a password on stderr and reads it twice without
+// echo. An empty first answer returns "" (generate one); a password that
+// fails [auth.ValidatePassword] is refused before it is asked again.
+func promptPassword(ctx context.Context, t terminal, stderr io.Writer, username string) (string, error) {
+	ask := func(prompt string) (string, error) {
+		fmt.Fprint(stderr, prompt)
+		b, err := t.ReadPassword(ctx)
+		fmt.Fprintln(stderr) // the newline typed was not echoed either
+		if err != nil {
+			return "", fmt.Errorf("read password: %w", err)
+		}
+		return string(b), nil
+	}
+	pw, err := ask(fmt.Sprintf("Password for %s (at least %d characters; empty: generate one): ", username, auth.MinPasswordLength))
+	if err != nil || pw == "" {
+		return "", err
+	}
+	if err := auth.ValidatePassword(pw); err != nil {
+		return "", err
+	}
+	again, err := ask("Repeat the password: ")
+	if err != nil {
+		return "", err
+	}
+	if again != pw {
+		return "", errors.New("the two passwords differ; nothing was changed")
+	}
+	return pw, nil
+}
+
+// terminal is a standard input that is an interactive terminal.
+type terminal interface {
+	io.Reader
+	// ReadPassword reads one line without echoing it, without its line
+	// ending. It returns ctx's error, with the terminal restored, when
+	// ctx ends first (Ctrl-C).
+	ReadPassword(ctx context.Context) ([]byte, error)
+}
+
+// stdinOf returns f, as a [terminal] when it is one.
+func stdinOf(f *os.File) io.Reader {
+	if fd := int(f.Fd()); term.IsTerminal(fd) {
+		return ttyStdin{File: f, fd: fd}
+	}
+	return f
+}
+
+// ttyStdin is a standard input on a terminal.
+type ttyStdin struct {
+	*os.File
+	fd int
+}
+
+func (t ttyStdin) ReadPassword(ctx context.Context) ([]byte, error) {
+	state, err := term.GetState(t.fd)
+	if err != nil {
+		return nil, err
+	}
+	type line struct {
+		b   []byte
+		err error
+	}
+	read := make(chan line, 1)
+	go func() {
+		b, err := term.ReadPassword(t.fd)
+		read <- line{b, err}
+	}()
+	select {
+	case l := <-read:
+		return l.b, l.err
+	case <-ctx.Done():
+		// The reading goroutine stays blocked; the process is ending.
+		_ = term.Restore(t.fd, state)
+		return nil, ctx.Err()
+	}
 }

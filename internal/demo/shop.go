@@ -88,10 +88,10 @@ func (s *Shop) Provider() *Provider { return s.provider }
 func (s *Shop) Routes(r chi.Router) {
 	r.Route("/shop", func(r chi.Router) {
 		r.Use(demoAuth)
-		r.With(validated(validateOrder), s.mw.Required()).Post("/orders", s.handleCreateOrder)
+		r.With(keyFirst(true), validated(validateOrder), s.mw.Required()).Post("/orders", s.handleCreateOrder)
 		r.Get("/orders", s.handleListOrders)
-		r.With(validated(validatePayment), s.mw.Required()).Post("/payments", s.handleCreatePayment)
-		r.With(validated(validateExport), s.mw.Optional(idem.RouteTTL(ExportTTL))).Post("/exports", s.handleCreateExport)
+		r.With(keyFirst(true), validated(validatePayment), s.mw.Required()).Post("/payments", s.handleCreatePayment)
+		r.With(keyFirst(false), validated(validateExport), s.mw.Optional(idem.RouteTTL(ExportTTL))).Post("/exports", s.handleCreateExport)
 		r.Get("/provider/state", s.handleProviderState)
 	})
 }
@@ -201,6 +201,31 @@ func decodeStrict(b []byte, v any) *idem.Problem {
 		return fieldProblem(strings.Trim(name, `"`), "is not a known field")
 	}
 	return &idem.Problem{Status: http.StatusBadRequest, Code: "invalid_json", Detail: "The body must be one JSON object: " + err.Error() + "."}
+}
+
+// keyFirst answers a missing (when required) or invalid Idempotency-Key
+// with the idempotency middleware's own problem before the body is
+// validated, so that a request with a bad key and a bad body is told about
+// the key, as the middleware mounted after the validation would. It checks
+// the key with the middleware's default rules ([idem.KeyRules] zero value),
+// which the shop uses.
+func keyFirst(required bool) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, err := idem.ParseKeyHeader(r.Header, idem.KeyRules{})
+			var ve *idem.ValidationError
+			switch {
+			case errors.Is(err, idem.ErrKeyMissing) && required:
+				idem.WriteProblem(w, idem.Problem{Status: http.StatusBadRequest, Code: idem.CodeKeyMissing,
+					Detail: "This route requires an Idempotency-Key header."})
+			case errors.As(err, &ve):
+				idem.WriteProblem(w, idem.Problem{Status: http.StatusBadRequest, Code: idem.CodeInvalidKey,
+					Detail: "The Idempotency-Key is invalid: " + ve.Reason + "."})
+			default:
+				next.ServeHTTP(w, r)
+			}
+		})
+	}
 }
 
 type inputKey struct{}
