@@ -134,6 +134,21 @@ func riverMigrateSQLite(db *sql.DB) func(context.Context) error {
 // migrated: SQLite migrates itself, PostgreSQL is migrated by "console
 // migrate" as a deliberate step).
 func openDatabase(ctx context.Context, rawURL string) (*database, error) {
+	d, err := openUnmigrated(ctx, rawURL)
+	if err != nil || !d.Embedded {
+		return d, err
+	}
+	// The embedded default migrates itself, for every subcommand.
+	if err := d.Migrate(ctx); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("migrate %s: %w", rawURL, err)
+	}
+	return d, nil
+}
+
+// openUnmigrated is openDatabase without SQLite's own migration, for
+// the demo, which must look at a database before anything is added to it.
+func openUnmigrated(ctx context.Context, rawURL string) (*database, error) {
 	switch {
 	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
 		if _, err := url.Parse(rawURL); err != nil {
@@ -172,16 +187,10 @@ func openDatabase(ctx context.Context, rawURL string) (*database, error) {
 			return nil, fmt.Errorf("open %s: %w", rawURL, err)
 		}
 		s, c := sqlite.New(db), store.NewSQLite(db)
-		d := &database{Redacted: rawURL, Store: s, Console: c, Embedded: true, SQL: db,
+		return &database{Redacted: rawURL, Store: s, Console: c, Embedded: true, SQL: db,
 			Trail: audit.NewSQLite(db),
 			migrate: []func(context.Context) error{s.Migrate, sagasqlite.New(db).Migrate, riverMigrateSQLite(db),
-				c.Migrate, c.MigrateOperations, audit.NewSQLite(db).Migrate}, Close: func() { closeQuietly(db) }}
-		// The embedded default migrates itself, for every subcommand.
-		if err := d.Migrate(ctx); err != nil {
-			d.Close()
-			return nil, fmt.Errorf("migrate %s: %w", rawURL, err)
-		}
-		return d, nil
+				c.Migrate, c.MigrateOperations, audit.NewSQLite(db).Migrate}, Close: func() { closeQuietly(db) }}, nil
 	default:
 		return nil, fmt.Errorf("database URL must start with postgres://, postgresql:// or sqlite: (got %q)", schemeOf(rawURL))
 	}

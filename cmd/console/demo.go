@@ -80,7 +80,7 @@ refuses to start while they are enabled.
 	if err != nil {
 		return err
 	}
-	db, err := openDatabase(ctx, *dbURL)
+	db, err := openUnmigrated(ctx, *dbURL)
 	if err != nil {
 		return err
 	}

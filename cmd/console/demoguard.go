@@ -124,7 +124,7 @@ func removeDemoFile(ctx context.Context, dbURL string) error {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	db, err := openDatabase(ctx, dbURL)
+	db, err := openUnmigrated(ctx, dbURL)
 	if err != nil {
 		return err
 	}

@@ -193,7 +193,7 @@ func TestServeRefusesDemoPasswords(t *testing.T) {
 	dbURL := sqliteURL(t)
 	_, err := demoOnce(t, dbURL)
 	require.NoError(t, err)
-	env := map[string]string{"UNSTUCK_DB": dbURL, "UNSTUCK_SECRET": "serve-test-secret-0123456789abcdef"}
+	env := map[string]string{"UNSTUCK_DB": dbURL, "UNSTUCK_SECRET": "serve-test-secret-0123456789abcdef", "UNSTUCK_AUDIT_KEY": testAuditKey}
 	serve := func(args ...string) error {
 		_, err := startAndStop(t, env, "console listening on ", append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
 		return err

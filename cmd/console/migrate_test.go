@@ -85,7 +85,7 @@ func TestMigrateCreatesRiverTables(t *testing.T) {
 func serveBriefly(t *testing.T, url string) error {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	env := map[string]string{"UNSTUCK_DB": url, "UNSTUCK_SECRET": "serve-test-secret-0123456789abcdef"}
+	env := map[string]string{"UNSTUCK_DB": url, "UNSTUCK_SECRET": "serve-test-secret-0123456789abcdef", "UNSTUCK_AUDIT_KEY": testAuditKey}
 	return run(ctx, []string{"serve", "--addr", "127.0.0.1:0"}, func(k string) string { return env[k] }, io.Discard, io.Discard)
 }
 
