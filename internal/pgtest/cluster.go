@@ -43,13 +43,20 @@ func startCluster(ctx context.Context) (*cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	return startInTempDir(ctx, bin, cred)
+}
+
+// startInTempDir runs initdb in a new temporary directory and starts a
+// postmaster there with the extra server arguments; the directory is
+// removed again if that fails.
+func startInTempDir(ctx context.Context, bin string, cred *syscall.Credential, extra ...string) (*cluster, error) {
 	// Not t.TempDir: as root its parent is private, which postgres cannot
 	// traverse.
 	dir, err := os.MkdirTemp("", "pgtest-")
 	if err != nil {
 		return nil, fmt.Errorf("temp dir: %w", err)
 	}
-	c, err := initAndStart(ctx, bin, cred, dir)
+	c, err := initAndStart(ctx, bin, cred, dir, extra...)
 	if err != nil {
 		if rmErr := os.RemoveAll(dir); rmErr != nil {
 			err = errors.Join(err, fmt.Errorf("remove %s: %w", dir, rmErr))

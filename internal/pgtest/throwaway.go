@@ -75,15 +75,8 @@ func StartCluster(ctx context.Context, bin string) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "pgtest-")
+	c, err := startInTempDir(ctx, bin, cred, durableArgs...)
 	if err != nil {
-		return nil, fmt.Errorf("temp dir: %w", err)
-	}
-	c, err := initAndStart(ctx, bin, cred, dir, durableArgs...)
-	if err != nil {
-		if rmErr := os.RemoveAll(dir); rmErr != nil {
-			err = errors.Join(err, fmt.Errorf("remove %s: %w", dir, rmErr))
-		}
 		return nil, err
 	}
 	u, err := url.Parse(c.url)
@@ -94,7 +87,7 @@ func StartCluster(ctx context.Context, bin string) (*Cluster, error) {
 	if err != nil {
 		return nil, errors.Join(err, c.stop())
 	}
-	return &Cluster{bin: bin, cred: cred, dir: dir, port: port, c: c}, nil
+	return &Cluster{bin: bin, cred: cred, dir: c.dir, port: port, c: c}, nil
 }
 
 // URL returns the admin URL of the cluster's postgres database.
