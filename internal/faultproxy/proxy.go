@@ -338,16 +338,8 @@ func (c *conn) frontend(server net.Conn) {
 		} else if !c.inject(w, typ, body) {
 			return
 		}
-		if !c.wait() {
+		if !c.forward(w, r, msg) {
 			return
-		}
-		if _, err := w.Write(msg); err != nil {
-			return
-		}
-		if r.Buffered() == 0 {
-			if err := w.Flush(); err != nil {
-				return
-			}
 		}
 	}
 }
@@ -437,18 +429,22 @@ func (c *conn) backend(server net.Conn) {
 			}
 			msg = m
 		}
-		if !c.wait() {
+		if !c.forward(w, r, msg) {
 			return
-		}
-		if _, err := w.Write(msg); err != nil {
-			return
-		}
-		if r.Buffered() == 0 {
-			if err := w.Flush(); err != nil {
-				return
-			}
 		}
 	}
+}
+
+// forward writes msg once the blackhole lets it, flushing when nothing more
+// is buffered on the reading side; false when the connection is done.
+func (c *conn) forward(w *bufio.Writer, r *bufio.Reader, msg []byte) bool {
+	if !c.wait() {
+		return false
+	}
+	if _, err := w.Write(msg); err != nil {
+		return false
+	}
+	return r.Buffered() > 0 || w.Flush() == nil
 }
 
 // readFrontend reads one client message: untyped (length first) in the
