@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/unstuckhq/unstuck/idem"
+)
+
+// row is one line of the results table.
+type row struct {
+	Name       string
+	Path       string // "idem.Run", "HTTP middleware", …
+	Store      string // "PostgreSQL", "SQLite"
+	Mode       string // "plain" or "transactional"
+	Fault      string
+	Keys       int
+	Faults     int
+	RanTwice   int // keys whose effect ran more than once
+	Lost       int // keys whose effect never ran
+	Processing int // records left processing after the settle
+	Pending    int // records left pending after the settle
+	Unrecorded int // runs that returned ErrOutcomeUnrecorded
+	Late       int // of those, keys whose record was completed later
+	TwoBodies  int // HTTP keys whose two senders got different 2xx bodies
+	Note       string
+}
+
+// secret seals results; the harness's own, never a real one.
+var secret = []byte("faults-harness-secret-0123456789")
+
+const scopeName = "faults"
+
+// newEngine builds the engine every experiment uses: the default options,
+// the lease of the scale and the recovery policy.
+func newEngine(s idem.Store, log *slog.Logger, policy string) (*idem.Engine, error) {
+	opts := append([]idem.Option{idem.WithSecret(secret), idem.WithLogger(log)}, recoveryOptions(policy)...)
+	return idem.New(s, opts...)
+}
+
+// makeKeys returns n keys unique to the experiment.
+func makeKeys(exp string, n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%s-key-%06d", exp, i)
+	}
+	return keys
+}
+
+// drive issues keys at an even pace over the window to sc.workers workers
+// that each call do(key) until it reports done or the deadline passes, and
+// runs the fault plan alongside. It returns the number of faults injected.
+func drive(ctx context.Context, sc scale, keys []string, fault func(ctx context.Context) (int, error), do func(ctx context.Context, key string) (done bool)) (int, error) {
+	deadline := time.Now().Add(sc.window + sc.settle)
+	var faults int
+	var ferr error
+	fdone := make(chan struct{})
+	go func() {
+		defer close(fdone)
+		faults, ferr = fault(ctx)
+	}()
+
+	ch := make(chan string)
+	var wg sync.WaitGroup
+	for range sc.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for key := range ch {
+				for !do(ctx, key) && time.Now().Before(deadline) && ctx.Err() == nil {
+				}
+			}
+		}()
+	}
+	pace := sc.window / time.Duration(len(keys))
+	next := time.Now()
+	for _, k := range keys {
+		sleep(ctx, time.Until(next))
+		next = next.Add(pace)
+		select {
+		case ch <- k:
+		case <-ctx.Done():
+		}
+	}
+	close(ch)
+	wg.Wait()
+	<-fdone
+	return faults, ferr
+}
+
+// retryPause is how long a caller waits before repeating after an error.
+func retryPause(err error) time.Duration {
+	var ip *idem.InProgressError
+	if errors.As(err, &ip) {
+		return min(ip.RetryAfter, 200*time.Millisecond)
+	}
+	return 100 * time.Millisecond
+}
+
+// runExperiment: sc.workers workers call idem.Run for every key on a
+// pgxv5 store through the proxy while plan injects its faults; a caller
+// that gets an error repeats the call, as an application retrying would,
+// until it gets a value, a pending record or an unavailable result.
+func runExperiment(ctx context.Context, env *pgEnv, sc scale, plan faultPlan, log *slog.Logger, policy string) (row, error) {
+	r := row{Name: "run-" + plan.name, Path: "idem.Run", Store: "PostgreSQL", Mode: "plain", Fault: plan.desc(sc), Keys: sc.runKeys}
+	db, err := env.newDatabase(ctx, int32(sc.workers*2), "")
+	if err != nil {
+		return r, err
+	}
+	defer db.close()
+	eng, err := newEngine(db.store, log, policy)
+	if err != nil {
+		return r, err
+	}
+	eff := newEffects()
+	keys := makeKeys(r.Name, sc.runKeys)
+	var mu sync.Mutex
+	unrecorded := map[string]bool{}
+
+	do := func(ctx context.Context, key string) bool {
+		_, err := idem.Run(ctx, eng, key, scopeName, func(context.Context) (string, error) {
+			eff.add(key)
+			time.Sleep(sc.work)
+			return "value of " + key, nil
+		}, idem.WithLease(sc.lease))
+		var ip *idem.InProgressError
+		switch {
+		case err == nil:
+			return true
+		case isUnrecorded(err): // the effect ran and the caller has its value
+			mu.Lock()
+			unrecorded[key] = true
+			mu.Unlock()
+			return true
+		case errors.As(err, &ip) && ip.Status == idem.StatusPending, errors.Is(err, idem.ErrResultUnavailable):
+			return true
+		}
+		sleep(ctx, retryPause(err))
+		return false
+	}
+	r.Faults, err = drive(ctx, sc, keys, func(ctx context.Context) (int, error) { return plan.run(ctx, env, sc) }, do)
+	if err != nil {
+		return r, err
+	}
+	if err := shutdown(ctx, eng); err != nil {
+		r.Note = "shutdown: " + err.Error()
+	}
+	r.RanTwice, r.Lost = eff.tally(keys)
+	return r, countRecords(ctx, db, &r, unrecorded, idem.DefaultOperation)
+}
+
+// countRecords fills the record columns of r from the database, and counts
+// which of the unrecorded keys were recorded later.
+func countRecords(ctx context.Context, db *database, r *row, unrecorded map[string]bool, operation string) error {
+	counts, err := db.recordCounts(ctx)
+	if err != nil {
+		return err
+	}
+	r.Processing, r.Pending = counts["processing"], counts["pending"]
+	r.Unrecorded = len(unrecorded)
+	for key := range unrecorded {
+		var status string
+		err := db.direct.QueryRow(ctx, "SELECT status FROM unstuck_idem_record WHERE scope = $1 AND operation = $2 AND key_digest = $3",
+			scopeName, operation, idem.Digest(scopeName, operation, key)).Scan(&status)
+		if err == nil && status == string(idem.StatusCompleted) {
+			r.Late++
+		}
+	}
+	return nil
+}

@@ -1,0 +1,194 @@
+// Command faults runs Jepsen-style fault experiments against the
+// idempotency engine (issue 9) and prints a markdown table of what
+// happened: for each experiment, how many keys' effects ran twice, never
+// ran, or were left processing or pending.
+//
+// Every PostgreSQL experiment gets a fresh database on a throwaway cluster
+// of its own (initdb and postgres, found as internal/pgtest finds them or
+// given with -pg-bin; the shared server is never touched), reached through
+// a fault proxy (internal/faultproxy) that restarts, crashes, drops,
+// delays, blackholes or cuts statements. Effects are counted outside the
+// faulted database: in memory for in-process experiments, in an O_APPEND
+// file for experiments that kill the application's process.
+//
+// Usage:
+//
+//	go run ./cmd/faults [-scale small|full] [-only name,…] [-pg-bin dir] [-v]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(childMain())
+	}
+	scaleName := flag.String("scale", "small", "experiment size: small or full")
+	only := flag.String("only", "", "comma-separated experiment names or name prefixes to run (default all)")
+	pgBin := flag.String("pg-bin", "", "directory of initdb and postgres (default: as internal/pgtest finds it)")
+	verbose := flag.Bool("v", false, "log the engine's warnings and errors to stderr")
+	list := flag.Bool("list", false, "list the experiments and exit")
+	flag.Parse()
+	sc, ok := scales[*scaleName]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "faults: -scale must be small or full, not %q\n", *scaleName)
+		os.Exit(2)
+	}
+	if *list {
+		for _, x := range experiments() {
+			fmt.Println(x.name)
+		}
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	h := &harness{sc: sc, pgBin: *pgBin, log: slog.New(slog.NewTextHandler(io.Discard, nil)), progress: os.Stderr}
+	if *verbose {
+		h.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	defer h.close()
+	rows, err := h.run(ctx, selectExperiments(*only, false))
+	fmt.Print(table(rows))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "faults: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// experiment is one named experiment; inProcess ones run inside this
+// process only (the test runs them all).
+type experiment struct {
+	name      string
+	inProcess bool
+	run       func(ctx context.Context, h *harness) ([]row, error)
+}
+
+// experiments lists every experiment in the order of the table.
+func experiments() []experiment {
+	var out []experiment
+	for _, p := range plans {
+		out = append(out, experiment{name: "run-" + p.name, inProcess: true, run: func(ctx context.Context, h *harness) ([]row, error) {
+			r, err := runExperiment(ctx, h.env, h.sc, p, h.log, "")
+			return []row{r}, err
+		}})
+	}
+	for _, tx := range []bool{false, true} {
+		for _, p := range plans {
+			name := "http-" + p.name
+			if tx {
+				name = "httptx-" + p.name
+			}
+			out = append(out, experiment{name: name, inProcess: true, run: func(ctx context.Context, h *harness) ([]row, error) {
+				r, err := httpExperiment(ctx, h.env, h.sc, p, h.log, "", tx)
+				return []row{r}, err
+			}})
+		}
+	}
+	out = append(out,
+		experiment{name: "sqlite-kill", run: func(ctx context.Context, h *harness) ([]row, error) {
+			return sqliteKillExperiment(ctx, h.sc)
+		}},
+		experiment{name: "crash-recovery", run: func(ctx context.Context, h *harness) ([]row, error) {
+			return crashRecoveryExperiment(ctx, h.env, h.sc)
+		}},
+	)
+	return out
+}
+
+// selectExperiments returns the experiments named by only (names or
+// prefixes, comma-separated; all when empty), the in-process ones alone
+// when inProcess is set.
+func selectExperiments(only string, inProcess bool) []experiment {
+	var out []experiment
+	for _, x := range experiments() {
+		if inProcess && !x.inProcess {
+			continue
+		}
+		if only != "" && !slices.ContainsFunc(strings.Split(only, ","), func(s string) bool {
+			return s != "" && strings.HasPrefix(x.name, strings.TrimSpace(s))
+		}) {
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// harness runs experiments and owns the PostgreSQL environment.
+type harness struct {
+	sc       scale
+	pgBin    string
+	log      *slog.Logger
+	env      *pgEnv
+	progress io.Writer
+}
+
+// run runs xs in order and returns their rows; it stops at the first
+// experiment that fails to run (a fault that cannot be injected, a
+// database that cannot be set up), which is not a finding.
+func (h *harness) run(ctx context.Context, xs []experiment) ([]row, error) {
+	if len(xs) == 0 {
+		return nil, errors.New("no experiment selected (see -list)")
+	}
+	var rows []row
+	for _, x := range xs {
+		if h.env == nil && x.name != "sqlite-kill" {
+			env, err := startPG(ctx, h.pgBin)
+			if err != nil {
+				return rows, fmt.Errorf("start PostgreSQL: %w", err)
+			}
+			h.env = env
+		}
+		start := time.Now()
+		fmt.Fprintf(h.progress, "faults: %s …\n", x.name)
+		rs, err := x.run(ctx, h)
+		rows = append(rows, rs...)
+		if err != nil {
+			return rows, fmt.Errorf("%s: %w", x.name, err)
+		}
+		for _, r := range rs {
+			fmt.Fprintf(h.progress, "faults: %s done in %s: %d faults, %d ran twice, %d lost, %d processing, %d pending, %d unrecorded, %d two bodies %s\n",
+				r.Name, time.Since(start).Round(100*time.Millisecond), r.Faults, r.RanTwice, r.Lost, r.Processing, r.Pending, r.Unrecorded, r.TwoBodies, r.Note)
+		}
+	}
+	return rows, nil
+}
+
+// close stops the PostgreSQL environment.
+func (h *harness) close() {
+	if h.env != nil {
+		if err := h.env.close(); err != nil {
+			fmt.Fprintf(os.Stderr, "faults: stop PostgreSQL: %v\n", err)
+		}
+		h.env = nil
+	}
+}
+
+// table renders rows as a markdown table.
+func table(rows []row) string {
+	var b strings.Builder
+	b.WriteString("| experiment | path | store | mode | fault | keys | faults | ran twice | lost | left processing | left pending | unrecorded (recorded late) | two different 2xx bodies | note |\n")
+	b.WriteString("|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, r := range rows {
+		keys := fmt.Sprint(r.Keys)
+		if r.Path == "HTTP middleware" {
+			keys += " × 2 senders"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %d | %d | %d | %d | %d | %d (%d) | %d | %s |\n",
+			r.Name, r.Path, r.Store, r.Mode, r.Fault, keys, r.Faults, r.RanTwice, r.Lost, r.Processing, r.Pending,
+			r.Unrecorded, r.Late, r.TwoBodies, r.Note)
+	}
+	return b.String()
+}
