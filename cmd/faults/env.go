@@ -18,42 +18,30 @@ import (
 )
 
 // pgEnv is the PostgreSQL side of the experiments: a throwaway cluster of
-// the harness's own (never the shared server) and a fault proxy in front
-// of it.
+// the harness's own, never the shared server.
 type pgEnv struct {
 	cluster *pgtest.Cluster
-	proxy   *faultproxy.Proxy
 	dbs     atomic.Int64
 }
 
-// startPG starts the cluster and the proxy.
+// startPG starts the cluster.
 func startPG(ctx context.Context, bin string) (*pgEnv, error) {
 	k, err := pgtest.StartCluster(ctx, bin)
 	if err != nil {
 		return nil, err
 	}
-	p, err := faultproxy.Listen(k.Addr())
-	if err != nil {
-		return nil, fmt.Errorf("%w (cluster stop: %v)", err, k.Stop())
-	}
-	return &pgEnv{cluster: k, proxy: p}, nil
+	return &pgEnv{cluster: k}, nil
 }
 
-// close stops the proxy and the cluster.
-func (e *pgEnv) close() error {
-	perr := e.proxy.Close()
-	kerr := e.cluster.Stop()
-	if perr != nil {
-		return perr
-	}
-	return kerr
-}
+// close stops the cluster.
+func (e *pgEnv) close() error { return e.cluster.Stop() }
 
-// database is one experiment's fresh database: a pool that goes through
-// the proxy (the application's) and one that goes straight to the server
-// (the harness's, for setup and counting).
+// database is one experiment's fresh database with a fault proxy of its
+// own: a pool that goes through the proxy (the application's) and one that
+// goes straight to the server (the harness's, for setup and counting).
 type database struct {
 	name    string
+	proxy   *faultproxy.Proxy
 	app     *pgxpool.Pool
 	direct  *pgxpool.Pool
 	store   *pgxv5.Store // over app
@@ -88,26 +76,31 @@ func (e *pgEnv) newDatabase(ctx context.Context, maxConns int32, extraSQL string
 			return nil, fmt.Errorf("schema: %w", err)
 		}
 	}
-	host, port, _ := net.SplitHostPort(e.proxy.Addr())
+	proxy, err := faultproxy.Listen(e.cluster.Addr())
+	if err != nil {
+		direct.Close()
+		return nil, err
+	}
+	host, port, _ := net.SplitHostPort(proxy.Addr())
 	cfg, err := pgxpool.ParseConfig(fmt.Sprintf("postgres://postgres@%s:%s/%s?sslmode=disable", host, port, name))
-	if err != nil {
-		direct.Close()
-		return nil, err
+	if err == nil {
+		cfg.MaxConns = maxConns
+		var app *pgxpool.Pool
+		if app, err = pgxpool.NewWithConfig(ctx, cfg); err == nil {
+			return &database{name: name, proxy: proxy, app: app, direct: direct, store: pgxv5.New(app)}, nil
+		}
 	}
-	cfg.MaxConns = maxConns
-	app, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		direct.Close()
-		return nil, err
-	}
-	return &database{name: name, app: app, direct: direct, store: pgxv5.New(app)}, nil
+	direct.Close()
+	_ = proxy.Close()
+	return nil, err
 }
 
-// close closes both pools.
+// close closes both pools and the proxy.
 func (d *database) close() {
 	d.closeMu.Do(func() {
 		d.app.Close()
 		d.direct.Close()
+		_ = d.proxy.Close()
 	})
 }
 

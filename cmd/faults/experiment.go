@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/internal/faultproxy"
 )
 
 // row is one line of the results table.
@@ -50,6 +51,10 @@ func makeKeys(exp string, n int) []string {
 	}
 	return keys
 }
+
+// faultFunc injects an experiment's faults, given its proxy, and returns
+// how many it injected.
+type faultFunc func(ctx context.Context, p *faultproxy.Proxy) (int, error)
 
 // drive issues keys at an even pace over the window to sc.workers workers
 // that each call do(key) until it reports done or the deadline passes, and
@@ -105,7 +110,7 @@ func retryPause(err error) time.Duration {
 // pgxv5 store through the proxy while plan injects its faults; a caller
 // that gets an error repeats the call, as an application retrying would,
 // until it gets a value, a pending record or an unavailable result.
-func runExperiment(ctx context.Context, env *pgEnv, sc scale, plan faultPlan, log *slog.Logger, policy string) (row, error) {
+func runExperiment(ctx context.Context, env *pgEnv, sc scale, plan faultPlan, fault faultFunc, log *slog.Logger, policy string) (row, error) {
 	r := row{Name: "run-" + plan.name, Path: "idem.Run", Store: "PostgreSQL", Mode: "plain", Fault: plan.desc(sc), Keys: sc.runKeys}
 	db, err := env.newDatabase(ctx, int32(sc.workers*2), "")
 	if err != nil {
@@ -142,7 +147,7 @@ func runExperiment(ctx context.Context, env *pgEnv, sc scale, plan faultPlan, lo
 		sleep(ctx, retryPause(err))
 		return false
 	}
-	r.Faults, err = drive(ctx, sc, keys, func(ctx context.Context) (int, error) { return plan.run(ctx, env, sc) }, do)
+	r.Faults, err = drive(ctx, sc, keys, func(ctx context.Context) (int, error) { return fault(ctx, db.proxy) }, do)
 	if err != nil {
 		return r, err
 	}

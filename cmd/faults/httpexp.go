@@ -32,7 +32,7 @@ const (
 // middleware's transaction (transactional). Each 2xx body is unique to the
 // handler run that wrote it, so two senders with different bodies saw two
 // runs.
-func httpExperiment(ctx context.Context, env *pgEnv, sc scale, plan faultPlan, log *slog.Logger, policy string, transactional bool) (row, error) {
+func httpExperiment(ctx context.Context, env *pgEnv, sc scale, plan faultPlan, fault faultFunc, log *slog.Logger, policy string, transactional bool) (row, error) {
 	r := row{Name: "http-" + plan.name, Path: "HTTP middleware", Store: "PostgreSQL", Mode: "plain",
 		Fault: plan.desc(sc), Keys: sc.httpKeys}
 	schema := ""
@@ -102,7 +102,7 @@ func httpExperiment(ctx context.Context, env *pgEnv, sc scale, plan faultPlan, l
 		}
 		return true
 	}
-	r.Faults, err = drive(ctx, sc, keys, func(ctx context.Context) (int, error) { return plan.run(ctx, env, sc) }, do)
+	r.Faults, err = drive(ctx, sc, keys, func(ctx context.Context) (int, error) { return fault(ctx, db.proxy) }, do)
 	if err != nil {
 		return r, err
 	}

@@ -27,8 +27,11 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
+
+	"github.com/unstuckhq/unstuck/internal/faultproxy"
 )
 
 func main() {
@@ -67,40 +70,44 @@ func main() {
 	}
 }
 
-// experiment is one named experiment; inProcess ones run inside this
-// process only (the test runs them all).
+// experiment is one named experiment. Experiments of the same plan run
+// at the same time, under one shared fault when the plan's fault is the
+// cluster's; inProcess ones run inside this process only (the test runs
+// them all).
 type experiment struct {
 	name      string
+	plan      *faultPlan
 	inProcess bool
-	run       func(ctx context.Context, h *harness) ([]row, error)
+	run       func(ctx context.Context, h *harness, fault faultFunc) ([]row, error)
 }
 
 // experiments lists every experiment in the order of the table.
 func experiments() []experiment {
 	var out []experiment
-	for _, p := range plans {
-		out = append(out, experiment{name: "run-" + p.name, inProcess: true, run: func(ctx context.Context, h *harness) ([]row, error) {
-			r, err := runExperiment(ctx, h.env, h.sc, p, h.log, "")
-			return []row{r}, err
-		}})
-	}
-	for _, tx := range []bool{false, true} {
-		for _, p := range plans {
+	for i := range plans {
+		p := &plans[i]
+		out = append(out, experiment{name: "run-" + p.name, plan: p, inProcess: true,
+			run: func(ctx context.Context, h *harness, fault faultFunc) ([]row, error) {
+				r, err := runExperiment(ctx, h.env, h.sc, *p, fault, h.log, "")
+				return []row{r}, err
+			}})
+		for _, tx := range []bool{false, true} {
 			name := "http-" + p.name
 			if tx {
 				name = "httptx-" + p.name
 			}
-			out = append(out, experiment{name: name, inProcess: true, run: func(ctx context.Context, h *harness) ([]row, error) {
-				r, err := httpExperiment(ctx, h.env, h.sc, p, h.log, "", tx)
-				return []row{r}, err
-			}})
+			out = append(out, experiment{name: name, plan: p, inProcess: true,
+				run: func(ctx context.Context, h *harness, fault faultFunc) ([]row, error) {
+					r, err := httpExperiment(ctx, h.env, h.sc, *p, fault, h.log, "", tx)
+					return []row{r}, err
+				}})
 		}
 	}
 	out = append(out,
-		experiment{name: "sqlite-kill", run: func(ctx context.Context, h *harness) ([]row, error) {
+		experiment{name: "sqlite-kill", run: func(ctx context.Context, h *harness, _ faultFunc) ([]row, error) {
 			return sqliteKillExperiment(ctx, h.sc)
 		}},
-		experiment{name: "crash-recovery", run: func(ctx context.Context, h *harness) ([]row, error) {
+		experiment{name: "crash-recovery", run: func(ctx context.Context, h *harness, _ faultFunc) ([]row, error) {
 			return crashRecoveryExperiment(ctx, h.env, h.sc)
 		}},
 	)
@@ -135,35 +142,83 @@ type harness struct {
 	progress io.Writer
 }
 
-// run runs xs in order and returns their rows; it stops at the first
-// experiment that fails to run (a fault that cannot be injected, a
-// database that cannot be set up), which is not a finding.
+// run runs xs, those of one plan at the same time, and returns their
+// rows; it stops at the first experiment that fails to run (a fault that
+// cannot be injected, a database that cannot be set up), which is not a
+// finding.
 func (h *harness) run(ctx context.Context, xs []experiment) ([]row, error) {
 	if len(xs) == 0 {
 		return nil, errors.New("no experiment selected (see -list)")
 	}
 	var rows []row
-	for _, x := range xs {
-		if h.env == nil && x.name != "sqlite-kill" {
+	for len(xs) > 0 {
+		n := 1
+		for n < len(xs) && xs[0].plan != nil && xs[n].plan == xs[0].plan {
+			n++
+		}
+		group := xs[:n]
+		xs = xs[n:]
+		if h.env == nil && group[0].name != "sqlite-kill" {
 			env, err := startPG(ctx, h.pgBin)
 			if err != nil {
 				return rows, fmt.Errorf("start PostgreSQL: %w", err)
 			}
 			h.env = env
 		}
-		start := time.Now()
-		fmt.Fprintf(h.progress, "faults: %s …\n", x.name)
-		rs, err := x.run(ctx, h)
+		rs, err := h.runGroup(ctx, group)
 		rows = append(rows, rs...)
 		if err != nil {
-			return rows, fmt.Errorf("%s: %w", x.name, err)
-		}
-		for _, r := range rs {
-			fmt.Fprintf(h.progress, "faults: %s done in %s: %d faults, %d ran twice, %d lost, %d processing, %d pending, %d unrecorded, %d two bodies %s\n",
-				r.Name, time.Since(start).Round(100*time.Millisecond), r.Faults, r.RanTwice, r.Lost, r.Processing, r.Pending, r.Unrecorded, r.TwoBodies, r.Note)
+			return rows, err
 		}
 	}
 	return rows, nil
+}
+
+// runGroup runs the experiments of one plan at the same time.
+func (h *harness) runGroup(ctx context.Context, group []experiment) ([]row, error) {
+	start := time.Now()
+	names := make([]string, len(group))
+	for i, x := range group {
+		names[i] = x.name
+	}
+	fmt.Fprintf(h.progress, "faults: %s …\n", strings.Join(names, ", "))
+	var fault faultFunc
+	if p := group[0].plan; p != nil {
+		fault = func(ctx context.Context, px *faultproxy.Proxy) (int, error) { return p.run(ctx, h.env, px, h.sc) }
+		if p.shared {
+			var once sync.Once
+			var n int
+			var err error
+			fault = func(ctx context.Context, _ *faultproxy.Proxy) (int, error) {
+				once.Do(func() { n, err = p.run(ctx, h.env, nil, h.sc) })
+				return n, err
+			}
+		}
+	}
+	results := make([][]row, len(group))
+	errs := make([]error, len(group))
+	var wg sync.WaitGroup
+	for i, x := range group {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = x.run(ctx, h, fault)
+			if errs[i] != nil {
+				errs[i] = fmt.Errorf("%s: %w", x.name, errs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	var rows []row
+	for _, rs := range results {
+		rows = append(rows, rs...)
+		for _, r := range rs {
+			fmt.Fprintf(h.progress, "faults: %s: %d faults, %d ran twice, %d lost, %d processing, %d pending, %d unrecorded (%d late), %d two bodies %s\n",
+				r.Name, r.Faults, r.RanTwice, r.Lost, r.Processing, r.Pending, r.Unrecorded, r.Late, r.TwoBodies, r.Note)
+		}
+	}
+	fmt.Fprintf(h.progress, "faults: done in %s\n", time.Since(start).Round(100*time.Millisecond))
+	return rows, errors.Join(errs...)
 }
 
 // close stops the PostgreSQL environment.

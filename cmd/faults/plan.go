@@ -35,44 +35,45 @@ var scales = map[string]scale{
 		settle: 90 * time.Second, work: 5 * time.Millisecond, sqliteRun: 30},
 }
 
-// faultPlan injects one kind of fault through env for the window and
-// returns a description and the number of faults injected. It must leave
-// every fault off when it returns.
+// faultPlan injects one kind of fault for the window, on the cluster
+// (shared: every experiment running at the time sees it) or on one
+// experiment's proxy, and returns the number of faults injected. It must
+// leave every fault off when it returns.
 type faultPlan struct {
-	name string
-	desc func(sc scale) string
-	run  func(ctx context.Context, env *pgEnv, sc scale) (int, error)
+	name   string
+	shared bool // the fault is the cluster's: run once for a group of experiments
+	desc   func(sc scale) string
+	run    func(ctx context.Context, env *pgEnv, p *faultproxy.Proxy, sc scale) (int, error)
 }
 
 // plans are the PostgreSQL faults, in the order of the table.
 var plans = []faultPlan{
 	{
-		name: "restart",
+		name: "restart", shared: true,
 		desc: func(sc scale) string {
 			return fmt.Sprintf("PostgreSQL restarted: fast ×2, immediate ×1, down %s each", sc.down)
 		},
-		run: func(ctx context.Context, env *pgEnv, sc scale) (int, error) {
+		run: func(ctx context.Context, env *pgEnv, p *faultproxy.Proxy, sc scale) (int, error) {
 			return restarts(ctx, env, sc, pgtest.StopFast, pgtest.StopFast, pgtest.StopImmediate)
 		},
 	},
 	{
-		name: "kill9",
+		name: "kill9", shared: true,
 		desc: func(sc scale) string {
 			return fmt.Sprintf("kill -9 of the postmaster ×2, down %s each", sc.down)
 		},
-		run: func(ctx context.Context, env *pgEnv, sc scale) (int, error) {
+		run: func(ctx context.Context, env *pgEnv, p *faultproxy.Proxy, sc scale) (int, error) {
 			return restarts(ctx, env, sc, pgtest.StopKill, pgtest.StopKill)
 		},
 	},
 	{
 		name: "drops",
 		desc: func(scale) string { return "random connection drops (p = 0.01 per message)" },
-		run: func(ctx context.Context, env *pgEnv, sc scale) (int, error) {
-			before := env.proxy.Stats().RandomDrops
-			env.proxy.SetDropProbability(0.01)
+		run: func(ctx context.Context, env *pgEnv, p *faultproxy.Proxy, sc scale) (int, error) {
+			p.SetDropProbability(0.01)
 			sleep(ctx, sc.window)
-			env.proxy.Clear()
-			return int(env.proxy.Stats().RandomDrops - before), nil
+			p.Clear()
+			return int(p.Stats().RandomDrops), nil
 		},
 	},
 	{
@@ -88,22 +89,23 @@ var plans = []faultPlan{
 	{
 		name: "delay",
 		desc: func(sc scale) string { return fmt.Sprintf("%s delays (p = 0.02 per message)", sc.delay) },
-		run: func(ctx context.Context, env *pgEnv, sc scale) (int, error) {
-			before := env.proxy.Stats().Delayed
-			env.proxy.SetDelay(sc.delay, 0.02)
+		run: func(ctx context.Context, env *pgEnv, p *faultproxy.Proxy, sc scale) (int, error) {
+			p.SetDelay(sc.delay, 0.02)
 			sleep(ctx, sc.window)
-			env.proxy.Clear()
-			return int(env.proxy.Stats().Delayed - before), nil
+			p.Clear()
+			return int(p.Stats().Delayed), nil
 		},
 	},
 	{
 		name: "blackhole",
-		desc: func(sc scale) string { return fmt.Sprintf("%s blackhole (sockets open, nothing forwarded)", sc.blackhole) },
-		run: func(ctx context.Context, env *pgEnv, sc scale) (int, error) {
+		desc: func(sc scale) string {
+			return fmt.Sprintf("%s blackhole (sockets open, nothing forwarded)", sc.blackhole)
+		},
+		run: func(ctx context.Context, env *pgEnv, p *faultproxy.Proxy, sc scale) (int, error) {
 			sleep(ctx, sc.window/3)
-			env.proxy.SetBlackhole(true)
+			p.SetBlackhole(true)
 			sleep(ctx, sc.blackhole)
-			env.proxy.Clear()
+			p.Clear()
 			sleep(ctx, sc.window/3)
 			return 1, nil
 		},
@@ -127,15 +129,13 @@ func restarts(ctx context.Context, env *pgEnv, sc scale, modes ...string) (int, 
 }
 
 // cut cuts the completion statement for the window.
-func cut(after bool) func(ctx context.Context, env *pgEnv, sc scale) (int, error) {
-	return func(ctx context.Context, env *pgEnv, sc scale) (int, error) {
-		st := env.proxy.Stats()
-		before := st.CutBefore + st.CutAfter
-		env.proxy.SetCut(&faultproxy.Cut{Match: isCompletion, After: after, P: 0.3})
+func cut(after bool) func(ctx context.Context, env *pgEnv, p *faultproxy.Proxy, sc scale) (int, error) {
+	return func(ctx context.Context, env *pgEnv, p *faultproxy.Proxy, sc scale) (int, error) {
+		p.SetCut(&faultproxy.Cut{Match: isCompletion, After: after, P: 0.3})
 		sleep(ctx, sc.window)
-		env.proxy.Clear()
-		st = env.proxy.Stats()
-		return int(st.CutBefore + st.CutAfter - before), nil
+		p.Clear()
+		st := p.Stats()
+		return int(st.CutBefore + st.CutAfter), nil
 	}
 }
 
