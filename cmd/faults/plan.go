@@ -12,27 +12,31 @@ import (
 
 // scale sizes the experiments.
 type scale struct {
-	name      string
-	runKeys   int           // keys of a Run experiment
-	httpKeys  int           // keys of an HTTP experiment (two senders each)
-	workers   int           // concurrent workers
-	window    time.Duration // how long faults are injected while keys are issued
-	lease     time.Duration // lease of every run
-	down      time.Duration // how long PostgreSQL stays down in a restart
-	delay     time.Duration // the delay of the delay experiment
-	blackhole time.Duration // the blackhole's length
-	settle    time.Duration // after the window: how long callers may still retry
-	work      time.Duration // the effect's own duration
-	sqliteRun int           // SQLite writer kills
+	name       string
+	runKeys    int           // keys of a Run experiment
+	httpKeys   int           // keys of an HTTP experiment (two senders each)
+	workers    int           // concurrent workers
+	window     time.Duration // how long faults are injected while keys are issued
+	lease      time.Duration // lease of every run
+	down       time.Duration // how long PostgreSQL stays down in a restart
+	delay      time.Duration // the delay of the delay experiment
+	blackhole  time.Duration // the blackhole's length
+	settle     time.Duration // after the window: how long callers may still retry
+	work       time.Duration // the effect's own duration
+	sqliteRun  int           // SQLite writer kills
+	sqliteKeys int           // keys of the SQLite experiment
+	// crashLease is the lease of the crash-recovery experiment; 0 is
+	// idem.DefaultLease.
+	crashLease time.Duration
 }
 
 var scales = map[string]scale{
 	"small": {name: "small", runKeys: 160, httpKeys: 60, workers: 8, window: 3 * time.Second,
 		lease: 2 * time.Second, down: 300 * time.Millisecond, delay: time.Second, blackhole: 2 * time.Second,
-		settle: 20 * time.Second, work: 2 * time.Millisecond, sqliteRun: 5},
+		settle: 20 * time.Second, work: 2 * time.Millisecond, sqliteRun: 5, sqliteKeys: 400, crashLease: 2 * time.Second},
 	"full": {name: "full", runKeys: 3200, httpKeys: 1200, workers: 8, window: 40 * time.Second,
 		lease: 5 * time.Second, down: 5 * time.Second, delay: 2 * time.Second, blackhole: 30 * time.Second,
-		settle: 90 * time.Second, work: 5 * time.Millisecond, sqliteRun: 30},
+		settle: 90 * time.Second, work: 5 * time.Millisecond, sqliteRun: 30, sqliteKeys: 3000},
 }
 
 // faultPlan injects one kind of fault for the window, on the cluster
