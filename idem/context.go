@@ -37,14 +37,22 @@ type runState struct {
 	id     Ident
 	owner  Owner
 	info   RunInfo
+	// lease is the length of the owner's lease, leaseEnd its end by the
+	// process clock (estimated when the record was acquired).
+	lease    time.Duration
+	leaseEnd time.Time
+	// inTx says that store is a transaction's: outcome writes are never
+	// recorded in the background, the transaction fails as a whole.
+	inTx bool
 
 	mu        sync.Mutex
 	uncertain string // set by MarkUncertain: the reason
 }
 
 func (e *Engine) newRunState(s Store, rec Record) *runState {
-	return &runState{engine: e, store: s, rec: rec, id: rec.Ident, owner: rec.Owner, info: RunInfo{
-		KeyID: SafeKeyID(rec.KeyDigest), KeyDigest: rec.KeyDigest, Fence: rec.Fence, Attempt: rec.Attempts, FirstSeenAt: rec.CreatedAt}}
+	lease := rec.LeaseExpiresAt.Sub(rec.ReadAt)
+	return &runState{engine: e, store: s, rec: rec, id: rec.Ident, owner: rec.Owner, lease: lease, leaseEnd: time.Now().Add(lease),
+		info: RunInfo{KeyID: SafeKeyID(rec.KeyDigest), KeyDigest: rec.KeyDigest, Fence: rec.Fence, Attempt: rec.Attempts, FirstSeenAt: rec.CreatedAt}}
 }
 
 func (st *runState) logger() *slog.Logger {
@@ -81,6 +89,8 @@ func Annotate(ctx context.Context, a Annotation) error {
 		return ErrNotInRun
 	}
 	a.Now = st.engine.now()
+	ctx, cancel := st.engine.bound(ctx)
+	defer cancel()
 	if err := st.store.Annotate(ctx, st.id, st.owner, a); err != nil {
 		return fmt.Errorf("idem: annotate: %w", err)
 	}

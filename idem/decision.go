@@ -8,9 +8,10 @@ type Action int
 const (
 	// ActionReserve: no record exists; reserve one and run.
 	ActionReserve Action = iota + 1
-	// ActionTakeOver: the record is processing but its lease has ended; take
-	// it over with a compare-and-swap (new owner, higher fence), keeping the
-	// first-seen time, and run.
+	// ActionTakeOver: the record is processing but its lease has ended and
+	// the recovery is [RecoverByRerunning]; take it over with a
+	// compare-and-swap (new owner, higher fence), keeping the first-seen
+	// time, and run again.
 	ActionTakeOver
 	// ActionRestart: the record's retention has ended; take it over as a
 	// fresh record (a new intent under an old key) and run.
@@ -25,6 +26,16 @@ const (
 	// ActionUnavailable: the operation ran but its result cannot be
 	// replayed; it is never run again automatically.
 	ActionUnavailable
+	// ActionEscalate: the record is processing, its lease has ended without
+	// an outcome and the recovery is [RecoverByEscalating]; take it over
+	// (fencing the old owner out), then complete it pending with an
+	// [AbandonedReason], so that an operator decides. Nothing runs.
+	ActionEscalate
+	// ActionVerify: as ActionEscalate, but the recovery is
+	// [RecoverByVerifying]: after the takeover the verifier says whether the
+	// effect happened (complete it without a result), did not (run as the
+	// new owner) or cannot tell (escalate).
+	ActionVerify
 )
 
 var actionNames = map[Action]string{
@@ -35,6 +46,8 @@ var actionNames = map[Action]string{
 	ActionRejectReused: "reject_reused",
 	ActionReplay:       "replay",
 	ActionUnavailable:  "unavailable",
+	ActionEscalate:     "escalate",
+	ActionVerify:       "verify",
 }
 
 func (a Action) String() string {
@@ -47,6 +60,9 @@ func (a Action) String() string {
 // Request is what a caller brings to a key.
 type Request struct {
 	Fingerprint string
+	// Recovery is what this caller may do with a record abandoned by its
+	// owner (processing, lease ended). The zero value escalates.
+	Recovery RecoveryMode
 }
 
 // Policy holds the engine settings the decision depends on.
@@ -69,10 +85,13 @@ type Outcome struct {
 // middleware comes from here. The rules, in order:
 //
 //   - no record → reserve (R1)
-//   - retention ended, no live lease, not pending → restart as new (M6)
+//   - retention ended, no live lease, not pending, and either finished or
+//     recovered by rerunning → restart as new (M6)
 //   - other fingerprint → reject as reused, whatever the status (R3, H8)
 //   - processing under a live lease → wait for the rest of the lease (H9)
-//   - processing, lease ended → take over with a higher fence (S1)
+//   - processing, lease ended (abandoned) → by the request's recovery:
+//     escalate (the default), verify, or take over with a higher fence and
+//     run again (S1)
 //   - pending → wait; only reconciliation or an operator ends it (M4)
 //   - completed or failed → replay (R1, H7)
 //   - unavailable, or any status not known → unavailable, fail closed (R5, H13)
@@ -80,7 +99,7 @@ func Decide(rec *Record, req Request, p Policy) Outcome {
 	if rec == nil {
 		return Outcome{Action: ActionReserve}
 	}
-	if rec.Expired() && rec.Status.Valid() {
+	if rec.Expired() && rec.Status.Valid() && (rec.Status != StatusProcessing || req.Recovery == RecoverRerun) {
 		return Outcome{Action: ActionRestart}
 	}
 	if rec.Fingerprint != req.Fingerprint {
@@ -91,7 +110,14 @@ func Decide(rec *Record, req Request, p Policy) Outcome {
 		if rec.LeaseLive() {
 			return Outcome{Action: ActionWait, RetryAfter: atLeastASecond(rec.LeaseExpiresAt.Sub(rec.ReadAt))}
 		}
-		return Outcome{Action: ActionTakeOver}
+		switch req.Recovery {
+		case RecoverRerun:
+			return Outcome{Action: ActionTakeOver}
+		case RecoverVerify:
+			return Outcome{Action: ActionVerify}
+		default:
+			return Outcome{Action: ActionEscalate}
+		}
 	case StatusPending:
 		return Outcome{Action: ActionWait, RetryAfter: atLeastASecond(p.PendingRetryAfter)}
 	case StatusCompleted, StatusFailed:

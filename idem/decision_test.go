@@ -28,6 +28,9 @@ func TestDecide(t *testing.T) {
 	}
 	same := Request{Fingerprint: "fp"}
 	other := Request{Fingerprint: "other"}
+	rerun := Request{Fingerprint: "fp", Recovery: RecoverRerun}
+	verify := Request{Fingerprint: "fp", Recovery: RecoverVerify}
+	ended := func(r *Record) { r.LeaseExpiresAt = now }
 
 	tests := []struct {
 		name string
@@ -42,10 +45,22 @@ func TestDecide(t *testing.T) {
 			Outcome{Action: ActionWait, RetryAfter: 3 * time.Second}},
 		{"H9 retry-after is never below one second", record(StatusProcessing, func(r *Record) { r.LeaseExpiresAt = now.Add(time.Millisecond) }), same,
 			Outcome{Action: ActionWait, RetryAfter: time.Second}},
-		{"S1 ended lease is taken over", record(StatusProcessing, func(r *Record) { r.LeaseExpiresAt = now }), same,
+		{"S1 rerun: ended lease is taken over", record(StatusProcessing, ended), rerun,
 			Outcome{Action: ActionTakeOver}},
-		{"S1 lease is judged by the store's read time", record(StatusProcessing, func(r *Record) { r.ReadAt = now.Add(21 * time.Second) }), same,
+		{"S1 rerun: lease is judged by the store's read time", record(StatusProcessing, func(r *Record) { r.ReadAt = now.Add(21 * time.Second) }), rerun,
 			Outcome{Action: ActionTakeOver}},
+		{"R8 escalate (default): an abandoned record is escalated", record(StatusProcessing, ended), same,
+			Outcome{Action: ActionEscalate}},
+		{"R8 escalate: lease is judged by the store's read time", record(StatusProcessing, func(r *Record) { r.ReadAt = now.Add(21 * time.Second) }), same,
+			Outcome{Action: ActionEscalate}},
+		{"R8 verify: an abandoned record is verified", record(StatusProcessing, ended), verify,
+			Outcome{Action: ActionVerify}},
+		{"R8 every recovery waits for a live lease", record(StatusProcessing), verify,
+			Outcome{Action: ActionWait, RetryAfter: 20 * time.Second}},
+		{"R8 every recovery rejects another fingerprint on an abandoned record", record(StatusProcessing, ended), Request{Fingerprint: "other", Recovery: RecoverRerun},
+			Outcome{Action: ActionRejectReused}},
+		{"R8 recovery does not touch a pending record", record(StatusPending), rerun,
+			Outcome{Action: ActionWait, RetryAfter: 30 * time.Second}},
 		{"R3 H8 other fingerprint is rejected while processing", record(StatusProcessing), other, Outcome{Action: ActionRejectReused}},
 		{"R3 H8 other fingerprint is rejected after completion", record(StatusCompleted), other, Outcome{Action: ActionRejectReused}},
 		{"R3 H8 other fingerprint is rejected while pending", record(StatusPending), other, Outcome{Action: ActionRejectReused}},
@@ -62,7 +77,13 @@ func TestDecide(t *testing.T) {
 			Outcome{Action: ActionRestart}},
 		{"M6 H15 a live lease outlives the TTL", record(StatusProcessing, func(r *Record) { r.ExpiresAt = now.Add(-time.Second) }), same,
 			Outcome{Action: ActionWait, RetryAfter: 20 * time.Second}},
-		{"M6 expired record with an ended lease restarts", record(StatusProcessing, func(r *Record) { r.ExpiresAt = now; r.LeaseExpiresAt = now }), other,
+		{"M6 rerun: expired record with an ended lease restarts", record(StatusProcessing, func(r *Record) { r.ExpiresAt = now; r.LeaseExpiresAt = now }),
+			Request{Fingerprint: "other", Recovery: RecoverRerun}, Outcome{Action: ActionRestart}},
+		{"R8 M6 escalate: an expired abandoned record is escalated, never restarted", record(StatusProcessing, func(r *Record) { r.ExpiresAt = now; r.LeaseExpiresAt = now }), same,
+			Outcome{Action: ActionEscalate}},
+		{"R8 M6 verify: an expired abandoned record is verified, never restarted", record(StatusProcessing, func(r *Record) { r.ExpiresAt = now; r.LeaseExpiresAt = now }), verify,
+			Outcome{Action: ActionVerify}},
+		{"M6 expired completed record restarts under any recovery", record(StatusCompleted, func(r *Record) { r.ExpiresAt = now }), verify,
 			Outcome{Action: ActionRestart}},
 		{"unknown status fails closed", record(Status("bogus")), same, Outcome{Action: ActionUnavailable}},
 		{"unknown status fails closed even when expired", record(Status("bogus"), func(r *Record) { r.ExpiresAt = now.Add(-time.Hour) }), same,

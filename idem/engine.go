@@ -29,6 +29,11 @@ const (
 	DefaultMaxResultBytes = 1 << 20
 	// DefaultPendingRetryAfter is the retry hint for a pending key.
 	DefaultPendingRetryAfter = 30 * time.Second
+	// DefaultStoreTimeout bounds every store call the engine makes.
+	DefaultStoreTimeout = 5 * time.Second
+	// MinRecordingWindow is the shortest time the engine keeps trying to
+	// record an outcome in the background (see [WithRecordingWindow]).
+	MinRecordingWindow = 30 * time.Second
 )
 
 // Engine decides and records idempotent runs over a [Store]. It is safe for
@@ -40,6 +45,10 @@ type Engine struct {
 	log            *slog.Logger
 	maxResultBytes int
 	policy         Policy
+	storeTimeout   time.Duration
+	recordWindow   time.Duration // 0: per run, max(2 × lease, MinRecordingWindow)
+	recovery       Recovery
+	late           lateRecordings
 }
 
 type engineConfig struct {
@@ -50,6 +59,9 @@ type engineConfig struct {
 	log            *slog.Logger
 	maxResultBytes int
 	pendingRetry   time.Duration
+	storeTimeout   time.Duration
+	recordWindow   time.Duration
+	recovery       Recovery
 }
 
 // Option configures an [Engine].
@@ -101,6 +113,26 @@ func WithPendingRetryAfter(d time.Duration) Option {
 	return func(c *engineConfig) { c.pendingRetry = d }
 }
 
+// WithStoreTimeout bounds every store call the engine makes (default 5 s;
+// it must be positive). Calls on the caller's path (reserve, take over,
+// read, annotate, forget, sweep) run under the caller's context further
+// bounded by d; outcome writes (complete, release) run under a context
+// detached from the caller's cancellation and bounded by d, and so does
+// each retry of a background recording. The driver must honour context
+// deadlines (both drivers here do; see their package documentation for the
+// connect timeout).
+func WithStoreTimeout(d time.Duration) Option {
+	return func(c *engineConfig) { c.storeTimeout = d }
+}
+
+// WithRecordingWindow sets how long the engine keeps trying, in the
+// background, to record an outcome whose first write failed (see
+// [ErrOutcomeUnrecorded]), at least [MinRecordingWindow]. Default: twice
+// the run's lease, at least MinRecordingWindow.
+func WithRecordingWindow(d time.Duration) Option {
+	return func(c *engineConfig) { c.recordWindow = d }
+}
+
 // New returns an engine over store. It fails fast when no secret is given
 // and sealing was not explicitly turned off, or when an option is out of
 // range.
@@ -108,12 +140,13 @@ func New(store Store, opts ...Option) (*Engine, error) {
 	if store == nil {
 		return nil, errors.New("idem: nil store")
 	}
-	c := engineConfig{maxResultBytes: DefaultMaxResultBytes, pendingRetry: DefaultPendingRetryAfter}
+	c := engineConfig{maxResultBytes: DefaultMaxResultBytes, pendingRetry: DefaultPendingRetryAfter, storeTimeout: DefaultStoreTimeout}
 	for _, o := range opts {
 		o(&c)
 	}
 	e := &Engine{store: store, nowFunc: c.nowFunc, log: c.log, maxResultBytes: c.maxResultBytes,
-		policy: Policy{PendingRetryAfter: c.pendingRetry}}
+		policy: Policy{PendingRetryAfter: c.pendingRetry}, storeTimeout: c.storeTimeout,
+		recordWindow: c.recordWindow, recovery: c.recovery, late: newLateRecordings()}
 	switch {
 	case c.noSealing && c.secret != nil:
 		return nil, errors.New("idem: WithSecret and WithoutSealing both given")
@@ -134,6 +167,12 @@ func New(store Store, opts ...Option) (*Engine, error) {
 	if c.pendingRetry < time.Second {
 		return nil, fmt.Errorf("idem: pending retry-after %s must be at least 1s", c.pendingRetry)
 	}
+	if c.storeTimeout <= 0 {
+		return nil, fmt.Errorf("idem: store timeout %s must be positive", c.storeTimeout)
+	}
+	if c.recordWindow != 0 && c.recordWindow < MinRecordingWindow {
+		return nil, fmt.Errorf("idem: recording window %s must be at least %s", c.recordWindow, MinRecordingWindow)
+	}
 	if e.log == nil {
 		e.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -145,6 +184,15 @@ func (e *Engine) Store() Store { return e.store }
 
 // Policy returns the settings the decision table is given.
 func (e *Engine) Policy() Policy { return e.policy }
+
+// DefaultRecovery returns the recovery of abandoned records used where none
+// is set ([WithDefaultRecovery]).
+func (e *Engine) DefaultRecovery() Recovery { return e.recovery }
+
+// bound returns ctx bounded by the store timeout.
+func (e *Engine) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, e.storeTimeout)
+}
 
 // now is the time passed to store calls: zero (the store's clock) unless a
 // NowFunc is set.
@@ -167,6 +215,8 @@ func (e *Engine) ForgetOperation(ctx context.Context, key, scope, operation stri
 	if err := validateIdent(key, scope, operation); err != nil {
 		return false, err
 	}
+	ctx, cancel := e.bound(ctx)
+	defer cancel()
 	existed, err := e.store.Delete(ctx, Ident{Scope: scope, Operation: operation, KeyDigest: Digest(scope, operation, key)})
 	if err != nil {
 		return false, fmt.Errorf("idem: forget: %w", err)
@@ -174,18 +224,29 @@ func (e *Engine) ForgetOperation(ctx context.Context, key, scope, operation stri
 	return existed, nil
 }
 
-// Sweep deletes records whose retention has ended, never one under a live
-// lease and never a pending one (SPEC M6), and returns how many it deleted.
-func (e *Engine) Sweep(ctx context.Context) (int, error) {
+// Sweep deletes finished records whose retention has ended, never one
+// under a live lease and never a pending one (SPEC M6). An abandoned record
+// (processing, lease ended) past its retention is never deleted: it is
+// escalated to pending with an [AbandonedReason] for an operator, logged
+// and counted. It returns what it did, in batches of 1000, each store call
+// bounded by the store timeout.
+func (e *Engine) Sweep(ctx context.Context) (SweepResult, error) {
 	const batch = 1000
-	total := 0
+	var total SweepResult
 	for {
-		n, err := e.store.Sweep(ctx, SweepParams{Limit: batch, Now: e.now()})
-		total += n
+		bctx, cancel := e.bound(ctx)
+		r, err := e.store.Sweep(bctx, SweepParams{Limit: batch, Now: e.now()})
+		cancel()
+		total.Deleted += r.Deleted
+		total.Escalated += r.Escalated
+		if r.Escalated > 0 {
+			e.late.escalated.Add(int64(r.Escalated))
+			e.log.Warn("idem: sweep escalated abandoned records to pending for an operator", "count", r.Escalated)
+		}
 		if err != nil {
 			return total, fmt.Errorf("idem: sweep: %w", err)
 		}
-		if n < batch {
+		if r.Deleted+r.Escalated < batch {
 			return total, nil
 		}
 	}

@@ -97,34 +97,131 @@ func TestUnreachableStoreIsAnErrorNeverACompletion(t *testing.T) {
 	require.Error(t, err)
 }
 
-// failingCompleteStore lets everything through but the first Complete,
-// like a database that drops the connection at commit.
-type failingCompleteStore struct {
+// outageStore passes every call to a real store, except that Complete
+// (or Release) fails while down is set, like a database that restarted or
+// dropped the connection at commit. Extend keeps working: the statement
+// cut is on the completion only.
+type outageStore struct {
 	idem.Store
-	failed atomic.Bool
+	down          atomic.Bool
+	failedWrites  atomic.Int32
+	extends       atomic.Int32
+	downForExtend bool
 }
 
-func (f *failingCompleteStore) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c idem.Completion) error {
-	if f.failed.CompareAndSwap(false, true) {
+func (f *outageStore) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c idem.Completion) error {
+	if f.down.Load() {
+		f.failedWrites.Add(1)
 		return errors.New("connection reset")
 	}
 	return f.Store.Complete(ctx, id, o, c)
 }
 
-func TestR6CompletionFailureLeavesTheKeyUnavailable(t *testing.T) {
+func (f *outageStore) Release(ctx context.Context, id idem.Ident, o idem.Owner) error {
+	if f.down.Load() {
+		f.failedWrites.Add(1)
+		return errors.New("connection reset")
+	}
+	return f.Store.Release(ctx, id, o)
+}
+
+func (f *outageStore) Extend(ctx context.Context, id idem.Ident, o idem.Owner, lease time.Duration, now time.Time) (time.Time, error) {
+	f.extends.Add(1)
+	if f.downForExtend && f.down.Load() {
+		return time.Time{}, errors.New("connection reset")
+	}
+	return f.Store.Extend(ctx, id, o, lease, now)
+}
+
+func waitRecorded(t *testing.T, e *idem.Engine) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, e.Shutdown(ctx), "every background recording ends")
+}
+
+// SPEC R6, issue 9 item 1: a completion that cannot be written is never
+// turned into a re-run. Run returns ErrOutcomeUnrecorded with the value;
+// a repeat during the outage is in progress (the lease is kept alive past
+// its end), then replays the same value; the callback ran once.
+func TestR6UnrecordedCompletionIsRecordedLateNeverRerun(t *testing.T) {
 	t.Parallel()
 	inner, _ := newSQLiteStore(t)
-	s := &failingCompleteStore{Store: inner}
+	s := &outageStore{Store: inner}
 	e, err := idem.New(s, idem.WithSecret(idemtest.Secret))
 	require.NoError(t, err)
 	ctx := context.Background()
-	runs := 0
-	fn := func(context.Context) (int, error) { runs++; return 1, nil }
-	_, err = idem.Run(ctx, e, "k", "s", fn)
-	require.ErrorContains(t, err, "connection reset")
-	_, err = idem.Run(ctx, e, "k", "s", fn)
-	require.ErrorIs(t, err, idem.ErrResultUnavailable, "the effect ran: never again")
-	require.Equal(t, 1, runs)
+	var runs atomic.Int32
+	fn := func(context.Context) (string, error) { runs.Add(1); return fmt.Sprintf("ch_%d", runs.Load()), nil }
+
+	s.down.Store(true)
+	res, err := idem.Run(ctx, e, "k", "s", fn, idem.WithLease(time.Second))
+	require.ErrorIs(t, err, idem.ErrOutcomeUnrecorded)
+	require.ErrorContains(t, err, "connection reset", "the store's error is wrapped too")
+	require.Equal(t, "ch_1", res.Value, "the effect is real: its value is returned")
+
+	// The outage outlasts the one-second lease: the recorder extends it.
+	time.Sleep(1500 * time.Millisecond)
+	_, err = idem.Run(ctx, e, "k", "s", fn, idem.WithLease(time.Second), idem.WithRecovery(idem.RecoverByRerunning()))
+	require.ErrorIs(t, err, idem.ErrInProgress, "a repeat during the outage waits, even one that may re-run abandoned keys")
+	rec, ok, err := inner.Get(ctx, idem.Ident{Scope: "s", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("s", idem.DefaultOperation, "k")})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, idem.StatusProcessing, rec.Status)
+	require.True(t, rec.LeaseLive(), "the lease was extended while the outcome could not be written")
+	require.Positive(t, s.extends.Load())
+	require.Positive(t, s.failedWrites.Load())
+
+	s.down.Store(false)
+	waitRecorded(t, e)
+	again, err := idem.Run(ctx, e, "k", "s", fn)
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	require.Equal(t, "ch_1", again.Value, "the stored value is the first run's")
+	require.Equal(t, int32(1), runs.Load(), "the callback ran exactly once")
+	require.Equal(t, idem.Counters{OutcomesUnrecorded: 1, OutcomesRecordedLate: 1}, e.Counters())
+}
+
+// SPEC R4, R6: a failed callback whose release cannot be written keeps the
+// key until the release is written late; then the key runs again.
+func TestR6UnrecordedReleaseIsWrittenLate(t *testing.T) {
+	t.Parallel()
+	inner, _ := newSQLiteStore(t)
+	s := &outageStore{Store: inner}
+	e, err := idem.New(s, idem.WithSecret(idemtest.Secret))
+	require.NoError(t, err)
+	ctx := context.Background()
+	boom := errors.New("provider refused")
+	s.down.Store(true)
+	_, err = idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 0, boom })
+	require.ErrorIs(t, err, boom)
+	require.ErrorIs(t, err, idem.ErrOutcomeUnrecorded)
+	_, err = idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 2, nil })
+	require.ErrorIs(t, err, idem.ErrInProgress)
+	s.down.Store(false)
+	waitRecorded(t, e)
+	res, err := idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 3, nil })
+	require.NoError(t, err)
+	require.Equal(t, 3, res.Value)
+}
+
+// A recording whose store never comes back gives up at the end of its
+// window (here cut short by Shutdown), logs and counts it.
+func TestShutdownReportsUnrecordedOutcomes(t *testing.T) {
+	t.Parallel()
+	inner, _ := newSQLiteStore(t)
+	s := &outageStore{Store: inner, downForExtend: true}
+	e, err := idem.New(s, idem.WithSecret(idemtest.Secret))
+	require.NoError(t, err)
+	s.down.Store(true)
+	_, err = idem.Run(context.Background(), e, "k", "s", func(context.Context) (int, error) { return 1, nil })
+	require.ErrorIs(t, err, idem.ErrOutcomeUnrecorded)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err = e.Shutdown(ctx)
+	require.ErrorContains(t, err, "1 outcome(s) left unrecorded")
+	require.Eventually(t, func() bool { return e.Counters().OutcomesGivenUp == 1 }, 10*time.Second, 10*time.Millisecond)
+	require.Zero(t, e.Counters().RecordingsInFlight)
 }
 
 func ExampleRun() {

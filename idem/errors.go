@@ -28,6 +28,15 @@ var (
 	// ErrUncertain: the callback ended the run as uncertain with [Uncertain];
 	// the record is pending until reconciled (SPEC M4).
 	ErrUncertain = errors.New("idem: outcome uncertain, record pending")
+	// ErrOutcomeUnrecorded: the callback ran (it succeeded, failed, was
+	// uncertain, or returned an unstorable value) but its outcome could not
+	// be written to the store yet. The effect is real: [Run] returns the
+	// callback's value with it. The engine keeps trying to write the
+	// outcome in the background and keeps the lease alive meanwhile, so a
+	// repeat gets ErrInProgress, then the stored outcome; see
+	// [Engine.Shutdown] and [Engine.Counters]. The error also wraps the
+	// store's error.
+	ErrOutcomeUnrecorded = errors.New("idem: the callback ran but its outcome is not recorded yet")
 )
 
 // ValidationError names the argument that made a call invalid. It matches

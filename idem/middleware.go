@@ -87,6 +87,12 @@ type MiddlewareConfig struct {
 	// concurrent duplicates you expect. A failed statement aborts the
 	// transaction on PostgreSQL: use a savepoint to answer a 4xx after one.
 	Transactional bool
+	// Recovery is what a request does with a key abandoned by its owner
+	// (processing, lease ended: the process crashed or stalled). Nil: the
+	// engine's default ([WithDefaultRecovery], itself [RecoverByEscalating]
+	// by default: the record becomes pending for an operator and repeats
+	// get 409). Set per route with [RouteRecovery].
+	Recovery *Recovery
 	// OnRejected and OnReplayed are called for each rejection and each
 	// replay (SPEC H16). They must not block.
 	OnRejected func(*http.Request, RejectedEvent)
@@ -179,10 +185,19 @@ func NewMiddleware(e *Engine, cfg MiddlewareConfig) (*Middleware, error) {
 type RouteOption func(*routeConfig)
 
 type routeConfig struct {
-	ttl   time.Duration
-	lease time.Duration
-	name  string
-	err   error
+	ttl      time.Duration
+	lease    time.Duration
+	name     string
+	recovery Recovery
+	err      error
+}
+
+// RouteRecovery sets the route's recovery of abandoned keys instead of
+// MiddlewareConfig.Recovery: [RecoverByRerunning] for a handler whose
+// effect is safe to repeat, [RecoverByVerifying] for one whose receiver
+// can be asked.
+func RouteRecovery(r Recovery) RouteOption {
+	return func(c *routeConfig) { c.recovery = r }
 }
 
 // RouteTTL sets how long the route's records are kept (SPEC H15), 60 s to
@@ -243,7 +258,10 @@ func mustRoute(mw func(http.Handler) http.Handler, err error) func(http.Handler)
 // Route returns the middleware for one route, or an error naming the
 // invalid option.
 func (m *Middleware) Route(required bool, opts ...RouteOption) (func(http.Handler) http.Handler, error) {
-	rc := routeConfig{ttl: DefaultTTL, lease: DefaultLease}
+	rc := routeConfig{ttl: DefaultTTL, lease: DefaultLease, recovery: m.engine.recovery}
+	if m.cfg.Recovery != nil {
+		rc.recovery = *m.cfg.Recovery
+	}
 	for _, o := range opts {
 		o(&rc)
 	}
@@ -330,8 +348,14 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	st := m.engine.newRunState(m.engine.store, c.rec)
 	rec := newRecorder(w, m.cfg.MaxResponseBytes, false)
 	m.runHandler(rec, r, next, st)
-	if err := m.finish(r.Context(), st, rec); err != nil {
-		st.logger().Error("idem: response delivered but not recorded", "error", err.Error())
+	switch err := m.finish(r.Context(), st, rec); {
+	case errors.Is(err, ErrOutcomeUnrecorded):
+		// The response went to the client: the effect ran. Repeats get
+		// 409 while the record is written in the background, then the
+		// stored response.
+		st.logger().Warn("idem: response delivered; its record is being written in the background", "status", rec.statusCode(), "error", err.Error())
+	case err != nil:
+		st.logger().Error("idem: response delivered but not recorded", "status", rec.statusCode(), "error", err.Error())
 	}
 }
 
@@ -343,7 +367,7 @@ func (m *Middleware) runHandler(rec *recorder, r *http.Request, next http.Handle
 		return struct{}{}, nil
 	}, func() {
 		if err := m.engine.release(r.Context(), st); err != nil {
-			st.logger().Error("idem: release after panic failed; the key stays processing until its lease ends", "error", err.Error())
+			st.logger().Error("idem: release after panic failed", "error", err.Error())
 		}
 	})
 }
@@ -363,25 +387,19 @@ func (m *Middleware) finish(ctx context.Context, st *runState, rec *recorder) er
 	case status >= 500 && !m.cfg.StoreServerErrors, status >= 400 && status < 500 && m.cfg.DiscardClientErrors:
 		return m.engine.release(ctx, st)
 	}
+	c := Completion{Status: StatusCompleted, ResponseCode: status}
+	if status >= 400 {
+		c.Status = StatusFailed
+	}
 	env, err := StoredResponse{Status: status, Header: m.replayable(rec.storedHeader()), Body: rec.buf.Bytes()}.MarshalBinary()
 	if err == nil {
-		var sealed []byte
-		sealed, err = m.engine.sealer.seal(st.id, st.rec.Fingerprint, env)
-		if err == nil {
-			outcome := StatusCompleted
-			if status >= 400 {
-				outcome = StatusFailed
-			}
-			err = m.engine.complete(ctx, st, Completion{Status: outcome, Result: sealed, ResponseCode: status})
-			if err == nil || errors.Is(err, ErrFenced) {
-				return err
-			}
-		}
+		c.Result, err = m.engine.sealer.seal(st.id, st.rec.Fingerprint, env)
 	}
-	if uerr := m.engine.complete(ctx, st, Completion{Status: StatusUnavailable, ResponseCode: status, LastError: "completion failed: " + shortError(err)}); uerr != nil {
-		return errors.Join(err, uerr)
+	if err != nil {
+		// The response went out: the key must never run again.
+		c = Completion{Status: StatusUnavailable, ResponseCode: status, LastError: "response not stored: " + shortError(err)}
 	}
-	return err
+	return m.engine.complete(ctx, st, c)
 }
 
 // StoredResponse is what the middleware seals for a response: the result
@@ -409,7 +427,7 @@ func (m *Middleware) acquireWaiting(ctx context.Context, s Store, rq request, rc
 	deadline := time.Now().Add(m.cfg.WaitInFlight)
 	pause := 25 * time.Millisecond
 	for {
-		c, err := m.engine.acquire(ctx, s, rq.id, rq.req, rc.ttl, rc.lease)
+		c, err := m.engine.acquire(ctx, s, rq.id, rq.req, rc.ttl, rc.lease, rc.recovery)
 		if err != nil || c.outcome.Action != ActionWait || c.rec.Status != StatusProcessing {
 			return c, err
 		}
@@ -474,12 +492,12 @@ func (m *Middleware) answer(w http.ResponseWriter, r *http.Request, rq request, 
 // decode cleanly is unavailable (fail closed).
 func (m *Middleware) open(rec Record) (StoredResponse, error) {
 	var resp StoredResponse
-	plain, err := m.engine.sealer.open(rec.Ident, rec.Fingerprint, rec.Result)
-	if err == nil {
-		err = resp.UnmarshalBinary(plain)
-	}
+	plain, err := m.engine.openStored(rec)
 	if err != nil {
-		m.log.Warn("idem: stored response cannot be replayed", "key_id", SafeKeyID(rec.KeyDigest), "operation", rec.Operation, "record_id", rec.ID, "error", err.Error())
+		return StoredResponse{}, err
+	}
+	if err := resp.UnmarshalBinary(plain); err != nil {
+		m.log.Warn("idem: stored response cannot be decoded", "key_id", SafeKeyID(rec.KeyDigest), "operation", rec.Operation, "record_id", rec.ID, "error", err.Error())
 		return StoredResponse{}, err
 	}
 	return resp, nil

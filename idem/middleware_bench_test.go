@@ -176,8 +176,12 @@ func (s *benchMemStore) Settle(context.Context, Ident, Settlement) (Record, bool
 	return Record{}, false, errBenchFixture
 }
 
-func (s *benchMemStore) Sweep(context.Context, SweepParams) (int, error) {
-	return 0, errBenchFixture
+func (s *benchMemStore) Sweep(context.Context, SweepParams) (SweepResult, error) {
+	return SweepResult{}, errBenchFixture
+}
+
+func (s *benchMemStore) Extend(context.Context, Ident, Owner, time.Duration, time.Time) (time.Time, error) {
+	return time.Time{}, errBenchFixture
 }
 
 var _ Store = (*benchMemStore)(nil)

@@ -29,19 +29,24 @@ func (handlerPanic) Error() string { return "idem: handler panicked" }
 func (m *Middleware) serveTx(w http.ResponseWriter, r *http.Request, next http.Handler, rq request, rc routeConfig) {
 	txs := m.engine.store.(TxStore) // checked in NewMiddleware
 	var (
-		answer claim
-		rec    *recorder
+		answer   claim
+		notOwner bool
+		rec      *recorder
 	)
 	err := txs.WithinTx(r.Context(), func(ctx context.Context, tx Store) (err error) {
-		c, err := m.engine.acquire(ctx, tx, rq.id, rq.req, rc.ttl, rc.lease)
+		c, err := m.engine.acquire(ctx, tx, rq.id, rq.req, rc.ttl, rc.lease, rc.recovery)
 		if err != nil {
 			return err
 		}
 		if !c.owned() {
-			answer = c
+			answer, notOwner = c, true
+			if c.wrote {
+				return nil // an escalation or a verified effect commits
+			}
 			return errNotOwner
 		}
 		st := m.engine.newRunState(tx, c.rec)
+		st.inTx = true
 		rec = newRecorder(w, m.cfg.MaxResponseBytes, true)
 		if p := serveRecovering(rec, r.WithContext(withRunState(ctx, st)), next); p != nil {
 			return p
@@ -57,10 +62,10 @@ func (m *Middleware) serveTx(w http.ResponseWriter, r *http.Request, next http.H
 	})
 	var hp *handlerPanic
 	switch {
+	case notOwner && (err == nil || errors.Is(err, errNotOwner)):
+		m.answer(w, r, rq, answer)
 	case err == nil, errors.Is(err, errRolledBack):
 		rec.deliver()
-	case errors.Is(err, errNotOwner):
-		m.answer(w, r, rq, answer)
 	case errors.As(err, &hp):
 		panic(hp.value)
 	case rec == nil:

@@ -27,6 +27,7 @@ type runConfig struct {
 	ttl         time.Duration
 	lease       time.Duration
 	operation   string
+	recovery    *Recovery
 	err         error
 }
 
@@ -96,6 +97,23 @@ const maxTakeoverRounds = 4
 //     never run again for this key.
 //   - If the lease ended and another caller took the key over, this run's
 //     completion fails with ErrFenced and changes nothing.
+//   - If fn ran but its outcome (completion, or release after an error)
+//     cannot be written — the store restarted, a connection dropped — Run
+//     returns an error matching [ErrOutcomeUnrecorded] and the store's
+//     error, together with the Result carrying fn's value when fn
+//     succeeded: the effect is real and the value may be used. The engine
+//     keeps writing the outcome in the background ([WithRecordingWindow])
+//     and keeps the lease alive meanwhile, so a repeat gets ErrInProgress,
+//     then the stored result; the key never runs again while this process
+//     lives.
+//   - A record abandoned by its owner (processing, lease ended: a crash)
+//     is handled by the run's [Recovery] ([WithRecovery], default
+//     [RecoverByEscalating]: the record becomes pending for an operator
+//     and Run returns ErrInProgress).
+//
+// Every store call is bounded by the engine's store timeout
+// ([WithStoreTimeout], default 5 s): reads and reservations under ctx,
+// outcome writes under a context that ignores ctx's cancellation.
 //
 // fn receives a context from which [Annotate] and [RunInfoFrom] work.
 func Run[T any](ctx context.Context, e *Engine, key, scope string, fn func(ctx context.Context) (T, error), opts ...RunOption) (Result[T], error) {
@@ -115,8 +133,12 @@ func Run[T any](ctx context.Context, e *Engine, key, scope string, fn func(ctx c
 	}
 	id := Ident{Scope: scope, Operation: cfg.operation, KeyDigest: Digest(scope, cfg.operation, key)}
 	req := Request{Fingerprint: cfg.fingerprint}
+	recovery := e.recovery
+	if cfg.recovery != nil {
+		recovery = *cfg.recovery
+	}
 
-	claim, err := e.acquire(ctx, e.store, id, req, cfg.ttl, cfg.lease)
+	claim, err := e.acquire(ctx, e.store, id, req, cfg.ttl, cfg.lease, recovery)
 	if err != nil {
 		return zero, err
 	}
@@ -140,6 +162,9 @@ func Run[T any](ctx context.Context, e *Engine, key, scope string, fn func(ctx c
 type claim struct {
 	rec     Record
 	outcome Outcome
+	// wrote says that acquire changed the record without owning it (an
+	// escalation, a verified effect): inside a transaction it must commit.
+	wrote bool
 }
 
 // owned reports whether the caller now owns the record.
@@ -153,11 +178,16 @@ func (c claim) owned() bool {
 
 // acquire applies the decision table to the key until it owns the record
 // or has an answer. Losing a compare-and-swap race reads the record again,
-// at most maxTakeoverRounds times, then answers in-progress.
-func (e *Engine) acquire(ctx context.Context, s Store, id Ident, req Request, ttl, lease time.Duration) (claim, error) {
+// at most maxTakeoverRounds times, then answers in-progress. An abandoned
+// record is handled by rcv. Each store call is bounded by the store
+// timeout.
+func (e *Engine) acquire(ctx context.Context, s Store, id Ident, req Request, ttl, lease time.Duration, rcv Recovery) (claim, error) {
+	req.Recovery = rcv.mode
 	for range maxTakeoverRounds {
 		token := uuid.NewString()
-		rec, created, err := s.Reserve(ctx, ReserveParams{Ident: id, Fingerprint: req.Fingerprint, Owner: token, Lease: lease, TTL: ttl, Now: e.now()})
+		bctx, cancel := e.bound(ctx)
+		rec, created, err := s.Reserve(bctx, ReserveParams{Ident: id, Fingerprint: req.Fingerprint, Owner: token, Lease: lease, TTL: ttl, Now: e.now()})
+		cancel()
 		if err != nil {
 			return claim{}, fmt.Errorf("idem: reserve: %w", err)
 		}
@@ -165,11 +195,15 @@ func (e *Engine) acquire(ctx context.Context, s Store, id Ident, req Request, tt
 			return claim{rec: rec, outcome: Outcome{Action: ActionReserve}}, nil
 		}
 		out := Decide(&rec, req, e.policy)
-		if out.Action != ActionTakeOver && out.Action != ActionRestart {
+		switch out.Action {
+		case ActionTakeOver, ActionRestart, ActionEscalate, ActionVerify:
+		default:
 			return claim{rec: rec, outcome: out}, nil
 		}
-		taken, err := s.Takeover(ctx, TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: token, Lease: lease,
+		bctx, cancel = e.bound(ctx)
+		taken, err := s.Takeover(bctx, TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: token, Lease: lease,
 			Fresh: out.Action == ActionRestart, Fingerprint: req.Fingerprint, TTL: ttl, Now: e.now()})
+		cancel()
 		if errors.Is(err, ErrFenced) {
 			continue // someone else moved first: read again
 		}
@@ -177,10 +211,69 @@ func (e *Engine) acquire(ctx context.Context, s Store, id Ident, req Request, tt
 			return claim{}, fmt.Errorf("idem: take over: %w", err)
 		}
 		e.log.Info("idem: lease taken over", "key_id", SafeKeyID(id.KeyDigest), "operation", id.Operation,
-			"fence", taken.Fence, "attempt", taken.Attempts, "restart", out.Action == ActionRestart)
+			"fence", taken.Fence, "attempt", taken.Attempts, "action", out.Action.String())
+		switch out.Action {
+		case ActionEscalate:
+			return e.escalate(ctx, s, taken, rec.LeaseExpiresAt, "escalate")
+		case ActionVerify:
+			return e.verify(ctx, s, taken, rec.LeaseExpiresAt, rcv.verifier)
+		}
 		return claim{rec: taken, outcome: out}, nil
 	}
 	return claim{outcome: Outcome{Action: ActionWait, RetryAfter: time.Second}, rec: Record{Status: StatusProcessing}}, nil
+}
+
+// escalate completes the abandoned record taken, which the caller has just
+// taken over, as pending with the reason, for an operator; the answer is
+// to wait.
+func (e *Engine) escalate(ctx context.Context, s Store, taken Record, leaseEnd time.Time, how string) (claim, error) {
+	reason := AbandonedReason(leaseEnd, how)
+	bctx, cancel := e.bound(context.WithoutCancel(ctx))
+	err := s.Complete(bctx, taken.Ident, taken.Owner, Completion{Status: StatusPending, LastError: reason, Now: e.now()})
+	cancel()
+	if err != nil {
+		return claim{}, fmt.Errorf("idem: escalate abandoned record: %w", err)
+	}
+	e.late.escalated.Add(1)
+	e.log.Warn("idem: abandoned record escalated to pending for an operator", "key_id", SafeKeyID(taken.KeyDigest),
+		"operation", taken.Operation, "lease_ended_at", leaseEnd.UTC().Format(time.RFC3339), "recovery", how)
+	taken.Status, taken.LastError, taken.LeaseExpiresAt = StatusPending, reason, time.Time{}
+	return claim{rec: taken, outcome: Outcome{Action: ActionWait, RetryAfter: atLeastASecond(e.policy.PendingRetryAfter)}, wrote: true}, nil
+}
+
+// verify asks v about the abandoned record taken, which the caller has just
+// taken over: happened completes it without a result; not happened hands
+// it to the caller to run; anything else escalates.
+func (e *Engine) verify(ctx context.Context, s Store, taken Record, leaseEnd time.Time, v Verifier) (claim, error) {
+	if v == nil {
+		return e.escalate(ctx, s, taken, leaseEnd, "verify: no verifier")
+	}
+	got, err := v.Verify(ctx, Abandoned{KeyID: SafeKeyID(taken.KeyDigest), KeyDigest: taken.KeyDigest, Scope: taken.Scope,
+		Operation: taken.Operation, CorrelationID: taken.CorrelationID, ExternalRef: taken.ExternalRef,
+		ResourceIDs: taken.ResourceIDs, Fence: taken.Fence, Attempt: taken.Attempts, FirstSeenAt: taken.CreatedAt, LeaseEndedAt: leaseEnd})
+	switch {
+	case err != nil:
+		e.log.Warn("idem: verifier failed; escalating", "key_id", SafeKeyID(taken.KeyDigest), "operation", taken.Operation, "error", err.Error())
+		return e.escalate(ctx, s, taken, leaseEnd, "verify: the verifier failed")
+	case got.Verdict == VerdictNotHappened:
+		return claim{rec: taken, outcome: Outcome{Action: ActionTakeOver}}, nil
+	case got.Verdict != VerdictHappened:
+		return e.escalate(ctx, s, taken, leaseEnd, "verify: unknown")
+	}
+	bctx, cancel := e.bound(context.WithoutCancel(ctx))
+	defer cancel()
+	if got.ExternalRef != "" {
+		if err := s.Annotate(bctx, taken.Ident, taken.Owner, Annotation{ExternalRef: got.ExternalRef, Now: e.now()}); err != nil {
+			return claim{}, fmt.Errorf("idem: record verified effect: %w", err)
+		}
+	}
+	reason := "verified: the effect happened; no response to replay (recovery: verify)"
+	if err := s.Complete(bctx, taken.Ident, taken.Owner, Completion{Status: StatusCompleted, LastError: reason, Now: e.now()}); err != nil {
+		return claim{}, fmt.Errorf("idem: record verified effect: %w", err)
+	}
+	e.log.Info("idem: abandoned record verified as happened", "key_id", SafeKeyID(taken.KeyDigest), "operation", taken.Operation)
+	taken.Status, taken.LastError, taken.Result = StatusCompleted, reason, nil
+	return claim{rec: taken, outcome: Outcome{Action: ActionUnavailable}, wrote: true}, nil
 }
 
 // OpenResult returns the plaintext of rec's stored result: the JSON of a
@@ -195,16 +288,35 @@ func (e *Engine) OpenResult(rec Record) ([]byte, error) {
 	return e.sealer.open(rec.Ident, rec.Fingerprint, rec.Result)
 }
 
+// errNoResult: a completed record holds no result, as an operator's or a
+// verifier's confirmation leaves it.
+var errNoResult = errors.New("idem: no stored result: the effect was confirmed without one")
+
+// openStored opens rec's stored result for a replay. A record without one
+// (confirmed by an operator or a verifier) is an expected state, logged at
+// Info; a result that cannot be opened is logged at Warn.
+func (e *Engine) openStored(rec Record) ([]byte, error) {
+	if len(rec.Result) == 0 {
+		e.log.Info("idem: no stored result: confirmed by an operator or a verifier", "key_id", SafeKeyID(rec.KeyDigest), "operation", rec.Operation, "record_id", rec.ID)
+		return nil, errNoResult
+	}
+	plain, err := e.sealer.open(rec.Ident, rec.Fingerprint, rec.Result)
+	if err != nil {
+		e.log.Warn("idem: stored result cannot be opened", "key_id", SafeKeyID(rec.KeyDigest), "operation", rec.Operation, "record_id", rec.ID, "error", err.Error())
+	}
+	return plain, err
+}
+
 // replay opens the stored result of rec. Whatever cannot be opened or
 // decoded is unavailable, never a guess and never a panic.
 func replay[T any](e *Engine, rec Record) (Result[T], error) {
 	var r Result[T]
-	plain, err := e.sealer.open(rec.Ident, rec.Fingerprint, rec.Result)
-	if err == nil {
-		err = json.Unmarshal(plain, &r.Value)
-	}
+	plain, err := e.openStored(rec)
 	if err != nil {
-		e.log.Warn("idem: stored result cannot be replayed", "key_id", SafeKeyID(rec.KeyDigest), "operation", rec.Operation, "record_id", rec.ID, "error", err.Error())
+		return Result[T]{}, ErrResultUnavailable
+	}
+	if err := json.Unmarshal(plain, &r.Value); err != nil {
+		e.log.Warn("idem: stored result cannot be decoded", "key_id", SafeKeyID(rec.KeyDigest), "operation", rec.Operation, "record_id", rec.ID, "error", err.Error())
 		return Result[T]{}, ErrResultUnavailable
 	}
 	r.Replayed = true
@@ -219,7 +331,7 @@ func execute[T any](ctx context.Context, st *runState, fn func(context.Context) 
 
 	value, err := callGuarded(withRunState(ctx, st), fn, func() {
 		if rerr := e.release(ctx, st); rerr != nil {
-			log.Error("idem: release after panic failed; the key stays processing until its lease ends", "error", rerr.Error())
+			log.Error("idem: release after panic failed", "error", rerr.Error())
 		}
 	})
 	if err != nil {
@@ -236,33 +348,34 @@ func execute[T any](ctx context.Context, st *runState, fn func(context.Context) 
 		return res, err
 	}
 
-	plain, value, err := encodeResult(value, e.maxResultBytes)
+	plain, stored, err := encodeResult(value, e.maxResultBytes)
 	if err != nil {
 		log.Warn("idem: result not storable, key completed unavailable", "error", err.Error())
 		if cerr := e.complete(ctx, st, Completion{Status: StatusUnavailable, LastError: shortError(err)}); cerr != nil {
-			return res, errors.Join(fmt.Errorf("%w: %w", ErrResultNotStorable, err), fmt.Errorf("idem: complete: %w", cerr))
+			return res, errors.Join(fmt.Errorf("%w: %w", ErrResultNotStorable, err), cerr)
 		}
 		return res, fmt.Errorf("%w: %w", ErrResultNotStorable, err)
 	}
-	sealed, err := e.sealer.seal(rec.Ident, rec.Fingerprint, plain)
-	if err == nil {
-		err = e.complete(ctx, st, Completion{Status: StatusCompleted, Result: sealed})
-		if errors.Is(err, ErrFenced) {
-			log.Warn("idem: completion refused: the lease was taken over or the key forgotten")
-			return res, fmt.Errorf("idem: complete: %w", err)
-		}
-	}
+	res = Result[T]{Value: stored, FirstSeenAt: rec.CreatedAt}
+	c := Completion{Status: StatusCompleted}
+	c.Result, err = e.sealer.seal(rec.Ident, rec.Fingerprint, plain)
 	if err != nil {
-		// The effect ran: never let the key run again. Record it as
-		// unavailable if the store still lets us (SPEC R6).
-		if uerr := e.complete(ctx, st, Completion{Status: StatusUnavailable, LastError: "completion failed: " + shortError(err)}); uerr != nil {
-			log.Error("idem: completion failed; the key stays processing until its lease ends", "error", err.Error())
-		} else {
-			log.Error("idem: completion failed; key completed unavailable", "error", err.Error())
-		}
+		// Sealing does not fail with a valid key; if it does, the effect
+		// still ran: never let the key run again.
+		c = Completion{Status: StatusUnavailable, LastError: "result not sealed: " + shortError(err)}
+	}
+	err = e.complete(ctx, st, c)
+	switch {
+	case errors.Is(err, ErrFenced):
+		log.Warn("idem: completion refused: the lease was taken over or the key forgotten")
+		return Result[T]{}, fmt.Errorf("idem: complete: %w", err)
+	case errors.Is(err, ErrOutcomeUnrecorded):
+		log.Error("idem: completion failed; the callback's value is returned and the outcome is being recorded in the background", "error", err.Error())
+		return res, err
+	case err != nil:
 		return res, fmt.Errorf("idem: complete: %w", err)
 	}
-	return Result[T]{Value: value, FirstSeenAt: rec.CreatedAt}, nil
+	return res, nil
 }
 
 // callGuarded calls fn; if fn panics, onPanic runs before the panic goes on.
@@ -295,18 +408,17 @@ func encodeResult[T any](v T, limit int) ([]byte, T, error) {
 	return plain, out, nil
 }
 
-// release and complete run even when the caller's context is done: the
-// callback ran, and its outcome must be recorded whether or not the caller
-// still waits. They are bounded by the store's own timeouts, not by a
-// context deadline (a cancellable context costs the SQLite driver a
-// goroutine per statement).
+// release and complete write the owner's outcome even when the caller's
+// context is done: the callback ran, and its outcome must be recorded
+// whether or not the caller still waits. Each write is bounded by the
+// store timeout; a write that fails goes to a background recording (see
+// writeOutcome) and the error matches ErrOutcomeUnrecorded.
 func (e *Engine) release(ctx context.Context, st *runState) error {
-	return st.store.Release(context.WithoutCancel(ctx), st.id, st.owner)
+	return e.writeOutcome(ctx, st, outcomeWrite{release: true})
 }
 
 func (e *Engine) complete(ctx context.Context, st *runState, c Completion) error {
-	c.Now = e.now()
-	return st.store.Complete(context.WithoutCancel(ctx), st.id, st.owner, c)
+	return e.writeOutcome(ctx, st, outcomeWrite{c: c})
 }
 
 // lazyLogger builds the run's logger only when something is logged: most

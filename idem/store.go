@@ -182,6 +182,25 @@ type SweepParams struct {
 	Now   time.Time
 }
 
+// SweepResult is what one [Store.Sweep] call did.
+type SweepResult struct {
+	// Deleted counts the finished records whose retention had ended.
+	Deleted int
+	// Escalated counts the abandoned records (processing, lease ended,
+	// retention ended) that were made pending with an [AbandonedReason]
+	// instead of being deleted.
+	Escalated int
+}
+
+// AbandonedReason is the LastError of a record whose owner's lease ended at
+// leaseEnd without an outcome, escalated to pending by recovery (as
+// "escalate", "verify: …" or "sweep"). Stores that escalate in SQL write
+// the same text: the time is UTC, RFC 3339, whole seconds.
+func AbandonedReason(leaseEnd time.Time, recovery string) string {
+	return "abandoned: the owner's lease ended at " + leaseEnd.UTC().Format(time.RFC3339) +
+		" without an outcome (recovery: " + recovery + ")"
+}
+
 // ErrFenced is returned by a store when a compare-and-swap finds another
 // owner or fence than the caller's: the caller's lease was taken over, or
 // the record was completed, released or forgotten. Nothing was changed.
@@ -223,6 +242,13 @@ type Store interface {
 	// the key may run again. Otherwise it returns ErrFenced.
 	Release(ctx context.Context, id Ident, o Owner) error
 
+	// Extend moves the lease of a record processing under owner o to at
+	// least now + lease (by the store's clock unless now is non-zero), and
+	// the retention along with it, and returns the new end of the lease. It
+	// works whether or not the lease has ended, as long as nobody took the
+	// record over. Otherwise it returns ErrFenced and changes nothing.
+	Extend(ctx context.Context, id Ident, o Owner, lease time.Duration, now time.Time) (leaseExpiresAt time.Time, err error)
+
 	// Get reads a record; ok is false when none exists.
 	Get(ctx context.Context, id Ident) (rec Record, ok bool, err error)
 
@@ -234,10 +260,13 @@ type Store interface {
 	// deleted). Otherwise it returns ErrStale and changes nothing.
 	Settle(ctx context.Context, id Ident, s Settlement) (rec Record, ok bool, err error)
 
-	// Sweep deletes records whose retention has ended, never one that is
-	// processing under a live lease and never a pending one, and returns how
-	// many it deleted.
-	Sweep(ctx context.Context, p SweepParams) (deleted int, err error)
+	// Sweep handles up to p.Limit records whose retention has ended, never
+	// one processing under a live lease and never a pending one: a
+	// completed, failed or unavailable record is deleted; a processing one
+	// whose lease ended (abandoned by its owner) is never deleted but made
+	// pending, its owner cleared (fenced out) and its LastError set to
+	// AbandonedReason(lease end, "sweep"), so that an operator decides.
+	Sweep(ctx context.Context, p SweepParams) (SweepResult, error)
 }
 
 // TxStore is a [Store] that can put a record's writes in one database

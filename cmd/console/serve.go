@@ -99,10 +99,10 @@ func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, log *slog.L
 // and expired console sessions.
 func sweeper(engine *idem.Engine, db *database, log *slog.Logger) func(context.Context) {
 	return func(ctx context.Context) {
-		if n, err := engine.Sweep(ctx); err != nil {
+		if r, err := engine.Sweep(ctx); err != nil {
 			log.Error("sweep failed", "error", err.Error())
-		} else if n > 0 {
-			log.Info("swept expired idempotency records", "count", n)
+		} else if r.Deleted > 0 || r.Escalated > 0 {
+			log.Info("swept expired idempotency records", "count", r.Deleted, "escalated", r.Escalated)
 		}
 		if n, err := db.Console.DeleteExpiredSessions(ctx); err != nil {
 			log.Error("session sweep failed", "error", err.Error())

@@ -42,6 +42,24 @@
 // that finds the record already there consumes a value too, so fences
 // have gaps.
 //
+// # Deadlines
+//
+// Every call honours its context's deadline: pgx cancels the statement (and
+// closes the connection) when it ends. The idem engine bounds each call it
+// makes by its store timeout (idem.WithStoreTimeout, 5 s by default), so a
+// dead link or a stalled server fails a call within the bound instead of
+// holding it until TCP gives up (minutes). Connections the pool opens on
+// its own (MinConns, health checks) carry no caller's deadline: bound them
+// with the pool's connect timeout, which this package never changes for
+// you, e.g.
+//
+//	cfg, err := pgxpool.ParseConfig(url) // or connect_timeout=5 in the URL
+//	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+//
+// and, for connections that die silently under a long statement, TCP
+// keepalives (the default dialer sends them every 15 s, pgx's default) or
+// the server's statement_timeout.
+//
 // # Transactions
 //
 // Each call of the [Store] is a single autocommit statement (Reserve may

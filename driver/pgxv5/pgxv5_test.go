@@ -545,26 +545,32 @@ func TestSweep(t *testing.T) {
 
 	n, err := b.store.Sweep(ctx, idem.SweepParams{Now: later})
 	require.NoError(t, err)
-	require.Equal(t, 2, n)
-	for _, r := range []idem.Record{completed, abandoned} {
-		_, ok, err := b.store.Get(ctx, r.Ident)
-		require.NoError(t, err)
-		require.False(t, ok, "expired %s record kept", r.Status)
-	}
+	require.Equal(t, idem.SweepResult{Deleted: 1, Escalated: 1}, n)
+	_, ok, err := b.store.Get(ctx, completed.Ident)
+	require.NoError(t, err)
+	require.False(t, ok, "expired completed record kept")
+	esc, ok, err := b.store.Get(ctx, abandoned.Ident)
+	require.NoError(t, err)
+	require.True(t, ok, "an abandoned record is never deleted")
+	require.Equal(t, idem.StatusPending, esc.Status)
+	require.Equal(t, idem.AbandonedReason(abandoned.LeaseExpiresAt, "sweep"), esc.LastError)
+	require.Empty(t, esc.Token, "the crashed owner is fenced out")
 	for _, r := range []idem.Record{pending, live, young} {
 		_, ok, err := b.store.Get(ctx, r.Ident)
 		require.NoError(t, err)
 		require.True(t, ok, "record %s swept", r.KeyDigest)
 	}
 
-	// Limits.
+	// Limits, over deletions and escalations together.
 	for range 3 {
-		b.reserve(t, reserveOpts{now: t0})
+		r := b.reserve(t, reserveOpts{now: t0})
+		require.NoError(t, b.store.Complete(ctx, r.Ident, r.Owner, idem.Completion{Status: idem.StatusFailed, Now: t0}))
 	}
-	for _, want := range []int{2, 1, 0} {
+	b.reserve(t, reserveOpts{now: t0})
+	for _, want := range []int{2, 2, 0} {
 		n, err := b.store.Sweep(ctx, idem.SweepParams{Limit: 2, Now: later})
 		require.NoError(t, err)
-		require.Equal(t, want, n)
+		require.Equal(t, want, n.Deleted+n.Escalated)
 	}
 }
 

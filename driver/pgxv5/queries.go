@@ -144,6 +144,21 @@ WHERE scope = $1 AND operation = $2 AND key_digest = $3
     AND owner_token = $4 AND fence = $5
     AND status = 'processing'`
 
+// extendSQL moves a running record's lease to at least now + lease for its
+// owner, never shortening it, and keeps the retention at least as long.
+//
+// $1 scope, $2 operation, $3 key_digest, $4 owner_token, $5 fence,
+// $6 lease µs, $7 now.
+const extendSQL = `UPDATE unstuck_idem_record SET
+    lease_expires_at = greatest(lease_expires_at, coalesce($7::timestamptz, statement_timestamp()) + $6::bigint * interval '1 microsecond'),
+    expires_at = greatest(expires_at, coalesce($7::timestamptz, statement_timestamp()) + $6::bigint * interval '1 microsecond'),
+    version = version + 1,
+    updated_at = coalesce($7::timestamptz, statement_timestamp())
+WHERE scope = $1 AND operation = $2 AND key_digest = $3
+    AND owner_token = $4 AND fence = $5
+    AND status = 'processing'
+RETURNING lease_expires_at`
+
 // settleSQL applies an operator's decision if the record is still at the
 // version the operator saw: the lease ends, the owner is cleared (a late
 // owner is fenced out) and no result is kept.
@@ -175,21 +190,41 @@ WHERE scope = $1 AND operation = $2 AND key_digest = $3 AND version = $4`
 const deleteSQL = `DELETE FROM unstuck_idem_record
 WHERE scope = $1 AND operation = $2 AND key_digest = $3`
 
-// sweepSQL deletes up to $1 records whose retention has ended, oldest
-// first, never a pending one and never one processing under a live lease.
-// The candidates are locked in the subquery (FOR UPDATE), which re-checks
-// them against their newest version: without it, a record revived by a
-// concurrent takeover after this statement's snapshot would still be
-// deleted, as the DELETE itself would only re-check "id IN". SKIP LOCKED
-// lets concurrent sweeps, and sweeps racing an owner, pass each other.
+// sweepSQL handles up to $1 records whose retention has ended, oldest
+// first, never a pending one and never one processing under a live lease:
+// finished records are deleted, abandoned ones (processing, lease ended)
+// are made pending with the reason of idem.AbandonedReason(lease end,
+// "sweep") and their owner cleared. The candidates are locked in the first
+// CTE (FOR UPDATE), which re-checks them against their newest version:
+// without it, a record revived by a concurrent takeover after this
+// statement's snapshot would still be changed. SKIP LOCKED lets concurrent
+// sweeps, and sweeps racing an owner, pass each other. It returns the
+// numbers deleted and escalated.
 //
 // $1 limit, $2 now.
-const sweepSQL = `DELETE FROM unstuck_idem_record
-WHERE id IN (
-    SELECT id FROM unstuck_idem_record
+const sweepSQL = `WITH candidate AS (
+    SELECT id, status FROM unstuck_idem_record
     WHERE expires_at <= coalesce($2::timestamptz, statement_timestamp())
         AND status <> 'pending'
         AND NOT (status = 'processing' AND lease_expires_at > coalesce($2::timestamptz, statement_timestamp()))
     ORDER BY expires_at
     LIMIT $1
-    FOR UPDATE SKIP LOCKED)`
+    FOR UPDATE SKIP LOCKED),
+deleted AS (
+    DELETE FROM unstuck_idem_record r USING candidate c
+    WHERE r.id = c.id AND c.status <> 'processing'
+    RETURNING 1),
+escalated AS (
+    UPDATE unstuck_idem_record r SET
+        status = 'pending',
+        last_error = 'abandoned: the owner''s lease ended at '
+            || to_char(r.lease_expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+            || ' without an outcome (recovery: sweep)',
+        owner_token = '',
+        lease_expires_at = NULL,
+        version = r.version + 1,
+        updated_at = coalesce($2::timestamptz, statement_timestamp())
+    FROM candidate c
+    WHERE r.id = c.id AND c.status = 'processing'
+    RETURNING 1)
+SELECT (SELECT count(*) FROM deleted), (SELECT count(*) FROM escalated)`

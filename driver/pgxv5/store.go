@@ -104,6 +104,11 @@ func (s *Store) Release(ctx context.Context, id idem.Ident, o idem.Owner) error 
 	return release(ctx, s.pool, id, o)
 }
 
+// Extend implements [idem.Store.Extend] as one conditional UPDATE.
+func (s *Store) Extend(ctx context.Context, id idem.Ident, o idem.Owner, lease time.Duration, now time.Time) (time.Time, error) {
+	return extend(ctx, s.pool, id, o, lease, now)
+}
+
 // Get implements [idem.Store.Get]. ReadAt is the database's clock.
 func (s *Store) Get(ctx context.Context, id idem.Ident) (idem.Record, bool, error) {
 	return get(ctx, s.pool, id)
@@ -114,15 +119,16 @@ func (s *Store) Delete(ctx context.Context, id idem.Ident) (bool, error) {
 	return deleteRecord(ctx, s.pool, id)
 }
 
-// Sweep implements [idem.Store.Sweep], oldest retention first, at most
-// p.Limit records (1000 when p.Limit <= 0) in one statement. Records that
-// another statement holds locked are skipped until a later sweep.
-// Settle applies an operator's decision; see [idem.Store].
+// Settle implements [idem.Store.Settle]: an operator's decision.
 func (s *Store) Settle(ctx context.Context, id idem.Ident, st idem.Settlement) (idem.Record, bool, error) {
 	return settle(ctx, s.pool, id, st)
 }
 
-func (s *Store) Sweep(ctx context.Context, p idem.SweepParams) (int, error) {
+// Sweep implements [idem.Store.Sweep], oldest retention first, at most
+// p.Limit records (1000 when p.Limit <= 0) in one statement: finished
+// records are deleted, abandoned ones escalated to pending. Records that
+// another statement holds locked are skipped until a later sweep.
+func (s *Store) Sweep(ctx context.Context, p idem.SweepParams) (idem.SweepResult, error) {
 	return sweep(ctx, s.pool, p)
 }
 
@@ -204,6 +210,20 @@ func release(ctx context.Context, db dbtx, id idem.Ident, o idem.Owner) error {
 	return casResult("release", tag, err)
 }
 
+// extend is [Store.Extend] on db.
+func extend(ctx context.Context, db dbtx, id idem.Ident, o idem.Owner, lease time.Duration, now time.Time) (time.Time, error) {
+	var until time.Time
+	err := db.QueryRow(ctx, extendSQL, id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence,
+		lease.Microseconds(), clock(now)).Scan(&until)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, fmt.Errorf("pgxv5: extend: %w", idem.ErrFenced)
+	}
+	if err != nil {
+		return time.Time{}, mapError("extend", err)
+	}
+	return until.UTC(), nil
+}
+
 // get is [Store.Get] on db.
 func get(ctx context.Context, db dbtx, id idem.Ident) (idem.Record, bool, error) {
 	rec, err := scanRecord(db.QueryRow(ctx, getSQL, id.Scope, id.Operation, id.KeyDigest, nil))
@@ -252,16 +272,16 @@ func deleteRecord(ctx context.Context, db dbtx, id idem.Ident) (bool, error) {
 }
 
 // sweep is [Store.Sweep] on db.
-func sweep(ctx context.Context, db dbtx, p idem.SweepParams) (int, error) {
+func sweep(ctx context.Context, db dbtx, p idem.SweepParams) (idem.SweepResult, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = defaultSweepLimit
 	}
-	tag, err := db.Exec(ctx, sweepSQL, limit, clock(p.Now))
-	if err != nil {
-		return 0, mapError("sweep", err)
+	var deleted, escalated int64
+	if err := db.QueryRow(ctx, sweepSQL, limit, clock(p.Now)).Scan(&deleted, &escalated); err != nil {
+		return idem.SweepResult{}, mapError("sweep", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return idem.SweepResult{Deleted: int(deleted), Escalated: int(escalated)}, nil
 }
 
 // clock is the $now argument of a statement: NULL, meaning the database's

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -165,12 +166,20 @@ func (t *txStore) Delete(ctx context.Context, id idem.Ident) (bool, error) {
 	return deleteRecord(ctx, db, id)
 }
 
-func (t *txStore) Sweep(ctx context.Context, p idem.SweepParams) (int, error) {
+func (t *txStore) Sweep(ctx context.Context, p idem.SweepParams) (idem.SweepResult, error) {
 	db, err := t.db("sweep")
 	if err != nil {
-		return 0, err
+		return idem.SweepResult{}, err
 	}
 	return sweep(ctx, db, p)
+}
+
+func (t *txStore) Extend(ctx context.Context, id idem.Ident, o idem.Owner, lease time.Duration, now time.Time) (time.Time, error) {
+	db, err := t.db("extend")
+	if err != nil {
+		return time.Time{}, err
+	}
+	return extend(ctx, db, id, o, lease, now)
 }
 
 func (t *txStore) Settle(ctx context.Context, id idem.Ident, st idem.Settlement) (idem.Record, bool, error) {

@@ -36,6 +36,13 @@
 // stored as Unix microseconds, UTC, so records come back truncated to the
 // microsecond.
 //
+// # Deadlines
+//
+// Every call honours its context's deadline: waiting for the store's
+// writer slot, for SQLite's write lock (the busy timeout) and for the
+// statement itself. The idem engine bounds each call it makes by its store
+// timeout (idem.WithStoreTimeout, 5 s by default).
+//
 // # Transactions and fences
 //
 // Reserve and Takeover run in BEGIN IMMEDIATE transactions, which take the

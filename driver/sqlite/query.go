@@ -112,14 +112,44 @@ WHERE scope = ? AND operation = ? AND key_digest = ?
 	queryDelete = `DELETE FROM unstuck_idem_record
 WHERE scope = ? AND operation = ? AND key_digest = ?`
 
-	// querySweep deletes, oldest retention first, up to a limit of records
-	// whose retention has ended, never a pending one nor one processing
-	// under a live lease. It takes now, limit.
+	// queryExtend moves a running record's lease to at least the given end,
+	// never shortening it, and keeps the retention at least as long. It
+	// takes lease end, now, then the owner check: scope, operation,
+	// key_digest, owner_token, fence.
+	queryExtend = `UPDATE unstuck_idem_record SET
+    lease_expires_at = max(lease_expires_at, ?1), expires_at = max(expires_at, ?1),
+    version = version + 1, updated_at = ?2
+WHERE scope = ?3 AND operation = ?4 AND key_digest = ?5
+  AND owner_token = ?6 AND fence = ?7 AND status = 'processing'
+RETURNING lease_expires_at`
+
+	// querySweepEscalate makes pending, up to a limit and oldest retention
+	// first, the abandoned records whose retention has ended: processing
+	// under a lease that ended. The reason is that of
+	// idem.AbandonedReason(lease end, "sweep"); the owner is cleared. It
+	// takes now, limit.
+	querySweepEscalate = `UPDATE unstuck_idem_record SET
+    status = 'pending',
+    last_error = 'abandoned: the owner''s lease ended at '
+        || strftime('%Y-%m-%dT%H:%M:%SZ', lease_expires_at / 1000000, 'unixepoch')
+        || ' without an outcome (recovery: sweep)',
+    owner_token = '', lease_expires_at = NULL,
+    version = version + 1, updated_at = ?1
+WHERE id IN (
+    SELECT id FROM unstuck_idem_record
+    WHERE expires_at <= ?1
+      AND status = 'processing' AND lease_expires_at <= ?1
+    ORDER BY expires_at, id
+    LIMIT ?2
+)`
+
+	// querySweep deletes, oldest retention first, up to a limit of
+	// finished records (completed, failed, unavailable) whose retention has
+	// ended. It takes now, limit.
 	querySweep = `DELETE FROM unstuck_idem_record WHERE id IN (
     SELECT id FROM unstuck_idem_record
     WHERE expires_at <= ?1
-      AND status <> 'pending'
-      AND NOT (status = 'processing' AND lease_expires_at > ?1)
+      AND status NOT IN ('pending', 'processing')
     ORDER BY expires_at, id
     LIMIT ?2
 )`

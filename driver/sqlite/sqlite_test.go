@@ -613,7 +613,8 @@ func TestSweep(t *testing.T) {
 	complete(failed.Ident, failed.Owner, idem.StatusFailed)
 	unavailable := reserve(t, b, ident("unavailable"), "a", t0)
 	complete(unavailable.Ident, unavailable.Owner, idem.StatusUnavailable)
-	// Processing, lease and retention ended: deleted.
+	// Processing, lease and retention ended: abandoned, escalated to
+	// pending, never deleted.
 	abandoned := reserve(t, b, ident("abandoned"), "a", t0)
 
 	// Pending whatever the time: kept.
@@ -632,15 +633,19 @@ func TestSweep(t *testing.T) {
 
 	n, err := b.store.Sweep(ctx, idem.SweepParams{Limit: 3, Now: now})
 	require.NoError(t, err)
-	require.Equal(t, 3, n, "limited")
+	require.Equal(t, idem.SweepResult{Deleted: 2, Escalated: 1}, n, "limited; the abandoned record first")
 	n, err = b.store.Sweep(ctx, idem.SweepParams{Now: now})
 	require.NoError(t, err)
-	require.Equal(t, 1, n, "the rest")
+	require.Equal(t, idem.SweepResult{Deleted: 1}, n, "the rest")
 	n, err = b.store.Sweep(ctx, idem.SweepParams{Now: now})
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing left to sweep")
+	esc := get(t, b, abandoned.Ident)
+	require.Equal(t, idem.StatusPending, esc.Status)
+	require.Equal(t, idem.AbandonedReason(abandoned.LeaseExpiresAt, "sweep"), esc.LastError)
+	require.Empty(t, esc.Token, "the crashed owner is fenced out")
 
-	for _, gone := range []idem.Record{expired, failed, unavailable, abandoned} {
+	for _, gone := range []idem.Record{expired, failed, unavailable} {
 		_, ok, err := b.store.Get(ctx, gone.Ident)
 		require.NoError(t, err)
 		require.False(t, ok, "%s swept", gone.Ident.KeyDigest)
@@ -649,10 +654,11 @@ func TestSweep(t *testing.T) {
 	get(t, b, recent.Ident)
 	requireSame(t, live, get(t, b, live.Ident))
 
-	// Once its lease ends, the taken-over record goes too; pending never.
+	// Once its lease ends, the taken-over record is abandoned too, and the
+	// recent one goes; pending never.
 	n, err = b.store.Sweep(ctx, idem.SweepParams{Now: now.Add(100 * 24 * time.Hour)})
 	require.NoError(t, err)
-	require.Equal(t, 2, n)
+	require.Equal(t, idem.SweepResult{Deleted: 1, Escalated: 1}, n)
 	get(t, b, pending.Ident)
 }
 

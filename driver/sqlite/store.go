@@ -171,6 +171,20 @@ func (s *Store) Release(ctx context.Context, id idem.Ident, o idem.Owner) error 
 	return nil
 }
 
+// Extend implements [idem.Store.Extend].
+func (s *Store) Extend(ctx context.Context, id idem.Ident, o idem.Owner, lease time.Duration, now time.Time) (time.Time, error) {
+	var until time.Time
+	err := s.write(ctx, func() error {
+		var err error
+		until, err = extend(ctx, s.db, id, o, lease, now)
+		return err
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("sqlite: extend: %w", err)
+	}
+	return until, nil
+}
+
 // Get implements [idem.Store.Get]. The record's ReadAt is the process clock
 // at the time of the read.
 func (s *Store) Get(ctx context.Context, id idem.Ident) (idem.Record, bool, error) {
@@ -213,20 +227,21 @@ func (s *Store) Settle(ctx context.Context, id idem.Ident, st idem.Settlement) (
 	return rec, ok, nil
 }
 
-// Sweep implements [idem.Store.Sweep]. It deletes the records whose
+// Sweep implements [idem.Store.Sweep]. It handles the records whose
 // retention ended first, at most p.Limit of them (1000 when p.Limit <= 0),
-// in one statement.
-func (s *Store) Sweep(ctx context.Context, p idem.SweepParams) (int, error) {
-	var n int
-	err := s.write(ctx, func() error {
+// in one BEGIN IMMEDIATE transaction: abandoned records are escalated to
+// pending, then finished ones deleted.
+func (s *Store) Sweep(ctx context.Context, p idem.SweepParams) (idem.SweepResult, error) {
+	var res idem.SweepResult
+	err := s.immediate(ctx, func(conn *sql.Conn) error {
 		var err error
-		n, err = sweep(ctx, s.db, p)
+		res, err = sweep(ctx, conn, p)
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("sqlite: sweep: %w", err)
+		return idem.SweepResult{}, fmt.Errorf("sqlite: sweep: %w", err)
 	}
-	return n, nil
+	return res, nil
 }
 
 // The single-statement writes below run on any executor: the Store runs
@@ -255,6 +270,21 @@ func annotate(ctx context.Context, ex Executor, id idem.Ident, o idem.Owner, a i
 		a.CorrelationID, a.ExternalRef, string(ids), clock(a.Now).UnixMicro(),
 		id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence)
 	return casResult(res, err)
+}
+
+// extend moves the lease of the owner o; see [Store.Extend].
+func extend(ctx context.Context, ex Executor, id idem.Ident, o idem.Owner, lease time.Duration, now time.Time) (time.Time, error) {
+	at := clock(now)
+	var until int64
+	err := ex.QueryRowContext(ctx, queryExtend, at.Add(lease).UnixMicro(), at.UnixMicro(),
+		id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence).Scan(&until)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, idem.ErrFenced
+	}
+	if err != nil {
+		return time.Time{}, err
+	}
+	return micros(until), nil
 }
 
 // release deletes the running record of the owner o.
@@ -306,21 +336,35 @@ func deleteRecord(ctx context.Context, ex Executor, id idem.Ident) (bool, error)
 	return n > 0, nil
 }
 
-// sweep deletes expired records; see [Store.Sweep].
-func sweep(ctx context.Context, ex Executor, p idem.SweepParams) (int, error) {
+// sweep escalates abandoned and deletes finished expired records; see
+// [Store.Sweep]. ex must be inside a write transaction, so that the two
+// statements see one state.
+func sweep(ctx context.Context, ex Executor, p idem.SweepParams) (idem.SweepResult, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = defaultSweepLimit
 	}
-	res, err := ex.ExecContext(ctx, querySweep, clock(p.Now).UnixMicro(), int64(limit))
-	if err != nil {
-		return 0, err
+	now := clock(p.Now).UnixMicro()
+	var out idem.SweepResult
+	for _, step := range []struct {
+		query string
+		n     *int
+	}{{querySweepEscalate, &out.Escalated}, {querySweep, &out.Deleted}} {
+		if limit <= 0 {
+			break
+		}
+		res, err := ex.ExecContext(ctx, step.query, now, int64(limit))
+		if err != nil {
+			return idem.SweepResult{}, err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return idem.SweepResult{}, err
+		}
+		*step.n = int(n)
+		limit -= int(n)
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, err
-	}
-	return int(n), nil
+	return out, nil
 }
 
 // clock returns now, or the process clock when now is zero, truncated to

@@ -179,16 +179,28 @@ func (t *txStore) Delete(ctx context.Context, id idem.Ident) (bool, error) {
 	return existed, nil
 }
 
-func (t *txStore) Sweep(ctx context.Context, p idem.SweepParams) (int, error) {
+func (t *txStore) Sweep(ctx context.Context, p idem.SweepParams) (idem.SweepResult, error) {
 	ex, err := t.ex("sweep")
 	if err != nil {
-		return 0, err
+		return idem.SweepResult{}, err
 	}
-	n, err := sweep(ctx, ex, p)
+	res, err := sweep(ctx, ex, p)
 	if err != nil {
-		return 0, fmt.Errorf("sqlite: sweep: %w", err)
+		return idem.SweepResult{}, fmt.Errorf("sqlite: sweep: %w", err)
 	}
-	return n, nil
+	return res, nil
+}
+
+func (t *txStore) Extend(ctx context.Context, id idem.Ident, o idem.Owner, lease time.Duration, now time.Time) (time.Time, error) {
+	ex, err := t.ex("extend")
+	if err != nil {
+		return time.Time{}, err
+	}
+	until, err := extend(ctx, ex, id, o, lease, now)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("sqlite: extend: %w", err)
+	}
+	return until, nil
 }
 
 func (t *txStore) Settle(ctx context.Context, id idem.Ident, st idem.Settlement) (idem.Record, bool, error) {

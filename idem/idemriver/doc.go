@@ -88,8 +88,17 @@
 //
 // A process that dies mid-run leaves the key processing until its lease
 // ends; River's rescuer retries the job after RescueStuckJobsAfter, and a
-// delivery after the lease takes the key over. Set RescueStuckJobsAfter
-// above the lease, or the rescued job snoozes until the lease ends.
+// delivery after the lease applies the recovery ([WithRecovery]): by
+// default the key is escalated to pending for an operator and the job
+// snoozes until it is resolved; with [idem.RecoverByRerunning] the
+// delivery takes the key over and runs the worker again. Set
+// RescueStuckJobsAfter above the lease, or the rescued job snoozes until
+// the lease ends.
+//
+// A worker that succeeded but whose completion could not be written (the
+// database restarted at that moment) completes its job all the same: the
+// engine keeps writing the completion in the background and keeps the
+// lease meanwhile, so duplicates snooze, then complete without running.
 //
 // # Snooze loops
 //

@@ -52,6 +52,7 @@ type Middleware struct {
 	defaultTimeout time.Duration // River's Config.JobTimeout semantics
 	ttl            time.Duration
 	timeouts       map[string]func(*rivertype.JobRow) time.Duration
+	recovery       []idem.RunOption // WithRecovery, when set
 }
 
 type config struct {
@@ -60,6 +61,7 @@ type config struct {
 	defaultTimeout time.Duration
 	ttl            time.Duration
 	timeouts       map[string]func(*rivertype.JobRow) time.Duration
+	recovery       *idem.Recovery
 	errs           []error
 }
 
@@ -121,6 +123,16 @@ func WithTTL(d time.Duration) Option {
 	}
 }
 
+// WithRecovery sets what a delivery does with a key abandoned by an
+// earlier delivery (processing, lease ended: its process crashed or
+// stalled). Default: the engine's ([idem.WithDefaultRecovery]), itself
+// [idem.RecoverByEscalating]: the record becomes pending for an operator
+// and the job snoozes until it is resolved. [idem.RecoverByRerunning] runs
+// the worker again, for work that is safe to repeat.
+func WithRecovery(r idem.Recovery) Option {
+	return func(c *config) { c.recovery = &r }
+}
+
 // WithWorkerTimeout registers w's Timeout as the source of the lease for
 // jobs of its kind. River applies a worker's timeout inside the middleware
 // chain, where the middleware cannot see it, so register every keyed
@@ -173,14 +185,18 @@ func New(engine *idem.Engine, opts ...Option) (*Middleware, error) {
 	if len(c.errs) > 0 {
 		return nil, fmt.Errorf("idemriver: %w", errors.Join(c.errs...))
 	}
-	return &Middleware{
+	m := &Middleware{
 		engine:         engine,
 		lease:          c.lease,
 		releaseAfter:   c.releaseAfter,
 		defaultTimeout: c.defaultTimeout,
 		ttl:            c.ttl,
 		timeouts:       c.timeouts,
-	}, nil
+	}
+	if c.recovery != nil {
+		m.recovery = []idem.RunOption{idem.WithRecovery(*c.recovery)}
+	}
+	return m, nil
 }
 
 // InsertMany implements rivertype.JobInsertMiddleware. For args that
@@ -221,8 +237,13 @@ func prepareInsert(p *rivertype.JobInsertParams) error {
 //
 //   - nil when the worker ran and succeeded, or when the key was already
 //     completed (the worker does not run);
+//   - nil when the worker succeeded but its completion could not be
+//     written yet (idem.ErrOutcomeUnrecorded): the work is done and must
+//     not run again; the engine logs it and records the completion in the
+//     background;
 //   - the worker's own error when it failed: idem.Run released the key and
-//     River retries as usual;
+//     River retries as usual (if the release could not be written yet,
+//     the retries snooze until it is);
 //   - river.JobSnooze(min(ReleaseAfter, rest of the lease)) when another
 //     delivery holds the key or its outcome is pending;
 //   - river.JobCancel with an error matching idem.ErrKeyReused when the key
@@ -259,11 +280,20 @@ func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner fu
 	ctx, cancel := context.WithTimeout(ctx, lease)
 	defer cancel()
 
-	ran := false
+	var (
+		ran     bool
+		workErr error
+	)
 	_, err = idem.Run(ctx, m.engine, key, scope, func(ctx context.Context) (struct{}, error) {
 		ran = true
-		return struct{}{}, doInner(ctx)
-	}, idem.WithOperation(op), idem.WithFingerprint(fp), idem.WithLease(lease), idem.WithTTL(m.ttl))
+		workErr = doInner(ctx)
+		return struct{}{}, workErr
+	}, append([]idem.RunOption{idem.WithOperation(op), idem.WithFingerprint(fp), idem.WithLease(lease), idem.WithTTL(m.ttl)}, m.recovery...)...)
+	if ran && workErr == nil && errors.Is(err, idem.ErrOutcomeUnrecorded) {
+		// The work is done: completing the job keeps River from running
+		// it again; the engine records the completion in the background.
+		return nil
+	}
 	if err == nil || ran {
 		// The worker's own outcome, or a failure to record it: River
 		// handles both as the worker's result.

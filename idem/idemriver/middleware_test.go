@@ -3,7 +3,9 @@ package idemriver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -280,4 +282,99 @@ func TestWorkerContextEndsWithLease(t *testing.T) {
 	err = mw.Work(t.Context(), &rivertype.JobRow{ID: 2, Kind: "k", Metadata: opts.Metadata, EncodedArgs: []byte(`{}`)},
 		func(context.Context) error { t.Fatal("ran twice"); return nil })
 	require.NoError(t, err)
+}
+
+// outageStore fails every Complete while down is set.
+type outageStore struct {
+	idem.Store
+	down atomic.Bool
+}
+
+func (s *outageStore) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c idem.Completion) error {
+	if s.down.Load() {
+		return errors.New("connection reset")
+	}
+	return s.Store.Complete(ctx, id, o, c)
+}
+
+func newStore(t *testing.T) idem.Store {
+	t.Helper()
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "idem.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	store := sqlite.New(db)
+	require.NoError(t, store.Migrate(t.Context()))
+	return store
+}
+
+// SPEC J1, issue 9 item 1: a worker that succeeded but whose completion
+// could not be written completes its job (River must not run it again);
+// the completion is written in the background and a duplicate snoozes,
+// then completes without running.
+func TestJ1UnrecordedCompletionCompletesTheJob(t *testing.T) {
+	t.Parallel()
+	store := &outageStore{Store: newStore(t)}
+	engine, err := idem.New(store, idem.WithoutSealing())
+	require.NoError(t, err)
+	mw, err := New(engine)
+	require.NoError(t, err)
+	opts, err := InsertOpts(nil, "k", "s")
+	require.NoError(t, err)
+	runs := 0
+	work := func(context.Context) error { runs++; return nil }
+	job := func(id int64) *rivertype.JobRow {
+		return &rivertype.JobRow{ID: id, Kind: "k", Metadata: opts.Metadata, EncodedArgs: []byte(`{}`)}
+	}
+
+	store.down.Store(true)
+	require.NoError(t, mw.Work(t.Context(), job(1), work), "the work is done: the job completes")
+	var snooze *river.JobSnoozeError
+	require.ErrorAs(t, mw.Work(t.Context(), job(2), work), &snooze, "a duplicate during the outage snoozes")
+	store.down.Store(false)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, engine.Shutdown(ctx))
+	require.NoError(t, mw.Work(t.Context(), job(3), work))
+	require.Equal(t, 1, runs, "the worker ran once")
+}
+
+// SPEC J1, R8: a delivery that finds its key abandoned follows the
+// middleware's recovery: escalated (snooze) by default, run again with
+// RecoverByRerunning.
+func TestJ1AbandonedKeyFollowsTheRecovery(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	clock := time.Now()
+	engine, err := idem.New(store, idem.WithoutSealing(), idem.WithNowFunc(func() time.Time { return clock }))
+	require.NoError(t, err)
+	opts, err := InsertOpts(nil, "k", "s")
+	require.NoError(t, err)
+	op := Operation("k")
+	fp, err := fingerprint([]byte(`{}`))
+	require.NoError(t, err)
+	abandon := func(key string) {
+		id := idem.Ident{Scope: "s", Operation: op, KeyDigest: idem.Digest("s", op, key)}
+		_, created, err := store.Reserve(t.Context(), idem.ReserveParams{Ident: id, Fingerprint: fp, Owner: "crashed", Lease: time.Minute, TTL: time.Hour, Now: clock})
+		require.NoError(t, err)
+		require.True(t, created)
+	}
+	abandon("k")
+	clock = clock.Add(2 * time.Minute)
+	runs := 0
+	work := func(context.Context) error { runs++; return nil }
+
+	escalating, err := New(engine)
+	require.NoError(t, err)
+	var snooze *river.JobSnoozeError
+	require.ErrorAs(t, escalating.Work(t.Context(), &rivertype.JobRow{ID: 1, Kind: "k", Metadata: opts.Metadata, EncodedArgs: []byte(`{}`)}, work), &snooze)
+	require.Zero(t, runs, "escalated: the worker does not run again")
+
+	opts2, err := InsertOpts(nil, "k2", "s")
+	require.NoError(t, err)
+	abandon("k2")
+	clock = clock.Add(2 * time.Minute)
+	rerunning, err := New(engine, WithRecovery(idem.RecoverByRerunning()))
+	require.NoError(t, err)
+	require.NoError(t, rerunning.Work(t.Context(), &rivertype.JobRow{ID: 2, Kind: "k", Metadata: opts2.Metadata, EncodedArgs: []byte(`{}`)}, work))
+	require.Equal(t, 1, runs)
 }

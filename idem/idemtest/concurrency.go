@@ -170,7 +170,8 @@ func runConcurrency(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		t.Parallel()
 		s := newStore(t)
 		clock := NewClock(start)
-		e := newEngine(t, s, idem.WithNowFunc(clock.Now))
+		// The successor re-runs a key whose lease ended (RecoverByRerunning).
+		e := newEngine(t, s, idem.WithNowFunc(clock.Now), idem.WithDefaultRecovery(idem.RecoverByRerunning()))
 		ctx := ctxT(t)
 		rng := rand.New(rand.NewPCG(7, 11))
 		const lease = 10 * time.Second
@@ -235,7 +236,7 @@ func runConcurrency(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		t.Parallel()
 		s := newStore(t)
 		clock := NewClock(start)
-		e := newEngine(t, s, idem.WithNowFunc(clock.Now))
+		e := newEngine(t, s, idem.WithNowFunc(clock.Now), idem.WithDefaultRecovery(idem.RecoverByRerunning()))
 		ctx := ctxT(t)
 		id := idem.Ident{Scope: "tenant:t", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("tenant:t", idem.DefaultOperation, "crashed")}
 		// An owner reserved and crashed.
@@ -262,5 +263,43 @@ func runConcurrency(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		close(startGun)
 		wg.Wait()
 		require.EqualValues(t, 1, runs.Load(), "exactly one successor takes the crashed owner's key over")
+	})
+
+	t.Run("ConcurrentEscalationHasOneWinner", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		clock := NewClock(start)
+		e := newEngine(t, s, idem.WithNowFunc(clock.Now))
+		ctx := ctxT(t)
+		id := idem.Ident{Scope: "tenant:t", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("tenant:t", idem.DefaultOperation, "crashed")}
+		// An owner reserved and crashed.
+		_, created, err := s.Reserve(ctx, idem.ReserveParams{Ident: id, Owner: "crashed", Lease: time.Second, TTL: time.Hour, Now: clock.Now()})
+		require.NoError(t, err)
+		require.True(t, created)
+		clock.Advance(2 * time.Second)
+		var runs atomic.Int32
+		var wg sync.WaitGroup
+		startGun := make(chan struct{})
+		for range RaceGoroutines {
+			wg.Go(func() {
+				<-startGun
+				_, err := idem.Run(ctx, e, "crashed", "tenant:t", func(context.Context) (int, error) {
+					runs.Add(1)
+					time.Sleep(time.Millisecond)
+					return 1, nil
+				}, idem.WithLease(time.Minute))
+				if err != nil && !errors.Is(err, idem.ErrInProgress) {
+					t.Errorf("unexpected error: %v", err)
+				}
+			})
+		}
+		close(startGun)
+		wg.Wait()
+		require.Zero(t, runs.Load(), "R8: by default nothing runs again")
+		require.Equal(t, int64(1), e.Counters().AbandonedEscalated, "exactly one successor escalates the crashed owner's key")
+		rec, ok, err := s.Get(ctx, id)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, idem.StatusPending, rec.Status)
 	})
 }

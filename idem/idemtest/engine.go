@@ -280,7 +280,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idem.Store) {
 			require.Greater(t, info.Fence, first.Fence)
 			require.Equal(t, 2, info.Attempt)
 			return "successor", nil
-		})
+		}, idem.WithRecovery(idem.RecoverByRerunning()))
 		require.NoError(t, err)
 		require.Equal(t, "successor", res.Value)
 		require.True(t, start.Equal(res.FirstSeenAt), "first seen kept across takeover")
@@ -323,7 +323,169 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		b.clock.Advance(31 * time.Minute) // both now past TTL and lease
 		n, err = b.engine.Sweep(ctx)
 		require.NoError(t, err)
-		require.Equal(t, 2, n)
+		require.Equal(t, idem.SweepResult{Deleted: 2}, n)
+	})
+
+	t.Run("M6SweepEscalatesAnAbandonedRecordAndCountsIt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := ctxT(t)
+		id := idem.Ident{Scope: "s", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("s", idem.DefaultOperation, "k")}
+		_, _, err := b.store.Reserve(ctx, idem.ReserveParams{Ident: id, Owner: "crashed", Lease: time.Minute, TTL: time.Minute, Now: b.clock.Now()})
+		require.NoError(t, err)
+		b.clock.Advance(2 * time.Hour)
+		n, err := b.engine.Sweep(ctx)
+		require.NoError(t, err)
+		require.Equal(t, idem.SweepResult{Escalated: 1}, n)
+		require.Equal(t, int64(1), b.engine.Counters().AbandonedEscalated)
+		ran := false
+		_, err = idem.Run(ctx, b.engine, "k", "s", func(context.Context) (int, error) { ran = true; return 1, nil },
+			idem.WithRecovery(idem.RecoverByRerunning()))
+		require.ErrorIs(t, err, idem.ErrInProgress, "the escalated key waits for an operator, whatever the recovery")
+		require.False(t, ran)
+	})
+
+	t.Run("R8AbandonedKeyFollowsItsRecovery", func(t *testing.T) {
+		t.Parallel()
+		const key, scope = "k", "s"
+		id := idem.Ident{Scope: scope, Operation: idem.DefaultOperation, KeyDigest: idem.Digest(scope, idem.DefaultOperation, key)}
+		// abandon reserves the key for an owner that then crashes, and
+		// moves the clock past its lease.
+		abandon := func(t *testing.T, b bundle) (leaseEnd time.Time, fence int64) {
+			t.Helper()
+			rec, created, err := b.store.Reserve(ctxT(t), idem.ReserveParams{Ident: id, Owner: "crashed", Lease: 30 * time.Second, TTL: time.Hour, Now: b.clock.Now()})
+			require.NoError(t, err)
+			require.True(t, created)
+			require.NoError(t, b.store.Annotate(ctxT(t), id, rec.Owner, idem.Annotation{ExternalRef: "sent-ref", Now: b.clock.Now()}))
+			b.clock.Advance(31 * time.Second)
+			return rec.LeaseExpiresAt, rec.Fence
+		}
+		type call struct {
+			runs int
+			fn   func(context.Context) (string, error)
+		}
+		newCall := func() *call {
+			c := &call{}
+			c.fn = func(context.Context) (string, error) { c.runs++; return "ran", nil }
+			return c
+		}
+		verifier := func(v idem.Verification, err error, seen *idem.Abandoned) idem.Recovery {
+			return idem.RecoverByVerifying(idem.VerifierFunc(func(_ context.Context, a idem.Abandoned) (idem.Verification, error) {
+				*seen = a
+				return v, err
+			}))
+		}
+		requireEscalated := func(t *testing.T, b bundle, c *call, err error, leaseEnd time.Time, how string) {
+			t.Helper()
+			require.ErrorIs(t, err, idem.ErrInProgress)
+			require.Zero(t, c.runs, "nothing runs")
+			rec, ok := get(t, b, key, scope)
+			require.True(t, ok)
+			require.Equal(t, idem.StatusPending, rec.Status)
+			require.Equal(t, idem.AbandonedReason(leaseEnd, how), rec.LastError)
+			require.Equal(t, int64(1), b.engine.Counters().AbandonedEscalated)
+			_, err = idem.Run(ctxT(t), b.engine, key, scope, c.fn, idem.WithRecovery(idem.RecoverByRerunning()))
+			require.ErrorIs(t, err, idem.ErrInProgress, "repeats wait for an operator")
+			require.Zero(t, c.runs)
+		}
+
+		t.Run("EscalateIsTheDefault", func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			leaseEnd, _ := abandon(t, b)
+			c := newCall()
+			_, err := idem.Run(ctxT(t), b.engine, key, scope, c.fn)
+			requireEscalated(t, b, c, err, leaseEnd, "escalate")
+			rec, _ := get(t, b, key, scope)
+			require.Equal(t, "sent-ref", rec.ExternalRef, "what the owner attached stays for the operator")
+		})
+
+		t.Run("EngineDefaultRecovery", func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, idem.WithDefaultRecovery(idem.RecoverByRerunning()))
+			abandon(t, b)
+			c := newCall()
+			res, err := idem.Run(ctxT(t), b.engine, key, scope, c.fn)
+			require.NoError(t, err)
+			require.Equal(t, "ran", res.Value)
+			require.Equal(t, 1, c.runs)
+		})
+
+		t.Run("RerunTakesOverWithAHigherFence", func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			_, fence := abandon(t, b)
+			var info idem.RunInfo
+			res, err := idem.Run(ctxT(t), b.engine, key, scope, func(ctx context.Context) (string, error) {
+				info, _ = idem.RunInfoFrom(ctx)
+				return "again", nil
+			}, idem.WithRecovery(idem.RecoverByRerunning()))
+			require.NoError(t, err)
+			require.Equal(t, "again", res.Value)
+			require.Greater(t, info.Fence, fence)
+			require.Equal(t, 2, info.Attempt)
+		})
+
+		t.Run("VerifyHappenedCompletesWithoutRunning", func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			leaseEnd, fence := abandon(t, b)
+			c := newCall()
+			var seen idem.Abandoned
+			rcv := verifier(idem.Verification{Verdict: idem.VerdictHappened, ExternalRef: "prov_42"}, nil, &seen)
+			_, err := idem.Run(ctxT(t), b.engine, key, scope, c.fn, idem.WithRecovery(rcv))
+			require.ErrorIs(t, err, idem.ErrResultUnavailable, "the effect happened; there is no value to replay")
+			require.Zero(t, c.runs)
+			require.Equal(t, id.KeyDigest, seen.KeyDigest)
+			require.Equal(t, "sent-ref", seen.ExternalRef)
+			require.Greater(t, seen.Fence, fence, "the verifier runs as the new owner")
+			require.True(t, leaseEnd.Equal(seen.LeaseEndedAt))
+			rec, _ := get(t, b, key, scope)
+			require.Equal(t, idem.StatusCompleted, rec.Status)
+			require.Equal(t, "prov_42", rec.ExternalRef)
+			require.NotEmpty(t, rec.LastError)
+			_, err = idem.Run(ctxT(t), b.engine, key, scope, c.fn, idem.WithRecovery(rcv))
+			require.ErrorIs(t, err, idem.ErrResultUnavailable)
+			require.Zero(t, c.runs, "never run again")
+		})
+
+		t.Run("VerifyNotHappenedRunsAsTheNewOwner", func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			abandon(t, b)
+			c := newCall()
+			var seen idem.Abandoned
+			res, err := idem.Run(ctxT(t), b.engine, key, scope, c.fn,
+				idem.WithRecovery(verifier(idem.Verification{Verdict: idem.VerdictNotHappened}, nil, &seen)))
+			require.NoError(t, err)
+			require.Equal(t, "ran", res.Value)
+			require.Equal(t, 1, c.runs)
+			res, err = idem.Run(ctxT(t), b.engine, key, scope, c.fn)
+			require.NoError(t, err)
+			require.True(t, res.Replayed)
+		})
+
+		t.Run("VerifyUnknownEscalates", func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			leaseEnd, _ := abandon(t, b)
+			c := newCall()
+			var seen idem.Abandoned
+			_, err := idem.Run(ctxT(t), b.engine, key, scope, c.fn,
+				idem.WithRecovery(verifier(idem.Verification{Verdict: idem.VerdictUnknown}, nil, &seen)))
+			requireEscalated(t, b, c, err, leaseEnd, "verify: unknown")
+		})
+
+		t.Run("VerifierErrorEscalates", func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			leaseEnd, _ := abandon(t, b)
+			c := newCall()
+			var seen idem.Abandoned
+			_, err := idem.Run(ctxT(t), b.engine, key, scope, c.fn,
+				idem.WithRecovery(verifier(idem.Verification{Verdict: idem.VerdictHappened}, errors.New("provider down"), &seen)))
+			requireEscalated(t, b, c, err, leaseEnd, "verify: the verifier failed")
+		})
 	})
 
 	t.Run("M6ExpiredKeyRunsAgainAsNewIntent", func(t *testing.T) {

@@ -435,6 +435,8 @@ type storeSpy struct {
 	failReserve atomic.Bool
 	// failCompletes makes that many next Complete calls fail.
 	failCompletes atomic.Int32
+	// completesDown makes every Complete fail while it is set.
+	completesDown atomic.Bool
 }
 
 var errStoreDown = errors.New("idemtest: store down")
@@ -477,7 +479,7 @@ func (s spyStore) Reserve(ctx context.Context, p idem.ReserveParams) (idem.Recor
 }
 
 func (s spyStore) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c idem.Completion) error {
-	if s.spy.failCompletes.Add(-1) >= 0 {
+	if s.spy.failCompletes.Add(-1) >= 0 || s.spy.completesDown.Load() {
 		return errStoreDown
 	}
 	return s.Store.Complete(ctx, id, o, c)

@@ -2,10 +2,12 @@ package idemtest
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime/multipart"
 	"net/http"
 	"strings"
@@ -345,7 +347,7 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 	t.Run("S1LeaseTakeoverFencesTheStuckRequest", func(t *testing.T) {
 		t.Parallel()
 		g := newGate(t)
-		b := h.setup(t, httpOpts{route: []idem.RouteOption{idem.RouteLease(5 * time.Second)},
+		b := h.setup(t, httpOpts{route: []idem.RouteOption{idem.RouteLease(5 * time.Second), idem.RouteRecovery(idem.RecoverByRerunning())},
 			handler: func(w http.ResponseWriter, r *http.Request, run int) {
 				if run == 1 {
 					g.hold(r)
@@ -379,6 +381,41 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 		require.Equal(t, taken.Version, after.Version, "the stuck request's completion is fenced out")
 		requireReplay(t, successor, b.call(t, httpCall{key: key}))
 		require.EqualValues(t, 2, b.runs.Load())
+	})
+
+	t.Run("R8StuckRequestIsEscalatedByDefault", func(t *testing.T) {
+		t.Parallel()
+		g := newGate(t)
+		b := h.setup(t, httpOpts{route: []idem.RouteOption{idem.RouteLease(5 * time.Second)},
+			handler: func(w http.ResponseWriter, r *http.Request, run int) {
+				if run == 1 {
+					g.hold(r)
+				}
+				respondCreated(w, r, run)
+			}})
+		key := newKey()
+		stuck := b.start(t, httpCall{key: key})
+		g.waitEntered(t)
+		held, ok := b.record(t, b.scope, routeR, key)
+		require.True(t, ok)
+
+		b.clock.Advance(6 * time.Second)
+		successor := b.call(t, httpCall{key: key})
+		requireProblem(t, successor, http.StatusConflict, idem.CodeInProgress)
+		require.NotEmpty(t, successor.header.Get("Retry-After"))
+		escalated, ok := b.record(t, b.scope, routeR, key)
+		require.True(t, ok)
+		require.Equal(t, idem.StatusPending, escalated.Status, "the abandoned key waits for an operator")
+		require.Equal(t, idem.AbandonedReason(held.LeaseExpiresAt, "escalate"), escalated.LastError)
+
+		g.open()
+		late := await(t, stuck)
+		require.Equal(t, http.StatusCreated, late.status, "the stuck request's response still reaches its client")
+		after, ok := b.record(t, b.scope, routeR, key)
+		require.True(t, ok)
+		require.Equal(t, idem.StatusPending, after.Status, "the stuck request's completion is fenced out")
+		requireProblem(t, b.call(t, httpCall{key: key}), http.StatusConflict, idem.CodeInProgress)
+		require.EqualValues(t, 1, b.runs.Load(), "the handler never ran twice")
 	})
 
 	t.Run("H10ServerErrorReleasesTheKey", func(t *testing.T) {
@@ -491,18 +528,33 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 		requireReplay(t, exact, b.call(t, httpCall{key: key}))
 	})
 
-	t.Run("H13FailedCompletionIsUnavailableNeverRerun", func(t *testing.T) {
+	t.Run("H13FailedCompletionIsRecordedLateNeverRerun", func(t *testing.T) {
 		t.Parallel()
-		b := h.setup(t, httpOpts{})
-		b.spy.failCompletes.Store(1)
+		logs := &syncBuffer{}
+		b := h.setup(t, httpOpts{engine: []idem.Option{idem.WithSecret(Secret), idem.WithLogger(slog.New(slog.NewTextHandler(logs, nil)))}})
+		b.spy.completesDown.Store(true)
 		key := newKey()
 		first := b.call(t, httpCall{key: key})
 		require.Equal(t, http.StatusCreated, first.status, "the response was delivered")
+		require.Contains(t, logs.String(), "its record is being written in the background")
+		require.NotContains(t, logs.String(), key, "M5: no raw key in the log")
 		rec, ok := b.record(t, b.scope, routeR, key)
 		require.True(t, ok)
-		require.Equal(t, idem.StatusUnavailable, rec.Status, "the effect ran, the response could not be stored")
-		requireProblem(t, b.call(t, httpCall{key: key}), http.StatusConflict, idem.CodeResponseUnavailable)
-		require.EqualValues(t, 1, b.runs.Load())
+		require.Equal(t, idem.StatusProcessing, rec.Status, "the owner keeps the key while it writes the record")
+		second := b.call(t, httpCall{key: key})
+		requireProblem(t, second, http.StatusConflict, idem.CodeInProgress)
+		require.NotEmpty(t, second.header.Get("Retry-After"))
+
+		b.spy.completesDown.Store(false)
+		ctx, cancel := context.WithTimeout(ctxT(t), 20*time.Second)
+		defer cancel()
+		require.NoError(t, b.engine.Shutdown(ctx))
+		rec, ok = b.record(t, b.scope, routeR, key)
+		require.True(t, ok)
+		require.Equal(t, idem.StatusCompleted, rec.Status)
+		requireReplay(t, first, b.call(t, httpCall{key: key}))
+		require.EqualValues(t, 1, b.runs.Load(), "one 201, never a second different one")
+		require.Equal(t, int64(1), b.engine.Counters().OutcomesRecordedLate)
 	})
 
 	t.Run("H14StoredResponseIsSealed", func(t *testing.T) {

@@ -353,16 +353,20 @@ func runPrimitives(t *testing.T, newStore func(t *testing.T) idem.Store) {
 
 		n, err := b.store.Sweep(ctx, idem.SweepParams{Now: b.now.Add(2 * time.Hour)})
 		require.NoError(t, err)
-		require.Equal(t, 2, n)
-		for id, want := range map[idem.Ident]bool{done: false, dead: false, pending: true, fresh: true, live: true} {
+		require.Equal(t, idem.SweepResult{Deleted: 1, Escalated: 1}, n, "the finished record goes, the abandoned one is escalated")
+		for id, want := range map[idem.Ident]bool{done: false, dead: true, pending: true, fresh: true, live: true} {
 			_, ok, err := b.store.Get(ctx, id)
 			require.NoError(t, err)
 			require.Equal(t, want, ok, "after sweep, %s exists", id.Scope)
 		}
-		// Once its lease ends, even the long lease goes.
+		// Once its lease ends, the long lease is abandoned too: escalated,
+		// never deleted; pending records are never swept.
 		n, err = b.store.Sweep(ctx, idem.SweepParams{Now: b.now.Add(4 * time.Hour)})
 		require.NoError(t, err)
-		require.Equal(t, 1, n)
+		require.Equal(t, idem.SweepResult{Escalated: 1}, n)
+		n, err = b.store.Sweep(ctx, idem.SweepParams{Now: b.now.Add(400 * time.Hour)})
+		require.NoError(t, err)
+		require.Equal(t, idem.SweepResult{Deleted: 1}, n, "only the fresh record, finished, goes at last")
 	})
 
 	t.Run("SweepHonoursLimit", func(t *testing.T) {
@@ -374,12 +378,72 @@ func runPrimitives(t *testing.T, newStore func(t *testing.T) idem.Store) {
 			rec := reserve(t, b, id, "o")
 			require.NoError(t, b.store.Complete(ctx, id, rec.Owner, idem.Completion{Status: idem.StatusCompleted, Now: b.now}))
 		}
+		for i := range 2 {
+			reserve(t, b, ident(string(rune('v'+i))), "dead")
+		}
 		n, err := b.store.Sweep(ctx, idem.SweepParams{Limit: 2, Now: b.now.Add(2 * time.Hour)})
 		require.NoError(t, err)
-		require.Equal(t, 2, n)
+		require.Equal(t, 2, n.Deleted+n.Escalated)
+		n, err = b.store.Sweep(ctx, idem.SweepParams{Limit: 4, Now: b.now.Add(2 * time.Hour)})
+		require.NoError(t, err)
+		require.Equal(t, 4, n.Deleted+n.Escalated)
 		n, err = b.store.Sweep(ctx, idem.SweepParams{Now: b.now.Add(2 * time.Hour)})
 		require.NoError(t, err)
-		require.Equal(t, 3, n)
+		require.Equal(t, 1, n.Deleted+n.Escalated)
+	})
+
+	t.Run("M6SweepEscalatesAbandonedRecordNeverDeletesIt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := ctxT(t)
+		id := ident("dead")
+		dead := reserve(t, b, id, "dead-owner") // lease 1 min, TTL 1 h, owner crashed
+		n, err := b.store.Sweep(ctx, idem.SweepParams{Now: b.now.Add(2 * time.Hour)})
+		require.NoError(t, err)
+		require.Equal(t, idem.SweepResult{Escalated: 1}, n)
+		rec := get(t, b, id)
+		require.Equal(t, idem.StatusPending, rec.Status)
+		require.Equal(t, idem.AbandonedReason(b.now.Add(time.Minute), "sweep"), rec.LastError, "never an empty reason")
+		require.Greater(t, rec.Version, dead.Version)
+		require.True(t, rec.LeaseExpiresAt.IsZero())
+		require.ErrorIs(t, b.store.Complete(ctx, id, dead.Owner, idem.Completion{Status: idem.StatusCompleted, Now: b.now.Add(2 * time.Hour)}), idem.ErrFenced,
+			"the old owner is fenced out")
+		n, err = b.store.Sweep(ctx, idem.SweepParams{Now: b.now.Add(100 * time.Hour)})
+		require.NoError(t, err)
+		require.Equal(t, idem.SweepResult{}, n, "the escalated record is pending: kept for an operator")
+		require.Equal(t, idem.StatusPending, get(t, b, id).Status)
+	})
+
+	t.Run("ExtendMovesTheLeaseForTheOwnerOnly", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ctx := ctxT(t)
+		id := ident("a")
+		rec := reserve(t, b, id, "owner-a") // lease ends at now + 1 min
+		until, err := b.store.Extend(ctx, id, rec.Owner, 5*time.Minute, b.now.Add(30*time.Second))
+		require.NoError(t, err)
+		require.True(t, b.now.Add(5*time.Minute+30*time.Second).Equal(until), "lease: got %s", until)
+		got := get(t, b, id)
+		require.True(t, until.Equal(got.LeaseExpiresAt))
+		require.Greater(t, got.Version, rec.Version)
+		// Never shortened; works after the lease ended if nobody took over.
+		until, err = b.store.Extend(ctx, id, rec.Owner, time.Second, b.now.Add(time.Minute))
+		require.NoError(t, err)
+		require.True(t, b.now.Add(5*time.Minute+30*time.Second).Equal(until), "a shorter extension keeps the lease: got %s", until)
+		until, err = b.store.Extend(ctx, id, rec.Owner, 2*time.Hour, b.now.Add(10*time.Minute))
+		require.NoError(t, err)
+		require.True(t, b.now.Add(10*time.Minute+2*time.Hour).Equal(until))
+		require.False(t, get(t, b, id).ExpiresAt.Before(until), "retention covers the lease")
+
+		_, err = b.store.Extend(ctx, id, idem.Owner{Token: "other", Fence: rec.Fence}, time.Hour, b.now)
+		require.ErrorIs(t, err, idem.ErrFenced)
+		_, err = b.store.Extend(ctx, id, idem.Owner{Token: rec.Token, Fence: rec.Fence + 1}, time.Hour, b.now)
+		require.ErrorIs(t, err, idem.ErrFenced)
+		require.NoError(t, b.store.Complete(ctx, id, rec.Owner, idem.Completion{Status: idem.StatusCompleted, Result: []byte("r"), Now: b.now}))
+		_, err = b.store.Extend(ctx, id, rec.Owner, time.Hour, b.now)
+		require.ErrorIs(t, err, idem.ErrFenced, "a completed record has no lease to extend")
+		_, err = b.store.Extend(ctx, ident("none"), rec.Owner, time.Hour, b.now)
+		require.ErrorIs(t, err, idem.ErrFenced)
 	})
 
 	t.Run("StoreClockJudgesLeases", func(t *testing.T) {

@@ -1,0 +1,76 @@
+package pgxv5_test
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/unstuckhq/unstuck/driver/pgxv5"
+	"github.com/unstuckhq/unstuck/idem"
+)
+
+// blackhole accepts connections and never answers, like a server behind a
+// dead link: without a deadline a call waits for TCP to give up.
+func blackhole(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// Issue 9 item 2: every store call the engine makes is bounded by its
+// store timeout, whatever the caller's context: a blackholed database
+// makes Run, Forget and Sweep fail within the bound instead of hanging.
+func TestStoreCallsAreBoundedByTheStoreTimeout(t *testing.T) {
+	t.Parallel()
+	pool, err := pgxpool.New(context.Background(), "postgres://nobody@"+blackhole(t)+"/nowhere?sslmode=disable")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	const bound = 300 * time.Millisecond
+	e, err := idem.New(pgxv5.New(pool), idem.WithoutSealing(), idem.WithStoreTimeout(bound))
+	require.NoError(t, err)
+
+	ctx := context.Background() // no deadline of its own
+	for name, call := range map[string]func() error{
+		"run": func() error {
+			_, err := idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 1, nil })
+			return err
+		},
+		"forget": func() error { _, err := e.Forget(ctx, "k", "s"); return err },
+		"sweep":  func() error { _, err := e.Sweep(ctx); return err },
+	} {
+		began := time.Now()
+		err := call()
+		took := time.Since(began)
+		require.ErrorIs(t, err, context.DeadlineExceeded, name)
+		require.Less(t, took, 10*bound, "%s: returned after %s, bound %s", name, took, bound)
+	}
+}
