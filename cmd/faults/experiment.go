@@ -123,9 +123,6 @@ func runExperiment(ctx context.Context, env *pgEnv, sc scale, plan faultPlan, fa
 	}
 	eff := newEffects()
 	keys := makeKeys(r.Name, sc.runKeys)
-	var mu sync.Mutex
-	unrecorded := map[string]bool{}
-
 	do := func(ctx context.Context, key string) bool {
 		_, err := idem.Run(ctx, eng, key, scopeName, func(context.Context) (string, error) {
 			eff.add(key)
@@ -137,9 +134,6 @@ func runExperiment(ctx context.Context, env *pgEnv, sc scale, plan faultPlan, fa
 		case err == nil:
 			return true
 		case isUnrecorded(err): // the effect ran and the caller has its value
-			mu.Lock()
-			unrecorded[key] = true
-			mu.Unlock()
 			return true
 		case errors.As(err, &ip) && ip.Status == idem.StatusPending, errors.Is(err, idem.ErrResultUnavailable):
 			return true
@@ -155,25 +149,24 @@ func runExperiment(ctx context.Context, env *pgEnv, sc scale, plan faultPlan, fa
 		r.Note = "shutdown: " + err.Error()
 	}
 	r.RanTwice, r.Lost = eff.tally(keys)
-	return r, countRecords(ctx, db, &r, unrecorded, idem.DefaultOperation)
+	return r, countRecords(ctx, db, &r, eng)
 }
 
-// countRecords fills the record columns of r from the database, and counts
-// which of the unrecorded keys were recorded later.
-func countRecords(ctx context.Context, db *database, r *row, unrecorded map[string]bool, operation string) error {
+// countRecords fills the record columns of r from the database and the
+// late-recording columns from the engine's counters.
+func countRecords(ctx context.Context, db *database, r *row, eng *idem.Engine) error {
 	counts, err := db.recordCounts(ctx)
 	if err != nil {
 		return err
 	}
 	r.Processing, r.Pending = counts["processing"], counts["pending"]
-	r.Unrecorded = len(unrecorded)
-	for key := range unrecorded {
-		var status string
-		err := db.direct.QueryRow(ctx, "SELECT status FROM unstuck_idem_record WHERE scope = $1 AND operation = $2 AND key_digest = $3",
-			scopeName, operation, idem.Digest(scopeName, operation, key)).Scan(&status)
-		if err == nil && status == string(idem.StatusCompleted) {
-			r.Late++
-		}
+	var givenUp, escalated int
+	r.Unrecorded, r.Late, givenUp, escalated = lateCounts(eng)
+	if givenUp > 0 {
+		r.Note += fmt.Sprintf(" %d recordings given up;", givenUp)
+	}
+	if escalated > 0 {
+		r.Note += fmt.Sprintf(" %d abandoned records escalated;", escalated)
 	}
 	return nil
 }

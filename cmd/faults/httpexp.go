@@ -117,7 +117,7 @@ func httpExperiment(ctx context.Context, env *pgEnv, sc scale, plan faultPlan, f
 		}
 	}
 	r.RanTwice, r.Lost = eff.tally(keys)
-	return r, countRecords(ctx, db, &r, nil, httpRoute)
+	return r, countRecords(ctx, db, &r, eng)
 }
 
 // committedEffects adds the committed effect rows of the database to eff.
