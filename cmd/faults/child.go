@@ -169,7 +169,7 @@ func sqliteKillExperiment(ctx context.Context, sc scale) ([]row, error) {
 
 func sqliteKill(ctx context.Context, sc scale, policy string) (row, error) {
 	keys := sc.sqliteKeys
-	r := row{Name: "sqlite-kill" + policySuffix(policy), Path: "idem.Run", Store: "SQLite", Mode: "plain",
+	r := row{Name: "sqlite-kill" + policySuffix(policy), Path: "idem.Run", Store: "SQLite", Mode: modeName("plain", policy),
 		Fault: fmt.Sprintf("writer process (%d workers, 20 ms effects) killed with SIGKILL ×%d", sc.workers, sc.sqliteRun), Keys: keys}
 	dir, err := os.MkdirTemp("", "faults-sqlite-")
 	if err != nil {
@@ -331,7 +331,7 @@ func crashRecovery(ctx context.Context, env *pgEnv, sc scale, policy string) (ro
 	if lease == 0 {
 		leaseText = "default " + idem.DefaultLease.String()
 	}
-	r := row{Name: "crash-recovery" + policySuffix(policy), Path: "idem.Run", Store: "PostgreSQL", Mode: "plain",
+	r := row{Name: "crash-recovery" + policySuffix(policy), Path: "idem.Run", Store: "PostgreSQL", Mode: modeName("plain", policy),
 		Fault: "kill -9 of the application process inside the callback (lease " + leaseText + ")", Keys: 1, Faults: 1}
 	db, err := env.newDatabase(ctx, 4, "")
 	if err != nil {

@@ -111,7 +111,8 @@ func retryPause(err error) time.Duration {
 // that gets an error repeats the call, as an application retrying would,
 // until it gets a value, a pending record or an unavailable result.
 func runExperiment(ctx context.Context, env *pgEnv, sc scale, plan faultPlan, fault faultFunc, log *slog.Logger, policy string) (row, error) {
-	r := row{Name: "run-" + plan.name, Path: "idem.Run", Store: "PostgreSQL", Mode: "plain", Fault: plan.desc(sc), Keys: sc.runKeys}
+	r := row{Name: "run-" + plan.name + policySuffix(policy), Path: "idem.Run", Store: "PostgreSQL", Mode: modeName("plain", policy),
+		Fault: plan.desc(sc), Keys: sc.runKeys}
 	db, err := env.newDatabase(ctx, int32(sc.workers*2), "")
 	if err != nil {
 		return r, err
@@ -150,6 +151,15 @@ func runExperiment(ctx context.Context, env *pgEnv, sc scale, plan faultPlan, fa
 	}
 	r.RanTwice, r.Lost = eff.tally(keys)
 	return r, countRecords(ctx, db, &r, eng)
+}
+
+// modeName is the mode column: the mode, and the recovery policy unless
+// it is the engine's default.
+func modeName(mode, policy string) string {
+	if policy == "" {
+		return mode
+	}
+	return mode + ", recovery " + policy
 }
 
 // countRecords fills the record columns of r from the database and the

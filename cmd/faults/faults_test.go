@@ -25,8 +25,8 @@ func TestMain(m *testing.M) {
 // in-process fault experiment (issue 9: PostgreSQL restarted fast and
 // immediately, its postmaster killed with SIGKILL, random connection drops,
 // the completion statement cut before and after the server, delays and a
-// blackhole) against idem.Run, the HTTP middleware and the transactional
-// HTTP middleware, each on its own throwaway cluster database behind its
+// blackhole) against idem.Run (default recovery and RecoverByRerunning),
+// the HTTP middleware and the transactional HTTP middleware, each on its own throwaway cluster database behind its
 // own fault proxy, with callers that retry as applications do. While the
 // process that ran an effect lives, no key's effect may run twice and no
 // HTTP key may be answered with two different bodies (SPEC R1, R6, H17);
@@ -43,7 +43,7 @@ func TestNoEffectRunsTwiceUnderFaults(t *testing.T) {
 	h := &harness{sc: scales["small"], log: slog.New(slog.NewTextHandler(io.Discard, nil)), progress: t.Output()}
 	t.Cleanup(h.close)
 	xs := selectExperiments("", true)
-	require.Len(t, xs, 3*len(plans), "every plan against every in-process path")
+	require.Len(t, xs, 4*len(plans), "every plan against every in-process path")
 	rows, err := h.run(t.Context(), xs)
 	t.Logf("\n%s", table(rows))
 	require.NoError(t, err)

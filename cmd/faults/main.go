@@ -86,11 +86,13 @@ func experiments() []experiment {
 	var out []experiment
 	for i := range plans {
 		p := &plans[i]
-		out = append(out, experiment{name: "run-" + p.name, plan: p, inProcess: true,
-			run: func(ctx context.Context, h *harness, fault faultFunc) ([]row, error) {
-				r, err := runExperiment(ctx, h.env, h.sc, *p, fault, h.log, "")
-				return []row{r}, err
-			}})
+		for _, policy := range []string{"", "rerun"} {
+			out = append(out, experiment{name: "run-" + p.name + policySuffix(policy), plan: p, inProcess: true,
+				run: func(ctx context.Context, h *harness, fault faultFunc) ([]row, error) {
+					r, err := runExperiment(ctx, h.env, h.sc, *p, fault, h.log, policy)
+					return []row{r}, err
+				}})
+		}
 		for _, tx := range []bool{false, true} {
 			name := "http-" + p.name
 			if tx {
