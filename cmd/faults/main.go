@@ -104,6 +104,11 @@ func experiments() []experiment {
 					return []row{r}, err
 				}})
 		}
+		out = append(out, experiment{name: "job-" + p.name, plan: p, inProcess: true,
+			run: func(ctx context.Context, h *harness, fault faultFunc) ([]row, error) {
+				r, err := jobExperiment(ctx, h.env, h.sc, *p, fault, h.log, "")
+				return []row{r}, err
+			}})
 	}
 	out = append(out,
 		experiment{name: "sqlite-kill", run: func(ctx context.Context, h *harness, _ faultFunc) ([]row, error) {
@@ -240,8 +245,11 @@ func table(rows []row) string {
 	b.WriteString("|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range rows {
 		keys := fmt.Sprint(r.Keys)
-		if r.Path == "HTTP middleware" {
+		switch r.Path {
+		case "HTTP middleware":
 			keys += " × 2 senders"
+		case "River job middleware":
+			keys += " × 2 jobs"
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %d | %d | %d | %d | %d | %d (%d) | %d | %s |\n",
 			r.Name, r.Path, r.Store, r.Mode, r.Fault, keys, r.Faults, r.RanTwice, r.Lost, r.Processing, r.Pending,
