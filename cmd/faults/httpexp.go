@@ -33,11 +33,11 @@ const (
 // handler run that wrote it, so two senders with different bodies saw two
 // runs.
 func httpExperiment(ctx context.Context, env *pgEnv, sc scale, plan faultPlan, fault faultFunc, log *slog.Logger, policy string, transactional bool) (row, error) {
-	r := row{Name: "http-" + plan.name, Path: "HTTP middleware", Store: "PostgreSQL", Mode: "plain",
-		Fault: plan.desc(sc), Keys: sc.httpKeys}
+	r := row{Name: "http-" + plan.name + policySuffix(policy), Path: "HTTP middleware", Store: "PostgreSQL",
+		Mode: modeName("plain", policy), Fault: plan.desc(sc), Keys: sc.httpKeys}
 	schema := ""
 	if transactional {
-		r.Name, r.Mode, schema = "httptx-"+plan.name, "transactional", effectsTable
+		r.Name, r.Mode, schema = "httptx-"+plan.name+policySuffix(policy), modeName("transactional", policy), effectsTable
 	}
 	db, err := env.newDatabase(ctx, int32(sc.workers*4), schema)
 	if err != nil {

@@ -72,13 +72,15 @@ func main() {
 
 // experiment is one named experiment. Experiments of the same plan run
 // at the same time, under one shared fault when the plan's fault is the
-// cluster's; inProcess ones run inside this process only (the test runs
-// them all).
+// cluster's. The test runs those marked inTest (all run inside this
+// process; the others are the ones that kill processes, and the HTTP
+// middleware under RecoverByRerunning, whose contract allows a second run
+// after an outage longer than the lease).
 type experiment struct {
-	name      string
-	plan      *faultPlan
-	inProcess bool
-	run       func(ctx context.Context, h *harness, fault faultFunc) ([]row, error)
+	name   string
+	plan   *faultPlan
+	inTest bool
+	run    func(ctx context.Context, h *harness, fault faultFunc) ([]row, error)
 }
 
 // experiments lists every experiment in the order of the table.
@@ -87,24 +89,24 @@ func experiments() []experiment {
 	for i := range plans {
 		p := &plans[i]
 		for _, policy := range []string{"", "rerun"} {
-			out = append(out, experiment{name: "run-" + p.name + policySuffix(policy), plan: p, inProcess: true,
+			out = append(out, experiment{name: "run-" + p.name + policySuffix(policy), plan: p, inTest: true,
 				run: func(ctx context.Context, h *harness, fault faultFunc) ([]row, error) {
 					r, err := runExperiment(ctx, h.env, h.sc, *p, fault, h.log, policy)
 					return []row{r}, err
 				}})
 		}
-		for _, tx := range []bool{false, true} {
-			name := "http-" + p.name
-			if tx {
-				name = "httptx-" + p.name
-			}
-			out = append(out, experiment{name: name, plan: p, inProcess: true,
+		for _, v := range []struct {
+			name   string
+			tx     bool
+			policy string
+		}{{"http-", false, ""}, {"http-", false, "rerun"}, {"httptx-", true, ""}} {
+			out = append(out, experiment{name: v.name + p.name + policySuffix(v.policy), plan: p, inTest: v.policy == "",
 				run: func(ctx context.Context, h *harness, fault faultFunc) ([]row, error) {
-					r, err := httpExperiment(ctx, h.env, h.sc, *p, fault, h.log, "", tx)
+					r, err := httpExperiment(ctx, h.env, h.sc, *p, fault, h.log, v.policy, v.tx)
 					return []row{r}, err
 				}})
 		}
-		out = append(out, experiment{name: "job-" + p.name, plan: p, inProcess: true,
+		out = append(out, experiment{name: "job-" + p.name, plan: p, inTest: true,
 			run: func(ctx context.Context, h *harness, fault faultFunc) ([]row, error) {
 				r, err := jobExperiment(ctx, h.env, h.sc, *p, fault, h.log, "")
 				return []row{r}, err
@@ -124,10 +126,10 @@ func experiments() []experiment {
 // selectExperiments returns the experiments named by only (names or
 // prefixes, comma-separated; all when empty), the in-process ones alone
 // when inProcess is set.
-func selectExperiments(only string, inProcess bool) []experiment {
+func selectExperiments(only string, inTest bool) []experiment {
 	var out []experiment
 	for _, x := range experiments() {
-		if inProcess && !x.inProcess {
+		if inTest && !x.inTest {
 			continue
 		}
 		if only != "" && !slices.ContainsFunc(strings.Split(only, ","), func(s string) bool {
