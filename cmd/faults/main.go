@@ -191,17 +191,34 @@ func (h *harness) runGroup(ctx context.Context, group []experiment) ([]row, erro
 		names[i] = x.name
 	}
 	fmt.Fprintf(h.progress, "faults: %s …\n", strings.Join(names, ", "))
-	var fault faultFunc
-	if p := group[0].plan; p != nil {
-		fault = func(ctx context.Context, px *faultproxy.Proxy) (int, error) { return p.run(ctx, h.env, px, h.sc) }
-		if p.shared {
-			var once sync.Once
-			var n int
-			var err error
-			fault = func(ctx context.Context, _ *faultproxy.Proxy) (int, error) {
-				once.Do(func() { n, err = p.run(ctx, h.env, nil, h.sc) })
-				return n, err
+	// A shared fault starts once every experiment of the group is ready
+	// (has asked for it) or has ended, so that none is set up under it.
+	var once sync.Once
+	var shared struct {
+		n   int
+		err error
+	}
+	ready := make(chan struct{})
+	var waiting sync.WaitGroup
+	waiting.Add(len(group))
+	go func() { waiting.Wait(); close(ready) }()
+	faultFor := func(arrived *sync.Once) faultFunc {
+		p := group[0].plan
+		if p == nil {
+			return nil
+		}
+		if !p.shared {
+			return func(ctx context.Context, px *faultproxy.Proxy) (int, error) { return p.run(ctx, h.env, px, h.sc) }
+		}
+		return func(ctx context.Context, _ *faultproxy.Proxy) (int, error) {
+			arrived.Do(waiting.Done)
+			select {
+			case <-ready:
+			case <-ctx.Done():
+				return 0, ctx.Err()
 			}
+			once.Do(func() { shared.n, shared.err = p.run(ctx, h.env, nil, h.sc) })
+			return shared.n, shared.err
 		}
 	}
 	results := make([][]row, len(group))
@@ -211,7 +228,9 @@ func (h *harness) runGroup(ctx context.Context, group []experiment) ([]row, erro
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], errs[i] = x.run(ctx, h, fault)
+			var arrived sync.Once
+			defer arrived.Do(waiting.Done)
+			results[i], errs[i] = x.run(ctx, h, faultFor(&arrived))
 			if errs[i] != nil {
 				errs[i] = fmt.Errorf("%s: %w", x.name, errs[i])
 			}
