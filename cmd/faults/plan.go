@@ -31,7 +31,7 @@ type scale struct {
 }
 
 var scales = map[string]scale{
-	"small": {name: "small", runKeys: 160, httpKeys: 60, workers: 8, window: 3 * time.Second,
+	"small": {name: "small", runKeys: 160, httpKeys: 60, workers: 8, window: 2 * time.Second,
 		lease: 2 * time.Second, down: 300 * time.Millisecond, delay: time.Second, blackhole: 6 * time.Second,
 		settle: 20 * time.Second, work: 2 * time.Millisecond, sqliteRun: 5, sqliteKeys: 400, crashLease: 2 * time.Second},
 	"full": {name: "full", runKeys: 3200, httpKeys: 1200, workers: 8, window: 40 * time.Second,
