@@ -217,7 +217,10 @@ func sqliteKill(ctx context.Context, sc scale, policy string) (row, error) {
 			r.Lost++
 		}
 	}
-	r.Note = "ran twice only after a crash (the writer was killed); " + checkSQLite(ctx, dbPath, &r)
+	r.Note = checkSQLite(ctx, dbPath, &r)
+	if r.RanTwice > 0 {
+		r.Note = "ran twice only after a crash (the writer was killed); " + r.Note
+	}
 	return r, nil
 }
 
