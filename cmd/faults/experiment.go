@@ -43,6 +43,21 @@ func newEngine(s idem.Store, log *slog.Logger, policy string) (*idem.Engine, err
 	return idem.New(s, opts...)
 }
 
+// newEngineDB returns a fresh database (see newDatabase) and an engine over
+// its store through the proxy.
+func (e *pgEnv) newEngineDB(ctx context.Context, maxConns int32, schema string, log *slog.Logger, policy string) (*database, *idem.Engine, error) {
+	db, err := e.newDatabase(ctx, maxConns, schema)
+	if err != nil {
+		return nil, nil, err
+	}
+	eng, err := newEngine(db.store, log, policy)
+	if err != nil {
+		db.close()
+		return nil, nil, err
+	}
+	return db, eng, nil
+}
+
 // makeKeys returns n keys unique to the experiment.
 func makeKeys(exp string, n int) []string {
 	keys := make([]string, n)
@@ -113,15 +128,11 @@ func retryPause(err error) time.Duration {
 func runExperiment(ctx context.Context, env *pgEnv, sc scale, plan faultPlan, fault faultFunc, log *slog.Logger, policy string) (row, error) {
 	r := row{Name: "run-" + plan.name + policySuffix(policy), Path: "idem.Run", Store: "PostgreSQL", Mode: modeName("plain", policy),
 		Fault: plan.desc(sc), Keys: sc.runKeys}
-	db, err := env.newDatabase(ctx, int32(sc.workers*2), "")
+	db, eng, err := env.newEngineDB(ctx, int32(sc.workers*2), "", log, policy)
 	if err != nil {
 		return r, err
 	}
 	defer db.close()
-	eng, err := newEngine(db.store, log, policy)
-	if err != nil {
-		return r, err
-	}
 	eff := newEffects()
 	keys := makeKeys(r.Name, sc.runKeys)
 	do := func(ctx context.Context, key string) bool {

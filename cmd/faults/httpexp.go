@@ -39,15 +39,11 @@ func httpExperiment(ctx context.Context, env *pgEnv, sc scale, plan faultPlan, f
 	if transactional {
 		r.Name, r.Mode, schema = "httptx-"+plan.name+policySuffix(policy), modeName("transactional", policy), effectsTable
 	}
-	db, err := env.newDatabase(ctx, int32(sc.workers*4), schema)
+	db, eng, err := env.newEngineDB(ctx, int32(sc.workers*4), schema, log, policy)
 	if err != nil {
 		return r, err
 	}
 	defer db.close()
-	eng, err := newEngine(db.store, log, policy)
-	if err != nil {
-		return r, err
-	}
 	m, err := idem.NewMiddleware(eng, idem.MiddlewareConfig{
 		Transactional:           transactional,
 		AcceptedWhileInProgress: true,

@@ -57,7 +57,7 @@ const unfinishedJobs = `SELECT count(*) FROM river_job WHERE state NOT IN ('comp
 func jobExperiment(ctx context.Context, env *pgEnv, sc scale, plan faultPlan, fault faultFunc, log *slog.Logger, policy string) (row, error) {
 	r := row{Name: "job-" + plan.name, Path: "River job middleware", Store: "PostgreSQL", Mode: "plain",
 		Fault: plan.desc(sc), Keys: sc.httpKeys}
-	db, err := env.newDatabase(ctx, int32(sc.workers*2+10), "")
+	db, eng, err := env.newEngineDB(ctx, int32(sc.workers*2+10), "", log, policy)
 	if err != nil {
 		return r, err
 	}
@@ -68,10 +68,6 @@ func jobExperiment(ctx context.Context, env *pgEnv, sc scale, plan faultPlan, fa
 	}
 	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return r, fmt.Errorf("river migrate: %w", err)
-	}
-	eng, err := newEngine(db.store, log, policy)
-	if err != nil {
-		return r, err
 	}
 	// idemriver's shortest lease is a minute; River's job timeout is
 	// shorter, so that jobs whose completion River lost are rescued within
