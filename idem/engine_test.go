@@ -1,9 +1,11 @@
 package idem_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -56,6 +58,10 @@ func TestNewRefusesMissingSecret(t *testing.T) {
 	require.Error(t, err)
 	_, err = idem.New(s, idem.WithoutSealing(), idem.WithMaxResultBytes(0))
 	require.Error(t, err)
+	_, err = idem.New(s, idem.WithoutSealing(), idem.WithStoreTimeout(0))
+	require.ErrorContains(t, err, "store timeout")
+	_, err = idem.New(s, idem.WithoutSealing(), idem.WithRecordingWindow(time.Second))
+	require.ErrorContains(t, err, "recording window")
 	e, err := idem.New(s, idem.WithoutSealing())
 	require.NoError(t, err)
 	require.NotNil(t, e)
@@ -133,6 +139,17 @@ func (f *outageStore) Extend(ctx context.Context, id idem.Ident, o idem.Owner, l
 	return f.Store.Extend(ctx, id, o, lease, now)
 }
 
+// newOutageEngine returns an engine over a SQLite store whose outcome
+// writes fail while the returned store's down is set.
+func newOutageEngine(t *testing.T) (*outageStore, *idem.Engine) {
+	t.Helper()
+	inner, _ := newSQLiteStore(t)
+	s := &outageStore{Store: inner}
+	e, err := idem.New(s, idem.WithSecret(idemtest.Secret))
+	require.NoError(t, err)
+	return s, e
+}
+
 func waitRecorded(t *testing.T, e *idem.Engine) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -146,10 +163,8 @@ func waitRecorded(t *testing.T, e *idem.Engine) {
 // its end), then replays the same value; the callback ran once.
 func TestR6UnrecordedCompletionIsRecordedLateNeverRerun(t *testing.T) {
 	t.Parallel()
-	inner, _ := newSQLiteStore(t)
-	s := &outageStore{Store: inner}
-	e, err := idem.New(s, idem.WithSecret(idemtest.Secret))
-	require.NoError(t, err)
+	s, e := newOutageEngine(t)
+	inner := s.Store
 	ctx := context.Background()
 	var runs atomic.Int32
 	fn := func(context.Context) (string, error) { runs.Add(1); return fmt.Sprintf("ch_%d", runs.Load()), nil }
@@ -186,14 +201,11 @@ func TestR6UnrecordedCompletionIsRecordedLateNeverRerun(t *testing.T) {
 // key until the release is written late; then the key runs again.
 func TestR6UnrecordedReleaseIsWrittenLate(t *testing.T) {
 	t.Parallel()
-	inner, _ := newSQLiteStore(t)
-	s := &outageStore{Store: inner}
-	e, err := idem.New(s, idem.WithSecret(idemtest.Secret))
-	require.NoError(t, err)
+	s, e := newOutageEngine(t)
 	ctx := context.Background()
 	boom := errors.New("provider refused")
 	s.down.Store(true)
-	_, err = idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 0, boom })
+	_, err := idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 0, boom })
 	require.ErrorIs(t, err, boom)
 	require.ErrorIs(t, err, idem.ErrOutcomeUnrecorded)
 	_, err = idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 2, nil })
@@ -247,4 +259,65 @@ func ExampleRun() {
 	// Output:
 	// ch_123 false
 	// ch_123 true
+}
+
+// Issue 9 item 10: a key an operator confirmed as happened has no result to
+// replay. That is an expected state: a repeat logs it at Info, never as a
+// result that cannot be opened (which reads like a wrong secret).
+func TestConfirmedKeyRepeatLogsNoStoredResultAtInfo(t *testing.T) {
+	t.Parallel()
+	s, _ := newSQLiteStore(t)
+	var logs bytes.Buffer
+	e, err := idem.New(s, idem.WithSecret(idemtest.Secret), idem.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 0, idem.Uncertain(nil) })
+	require.ErrorIs(t, err, idem.ErrUncertain)
+	id := idem.Ident{Scope: "s", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("s", idem.DefaultOperation, "k")}
+	rec, ok, err := s.Get(ctx, id)
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, _, err = e.Settle(ctx, s, rec, idem.OperatorConfirmHappened, "ext-1", "checked with the provider")
+	require.NoError(t, err)
+
+	logs.Reset()
+	_, err = idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 1, nil })
+	require.ErrorIs(t, err, idem.ErrResultUnavailable)
+	require.NotContains(t, logs.String(), "level=WARN")
+	require.NotContains(t, logs.String(), "unknown format")
+	require.Contains(t, logs.String(), "level=INFO")
+	require.Contains(t, logs.String(), "no stored result: confirmed by an operator")
+}
+
+// lostAckStore writes the first Complete, then reports a failure, like a
+// connection cut after the server committed but before the answer came.
+type lostAckStore struct {
+	idem.Store
+	cut atomic.Bool
+}
+
+func (s *lostAckStore) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c idem.Completion) error {
+	if err := s.Store.Complete(ctx, id, o, c); err != nil || !s.cut.CompareAndSwap(false, true) {
+		return err
+	}
+	return errors.New("connection reset after commit")
+}
+
+// SPEC R6: when the first write did commit but its answer was lost, the
+// background retry is fenced (the record is no longer processing); it reads
+// the record, finds its own outcome there and counts it recorded, not lost.
+func TestR6LostAnswerOfACommittedCompletionCountsAsRecorded(t *testing.T) {
+	t.Parallel()
+	inner, _ := newSQLiteStore(t)
+	e, err := idem.New(&lostAckStore{Store: inner}, idem.WithSecret(idemtest.Secret))
+	require.NoError(t, err)
+	res, err := idem.Run(context.Background(), e, "k", "s", func(context.Context) (int, error) { return 7, nil })
+	require.ErrorIs(t, err, idem.ErrOutcomeUnrecorded)
+	require.Equal(t, 7, res.Value)
+	waitRecorded(t, e)
+	require.Equal(t, idem.Counters{OutcomesUnrecorded: 1, OutcomesRecordedLate: 1}, e.Counters())
+	again, err := idem.Run(context.Background(), e, "k", "s", func(context.Context) (int, error) { return 8, nil })
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	require.Equal(t, 7, again.Value)
 }

@@ -94,7 +94,9 @@ func (e *Engine) Settle(ctx context.Context, s Store, rec Record, act OperatorAc
 		st.ExternalRef = externalRef
 		st.LastError = shortError(fmt.Errorf("confirmed by an operator: the effect happened; no response to replay. %s", note))
 	}
-	after, ok, err := s.Settle(ctx, rec.Ident, st)
+	bctx, cancel := e.bound(ctx)
+	defer cancel()
+	after, ok, err := s.Settle(bctx, rec.Ident, st)
 	if err != nil {
 		return Record{}, false, fmt.Errorf("idem: settle: %w", err)
 	}

@@ -68,7 +68,9 @@ func (e *Engine) Counters() Counters {
 // ends first, it stops them and returns an error saying how many outcomes
 // were left unrecorded; their records stay processing until their lease
 // ends, and then their recovery applies. Call it after the HTTP server and
-// the job workers have stopped. The engine stays usable.
+// the job workers have stopped. The engine stays usable, but once a
+// Shutdown's context has ended, later background recordings give up at
+// once (counted and logged).
 func (e *Engine) Shutdown(ctx context.Context) error {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()

@@ -60,7 +60,9 @@ func WithTTL(d time.Duration) RunOption {
 
 // WithLease sets how long this run holds the key, 1 s to 1 day (default
 // 60 s). It must be longer than the callback's longest run: after it ends,
-// another caller may take the key over (SPEC R8).
+// another caller applies the run's [Recovery] to the key (SPEC R8): by
+// default it escalates it to pending, with RecoverByRerunning it takes it
+// over and runs again.
 func WithLease(d time.Duration) RunOption {
 	return func(c *runConfig) {
 		if err := ValidateLease(d); err != nil {

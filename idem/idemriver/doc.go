@@ -54,8 +54,11 @@
 // # Runbook: a job failing with "result unavailable"
 //
 // The key is completed unavailable when the worker ran but its completion
-// could not be recorded (SPEC R6, J4): the side effect may well have
-// happened, so the job must not be run again blindly. The error names the
+// could not be stored as a result (SPEC R6, J4), or when an operator or a
+// verifier confirmed the effect without one: the side effect may well have
+// happened, so the job must not be run again blindly. (A completion that
+// merely failed to be written is retried in the background and completes
+// the job; see above.) The error names the
 // key's safe id (the first 12 hex digits of its digest), which finds the
 // record in the console.
 //

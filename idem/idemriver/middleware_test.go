@@ -19,12 +19,7 @@ import (
 
 func newEngine(t *testing.T) *idem.Engine {
 	t.Helper()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "idem.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, db.Close()) })
-	store := sqlite.New(db)
-	require.NoError(t, store.Migrate(t.Context()))
-	e, err := idem.New(store, idem.WithoutSealing())
+	e, err := idem.New(newStore(t), idem.WithoutSealing())
 	require.NoError(t, err)
 	return e
 }

@@ -232,26 +232,28 @@ func runConcurrency(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		t.Logf("S1: %d repetitions: %d takeovers (zombie fenced), %d refused while live", TakeoverRepetitions, takeovers, refusals)
 	})
 
-	t.Run("ConcurrentTakeoverHasOneWinner", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
+	// raceOnCrashedKey has RaceGoroutines callers, under recovery, race for
+	// a key whose owner reserved it and crashed; it returns how many ran the
+	// callback.
+	raceOnCrashedKey := func(t *testing.T, recovery idem.Recovery) (e *idem.Engine, s idem.Store, id idem.Ident, runs int32) {
+		t.Helper()
+		s = newStore(t)
 		clock := NewClock(start)
-		e := newEngine(t, s, idem.WithNowFunc(clock.Now), idem.WithDefaultRecovery(idem.RecoverByRerunning()))
+		e = newEngine(t, s, idem.WithNowFunc(clock.Now), idem.WithDefaultRecovery(recovery))
 		ctx := ctxT(t)
-		id := idem.Ident{Scope: "tenant:t", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("tenant:t", idem.DefaultOperation, "crashed")}
-		// An owner reserved and crashed.
+		id = idem.Ident{Scope: "tenant:t", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("tenant:t", idem.DefaultOperation, "crashed")}
 		_, created, err := s.Reserve(ctx, idem.ReserveParams{Ident: id, Owner: "crashed", Lease: time.Second, TTL: time.Hour, Now: clock.Now()})
 		require.NoError(t, err)
 		require.True(t, created)
 		clock.Advance(2 * time.Second)
-		var runs atomic.Int32
+		var ran atomic.Int32
 		var wg sync.WaitGroup
 		startGun := make(chan struct{})
 		for range RaceGoroutines {
 			wg.Go(func() {
 				<-startGun
 				_, err := idem.Run(ctx, e, "crashed", "tenant:t", func(context.Context) (int, error) {
-					runs.Add(1)
+					ran.Add(1)
 					time.Sleep(time.Millisecond)
 					return 1, nil
 				}, idem.WithLease(time.Minute))
@@ -262,42 +264,21 @@ func runConcurrency(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		}
 		close(startGun)
 		wg.Wait()
-		require.EqualValues(t, 1, runs.Load(), "exactly one successor takes the crashed owner's key over")
+		return e, s, id, ran.Load()
+	}
+
+	t.Run("ConcurrentTakeoverHasOneWinner", func(t *testing.T) {
+		t.Parallel()
+		_, _, _, runs := raceOnCrashedKey(t, idem.RecoverByRerunning())
+		require.EqualValues(t, 1, runs, "exactly one successor takes the crashed owner's key over")
 	})
 
 	t.Run("ConcurrentEscalationHasOneWinner", func(t *testing.T) {
 		t.Parallel()
-		s := newStore(t)
-		clock := NewClock(start)
-		e := newEngine(t, s, idem.WithNowFunc(clock.Now))
-		ctx := ctxT(t)
-		id := idem.Ident{Scope: "tenant:t", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("tenant:t", idem.DefaultOperation, "crashed")}
-		// An owner reserved and crashed.
-		_, created, err := s.Reserve(ctx, idem.ReserveParams{Ident: id, Owner: "crashed", Lease: time.Second, TTL: time.Hour, Now: clock.Now()})
-		require.NoError(t, err)
-		require.True(t, created)
-		clock.Advance(2 * time.Second)
-		var runs atomic.Int32
-		var wg sync.WaitGroup
-		startGun := make(chan struct{})
-		for range RaceGoroutines {
-			wg.Go(func() {
-				<-startGun
-				_, err := idem.Run(ctx, e, "crashed", "tenant:t", func(context.Context) (int, error) {
-					runs.Add(1)
-					time.Sleep(time.Millisecond)
-					return 1, nil
-				}, idem.WithLease(time.Minute))
-				if err != nil && !errors.Is(err, idem.ErrInProgress) {
-					t.Errorf("unexpected error: %v", err)
-				}
-			})
-		}
-		close(startGun)
-		wg.Wait()
-		require.Zero(t, runs.Load(), "R8: by default nothing runs again")
+		e, s, id, runs := raceOnCrashedKey(t, idem.RecoverByEscalating())
+		require.Zero(t, runs, "R8: by default nothing runs again")
 		require.Equal(t, int64(1), e.Counters().AbandonedEscalated, "exactly one successor escalates the crashed owner's key")
-		rec, ok, err := s.Get(ctx, id)
+		rec, ok, err := s.Get(ctxT(t), id)
 		require.NoError(t, err)
 		require.True(t, ok)
 		require.Equal(t, idem.StatusPending, rec.Status)

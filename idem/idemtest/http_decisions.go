@@ -346,21 +346,7 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 
 	t.Run("S1LeaseTakeoverFencesTheStuckRequest", func(t *testing.T) {
 		t.Parallel()
-		g := newGate(t)
-		b := h.setup(t, httpOpts{route: []idem.RouteOption{idem.RouteLease(5 * time.Second), idem.RouteRecovery(idem.RecoverByRerunning())},
-			handler: func(w http.ResponseWriter, r *http.Request, run int) {
-				if run == 1 {
-					g.hold(r)
-				}
-				respondCreated(w, r, run)
-			}})
-		key := newKey()
-		stuck := b.start(t, httpCall{key: key})
-		g.waitEntered(t)
-		held, ok := b.record(t, b.scope, routeR, key)
-		require.True(t, ok)
-
-		b.clock.Advance(6 * time.Second)
+		b, g, key, stuck, held := stuckRequest(t, h, idem.RouteRecovery(idem.RecoverByRerunning()))
 		successor := b.call(t, httpCall{key: key})
 		require.Equal(t, http.StatusCreated, successor.status)
 		require.Empty(t, successor.header.Get(idem.HeaderReplayed), "the expired lease is taken over and the handler runs")
@@ -385,21 +371,7 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 
 	t.Run("R8StuckRequestIsEscalatedByDefault", func(t *testing.T) {
 		t.Parallel()
-		g := newGate(t)
-		b := h.setup(t, httpOpts{route: []idem.RouteOption{idem.RouteLease(5 * time.Second)},
-			handler: func(w http.ResponseWriter, r *http.Request, run int) {
-				if run == 1 {
-					g.hold(r)
-				}
-				respondCreated(w, r, run)
-			}})
-		key := newKey()
-		stuck := b.start(t, httpCall{key: key})
-		g.waitEntered(t)
-		held, ok := b.record(t, b.scope, routeR, key)
-		require.True(t, ok)
-
-		b.clock.Advance(6 * time.Second)
+		b, g, key, stuck, held := stuckRequest(t, h)
 		successor := b.call(t, httpCall{key: key})
 		requireProblem(t, successor, http.StatusConflict, idem.CodeInProgress)
 		require.NotEmpty(t, successor.header.Get("Retry-After"))
@@ -712,4 +684,26 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 			}
 		}
 	})
+}
+
+// stuckRequest starts a request whose handler is held (a stalled owner)
+// on a route with a 5 s lease and the given options, and moves the clock
+// past its lease. It returns the held record as it was before.
+func stuckRequest(t *testing.T, h httpHarness, opts ...idem.RouteOption) (b *httpBundle, g *gate, key string, stuck <-chan callResult, held idem.Record) {
+	t.Helper()
+	g = newGate(t)
+	b = h.setup(t, httpOpts{route: append([]idem.RouteOption{idem.RouteLease(5 * time.Second)}, opts...),
+		handler: func(w http.ResponseWriter, r *http.Request, run int) {
+			if run == 1 {
+				g.hold(r)
+			}
+			respondCreated(w, r, run)
+		}})
+	key = newKey()
+	stuck = b.start(t, httpCall{key: key})
+	g.waitEntered(t)
+	held, ok := b.record(t, b.scope, routeR, key)
+	require.True(t, ok)
+	b.clock.Advance(6 * time.Second)
+	return b, g, key, stuck, held
 }
