@@ -43,13 +43,20 @@ func startCluster(ctx context.Context) (*cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	return startInTempDir(ctx, bin, cred)
+}
+
+// startInTempDir runs initdb in a new temporary directory and starts a
+// postmaster there with the extra server arguments; the directory is
+// removed again if that fails.
+func startInTempDir(ctx context.Context, bin string, cred *syscall.Credential, extra ...string) (*cluster, error) {
 	// Not t.TempDir: as root its parent is private, which postgres cannot
 	// traverse.
 	dir, err := os.MkdirTemp("", "pgtest-")
 	if err != nil {
 		return nil, fmt.Errorf("temp dir: %w", err)
 	}
-	c, err := initAndStart(ctx, bin, cred, dir)
+	c, err := initAndStart(ctx, bin, cred, dir, extra...)
 	if err != nil {
 		if rmErr := os.RemoveAll(dir); rmErr != nil {
 			err = errors.Join(err, fmt.Errorf("remove %s: %w", dir, rmErr))
@@ -59,7 +66,7 @@ func startCluster(ctx context.Context) (*cluster, error) {
 	return c, nil
 }
 
-func initAndStart(ctx context.Context, bin string, cred *syscall.Credential, dir string) (*cluster, error) {
+func initAndStart(ctx context.Context, bin string, cred *syscall.Credential, dir string, extra ...string) (*cluster, error) {
 	if cred != nil {
 		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
 			return nil, fmt.Errorf("chown %s: %w", dir, err)
@@ -77,7 +84,7 @@ func initAndStart(ctx context.Context, bin string, cred *syscall.Credential, dir
 	// it; then the postmaster exits at once and another port is tried.
 	var lastErr error
 	for range 3 {
-		c, err := startPostmaster(ctx, bin, cred, dir)
+		c, err := startPostmaster(ctx, bin, cred, dir, extra...)
 		if err == nil {
 			return c, nil
 		}
@@ -86,13 +93,25 @@ func initAndStart(ctx context.Context, bin string, cred *syscall.Credential, dir
 	return nil, lastErr
 }
 
-func startPostmaster(ctx context.Context, bin string, cred *syscall.Credential, dir string) (*cluster, error) {
+func startPostmaster(ctx context.Context, bin string, cred *syscall.Credential, dir string, extra ...string) (*cluster, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
+	return startPostmasterOn(ctx, bin, cred, dir, port, extra...)
+}
+
+// durableArgs make every acknowledged commit survive a crash of the server
+// (not of the machine, as fsync stays off): fault experiments must not
+// count the server's own losses as the application's.
+var durableArgs = []string{"-c", "synchronous_commit=on"}
+
+// startPostmasterOn starts a postmaster on the data directory of dir,
+// listening on port, and waits until it accepts connections. The log is
+// appended to, so that a restarted cluster keeps its earlier lines.
+func startPostmasterOn(ctx context.Context, bin string, cred *syscall.Credential, dir string, port int, extra ...string) (*cluster, error) {
 	logPath := filepath.Join(dir, "postgres.log")
-	logFile, err := os.Create(logPath)
+	logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("create log: %w", err)
 	}
@@ -108,6 +127,7 @@ func startPostmaster(ctx context.Context, bin string, cred *syscall.Credential, 
 		"-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off",
 	)
+	cmd.Args = append(cmd.Args, extra...) // a later -c wins
 	cmd.Dir = dir
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/unstuckhq/unstuck/internal/pgtest"
+)
+
+// TestMain lets the experiments that kill the application re-execute this
+// test binary as their child process.
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(childMain())
+	}
+	os.Exit(m.Run())
+}
+
+// TestNoEffectRunsTwiceUnderFaults runs the small scale of every
+// in-process fault experiment (issue 9: PostgreSQL restarted fast and
+// immediately, its postmaster killed with SIGKILL, random connection drops,
+// the completion statement cut before and after the server, delays and a
+// blackhole that outlasts the engine's store timeout) against idem.Run
+// (default recovery and RecoverByRerunning), the HTTP middleware, the
+// transactional HTTP middleware and the River job middleware (each key
+// delivered as two jobs), each on its own database of a throwaway cluster
+// behind its own fault proxy, with callers that retry as applications do.
+// While the process that ran an effect lives, no key's effect may run twice
+// and no HTTP key may be answered with two different bodies (SPEC R1, R6,
+// H17, J4); a key whose effect never ran must not be lost silently: it is
+// left pending for an operator.
+func TestNoEffectRunsTwiceUnderFaults(t *testing.T) {
+	if _, err := pgtest.BinDir(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("fault experiments need PostgreSQL binaries: %v", err)
+		}
+		t.Skipf("fault experiments need PostgreSQL binaries: %v", err)
+	}
+	h := &harness{sc: scales["small"], log: slog.New(slog.NewTextHandler(io.Discard, nil)), progress: t.Output()}
+	t.Cleanup(h.close)
+	xs := selectExperiments("", true)
+	require.Len(t, xs, 5*len(plans), "every plan against every in-process path")
+	rows, err := h.run(t.Context(), xs)
+	if pgtest.IsUnavailable(err) && os.Getenv("CI") != "true" {
+		t.Skipf("no throwaway PostgreSQL cluster on this machine: %v", err)
+	}
+	t.Logf("\n%s", table(rows))
+	require.NoError(t, err)
+	require.Len(t, rows, len(xs))
+	for _, r := range rows {
+		assert.Positive(t, r.Faults, "%s: faults were injected", r.Name)
+		assert.Zero(t, r.RanTwice, "%s: keys whose effect ran twice", r.Name)
+		assert.Zero(t, r.TwoBodies, "%s: keys answered with two different bodies", r.Name)
+		assert.LessOrEqual(t, r.Lost, r.Pending, "%s: keys whose effect never ran, and not left pending", r.Name)
+	}
+}
