@@ -321,3 +321,50 @@ func TestR6LostAnswerOfACommittedCompletionCountsAsRecorded(t *testing.T) {
 	require.True(t, again.Replayed)
 	require.Equal(t, 7, again.Value)
 }
+
+// lostAnswerStore commits Reserve on the real store, then answers with an
+// error while lose is set: the reply was lost after the server committed.
+type lostAnswerStore struct {
+	idem.Store
+	lose atomic.Bool
+}
+
+func (f *lostAnswerStore) Reserve(ctx context.Context, p idem.ReserveParams) (idem.Record, bool, error) {
+	rec, created, err := f.Store.Reserve(ctx, p)
+	if err == nil && f.lose.Load() {
+		return idem.Record{}, false, errors.New("read: connection reset by peer")
+	}
+	return rec, created, err
+}
+
+// Issue 9 (found by cmd/faults under a blackhole): a reservation that
+// committed but whose answer was lost never ran the callback; it must not
+// sit processing until its lease ends and then be escalated as abandoned
+// (pending for an operator although nothing happened). The engine releases
+// it in the background, and the next request runs.
+func TestR6ReservationWithLostAnswerIsDisowned(t *testing.T) {
+	t.Parallel()
+	inner, _ := newSQLiteStore(t)
+	s := &lostAnswerStore{Store: inner}
+	e, err := idem.New(s, idem.WithSecret(idemtest.Secret))
+	require.NoError(t, err)
+	ctx := context.Background()
+	ran := 0
+	fn := func(context.Context) (string, error) { ran++; return "ok", nil }
+
+	s.lose.Store(true)
+	_, err = idem.Run(ctx, e, "k", "s", fn, idem.WithLease(time.Hour))
+	require.ErrorContains(t, err, "connection reset")
+	require.Zero(t, ran)
+	s.lose.Store(false)
+	waitRecorded(t, e)
+
+	id := idem.Ident{Scope: "s", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("s", idem.DefaultOperation, "k")}
+	_, ok, err := inner.Get(ctx, id)
+	require.NoError(t, err)
+	require.False(t, ok, "the orphaned reservation was released")
+	res, err := idem.Run(ctx, e, "k", "s", fn, idem.WithLease(time.Hour))
+	require.NoError(t, err, "the next request runs at once, not after an hour's lease")
+	require.Equal(t, "ok", res.Value)
+	require.Equal(t, 1, ran)
+}

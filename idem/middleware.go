@@ -433,7 +433,7 @@ func (m *Middleware) acquireWaiting(ctx context.Context, s Store, rq request, rc
 	deadline := time.Now().Add(m.cfg.WaitInFlight)
 	pause := 25 * time.Millisecond
 	for {
-		c, err := m.engine.acquire(ctx, s, rq.id, rq.req, rc.ttl, rc.lease, rc.recovery)
+		c, err := m.engine.acquire(ctx, s, rq.id, rq.req, rc.ttl, rc.lease, rc.recovery, false)
 		if err != nil || c.outcome.Action != ActionWait || c.rec.Status != StatusProcessing {
 			return c, err
 		}

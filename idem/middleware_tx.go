@@ -34,7 +34,7 @@ func (m *Middleware) serveTx(w http.ResponseWriter, r *http.Request, next http.H
 		rec      *recorder
 	)
 	err := txs.WithinTx(r.Context(), func(ctx context.Context, tx Store) (err error) {
-		c, err := m.engine.acquire(ctx, tx, rq.id, rq.req, rc.ttl, rc.lease, rc.recovery)
+		c, err := m.engine.acquire(ctx, tx, rq.id, rq.req, rc.ttl, rc.lease, rc.recovery, true)
 		if err != nil {
 			return err
 		}

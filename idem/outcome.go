@@ -204,3 +204,43 @@ func (e *Engine) fencedLate(st *runState, w outcomeWrite, log *slog.Logger, atte
 	log.Error("idem: outcome not recorded: fenced out, the lease was taken over or the key forgotten before the store came back",
 		"attempts", attempt)
 }
+
+// disown undoes, in the background, a reservation or takeover by token
+// whose answer was lost (a timeout, a dropped connection): the store may
+// have committed it, and then the record would sit processing under an
+// owner that never runs the callback, and be escalated as abandoned when
+// its lease ends although nothing ran. It reads the record until the store
+// answers, within [MinRecordingWindow], and releases it if token still
+// owns it; a record of another owner, or none, is left alone. Shutdown
+// waits for it like for a late outcome.
+func (e *Engine) disown(s Store, id Ident, token string) {
+	e.late.inFlight.Add(1)
+	go func() {
+		defer e.late.inFlight.Add(-1)
+		giveUpAt := time.Now().Add(MinRecordingWindow)
+		pause := recordFirstPause
+		for {
+			t := time.NewTimer(pause/2 + rand.N(pause/2+1))
+			select {
+			case <-e.late.stop:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			pause = min(2*pause, recordMaxPause)
+			ctx, cancel := e.bound(context.Background())
+			rec, ok, err := s.Get(ctx, id)
+			if err == nil && ok && rec.Status == StatusProcessing && rec.Owner.Token == token {
+				err = s.Release(ctx, id, rec.Owner)
+				if err == nil {
+					e.log.Info("idem: a reservation whose answer was lost was released; the callback never ran",
+						"key_id", SafeKeyID(id.KeyDigest), "operation", id.Operation)
+				}
+			}
+			cancel()
+			if err == nil || errors.Is(err, ErrFenced) || time.Now().After(giveUpAt) {
+				return
+			}
+		}
+	}()
+}

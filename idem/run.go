@@ -140,7 +140,7 @@ func Run[T any](ctx context.Context, e *Engine, key, scope string, fn func(ctx c
 		recovery = *cfg.recovery
 	}
 
-	claim, err := e.acquire(ctx, e.store, id, req, cfg.ttl, cfg.lease, recovery)
+	claim, err := e.acquire(ctx, e.store, id, req, cfg.ttl, cfg.lease, recovery, false)
 	if err != nil {
 		return zero, err
 	}
@@ -182,8 +182,9 @@ func (c claim) owned() bool {
 // or has an answer. Losing a compare-and-swap race reads the record again,
 // at most maxTakeoverRounds times, then answers in-progress. An abandoned
 // record is handled by rcv. Each store call is bounded by the store
-// timeout.
-func (e *Engine) acquire(ctx context.Context, s Store, id Ident, req Request, ttl, lease time.Duration, rcv Recovery) (claim, error) {
+// timeout. Outside a transaction (inTx false), a reservation or takeover
+// whose answer was lost is disowned in the background ([Engine.disown]).
+func (e *Engine) acquire(ctx context.Context, s Store, id Ident, req Request, ttl, lease time.Duration, rcv Recovery, inTx bool) (claim, error) {
 	req.Recovery = rcv.mode
 	for range maxTakeoverRounds {
 		token := uuid.NewString()
@@ -191,6 +192,9 @@ func (e *Engine) acquire(ctx context.Context, s Store, id Ident, req Request, tt
 		rec, created, err := s.Reserve(bctx, ReserveParams{Ident: id, Fingerprint: req.Fingerprint, Owner: token, Lease: lease, TTL: ttl, Now: e.now()})
 		cancel()
 		if err != nil {
+			if !inTx {
+				e.disown(s, id, token)
+			}
 			return claim{}, fmt.Errorf("idem: reserve: %w", err)
 		}
 		if created {
@@ -210,6 +214,9 @@ func (e *Engine) acquire(ctx context.Context, s Store, id Ident, req Request, tt
 			continue // someone else moved first: read again
 		}
 		if err != nil {
+			if !inTx {
+				e.disown(s, id, token)
+			}
 			return claim{}, fmt.Errorf("idem: take over: %w", err)
 		}
 		e.log.Info("idem: lease taken over", "key_id", SafeKeyID(id.KeyDigest), "operation", id.Operation,
