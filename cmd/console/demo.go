@@ -102,11 +102,15 @@ refuses to start while they are enabled.
 	if err != nil {
 		return err
 	}
+	defer shutdownEngine(engine, log) // after the server, before the database closes
 	shop, err := demo.NewShop(engine, demo.NewProvider(), log)
 	if err != nil {
 		return err
 	}
 	reg := prometheus.NewRegistry()
+	if err := reg.Register(idem.NewCollector(engine)); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
 	var skew clockSkew
 	mountSignups, decisions, stopSagas, err := startSagas(ctx, db, shop, reg, &skew, log)
 	if err != nil {

@@ -111,6 +111,17 @@ func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, log *slog.L
 	}
 }
 
+// shutdownEngine waits up to 10 s for the outcomes engine is still
+// recording in the background (idem.ErrOutcomeUnrecorded), so that a
+// stopped process leaves as few keys as it can to their recovery.
+func shutdownEngine(engine *idem.Engine, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := engine.Shutdown(ctx); err != nil {
+		log.Error("idempotency outcomes left unrecorded at shutdown", "error", err.Error())
+	}
+}
+
 // sweeper returns a periodic job that removes expired idempotency records
 // and expired console sessions.
 func sweeper(engine *idem.Engine, db *database, log *slog.Logger) func(context.Context) {
@@ -212,6 +223,7 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 	if err != nil {
 		return err
 	}
+	defer shutdownEngine(engine, log)
 	// Decisions on saga operations insert the River jobs that carry them
 	// on; the applications' River workers run them.
 	reg := prometheus.NewRegistry()

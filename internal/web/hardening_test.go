@@ -127,7 +127,7 @@ func TestMetricsCanBeGuarded(t *testing.T) {
 	resp.Body.Close()
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Contains(t, string(got), `unstuck_idempotency_records{status="completed"} 1`)
+	require.Contains(t, string(got), `unstuck_idempotency_records{exact="true",status="completed"} 1`)
 
 	reg := prometheus.NewRegistry()
 	elsewhere := setup(t, func(c *web.Config) { c.NoMetricsRoute, c.Registry = true, reg })
