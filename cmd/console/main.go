@@ -40,7 +40,7 @@ Commands:
             with demo users and traffic
   serve     serve the operations console
   migrate   apply the database migrations, River's included (idempotent)
-  user      add, disable or enable a console account
+  user      add, disable, enable or unlock a console account
   audit     verify the audit trail, checkpoint its head (audit verify|checkpoint)
   help      show this help
 
@@ -52,6 +52,9 @@ Configuration (flags override the environment):
   UNSTUCK_AUDIT_KEY the audit trail's MAC key, at least 32 bytes, not held by the
                     applications (serve, audit; never a flag)
   UNSTUCK_AUDIT_PREVIOUS_KEYS  earlier audit keys during a rotation, comma-separated
+  UNSTUCK_TRUSTED_PROXIES  CIDRs of reverse proxies whose X-Forwarded-For is believed (serve)
+  UNSTUCK_METRICS_ADDR     serve /metrics on its own listen address (serve)
+  UNSTUCK_METRICS_TOKEN    bearer token /metrics requires (serve; never a flag)
 
 Run "console <command> --help" for a command's flags.
 `

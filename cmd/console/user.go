@@ -19,6 +19,7 @@ import (
 const userUsage = `Usage: console user add --username U --role R [--db URL]
        console user disable --username U [--db URL]
        console user enable --username U [--db URL]
+       console user unlock --username U [--db URL]   (clears the sign-in throttle)
 
 "user add" takes the password from standard input: at a terminal it asks
 for it on stderr without echo (twice); otherwise it reads the first line.

@@ -447,6 +447,15 @@ func handleAuditExport(trail AuditTrail, log *slog.Logger) http.Handler {
 			writeError(w, r, log, ferr)
 			return
 		}
+		name := "audit-" + time.Now().UTC().Format("20060102T150405Z") + "." + format
+		if isHead(r) {
+			// The headers of a download, without reading or recording the
+			// trail: nothing is exported.
+			w.Header().Set("Content-Type", contentType)
+			w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
+			w.WriteHeader(http.StatusOK)
+			return
+		}
 		v := viewerFrom(r.Context())
 		reason := "export " + format + " " + auditFilterSummary(q)
 		if len(reason) > audit.MaxReasonBytes {
@@ -461,7 +470,6 @@ func handleAuditExport(trail AuditTrail, log *slog.Logger) http.Handler {
 		// The export may take longer than the server's write timeout.
 		rc := http.NewResponseController(w)
 		_ = rc.SetWriteDeadline(time.Now().Add(auditExportDeadline))
-		name := "audit-" + time.Now().UTC().Format("20060102T150405Z") + "." + format
 		h := w.Header()
 		h.Set("Content-Type", contentType)
 		h.Set("Content-Disposition", `attachment; filename="`+name+`"`)

@@ -65,6 +65,14 @@ func TestHeadAnswersAsGet(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, resp.StatusCode, "HEAD is authorized as GET")
 	resp, _ = do(t, client(t), http.MethodHead, b.srv.URL+"/keys", nil)
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "HEAD needs a session as GET does")
+
+	// HEAD of the audit export gives the download's headers and neither
+	// reads nor records the trail.
+	resp, body = do(t, c, http.MethodHead, b.srv.URL+"/audit/export?format=csv", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Empty(t, body)
+	require.Contains(t, resp.Header.Get("Content-Disposition"), "attachment")
+	require.Empty(t, exports(t, b), "a HEAD is not an export")
 }
 
 // TestWrongMethodIs405WithAllow: issue 10 item 5 — a wrong method

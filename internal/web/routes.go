@@ -164,15 +164,25 @@ func NewHandler(cfg Config) http.Handler {
 }
 
 // headAsGet answers HEAD as GET: net/http sends the headers and drops the
-// body, since the request it serves is still a HEAD.
+// body, since the request it serves is still a HEAD. A handler whose GET
+// does work beyond rendering (an export) asks [isHead].
 func headAsGet(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodHead {
-			r = r.Clone(r.Context())
+			r = r.Clone(context.WithValue(r.Context(), headKey{}, true))
 			r.Method = http.MethodGet
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+type headKey struct{}
+
+// isHead reports whether r arrived as a HEAD that [headAsGet] turned into
+// a GET.
+func isHead(r *http.Request) bool {
+	v, _ := r.Context().Value(headKey{}).(bool)
+	return v
 }
 
 // allowedMethods is the Allow header of a 405: the methods routes has for
