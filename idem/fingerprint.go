@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -67,7 +66,7 @@ func Fingerprint(r *http.Request, maxBody int64) (fp string, body []byte, err er
 		return "", nil, fmt.Errorf("idem: fingerprint: maxBody %d must be positive", maxBody)
 	}
 	if r.Body != nil {
-		body, err = io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+		body, err = readBody(r.Body, r.ContentLength, maxBody)
 		if err != nil {
 			return "", nil, fmt.Errorf("idem: fingerprint: read body: %w", err)
 		}
@@ -114,6 +113,40 @@ func Fingerprint(r *http.Request, maxBody int64) (fp string, body []byte, err er
 	return fw.hex(), body, nil
 }
 
+// readBodyHintMax caps the buffer readBody allocates up front on the word
+// of a Content-Length: a client that declares a large body and sends little
+// does not get a large allocation for it.
+const readBodyHintMax = 64 << 10
+
+// readBody reads r to its end, or to max+1 bytes, as
+// io.ReadAll(io.LimitReader(r, max+1)) does. A positive length hint (the
+// request's Content-Length) sizes the buffer up front, so a body that
+// matches its Content-Length is read into one allocation.
+func readBody(r io.Reader, hint, max int64) ([]byte, error) {
+	size := int64(512)
+	if hint > 0 {
+		size = min(hint, max, readBodyHintMax) + 1 // +1: room to see EOF (or one byte too many) without growing
+	}
+	b := make([]byte, 0, size)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grow as append does
+		}
+		room := b[len(b):int(min(int64(cap(b)), max+1))]
+		n, err := r.Read(room)
+		b = b[:len(b)+n]
+		if err == io.EOF { //nolint:errorlint // io.Reader returns a bare io.EOF, as io.ReadAll assumes.
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if int64(len(b)) > max {
+			return b, nil
+		}
+	}
+}
+
 // fingerprintWriter collects length-prefixed parts, hashed at the end in
 // one go (the same digest as writing them one by one, without an
 // allocation per part).
@@ -132,8 +165,7 @@ func (w *fingerprintWriter) sum(s []byte) {
 }
 
 func (w *fingerprintWriter) hex() string {
-	d := sha256.Sum256(w.buf)
-	return hex.EncodeToString(d[:])
+	return hexSum(sha256.Sum256(w.buf))
 }
 
 // simpleMediaType reports whether ct is a lowercase type/subtype without

@@ -1,0 +1,83 @@
+package idem
+
+import (
+	"bytes"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"testing/iotest"
+
+	"github.com/dunglas/httpsfv"
+)
+
+// The fast paths added for issue 12 (middleware overhead) must give the
+// same answers as the general code they skip (SPEC H2, H6).
+
+// TestPlainSFStringAgreesWithParser: every value the key fast path accepts
+// parses, with httpsfv, as a String Item with the same content and no
+// parameters, so ParseKeyHeader answers exactly as before (SPEC H2).
+func TestPlainSFStringAgreesWithParser(t *testing.T) {
+	cases := []string{`""`, `"a"`, `"018f3c2e-7b1a-7000-8000-000000000001"`, `" spaced key value !#$%&'()*+,-./:;<=>?@[]^_{|}~"`,
+		`"a\"b"`, `"a\\b"`, `"a"b"`, `"abc";x=1`, `"abc" `, ` "abc"`, `"a`, `a"`, `"é"`, "\"tab\there\"", `abc`, `"`, ``}
+	rng := rand.New(rand.NewPCG(1, 2))
+	const alphabet = "\"\\ ;,=aZ09-_\t~\x7f\x1f"
+	for range 20000 {
+		var b strings.Builder
+		n := rng.IntN(8)
+		for range n {
+			b.WriteByte(alphabet[rng.IntN(len(alphabet))])
+		}
+		cases = append(cases, b.String(), `"`+b.String()+`"`)
+	}
+	accepted := 0
+	for _, v := range cases {
+		got, ok := plainSFString(v)
+		if !ok {
+			continue
+		}
+		accepted++
+		item, err := httpsfv.UnmarshalItem([]string{v})
+		if err != nil {
+			t.Fatalf("plainSFString(%q) = %q, but the parser refuses it: %v", v, got, err)
+		}
+		if s, isStr := item.Value.(string); !isStr || s != got || len(item.Params.Names()) != 0 {
+			t.Fatalf("plainSFString(%q) = %q, parser: %#v %v", v, got, item.Value, item.Params.Names())
+		}
+	}
+	if accepted < 1000 {
+		t.Fatalf("only %d values took the fast path", accepted)
+	}
+	for _, v := range []string{`"a\"b"`, `"abc";x=1`, `"abc" `, `"é"`, "\"tab\there\""} {
+		if _, ok := plainSFString(v); ok {
+			t.Errorf("plainSFString(%q) took the fast path", v)
+		}
+	}
+}
+
+// TestReadBodyMatchesReadAll: readBody returns what
+// io.ReadAll(io.LimitReader(r, max+1)) returns, whatever the Content-Length
+// hint says (right, too small, too large, absent) and however the reader
+// splits its data (SPEC H6: the fingerprint covers every byte; 413 above
+// the limit).
+func TestReadBodyMatchesReadAll(t *testing.T) {
+	for _, size := range []int{0, 1, 25, 511, 512, 513, 4096, 70000} {
+		data := bytes.Repeat([]byte("0123456789abcdef"), size/16+1)[:size]
+		for _, max := range []int64{1, 24, 25, 26, 512, 1 << 20} {
+			for _, hint := range []int64{-1, 0, 1, int64(size) - 1, int64(size), int64(size) + 1, 1 << 30} {
+				for _, wrap := range []func(io.Reader) io.Reader{
+					func(r io.Reader) io.Reader { return r }, iotest.OneByteReader, iotest.DataErrReader, iotest.HalfReader,
+				} {
+					want, werr := io.ReadAll(io.LimitReader(wrap(bytes.NewReader(data)), max+1))
+					got, gerr := readBody(wrap(bytes.NewReader(data)), hint, max)
+					if !bytes.Equal(got, want) || (gerr == nil) != (werr == nil) {
+						t.Fatalf("size %d max %d hint %d: got %d bytes (%v), want %d (%v)", size, max, hint, len(got), gerr, len(want), werr)
+					}
+				}
+			}
+		}
+	}
+	if _, err := readBody(iotest.ErrReader(io.ErrUnexpectedEOF), 10, 100); err == nil {
+		t.Fatal("a read error was lost")
+	}
+}
