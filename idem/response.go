@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/http"
+	"strings"
 )
 
 // responseMagic starts the binary form of a StoredResponse, so it is never
@@ -16,20 +17,62 @@ var errResponseFormat = errors.New("idem: not a stored response")
 // headers (length-prefixed) and the body.
 func (r StoredResponse) MarshalBinary() ([]byte, error) {
 	if r.Status < 100 || r.Status > 999 {
-		return nil, errors.New("idem: stored response status out of range")
+		return nil, errResponseStatus
 	}
-	n := 16 + len(r.Body)
-	for k, vs := range r.Header {
+	b := appendResponseHead(make([]byte, 0, responseHeadSize(r.Header, nil)+len(r.Body)), r.Status, r.Header, nil)
+	return append(b, r.Body...), nil
+}
+
+var errResponseStatus = errors.New("idem: stored response status out of range")
+
+// responseHeadSize bounds the size of appendResponseHead's output.
+func responseHeadSize(h http.Header, keep map[string]string) int {
+	n := 16
+	for k, vs := range h {
+		if keep != nil && keepName(keep, k) == "" {
+			continue
+		}
 		n += len(k) + 4
 		for _, v := range vs {
 			n += len(v) + 2
 		}
 	}
-	b := make([]byte, 0, n)
+	return n
+}
+
+// keepName returns the canonical name of header k when keep holds it, else
+// "". keep maps canonical names to themselves, so a canonical k costs no
+// allocation.
+func keepName(keep map[string]string, k string) string {
+	if c, ok := keep[k]; ok {
+		return c
+	}
+	return keep[http.CanonicalHeaderKey(k)]
+}
+
+// appendResponseHead appends the binary form of a StoredResponse without
+// its body (the body follows it verbatim) to b: the magic prefix, status
+// (100..999, checked by the caller) and the headers of h — with keep
+// non-nil, only those keep names, under their canonical names.
+func appendResponseHead(b []byte, status int, h http.Header, keep map[string]string) []byte {
+	count := len(h)
+	if keep != nil {
+		count = 0
+		for k := range h {
+			if keepName(keep, k) != "" {
+				count++
+			}
+		}
+	}
 	b = append(b, responseMagic[:]...)
-	b = binary.BigEndian.AppendUint16(b, uint16(r.Status))
-	b = binary.AppendUvarint(b, uint64(len(r.Header)))
-	for k, vs := range r.Header {
+	b = binary.BigEndian.AppendUint16(b, uint16(status))
+	b = binary.AppendUvarint(b, uint64(count))
+	for k, vs := range h {
+		if keep != nil {
+			if k = keepName(keep, k); k == "" {
+				continue
+			}
+		}
 		b = binary.AppendUvarint(b, uint64(len(k)))
 		b = append(b, k...)
 		b = binary.AppendUvarint(b, uint64(len(vs)))
@@ -38,7 +81,7 @@ func (r StoredResponse) MarshalBinary() ([]byte, error) {
 			b = append(b, v...)
 		}
 	}
-	return append(b, r.Body...), nil
+	return b
 }
 
 // UnmarshalBinary decodes what MarshalBinary encoded. The body aliases b.
@@ -97,4 +140,110 @@ func chunk(b []byte) ([]byte, []byte, bool) {
 		return nil, nil, false
 	}
 	return rest[:n], rest[n:], true
+}
+
+// replayResponse writes the stored response plain (the binary form of
+// MarshalBinary) to w: the headers keep names, Idempotent-Replayed: true,
+// the status and the body, as UnmarshalBinary followed by copying the kept
+// headers would, with two allocations for all header values. Nothing is
+// written when plain does not decode; the error is then errResponseFormat.
+func replayResponse(w http.ResponseWriter, plain []byte, keep map[string]string) (status int, err error) {
+	status, fields, body, nvals, size, err := scanResponse(plain, keep)
+	if err != nil {
+		return 0, err
+	}
+	vals := make([]string, 0, nvals+1)
+	var sb strings.Builder
+	sb.Grow(size)
+	for range fields.count { // the values, concatenated into one string
+		name, nv, rest := fields.next()
+		for range nv {
+			var v []byte
+			v, rest, _ = chunk(rest)
+			if keepName(keep, string(name)) != "" {
+				sb.Write(v)
+			}
+		}
+		fields.b = rest
+	}
+	all, off := sb.String(), 0
+	dst := w.Header()
+	fields.b, fields.count = fields.start, fields.startCount
+	for range fields.count {
+		name, nv, rest := fields.next()
+		k := keepName(keep, string(name))
+		from := len(vals)
+		for range nv {
+			var v []byte
+			v, rest, _ = chunk(rest)
+			if k != "" {
+				vals = append(vals, all[off:off+len(v)])
+				off += len(v)
+			}
+		}
+		if k != "" {
+			dst[k] = vals[from:len(vals):len(vals)]
+		}
+		fields.b = rest
+	}
+	vals = append(vals, "true")
+	dst[HeaderReplayed] = vals[len(vals)-1:]
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+	return status, nil
+}
+
+// responseFields walks the header fields of a checked binary response.
+type responseFields struct {
+	b, start          []byte
+	count, startCount uint64
+}
+
+// next returns the name and value count of the next field, and the rest
+// starting at its values; the caller sets b past them.
+func (f *responseFields) next() (name []byte, nvals uint64, rest []byte) {
+	name, rest, _ = chunk(f.b)
+	nvals, rest, _ = uvarint(rest)
+	return name, nvals, rest
+}
+
+// scanResponse checks the whole binary form of a response as
+// UnmarshalBinary does, and returns its status, its fields, its body, and
+// the count and total size of the values of the fields that keep holds.
+func scanResponse(b []byte, keep map[string]string) (status int, fields responseFields, body []byte, nvals, size int, err error) {
+	if len(b) < len(responseMagic)+2 || [3]byte(b[:3]) != responseMagic {
+		return 0, fields, nil, 0, 0, errResponseFormat
+	}
+	b = b[3:]
+	status = int(binary.BigEndian.Uint16(b))
+	b = b[2:]
+	if status < 100 || status > 999 {
+		return 0, fields, nil, 0, 0, errResponseFormat
+	}
+	count, b, ok := uvarint(b)
+	if !ok || count > uint64(len(b)) {
+		return 0, fields, nil, 0, 0, errResponseFormat
+	}
+	fields = responseFields{b: b, start: b, count: count, startCount: count}
+	for range count {
+		var name, value []byte
+		var nv uint64
+		if name, b, ok = chunk(b); !ok {
+			return 0, fields, nil, 0, 0, errResponseFormat
+		}
+		if nv, b, ok = uvarint(b); !ok || nv > uint64(len(b))+1 {
+			return 0, fields, nil, 0, 0, errResponseFormat
+		}
+		kept := keepName(keep, string(name)) != ""
+		for range nv {
+			if value, b, ok = chunk(b); !ok {
+				return 0, fields, nil, 0, 0, errResponseFormat
+			}
+			if kept {
+				nvals++
+				size += len(value)
+			}
+		}
+	}
+	return status, fields, b, nvals, size, nil
 }
