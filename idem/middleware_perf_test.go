@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"io"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -79,5 +82,72 @@ func TestReadBodyMatchesReadAll(t *testing.T) {
 	}
 	if _, err := readBody(iotest.ErrReader(io.ErrUnexpectedEOF), 10, 100); err == nil {
 		t.Fatal("a read error was lost")
+	}
+}
+
+// TestReplayResponseMatchesUnmarshal: the replay writes the kept headers
+// that UnmarshalBinary decodes, under their canonical names, plus
+// Idempotent-Replayed, the status and the body; anything UnmarshalBinary
+// refuses is refused with nothing written (SPEC H7, H12, H14 fail closed).
+func TestReplayResponseMatchesUnmarshal(t *testing.T) {
+	keep := map[string]string{"Content-Type": "Content-Type", "Location": "Location", "Link": "Link"}
+	resp := StoredResponse{Status: 201, Header: http.Header{"Content-Type": {"application/json"}, "Link": {"<a>", "<b>"},
+		"Location": {}, "X-Secret": {"no"}, "Set-Cookie": {"s=1"}}, Body: []byte(`{"id":1}`)}
+	plain, err := resp.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for cut := 0; cut <= len(plain); cut++ {
+		in := plain[:cut]
+		var want StoredResponse
+		werr := want.UnmarshalBinary(in)
+		w := httptest.NewRecorder()
+		status, gerr := replayResponse(w, in, keep)
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("cut %d: replay error %v, unmarshal error %v", cut, gerr, werr)
+		}
+		if gerr != nil {
+			if len(w.Header()) != 0 || w.Body.Len() != 0 || w.Code != 200 {
+				t.Fatalf("cut %d: refused but wrote %v %q", cut, w.Header(), w.Body.Bytes())
+			}
+			continue
+		}
+		wantH := http.Header{HeaderReplayed: {"true"}}
+		for k, v := range want.Header {
+			if keep[k] != "" {
+				wantH[k] = v
+			}
+		}
+		if status != want.Status || w.Code != want.Status || !reflect.DeepEqual(w.Header(), wantH) || !bytes.Equal(w.Body.Bytes(), want.Body) {
+			t.Fatalf("cut %d: got %d %v %q, want %d %v %q", cut, w.Code, w.Header(), w.Body.Bytes(), want.Status, wantH, want.Body)
+		}
+	}
+}
+
+// TestSealInPlaceOpens: a response sealed in place in the recorder's buffer
+// opens to the same bytes, with or without spare capacity for the tag, and
+// in plain mode (SPEC H14).
+func TestSealInPlaceOpens(t *testing.T) {
+	id := Ident{Scope: "ip:192.0.2.1", Operation: "POST /orders", KeyDigest: Digest("ip:192.0.2.1", "POST /orders", "k")}
+	plain := []byte("the stored response, binary")
+	sealed, err := newSealer(bytes.Repeat([]byte("s"), MinSecretBytes), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*sealer{sealed, {plain: true}} {
+		for _, spare := range []int{0, sealOverhead, 100} {
+			buf := make([]byte, sealRoom, sealRoom+len(plain)+spare)
+			env, err := s.sealInPlace(id, "fp", append(buf, plain...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.open(id, "fp", env)
+			if err != nil || !bytes.Equal(got, plain) {
+				t.Fatalf("plain %v spare %d: opened %q, %v", s.plain, spare, got, err)
+			}
+			if _, err := s.open(Ident{Scope: "ip:192.0.2.2", Operation: id.Operation, KeyDigest: id.KeyDigest}, "fp", env); err == nil && !s.plain {
+				t.Fatal("an envelope opened for another record")
+			}
+		}
 	}
 }
