@@ -17,10 +17,16 @@ func Digest(scope, operation, key string) string {
 	var stack [512]byte
 	b := stack[:0]
 	for _, part := range [...]string{"unstuck/idem/v1", scope, operation, key} {
-		b = binary.BigEndian.AppendUint64(b, uint64(len(part)))
-		b = append(b, part...)
+		b = appendPart(b, part)
 	}
 	return hexSum(sha256.Sum256(b))
+}
+
+// appendPart appends s to b with its length before it (8 bytes, big
+// endian), so that no two sequences of parts encode alike.
+func appendPart(b []byte, s string) []byte {
+	b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
+	return append(b, s...)
 }
 
 // hexSum returns the lowercase hex form of a SHA-256 sum with one

@@ -3,7 +3,6 @@ package idem
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -75,24 +74,11 @@ func Fingerprint(r *http.Request, maxBody int64) (fp string, body []byte, err er
 		}
 	}
 
-	var stack [512]byte
-	fw := fingerprintWriter{buf: stack[:0]}
-	fw.str("unstuck/idem/fingerprint/v1")
-	fw.str(r.Method)
-	fw.str(r.URL.EscapedPath())
-	fw.str(r.URL.RawQuery)
-
 	ct := strings.Join(r.Header.Values("Content-Type"), ", ")
 	if simpleMediaType(ct) {
-		// "application/json" and the like are their own canonical form:
-		// the same bytes as the parse-and-format path below, without it.
-		fw.str("canonical")
-		fw.str(ct)
-		fw.str("body")
-		bodySum := sha256.Sum256(body)
-		fw.sum(bodySum[:])
-		return fw.hex(), body, nil
+		return simpleFingerprint(r, ct, body), body, nil
 	}
+	fw := fingerprintWriter{buf: appendRequestParts(make([]byte, 0, 512), r)}
 	mediaType, params, perr := mime.ParseMediaType(ct)
 	if perr == nil && mediaType == "multipart/form-data" {
 		boundary := params["boundary"]
@@ -147,6 +133,29 @@ func readBody(r io.Reader, hint, max int64) ([]byte, error) {
 	}
 }
 
+// simpleFingerprint is Fingerprint for a Content-Type that is its own
+// canonical form ("application/json" and the like): the same bytes as the
+// parse-and-format path, without it, hashed from a buffer on the stack.
+func simpleFingerprint(r *http.Request, ct string, body []byte) string {
+	var stack [512]byte
+	b := appendRequestParts(stack[:0], r)
+	b = appendPart(b, "canonical")
+	b = appendPart(b, ct)
+	b = appendPart(b, "body")
+	bodySum := sha256.Sum256(body)
+	b = appendPart(b, string(bodySum[:]))
+	return hexSum(sha256.Sum256(b))
+}
+
+// appendRequestParts appends the parts of the fingerprint that come before
+// the Content-Type.
+func appendRequestParts(b []byte, r *http.Request) []byte {
+	b = appendPart(b, "unstuck/idem/fingerprint/v1")
+	b = appendPart(b, r.Method)
+	b = appendPart(b, r.URL.EscapedPath())
+	return appendPart(b, r.URL.RawQuery)
+}
+
 // fingerprintWriter collects length-prefixed parts, hashed at the end in
 // one go (the same digest as writing them one by one, without an
 // allocation per part).
@@ -155,13 +164,11 @@ type fingerprintWriter struct {
 }
 
 func (w *fingerprintWriter) str(s string) {
-	w.buf = binary.BigEndian.AppendUint64(w.buf, uint64(len(s)))
-	w.buf = append(w.buf, s...)
+	w.buf = appendPart(w.buf, s)
 }
 
 func (w *fingerprintWriter) sum(s []byte) {
-	w.buf = binary.BigEndian.AppendUint64(w.buf, uint64(len(s)))
-	w.buf = append(w.buf, s...)
+	w.buf = appendPart(w.buf, string(s))
 }
 
 func (w *fingerprintWriter) hex() string {

@@ -305,11 +305,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	scope := m.resolveScope(r)
-	var bad *ValidationError
-	if errors.As(checkScope(scope), &bad) {
-		m.reject(w, r, RejectedEvent{Code: CodeInvalidScope, Status: http.StatusBadRequest, Route: route},
-			"The caller's identity cannot scope an idempotency key ("+bad.Field+": "+bad.Reason+").", 0)
-		return
+	if err := checkScope(scope); err != nil {
+		if bad := (*ValidationError)(nil); errors.As(err, &bad) {
+			m.reject(w, r, RejectedEvent{Code: CodeInvalidScope, Status: http.StatusBadRequest, Route: route},
+				"The caller's identity cannot scope an idempotency key ("+bad.Field+": "+bad.Reason+").", 0)
+			return
+		}
 	}
 	if scope == "" {
 		// A configuration error, not the client's: no resolver answered.
