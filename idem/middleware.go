@@ -553,7 +553,7 @@ func invalidDetail(err error) string {
 type exchange struct {
 	body bodyReader
 	rec  recorder
-	buf  [1024]byte
+	buf  [512]byte
 }
 
 // bodyReader is the request body, read into memory, put back on the

@@ -2,6 +2,7 @@ package idem
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -148,6 +149,36 @@ func TestSealInPlaceOpens(t *testing.T) {
 			if _, err := s.open(Ident{Scope: "ip:192.0.2.2", Operation: id.Operation, KeyDigest: id.KeyDigest}, "fp", env); err == nil && !s.plain {
 				t.Fatal("an envelope opened for another record")
 			}
+		}
+	}
+}
+
+// TestAppendResponseHeadKeeps: the head the recorder encodes decodes to the
+// kept headers under their canonical names, whether the kept names fit the
+// one-byte count (the one-pass path) or not (SPEC H12: only listed headers,
+// never Set-Cookie).
+func TestAppendResponseHeadKeeps(t *testing.T) {
+	for _, n := range []int{0, 1, 9, 0x7f, 0x80, 200} {
+		keep := map[string]string{}
+		h := http.Header{"Set-Cookie": {"s=1"}, "x-lower": {"v"}}
+		want := http.Header{}
+		for i := range n {
+			k := http.CanonicalHeaderKey(fmt.Sprintf("X-H%d", i))
+			keep[k] = k
+			h[k] = []string{fmt.Sprint(i), "b"}
+			want[k] = h[k]
+		}
+		if n > 0 {
+			keep["X-Lower"] = "X-Lower"
+			want["X-Lower"] = []string{"v"}
+		}
+		b := appendResponseHead(nil, 201, h, keep)
+		var got StoredResponse
+		if err := got.UnmarshalBinary(append(b, "body"...)); err != nil {
+			t.Fatalf("%d kept: %v", n, err)
+		}
+		if got.Status != 201 || string(got.Body) != "body" || len(got.Header) != len(want) || (len(want) > 0 && !reflect.DeepEqual(got.Header, want)) {
+			t.Fatalf("%d kept: got %d %v %q, want %v", n, got.Status, got.Header, got.Body, want)
 		}
 	}
 }

@@ -55,24 +55,33 @@ func keepName(keep map[string]string, k string) string {
 // (100..999, checked by the caller) and the headers of h — with keep
 // non-nil, only those keep names, under their canonical names.
 func appendResponseHead(b []byte, status int, h http.Header, keep map[string]string) []byte {
-	count := len(h)
-	if keep != nil {
-		count = 0
-		for k := range h {
-			if keepName(keep, k) != "" {
-				count++
-			}
-		}
-	}
 	b = append(b, responseMagic[:]...)
 	b = binary.BigEndian.AppendUint16(b, uint16(status))
-	b = binary.AppendUvarint(b, uint64(count))
+	countAt := len(b)
+	if keep == nil || len(keep) >= 0x80 {
+		// The count first: it may take more than one byte.
+		count := len(h)
+		if keep != nil {
+			count = 0
+			for k := range h {
+				if keepName(keep, k) != "" {
+					count++
+				}
+			}
+		}
+		b = binary.AppendUvarint(b, uint64(count))
+		countAt = -1
+	} else {
+		b = append(b, 0) // fewer than 0x80 kept names: a one-byte count, set below
+	}
+	count := 0
 	for k, vs := range h {
 		if keep != nil {
 			if k = keepName(keep, k); k == "" {
 				continue
 			}
 		}
+		count++
 		b = binary.AppendUvarint(b, uint64(len(k)))
 		b = append(b, k...)
 		b = binary.AppendUvarint(b, uint64(len(vs)))
@@ -80,6 +89,9 @@ func appendResponseHead(b []byte, status int, h http.Header, keep map[string]str
 			b = binary.AppendUvarint(b, uint64(len(v)))
 			b = append(b, v...)
 		}
+	}
+	if countAt >= 0 {
+		b[countAt] = byte(count)
 	}
 	return b
 }
