@@ -357,14 +357,20 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	rec := &x.rec
 	rec.init(w, m.cfg.MaxResponseBytes, false, m.replay, x.buf[:])
 	m.runHandler(rec, r, next, st)
-	switch err := m.finish(r.Context(), st, rec); {
+	err = m.finish(r.Context(), st, rec)
+	status := rec.statusCode()
+	// The stored result may alias x.buf and outlive the request (in a
+	// store, in a background recording): drop x's references to the
+	// request and the response, so that it keeps nothing else alive.
+	x.rec, x.body = recorder{}, bodyReader{}
+	switch {
 	case errors.Is(err, ErrOutcomeUnrecorded):
 		// The response went to the client: the effect ran. Repeats get
 		// 409 while the record is written in the background, then the
 		// stored response.
-		st.logger().Warn("idem: response delivered; its record is being written in the background", "status", rec.statusCode(), "error", err.Error())
+		st.logger().Warn("idem: response delivered; its record is being written in the background", "status", status, "error", err.Error())
 	case err != nil:
-		st.logger().Error("idem: response delivered but not recorded", "status", rec.statusCode(), "error", err.Error())
+		st.logger().Error("idem: response delivered but not recorded", "status", status, "error", err.Error())
 	}
 }
 
