@@ -99,42 +99,23 @@ func appendResponseHead(b []byte, status int, h http.Header, keep map[string]str
 // UnmarshalBinary decodes what MarshalBinary encoded. The body aliases b.
 // Anything else is an error, never a panic.
 func (r *StoredResponse) UnmarshalBinary(b []byte) error {
-	if len(b) < len(responseMagic)+2 || [3]byte(b[:3]) != responseMagic {
-		return errResponseFormat
-	}
-	b = b[3:]
-	status := int(binary.BigEndian.Uint16(b))
-	b = b[2:]
-	if status < 100 || status > 999 {
-		return errResponseFormat
-	}
-	count, b, ok := uvarint(b)
-	if !ok || count > uint64(len(b)) {
-		return errResponseFormat
+	status, fields, body, err := scanResponse(b)
+	if err != nil {
+		return err
 	}
 	var h http.Header
-	if count > 0 {
-		h = make(http.Header, count)
+	if fields.left > 0 {
+		h = make(http.Header, fields.left)
 	}
-	for range count {
-		var name, value []byte
-		var nvals uint64
-		if name, b, ok = chunk(b); !ok {
-			return errResponseFormat
-		}
-		if nvals, b, ok = uvarint(b); !ok || nvals > uint64(len(b))+1 {
-			return errResponseFormat
-		}
+	for fields.left > 0 {
+		name, nvals := fields.field()
 		vals := make([]string, 0, nvals)
 		for range nvals {
-			if value, b, ok = chunk(b); !ok {
-				return errResponseFormat
-			}
-			vals = append(vals, string(value))
+			vals = append(vals, string(fields.value()))
 		}
 		h[string(name)] = vals
 	}
-	*r = StoredResponse{Status: status, Header: h, Body: b}
+	*r = StoredResponse{Status: status, Header: h, Body: body}
 	return nil
 }
 
@@ -160,35 +141,42 @@ func chunk(b []byte) ([]byte, []byte, bool) {
 // headers would, with two allocations for all header values. Nothing is
 // written when plain does not decode; the error is then errResponseFormat.
 func replayResponse(w http.ResponseWriter, plain []byte, keep map[string]string) (status int, err error) {
-	status, fields, body, nvals, size, err := scanResponse(plain, keep)
+	status, fields, body, err := scanResponse(plain)
 	if err != nil {
 		return 0, err
 	}
-	vals := make([]string, 0, nvals+1)
+	// The kept values: counted and concatenated into one string, then
+	// sliced into one []string.
+	nvals, size := 0, 0
+	for it := fields; it.left > 0; {
+		name, nv := it.field()
+		kept := keepName(keep, string(name)) != ""
+		for range nv {
+			if v := it.value(); kept {
+				nvals, size = nvals+1, size+len(v)
+			}
+		}
+	}
 	var sb strings.Builder
 	sb.Grow(size)
-	for range fields.count { // the values, concatenated into one string
-		name, nv, rest := fields.next()
+	for it := fields; it.left > 0; {
+		name, nv := it.field()
+		kept := keepName(keep, string(name)) != ""
 		for range nv {
-			var v []byte
-			v, rest, _ = chunk(rest)
-			if keepName(keep, string(name)) != "" {
+			if v := it.value(); kept {
 				sb.Write(v)
 			}
 		}
-		fields.b = rest
 	}
 	all, off := sb.String(), 0
+	vals := make([]string, 0, nvals+1)
 	dst := w.Header()
-	fields.b, fields.count = fields.start, fields.startCount
-	for range fields.count {
-		name, nv, rest := fields.next()
+	for it := fields; it.left > 0; {
+		name, nv := it.field()
 		k := keepName(keep, string(name))
 		from := len(vals)
 		for range nv {
-			var v []byte
-			v, rest, _ = chunk(rest)
-			if k != "" {
+			if v := it.value(); k != "" {
 				vals = append(vals, all[off:off+len(v)])
 				off += len(v)
 			}
@@ -196,7 +184,6 @@ func replayResponse(w http.ResponseWriter, plain []byte, keep map[string]string)
 		if k != "" {
 			dst[k] = vals[from:len(vals):len(vals)]
 		}
-		fields.b = rest
 	}
 	vals = append(vals, "true")
 	dst[HeaderReplayed] = vals[len(vals)-1:]
@@ -205,57 +192,59 @@ func replayResponse(w http.ResponseWriter, plain []byte, keep map[string]string)
 	return status, nil
 }
 
-// responseFields walks the header fields of a checked binary response.
+// responseFields walks the header fields of a response that scanResponse
+// checked: field, then value for each of its values, while left > 0.
 type responseFields struct {
-	b, start          []byte
-	count, startCount uint64
+	b    []byte
+	left uint64 // fields not yet walked
 }
 
-// next returns the name and value count of the next field, and the rest
-// starting at its values; the caller sets b past them.
-func (f *responseFields) next() (name []byte, nvals uint64, rest []byte) {
-	name, rest, _ = chunk(f.b)
-	nvals, rest, _ = uvarint(rest)
-	return name, nvals, rest
+// field returns the next field's name and value count.
+func (f *responseFields) field() (name []byte, nvals uint64) {
+	f.left--
+	name, f.b, _ = chunk(f.b)
+	nvals, f.b, _ = uvarint(f.b)
+	return name, nvals
 }
 
-// scanResponse checks the whole binary form of a response as
-// UnmarshalBinary does, and returns its status, its fields, its body, and
-// the count and total size of the values of the fields that keep holds.
-func scanResponse(b []byte, keep map[string]string) (status int, fields responseFields, body []byte, nvals, size int, err error) {
+// value returns the current field's next value.
+func (f *responseFields) value() []byte {
+	v, rest, _ := chunk(f.b)
+	f.b = rest
+	return v
+}
+
+// scanResponse checks the whole binary form of a response and returns its
+// status, its header fields to walk and its body; anything that is not
+// what MarshalBinary writes is errResponseFormat.
+func scanResponse(b []byte) (status int, fields responseFields, body []byte, err error) {
 	if len(b) < len(responseMagic)+2 || [3]byte(b[:3]) != responseMagic {
-		return 0, fields, nil, 0, 0, errResponseFormat
+		return 0, fields, nil, errResponseFormat
 	}
 	b = b[3:]
 	status = int(binary.BigEndian.Uint16(b))
 	b = b[2:]
 	if status < 100 || status > 999 {
-		return 0, fields, nil, 0, 0, errResponseFormat
+		return 0, fields, nil, errResponseFormat
 	}
 	count, b, ok := uvarint(b)
 	if !ok || count > uint64(len(b)) {
-		return 0, fields, nil, 0, 0, errResponseFormat
+		return 0, fields, nil, errResponseFormat
 	}
-	fields = responseFields{b: b, start: b, count: count, startCount: count}
+	fields = responseFields{b: b, left: count}
 	for range count {
-		var name, value []byte
 		var nv uint64
-		if name, b, ok = chunk(b); !ok {
-			return 0, fields, nil, 0, 0, errResponseFormat
+		if _, b, ok = chunk(b); !ok {
+			return 0, fields, nil, errResponseFormat
 		}
 		if nv, b, ok = uvarint(b); !ok || nv > uint64(len(b))+1 {
-			return 0, fields, nil, 0, 0, errResponseFormat
+			return 0, fields, nil, errResponseFormat
 		}
-		kept := keepName(keep, string(name)) != ""
 		for range nv {
-			if value, b, ok = chunk(b); !ok {
-				return 0, fields, nil, 0, 0, errResponseFormat
-			}
-			if kept {
-				nvals++
-				size += len(value)
+			if _, b, ok = chunk(b); !ok {
+				return 0, fields, nil, errResponseFormat
 			}
 		}
 	}
-	return status, fields, b, nvals, size, nil
+	return status, fields, b, nil
 }
