@@ -2,15 +2,18 @@ package idem
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/dunglas/httpsfv"
 )
@@ -181,4 +184,65 @@ func TestAppendResponseHeadKeeps(t *testing.T) {
 			t.Fatalf("%d kept: got %d %v %q, want %v", n, got.Status, got.Header, got.Body, want)
 		}
 	}
+}
+
+// captureStore answers the first request's Reserve and keeps the Result of
+// its Complete, as an in-memory store would; nothing else is implemented.
+type captureStore struct {
+	Store
+	result []byte
+}
+
+func (s *captureStore) Reserve(_ context.Context, p ReserveParams) (Record, bool, error) {
+	now := time.Now()
+	return Record{Ident: p.Ident, Fingerprint: p.Fingerprint, Status: StatusProcessing, Owner: Owner{Token: p.Owner, Fence: 1},
+		LeaseExpiresAt: now.Add(p.Lease), ReadAt: now, CreatedAt: now, Attempts: 1, Version: 1}, true, nil
+}
+
+func (s *captureStore) Complete(_ context.Context, _ Ident, _ Owner, c Completion) error {
+	s.result = c.Result
+	return nil
+}
+
+// TestStoredResultKeepsNoResponseAlive: the sealed result the middleware
+// hands to the store may share memory with the request's working block;
+// a store that keeps it must not keep the response writer (and through it
+// the response) alive once the request is over.
+func TestStoredResultKeepsNoResponseAlive(t *testing.T) {
+	store := &captureStore{}
+	e, err := New(store, WithSecret(bytes.Repeat([]byte("s"), MinSecretBytes)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMiddleware(e, MiddlewareConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m.Required()(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"id":1}`))
+	}))
+	collected := make(chan struct{})
+	func() {
+		w := httptest.NewRecorder()
+		runtime.AddCleanup(w, func(ch chan struct{}) { close(ch) }, collected)
+		r := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{"sku":"a"}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set(keyHeader, `"018f3c2e-7b1a-7000-8000-000000000001"`)
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusCreated || len(store.result) == 0 {
+			t.Fatalf("status %d, stored %d bytes", w.Code, len(store.result))
+		}
+	}()
+	for range 50 {
+		runtime.GC()
+		select {
+		case <-collected:
+			runtime.KeepAlive(store.result)
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	t.Fatal("the response writer is still reachable from the stored result")
 }
