@@ -11,14 +11,30 @@ import (
 // encode alike (SPEC H5). The console finds a record from a raw key by
 // computing the same digest.
 func Digest(scope, operation, key string) string {
-	h := sha256.New()
-	var n [8]byte
+	// One buffer hashed in one go: the same digest as writing the parts
+	// one by one, without an allocation per part (scope, operation and key
+	// are at most 255 bytes each, so the stack buffer nearly always fits).
+	var stack [512]byte
+	b := stack[:0]
 	for _, part := range [...]string{"unstuck/idem/v1", scope, operation, key} {
-		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
-		h.Write(n[:])
-		h.Write([]byte(part))
+		b = appendPart(b, part)
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	return hexSum(sha256.Sum256(b))
+}
+
+// appendPart appends s to b with its length before it (8 bytes, big
+// endian), so that no two sequences of parts encode alike.
+func appendPart(b []byte, s string) []byte {
+	b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// hexSum returns the lowercase hex form of a SHA-256 sum with one
+// allocation (the string).
+func hexSum(d [sha256.Size]byte) string {
+	var out [2 * sha256.Size]byte
+	hex.Encode(out[:], d[:])
+	return string(out[:])
 }
 
 // SafeKeyID returns a short identifier of a key that can be logged: the

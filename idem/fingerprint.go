@@ -3,8 +3,6 @@ package idem
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -67,7 +65,7 @@ func Fingerprint(r *http.Request, maxBody int64) (fp string, body []byte, err er
 		return "", nil, fmt.Errorf("idem: fingerprint: maxBody %d must be positive", maxBody)
 	}
 	if r.Body != nil {
-		body, err = io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+		body, err = readBody(r.Body, r.ContentLength, maxBody)
 		if err != nil {
 			return "", nil, fmt.Errorf("idem: fingerprint: read body: %w", err)
 		}
@@ -76,24 +74,11 @@ func Fingerprint(r *http.Request, maxBody int64) (fp string, body []byte, err er
 		}
 	}
 
-	var stack [512]byte
-	fw := fingerprintWriter{buf: stack[:0]}
-	fw.str("unstuck/idem/fingerprint/v1")
-	fw.str(r.Method)
-	fw.str(r.URL.EscapedPath())
-	fw.str(r.URL.RawQuery)
-
 	ct := strings.Join(r.Header.Values("Content-Type"), ", ")
 	if simpleMediaType(ct) {
-		// "application/json" and the like are their own canonical form:
-		// the same bytes as the parse-and-format path below, without it.
-		fw.str("canonical")
-		fw.str(ct)
-		fw.str("body")
-		bodySum := sha256.Sum256(body)
-		fw.sum(bodySum[:])
-		return fw.hex(), body, nil
+		return simpleFingerprint(r, ct, body), body, nil
 	}
+	fw := fingerprintWriter{buf: appendRequestParts(make([]byte, 0, 512), r)}
 	mediaType, params, perr := mime.ParseMediaType(ct)
 	if perr == nil && mediaType == "multipart/form-data" {
 		boundary := params["boundary"]
@@ -114,6 +99,63 @@ func Fingerprint(r *http.Request, maxBody int64) (fp string, body []byte, err er
 	return fw.hex(), body, nil
 }
 
+// readBodyHintMax caps the buffer readBody allocates up front on the word
+// of a Content-Length: a client that declares a large body and sends little
+// does not get a large allocation for it.
+const readBodyHintMax = 64 << 10
+
+// readBody reads r to its end, or to max+1 bytes, as
+// io.ReadAll(io.LimitReader(r, max+1)) does. A positive length hint (the
+// request's Content-Length) sizes the buffer up front, so a body that
+// matches its Content-Length is read into one allocation.
+func readBody(r io.Reader, hint, max int64) ([]byte, error) {
+	size := int64(512)
+	if hint > 0 {
+		size = min(hint, max, readBodyHintMax) + 1 // +1: room to see EOF (or one byte too many) without growing
+	}
+	b := make([]byte, 0, size)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grow as append does
+		}
+		room := b[len(b):int(min(int64(cap(b)), max+1))]
+		n, err := r.Read(room)
+		b = b[:len(b)+n]
+		if err == io.EOF { //nolint:errorlint // io.Reader returns a bare io.EOF, as io.ReadAll assumes.
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if int64(len(b)) > max {
+			return b, nil
+		}
+	}
+}
+
+// simpleFingerprint is Fingerprint for a Content-Type that is its own
+// canonical form ("application/json" and the like): the same bytes as the
+// parse-and-format path, without it, hashed from a buffer on the stack.
+func simpleFingerprint(r *http.Request, ct string, body []byte) string {
+	var stack [512]byte
+	b := appendRequestParts(stack[:0], r)
+	b = appendPart(b, "canonical")
+	b = appendPart(b, ct)
+	b = appendPart(b, "body")
+	bodySum := sha256.Sum256(body)
+	b = appendPart(b, string(bodySum[:]))
+	return hexSum(sha256.Sum256(b))
+}
+
+// appendRequestParts appends the parts of the fingerprint that come before
+// the Content-Type.
+func appendRequestParts(b []byte, r *http.Request) []byte {
+	b = appendPart(b, "unstuck/idem/fingerprint/v1")
+	b = appendPart(b, r.Method)
+	b = appendPart(b, r.URL.EscapedPath())
+	return appendPart(b, r.URL.RawQuery)
+}
+
 // fingerprintWriter collects length-prefixed parts, hashed at the end in
 // one go (the same digest as writing them one by one, without an
 // allocation per part).
@@ -122,18 +164,15 @@ type fingerprintWriter struct {
 }
 
 func (w *fingerprintWriter) str(s string) {
-	w.buf = binary.BigEndian.AppendUint64(w.buf, uint64(len(s)))
-	w.buf = append(w.buf, s...)
+	w.buf = appendPart(w.buf, s)
 }
 
 func (w *fingerprintWriter) sum(s []byte) {
-	w.buf = binary.BigEndian.AppendUint64(w.buf, uint64(len(s)))
-	w.buf = append(w.buf, s...)
+	w.buf = appendPart(w.buf, string(s))
 }
 
 func (w *fingerprintWriter) hex() string {
-	d := sha256.Sum256(w.buf)
-	return hex.EncodeToString(d[:])
+	return hexSum(sha256.Sum256(w.buf))
 }
 
 // simpleMediaType reports whether ct is a lowercase type/subtype without

@@ -120,6 +120,9 @@ func ParseKeyHeader(h http.Header, r KeyRules) (key string, err error) {
 		return "", invalidKey(fmt.Sprintf("repeated: %d field lines, one allowed", len(lines)))
 	}
 	raw := lines[0]
+	if k, ok := plainSFString(raw); ok {
+		return checkKeyLength(k, r)
+	}
 	item, perr := httpsfv.UnmarshalItem(lines)
 	if perr == nil {
 		if s, ok := item.Value.(string); ok {
@@ -139,6 +142,24 @@ func ParseKeyHeader(h http.Header, r KeyRules) (key string, err error) {
 	default:
 		return "", invalidKey(bareItemKind(item.Value) + ", not a string")
 	}
+}
+
+// plainSFString returns the content of v when v is exactly an RFC 9651
+// String without escapes or parameters: '"', then printable ASCII (0x20–0x7E)
+// other than '"' and '\', then '"'. Such a value parses as that String and
+// nothing else, so this is the parser's answer without the parser's
+// allocations; any other value goes to the parser.
+func plainSFString(v string) (string, bool) {
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+		return "", false
+	}
+	inner := v[1 : len(v)-1]
+	for i := range len(inner) {
+		if c := inner[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return "", false
+		}
+	}
+	return inner, true
 }
 
 // checkKeyLength applies the length rule of ParseKeyHeader to a decoded key.

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 )
@@ -124,7 +123,7 @@ type Middleware struct {
 	engine  *Engine
 	cfg     MiddlewareConfig
 	methods map[string]bool
-	replay  map[string]bool
+	replay  map[string]string // the replayed headers, canonical name to itself
 	log     *slog.Logger
 }
 
@@ -169,13 +168,13 @@ func NewMiddleware(e *Engine, cfg MiddlewareConfig) (*Middleware, error) {
 	if _, ok := e.store.(TxStore); cfg.Transactional && !ok {
 		return nil, errors.New("idem: middleware: Transactional needs a store that implements idem.TxStore")
 	}
-	m := &Middleware{engine: e, cfg: cfg, methods: map[string]bool{}, replay: map[string]bool{}, log: e.log}
+	m := &Middleware{engine: e, cfg: cfg, methods: map[string]bool{}, replay: map[string]string{}, log: e.log}
 	for _, meth := range cfg.Methods {
 		m.methods[meth] = true
 	}
 	for _, h := range cfg.ReplayedHeaders {
 		if c := http.CanonicalHeaderKey(h); c != "Set-Cookie" {
-			m.replay[c] = true
+			m.replay[c] = c
 		}
 	}
 	return m, nil
@@ -306,11 +305,12 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	scope := m.resolveScope(r)
-	var bad *ValidationError
-	if errors.As(checkScope(scope), &bad) {
-		m.reject(w, r, RejectedEvent{Code: CodeInvalidScope, Status: http.StatusBadRequest, Route: route},
-			"The caller's identity cannot scope an idempotency key ("+bad.Field+": "+bad.Reason+").", 0)
-		return
+	if err := checkScope(scope); err != nil {
+		if bad := (*ValidationError)(nil); errors.As(err, &bad) {
+			m.reject(w, r, RejectedEvent{Code: CodeInvalidScope, Status: http.StatusBadRequest, Route: route},
+				"The caller's identity cannot scope an idempotency key ("+bad.Field+": "+bad.Reason+").", 0)
+			return
+		}
 	}
 	if scope == "" {
 		// A configuration error, not the client's: no resolver answered.
@@ -334,7 +334,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			"The request body cannot be read as its Content-Type says.", 0)
 		return
 	}
-	r.Body = readCloser{bytes.NewReader(body)}
+	x := new(exchange) // one allocation for the body reader, the recorder and its buffer
+	x.body.Reset(body)
+	r.Body = &x.body
 	rq := request{route: route, scope: scope, req: Request{Fingerprint: fp},
 		id: Ident{Scope: scope, Operation: route, KeyDigest: Digest(scope, route, key)}}
 
@@ -352,16 +354,23 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	st := m.engine.newRunState(m.engine.store, c.rec)
-	rec := newRecorder(w, m.cfg.MaxResponseBytes, false)
+	rec := &x.rec
+	rec.init(w, m.cfg.MaxResponseBytes, false, m.replay, x.buf[:])
 	m.runHandler(rec, r, next, st)
-	switch err := m.finish(r.Context(), st, rec); {
+	err = m.finish(r.Context(), st, rec)
+	status := rec.statusCode()
+	// The stored result may alias x.buf and outlive the request (in a
+	// store, in a background recording): drop x's references to the
+	// request and the response, so that it keeps nothing else alive.
+	x.rec, x.body = recorder{}, bodyReader{}
+	switch {
 	case errors.Is(err, ErrOutcomeUnrecorded):
 		// The response went to the client: the effect ran. Repeats get
 		// 409 while the record is written in the background, then the
 		// stored response.
-		st.logger().Warn("idem: response delivered; its record is being written in the background", "status", rec.statusCode(), "error", err.Error())
+		st.logger().Warn("idem: response delivered; its record is being written in the background", "status", status, "error", err.Error())
 	case err != nil:
-		st.logger().Error("idem: response delivered but not recorded", "status", rec.statusCode(), "error", err.Error())
+		st.logger().Error("idem: response delivered but not recorded", "status", status, "error", err.Error())
 	}
 }
 
@@ -397,9 +406,9 @@ func (m *Middleware) finish(ctx context.Context, st *runState, rec *recorder) er
 	if status >= 400 {
 		c.Status = StatusFailed
 	}
-	env, err := StoredResponse{Status: status, Header: m.replayable(rec.storedHeader()), Body: rec.buf.Bytes()}.MarshalBinary()
+	env, err := rec.stored()
 	if err == nil {
-		c.Result, err = m.engine.sealer.seal(st.id, st.rec.Fingerprint, env)
+		c.Result, err = m.engine.sealer.sealInPlace(st.id, st.rec.Fingerprint, env)
 	}
 	if err != nil {
 		// The response went out: the key must never run again.
@@ -415,16 +424,6 @@ type StoredResponse struct {
 	Status int         `json:"status"`
 	Header http.Header `json:"header,omitempty"`
 	Body   []byte      `json:"body,omitempty"`
-}
-
-func (m *Middleware) replayable(h http.Header) http.Header {
-	out := http.Header{}
-	for k, v := range h {
-		if m.replay[http.CanonicalHeaderKey(k)] {
-			out[http.CanonicalHeaderKey(k)] = slices.Clone(v)
-		}
-	}
-	return out
 }
 
 // acquireWaiting acquires the key, waiting up to WaitInFlight for an
@@ -471,22 +470,14 @@ func (m *Middleware) answer(w http.ResponseWriter, r *http.Request, rq request, 
 		ev.Code, ev.Status = CodeKeyReused, http.StatusUnprocessableEntity
 		m.reject(w, r, ev, "This Idempotency-Key was already used with a different request.", 0)
 	case ActionReplay:
-		resp, err := m.open(c.rec)
+		status, err := m.replayTo(w, c.rec)
 		if err != nil {
 			ev.Code, ev.Status = CodeResponseUnavailable, http.StatusConflict
 			m.reject(w, r, ev, "The request with this Idempotency-Key was processed, but its response cannot be replayed.", 0)
 			return
 		}
-		for k, v := range resp.Header {
-			if m.replay[http.CanonicalHeaderKey(k)] {
-				w.Header()[http.CanonicalHeaderKey(k)] = v
-			}
-		}
-		w.Header().Set(HeaderReplayed, "true")
-		w.WriteHeader(resp.Status)
-		_, _ = w.Write(resp.Body)
 		if m.cfg.OnReplayed != nil {
-			m.cfg.OnReplayed(r, ReplayedEvent{KeyID: ev.KeyID, Scope: rq.scope, Route: rq.route, Status: resp.Status})
+			m.cfg.OnReplayed(r, ReplayedEvent{KeyID: ev.KeyID, Scope: rq.scope, Route: rq.route, Status: status})
 		}
 	default:
 		ev.Code, ev.Status = CodeResponseUnavailable, http.StatusConflict
@@ -494,19 +485,20 @@ func (m *Middleware) answer(w http.ResponseWriter, r *http.Request, rq request, 
 	}
 }
 
-// open returns the stored response of rec; anything that does not open and
-// decode cleanly is unavailable (fail closed).
-func (m *Middleware) open(rec Record) (StoredResponse, error) {
-	var resp StoredResponse
+// replayTo writes the stored response of rec to w; anything that does not
+// open and decode cleanly is unavailable (fail closed), and then nothing
+// is written.
+func (m *Middleware) replayTo(w http.ResponseWriter, rec Record) (status int, err error) {
 	plain, err := m.engine.openStored(rec)
 	if err != nil {
-		return StoredResponse{}, err
+		return 0, err
 	}
-	if err := resp.UnmarshalBinary(plain); err != nil {
+	status, err = replayResponse(w, plain, m.replay)
+	if err != nil {
 		m.log.Warn("idem: stored response cannot be decoded", "key_id", SafeKeyID(rec.KeyDigest), "operation", rec.Operation, "record_id", rec.ID, "error", err.Error())
-		return StoredResponse{}, err
+		return 0, err
 	}
-	return resp, nil
+	return status, nil
 }
 
 func (m *Middleware) storeFailed(w http.ResponseWriter, r *http.Request, rq request, err error) {
@@ -560,6 +552,19 @@ func invalidDetail(err error) string {
 	return "The Idempotency-Key is invalid."
 }
 
-type readCloser struct{ *bytes.Reader }
+// exchange is what the middleware keeps for one request, in one
+// allocation: the reader over the request body put back for the handler,
+// the recorder of its response, and the first bytes of the stored copy
+// (a response that fits is encoded and sealed there, in place).
+type exchange struct {
+	body bodyReader
+	rec  recorder
+	buf  [512]byte
+}
 
-func (readCloser) Close() error { return nil }
+// bodyReader is the request body, read into memory, put back on the
+// request.
+type bodyReader struct{ bytes.Reader }
+
+// Close does nothing: the body is in memory.
+func (*bodyReader) Close() error { return nil }

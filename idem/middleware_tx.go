@@ -47,7 +47,7 @@ func (m *Middleware) serveTx(w http.ResponseWriter, r *http.Request, next http.H
 		}
 		st := m.engine.newRunState(tx, c.rec)
 		st.inTx = true
-		rec = newRecorder(w, m.cfg.MaxResponseBytes, true)
+		rec = newRecorder(w, m.cfg.MaxResponseBytes, true, m.replay, nil)
 		if p := serveRecovering(rec, r.WithContext(withRunState(ctx, st)), next); p != nil {
 			return p
 		}

@@ -14,23 +14,39 @@ type recorder struct {
 	w        http.ResponseWriter
 	buffered bool
 	limit    int
+	keep     map[string]string // the replayed headers' canonical names
 
 	own      http.Header // buffered mode: the handler's header map
-	header   http.Header // snapshot at WriteHeader
 	status   int
 	wrote    bool
-	buf      bytes.Buffer // the stored copy, at most limit bytes
+	env      []byte       // sealRoom bytes, the response's binary head at WriteHeader, then its body (at most limit bytes)
+	bodyAt   int          // where the body starts in env
 	all      bytes.Buffer // buffered mode: the whole body
 	overflow bool         // the body went past limit
 	streamed bool         // Flush or Hijack was used
 }
 
-func newRecorder(w http.ResponseWriter, limit int, buffered bool) *recorder {
-	r := &recorder{w: w, limit: limit, buffered: buffered}
+// newRecorder returns a recorder that stores the headers of keep. buf is
+// where the stored copy starts (its capacity is used, none of its bytes).
+func newRecorder(w http.ResponseWriter, limit int, buffered bool, keep map[string]string, buf []byte) *recorder {
+	r := &recorder{}
+	r.init(w, limit, buffered, keep, buf)
+	return r
+}
+
+func (r *recorder) init(w http.ResponseWriter, limit int, buffered bool, keep map[string]string, buf []byte) {
+	*r = recorder{w: w, limit: limit, buffered: buffered, keep: keep, env: buf[:0]}
 	if buffered {
 		r.own = http.Header{}
 	}
-	return r
+}
+
+// head starts the stored copy: room for the seal, then the binary head of
+// the response with the kept headers of h as they are now.
+func (r *recorder) head(status int, h http.Header) {
+	r.env = append(r.env[:0], make([]byte, sealRoom)...)
+	r.env = appendResponseHead(r.env, status, h, r.keep)
+	r.bodyAt = len(r.env)
 }
 
 func (r *recorder) Header() http.Header {
@@ -51,7 +67,9 @@ func (r *recorder) WriteHeader(code int) {
 		return
 	}
 	r.wrote, r.status = true, code
-	r.header = r.Header().Clone()
+	if code <= 999 {
+		r.head(code, r.Header())
+	}
 	if !r.buffered {
 		r.w.WriteHeader(code)
 	}
@@ -62,11 +80,11 @@ func (r *recorder) Write(p []byte) (int, error) {
 		r.WriteHeader(http.StatusOK)
 	}
 	if !r.overflow {
-		if r.buf.Len()+len(p) > r.limit {
+		if len(r.env)-r.bodyAt+len(p) > r.limit {
 			r.overflow = true
-			r.buf.Reset()
+			r.env = nil
 		} else {
-			r.buf.Write(p)
+			r.env = append(r.env, p...)
 		}
 	}
 	if r.buffered {
@@ -107,14 +125,19 @@ func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (r *recorder) Unwrap() http.ResponseWriter { return r.w }
 
-// storedHeader is the header as sent: the snapshot at WriteHeader, or the
-// current header of a handler that wrote nothing (net/http sends 200 with
-// it when the handler returns).
-func (r *recorder) storedHeader() http.Header {
+// stored returns the response as stored: sealRoom bytes of room, then its
+// binary form (see [StoredResponse.MarshalBinary]) with the kept headers
+// as sent: at WriteHeader, or now for a handler that wrote nothing
+// (net/http sends 200 with them when the handler returns). It fails for a
+// status outside 100..999.
+func (r *recorder) stored() ([]byte, error) {
 	if !r.wrote {
-		return r.Header()
+		r.head(http.StatusOK, r.Header())
 	}
-	return r.header
+	if s := r.statusCode(); s < 100 || s > 999 {
+		return nil, errResponseStatus
+	}
+	return r.env, nil
 }
 
 func (r *recorder) statusCode() int {

@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // Envelope layout. A sealed result is
@@ -102,36 +103,56 @@ func deriveSealKey(secret []byte) (*sealKey, error) {
 	return k, nil
 }
 
-// additionalData binds an envelope to its record.
-func additionalData(id Ident, fingerprint string) []byte {
-	var b bytes.Buffer
-	var n [4]byte
+// adPool holds buffers for the additional data, which escapes into the
+// AEAD interface: pooled, it costs no allocation per seal or open.
+var adPool = sync.Pool{New: func() any { return new([512]byte) }}
+
+// additionalData appends the data that binds an envelope to its record to
+// dst.
+func additionalData(dst []byte, id Ident, fingerprint string) []byte {
 	for _, part := range [...]string{"unstuck/idem/result/v1", id.Scope, id.Operation, id.KeyDigest, fingerprint} {
-		binary.BigEndian.PutUint32(n[:], uint32(len(part)))
-		b.Write(n[:])
-		b.WriteString(part)
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(part)))
+		dst = append(dst, part...)
 	}
-	return b.Bytes()
+	return dst
 }
+
+// sealRoom is the room sealInPlace needs before the plaintext: the longest
+// envelope header.
+const sealRoom = headerSize + keyIDSize + nonceSize
 
 // seal returns the envelope of plaintext for the record id with fingerprint.
 func (s *sealer) seal(id Ident, fingerprint string, plaintext []byte) ([]byte, error) {
+	buf := make([]byte, sealRoom, sealRoom+len(plaintext)+sealOverhead)
+	return s.sealInPlace(id, fingerprint, append(buf, plaintext...))
+}
+
+// sealOverhead is the AEAD's tag size (AES-GCM: 16 bytes).
+const sealOverhead = 16
+
+// sealInPlace returns the envelope of buf[sealRoom:] for the record id with
+// fingerprint, written over buf: the envelope is a subslice of buf when buf
+// has sealOverhead bytes of spare capacity, else a new slice. buf[:sealRoom]
+// is scratch; the caller must not use buf afterwards.
+func (s *sealer) sealInPlace(id Ident, fingerprint string, buf []byte) ([]byte, error) {
 	if s.plain {
-		out := make([]byte, 0, headerSize+len(plaintext))
-		out = append(out, magicPlain...)
-		out = append(out, envelopeVersion)
-		return append(out, plaintext...), nil
+		out := buf[sealRoom-headerSize:]
+		copy(out, magicPlain)
+		out[2] = envelopeVersion
+		return out, nil
 	}
 	k := s.current
-	out := make([]byte, headerSize+keyIDSize+nonceSize, headerSize+keyIDSize+nonceSize+len(plaintext)+k.aead.Overhead())
-	copy(out, magicSealed)
-	out[2] = envelopeVersion
-	copy(out[headerSize:], k.id[:])
-	nonce := out[headerSize+keyIDSize:]
+	copy(buf, magicSealed)
+	buf[2] = envelopeVersion
+	copy(buf[headerSize:], k.id[:])
+	nonce := buf[headerSize+keyIDSize : sealRoom]
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, fmt.Errorf("idem: nonce: %w", err)
 	}
-	return k.aead.Seal(out, nonce, plaintext, additionalData(id, fingerprint)), nil
+	ad := adPool.Get().(*[512]byte)
+	defer adPool.Put(ad)
+	// Output over the plaintext, in place (exact overlap is allowed).
+	return k.aead.Seal(buf[:sealRoom], nonce, buf[sealRoom:], additionalData(ad[:0], id, fingerprint)), nil
 }
 
 // open returns the plaintext of an envelope written by seal for the same
@@ -159,7 +180,9 @@ func (s *sealer) open(id Ident, fingerprint string, envelope []byte) ([]byte, er
 			return nil, fmt.Errorf("%w: sealed under an unknown secret (key id %x)", errEnvelope, kid)
 		}
 		nonce := envelope[headerSize+keyIDSize : headerSize+keyIDSize+nonceSize]
-		pt, err := k.aead.Open(nil, nonce, envelope[headerSize+keyIDSize+nonceSize:], additionalData(id, fingerprint))
+		ad := adPool.Get().(*[512]byte)
+		defer adPool.Put(ad)
+		pt, err := k.aead.Open(nil, nonce, envelope[headerSize+keyIDSize+nonceSize:], additionalData(ad[:0], id, fingerprint))
 		if err != nil {
 			return nil, fmt.Errorf("%w: authentication failed", errEnvelope)
 		}
