@@ -13,6 +13,7 @@ import (
 
 	"github.com/alexedwards/scs/v2"
 	"github.com/casbin/casbin/v2"
+	"github.com/go-chi/chi/v5"
 	casbinmodel "github.com/casbin/casbin/v2/model"
 	stringadapter "github.com/casbin/casbin/v2/persist/string-adapter"
 
@@ -73,7 +74,7 @@ func NewSessionManager(st scs.Store, idle, absolute time.Duration, secure bool) 
 // requireUser loads the signed-in user on every request — so a disabled
 // account or a changed role takes effect at once — and sends anyone else to
 // the sign-in page.
-func requireUser(sm *scs.SessionManager, users userFinder, enf *casbin.Enforcer, log *slog.Logger) func(http.Handler) http.Handler {
+func requireUser(sm *scs.SessionManager, users userFinder, az *authorizer, log *slog.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ctx := r.Context()
@@ -101,8 +102,7 @@ func requireUser(sm *scs.SessionManager, users userFinder, enf *casbin.Enforcer,
 			}
 			role := u.Role
 			v := &views.Viewer{Username: u.Username, Role: role, Can: func(obj, act string) bool {
-				allowed, err := enf.Enforce(role, obj, act)
-				return err == nil && allowed
+				return az.can(role, obj, act)
 			}}
 			next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, viewerKey{}, v)))
 		})
@@ -112,11 +112,11 @@ func requireUser(sm *scs.SessionManager, users userFinder, enf *casbin.Enforcer,
 // authorize checks every request against the casbin policy: the role may
 // do this method on this path, or the answer is 403 (deny by default).
 // denied is told of every refusal (to audit it).
-func authorize(log *slog.Logger, denied func(*http.Request)) func(http.Handler) http.Handler {
+func authorize(az *authorizer, log *slog.Logger, denied func(*http.Request)) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			v := viewerFrom(r.Context())
-			if v == nil || !v.Can(r.URL.EscapedPath(), r.Method) {
+			if v == nil || !allowedRoute(az, v.Role, r) {
 				denied(r)
 				writeError(w, r, log, appError(EForbidden, "Your role may not do this."))
 				return
@@ -124,6 +124,17 @@ func authorize(log *slog.Logger, denied func(*http.Request)) func(http.Handler) 
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// allowedRoute asks az about the route the request matched (its chi
+// pattern), or about its path when the route context has no pattern.
+func allowedRoute(az *authorizer, role string, r *http.Request) bool {
+	if rctx := chi.RouteContext(r.Context()); rctx != nil {
+		if p := rctx.RoutePattern(); p != "" {
+			return az.canPattern(role, p, r.Method)
+		}
+	}
+	return az.can(role, r.URL.EscapedPath(), r.Method)
 }
 
 // Bounds of the sign-in form (issue 10): checked before any work, any
