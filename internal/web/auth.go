@@ -13,9 +13,9 @@ import (
 
 	"github.com/alexedwards/scs/v2"
 	"github.com/casbin/casbin/v2"
-	"github.com/go-chi/chi/v5"
 	casbinmodel "github.com/casbin/casbin/v2/model"
 	stringadapter "github.com/casbin/casbin/v2/persist/string-adapter"
+	"github.com/go-chi/chi/v5"
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/internal/auth"
