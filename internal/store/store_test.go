@@ -2,6 +2,7 @@ package store
 
 import (
 	"cmp"
+	"context"
 	"crypto/rand"
 	"database/sql"
 	"encoding/base64"
@@ -796,5 +797,93 @@ func TestUnlockUser(t *testing.T) {
 		got.UpdatedAt = u.UpdatedAt
 		require.Equal(t, u, got, "nothing else changed")
 		require.ErrorIs(t, b.db.UnlockUser(ctx, "nobody"), ErrNotFound)
+	})
+}
+
+// TestSessionCommitSkipped: issue 12 — with an idle timeout scs commits the
+// session on every request; with WithSessionMemo the store writes it only
+// when its data change or the idle deadline would move by more than the
+// slack (min(1 minute, idle/16)), so an idle session still ends within
+// that slack of its idle timeout.
+func TestSessionCommitSkipped(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, b testBundle) {
+		ss := b.db.SessionStore()
+		stored := func(token string) ([]byte, time.Time) {
+			t.Helper()
+			data, expiry, found, err := ss.(*sessionStore).find(t.Context(), token)
+			require.NoError(t, err)
+			require.True(t, found)
+			return data, expiry
+		}
+		sm := scs.New()
+		sm.Store = ss
+		sm.IdleTimeout = 30 * time.Minute
+		ctx, err := sm.Load(t.Context(), "")
+		require.NoError(t, err)
+		sm.Put(ctx, "user_id", int64(7))
+		sm.Put(ctx, "role", "oncall")
+		token, _, err := sm.Commit(ctx)
+		require.NoError(t, err)
+		data, _ := stored(token)
+		// request loads the session, as LoadAndSave does, and commits it
+		// after changing it or not.
+		request := func(memo bool, change func(context.Context)) {
+			t.Helper()
+			ctx := t.Context()
+			if memo {
+				ctx = WithSessionMemo(ctx)
+			}
+			ctx, err := sm.Load(ctx, token)
+			require.NoError(t, err)
+			require.Equal(t, int64(7), sm.GetInt64(ctx, "user_id"))
+			if change != nil {
+				change(ctx)
+			}
+			require.Equal(t, scs.Modified, sm.Status(ctx), "scs marks every request modified under an idle timeout")
+			_, _, err = sm.Commit(ctx)
+			require.NoError(t, err)
+		}
+		setExpiry := func(e time.Time) {
+			t.Helper()
+			require.NoError(t, ss.Commit(token, data, e))
+			_, got := stored(token)
+			require.WithinDuration(t, e, got, 2*time.Millisecond)
+		}
+
+		// 30 s short of the new deadline: within the slack, not written.
+		setExpiry(time.Now().Add(29*time.Minute + 30*time.Second))
+		_, before := stored(token)
+		for range 5 {
+			request(true, nil)
+		}
+		_, after := stored(token)
+		require.Equal(t, before, after, "an unchanged session within the slack is not written")
+
+		// Without the memo, every commit is written.
+		request(false, nil)
+		_, after = stored(token)
+		require.Greater(t, after.Sub(before), 25*time.Second, "written without the memo")
+
+		// More than the slack short: written.
+		setExpiry(time.Now().Add(28 * time.Minute))
+		request(true, nil)
+		_, after = stored(token)
+		require.WithinDuration(t, time.Now().Add(30*time.Minute), after, 10*time.Second, "the idle deadline is extended")
+
+		// Changed data: written, whatever the deadline.
+		request(true, func(ctx context.Context) { sm.Put(ctx, "role", "admin") })
+		ctx, err = sm.Load(t.Context(), token)
+		require.NoError(t, err)
+		require.Equal(t, "admin", sm.GetString(ctx, "role"))
+
+		// A short idle timeout keeps its proportion: 1 s idle, 0.2 s lag.
+		sm.IdleTimeout = time.Second
+		request(false, nil)
+		_, before = stored(token)
+		time.Sleep(200 * time.Millisecond)
+		request(true, nil)
+		_, after = stored(token)
+		require.Greater(t, after.Sub(before), 100*time.Millisecond, "1/16 of a second's idle timeout is less than 0.2 s")
 	})
 }

@@ -71,6 +71,15 @@ func NewSessionManager(st scs.Store, idle, absolute time.Duration, secure bool) 
 	return sm
 }
 
+// sessionMemo lets the session store skip the commit scs makes on every
+// request when only the idle deadline would move, and by little
+// (store.WithSessionMemo).
+func sessionMemo(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(store.WithSessionMemo(r.Context())))
+	})
+}
+
 // requireUser loads the signed-in user on every request — so a disabled
 // account or a changed role takes effect at once — and sends anyone else to
 // the sign-in page.

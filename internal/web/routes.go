@@ -117,7 +117,7 @@ func NewHandler(cfg Config) http.Handler {
 
 	// The console: sessions and cross-origin protection on every route.
 	r.Group(func(r chi.Router) {
-		r.Use(http.NewCrossOriginProtection().Handler, cfg.Sessions.LoadAndSave)
+		r.Use(http.NewCrossOriginProtection().Handler, sessionMemo, cfg.Sessions.LoadAndSave)
 		r.Method(http.MethodGet, "/login", handleLoginPage(logins))
 		r.Method(http.MethodPost, "/login", handleLogin(logins))
 		r.Method(http.MethodPost, "/logout", handleLogout(cfg.Sessions, log))
