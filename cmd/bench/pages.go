@@ -1,0 +1,310 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/unstuckhq/unstuck"
+	"github.com/unstuckhq/unstuck/driver/pgxv5"
+	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/internal/store"
+	"github.com/unstuckhq/unstuck/internal/web"
+)
+
+// pagesConfig is how "bench pages" measures.
+type pagesConfig struct {
+	Rounds, N, Warmup int
+	// CPUProfile, if set, receives a CPU profile of the rounds: the console
+	// serves in this process, so its handler's CPU is in it, with the
+	// clients' (HTTP, and pgx for the limits).
+	CPUProfile string
+	Out, Log   io.Writer
+}
+
+// pageRow is one page against its limit: the least SQL the database can
+// answer the page's content with, prepared, on a connection of its own,
+// the rows read raw (no decoding).
+type pageRow struct {
+	name, path, limitNote string
+	limit                 func(ctx context.Context, c *pgx.Conn) error
+}
+
+// pageResult is a row's timings: per round the median of each variant and
+// their ratio.
+type pageResult struct {
+	row               pageRow
+	page, limit, rate []float64 // per round: medians in ms, ratio
+}
+
+func runPages(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("pages", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dbURL := fs.String("db", "", "PostgreSQL `URL` of a database loaded by \"bench seed\" (required)")
+	rounds := fs.Int("rounds", 10, "rounds; each runs both variants of a row, in an order that alternates")
+	n := fs.Int("n", 50, "timed runs of each variant per round (the round keeps their median)")
+	warmup := fs.Int("warmup", 20, "untimed runs of each variant before the first round")
+	cpu := fs.String("cpuprofile", "", "write a CPU profile of the rounds (server and clients) to this `file`")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: bench pages --db URL [flags]
+
+Serves the real console (web.NewHandler over store.NewPostgres) on a
+loopback port, signs in as "bench" (role oncall), and times each page —
+the overview, /keys?state=failed, /operations?status=review_required —
+against its limit: the least SQL that reads the page's content, prepared,
+on one pgx connection, rows read raw. Both are client wall times over
+loopback, interleaved in rounds whose order alternates; each round keeps
+the median of each and their ratio. Prints min/median/max of the ratio.
+
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return errUsage
+	}
+	switch {
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "bench pages: unexpected argument %q\n", fs.Arg(0))
+		return errUsage
+	case *dbURL == "":
+		fmt.Fprintln(stderr, "bench pages: --db is required")
+		return errUsage
+	case *rounds < 1 || *n < 1 || *warmup < 0:
+		fmt.Fprintln(stderr, "bench pages: --rounds and --n must be positive, --warmup not negative")
+		return errUsage
+	}
+	_, err := measurePages(ctx, *dbURL, pagesConfig{Rounds: *rounds, N: *n, Warmup: *warmup, CPUProfile: *cpu, Out: stdout, Log: stderr})
+	return err
+}
+
+// The limits. Each reads what its page shows, by the index the page's
+// query uses, in one round trip.
+const (
+	// The keys list shows id, state (stuck needs the lease), operation,
+	// scope, external reference, attempts, updated.
+	limitKeysByStatusSQL = `SELECT id, status, operation, scope, external_ref, attempts, updated_at, lease_expires_at
+FROM unstuck_idem_record WHERE status = $1 ORDER BY updated_at DESC, id DESC LIMIT 51`
+	// The operations list shows id, type, status, current step,
+	// correlation ID, resolution, updated.
+	limitOpsByStatusSQL = `SELECT id, type, status, current_step, correlation_id, resolution, updated_at
+FROM unstuck_saga_operation WHERE status = $1 ORDER BY updated_at DESC, id DESC LIMIT 51`
+	// The overview: per status a count capped at 10 000 and the oldest
+	// change, the stuck count capped alike, the 20 oldest records needing
+	// attention, the same counts of operations, the 20 oldest under review.
+	limitKeyCountsSQL = `SELECT s, (SELECT count(*) FROM (SELECT 1 FROM unstuck_idem_record r WHERE r.status = s LIMIT 10001) x),
+    (SELECT min(updated_at) FROM unstuck_idem_record r WHERE r.status = s),
+    (SELECT count(*) FROM (SELECT 1 FROM unstuck_idem_record WHERE status = 'processing' AND lease_expires_at < now() LIMIT 10001) y)
+FROM unnest($1::text[]) s`
+	limitAttentionSQL = `(SELECT id, status, operation, scope, updated_at FROM unstuck_idem_record WHERE status = 'pending' ORDER BY updated_at, id LIMIT 20)
+UNION ALL (SELECT id, status, operation, scope, updated_at FROM unstuck_idem_record WHERE status = 'unavailable' ORDER BY updated_at, id LIMIT 20)
+UNION ALL (SELECT id, status, operation, scope, updated_at FROM unstuck_idem_record WHERE status = 'processing' AND lease_expires_at < now() ORDER BY updated_at, id LIMIT 20)
+ORDER BY updated_at, id LIMIT 20`
+	limitOpCountsSQL = `SELECT s, (SELECT count(*) FROM (SELECT 1 FROM unstuck_saga_operation o WHERE o.status = s LIMIT 10001) x),
+    (SELECT min(updated_at) FROM unstuck_saga_operation o WHERE o.status = s)
+FROM unnest($1::text[]) s`
+	limitReviewSQL = `SELECT id, type, status, current_step, review_reason, updated_at FROM unstuck_saga_operation
+WHERE status = 'review_required' ORDER BY updated_at, id LIMIT 20`
+)
+
+var (
+	keyStatuses = []string{"pending", "processing", "completed", "failed", "unavailable"}
+	opStatuses  = []string{"pending", "running", "compensating", "completed", "compensated", "failed", "review_required"}
+)
+
+func pageRows() []pageRow {
+	one := func(sql string, args ...any) func(ctx context.Context, c *pgx.Conn) error {
+		return func(ctx context.Context, c *pgx.Conn) error {
+			rows, err := c.Query(ctx, sql, args...)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				_ = rows.RawValues()
+			}
+			return rows.Err()
+		}
+	}
+	return []pageRow{
+		{name: "/", path: "/", limitNote: "4 statements in one pipelined batch: capped counts and oldest per status (keys, operations), 20 needing attention, 20 under review",
+			limit: func(ctx context.Context, c *pgx.Conn) error {
+				b := &pgx.Batch{}
+				b.Queue(limitKeyCountsSQL, keyStatuses)
+				b.Queue(limitAttentionSQL)
+				b.Queue(limitOpCountsSQL, opStatuses)
+				b.Queue(limitReviewSQL)
+				br := c.SendBatch(ctx, b)
+				for range b.Len() {
+					rows, err := br.Query()
+					if err != nil {
+						_ = br.Close()
+						return err
+					}
+					for rows.Next() {
+						_ = rows.RawValues()
+					}
+					if err := rows.Err(); err != nil {
+						_ = br.Close()
+						return err
+					}
+				}
+				return br.Close()
+			}},
+		{name: "/keys?state=failed", path: "/keys?state=failed", limitNote: "one SELECT of the 51 rows' shown columns by (status, updated_at, id)",
+			limit: one(limitKeysByStatusSQL, "failed")},
+		{name: "/operations?status=review_required", path: "/operations?status=review_required",
+			limitNote: "one SELECT of the 51 rows' shown columns by (status, updated_at, id)",
+			limit:     one(limitOpsByStatusSQL, "review_required")},
+	}
+}
+
+func measurePages(ctx context.Context, dbURL string, cfg pagesConfig) ([]*pageResult, error) {
+	pool, err := openPool(ctx, dbURL, 8)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+
+	db := store.NewPostgres(pool)
+	engine, err := idem.New(pgxv5.New(pool), idem.WithoutSealing())
+	if err != nil {
+		return nil, err
+	}
+	password, err := benchUser(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	enf, err := web.NewEnforcer(unstuck.RBACModel, unstuck.RBACPolicy)
+	if err != nil {
+		return nil, err
+	}
+	static, err := fs.Sub(unstuck.Static, "static")
+	if err != nil {
+		return nil, err
+	}
+	logOut := cfg.Log
+	if logOut == nil {
+		logOut = io.Discard
+	}
+	h := web.NewHandler(web.Config{Store: db, Engine: engine, Enforcer: enf, Static: static,
+		Sessions: web.NewSessionManager(db.SessionStore(), 30*time.Minute, 12*time.Hour, false),
+		Log:      slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer func() { _ = srv.Shutdown(context.WithoutCancel(ctx)) }()
+	base := "http://" + ln.Addr().String()
+	client, err := signIn(ctx, base, password)
+	if err != nil {
+		return nil, err
+	}
+
+	var prof *os.File
+	if cfg.CPUProfile != "" {
+		if prof, err = os.Create(cfg.CPUProfile); err != nil {
+			return nil, err
+		}
+		defer prof.Close()
+	}
+	if prof != nil {
+		if err := pprof.StartCPUProfile(prof); err != nil {
+			return nil, err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	pageRun := func(r pageRow) error { _, err := get(ctx, client, base+r.path, false); return err }
+	limitRun := func(r pageRow) error { return r.limit(ctx, conn) }
+	timeIt := func(n int, f func() error) (float64, error) {
+		ds := make([]float64, 0, n)
+		for range n {
+			t0 := time.Now()
+			if err := f(); err != nil {
+				return 0, err
+			}
+			ds = append(ds, float64(time.Since(t0))/float64(time.Millisecond))
+		}
+		slices.Sort(ds)
+		return ds[len(ds)/2], nil
+	}
+
+	var results []*pageResult
+	for _, row := range pageRows() {
+		res := &pageResult{row: row}
+		if _, err := timeIt(max(cfg.Warmup, 1), func() error { return pageRun(row) }); err != nil {
+			return nil, fmt.Errorf("%s: page: %w", row.name, err)
+		}
+		if _, err := timeIt(max(cfg.Warmup, 1), func() error { return limitRun(row) }); err != nil {
+			return nil, fmt.Errorf("%s: limit: %w", row.name, err)
+		}
+		for round := range cfg.Rounds {
+			var pm, lm float64
+			runPage := func() (err error) {
+				pm, err = timeIt(cfg.N, func() error { return pageRun(row) })
+				return err
+			}
+			runLimit := func() (err error) {
+				lm, err = timeIt(cfg.N, func() error { return limitRun(row) })
+				return err
+			}
+			first, second := runPage, runLimit
+			if round%2 == 1 {
+				first, second = runLimit, runPage
+			}
+			if err := errors.Join(first(), second()); err != nil {
+				return nil, fmt.Errorf("%s: %w", row.name, err)
+			}
+			res.page = append(res.page, pm)
+			res.limit = append(res.limit, lm)
+			res.rate = append(res.rate, pm/lm)
+		}
+		if cfg.Log != nil {
+			fmt.Fprintf(cfg.Log, "%-36s ratio %s\n", row.name, spread(res.rate, 2))
+		}
+		results = append(results, res)
+	}
+	writePagesReport(cfg, results)
+	return results, nil
+}
+
+// spread is "min / median / max" of xs.
+func spread(xs []float64, prec int) string {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	f := func(x float64) string { return fmt.Sprintf("%.*f", prec, x) }
+	return f(s[0]) + " / " + f(s[len(s)/2]) + " / " + f(s[len(s)-1])
+}
+
+func writePagesReport(cfg pagesConfig, results []*pageResult) {
+	w := cfg.Out
+	fmt.Fprintf(w, "%d rounds × %d runs per variant after %d warm-up; order alternates per round; times are client wall times over loopback, per-round medians.\n\n",
+		cfg.Rounds, cfg.N, cfg.Warmup)
+	fmt.Fprintln(w, "| page | ratio page ÷ limit, min / median / max | page ms, min / median / max | limit ms, min / median / max | limit |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---|")
+	for _, r := range results {
+		fmt.Fprintf(w, "| `%s` | %s | %s | %s | %s |\n", r.row.name, spread(r.rate, 2), spread(r.page, 3), spread(r.limit, 3), r.row.limitNote)
+	}
+}
+
