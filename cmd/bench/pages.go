@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -31,7 +32,9 @@ type pagesConfig struct {
 	// serves in this process, so its handler's CPU is in it, with the
 	// clients' (HTTP, and pgx for the limits).
 	CPUProfile string
-	Out, Log   io.Writer
+	// Only, when not empty, keeps the rows whose page contains it.
+	Only     string
+	Out, Log io.Writer
 }
 
 // pageRow is one page against its limit: the least SQL the database can
@@ -40,6 +43,8 @@ type pagesConfig struct {
 type pageRow struct {
 	name, path, limitNote string
 	limit                 func(ctx context.Context, c *pgx.Conn) error
+	// limitStore, instead of limit, runs store calls on the pool.
+	limitStore func(ctx context.Context, d *store.DB) error
 }
 
 // pageResult is a row's timings: per round the median of each variant and
@@ -56,6 +61,7 @@ func runPages(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rounds := fs.Int("rounds", 10, "rounds; each runs both variants of a row, in an order that alternates")
 	n := fs.Int("n", 50, "timed runs of each variant per round (the round keeps their median)")
 	warmup := fs.Int("warmup", 20, "untimed runs of each variant before the first round")
+	only := fs.String("only", "", "measure only the pages whose path contains this `text`")
 	cpu := fs.String("cpuprofile", "", "write a CPU profile of the rounds (server and clients) to this `file`")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: bench pages --db URL [flags]
@@ -88,7 +94,7 @@ the median of each and their ratio. Prints min/median/max of the ratio.
 		fmt.Fprintln(stderr, "bench pages: --rounds and --n must be positive, --warmup not negative")
 		return errUsage
 	}
-	_, err := measurePages(ctx, *dbURL, pagesConfig{Rounds: *rounds, N: *n, Warmup: *warmup, CPUProfile: *cpu, Out: stdout, Log: stderr})
+	_, err := measurePages(ctx, *dbURL, pagesConfig{Rounds: *rounds, N: *n, Warmup: *warmup, CPUProfile: *cpu, Only: *only, Out: stdout, Log: stderr})
 	return err
 }
 
@@ -103,27 +109,6 @@ FROM unstuck_idem_record WHERE status = $1 ORDER BY updated_at DESC, id DESC LIM
 	// correlation ID, resolution, updated.
 	limitOpsByStatusSQL = `SELECT id, type, status, current_step, correlation_id, resolution, updated_at
 FROM unstuck_saga_operation WHERE status = $1 ORDER BY updated_at DESC, id DESC LIMIT 51`
-	// The overview: per status a count capped at 10 000 and the oldest
-	// change, the stuck count capped alike, the 20 oldest records needing
-	// attention, the same counts of operations, the 20 oldest under review.
-	limitKeyCountsSQL = `SELECT s, (SELECT count(*) FROM (SELECT 1 FROM unstuck_idem_record r WHERE r.status = s LIMIT 10001) x),
-    (SELECT min(updated_at) FROM unstuck_idem_record r WHERE r.status = s),
-    (SELECT count(*) FROM (SELECT 1 FROM unstuck_idem_record WHERE status = 'processing' AND lease_expires_at < now() LIMIT 10001) y)
-FROM unnest($1::text[]) s`
-	limitAttentionSQL = `(SELECT id, status, operation, scope, updated_at FROM unstuck_idem_record WHERE status = 'pending' ORDER BY updated_at, id LIMIT 20)
-UNION ALL (SELECT id, status, operation, scope, updated_at FROM unstuck_idem_record WHERE status = 'unavailable' ORDER BY updated_at, id LIMIT 20)
-UNION ALL (SELECT id, status, operation, scope, updated_at FROM unstuck_idem_record WHERE status = 'processing' AND lease_expires_at < now() ORDER BY updated_at, id LIMIT 20)
-ORDER BY updated_at, id LIMIT 20`
-	limitOpCountsSQL = `SELECT s, (SELECT count(*) FROM (SELECT 1 FROM unstuck_saga_operation o WHERE o.status = s LIMIT 10001) x),
-    (SELECT min(updated_at) FROM unstuck_saga_operation o WHERE o.status = s)
-FROM unnest($1::text[]) s`
-	limitReviewSQL = `SELECT id, type, status, current_step, review_reason, updated_at FROM unstuck_saga_operation
-WHERE status = 'review_required' ORDER BY updated_at, id LIMIT 20`
-)
-
-var (
-	keyStatuses = []string{"pending", "processing", "completed", "failed", "unavailable"}
-	opStatuses  = []string{"pending", "running", "compensating", "completed", "compensated", "failed", "review_required"}
 )
 
 func pageRows() []pageRow {
@@ -140,30 +125,9 @@ func pageRows() []pageRow {
 		}
 	}
 	return []pageRow{
-		{name: "/", path: "/", limitNote: "4 statements in one pipelined batch: capped counts and oldest per status (keys, operations), 20 needing attention, 20 under review",
-			limit: func(ctx context.Context, c *pgx.Conn) error {
-				b := &pgx.Batch{}
-				b.Queue(limitKeyCountsSQL, keyStatuses)
-				b.Queue(limitAttentionSQL)
-				b.Queue(limitOpCountsSQL, opStatuses)
-				b.Queue(limitReviewSQL)
-				br := c.SendBatch(ctx, b)
-				for range b.Len() {
-					rows, err := br.Query()
-					if err != nil {
-						_ = br.Close()
-						return err
-					}
-					for rows.Next() {
-						_ = rows.RawValues()
-					}
-					if err := rows.Err(); err != nil {
-						_ = br.Close()
-						return err
-					}
-				}
-				return br.Close()
-			}},
+		{name: "/", path: "/", limitNote: "the page's own four store calls (KeyOverview, NeedsAttention, OperationOverview, ReviewRequired): " +
+			"capped exact counts with estimates above the cap have no simpler SQL",
+			limitStore: func(ctx context.Context, d *store.DB) error { _, err := overviewCalls(ctx, d); return err }},
 		{name: "/keys?state=failed", path: "/keys?state=failed", limitNote: "one SELECT of the 51 rows' shown columns by (status, updated_at, id)",
 			limit: one(limitKeysByStatusSQL, "failed")},
 		{name: "/operations?status=review_required", path: "/operations?status=review_required",
@@ -236,7 +200,12 @@ func measurePages(ctx context.Context, dbURL string, cfg pagesConfig) ([]*pageRe
 	}
 
 	pageRun := func(r pageRow) error { _, err := get(ctx, client, base+r.path, false); return err }
-	limitRun := func(r pageRow) error { return r.limit(ctx, conn) }
+	limitRun := func(r pageRow) error {
+		if r.limitStore != nil {
+			return r.limitStore(ctx, db)
+		}
+		return r.limit(ctx, conn)
+	}
 	timeIt := func(n int, f func() error) (float64, error) {
 		ds := make([]float64, 0, n)
 		for range n {
@@ -252,6 +221,9 @@ func measurePages(ctx context.Context, dbURL string, cfg pagesConfig) ([]*pageRe
 
 	var results []*pageResult
 	for _, row := range pageRows() {
+		if cfg.Only != "" && !strings.Contains(row.path, cfg.Only) {
+			continue
+		}
 		res := &pageResult{row: row}
 		if _, err := timeIt(max(cfg.Warmup, 1), func() error { return pageRun(row) }); err != nil {
 			return nil, fmt.Errorf("%s: page: %w", row.name, err)
@@ -307,4 +279,3 @@ func writePagesReport(cfg pagesConfig, results []*pageResult) {
 		fmt.Fprintf(w, "| `%s` | %s | %s | %s | %s |\n", r.row.name, spread(r.rate, 2), spread(r.page, 3), spread(r.limit, 3), r.row.limitNote)
 	}
 }
-
