@@ -26,9 +26,25 @@ const sessionSlackDivisor = 16
 // further is skipped (issue 12: with an idle timeout, scs commits the
 // session on every request). See [WithSessionMemo].
 type sessionStore struct {
-	base scs.Store
-	find func(ctx context.Context, token string) (data []byte, expiry time.Time, found bool, err error)
+	base   scs.Store // Delete
+	find   func(ctx context.Context, token string) (sessionRow, bool, error)
+	commit func(ctx context.Context, token string, b []byte, expiry time.Time, userID *int64) error
 }
+
+// sessionRow is a session as FindCtx reads it: with the user its user_id
+// names, read in the same statement (user is nil when user_id is NULL or
+// names no user).
+type sessionRow struct {
+	data   []byte
+	expiry time.Time
+	userID *int64
+	user   *User
+}
+
+// SessionUserKey is the session value that holds the signed-in user's id
+// (an int64): the store writes it beside the session, as user_id, so that
+// FindCtx reads the user with the session (see [SessionUser]).
+const SessionUserKey = "user_id"
 
 var _ scs.CtxStore = (*sessionStore)(nil)
 
@@ -39,6 +55,25 @@ type sessionMemo struct {
 	token  string
 	data   []byte
 	expiry time.Time
+	userID *int64
+	user   *User
+}
+
+// SessionUser returns the user whose id the session found in this request
+// (under [WithSessionMemo]) holds, read in the same statement as the
+// session: known is false when that read did not cover user id (no memo,
+// no session, a session written before user_id existed, another id), and
+// the caller reads the user itself; found is false when no such user
+// exists.
+func SessionUser(ctx context.Context, id int64) (u User, found, known bool) {
+	m, ok := ctx.Value(sessionMemoKey{}).(*sessionMemo)
+	if !ok || m.userID == nil || *m.userID != id {
+		return User{}, false, false
+	}
+	if m.user == nil {
+		return User{}, false, true
+	}
+	return *m.user, true, true
 }
 
 // WithSessionMemo returns a context in which the session store remembers
@@ -57,18 +92,18 @@ func (s *sessionStore) Find(token string) ([]byte, bool, error) {
 }
 
 func (s *sessionStore) FindCtx(ctx context.Context, token string) ([]byte, bool, error) {
-	data, expiry, found, err := s.find(ctx, token)
+	row, found, err := s.find(ctx, token)
 	if err != nil || !found {
 		return nil, false, err
 	}
 	if m, ok := ctx.Value(sessionMemoKey{}).(*sessionMemo); ok {
-		*m = sessionMemo{token: token, data: data, expiry: expiry}
+		*m = sessionMemo{token: token, data: row.data, expiry: row.expiry, userID: row.userID, user: row.user}
 	}
-	return data, true, nil
+	return row.data, true, nil
 }
 
 func (s *sessionStore) Commit(token string, b []byte, expiry time.Time) error {
-	return s.base.Commit(token, b, expiry)
+	return s.CommitCtx(context.Background(), token, b, expiry)
 }
 
 func (s *sessionStore) CommitCtx(ctx context.Context, token string, b []byte, expiry time.Time) error {
@@ -78,11 +113,24 @@ func (s *sessionStore) CommitCtx(ctx context.Context, token string, b []byte, ex
 			return nil
 		}
 	}
-	if err := s.base.Commit(token, b, expiry); err != nil {
+	if err := s.commit(ctx, token, b, expiry, sessionUserID(b)); err != nil {
 		return err
 	}
 	if m, ok := ctx.Value(sessionMemoKey{}).(*sessionMemo); ok {
-		*m = sessionMemo{token: token, data: b, expiry: expiry}
+		*m = sessionMemo{token: token, data: b, expiry: expiry} // the user is read again next request
+	}
+	return nil
+}
+
+// sessionUserID is the SessionUserKey value of an encoded session, nil
+// when it has none (or it cannot be decoded by scs's default codec).
+func sessionUserID(b []byte) *int64 {
+	_, values, err := scs.GobCodec{}.Decode(b)
+	if err != nil {
+		return nil
+	}
+	if id, ok := values[SessionUserKey].(int64); ok {
+		return &id
 	}
 	return nil
 }
@@ -116,43 +164,87 @@ func sameSession(a, b []byte) bool {
 }
 
 // $1 token.
-const pgFindSessionSQL = `SELECT data, expiry FROM sessions WHERE token = $1 AND current_timestamp < expiry`
+const pgFindSessionSQL = `SELECT s.data, s.expiry, s.user_id,
+    u.id, u.username, u.role, u.password_hash, u.disabled, u.created_at, u.updated_at
+FROM sessions s LEFT JOIN unstuck_console_user u ON u.id = s.user_id
+WHERE s.token = $1 AND current_timestamp < s.expiry`
 
-func pgFindSession(db pgExecutor) func(context.Context, string) ([]byte, time.Time, bool, error) {
-	return func(ctx context.Context, token string) ([]byte, time.Time, bool, error) {
+// pgCommitSessionSQL is pgxstore's commit with the user's id; $1 token,
+// $2 data, $3 expiry, $4 user_id.
+const pgCommitSessionSQL = `INSERT INTO sessions (token, data, expiry, user_id) VALUES ($1, $2, $3, $4)
+ON CONFLICT (token) DO UPDATE SET data = EXCLUDED.data, expiry = EXCLUDED.expiry, user_id = EXCLUDED.user_id`
+
+func pgFindSession(db pgExecutor) func(context.Context, string) (sessionRow, bool, error) {
+	return func(ctx context.Context, token string) (sessionRow, bool, error) {
 		var (
-			data   []byte
-			expiry time.Time
+			r          sessionRow
+			uid        *int64
+			name, role *string
+			hash       *string
+			disabled   *bool
+			c, u       *time.Time
 		)
-		err := db.QueryRow(ctx, pgFindSessionSQL, token).Scan(&data, &expiry)
+		err := db.QueryRow(ctx, pgFindSessionSQL, token).Scan(&r.data, &r.expiry, &r.userID, &uid, &name, &role, &hash, &disabled, &c, &u)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, time.Time{}, false, nil
+			return sessionRow{}, false, nil
 		}
 		if err != nil {
-			return nil, time.Time{}, false, err
+			return sessionRow{}, false, err
 		}
-		return data, expiry, true, nil
+		if uid != nil && name != nil && role != nil && hash != nil && disabled != nil && c != nil && u != nil {
+			r.user = &User{ID: *uid, Username: *name, Role: *role, PasswordHash: *hash, Disabled: *disabled,
+				CreatedAt: c.UTC(), UpdatedAt: u.UTC()}
+		}
+		return r, true, nil
+	}
+}
+
+func pgCommitSession(db pgExecutor) func(context.Context, string, []byte, time.Time, *int64) error {
+	return func(ctx context.Context, token string, b []byte, expiry time.Time, userID *int64) error {
+		_, err := db.Exec(ctx, pgCommitSessionSQL, token, b, expiry, userID)
+		return err
 	}
 }
 
 // ?1 token; the expiry (a Julian day, as sqlite3store writes it) in Unix
 // milliseconds.
-const sqliteFindSessionSQL = `SELECT data, CAST(round((expiry - 2440587.5) * 86400000.0) AS INTEGER)
-FROM sessions WHERE token = ?1 AND julianday('now') < expiry`
+const sqliteFindSessionSQL = `SELECT s.data, CAST(round((s.expiry - 2440587.5) * 86400000.0) AS INTEGER), s.user_id,
+    u.id, u.username, u.role, u.password_hash, u.disabled, u.created_at, u.updated_at
+FROM sessions s LEFT JOIN unstuck_console_user u ON u.id = s.user_id
+WHERE s.token = ?1 AND julianday('now') < s.expiry`
 
-func sqliteFindSession(db sqliteExecutor) func(context.Context, string) ([]byte, time.Time, bool, error) {
-	return func(ctx context.Context, token string) ([]byte, time.Time, bool, error) {
+// sqliteCommitSessionSQL is sqlite3store's commit with the user's id; ?1
+// token, ?2 data, ?3 expiry (text, as sqlite3store formats it), ?4 user_id.
+const sqliteCommitSessionSQL = `REPLACE INTO sessions (token, data, expiry, user_id) VALUES (?1, ?2, julianday(?3), ?4)`
+
+func sqliteFindSession(db sqliteExecutor) func(context.Context, string) (sessionRow, bool, error) {
+	return func(ctx context.Context, token string) (sessionRow, bool, error) {
 		var (
-			data []byte
-			ms   int64
+			r                  sessionRow
+			ms                 int64
+			uid                *int64
+			name, role, hash   *string
+			disabled, cAt, uAt *int64
 		)
-		err := db.QueryRowContext(ctx, sqliteFindSessionSQL, token).Scan(&data, &ms)
+		err := db.QueryRowContext(ctx, sqliteFindSessionSQL, token).Scan(&r.data, &ms, &r.userID, &uid, &name, &role, &hash, &disabled, &cAt, &uAt)
 		if errors.Is(err, sql.ErrNoRows) {
-			return nil, time.Time{}, false, nil
+			return sessionRow{}, false, nil
 		}
 		if err != nil {
-			return nil, time.Time{}, false, err
+			return sessionRow{}, false, err
 		}
-		return data, time.UnixMilli(ms).UTC(), true, nil
+		r.expiry = time.UnixMilli(ms).UTC()
+		if uid != nil && name != nil && role != nil && hash != nil && disabled != nil && cAt != nil && uAt != nil {
+			r.user = &User{ID: *uid, Username: *name, Role: *role, PasswordHash: *hash, Disabled: *disabled != 0,
+				CreatedAt: micros(*cAt), UpdatedAt: micros(*uAt)}
+		}
+		return r, true, nil
+	}
+}
+
+func sqliteCommitSession(db sqliteExecutor) func(context.Context, string, []byte, time.Time, *int64) error {
+	return func(ctx context.Context, token string, b []byte, expiry time.Time, userID *int64) error {
+		_, err := db.ExecContext(ctx, sqliteCommitSessionSQL, token, b, expiry.UTC().Format("2006-01-02T15:04:05.999"), userID)
+		return err
 	}
 }

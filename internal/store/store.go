@@ -175,9 +175,10 @@ func (d *DB) migrate(ctx context.Context) error {
 // [DB.DeleteExpiredSessions], which the caller runs periodically.
 func (d *DB) SessionStore() scs.Store {
 	if d.dialect == DialectPostgres {
-		return &sessionStore{base: pgxstore.NewWithCleanupInterval(d.pool, 0), find: pgFindSession(d.pool)}
+		return &sessionStore{base: pgxstore.NewWithCleanupInterval(d.pool, 0), find: pgFindSession(d.pool), commit: pgCommitSession(d.pool)}
 	}
-	return &sessionStore{base: sqlite3store.NewWithCleanupInterval(d.sqlite, 0), find: sqliteFindSession(d.sqlite)}
+	return &sessionStore{base: sqlite3store.NewWithCleanupInterval(d.sqlite, 0), find: sqliteFindSession(d.sqlite),
+		commit: sqliteCommitSession(d.sqlite)}
 }
 
 // DeleteExpiredSessions deletes the sessions whose expiry has passed, as

@@ -192,7 +192,7 @@ func TestMigrate(t *testing.T) {
 			}
 			require.NoError(t, rows.Err())
 		}
-		require.Equal(t, []row{{"console", 1, "console"}, {"console", 2, "processing_index"}, {"idem", 1, "records"}}, got)
+		require.Equal(t, []row{{"console", 1, "console"}, {"console", 2, "processing_index"}, {"console", 3, "session_user"}, {"idem", 1, "records"}}, got)
 	})
 }
 
@@ -811,10 +811,10 @@ func TestSessionCommitSkipped(t *testing.T) {
 		ss := b.db.SessionStore()
 		stored := func(token string) ([]byte, time.Time) {
 			t.Helper()
-			data, expiry, found, err := ss.(*sessionStore).find(t.Context(), token)
+			row, found, err := ss.(*sessionStore).find(t.Context(), token)
 			require.NoError(t, err)
 			require.True(t, found)
-			return data, expiry
+			return row.data, row.expiry
 		}
 		sm := scs.New()
 		sm.Store = ss
@@ -885,5 +885,59 @@ func TestSessionCommitSkipped(t *testing.T) {
 		request(true, nil)
 		_, after = stored(token)
 		require.Greater(t, after.Sub(before), 100*time.Millisecond, "1/16 of a second's idle timeout is less than 0.2 s")
+	})
+}
+
+// TestSessionUser: issue 12 — the session's user is read with it, in one
+// statement: known for the id the session holds, current (a change made
+// since shows), and unknown — the caller reads the user itself — without
+// the memo, for another id, or for a session written without user_id.
+func TestSessionUser(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, b testBundle) {
+		ctx := t.Context()
+		u, err := b.db.CreateUser(ctx, "sam", RoleSupport, "hash")
+		require.NoError(t, err)
+		ss := b.db.SessionStore()
+		sm := scs.New()
+		sm.Store = ss
+		sctx, err := sm.Load(ctx, "")
+		require.NoError(t, err)
+		sm.Put(sctx, SessionUserKey, u.ID)
+		token, _, err := sm.Commit(sctx)
+		require.NoError(t, err)
+
+		load := func() context.Context {
+			t.Helper()
+			mctx := WithSessionMemo(ctx)
+			_, found, err := ss.(scs.CtxStore).FindCtx(mctx, token)
+			require.NoError(t, err)
+			require.True(t, found)
+			return mctx
+		}
+		got, found, known := SessionUser(load(), u.ID)
+		require.True(t, known)
+		require.True(t, found)
+		require.Equal(t, u.ID, got.ID)
+		require.Equal(t, "sam", got.Username)
+		require.Equal(t, RoleSupport, got.Role)
+		require.False(t, got.Disabled)
+
+		require.NoError(t, b.db.SetUserDisabled(ctx, "sam", true))
+		got, found, known = SessionUser(load(), u.ID)
+		require.True(t, known && found)
+		require.True(t, got.Disabled, "read at this request")
+
+		_, _, known = SessionUser(load(), u.ID+1)
+		require.False(t, known, "another id")
+		_, _, known = SessionUser(ctx, u.ID)
+		require.False(t, known, "no memo")
+		require.NoError(t, ss.Commit("legacy", []byte("x"), time.Now().Add(time.Hour))) // no user_id in it
+		mctx := WithSessionMemo(ctx)
+		_, found, err = ss.(scs.CtxStore).FindCtx(mctx, "legacy")
+		require.NoError(t, err)
+		require.True(t, found)
+		_, _, known = SessionUser(mctx, u.ID)
+		require.False(t, known, "a session without user_id")
 	})
 }

@@ -23,7 +23,9 @@ import (
 	"github.com/unstuckhq/unstuck/internal/views"
 )
 
-const sessionUserID = "user_id"
+// sessionUserID is the session value of the signed-in user's id; the
+// session store keeps it beside the session to read the user with it.
+const sessionUserID = store.SessionUserKey
 
 // userFinder is what the auth middleware needs of the store.
 type userFinder interface {
@@ -91,11 +93,16 @@ func requireUser(sm *scs.SessionManager, users userFinder, az *authorizer, log *
 			var u store.User
 			ok := false
 			if id != 0 {
-				var err error
-				u, ok, err = users.UserByID(ctx, id)
-				if err != nil {
-					writeError(w, r, log, err)
-					return
+				// Read with the session in the same statement, or else now:
+				// either way at this request.
+				var known bool
+				if u, ok, known = store.SessionUser(ctx, id); !known {
+					var err error
+					u, ok, err = users.UserByID(ctx, id)
+					if err != nil {
+						writeError(w, r, log, err)
+						return
+					}
 				}
 			}
 			if !ok || u.Disabled {
