@@ -6,10 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
-	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"runtime/pprof"
 	"slices"
@@ -18,11 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/unstuckhq/unstuck"
-	"github.com/unstuckhq/unstuck/driver/pgxv5"
-	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/internal/store"
-	"github.com/unstuckhq/unstuck/internal/web"
 )
 
 // pagesConfig is how "bench pages" measures.
@@ -149,41 +141,11 @@ func measurePages(ctx context.Context, dbURL string, cfg pagesConfig) ([]*pageRe
 	defer conn.Close(context.WithoutCancel(ctx))
 
 	db := store.NewPostgres(pool)
-	engine, err := idem.New(pgxv5.New(pool), idem.WithoutSealing())
+	base, client, stop, err := serveConsole(ctx, pool, db, cfg.Log)
 	if err != nil {
 		return nil, err
 	}
-	password, err := benchUser(ctx, db)
-	if err != nil {
-		return nil, err
-	}
-	enf, err := web.NewEnforcer(unstuck.RBACModel, unstuck.RBACPolicy)
-	if err != nil {
-		return nil, err
-	}
-	static, err := fs.Sub(unstuck.Static, "static")
-	if err != nil {
-		return nil, err
-	}
-	logOut := cfg.Log
-	if logOut == nil {
-		logOut = io.Discard
-	}
-	h := web.NewHandler(web.Config{Store: db, Engine: engine, Enforcer: enf, Static: static,
-		Sessions: web.NewSessionManager(db.SessionStore(), 30*time.Minute, 12*time.Hour, false),
-		Log:      slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	defer func() { _ = srv.Shutdown(context.WithoutCancel(ctx)) }()
-	base := "http://" + ln.Addr().String()
-	client, err := signIn(ctx, base, password)
-	if err != nil {
-		return nil, err
-	}
+	defer stop()
 
 	var prof *os.File
 	if cfg.CPUProfile != "" {
