@@ -8,6 +8,7 @@
 //	go run ./cmd/bench seed --db postgres://postgres@127.0.0.1:5432/unstuck_bench \
 //	    --keys 10000000 --operations 1000000
 //	go run ./cmd/bench console --db postgres://postgres@127.0.0.1:5432/unstuck_bench --explain
+//	go run ./cmd/bench pages --db 'postgres://postgres@127.0.0.1:5432/unstuck_bench?sslmode=disable'
 //	dropdb -h 127.0.0.1 -U postgres unstuck_bench
 //
 // # Writing the engine's tables directly
