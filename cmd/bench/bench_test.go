@@ -35,7 +35,8 @@ func TestHelp(t *testing.T) {
 // so that the tool keeps working as the store and the pages change.
 func TestSeedAndMeasure(t *testing.T) {
 	ctx := t.Context()
-	pool, err := pgxpool.New(ctx, pgtest.Database(t))
+	dbURL := pgtest.Database(t)
+	pool, err := pgxpool.New(ctx, dbURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 
@@ -82,6 +83,17 @@ func TestSeedAndMeasure(t *testing.T) {
 	if !strings.Contains(report, "no plan:") {
 		require.Contains(t, report, "Index Scan", "auto_explain plans")
 	}
+
+	// bench pages: every page against its limit, one short round each way.
+	out.Reset()
+	pages, err := measurePages(ctx, dbURL, pagesConfig{Rounds: 2, N: 1, Out: &out})
+	require.NoError(t, err)
+	require.Len(t, pages, 3)
+	for _, p := range pages {
+		require.Len(t, p.rate, 2, p.row.name)
+		require.Positive(t, p.rate[0], p.row.name)
+	}
+	require.Contains(t, out.String(), "| `/keys?state=failed` |")
 }
 
 // schemaObjects lists the indexes and constraints of the seeded tables.

@@ -125,42 +125,11 @@ func measureConsole(ctx context.Context, pool *pgxpool.Pool, cfg consoleConfig) 
 		}
 	}
 	db := store.NewPostgres(pool)
-	engine, err := idem.New(pgxv5.New(pool), idem.WithoutSealing())
+	base, client, stop, err := serveConsole(ctx, pool, db, cfg.Log)
 	if err != nil {
 		return nil, err
 	}
-	password, err := benchUser(ctx, db)
-	if err != nil {
-		return nil, err
-	}
-	enf, err := web.NewEnforcer(unstuck.RBACModel, unstuck.RBACPolicy)
-	if err != nil {
-		return nil, err
-	}
-	static, err := fs.Sub(unstuck.Static, "static")
-	if err != nil {
-		return nil, err
-	}
-	logOut := cfg.Log
-	if logOut == nil {
-		logOut = io.Discard
-	}
-	h := web.NewHandler(web.Config{Store: db, Engine: engine, Enforcer: enf, Static: static,
-		Sessions: web.NewSessionManager(db.SessionStore(), 30*time.Minute, 12*time.Hour, false),
-		Log:      slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	defer func() { _ = srv.Shutdown(context.WithoutCancel(ctx)) }()
-	base := "http://" + ln.Addr().String()
-
-	client, err := signIn(ctx, base, password)
-	if err != nil {
-		return nil, err
-	}
+	defer stop()
 	cases, facts, err := buildCases(ctx, pool, db, cfg.DeepPages)
 	if err != nil {
 		return nil, err
@@ -213,6 +182,49 @@ func measureConsole(ctx context.Context, pool *pgxpool.Pool, cfg consoleConfig) 
 	}
 	writeReport(cfg, facts, results)
 	return results, nil
+}
+
+// serveConsole serves the real console over db on a loopback port, signs
+// in as "bench" (role oncall) and returns the base URL, the signed-in
+// client and the function that stops the server. The engine runs without
+// sealing: "bench seed" stores plain result envelopes.
+func serveConsole(ctx context.Context, pool *pgxpool.Pool, db *store.DB, log io.Writer) (string, *http.Client, func(), error) {
+	engine, err := idem.New(pgxv5.New(pool), idem.WithoutSealing())
+	if err != nil {
+		return "", nil, nil, err
+	}
+	password, err := benchUser(ctx, db)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	enf, err := web.NewEnforcer(unstuck.RBACModel, unstuck.RBACPolicy)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	static, err := fs.Sub(unstuck.Static, "static")
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if log == nil {
+		log = io.Discard
+	}
+	h := web.NewHandler(web.Config{Store: db, Engine: engine, Enforcer: enf, Static: static,
+		Sessions: web.NewSessionManager(db.SessionStore(), 30*time.Minute, 12*time.Hour, false),
+		Log:      slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	stop := func() { _ = srv.Shutdown(context.WithoutCancel(ctx)) }
+	base := "http://" + ln.Addr().String()
+	client, err := signIn(ctx, base, password)
+	if err != nil {
+		stop()
+		return "", nil, nil, err
+	}
+	return base, client, stop, nil
 }
 
 // benchUser creates the console user "bench" (role oncall, which may see

@@ -8,6 +8,7 @@
 //	go run ./cmd/bench seed --db postgres://postgres@127.0.0.1:5432/unstuck_bench \
 //	    --keys 10000000 --operations 1000000
 //	go run ./cmd/bench console --db postgres://postgres@127.0.0.1:5432/unstuck_bench --explain
+//	go run ./cmd/bench pages --db 'postgres://postgres@127.0.0.1:5432/unstuck_bench?sslmode=disable'
 //	dropdb -h 127.0.0.1 -U postgres unstuck_bench
 //
 // # Writing the engine's tables directly
@@ -58,6 +59,7 @@ const usage = `bench — scale benchmark of the operations console on PostgreSQL
 Usage:
   bench seed    --db URL [--keys N] [--operations N] [flags]
   bench console --db URL [--n N] [--explain] [flags]
+  bench pages   --db URL [--rounds R] [--n N] [--cpuprofile FILE]
 
 Commands:
   seed      migrate an empty database and load idempotency records and saga
@@ -66,6 +68,10 @@ Commands:
   console   measure the overview, lists and detail pages: the store calls
             (database time) and the HTML responses over loopback HTTP,
             median and p95, as Markdown
+  pages     each of the overview, /keys?state=failed and
+            /operations?status=review_required against its limit (the
+            least SQL for its content), interleaved rounds, min/median/max
+            of the ratio
   help      show this help
 
 The database must exist and should be one of its own, e.g.
@@ -83,6 +89,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runSeed(ctx, args[1:], stdout, stderr)
 	case "console":
 		return runConsole(ctx, args[1:], stdout, stderr)
+	case "pages":
+		return runPages(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

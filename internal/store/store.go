@@ -168,14 +168,17 @@ func (d *DB) migrate(ctx context.Context) error {
 
 // SessionStore returns the scs store of the console's sessions, in the
 // "sessions" table that Migrate creates: scs's pgxstore on PostgreSQL,
-// sqlite3store on SQLite. The store runs no goroutine of its own: expired
-// sessions are never returned by Find, and are deleted from the table by
+// sqlite3store on SQLite, whose commit is skipped when nothing but a small
+// extension of the idle deadline would be written (see [WithSessionMemo]).
+// The store runs no goroutine of its own: expired sessions are never
+// returned by Find, and are deleted from the table by
 // [DB.DeleteExpiredSessions], which the caller runs periodically.
 func (d *DB) SessionStore() scs.Store {
 	if d.dialect == DialectPostgres {
-		return pgxstore.NewWithCleanupInterval(d.pool, 0)
+		return &sessionStore{base: pgxstore.NewWithCleanupInterval(d.pool, 0), find: pgFindSession(d.pool), commit: pgCommitSession(d.pool)}
 	}
-	return sqlite3store.NewWithCleanupInterval(d.sqlite, 0)
+	return &sessionStore{base: sqlite3store.NewWithCleanupInterval(d.sqlite, 0), find: sqliteFindSession(d.sqlite),
+		commit: sqliteCommitSession(d.sqlite)}
 }
 
 // DeleteExpiredSessions deletes the sessions whose expiry has passed, as

@@ -2,6 +2,7 @@ package store
 
 import (
 	"cmp"
+	"context"
 	"crypto/rand"
 	"database/sql"
 	"encoding/base64"
@@ -191,7 +192,7 @@ func TestMigrate(t *testing.T) {
 			}
 			require.NoError(t, rows.Err())
 		}
-		require.Equal(t, []row{{"console", 1, "console"}, {"console", 2, "processing_index"}, {"idem", 1, "records"}}, got)
+		require.Equal(t, []row{{"console", 1, "console"}, {"console", 2, "processing_index"}, {"console", 3, "session_user"}, {"idem", 1, "records"}}, got)
 	})
 }
 
@@ -796,5 +797,147 @@ func TestUnlockUser(t *testing.T) {
 		got.UpdatedAt = u.UpdatedAt
 		require.Equal(t, u, got, "nothing else changed")
 		require.ErrorIs(t, b.db.UnlockUser(ctx, "nobody"), ErrNotFound)
+	})
+}
+
+// TestSessionCommitSkipped: issue 12 — with an idle timeout scs commits the
+// session on every request; with WithSessionMemo the store writes it only
+// when its data change or the idle deadline would move by more than the
+// slack (min(1 minute, idle/16)), so an idle session still ends within
+// that slack of its idle timeout.
+func TestSessionCommitSkipped(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, b testBundle) {
+		ss := b.db.SessionStore()
+		stored := func(token string) ([]byte, time.Time) {
+			t.Helper()
+			row, found, err := ss.(*sessionStore).find(t.Context(), token)
+			require.NoError(t, err)
+			require.True(t, found)
+			return row.data, row.expiry
+		}
+		sm := scs.New()
+		sm.Store = ss
+		sm.IdleTimeout = 30 * time.Minute
+		ctx, err := sm.Load(t.Context(), "")
+		require.NoError(t, err)
+		sm.Put(ctx, "user_id", int64(7))
+		sm.Put(ctx, "role", "oncall")
+		token, _, err := sm.Commit(ctx)
+		require.NoError(t, err)
+		data, _ := stored(token)
+		// request loads the session, as LoadAndSave does, and commits it
+		// after changing it or not.
+		request := func(memo bool, change func(context.Context)) {
+			t.Helper()
+			ctx := t.Context()
+			if memo {
+				ctx = WithSessionMemo(ctx)
+			}
+			ctx, err := sm.Load(ctx, token)
+			require.NoError(t, err)
+			require.Equal(t, int64(7), sm.GetInt64(ctx, "user_id"))
+			if change != nil {
+				change(ctx)
+			}
+			require.Equal(t, scs.Modified, sm.Status(ctx), "scs marks every request modified under an idle timeout")
+			_, _, err = sm.Commit(ctx)
+			require.NoError(t, err)
+		}
+		setExpiry := func(e time.Time) {
+			t.Helper()
+			require.NoError(t, ss.Commit(token, data, e))
+			_, got := stored(token)
+			require.WithinDuration(t, e, got, 2*time.Millisecond)
+		}
+
+		// 30 s short of the new deadline: within the slack, not written.
+		setExpiry(time.Now().Add(29*time.Minute + 30*time.Second))
+		_, before := stored(token)
+		for range 5 {
+			request(true, nil)
+		}
+		_, after := stored(token)
+		require.Equal(t, before, after, "an unchanged session within the slack is not written")
+
+		// Without the memo, every commit is written.
+		request(false, nil)
+		_, after = stored(token)
+		require.Greater(t, after.Sub(before), 25*time.Second, "written without the memo")
+
+		// More than the slack short: written.
+		setExpiry(time.Now().Add(28 * time.Minute))
+		request(true, nil)
+		_, after = stored(token)
+		require.WithinDuration(t, time.Now().Add(30*time.Minute), after, 10*time.Second, "the idle deadline is extended")
+
+		// Changed data: written, whatever the deadline.
+		request(true, func(ctx context.Context) { sm.Put(ctx, "role", "admin") })
+		ctx, err = sm.Load(t.Context(), token)
+		require.NoError(t, err)
+		require.Equal(t, "admin", sm.GetString(ctx, "role"))
+
+		// A short idle timeout keeps its proportion: 1 s idle, 0.2 s lag.
+		sm.IdleTimeout = time.Second
+		request(false, nil)
+		_, before = stored(token)
+		time.Sleep(200 * time.Millisecond)
+		request(true, nil)
+		_, after = stored(token)
+		require.Greater(t, after.Sub(before), 100*time.Millisecond, "1/16 of a second's idle timeout is less than 0.2 s")
+	})
+}
+
+// TestSessionUser: issue 12 — the session's user is read with it, in one
+// statement: known for the id the session holds, current (a change made
+// since shows), and unknown — the caller reads the user itself — without
+// the memo, for another id, or for a session written without user_id.
+func TestSessionUser(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, b testBundle) {
+		ctx := t.Context()
+		u, err := b.db.CreateUser(ctx, "sam", RoleSupport, "hash")
+		require.NoError(t, err)
+		ss := b.db.SessionStore()
+		sm := scs.New()
+		sm.Store = ss
+		sctx, err := sm.Load(ctx, "")
+		require.NoError(t, err)
+		sm.Put(sctx, SessionUserKey, u.ID)
+		token, _, err := sm.Commit(sctx)
+		require.NoError(t, err)
+
+		load := func() context.Context {
+			t.Helper()
+			mctx := WithSessionMemo(ctx)
+			_, found, err := ss.(scs.CtxStore).FindCtx(mctx, token)
+			require.NoError(t, err)
+			require.True(t, found)
+			return mctx
+		}
+		got, found, known := SessionUser(load(), u.ID)
+		require.True(t, known)
+		require.True(t, found)
+		require.Equal(t, u.ID, got.ID)
+		require.Equal(t, "sam", got.Username)
+		require.Equal(t, RoleSupport, got.Role)
+		require.False(t, got.Disabled)
+
+		require.NoError(t, b.db.SetUserDisabled(ctx, "sam", true))
+		got, found, known = SessionUser(load(), u.ID)
+		require.True(t, known && found)
+		require.True(t, got.Disabled, "read at this request")
+
+		_, _, known = SessionUser(load(), u.ID+1)
+		require.False(t, known, "another id")
+		_, _, known = SessionUser(ctx, u.ID)
+		require.False(t, known, "no memo")
+		require.NoError(t, ss.Commit("legacy", []byte("x"), time.Now().Add(time.Hour))) // no user_id in it
+		mctx := WithSessionMemo(ctx)
+		_, found, err = ss.(scs.CtxStore).FindCtx(mctx, "legacy")
+		require.NoError(t, err)
+		require.True(t, found)
+		_, _, known = SessionUser(mctx, u.ID)
+		require.False(t, known, "a session without user_id")
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/casbin/casbin/v2"
 	casbinmodel "github.com/casbin/casbin/v2/model"
 	stringadapter "github.com/casbin/casbin/v2/persist/string-adapter"
+	"github.com/go-chi/chi/v5"
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/internal/auth"
@@ -22,7 +23,9 @@ import (
 	"github.com/unstuckhq/unstuck/internal/views"
 )
 
-const sessionUserID = "user_id"
+// sessionUserID is the session value of the signed-in user's id; the
+// session store keeps it beside the session to read the user with it.
+const sessionUserID = store.SessionUserKey
 
 // userFinder is what the auth middleware needs of the store.
 type userFinder interface {
@@ -70,10 +73,19 @@ func NewSessionManager(st scs.Store, idle, absolute time.Duration, secure bool) 
 	return sm
 }
 
+// sessionMemo lets the session store skip the commit scs makes on every
+// request when only the idle deadline would move, and by little
+// (store.WithSessionMemo).
+func sessionMemo(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(store.WithSessionMemo(r.Context())))
+	})
+}
+
 // requireUser loads the signed-in user on every request — so a disabled
 // account or a changed role takes effect at once — and sends anyone else to
 // the sign-in page.
-func requireUser(sm *scs.SessionManager, users userFinder, enf *casbin.Enforcer, log *slog.Logger) func(http.Handler) http.Handler {
+func requireUser(sm *scs.SessionManager, users userFinder, az *authorizer, log *slog.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ctx := r.Context()
@@ -81,11 +93,16 @@ func requireUser(sm *scs.SessionManager, users userFinder, enf *casbin.Enforcer,
 			var u store.User
 			ok := false
 			if id != 0 {
-				var err error
-				u, ok, err = users.UserByID(ctx, id)
-				if err != nil {
-					writeError(w, r, log, err)
-					return
+				// Read with the session in the same statement, or else now:
+				// either way at this request.
+				var known bool
+				if u, ok, known = store.SessionUser(ctx, id); !known {
+					var err error
+					u, ok, err = users.UserByID(ctx, id)
+					if err != nil {
+						writeError(w, r, log, err)
+						return
+					}
 				}
 			}
 			if !ok || u.Disabled {
@@ -101,8 +118,7 @@ func requireUser(sm *scs.SessionManager, users userFinder, enf *casbin.Enforcer,
 			}
 			role := u.Role
 			v := &views.Viewer{Username: u.Username, Role: role, Can: func(obj, act string) bool {
-				allowed, err := enf.Enforce(role, obj, act)
-				return err == nil && allowed
+				return az.can(role, obj, act)
 			}}
 			next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, viewerKey{}, v)))
 		})
@@ -112,11 +128,11 @@ func requireUser(sm *scs.SessionManager, users userFinder, enf *casbin.Enforcer,
 // authorize checks every request against the casbin policy: the role may
 // do this method on this path, or the answer is 403 (deny by default).
 // denied is told of every refusal (to audit it).
-func authorize(log *slog.Logger, denied func(*http.Request)) func(http.Handler) http.Handler {
+func authorize(az *authorizer, log *slog.Logger, denied func(*http.Request)) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			v := viewerFrom(r.Context())
-			if v == nil || !v.Can(r.URL.EscapedPath(), r.Method) {
+			if v == nil || !allowedRoute(az, v.Role, r) {
 				denied(r)
 				writeError(w, r, log, appError(EForbidden, "Your role may not do this."))
 				return
@@ -124,6 +140,17 @@ func authorize(log *slog.Logger, denied func(*http.Request)) func(http.Handler) 
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// allowedRoute asks az about the route the request matched (its chi
+// pattern), or about its path when the route context has no pattern.
+func allowedRoute(az *authorizer, role string, r *http.Request) bool {
+	if rctx := chi.RouteContext(r.Context()); rctx != nil {
+		if p := rctx.RoutePattern(); p != "" {
+			return az.canPattern(role, p, r.Method)
+		}
+	}
+	return az.can(role, r.URL.EscapedPath(), r.Method)
 }
 
 // Bounds of the sign-in form (issue 10): checked before any work, any

@@ -39,6 +39,8 @@ type Config struct {
 	Store    Store
 	Engine   *idem.Engine
 	Sessions *scs.SessionManager
+	// Enforcer holds the RBAC policy; its decisions are cached per role,
+	// route and method, so a policy changed after NewHandler is not seen.
 	Enforcer *casbin.Enforcer
 	Static   fs.FS // the contents of static/
 	Log      *slog.Logger
@@ -96,6 +98,7 @@ func NewHandler(cfg Config) http.Handler {
 	reg.MustRegister(newKeyCollector(cfg.Store, log))
 	logins := newLoginDeps(cfg.Sessions, cfg.Store, cfg.SignInHashes, cfg.SignInHashWait, log)
 
+	az := &authorizer{enf: cfg.Enforcer}
 	r := chi.NewRouter()
 	r.Use(requestID, middleware.Recoverer, secureHeaders(cfg.HSTS))
 
@@ -114,13 +117,13 @@ func NewHandler(cfg Config) http.Handler {
 
 	// The console: sessions and cross-origin protection on every route.
 	r.Group(func(r chi.Router) {
-		r.Use(http.NewCrossOriginProtection().Handler, cfg.Sessions.LoadAndSave)
+		r.Use(http.NewCrossOriginProtection().Handler, sessionMemo, cfg.Sessions.LoadAndSave)
 		r.Method(http.MethodGet, "/login", handleLoginPage(logins))
 		r.Method(http.MethodPost, "/login", handleLogin(logins))
 		r.Method(http.MethodPost, "/logout", handleLogout(cfg.Sessions, log))
 
 		r.Group(func(r chi.Router) {
-			r.Use(requireUser(cfg.Sessions, cfg.Store, cfg.Enforcer, log), authorize(log, deniedAuditor(cfg.Keys, cfg.Operations, log)))
+			r.Use(requireUser(cfg.Sessions, cfg.Store, az, log), authorize(az, log, deniedAuditor(cfg.Keys, cfg.Operations, log)))
 			r.Method(http.MethodGet, "/", handleOverview(cfg.Store, log))
 			r.Method(http.MethodGet, "/keys", handleKeyList(cfg.Store, log))
 			r.Method(http.MethodGet, "/keys/{id}", handleKeyDetail(cfg.Store, cfg.Keys, cfg.Engine, log))
@@ -160,6 +163,7 @@ func NewHandler(cfg Config) http.Handler {
 		w.Header().Set("Allow", allowedMethods(r, req.URL.Path))
 		writeError(w, req, log, appError(EMethod, "This method is not allowed here."))
 	})
+	az.routes = r
 	return r
 }
 

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/unstuckhq/unstuck/internal/store"
+)
+
+// pagesConfig is how "bench pages" measures.
+type pagesConfig struct {
+	Rounds, N, Warmup int
+	// CPUProfile, if set, receives a CPU profile of the rounds: the console
+	// serves in this process, so its handler's CPU is in it, with the
+	// clients' (HTTP, and pgx for the limits).
+	CPUProfile string
+	// Only, when not empty, keeps the rows whose page contains it.
+	Only     string
+	Out, Log io.Writer
+}
+
+// pageRow is one page against its limit: the least SQL the database can
+// answer the page's content with, prepared, on a connection of its own,
+// the rows read raw (no decoding).
+type pageRow struct {
+	name, path, limitNote string
+	limit                 func(ctx context.Context, c *pgx.Conn) error
+	// limitStore, instead of limit, runs store calls on the pool.
+	limitStore func(ctx context.Context, d *store.DB) error
+}
+
+// pageResult is a row's timings: per round the median of each variant and
+// their ratio.
+type pageResult struct {
+	row               pageRow
+	page, limit, rate []float64 // per round: medians in ms, ratio
+}
+
+func runPages(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("pages", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dbURL := fs.String("db", "", "PostgreSQL `URL` of a database loaded by \"bench seed\" (required)")
+	rounds := fs.Int("rounds", 10, "rounds; each runs both variants of a row, in an order that alternates")
+	n := fs.Int("n", 50, "timed runs of each variant per round (the round keeps their median)")
+	warmup := fs.Int("warmup", 20, "untimed runs of each variant before the first round")
+	only := fs.String("only", "", "measure only the pages whose path contains this `text`")
+	cpu := fs.String("cpuprofile", "", "write a CPU profile of the rounds (server and clients) to this `file`")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: bench pages --db URL [flags]
+
+Serves the real console (web.NewHandler over store.NewPostgres) on a
+loopback port, signs in as "bench" (role oncall), and times each page —
+the overview, /keys?state=failed, /operations?status=review_required —
+against its limit: the least SQL that reads the page's content, prepared,
+on one pgx connection, rows read raw. Both are client wall times over
+loopback, interleaved in rounds whose order alternates; each round keeps
+the median of each and their ratio. Prints min/median/max of the ratio.
+
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return errUsage
+	}
+	switch {
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "bench pages: unexpected argument %q\n", fs.Arg(0))
+		return errUsage
+	case *dbURL == "":
+		fmt.Fprintln(stderr, "bench pages: --db is required")
+		return errUsage
+	case *rounds < 1 || *n < 1 || *warmup < 0:
+		fmt.Fprintln(stderr, "bench pages: --rounds and --n must be positive, --warmup not negative")
+		return errUsage
+	}
+	_, err := measurePages(ctx, *dbURL, pagesConfig{Rounds: *rounds, N: *n, Warmup: *warmup, CPUProfile: *cpu, Only: *only, Out: stdout, Log: stderr})
+	return err
+}
+
+// The limits. Each reads what its page shows, by the index the page's
+// query uses, in one round trip.
+const (
+	// The keys list shows id, state (stuck needs the lease), operation,
+	// scope, external reference, attempts, updated.
+	limitKeysByStatusSQL = `SELECT id, status, operation, scope, external_ref, attempts, updated_at, lease_expires_at
+FROM unstuck_idem_record WHERE status = $1 ORDER BY updated_at DESC, id DESC LIMIT 51`
+	// The operations list shows id, type, status, current step,
+	// correlation ID, resolution, updated.
+	limitOpsByStatusSQL = `SELECT id, type, status, current_step, correlation_id, resolution, updated_at
+FROM unstuck_saga_operation WHERE status = $1 ORDER BY updated_at DESC, id DESC LIMIT 51`
+)
+
+func pageRows() []pageRow {
+	one := func(sql string, args ...any) func(ctx context.Context, c *pgx.Conn) error {
+		return func(ctx context.Context, c *pgx.Conn) error {
+			rows, err := c.Query(ctx, sql, args...)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				_ = rows.RawValues()
+			}
+			return rows.Err()
+		}
+	}
+	return []pageRow{
+		{name: "/", path: "/", limitNote: "the page's own four store calls (KeyOverview, NeedsAttention, OperationOverview, ReviewRequired): " +
+			"capped exact counts with estimates above the cap have no simpler SQL",
+			limitStore: func(ctx context.Context, d *store.DB) error { _, err := overviewCalls(ctx, d); return err }},
+		{name: "/keys?state=failed", path: "/keys?state=failed", limitNote: "one SELECT of the 51 rows' shown columns by (status, updated_at, id)",
+			limit: one(limitKeysByStatusSQL, "failed")},
+		{name: "/operations?status=review_required", path: "/operations?status=review_required",
+			limitNote: "one SELECT of the 51 rows' shown columns by (status, updated_at, id)",
+			limit:     one(limitOpsByStatusSQL, "review_required")},
+	}
+}
+
+func measurePages(ctx context.Context, dbURL string, cfg pagesConfig) ([]*pageResult, error) {
+	pool, err := openPool(ctx, dbURL, 8)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+
+	db := store.NewPostgres(pool)
+	base, client, stop, err := serveConsole(ctx, pool, db, cfg.Log)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+
+	var prof *os.File
+	if cfg.CPUProfile != "" {
+		if prof, err = os.Create(cfg.CPUProfile); err != nil {
+			return nil, err
+		}
+		defer prof.Close()
+	}
+	if prof != nil {
+		if err := pprof.StartCPUProfile(prof); err != nil {
+			return nil, err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	pageRun := func(r pageRow) error { _, err := get(ctx, client, base+r.path, false); return err }
+	limitRun := func(r pageRow) error {
+		if r.limitStore != nil {
+			return r.limitStore(ctx, db)
+		}
+		return r.limit(ctx, conn)
+	}
+	timeIt := func(n int, f func() error) (float64, error) {
+		ds := make([]float64, 0, n)
+		for range n {
+			t0 := time.Now()
+			if err := f(); err != nil {
+				return 0, err
+			}
+			ds = append(ds, float64(time.Since(t0))/float64(time.Millisecond))
+		}
+		slices.Sort(ds)
+		return ds[len(ds)/2], nil
+	}
+
+	var results []*pageResult
+	for _, row := range pageRows() {
+		if cfg.Only != "" && !strings.Contains(row.path, cfg.Only) {
+			continue
+		}
+		res := &pageResult{row: row}
+		if _, err := timeIt(max(cfg.Warmup, 1), func() error { return pageRun(row) }); err != nil {
+			return nil, fmt.Errorf("%s: page: %w", row.name, err)
+		}
+		if _, err := timeIt(max(cfg.Warmup, 1), func() error { return limitRun(row) }); err != nil {
+			return nil, fmt.Errorf("%s: limit: %w", row.name, err)
+		}
+		for round := range cfg.Rounds {
+			var pm, lm float64
+			runPage := func() (err error) {
+				pm, err = timeIt(cfg.N, func() error { return pageRun(row) })
+				return err
+			}
+			runLimit := func() (err error) {
+				lm, err = timeIt(cfg.N, func() error { return limitRun(row) })
+				return err
+			}
+			first, second := runPage, runLimit
+			if round%2 == 1 {
+				first, second = runLimit, runPage
+			}
+			if err := errors.Join(first(), second()); err != nil {
+				return nil, fmt.Errorf("%s: %w", row.name, err)
+			}
+			res.page = append(res.page, pm)
+			res.limit = append(res.limit, lm)
+			res.rate = append(res.rate, pm/lm)
+		}
+		if cfg.Log != nil {
+			fmt.Fprintf(cfg.Log, "%-36s ratio %s\n", row.name, spread(res.rate, 2))
+		}
+		results = append(results, res)
+	}
+	writePagesReport(cfg, results)
+	return results, nil
+}
+
+// spread is "min / median / max" of xs.
+func spread(xs []float64, prec int) string {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	f := func(x float64) string { return fmt.Sprintf("%.*f", prec, x) }
+	return f(s[0]) + " / " + f(s[len(s)/2]) + " / " + f(s[len(s)-1])
+}
+
+func writePagesReport(cfg pagesConfig, results []*pageResult) {
+	w := cfg.Out
+	fmt.Fprintf(w, "%d rounds × %d runs per variant after %d warm-up; order alternates per round; times are client wall times over loopback, per-round medians.\n\n",
+		cfg.Rounds, cfg.N, cfg.Warmup)
+	fmt.Fprintln(w, "| page | ratio page ÷ limit, min / median / max | page ms, min / median / max | limit ms, min / median / max | limit |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---|")
+	for _, r := range results {
+		fmt.Fprintf(w, "| `%s` | %s | %s | %s | %s |\n", r.row.name, spread(r.rate, 2), spread(r.page, 3), spread(r.limit, 3), r.row.limitNote)
+	}
+}
