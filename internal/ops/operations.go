@@ -230,9 +230,8 @@ type operationTx[TTx any] struct {
 // decide runs d in one transaction. seen is the operation as read in it,
 // when it was read, for the audit entry of a refusal.
 func (o operationTx[TTx]) decide(ctx context.Context, actor Actor, d OperationDecision) (res OperationResult, seen *saga.Operation, err error) {
-	driver := o.runner.Driver()
-	err = driver.WithinTx(ctx, func(ctx context.Context, tx TTx) error {
-		cur, err := driver.GetOperation(ctx, tx, d.ID, true)
+	err = o.runner.WithinTx(ctx, func(ctx context.Context, tx TTx) error {
+		cur, err := o.runner.GetTx(ctx, tx, d.ID)
 		switch {
 		case errors.Is(err, saga.ErrNotFound):
 			return ErrNotFound
