@@ -1,9 +1,11 @@
 package ops_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -268,4 +270,24 @@ func TestKeyDecisionAndItsEntryCommitTogether(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRefusalAuditFailureIsLogged: a refused decision whose audit entry
+// cannot be appended is still refused, and the failure is logged without
+// the reason (issue 11, item 6: it was dropped with _ =).
+func TestRefusalAuditFailureIsLogged(t *testing.T) {
+	t.Parallel()
+	b := setup(t, backends["SQLite"])
+	var buf bytes.Buffer
+	b.keys.SetLogger(slog.New(slog.NewJSONHandler(&buf, nil)))
+	rec := pending(t, b, "k-refusal-log")
+	reason := "an outdated page was open, secret-ish words"
+	// A stale version is refused; the trail refuses an entry without an
+	// actor, so the refusal's entry fails.
+	_, err := b.keys.Decide(context.Background(), ops.Actor{}, ops.KeyDecision{RecordID: rec.ID, Version: rec.Version + 1,
+		Action: idem.OperatorForget, Reason: reason})
+	require.ErrorIs(t, err, ops.ErrStale)
+	require.Contains(t, buf.String(), "the audit entry of a refused decision was not appended")
+	require.Contains(t, buf.String(), `"target_id":"`+fmt.Sprint(rec.ID)+`"`)
+	require.NotContains(t, buf.String(), reason, "no reason in the logs")
 }
