@@ -94,7 +94,11 @@
 // [Runner.RetryStep], [Runner.ConfirmStep], [Runner.StartCompensation] and
 // [Runner.Resolve] (each with a …Tx variant) check the operation's version,
 // apply the transition and return the record before and after, for the
-// audit trail. [Runner.Reconcile], run periodically by the leader, calls
+// audit trail. They and the step machine are the only writers of an
+// operation's state: the runner does not hand out its [Driver]. To keep an
+// action and the application's own writes (an audit entry) in one
+// transaction, run it in [Runner.WithinTx] and read with [Runner.GetTx].
+// [Runner.Reconcile], run periodically by the leader, calls
 // Verify for stuck and recently finished operations, records findings and
 // raises the operation to review_required; it never changes a step.
 // Resolving the operation accepts its findings: the same difference (the

@@ -7,10 +7,6 @@ import (
 	"github.com/riverqueue/river"
 )
 
-// riverRescuerPeriod is how often River's rescuer (on the elected leader)
-// looks for the jobs of dead processes; River does not let it be changed.
-const riverRescuerPeriod = 30 * time.Second
-
 // riverRescueDefault is River's RescueStuckJobsAfter when it is zero.
 const riverRescueDefault = time.Hour
 

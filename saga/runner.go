@@ -151,8 +151,15 @@ func (r *Runner[TTx]) skewIn(ctx context.Context, tx TTx) (time.Duration, error)
 	return before.Add(after.Sub(before) / 2).Sub(db), nil
 }
 
-// Driver returns the runner's driver, for reading records.
-func (r *Runner[TTx]) Driver() Driver[TTx] { return r.driver }
+// WithinTx runs fn in a transaction of the runner's driver and commits it
+// if fn returns nil (see [Driver.WithinTx]). fn may pass tx to the
+// runner's …Tx methods (StartTx, GetTx, the operator actions) and write the
+// application's own tables or an audit entry in it, so that they commit
+// together; the operations' records are written only by those methods,
+// through the step machine.
+func (r *Runner[TTx]) WithinTx(ctx context.Context, fn func(ctx context.Context, tx TTx) error) error {
+	return r.driver.WithinTx(ctx, fn)
+}
 
 // SetClient hands the runner the River client that works its jobs (or an
 // insert-only client in a process that only starts operations). Call it
@@ -268,6 +275,13 @@ func (r *Runner[TTx]) Get(ctx context.Context, id string) (Operation, error) {
 		return err
 	})
 	return op, err
+}
+
+// GetTx reads an operation with its steps in tx, or returns ErrNotFound,
+// and locks it until tx ends: an operator action later in tx sees the same
+// state, and a concurrent one waits for tx.
+func (r *Runner[TTx]) GetTx(ctx context.Context, tx TTx, id string) (Operation, error) {
+	return r.driver.GetOperation(ctx, tx, id, true)
 }
 
 // Events returns an operation's history, oldest first.

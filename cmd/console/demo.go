@@ -159,8 +159,10 @@ Shop:
 // its public password. It never changes an existing account unless reset
 // (--reset-demo-users), which gives the demo accounts their public
 // password and role again and enables them. It returns the names of the
-// existing accounts it left as they were.
-func ensureDemoUsers(ctx context.Context, db *store.DB, reset bool) (kept []string, err error) {
+// existing accounts it left as they were. Every error of a lookup, a
+// creation or a reset is returned.
+func ensureDemoUsers(ctx context.Context, db *store.DB, reset bool) ([]string, error) {
+	var kept []string
 	for _, name := range demoUsers {
 		_, exists, err := db.UserByUsername(ctx, name)
 		if err != nil {

@@ -145,6 +145,7 @@ func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverd
 	if decisions, err = ops.NewOperations(runner, trail); err != nil {
 		return nil, nil, err
 	}
+	decisions.SetLogger(log)
 	if err := reg.Register(saga.NewCollector(runner, 5*time.Second)); err != nil {
 		return nil, nil, fmt.Errorf("saga metrics: %w", err)
 	}
@@ -215,7 +216,12 @@ func insertOnlyDecisions[TTx any](ctx context.Context, rd riverdriver.Driver[TTx
 		return nil, fmt.Errorf("saga metrics: %w", err)
 	}
 	*skew = checkClock(ctx, runner, log)
-	return ops.NewOperations(runner, trail)
+	decisions, err := ops.NewOperations(runner, trail)
+	if err != nil {
+		return nil, err
+	}
+	decisions.SetLogger(log)
+	return decisions, nil
 }
 
 // openRiverSQLite opens a second handle on the file of db with one

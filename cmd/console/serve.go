@@ -56,6 +56,7 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 	if err != nil {
 		return nil, err
 	}
+	keys.SetLogger(log)
 	cfg := web.Config{
 		TrustedProxies: o.trustedProxies,
 		MetricsToken:   o.metricsToken,

@@ -151,7 +151,7 @@ func UseRunner[TTx any](s *Signups, runner *saga.Runner[TTx]) {
 	s.start = func(ctx context.Context, id string, in SignupInput, correlation string) error {
 		// The operation, its steps and its first job commit together in a
 		// transaction of ours (the outbox); no job runs before the commit.
-		err := runner.Driver().WithinTx(ctx, func(ctx context.Context, tx TTx) error {
+		err := runner.WithinTx(ctx, func(ctx context.Context, tx TTx) error {
 			_, err := runner.StartTx(ctx, tx, SignupType, in, &saga.StartOpts{ID: id, CorrelationID: correlation})
 			return err
 		})

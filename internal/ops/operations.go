@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -114,7 +115,16 @@ func (d *OperationDecision) Validate() error {
 // appends the audit entry in one transaction of the runner's driver.
 type Operations struct {
 	trail  *audit.Trail
+	log    *slog.Logger
 	decide func(ctx context.Context, actor Actor, d OperationDecision) (OperationResult, *saga.Operation, error)
+}
+
+// SetLogger makes o log there the audit entries of refused decisions it
+// failed to append; default slog.Default(). Call it before o is used.
+func (o *Operations) SetLogger(log *slog.Logger) {
+	if log != nil {
+		o.log = log
+	}
 }
 
 // NewOperations returns the operation decisions of runner, audited in
@@ -154,7 +164,7 @@ func NewOperations[TTx any](runner *saga.Runner[TTx], trail *audit.Trail) (*Oper
 		return nil, fmt.Errorf("ops: saga runner of transaction type %T: want pgx.Tx or *sql.Tx", (*TTx)(nil))
 	}
 	o := operationTx[TTx]{runner: runner, appendTx: appendTx}
-	return &Operations{trail: trail, decide: o.decide}, nil
+	return &Operations{trail: trail, log: slog.Default(), decide: o.decide}, nil
 }
 
 // Decide applies d as actor: in one transaction of the runner's driver it
@@ -210,15 +220,9 @@ func (o *Operations) History(ctx context.Context, id string, limit int) ([]audit
 }
 
 // refused audits a decision that was not applied, in a transaction of its
-// own. A failure to audit is not the operator's problem: the decision was
-// refused either way.
+// own (appendRefusal).
 func (o *Operations) refused(ctx context.Context, actor Actor, d OperationDecision, before any, why string) {
-	e := operationEntry(actor, d, before, nil, audit.OutcomeConflict)
-	e.Reason = d.Reason + " — refused: " + why
-	if len(e.Reason) > 4000 {
-		e.Reason = strings.ToValidUTF8(e.Reason[:4000], "")
-	}
-	_, _ = o.trail.Append(context.WithoutCancel(ctx), e)
+	appendRefusal(ctx, o.trail, o.log, operationEntry(actor, d, before, nil, audit.OutcomeConflict), why)
 }
 
 // operationTx is the decision on a runner of transaction type TTx.
@@ -230,9 +234,8 @@ type operationTx[TTx any] struct {
 // decide runs d in one transaction. seen is the operation as read in it,
 // when it was read, for the audit entry of a refusal.
 func (o operationTx[TTx]) decide(ctx context.Context, actor Actor, d OperationDecision) (res OperationResult, seen *saga.Operation, err error) {
-	driver := o.runner.Driver()
-	err = driver.WithinTx(ctx, func(ctx context.Context, tx TTx) error {
-		cur, err := driver.GetOperation(ctx, tx, d.ID, true)
+	err = o.runner.WithinTx(ctx, func(ctx context.Context, tx TTx) error {
+		cur, err := o.runner.GetTx(ctx, tx, d.ID)
 		switch {
 		case errors.Is(err, saga.ErrNotFound):
 			return ErrNotFound

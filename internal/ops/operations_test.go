@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,6 +45,28 @@ type sagaBundle struct {
 	// try runs one operator action in a transaction that is rolled back,
 	// and returns the engine's answer (for TestLegalMatchesTheEngine).
 	try func(t *testing.T, op saga.Operation, d ops.OperationDecision) error
+	// failCommits makes the runner's transactions fail at their commit
+	// (errCommitFailed) while set.
+	failCommits func(bool)
+}
+
+// commitFailingDriver is a saga driver whose WithinTx, while fail is set,
+// runs fn and then rolls back as a failed commit leaves it.
+type commitFailingDriver[TTx any] struct {
+	saga.Driver[TTx]
+	fail atomic.Bool
+}
+
+func (d *commitFailingDriver[TTx]) WithinTx(ctx context.Context, fn func(ctx context.Context, tx TTx) error) error {
+	if !d.fail.Load() {
+		return d.Driver.WithinTx(ctx, fn)
+	}
+	return d.Driver.WithinTx(ctx, func(ctx context.Context, tx TTx) error {
+		if err := fn(ctx, tx); err != nil {
+			return err
+		}
+		return errCommitFailed
+	})
 }
 
 var sagaBackends = map[string]func(t *testing.T) *sagaBundle{
@@ -99,15 +122,16 @@ func newSagaBundle[TTx any](t *testing.T, rd riverdriver.Driver[TTx], sd saga.Dr
 	require.NoError(t, err)
 	require.NoError(t, sd.Migrate(ctx))
 	require.NoError(t, trail.Migrate(ctx))
+	cf := &commitFailingDriver[TTx]{Driver: sd}
 	// No definitions: operator actions need only the records.
-	runner, err := saga.NewRunner(sd, saga.Config{Logger: slog.New(slog.DiscardHandler)})
+	runner, err := saga.NewRunner[TTx](cf, saga.Config{Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	client, err := river.NewClient(rd, &river.Config{Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	runner.SetClient(client)
 	decisions, err := ops.NewOperations(runner, trail)
 	require.NoError(t, err)
-	return &sagaBundle{ops: decisions, trail: trail,
+	return &sagaBundle{ops: decisions, trail: trail, failCommits: cf.fail.Store,
 		insert: func(t *testing.T, op saga.Operation) {
 			require.NoError(t, sd.WithinTx(t.Context(), func(ctx context.Context, tx TTx) error {
 				return sd.InsertOperation(ctx, tx, &op)
@@ -342,6 +366,28 @@ func TestOperationDecisions(t *testing.T) {
 				require.Equal(t, op.Version, got.Version, "nothing applied without its audit entry")
 				require.Equal(t, saga.StatusReviewRequired, got.Status)
 				require.Equal(t, 0, b.jobs(t, "saga.step"), "no job either")
+			})
+
+			t.Run("NoEntryWhenTheCommitFails", func(t *testing.T) {
+				t.Parallel()
+				b := backend(t)
+				op := uncertainPivot("op-commit-fails")
+				b.insert(t, op)
+				// Everything in the decision's transaction succeeds, its
+				// commit fails: an entry appended in a transaction of its
+				// own would stay behind (issue 11).
+				b.failCommits(true)
+				_, err := b.ops.Decide(context.Background(), ops.Actor{Username: "ada", Role: "oncall"}, ops.OperationDecision{ID: op.ID, Version: op.Version,
+					Action: ops.OperationRetry, Step: "workspace", Reason: "the provider is back up after the outage"})
+				b.failCommits(false)
+				require.ErrorIs(t, err, errCommitFailed)
+				got := b.get(t, op.ID)
+				require.Equal(t, op.Version, got.Version, "nothing applied")
+				require.Equal(t, saga.StatusReviewRequired, got.Status)
+				require.Equal(t, 0, b.jobs(t, "saga.step"), "no job either")
+				hist, err := b.ops.History(context.Background(), op.ID, 10)
+				require.NoError(t, err)
+				require.Zero(t, len(hist), "no audit entry of a decision that did not commit")
 			})
 
 			t.Run("InvalidDecisionsChangeNothing", func(t *testing.T) {

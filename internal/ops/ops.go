@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -64,6 +65,15 @@ type Keys struct {
 	store   idem.TxStore
 	records recordFinder
 	trail   *audit.Trail
+	log     *slog.Logger
+}
+
+// SetLogger makes k log there the audit entries of refused decisions it
+// failed to append; default slog.Default(). Call it before k is used.
+func (k *Keys) SetLogger(log *slog.Logger) {
+	if log != nil {
+		k.log = log
+	}
 }
 
 // NewKeys returns the key decisions over the engine's store, which must be
@@ -73,7 +83,7 @@ func NewKeys(engine *idem.Engine, records recordFinder, trail *audit.Trail) (*Ke
 	if !ok {
 		return nil, errors.New("ops: the engine's store is not an idem.TxStore")
 	}
-	return &Keys{engine: engine, store: ts, records: records, trail: trail}, nil
+	return &Keys{engine: engine, store: ts, records: records, trail: trail, log: slog.Default()}, nil
 }
 
 // KeyDecision is an operator's decision on one key record, as the form
@@ -183,15 +193,26 @@ func RecordDenied(ctx context.Context, trail *audit.Trail, actor Actor, action, 
 	return err
 }
 
-// refused audits a decision that was not applied. A failure to audit is
-// not the operator's problem: the decision was refused either way.
+// refused audits a decision that was not applied.
 func (k *Keys) refused(ctx context.Context, actor Actor, d KeyDecision, target string, before any, why string) {
-	e := entry(actor, d, target, before, nil, audit.OutcomeConflict)
-	e.Reason = d.Reason + " — refused: " + why
+	appendRefusal(ctx, k.trail, k.log, entry(actor, d, target, before, nil, audit.OutcomeConflict), why)
+}
+
+// appendRefusal appends e, a refused decision's entry, with why after its
+// reason, in a transaction of its own that the request's cancellation does
+// not stop. A failure to audit is not the operator's problem (the decision
+// was refused either way), so it is logged, with the entry's action and
+// target but not its reason or states, and not returned.
+func appendRefusal(ctx context.Context, trail *audit.Trail, log *slog.Logger, e audit.Entry, why string) {
+	e.Reason += " — refused: " + why
 	if len(e.Reason) > 4000 {
-		e.Reason = e.Reason[:4000]
+		e.Reason = strings.ToValidUTF8(e.Reason[:4000], "")
 	}
-	_, _ = k.trail.Append(context.WithoutCancel(ctx), e)
+	ctx = context.WithoutCancel(ctx)
+	if _, err := trail.Append(ctx, e); err != nil {
+		log.ErrorContext(ctx, "ops: the audit entry of a refused decision was not appended",
+			"action", e.Action, "target_kind", e.TargetKind, "target_id", e.TargetID, "actor", e.Actor, "error", err.Error())
+	}
 }
 
 func entry(actor Actor, d KeyDecision, target string, before, after any, outcome string) audit.Entry {

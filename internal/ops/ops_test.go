@@ -1,11 +1,14 @@
 package ops_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -52,11 +55,20 @@ var testAuditKeys = func() *audit.Keyring {
 
 func setup(t testing.TB, backend func(t testing.TB) (idem.Store, *store.DB, *audit.Trail)) bundle {
 	t.Helper()
+	return setupWith(t, backend, nil)
+}
+
+// setupWith is setup with the engine's store wrapped by wrap, when not nil.
+func setupWith(t testing.TB, backend func(t testing.TB) (idem.Store, *store.DB, *audit.Trail), wrap func(idem.Store) idem.Store) bundle {
+	t.Helper()
 	ctx := context.Background()
 	s, db, trail := backend(t)
 	require.NoError(t, s.(interface{ Migrate(context.Context) error }).Migrate(ctx))
 	require.NoError(t, db.Migrate(ctx))
 	require.NoError(t, trail.Migrate(ctx))
+	if wrap != nil {
+		s = wrap(s)
+	}
 	e, err := idem.New(s, idem.WithSecret([]byte("ops-test-secret-0123456789abcdefgh")))
 	require.NoError(t, err)
 	keys, err := ops.NewKeys(e, db, trail)
@@ -180,4 +192,102 @@ func TestKeyDecisions(t *testing.T) {
 			})
 		})
 	}
+}
+
+// errCommitFailed stands for a commit that failed after everything in the
+// transaction succeeded.
+var errCommitFailed = errors.New("the commit failed")
+
+// commitFailingStore is an idem.TxStore whose WithinTx, while fail is
+// set, runs fn and then rolls back as a failed commit leaves it.
+type commitFailingStore struct {
+	idem.TxStore
+	fail atomic.Bool
+}
+
+func (s *commitFailingStore) WithinTx(ctx context.Context, fn func(ctx context.Context, tx idem.Store) error) error {
+	if !s.fail.Load() {
+		return s.TxStore.WithinTx(ctx, fn)
+	}
+	return s.TxStore.WithinTx(ctx, func(ctx context.Context, tx idem.Store) error {
+		if err := fn(ctx, tx); err != nil {
+			return err
+		}
+		return errCommitFailed
+	})
+}
+
+// TestKeyDecisionAndItsEntryCommitTogether breaks the one transaction of a
+// key decision and its audit entry (SPEC CON K5, issue 11): an entry the
+// trail refuses leaves the key as it was (an append after the commit
+// would not), and a commit that fails leaves no entry (an append in a
+// transaction of its own would).
+func TestKeyDecisionAndItsEntryCommitTogether(t *testing.T) {
+	t.Parallel()
+	for name, backend := range backends {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			var cf *commitFailingStore
+			b := setupWith(t, backend, func(s idem.Store) idem.Store {
+				cf = &commitFailingStore{TxStore: s.(idem.TxStore)}
+				return cf
+			})
+			unchanged := func(t *testing.T, rec idem.Record) {
+				t.Helper()
+				got, ok, err := b.db.Key(ctx, rec.ID)
+				require.NoError(t, err)
+				require.True(t, ok, "the key is still there")
+				require.Equal(t, rec.Version, got.Version, "the key did not change")
+				require.Equal(t, idem.StatusPending, got.Status)
+				hist, err := b.keys.History(ctx, rec.ID, 10)
+				require.NoError(t, err)
+				require.Zero(t, len(hist), "no audit entry")
+			}
+			for _, action := range []idem.OperatorAction{idem.OperatorForget, idem.OperatorConfirmHappened, idem.OperatorConfirmNotHappened} {
+				t.Run(string(action), func(t *testing.T) {
+					d := ops.KeyDecision{Action: action, Reason: "the provider's dashboard was checked", ExternalRef: "ch_1"}
+
+					t.Run("TheAppendFails", func(t *testing.T) {
+						rec := pending(t, b, "k-append-"+string(action))
+						d.RecordID, d.Version = rec.ID, rec.Version
+						// The trail refuses an entry without an actor.
+						_, err := b.keys.Decide(ctx, ops.Actor{}, d)
+						require.ErrorIs(t, err, audit.ErrInvalid)
+						unchanged(t, rec)
+					})
+
+					t.Run("TheCommitFails", func(t *testing.T) {
+						rec := pending(t, b, "k-commit-"+string(action))
+						d.RecordID, d.Version = rec.ID, rec.Version
+						cf.fail.Store(true)
+						_, err := b.keys.Decide(ctx, ops.Actor{Username: "ada", Role: "oncall"}, d)
+						cf.fail.Store(false)
+						require.ErrorIs(t, err, errCommitFailed)
+						unchanged(t, rec)
+					})
+				})
+			}
+		})
+	}
+}
+
+// TestRefusalAuditFailureIsLogged: a refused decision whose audit entry
+// cannot be appended is still refused, and the failure is logged without
+// the reason (issue 11, item 6: it was dropped with _ =).
+func TestRefusalAuditFailureIsLogged(t *testing.T) {
+	t.Parallel()
+	b := setup(t, backends["SQLite"])
+	var buf bytes.Buffer
+	b.keys.SetLogger(slog.New(slog.NewJSONHandler(&buf, nil)))
+	rec := pending(t, b, "k-refusal-log")
+	reason := "an outdated page was open, secret-ish words"
+	// A stale version is refused; the trail refuses an entry without an
+	// actor, so the refusal's entry fails.
+	_, err := b.keys.Decide(context.Background(), ops.Actor{}, ops.KeyDecision{RecordID: rec.ID, Version: rec.Version + 1,
+		Action: idem.OperatorForget, Reason: reason})
+	require.ErrorIs(t, err, ops.ErrStale)
+	require.Contains(t, buf.String(), "the audit entry of a refused decision was not appended")
+	require.Contains(t, buf.String(), `"target_id":"`+fmt.Sprint(rec.ID)+`"`)
+	require.NotContains(t, buf.String(), reason, "no reason in the logs")
 }

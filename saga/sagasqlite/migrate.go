@@ -4,8 +4,8 @@ import "embed"
 
 // migrations holds the "saga" migration line, applied by internal/migrate (one
 // migrator and one bookkeeping table, unstuck_migration, for every line).
-// go:embed only works on a package-level variable; it is read-only and so
-// is not shared state.
+// The embed directive works only on a package-level variable; it is
+// read-only and so is not shared state.
 //
 //go:embed migration/saga/*.sql
 var migrations embed.FS
