@@ -266,10 +266,6 @@ func (d *DB) KeyOverview(ctx context.Context) (KeyOverview, error) {
 	return o, nil
 }
 
-// attentionStatuses are the states NeedsAttention reports besides
-// processing-past-lease, in no particular order.
-var attentionStatuses = []idem.Status{idem.StatusPending, idem.StatusUnavailable}
-
 // NeedsAttention returns up to limit records a human should look at first
 // (SPEC CON-K1): pending, unavailable, and processing past its lease, the
 // longest unchanged first (updated_at, then id, ascending). limit is
