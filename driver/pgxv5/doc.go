@@ -62,9 +62,9 @@
 //
 // # Transactions
 //
-// Each call of the [Store] is a single autocommit statement (Reserve may
-// take two); no transaction is held across calls or across the caller's
-// work.
+// Each call of the [Store] is a single autocommit statement (Reserve
+// reads first and inserts only on a miss, so it may take two or three);
+// no transaction is held across calls or across the caller's work.
 //
 // The Store is also an [idem.TxStore]. [Store.WithinTx] begins a READ
 // COMMITTED transaction and hands fn an idem.Store that writes the record
