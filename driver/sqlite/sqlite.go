@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync/atomic"
+	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
@@ -18,7 +19,10 @@ import (
 	"github.com/unstuckhq/unstuck/internal/migrate"
 )
 
-var _ idem.TxStore = (*Store)(nil)
+var (
+	_ idem.TxStore    = (*Store)(nil)
+	_ idem.LocalStore = (*Store)(nil)
+)
 
 // Store is an [idem.TxStore] on a SQLite database. It is safe for
 // concurrent use by many goroutines, and by several processes on the same
@@ -57,22 +61,39 @@ func (s *Store) write(ctx context.Context, fn func() error) error {
 
 // writeAfterWait is write that tells fn whether it had to wait for the
 // semaphore, in which case another writer may have changed what fn read
-// before.
+// before. The wait also ends at the engine's [idem.CallDeadline], with an
+// error matching context.DeadlineExceeded; the timer for it is made only
+// when the semaphore is taken.
 func (s *Store) writeAfterWait(ctx context.Context, fn func(waited bool) error) error {
 	waited := false
 	select {
 	case s.writer <- struct{}{}:
 	default:
 		waited = true
+		var expired <-chan time.Time
+		if deadline, ok := idem.CallDeadline(ctx); ok {
+			t := time.NewTimer(time.Until(deadline))
+			defer t.Stop()
+			expired = t.C
+		}
 		select {
 		case s.writer <- struct{}{}:
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-expired:
+			return fmt.Errorf("waiting for the store's writer: %w", context.DeadlineExceeded)
 		}
 	}
 	defer func() { <-s.writer }()
 	return fn(waited)
 }
+
+// LocalCalls implements [idem.LocalStore]: the engine passes the store
+// timeout as an [idem.CallDeadline], which bounds the wait for the store's
+// writer; a wait for another handle's write lock is bounded by the busy
+// timeout (10 s with [Open]), and reads in WAL mode do not wait for
+// writers.
+func (s *Store) LocalCalls() {}
 
 // Migrate creates or upgrades the store's tables: it applies, in order, every
 // migration of the "idem" line that the unstuck_migration table does not

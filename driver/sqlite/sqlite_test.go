@@ -747,3 +747,24 @@ func TestWriteLockHeldElsewhere(t *testing.T) {
 		require.True(t, existed, "record %d committed", i)
 	}
 }
+
+// TestWriterWaitEndsAtCallDeadline (issue 12): the engine sets no context
+// deadline on this store's calls (it is an idem.LocalStore), so the store
+// itself ends a wait for its writer at the engine's store timeout, passed
+// as idem.CallDeadline, well before the caller's own deadline.
+func TestWriterWaitEndsAtCallDeadline(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e, err := idem.New(b.store, idem.WithoutSealing(), idem.WithStoreTimeout(100*time.Millisecond))
+	require.NoError(t, err)
+	outer, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	// WithinTx holds the store's writer while fn runs.
+	err = b.store.WithinTx(t.Context(), func(context.Context, idem.Store) error {
+		_, err := idem.Run(outer, e, "waits-for-the-writer", "tenant", func(context.Context) (int, error) { return 1, nil })
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.NoError(t, outer.Err(), "the call waited for the caller's deadline, not the store timeout")
+		return nil
+	})
+	require.NoError(t, err)
+}
