@@ -63,8 +63,9 @@
 // # Transactions
 //
 // Each call of the [Store] is a single autocommit statement (Reserve
-// reads first and inserts only on a miss, so it may take two or three);
-// no transaction is held across calls or across the caller's work.
+// reads and, on a miss, inserts in one statement, and takes a second one
+// when it loses a race for a new key); no transaction is held across calls
+// or across the caller's work.
 //
 // The Store is also an [idem.TxStore]. [Store.WithinTx] begins a READ
 // COMMITTED transaction and hands fn an idem.Store that writes the record
