@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -20,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/internal/benchround"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
 
@@ -30,13 +30,13 @@ import (
 // pair of statements: an INSERT of a processing record with a fence from the
 // sequence, RETURNING its id, and an UPDATE by id that stores the result.
 // For a replay it is one prepared SELECT by digest of what a replay needs
-// (status, fingerprint, result). Each round (UNSTUCK_BENCH_ROUNDS) runs the
-// engine and the limit in alternating order, every measured invocation on a
-// fresh schema. They only report; nothing fails on timing. Besides ns/op
-// they report cpu-ns/op, the CPU time of this process per operation: the
-// client side only, the server's work is not in it. The file is built on
-// unix only, for getrusage. See BENCHMARKS.md for the commands and the
-// ratios of each round.
+// (status, fingerprint, result). Each round (UNSTUCK_BENCH_ROUNDS, see
+// internal/benchround) runs the engine and the limit in alternating order,
+// every measured invocation on a fresh schema. They only report; nothing
+// fails on timing. Besides ns/op they report cpu-ns/op, the CPU time of this
+// process per operation: the client side only, the server's work is not in
+// it. The file is built on unix only, for getrusage. See BENCHMARKS.md for
+// the commands and the ratios of each round.
 
 // benchGoroutines are the concurrency levels measured. The goroutines are
 // started by hand (see benchParallel), so the count is exact whatever
@@ -201,31 +201,6 @@ func benchDigest(prefix string, i int) string {
 	return string(buf[:])
 }
 
-// benchRotated runs engine and limit as sub-benchmarks named
-// "engine/goroutines=g" and "limit/goroutines=g", interleaved: as many
-// rounds as UNSTUCK_BENCH_ROUNDS says (default 1), the engine first in even
-// rounds and the limit first in odd ones. (go test -count repeats each
-// sub-benchmark in a row, which does not interleave.) Go suffixes the
-// repeated names with #01, #02, ….
-func benchRotated(b *testing.B, g int, engine, limit func(b *testing.B)) {
-	rounds, err := strconv.Atoi(os.Getenv("UNSTUCK_BENCH_ROUNDS"))
-	if err != nil || rounds < 1 {
-		rounds = 1
-	}
-	for round := range rounds {
-		subs := []struct {
-			name string
-			fn   func(b *testing.B)
-		}{{"engine", engine}, {"limit", limit}}
-		if round%2 == 1 {
-			subs[0], subs[1] = subs[1], subs[0]
-		}
-		for _, sub := range subs {
-			b.Run(sub.name+"/goroutines="+strconv.Itoa(g), sub.fn)
-		}
-	}
-}
-
 // limitInsertSQL and limitCompleteSQL are the limit of a first run: the
 // record with a fence from the sequence, then its result by id.
 const (
@@ -247,7 +222,7 @@ WHERE scope = $1 AND operation = $2 AND key_digest = $3`
 // INSERT and UPDATE.
 func BenchmarkRunFirst(b *testing.B) {
 	for _, g := range benchGoroutines {
-		benchRotated(b, g, func(b *testing.B) {
+		benchround.Run(b, g, func(b *testing.B) {
 			env := newBenchEnv(b)
 			prefix := "first-" + benchPrefix(b) + "-"
 			benchParallel(b, g, func(ctx context.Context, i int) error {
@@ -314,7 +289,7 @@ func BenchmarkRunReplay(b *testing.B) {
 		return keys, digests
 	}
 	for _, g := range benchGoroutines {
-		benchRotated(b, g, func(b *testing.B) {
+		benchround.Run(b, g, func(b *testing.B) {
 			env := newBenchEnv(b)
 			keys, _ := completed(b, env)
 			benchParallel(b, g, func(ctx context.Context, i int) error {

@@ -10,7 +10,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/internal/benchround"
 )
 
 // The benchmarks of this file put idem.Run on this store side by side with
@@ -30,12 +30,12 @@ import (
 // UPDATE by id that stores the result, each on one writer (a semaphore of
 // one, as SQLite has one writer). For a replay it is one prepared SELECT by
 // digest of what a replay needs (status, fingerprint, result). Each round
-// (UNSTUCK_BENCH_ROUNDS) runs the engine and the limit in alternating order,
-// every measured invocation on a fresh database file. They only report;
-// nothing fails on timing. Besides ns/op they report cpu-ns/op, the CPU time
-// of the process per operation, SQLite's work included. The file is built on
-// unix only, for getrusage. See BENCHMARKS.md for the commands and the
-// ratios of each round.
+// (UNSTUCK_BENCH_ROUNDS, see internal/benchround) runs the engine and the
+// limit in alternating order, every measured invocation on a fresh database
+// file. They only report; nothing fails on timing. Besides ns/op they report
+// cpu-ns/op, the CPU time of the process per operation, SQLite's work
+// included. The file is built on unix only, for getrusage. See BENCHMARKS.md
+// for the commands and the ratios of each round.
 
 // benchGoroutines are the concurrency levels measured. The goroutines are
 // started by hand (see benchParallel), so the count is exact whatever
@@ -200,31 +200,6 @@ func benchDigest(prefix string, i int) string {
 	return string(buf[:])
 }
 
-// benchRotated runs engine and limit as sub-benchmarks named
-// "engine/goroutines=g" and "limit/goroutines=g", interleaved: as many
-// rounds as UNSTUCK_BENCH_ROUNDS says (default 1), the engine first in even
-// rounds and the limit first in odd ones. (go test -count repeats each
-// sub-benchmark in a row, which does not interleave.) Go suffixes the
-// repeated names with #01, #02, ….
-func benchRotated(b *testing.B, g int, engine, limit func(b *testing.B)) {
-	rounds, err := strconv.Atoi(os.Getenv("UNSTUCK_BENCH_ROUNDS"))
-	if err != nil || rounds < 1 {
-		rounds = 1
-	}
-	for round := range rounds {
-		subs := []struct {
-			name string
-			fn   func(b *testing.B)
-		}{{"engine", engine}, {"limit", limit}}
-		if round%2 == 1 {
-			subs[0], subs[1] = subs[1], subs[0]
-		}
-		for _, sub := range subs {
-			b.Run(sub.name+"/goroutines="+strconv.Itoa(g), sub.fn)
-		}
-	}
-}
-
 // The limit's statements.
 const (
 	limitInsert = `INSERT INTO unstuck_idem_record (scope, operation, key_digest, status, owner_token, fence,
@@ -292,7 +267,7 @@ func (l *benchLimit) first(ctx context.Context, digest string, blob []byte) erro
 // sealed result, against the limit's INSERT and UPDATE.
 func BenchmarkRunFirst(b *testing.B) {
 	for _, g := range benchGoroutines {
-		benchRotated(b, g, func(b *testing.B) {
+		benchround.Run(b, g, func(b *testing.B) {
 			env := newBenchEnv(b)
 			prefix := "first-" + benchPrefix(b) + "-"
 			benchParallel(b, g, func(ctx context.Context, i int) error {
@@ -336,7 +311,7 @@ func BenchmarkRunReplay(b *testing.B) {
 		return keys, digests
 	}
 	for _, g := range benchGoroutines {
-		benchRotated(b, g, func(b *testing.B) {
+		benchround.Run(b, g, func(b *testing.B) {
 			env := newBenchEnv(b)
 			keys, _ := completed(b, env)
 			benchParallel(b, g, func(ctx context.Context, i int) error {
