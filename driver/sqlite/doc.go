@@ -42,13 +42,11 @@
 // writer slot, for SQLite's write lock (the busy timeout) and for the
 // statement itself. The Store is an idem.LocalStore: the idem engine does
 // not set a context deadline on its calls (which would make database/sql
-// and modernc.org/sqlite start a goroutine per statement, several times
-// the cost of a read) but passes its store timeout (idem.WithStoreTimeout,
-// 5 s by default) as an idem.CallDeadline. The store puts it on every
-// write, the wait for the writer slot and the statements alike; reads run
-// without it, since in WAL mode they do not wait for writers (the rare
-// wait of a read, for another connection's recovery of the WAL, is bounded
-// by the busy timeout, 10 s with [Open]).
+// and modernc.org/sqlite start a goroutine per statement) but passes its
+// store timeout (idem.WithStoreTimeout, 5 s by default) as an
+// idem.CallDeadline, which bounds the wait for the writer slot; the wait
+// for another handle's write lock is bounded by the busy timeout (10 s
+// with [Open]).
 //
 // # Transactions and fences
 //

@@ -54,28 +54,24 @@ func New(db *sql.DB) *Store {
 }
 
 // write runs fn while holding the store's writer semaphore, or returns
-// ctx.Err() if ctx ends first; see writeAfterWait for fn's context.
-func (s *Store) write(ctx context.Context, fn func(ctx context.Context) error) error {
-	return s.writeAfterWait(ctx, func(ctx context.Context, _ bool) error { return fn(ctx) })
+// ctx.Err() if ctx ends first.
+func (s *Store) write(ctx context.Context, fn func() error) error {
+	return s.writeAfterWait(ctx, func(bool) error { return fn() })
 }
 
 // writeAfterWait is write that tells fn whether it had to wait for the
 // semaphore, in which case another writer may have changed what fn read
-// before. The wait ends at the engine's [idem.CallDeadline] too, with an
-// error matching context.DeadlineExceeded (the timer for it is made only
-// when the semaphore is taken), and fn runs under a context with that
-// deadline, so that a write waiting for another handle's lock ends there
-// too: on a write, which costs far more, the goroutines a deadline starts
-// per statement do not matter.
-func (s *Store) writeAfterWait(ctx context.Context, fn func(ctx context.Context, waited bool) error) error {
-	deadline, bounded := idem.CallDeadline(ctx)
+// before. The wait also ends at the engine's [idem.CallDeadline], with an
+// error matching context.DeadlineExceeded; the timer for it is made only
+// when the semaphore is taken.
+func (s *Store) writeAfterWait(ctx context.Context, fn func(waited bool) error) error {
 	waited := false
 	select {
 	case s.writer <- struct{}{}:
 	default:
 		waited = true
 		var expired <-chan time.Time
-		if bounded {
+		if deadline, ok := idem.CallDeadline(ctx); ok {
 			t := time.NewTimer(time.Until(deadline))
 			defer t.Stop()
 			expired = t.C
@@ -89,20 +85,14 @@ func (s *Store) writeAfterWait(ctx context.Context, fn func(ctx context.Context,
 		}
 	}
 	defer func() { <-s.writer }()
-	if bounded {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline)
-		defer cancel()
-	}
-	return fn(ctx, waited)
+	return fn(waited)
 }
 
 // LocalCalls implements [idem.LocalStore]: the engine passes the store
-// timeout as an [idem.CallDeadline], which bounds every write (the wait
-// for the store's writer, then the statements under a context deadline).
-// Reads run without a deadline: in WAL mode they do not wait for writers;
-// the rare wait of a read (recovery of the WAL by another connection) is
-// bounded by the busy timeout (10 s with [Open]).
+// timeout as an [idem.CallDeadline], which bounds the wait for the store's
+// writer; a wait for another handle's write lock is bounded by the busy
+// timeout (10 s with [Open]), and reads in WAL mode do not wait for
+// writers.
 func (s *Store) LocalCalls() {}
 
 // Migrate creates or upgrades the store's tables: it applies, in order, every
@@ -168,10 +158,8 @@ func Open(path string) (*sql.DB, error) {
 
 // immediate runs fn in a BEGIN IMMEDIATE transaction (see the function
 // immediate) while holding the store's writer semaphore.
-func (s *Store) immediate(ctx context.Context, fn func(ctx context.Context, conn *sql.Conn) error) error {
-	return s.write(ctx, func(ctx context.Context) error {
-		return immediate(ctx, s.db, func(conn *sql.Conn) error { return fn(ctx, conn) })
-	})
+func (s *Store) immediate(ctx context.Context, fn func(conn *sql.Conn) error) error {
+	return s.write(ctx, func() error { return immediate(ctx, s.db, fn) })
 }
 
 // prepared returns query prepared on the pool, kept in slot. database/sql

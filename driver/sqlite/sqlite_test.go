@@ -710,32 +710,23 @@ func TestCancelledContext(t *testing.T) {
 	reserve(t, b, ident("k"), "a", t0)
 }
 
-// holdWriteLock opens another handle on b's file and takes the write lock
-// on one of its connections, in a transaction the caller ends. The handle
-// closes with the test.
-func holdWriteLock(t *testing.T, b *testBundle) (other *sql.DB, holder *sql.Conn) {
-	t.Helper()
-	other, err := sqlite.Open(b.path)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, other.Close()) })
-	holder, err = other.Conn(t.Context())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = holder.Close() })
-	_, err = holder.ExecContext(t.Context(), "BEGIN IMMEDIATE")
-	require.NoError(t, err)
-	return other, holder
-}
-
 func TestWriteLockHeldElsewhere(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	other, holder := holdWriteLock(t, b)
+	other, err := sqlite.Open(b.path)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, other.Close()) })
+	holder, err := other.Conn(t.Context())
+	require.NoError(t, err)
+	defer holder.Close()
+	_, err = holder.ExecContext(t.Context(), "BEGIN IMMEDIATE")
+	require.NoError(t, err)
 
 	// The writer waits for the lock under busy_timeout until ctx ends.
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, _, err := b.store.Reserve(ctx, idem.ReserveParams{Ident: ident("k"), Owner: "a", Lease: time.Minute, Now: t0})
+	_, _, err = b.store.Reserve(ctx, idem.ReserveParams{Ident: ident("k"), Owner: "a", Lease: time.Minute, Now: t0})
 	require.Error(t, err)
 	require.Less(t, time.Since(start), 5*time.Second, "gave up when ctx ended")
 	// Reads go on meanwhile (WAL).
@@ -776,25 +767,4 @@ func TestWriterWaitEndsAtCallDeadline(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
-}
-
-// TestLockWaitEndsAtCallDeadline (issue 12): a write of the engine that
-// waits for another handle's write lock ends at the engine's store timeout
-// (idem.CallDeadline), not at the busy timeout or the caller's deadline.
-func TestLockWaitEndsAtCallDeadline(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	_, holder := holdWriteLock(t, b)
-	defer func() {
-		_, err := holder.ExecContext(context.Background(), "ROLLBACK")
-		require.NoError(t, err)
-	}()
-
-	e, err := idem.New(b.store, idem.WithoutSealing(), idem.WithStoreTimeout(100*time.Millisecond))
-	require.NoError(t, err)
-	outer, cancel := context.WithTimeout(t.Context(), 5*time.Second) // below the busy timeout of 10 s
-	defer cancel()
-	_, err = idem.Run(outer, e, "waits-for-the-lock", "tenant", func(context.Context) (int, error) { return 1, nil })
-	require.Error(t, err)
-	require.NoError(t, outer.Err(), "the write waited for the caller's deadline, not the store timeout")
 }

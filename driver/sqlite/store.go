@@ -41,7 +41,7 @@ func (s *Store) Reserve(ctx context.Context, p idem.ReserveParams) (idem.Record,
 			return idem.Record{}, false, fmt.Errorf("sqlite: reserve: prepare: %w", err)
 		}
 		created := false
-		err = s.writeAfterWait(ctx, func(ctx context.Context, waited bool) error {
+		err = s.writeAfterWait(ctx, func(waited bool) error {
 			if waited {
 				// Concurrent reservations of one key queue here, and the
 				// first usually commits while the others wait: looking
@@ -95,7 +95,7 @@ func insert(ctx context.Context, ex Executor, p idem.ReserveParams, now time.Tim
 // [idem.ErrFenced] consumes no fence. A pending record is never taken over.
 func (s *Store) Takeover(ctx context.Context, p idem.TakeoverParams) (idem.Record, error) {
 	var rec idem.Record
-	err := s.immediate(ctx, func(ctx context.Context, conn *sql.Conn) error {
+	err := s.immediate(ctx, func(conn *sql.Conn) error {
 		var err error
 		rec, err = takeover(ctx, conn, p)
 		return err
@@ -148,7 +148,7 @@ func (s *Store) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c ide
 	if err != nil {
 		return fmt.Errorf("sqlite: complete: prepare: %w", err)
 	}
-	if err := s.write(ctx, func(ctx context.Context) error { return complete(ctx, stmtExec{st}, id, o, c) }); err != nil {
+	if err := s.write(ctx, func() error { return complete(ctx, stmtExec{st}, id, o, c) }); err != nil {
 		return fmt.Errorf("sqlite: complete: %w", err)
 	}
 	return nil
@@ -158,7 +158,7 @@ func (s *Store) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c ide
 // ExternalRef leave the stored values; ResourceIDs are appended in order,
 // without removing duplicates.
 func (s *Store) Annotate(ctx context.Context, id idem.Ident, o idem.Owner, a idem.Annotation) error {
-	if err := s.write(ctx, func(ctx context.Context) error { return annotate(ctx, s.db, id, o, a) }); err != nil {
+	if err := s.write(ctx, func() error { return annotate(ctx, s.db, id, o, a) }); err != nil {
 		return fmt.Errorf("sqlite: annotate: %w", err)
 	}
 	return nil
@@ -166,7 +166,7 @@ func (s *Store) Annotate(ctx context.Context, id idem.Ident, o idem.Owner, a ide
 
 // Release implements [idem.Store.Release].
 func (s *Store) Release(ctx context.Context, id idem.Ident, o idem.Owner) error {
-	if err := s.write(ctx, func(ctx context.Context) error { return release(ctx, s.db, id, o) }); err != nil {
+	if err := s.write(ctx, func() error { return release(ctx, s.db, id, o) }); err != nil {
 		return fmt.Errorf("sqlite: release: %w", err)
 	}
 	return nil
@@ -175,7 +175,7 @@ func (s *Store) Release(ctx context.Context, id idem.Ident, o idem.Owner) error 
 // Extend implements [idem.Store.Extend].
 func (s *Store) Extend(ctx context.Context, id idem.Ident, o idem.Owner, lease time.Duration, now time.Time) (time.Time, error) {
 	var until time.Time
-	err := s.write(ctx, func(ctx context.Context) error {
+	err := s.write(ctx, func() error {
 		var err error
 		until, err = extend(ctx, s.db, id, o, lease, now)
 		return err
@@ -199,7 +199,7 @@ func (s *Store) Get(ctx context.Context, id idem.Ident) (idem.Record, bool, erro
 // Delete implements [idem.Store.Delete].
 func (s *Store) Delete(ctx context.Context, id idem.Ident) (bool, error) {
 	var existed bool
-	err := s.write(ctx, func(ctx context.Context) error {
+	err := s.write(ctx, func() error {
 		var err error
 		existed, err = deleteRecord(ctx, s.db, id)
 		return err
@@ -214,7 +214,7 @@ func (s *Store) Delete(ctx context.Context, id idem.Ident) (bool, error) {
 func (s *Store) Settle(ctx context.Context, id idem.Ident, st idem.Settlement) (idem.Record, bool, error) {
 	var rec idem.Record
 	var ok bool
-	err := s.write(ctx, func(ctx context.Context) error {
+	err := s.write(ctx, func() error {
 		var err error
 		rec, ok, err = settle(ctx, s.db, id, st)
 		return err
@@ -234,7 +234,7 @@ func (s *Store) Settle(ctx context.Context, id idem.Ident, st idem.Settlement) (
 // pending, then finished ones deleted.
 func (s *Store) Sweep(ctx context.Context, p idem.SweepParams) (idem.SweepResult, error) {
 	var res idem.SweepResult
-	err := s.immediate(ctx, func(ctx context.Context, conn *sql.Conn) error {
+	err := s.immediate(ctx, func(conn *sql.Conn) error {
 		var err error
 		res, err = sweep(ctx, conn, p)
 		return err

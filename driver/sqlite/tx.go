@@ -54,7 +54,7 @@ type txKey struct{}
 // each call, or by a params struct's Now.
 func (s *Store) WithinTx(ctx context.Context, fn func(ctx context.Context, tx idem.Store) error) error {
 	fnFailed := false
-	err := s.immediate(ctx, func(ctx context.Context, conn *sql.Conn) error {
+	err := s.immediate(ctx, func(conn *sql.Conn) error {
 		ts := &txStore{conn: conn}
 		defer ts.ended.Store(true)
 		if err := fn(context.WithValue(ctx, txKey{}, Executor(conn)), ts); err != nil {
