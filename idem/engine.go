@@ -46,6 +46,7 @@ type Engine struct {
 	maxResultBytes int
 	policy         Policy
 	storeTimeout   time.Duration
+	local          bool          // store is a LocalStore: bound passes no deadline
 	recordWindow   time.Duration // 0: per run, max(2 × lease, MinRecordingWindow)
 	recovery       Recovery
 	late           lateRecordings
@@ -120,7 +121,8 @@ func WithPendingRetryAfter(d time.Duration) Option {
 // detached from the caller's cancellation and bounded by d, and so does
 // each retry of a background recording. The driver must honour context
 // deadlines (both drivers here do; see their package documentation for the
-// connect timeout).
+// connect timeout). A [LocalStore] (SQLite) gets the limit as a value
+// instead of a context deadline and bounds its calls itself.
 func WithStoreTimeout(d time.Duration) Option {
 	return func(c *engineConfig) { c.storeTimeout = d }
 }
@@ -173,6 +175,7 @@ func New(store Store, opts ...Option) (*Engine, error) {
 	if c.recordWindow != 0 && c.recordWindow < MinRecordingWindow {
 		return nil, fmt.Errorf("idem: recording window %s must be at least %s", c.recordWindow, MinRecordingWindow)
 	}
+	_, e.local = store.(LocalStore)
 	if e.log == nil {
 		e.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -189,10 +192,18 @@ func (e *Engine) Policy() Policy { return e.policy }
 // is set ([WithDefaultRecovery]).
 func (e *Engine) DefaultRecovery() Recovery { return e.recovery }
 
-// bound returns ctx bounded by the store timeout.
+// bound returns ctx bounded by the store timeout: with a deadline, or, for
+// a [LocalStore], with the end of the timeout as a value that the store
+// honours itself (see LocalStore).
 func (e *Engine) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if e.local {
+		return context.WithValue(ctx, callDeadlineKey{}, time.Now().Add(e.storeTimeout)), noCancel
+	}
 	return context.WithTimeout(ctx, e.storeTimeout)
 }
+
+// noCancel is the CancelFunc of a bound that set no deadline.
+func noCancel() {}
 
 // now is the time passed to store calls: zero (the store's clock) unless a
 // NowFunc is set.

@@ -221,7 +221,9 @@ type Store interface {
 	// Reserve inserts a processing record owned by p.Owner if none exists for
 	// p.Ident, and returns it with created = true. If a record exists it is
 	// returned unchanged with created = false. The existence check and the
-	// insert are one atomic step (a unique constraint, never select-then-insert).
+	// insert are one atomic step (a unique constraint, never select-then-insert
+	// alone): a store may read first, so that a repeat writes nothing, but on
+	// a miss the insert's constraint decides who owns the key.
 	Reserve(ctx context.Context, p ReserveParams) (rec Record, created bool, err error)
 
 	// Takeover gives the record to p.NewOwner, with a new fence, a new lease
@@ -267,6 +269,39 @@ type Store interface {
 	// pending, its owner cleared (fenced out) and its LastError set to
 	// AbandonedReason(lease end, "sweep"), so that an operator decides.
 	Sweep(ctx context.Context, p SweepParams) (SweepResult, error)
+}
+
+// LocalStore is implemented by a [Store] on a database embedded in the
+// process (the SQLite driver), whose calls make no network round trip. A
+// context deadline costs such a store more than its statements: it makes
+// database/sql and modernc.org/sqlite start a goroutine per statement to
+// watch the context. So the engine sets no deadline on the calls it makes
+// to a LocalStore; it passes the end of the store timeout
+// ([WithStoreTimeout]) as a value instead, which [CallDeadline] reads. The
+// caller's own deadline and cancellation still reach the store through the
+// context, as for any store.
+//
+// The contract of a LocalStore: a call that waits for anything in the
+// process (a queue of its own writers) gives up at the CallDeadline with an
+// error matching [context.DeadlineExceeded]; every other wait in a call is
+// bounded by the store itself (SQLite's busy timeout on another handle's
+// write lock), as its documentation states.
+type LocalStore interface {
+	Store
+	// LocalCalls marks the contract above; it does nothing.
+	LocalCalls()
+}
+
+// callDeadlineKey is the context key of [CallDeadline].
+type callDeadlineKey struct{}
+
+// CallDeadline returns when the engine wants the current call of a
+// [LocalStore] to end; ok is false when ctx carries none (a call not made
+// by the engine, or to a store that is not local, whose context has a
+// deadline instead).
+func CallDeadline(ctx context.Context) (deadline time.Time, ok bool) {
+	deadline, ok = ctx.Value(callDeadlineKey{}).(time.Time)
+	return deadline, ok
 }
 
 // TxStore is a [Store] that can put a record's writes in one database

@@ -16,23 +16,27 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/internal/benchround"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
 
 // The benchmarks of this file put idem.Run on this store side by side with
-// a baseline that sends the same SQL statements, with the same parameters,
-// through the same pgx pool configuration, but without the engine: no key
-// digest, no owner uuid, no decision, no sealing, no JSON. Every measured
-// invocation gets a fresh schema, so the engine and the baseline start from
-// the same empty table. They only report; nothing fails on timing. Besides
-// ns/op they report cpu-ns/op, the CPU time of this process per operation:
-// the client side only, the server's work is not in it. The file is built
-// on unix only, for getrusage. See BENCHMARKS.md for the commands and the
-// figures.
+// the LIMIT: the least work PostgreSQL can do for the same outcome, through
+// the same pgx pool configuration (whose statement cache prepares every
+// statement), without the engine or the store. For a first run that is a raw
+// pair of statements: an INSERT of a processing record with a fence from the
+// sequence, RETURNING its id, and an UPDATE by id that stores the result.
+// For a replay it is one prepared SELECT by digest of what a replay needs
+// (status, fingerprint, result). Each round (UNSTUCK_BENCH_ROUNDS, see
+// internal/benchround) runs the engine and the limit in alternating order,
+// every measured invocation on a fresh schema. They only report; nothing
+// fails on timing. Besides ns/op they report cpu-ns/op, the CPU time of this
+// process per operation: the client side only, the server's work is not in
+// it. The file is built on unix only, for getrusage. See BENCHMARKS.md for
+// the commands and the ratios of each round.
 
 // benchGoroutines are the concurrency levels measured. The goroutines are
 // started by hand (see benchParallel), so the count is exact whatever
@@ -49,7 +53,7 @@ const benchReplayKeys = 256
 
 const (
 	benchScope = "bench-tenant"
-	// benchOwner stands for the owner token of the baseline: as long as the
+	// benchOwner stands for the owner token of the limit: as long as the
 	// engine's uuid, but made once.
 	benchOwner = "00000000-0000-4000-8000-000000000000"
 )
@@ -110,7 +114,7 @@ func newBenchEnv(b *testing.B) benchEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The baseline writes a blob as long as the engine's envelope.
+	// The limit writes a blob as long as the engine's envelope.
 	if _, err := idem.Run(ctx, engine, "probe", benchScope, benchCallback); err != nil {
 		b.Fatal(err)
 	}
@@ -197,44 +201,28 @@ func benchDigest(prefix string, i int) string {
 	return string(buf[:])
 }
 
-// benchRow receives the columns scanned by scanRecord, with the same
-// destination types, without turning them into an idem.Record.
-type benchRow struct {
-	id                                   int64
-	scope, operation, keyDigest, fp      string
-	status                               string
-	result                               []byte
-	responseCode                         int
-	correlationID, externalRef           string
-	resourceIDs                          []string
-	lastError, owner                     string
-	fence                                int64
-	lease                                *time.Time
-	attempts                             int
-	version                              int64
-	createdAt, updatedAt, expiresAt, now time.Time
-}
-
-func (r *benchRow) scan(row pgx.Row) error {
-	return row.Scan(&r.id, &r.scope, &r.operation, &r.keyDigest, &r.fp, &r.status, &r.result,
-		&r.responseCode, &r.correlationID, &r.externalRef, &r.resourceIDs, &r.lastError,
-		&r.owner, &r.fence, &r.lease, &r.attempts, &r.version,
-		&r.createdAt, &r.updatedAt, &r.expiresAt, &r.now)
-}
-
-// The parameters the engine passes by default: lease 60 s, TTL 24 h, no
-// fingerprint, the database's clock.
-var (
-	benchLease = idem.DefaultLease.Microseconds()
-	benchTTL   = idem.DefaultTTL.Microseconds()
+// limitInsertSQL and limitCompleteSQL are the limit of a first run: the
+// record with a fence from the sequence, then its result by id.
+const (
+	limitInsertSQL = `INSERT INTO unstuck_idem_record (scope, operation, key_digest, status, owner_token, fence,
+    lease_expires_at, created_at, updated_at, expires_at)
+VALUES ($1, $2, $3, 'processing', $4, nextval('unstuck_idem_fence_seq'),
+    now() + interval '1 minute', now(), now(), now() + interval '1 day')
+RETURNING id`
+	limitCompleteSQL = `UPDATE unstuck_idem_record SET status = 'completed', result = $2, lease_expires_at = NULL
+WHERE id = $1`
+	// limitReplaySQL is the limit of a replay: what it needs, by digest.
+	limitReplaySQL = `SELECT status, fingerprint, result FROM unstuck_idem_record
+WHERE scope = $1 AND operation = $2 AND key_digest = $3`
 )
 
 // BenchmarkRunFirst measures a first run: idem.Run on a new key, which
-// reserves it (INSERT … RETURNING), calls back and completes it (UPDATE)
-// with the sealed result. The baseline sends the same two statements.
+// reserves it (a SELECT that misses, then INSERT … RETURNING), calls back
+// and completes it (UPDATE) with the sealed result, against the limit's
+// INSERT and UPDATE.
 func BenchmarkRunFirst(b *testing.B) {
 	for _, g := range benchGoroutines {
-		b.Run("engine/goroutines="+strconv.Itoa(g), func(b *testing.B) {
+		benchround.Run(b, g, func(b *testing.B) {
 			env := newBenchEnv(b)
 			prefix := "first-" + benchPrefix(b) + "-"
 			benchParallel(b, g, func(ctx context.Context, i int) error {
@@ -244,22 +232,17 @@ func BenchmarkRunFirst(b *testing.B) {
 				}
 				return err
 			})
-		})
-		b.Run("baseline/goroutines="+strconv.Itoa(g), func(b *testing.B) {
+		}, func(b *testing.B) {
 			env := newBenchEnv(b)
 			blob := make([]byte, env.sealedLen)
 			prefix := benchPrefix(b)
 			benchParallel(b, g, func(ctx context.Context, i int) error {
-				digest := benchDigest(prefix, i)
-				var r benchRow
-				if err := r.scan(env.pool.QueryRow(ctx, reserveSQL,
-					benchScope, idem.DefaultOperation, digest, "", benchOwner,
-					benchLease, benchTTL, nil)); err != nil {
-					return fmt.Errorf("reserve: %w", err)
+				var id int64
+				if err := env.pool.QueryRow(ctx, limitInsertSQL,
+					benchScope, idem.DefaultOperation, benchDigest(prefix, i), benchOwner).Scan(&id); err != nil {
+					return fmt.Errorf("insert: %w", err)
 				}
-				tag, err := env.pool.Exec(ctx, completeSQL,
-					benchScope, idem.DefaultOperation, digest, r.owner, r.fence,
-					string(idem.StatusCompleted), blob, 0, "", nil)
+				tag, err := env.pool.Exec(ctx, limitCompleteSQL, id, blob)
 				if err != nil {
 					return fmt.Errorf("complete: %w", err)
 				}
@@ -273,10 +256,9 @@ func BenchmarkRunFirst(b *testing.B) {
 }
 
 // BenchmarkRunReplay measures a replay: idem.Run on a key completed
-// beforehand. The store's Reserve meets the record (INSERT … ON CONFLICT DO
-// NOTHING returns no row) and reads it (SELECT); the engine decides, opens
-// the envelope and decodes the JSON. The baseline sends the same two
-// statements and scans the same columns.
+// beforehand. The store's Reserve finds the record with one SELECT; the
+// engine decides, opens the envelope and decodes the JSON. The limit is
+// one prepared SELECT of status, fingerprint and result by digest.
 func BenchmarkRunReplay(b *testing.B) {
 	// completed runs the engine on benchReplayKeys new keys and returns
 	// the keys and their digests.
@@ -307,7 +289,7 @@ func BenchmarkRunReplay(b *testing.B) {
 		return keys, digests
 	}
 	for _, g := range benchGoroutines {
-		b.Run("engine/goroutines="+strconv.Itoa(g), func(b *testing.B) {
+		benchround.Run(b, g, func(b *testing.B) {
 			env := newBenchEnv(b)
 			keys, _ := completed(b, env)
 			benchParallel(b, g, func(ctx context.Context, i int) error {
@@ -317,25 +299,18 @@ func BenchmarkRunReplay(b *testing.B) {
 				}
 				return err
 			})
-		})
-		b.Run("baseline/goroutines="+strconv.Itoa(g), func(b *testing.B) {
+		}, func(b *testing.B) {
 			env := newBenchEnv(b)
 			_, digests := completed(b, env)
 			benchParallel(b, g, func(ctx context.Context, i int) error {
-				digest := digests[i%len(digests)]
-				var r benchRow
-				err := r.scan(env.pool.QueryRow(ctx, reserveSQL,
-					benchScope, idem.DefaultOperation, digest, "", benchOwner,
-					benchLease, benchTTL, nil))
-				if !errors.Is(err, pgx.ErrNoRows) {
-					return fmt.Errorf("reserve: want no row, got %v", err)
+				var status, fp string
+				var result []byte
+				if err := env.pool.QueryRow(ctx, limitReplaySQL,
+					benchScope, idem.DefaultOperation, digests[i%len(digests)]).Scan(&status, &fp, &result); err != nil {
+					return fmt.Errorf("select: %w", err)
 				}
-				if err := r.scan(env.pool.QueryRow(ctx, getSQL,
-					benchScope, idem.DefaultOperation, digest, nil)); err != nil {
-					return fmt.Errorf("get: %w", err)
-				}
-				if r.status != string(idem.StatusCompleted) {
-					return fmt.Errorf("get: status %q", r.status)
+				if status != string(idem.StatusCompleted) || len(result) == 0 {
+					return fmt.Errorf("select: status %q, %d bytes", status, len(result))
 				}
 				return nil
 			})

@@ -62,9 +62,10 @@
 //
 // # Transactions
 //
-// Each call of the [Store] is a single autocommit statement (Reserve may
-// take two); no transaction is held across calls or across the caller's
-// work.
+// Each call of the [Store] is a single autocommit statement (Reserve
+// reads and, on a miss, inserts in one statement, and takes a second one
+// when it loses a race for a new key); no transaction is held across calls
+// or across the caller's work.
 //
 // The Store is also an [idem.TxStore]. [Store.WithinTx] begins a READ
 // COMMITTED transaction and hands fn an idem.Store that writes the record

@@ -234,6 +234,32 @@ func TestReserveCreatesOnce(t *testing.T) {
 	require.Equal(t, created[0].Token, again.Token)
 }
 
+// TestReserveReplayReadsFirst: a Reserve that meets an existing record
+// writes nothing (issue 12): it takes no fence from the sequence, whose
+// nextval would write WAL, and leaves the record unchanged.
+func TestReserveReplayReadsFirst(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := newIdent()
+	first := b.reserve(t, reserveOpts{ident: id})
+	lastFence := func() int64 {
+		var v int64
+		require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT last_value FROM unstuck_idem_fence_seq`).Scan(&v))
+		return v
+	}
+	before := lastFence()
+	for range 3 {
+		rec, created, err := b.store.Reserve(t.Context(), idem.ReserveParams{
+			Ident: id, Owner: rand.Text(), Lease: time.Minute, TTL: time.Hour})
+		require.NoError(t, err)
+		require.False(t, created)
+		require.Equal(t, first.Owner, rec.Owner)
+	}
+	require.Equal(t, before, lastFence(), "a replay burnt a fence")
+	next := b.reserve(t, reserveOpts{})
+	require.Equal(t, first.Fence+1, next.Fence, "the next reservation takes the next fence")
+}
+
 func TestReserveRecord(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -26,25 +26,41 @@ const recordColumns = `id, scope, operation, key_digest, fingerprint, status, re
     correlation_id, external_ref, resource_ids, last_error, owner_token, fence, lease_expires_at,
     attempts, version, created_at, updated_at, expires_at`
 
-// reserveSQL inserts a processing record unless one exists for the ident.
-// nextval is evaluated even when the insert meets a conflict and does
-// nothing, so a sequence value is burnt then: fences have gaps, which is
-// allowed, as they only need to increase strictly.
+// reserveOrGetSQL is the first step of Reserve, one round trip whether
+// the key is new or not: it reads the record and, only when the read finds
+// none, inserts a processing record. It returns the
+// record with created = true when it inserted it, the existing record
+// with created = false, or no row when the insert met a record that the
+// read's snapshot did not see (a concurrent reservation committed in
+// between; the caller reads it with getSQL). When the read finds a record
+// the INSERT's SELECT yields no row: nextval is not evaluated and nothing
+// is written, so a replay costs no WAL and burns no fence. nextval is
+// evaluated when the insert meets a conflict and does nothing, so a
+// sequence value is burnt then: fences have gaps, which is allowed, as
+// they only need to increase strictly.
 //
 // $1 scope, $2 operation, $3 key_digest, $4 fingerprint, $5 owner_token,
 // $6 lease µs, $7 ttl µs, $8 now.
-const reserveSQL = `INSERT INTO unstuck_idem_record (
-    scope, operation, key_digest, fingerprint, status, owner_token, fence,
-    lease_expires_at, attempts, version, created_at, updated_at, expires_at)
-VALUES (
-    $1, $2, $3, $4, 'processing', $5, nextval('unstuck_idem_fence_seq'),
-    coalesce($8::timestamptz, statement_timestamp()) + $6::bigint * interval '1 microsecond',
-    1, 1,
-    coalesce($8::timestamptz, statement_timestamp()),
-    coalesce($8::timestamptz, statement_timestamp()),
-    coalesce($8::timestamptz, statement_timestamp()) + greatest($6::bigint, $7::bigint) * interval '1 microsecond')
-ON CONFLICT (scope, operation, key_digest) DO NOTHING
-RETURNING ` + recordColumns + `, coalesce($8::timestamptz, statement_timestamp())`
+const reserveOrGetSQL = `WITH existing AS (
+    SELECT ` + recordColumns + `
+    FROM unstuck_idem_record
+    WHERE scope = $1 AND operation = $2 AND key_digest = $3),
+inserted AS (
+    INSERT INTO unstuck_idem_record (
+        scope, operation, key_digest, fingerprint, status, owner_token, fence,
+        lease_expires_at, attempts, version, created_at, updated_at, expires_at)
+    SELECT $1::text, $2::text, $3::text, $4::text, 'processing', $5::text, nextval('unstuck_idem_fence_seq'),
+        coalesce($8::timestamptz, statement_timestamp()) + $6::bigint * interval '1 microsecond',
+        1, 1,
+        coalesce($8::timestamptz, statement_timestamp()),
+        coalesce($8::timestamptz, statement_timestamp()),
+        coalesce($8::timestamptz, statement_timestamp()) + greatest($6::bigint, $7::bigint) * interval '1 microsecond'
+    WHERE NOT EXISTS (SELECT 1 FROM existing)
+    ON CONFLICT (scope, operation, key_digest) DO NOTHING
+    RETURNING ` + recordColumns + `)
+SELECT ` + recordColumns + `, true, coalesce($8::timestamptz, statement_timestamp()) FROM inserted
+UNION ALL
+SELECT ` + recordColumns + `, false, coalesce($8::timestamptz, statement_timestamp()) FROM existing`
 
 // getSQL reads one record.
 //

@@ -27,7 +27,8 @@ const maxReserveTries = 5
 
 // Store is an [idem.TxStore] on PostgreSQL through a pgx v5 pool. It is
 // safe for concurrent use by many goroutines and processes. Every call is
-// one autocommit statement on the pool (Reserve may take two); no
+// one autocommit statement on the pool (Reserve takes a second
+// one when it loses a race for a new key); no
 // transaction outlives a statement, except those that [Store.WithinTx]
 // begins for the application. Leases and retention are judged by the
 // database's clock, statement_timestamp(), unless a params struct carries a
@@ -68,14 +69,17 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// Reserve implements [idem.Store.Reserve] with INSERT … ON CONFLICT DO
-// NOTHING: the unique constraint on the ident is the existence check. When
-// the insert meets a record, that record is read in a second statement; if
-// it was deleted in between, the insert is tried again, a few times. An
-// insert that meets a record still uncommitted in another transaction (a
-// [Store.WithinTx] that reserved the key) waits for that transaction to
-// end, then returns the record it committed or, if it rolled back, creates
-// one.
+// Reserve implements [idem.Store.Reserve]. It reads first, in the same
+// statement as the insert (see reserveOrGetSQL): a key that has a record
+// (a replay, a concurrent duplicate) costs one statement that writes
+// nothing, a new key one statement that inserts. The unique constraint on
+// the ident, not the read, decides who owns the key, so of racing first
+// requests exactly one inserts; the others' inserts do nothing and they
+// read the winner's record in a further SELECT. If that record is deleted
+// in between, Reserve starts again, a few times. An insert that meets a
+// record still uncommitted in another transaction (a [Store.WithinTx] that
+// reserved the key) waits for that transaction to end, then returns the
+// record it committed or, if it rolled back, creates one.
 func (s *Store) Reserve(ctx context.Context, p idem.ReserveParams) (idem.Record, bool, error) {
 	return reserve(ctx, s.pool, p)
 }
@@ -137,22 +141,26 @@ func (s *Store) Sweep(ctx context.Context, p idem.SweepParams) (idem.SweepResult
 // pgx.Tx. None begins or ends a transaction, so they behave alike in
 // autocommit and inside one.
 
-// reserve is [Store.Reserve] on db. Inside a transaction the fallback
-// SELECT is a new statement and so, in READ COMMITTED, takes a new
-// snapshot: it sees the row of a concurrent transaction that committed
-// while the INSERT waited for it.
+// reserve is [Store.Reserve] on db. Inside a transaction each SELECT is a
+// new statement and so, in READ COMMITTED, takes a new snapshot: the one
+// after a conflicting INSERT sees the row of a concurrent transaction that
+// committed while the INSERT waited for it.
 func reserve(ctx context.Context, db dbtx, p idem.ReserveParams) (idem.Record, bool, error) {
+	now := clock(p.Now)
 	for range maxReserveTries {
-		rec, err := scanRecord(db.QueryRow(ctx, reserveSQL,
+		var created bool
+		rec, err := scanRecord(db.QueryRow(ctx, reserveOrGetSQL,
 			p.Scope, p.Operation, p.KeyDigest, p.Fingerprint, p.Owner,
-			p.Lease.Microseconds(), p.TTL.Microseconds(), clock(p.Now)))
+			p.Lease.Microseconds(), p.TTL.Microseconds(), now), &created)
 		if err == nil {
-			return rec, true, nil
+			return rec, created, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return idem.Record{}, false, mapError("reserve", err)
 		}
-		rec, err = scanRecord(db.QueryRow(ctx, getSQL, p.Scope, p.Operation, p.KeyDigest, clock(p.Now)))
+		// The insert met a record that the read did not see: a concurrent
+		// reservation won.
+		rec, err = scanRecord(db.QueryRow(ctx, getSQL, p.Scope, p.Operation, p.KeyDigest, now))
 		if err == nil {
 			return rec, false, nil
 		}
@@ -305,19 +313,23 @@ func casResult(op string, tag pgconn.CommandTag, err error) error {
 	return nil
 }
 
-// scanRecord reads one row of recordColumns followed by read_at. A row that
-// cannot be a record (an unknown status, a NULL in resource_ids) is an
-// error, never a panic. Times are returned in UTC.
-func scanRecord(row pgx.Row) (idem.Record, error) {
+// scanRecord reads one row of recordColumns, then the columns into extra,
+// if any, then read_at. A row that cannot be a record (an unknown status,
+// a NULL in resource_ids) is an error, never a panic. Times are returned
+// in UTC.
+func scanRecord(row pgx.Row, extra ...any) (idem.Record, error) {
 	var (
 		r      idem.Record
 		status string
 		lease  *time.Time
 	)
-	err := row.Scan(&r.ID, &r.Scope, &r.Operation, &r.KeyDigest, &r.Fingerprint, &status, &r.Result,
+	dest := make([]any, 0, 22)
+	dest = append(dest, &r.ID, &r.Scope, &r.Operation, &r.KeyDigest, &r.Fingerprint, &status, &r.Result,
 		&r.ResponseCode, &r.CorrelationID, &r.ExternalRef, &r.ResourceIDs, &r.LastError,
 		&r.Token, &r.Fence, &lease, &r.Attempts, &r.Version,
-		&r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt, &r.ReadAt)
+		&r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt)
+	dest = append(dest, extra...)
+	err := row.Scan(append(dest, &r.ReadAt)...)
 	if err != nil {
 		return idem.Record{}, err
 	}

@@ -19,20 +19,23 @@ import (
 	"time"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/internal/benchround"
 )
 
 // The benchmarks of this file put idem.Run on this store side by side with
-// a baseline that sends the same SQL statements, in the same transactions
-// and with the same parameters, through database/sql on a handle from the
-// same Open, but without the engine: no key digest, no owner uuid, no
-// decision, no sealing, no JSON. The baseline copies the store's way of
-// issuing them: the read of the key prepared on the pool, writers queued on
-// a semaphore of one, the reservation in BEGIN IMMEDIATE. Every measured
-// invocation gets a fresh database file, so the engine and the baseline
-// start from the same empty table. They only report; nothing fails on
-// timing. Besides ns/op they report cpu-ns/op, the CPU time of the process
-// per operation, SQLite's work included. The file is built on unix only,
-// for getrusage. See BENCHMARKS.md for the commands and the figures.
+// the LIMIT: the least work SQLite can do for the same outcome, through
+// database/sql on a handle from the same Open, without the engine or the
+// store. For a first run that is a prepared INSERT … RETURNING of a
+// processing record, with a fence from an in-process counter, and a prepared
+// UPDATE by id that stores the result, each on one writer (a semaphore of
+// one, as SQLite has one writer). For a replay it is one prepared SELECT by
+// digest of what a replay needs (status, fingerprint, result). Each round
+// (UNSTUCK_BENCH_ROUNDS, see internal/benchround) runs the engine and the
+// limit in alternating order, every measured invocation on a fresh database
+// file. They only report; nothing fails on timing. Besides ns/op they report
+// cpu-ns/op, the CPU time of the process per operation, SQLite's work
+// included. The file is built on unix only, for getrusage. See BENCHMARKS.md
+// for the commands and the ratios of each round.
 
 // benchGoroutines are the concurrency levels measured. The goroutines are
 // started by hand (see benchParallel), so the count is exact whatever
@@ -45,7 +48,7 @@ const benchReplayKeys = 256
 
 const (
 	benchScope = "bench-tenant"
-	// benchOwner stands for the owner token of the baseline: as long as the
+	// benchOwner stands for the owner token of the limit: as long as the
 	// engine's uuid, but made once.
 	benchOwner = "00000000-0000-4000-8000-000000000000"
 	benchLease = idem.DefaultLease
@@ -98,7 +101,7 @@ func newBenchEnv(b *testing.B) benchEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The baseline writes a blob as long as the engine's envelope.
+	// The limit writes a blob as long as the engine's envelope.
 	if _, err := idem.Run(ctx, engine, "probe", benchScope, benchCallback); err != nil {
 		b.Fatal(err)
 	}
@@ -197,107 +200,60 @@ func benchDigest(prefix string, i int) string {
 	return string(buf[:])
 }
 
-// benchRow receives the columns scanned by scanRecord, with the same
-// destination types, without turning them into an idem.Record.
-type benchRow struct {
-	id                              int64
-	scope, operation, keyDigest, fp string
-	status, resourceIDs             string
-	result                          sql.Null[[]byte]
-	responseCode, attempts          int64
-	correlationID, externalRef      string
-	lastError, owner                string
-	fence, version                  int64
-	lease                           sql.NullInt64
-	createdAt, updatedAt, expiresAt int64
+// The limit's statements.
+const (
+	limitInsert = `INSERT INTO unstuck_idem_record (scope, operation, key_digest, status, owner_token, fence,
+    lease_expires_at, created_at, updated_at, expires_at)
+VALUES (?, ?, ?, 'processing', ?, ?, ?, ?, ?, ?)
+RETURNING id`
+	limitComplete = `UPDATE unstuck_idem_record SET status = 'completed', result = ?, lease_expires_at = NULL,
+    updated_at = ? WHERE id = ?`
+	limitReplay = `SELECT status, fingerprint, result FROM unstuck_idem_record
+WHERE scope = ? AND operation = ? AND key_digest = ?`
+)
+
+// benchLimit holds the limit's prepared statements, its writer semaphore
+// and its fence counter.
+type benchLimit struct {
+	insert, complete, replay *sql.Stmt
+	writer                   chan struct{}
+	fence                    atomic.Int64
 }
 
-func (r *benchRow) scan(row *sql.Row) error {
-	return row.Scan(&r.id, &r.scope, &r.operation, &r.keyDigest, &r.fp,
-		&r.status, &r.result, &r.responseCode, &r.correlationID, &r.externalRef, &r.resourceIDs,
-		&r.lastError, &r.owner, &r.fence, &r.lease, &r.attempts, &r.version,
-		&r.createdAt, &r.updatedAt, &r.expiresAt)
-}
-
-// benchBaseline issues the store's statements by hand: the read of a key
-// prepared on the pool, and writes queued on a semaphore of one, as the
-// store queues them.
-type benchBaseline struct {
-	db     *sql.DB
-	get    *sql.Stmt
-	writer chan struct{}
-}
-
-func newBenchBaseline(b *testing.B, db *sql.DB) *benchBaseline {
+func newBenchLimit(b *testing.B, db *sql.DB) *benchLimit {
 	b.Helper()
-	st, err := db.PrepareContext(context.Background(), queryGet)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = st.Close() })
-	return &benchBaseline{db: db, get: st, writer: make(chan struct{}, 1)}
-}
-
-// lookup reads digest with the prepared statement; ok is false when there
-// is no record.
-func (bl *benchBaseline) lookup(ctx context.Context, digest string, r *benchRow) (bool, error) {
-	err := r.scan(bl.get.QueryRowContext(ctx, benchScope, idem.DefaultOperation, digest))
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-// reserve is the store's Reserve of a new key: a lookup, then under the
-// writer semaphore a second lookup and BEGIN IMMEDIATE, a read of the key,
-// the next fence, the insert, COMMIT.
-func (bl *benchBaseline) reserve(ctx context.Context, digest string, now int64, r *benchRow) error {
-	if ok, err := bl.lookup(ctx, digest, r); ok || err != nil {
-		return fmt.Errorf("lookup: found %v, %v", ok, err)
-	}
-	bl.writer <- struct{}{}
-	defer func() { <-bl.writer }()
-	if ok, err := bl.lookup(ctx, digest, r); ok || err != nil {
-		return fmt.Errorf("lookup again: found %v, %v", ok, err)
-	}
-	conn, err := bl.db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = conn.Close() }()
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return err
-	}
-	err = func() error {
-		err := r.scan(conn.QueryRowContext(ctx, queryGet, benchScope, idem.DefaultOperation, digest))
-		if !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("get: want no row, got %v", err)
+	l := &benchLimit{writer: make(chan struct{}, 1)}
+	for _, p := range []struct {
+		st    **sql.Stmt
+		query string
+	}{{&l.insert, limitInsert}, {&l.complete, limitComplete}, {&l.replay, limitReplay}} {
+		st, err := db.PrepareContext(context.Background(), p.query)
+		if err != nil {
+			b.Fatal(err)
 		}
-		var fence int64
-		if err := conn.QueryRowContext(ctx, queryNextFence).Scan(&fence); err != nil {
-			return err
-		}
-		return r.scan(conn.QueryRowContext(ctx, queryInsert,
-			benchScope, idem.DefaultOperation, digest, "", benchOwner, fence,
-			now+benchLease.Microseconds(), now, now+max(benchTTL, benchLease).Microseconds()))
-	}()
-	if err != nil {
-		_, _ = conn.ExecContext(ctx, "ROLLBACK")
-		return err
+		b.Cleanup(func() { _ = st.Close() })
+		*p.st = st
 	}
-	_, err = conn.ExecContext(ctx, "COMMIT")
-	return err
+	l.fence.Store(1 << 40) // above the engine's fences in the same file
+	return l
 }
 
-// complete is the store's Complete: one UPDATE under the writer semaphore.
-func (bl *benchBaseline) complete(ctx context.Context, digest string, fence int64, blob []byte) error {
-	bl.writer <- struct{}{}
-	defer func() { <-bl.writer }()
-	res, err := bl.db.ExecContext(ctx, queryComplete,
-		string(idem.StatusCompleted), blob, int64(0), "", time.Now().UnixMicro(),
-		benchScope, idem.DefaultOperation, digest, benchOwner, fence)
+// first is the limit of a first run of digest.
+func (l *benchLimit) first(ctx context.Context, digest string, blob []byte) error {
+	now := time.Now().UnixMicro()
+	var id int64
+	l.writer <- struct{}{}
+	err := l.insert.QueryRowContext(ctx, benchScope, idem.DefaultOperation, digest, benchOwner, l.fence.Add(1),
+		now+benchLease.Microseconds(), now, now, now+benchTTL.Microseconds()).Scan(&id)
+	<-l.writer
 	if err != nil {
-		return err
+		return fmt.Errorf("insert: %w", err)
+	}
+	l.writer <- struct{}{}
+	res, err := l.complete.ExecContext(ctx, blob, time.Now().UnixMicro(), id)
+	<-l.writer
+	if err != nil {
+		return fmt.Errorf("complete: %w", err)
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return fmt.Errorf("complete: %d rows, %v", n, err)
@@ -306,12 +262,12 @@ func (bl *benchBaseline) complete(ctx context.Context, digest string, fence int6
 }
 
 // BenchmarkRunFirst measures a first run: idem.Run on a new key, which
-// reserves it (two lookups, then BEGIN IMMEDIATE, read, fence, INSERT,
-// COMMIT), calls back and completes it (UPDATE) with the sealed result. The
-// baseline sends the same statements.
+// reserves it (a prepared read that misses, then one prepared INSERT …
+// RETURNING), calls back and completes it (a prepared UPDATE) with the
+// sealed result, against the limit's INSERT and UPDATE.
 func BenchmarkRunFirst(b *testing.B) {
 	for _, g := range benchGoroutines {
-		b.Run("engine/goroutines="+strconv.Itoa(g), func(b *testing.B) {
+		benchround.Run(b, g, func(b *testing.B) {
 			env := newBenchEnv(b)
 			prefix := "first-" + benchPrefix(b) + "-"
 			benchParallel(b, g, func(ctx context.Context, i int) error {
@@ -321,19 +277,13 @@ func BenchmarkRunFirst(b *testing.B) {
 				}
 				return err
 			})
-		})
-		b.Run("baseline/goroutines="+strconv.Itoa(g), func(b *testing.B) {
+		}, func(b *testing.B) {
 			env := newBenchEnv(b)
-			bl := newBenchBaseline(b, env.db)
+			l := newBenchLimit(b, env.db)
 			blob := make([]byte, env.sealedLen)
 			prefix := benchPrefix(b)
 			benchParallel(b, g, func(ctx context.Context, i int) error {
-				digest := benchDigest(prefix, i)
-				var r benchRow
-				if err := bl.reserve(ctx, digest, time.Now().UnixMicro(), &r); err != nil {
-					return fmt.Errorf("reserve: %w", err)
-				}
-				return bl.complete(ctx, digest, r.fence, blob)
+				return l.first(ctx, benchDigest(prefix, i), blob)
 			})
 		})
 	}
@@ -342,7 +292,8 @@ func BenchmarkRunFirst(b *testing.B) {
 // BenchmarkRunReplay measures a replay: idem.Run on a key completed
 // beforehand. The store's Reserve finds the record with one prepared read
 // and takes no lock; the engine decides, opens the envelope and decodes
-// the JSON. The baseline sends the same read and scans the same columns.
+// the JSON. The limit is one prepared SELECT of status, fingerprint and
+// result by digest.
 func BenchmarkRunReplay(b *testing.B) {
 	// completed runs the engine on benchReplayKeys new keys and returns
 	// the keys and their digests.
@@ -360,7 +311,7 @@ func BenchmarkRunReplay(b *testing.B) {
 		return keys, digests
 	}
 	for _, g := range benchGoroutines {
-		b.Run("engine/goroutines="+strconv.Itoa(g), func(b *testing.B) {
+		benchround.Run(b, g, func(b *testing.B) {
 			env := newBenchEnv(b)
 			keys, _ := completed(b, env)
 			benchParallel(b, g, func(ctx context.Context, i int) error {
@@ -370,19 +321,19 @@ func BenchmarkRunReplay(b *testing.B) {
 				}
 				return err
 			})
-		})
-		b.Run("baseline/goroutines="+strconv.Itoa(g), func(b *testing.B) {
+		}, func(b *testing.B) {
 			env := newBenchEnv(b)
 			_, digests := completed(b, env)
-			bl := newBenchBaseline(b, env.db)
+			l := newBenchLimit(b, env.db)
 			benchParallel(b, g, func(ctx context.Context, i int) error {
-				var r benchRow
-				ok, err := bl.lookup(ctx, digests[i%len(digests)], &r)
-				if err != nil || !ok {
-					return fmt.Errorf("lookup: found %v, %v", ok, err)
+				var status, fp string
+				var result []byte
+				if err := l.replay.QueryRowContext(ctx, benchScope, idem.DefaultOperation,
+					digests[i%len(digests)]).Scan(&status, &fp, &result); err != nil {
+					return fmt.Errorf("select: %w", err)
 				}
-				if r.status != string(idem.StatusCompleted) {
-					return fmt.Errorf("lookup: status %q", r.status)
+				if status != string(idem.StatusCompleted) || len(result) == 0 {
+					return fmt.Errorf("select: status %q, %d bytes", status, len(result))
 				}
 				return nil
 			})

@@ -20,13 +20,19 @@ WHERE scope = ? AND operation = ? AND key_digest = ?`
 	// transaction that stores the fence.
 	queryNextFence = `UPDATE unstuck_idem_fence SET value = value + 1 WHERE id = 1 RETURNING value`
 
-	// queryInsert takes scope, operation, key_digest, fingerprint,
-	// owner_token, fence, lease_expires_at, created_at (also updated_at),
-	// expires_at.
+	// queryInsert creates a processing record unless one exists for the
+	// ident, taking the next fence from the counter: the trigger of
+	// migration 002 stores it back in the same statement, under the write
+	// lock. It returns no row when the ident has a record; the trigger
+	// does not run then, so no fence is burnt. It takes scope, operation,
+	// key_digest, fingerprint, owner_token, lease_expires_at, created_at
+	// (also updated_at), expires_at.
 	queryInsert = `INSERT INTO unstuck_idem_record (
     scope, operation, key_digest, fingerprint, status, owner_token, fence,
     lease_expires_at, attempts, version, created_at, updated_at, expires_at
-) VALUES (?, ?, ?, ?, 'processing', ?, ?, ?, 1, 1, ?8, ?8, ?)
+) VALUES (?1, ?2, ?3, ?4, 'processing', ?5,
+    (SELECT value + 1 FROM unstuck_idem_fence WHERE id = 1), ?6, 1, 1, ?7, ?7, ?8)
+ON CONFLICT (scope, operation, key_digest) DO NOTHING
 RETURNING ` + recordColumns
 
 	// queryTakeoverCheck finds the id of a record that may be taken over:

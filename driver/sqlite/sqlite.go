@@ -11,15 +11,18 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync/atomic"
+	"time"
 
-	modernc "modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/internal/migrate"
 )
 
-var _ idem.TxStore = (*Store)(nil)
+var (
+	_ idem.TxStore    = (*Store)(nil)
+	_ idem.LocalStore = (*Store)(nil)
+)
 
 // Store is an [idem.TxStore] on a SQLite database. It is safe for
 // concurrent use by many goroutines, and by several processes on the same
@@ -36,9 +39,9 @@ type Store struct {
 	// handler.
 	writer chan struct{}
 
-	// getStmt is queryGet prepared on db, made on first use; see
-	// preparedGet.
-	getStmt atomic.Pointer[sql.Stmt]
+	// The statements of the common path, prepared on db on first use; see
+	// prepared.
+	getStmt, insertStmt, completeStmt atomic.Pointer[sql.Stmt]
 }
 
 // New returns a store on db, which must have been migrated with
@@ -53,14 +56,44 @@ func New(db *sql.DB) *Store {
 // write runs fn while holding the store's writer semaphore, or returns
 // ctx.Err() if ctx ends first.
 func (s *Store) write(ctx context.Context, fn func() error) error {
+	return s.writeAfterWait(ctx, func(bool) error { return fn() })
+}
+
+// writeAfterWait is write that tells fn whether it had to wait for the
+// semaphore, in which case another writer may have changed what fn read
+// before. The wait also ends at the engine's [idem.CallDeadline], with an
+// error matching context.DeadlineExceeded; the timer for it is made only
+// when the semaphore is taken.
+func (s *Store) writeAfterWait(ctx context.Context, fn func(waited bool) error) error {
+	waited := false
 	select {
 	case s.writer <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
+	default:
+		waited = true
+		var expired <-chan time.Time
+		if deadline, ok := idem.CallDeadline(ctx); ok {
+			t := time.NewTimer(time.Until(deadline))
+			defer t.Stop()
+			expired = t.C
+		}
+		select {
+		case s.writer <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-expired:
+			return fmt.Errorf("waiting for the store's writer: %w", context.DeadlineExceeded)
+		}
 	}
 	defer func() { <-s.writer }()
-	return fn()
+	return fn(waited)
 }
+
+// LocalCalls implements [idem.LocalStore]: the engine passes the store
+// timeout as an [idem.CallDeadline], which bounds the wait for the store's
+// writer; a wait for another handle's write lock is bounded by the busy
+// timeout (10 s with [Open]), and reads in WAL mode do not wait for
+// writers.
+func (s *Store) LocalCalls() {}
 
 // Migrate creates or upgrades the store's tables: it applies, in order, every
 // migration of the "idem" line that the unstuck_migration table does not
@@ -129,25 +162,43 @@ func (s *Store) immediate(ctx context.Context, fn func(conn *sql.Conn) error) er
 	return s.write(ctx, func() error { return immediate(ctx, s.db, fn) })
 }
 
-// preparedGet returns queryGet prepared on the pool. database/sql keeps it
-// prepared on each connection it has run on, which spares SQLite parsing
-// the query on every read, the commonest call. Racing first callers may
-// each prepare it; the losers close theirs.
-func (s *Store) preparedGet(ctx context.Context) (*sql.Stmt, error) {
-	if st := s.getStmt.Load(); st != nil {
+// prepared returns query prepared on the pool, kept in slot. database/sql
+// keeps it prepared on each connection it has run on, which spares SQLite
+// parsing the query on every call of the common path (read, reserve,
+// complete). Racing first callers may each prepare it; the losers close
+// theirs.
+func (s *Store) prepared(ctx context.Context, slot *atomic.Pointer[sql.Stmt], query string) (*sql.Stmt, error) {
+	if st := slot.Load(); st != nil {
 		return st, nil
 	}
-	st, err := s.db.PrepareContext(ctx, queryGet)
+	st, err := s.db.PrepareContext(ctx, query)
 	if err != nil {
 		return nil, err
 	}
-	if s.getStmt.CompareAndSwap(nil, st) {
+	if slot.CompareAndSwap(nil, st) {
 		return st, nil
 	}
 	if err := st.Close(); err != nil {
 		return nil, err
 	}
-	return s.getStmt.Load(), nil
+	return slot.Load(), nil
+}
+
+// stmtExec runs a prepared statement as an Executor for the statement's
+// own query: the query argument is ignored, so it must be the one the
+// statement was prepared from.
+type stmtExec struct{ st *sql.Stmt }
+
+func (e stmtExec) ExecContext(ctx context.Context, _ string, args ...any) (sql.Result, error) {
+	return e.st.ExecContext(ctx, args...)
+}
+
+func (e stmtExec) QueryContext(ctx context.Context, _ string, args ...any) (*sql.Rows, error) {
+	return e.st.QueryContext(ctx, args...)
+}
+
+func (e stmtExec) QueryRowContext(ctx context.Context, _ string, args ...any) *sql.Row {
+	return e.st.QueryRowContext(ctx, args...)
 }
 
 // immediate runs fn in a BEGIN IMMEDIATE transaction on one connection of
@@ -202,11 +253,4 @@ func discard(conn *sql.Conn) error {
 		return fmt.Errorf("discard connection: %w", err)
 	}
 	return nil
-}
-
-// isUniqueViolation reports whether err is SQLite's
-// SQLITE_CONSTRAINT_UNIQUE (extended code 2067).
-func isUniqueViolation(err error) bool {
-	var serr *modernc.Error
-	return errors.As(err, &serr) && serr.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE
 }

@@ -95,10 +95,10 @@ func TestMigrate(t *testing.T) {
 			n++
 		}
 		require.NoError(t, rows.Err())
-		require.Equal(t, 1, n, "bookkeeping rows")
+		require.Equal(t, 2, n, "bookkeeping rows")
 		require.Equal(t, "idem", line)
-		require.Equal(t, int64(1), version)
-		require.Equal(t, "records", name)
+		require.Equal(t, int64(2), version, "the last row read")
+		require.Equal(t, "fence_on_insert", name)
 		require.InDelta(t, time.Now().UnixMicro(), appliedAt, float64(time.Minute.Microseconds()), "applied_at in microseconds")
 
 		// The data and the fence counter survive.
@@ -129,7 +129,7 @@ func TestMigrate(t *testing.T) {
 		t.Cleanup(func() { require.NoError(t, db.Close()) })
 		var n, fences int
 		require.NoError(t, db.QueryRowContext(t.Context(), `SELECT count(*) FROM unstuck_migration`).Scan(&n))
-		require.Equal(t, 1, n, "bookkeeping rows")
+		require.Equal(t, 2, n, "bookkeeping rows")
 		require.NoError(t, db.QueryRowContext(t.Context(), `SELECT count(*) FROM unstuck_idem_fence`).Scan(&fences))
 		require.Equal(t, 1, fences, "fence rows")
 	})
@@ -746,4 +746,25 @@ func TestWriteLockHeldElsewhere(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, existed, "record %d committed", i)
 	}
+}
+
+// TestWriterWaitEndsAtCallDeadline (issue 12): the engine sets no context
+// deadline on this store's calls (it is an idem.LocalStore), so the store
+// itself ends a wait for its writer at the engine's store timeout, passed
+// as idem.CallDeadline, well before the caller's own deadline.
+func TestWriterWaitEndsAtCallDeadline(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e, err := idem.New(b.store, idem.WithoutSealing(), idem.WithStoreTimeout(100*time.Millisecond))
+	require.NoError(t, err)
+	outer, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	// WithinTx holds the store's writer while fn runs.
+	err = b.store.WithinTx(t.Context(), func(context.Context, idem.Store) error {
+		_, err := idem.Run(outer, e, "waits-for-the-writer", "tenant", func(context.Context) (int, error) { return 1, nil })
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.NoError(t, outer.Err(), "the call waited for the caller's deadline, not the store timeout")
+		return nil
+	})
+	require.NoError(t, err)
 }

@@ -14,83 +14,80 @@ import (
 // defaultSweepLimit bounds a Sweep whose params give no limit.
 const defaultSweepLimit = 1000
 
-// Reserve implements [idem.Store.Reserve]. A repeat of an existing key is
-// answered by a plain read, which takes no lock. Otherwise the lookup, the
-// fence and the insert run in one BEGIN IMMEDIATE transaction, and the
-// unique constraint on (scope, operation, key_digest) remains the arbiter:
-// should the insert still collide, the existing record is returned. The
-// record expires after the longer of p.TTL and p.Lease.
+// maxReserveTries bounds how often Reserve retries when the record its
+// insert conflicted with is deleted before it can be read.
+const maxReserveTries = 5
+
+// Reserve implements [idem.Store.Reserve]. It reads first: a repeat of an
+// existing key is answered by one prepared read, which takes no lock. On a
+// miss it runs one prepared INSERT … ON CONFLICT DO NOTHING in autocommit,
+// which takes its fence from the counter in the same statement (see
+// queryInsert). The unique constraint on (scope, operation, key_digest),
+// not the read, decides who owns the key: an insert that meets a record
+// created since the read returns no row, and that record is read and
+// returned. The record expires after the longer of p.TTL and p.Lease.
 func (s *Store) Reserve(ctx context.Context, p idem.ReserveParams) (idem.Record, bool, error) {
 	now := clock(p.Now)
-	rec, ok, err := s.lookup(ctx, p.Ident, now)
-	if err != nil {
-		return idem.Record{}, false, fmt.Errorf("sqlite: reserve: %w", err)
-	}
-	if ok {
-		return rec, false, nil
-	}
-	var created bool
-	err = s.write(ctx, func() error {
-		// Concurrent reservations of one key queue here, and the first
-		// usually commits while the others wait: looking again spares them
-		// a transaction. Writers on other handles are left to the lookup
-		// inside the transaction.
-		found, ok, err := s.lookup(ctx, p.Ident, now)
+	for range maxReserveTries {
+		rec, ok, err := s.lookup(ctx, p.Ident, now)
 		if err != nil {
-			return err
+			return idem.Record{}, false, fmt.Errorf("sqlite: reserve: %w", err)
 		}
 		if ok {
-			rec = found
-			return nil
+			return rec, false, nil
 		}
-		return immediate(ctx, s.db, func(conn *sql.Conn) error {
-			rec, created, err = insert(ctx, conn, p, now)
+		st, err := s.prepared(ctx, &s.insertStmt, queryInsert)
+		if err != nil {
+			return idem.Record{}, false, fmt.Errorf("sqlite: reserve: prepare: %w", err)
+		}
+		created := false
+		err = s.writeAfterWait(ctx, func(waited bool) error {
+			if waited {
+				// Concurrent reservations of one key queue here, and the
+				// first usually commits while the others wait: looking
+				// again spares them a write.
+				if rec, ok, err = s.lookup(ctx, p.Ident, now); err != nil || ok {
+					return err
+				}
+			}
+			rec, ok, err = found(scanRecord(st.QueryRowContext(ctx, insertArgs(p, now)...), now))
+			created = ok
 			return err
 		})
-	})
-	if err != nil {
-		return idem.Record{}, false, fmt.Errorf("sqlite: reserve: %w", err)
+		if err != nil {
+			return idem.Record{}, false, fmt.Errorf("sqlite: reserve: %w", err)
+		}
+		if ok {
+			return rec, created, nil
+		}
 	}
-	return rec, created, nil
+	return idem.Record{}, false, fmt.Errorf("sqlite: reserve: the record was deleted between insert and read %d times", maxReserveTries)
 }
 
-// insert is the transaction of Reserve: it returns the record for p.Ident,
-// inserting it with a new fence if there is none. ex must be inside a
-// write transaction.
-func insert(ctx context.Context, ex Executor, p idem.ReserveParams, now time.Time) (idem.Record, bool, error) {
-	found, ok, err := get(ctx, ex, p.Ident, now)
-	if err != nil {
-		return idem.Record{}, false, err
-	}
-	if ok {
-		return found, false, nil
-	}
-	fence, err := nextFence(ctx, ex)
-	if err != nil {
-		return idem.Record{}, false, err
-	}
+// insertArgs are the arguments of queryInsert for p at now.
+func insertArgs(p idem.ReserveParams, now time.Time) []any {
 	at := now.UnixMicro()
-	row := ex.QueryRowContext(ctx, queryInsert,
-		p.Scope, p.Operation, p.KeyDigest, p.Fingerprint, p.Owner, fence,
-		at+p.Lease.Microseconds(), at, at+max(p.TTL, p.Lease).Microseconds())
-	inserted, err := scanRecord(row, now)
-	if isUniqueViolation(err) {
-		// Unreachable while the write lock is held, but the constraint, not
-		// the lookup above, decides. The fence is burnt, which is harmless:
-		// fences need only increase.
-		found, ok, err := get(ctx, ex, p.Ident, now)
-		if err != nil {
-			return idem.Record{}, false, err
-		}
-		if !ok {
-			return idem.Record{}, false, errors.New("insert collided with a record that cannot be read")
-		}
-		return found, false, nil
+	return []any{p.Scope, p.Operation, p.KeyDigest, p.Fingerprint, p.Owner,
+		at + p.Lease.Microseconds(), at, at + max(p.TTL, p.Lease).Microseconds()}
+}
+
+// insert is Reserve inside a write transaction on ex: it returns the
+// record for p.Ident, inserting it with a new fence if there is none.
+func insert(ctx context.Context, ex Executor, p idem.ReserveParams, now time.Time) (idem.Record, bool, error) {
+	rec, ok, err := get(ctx, ex, p.Ident, now)
+	if err != nil || ok {
+		return rec, false, err
 	}
+	rec, ok, err = found(scanRecord(ex.QueryRowContext(ctx, queryInsert, insertArgs(p, now)...), now))
 	if err != nil {
 		return idem.Record{}, false, fmt.Errorf("insert: %w", err)
 	}
-	return inserted, true, nil
+	if !ok {
+		// Unreachable while the transaction holds the write lock, but the
+		// constraint, not the read above, decides.
+		return idem.Record{}, false, errors.New("insert collided with a record that cannot be read")
+	}
+	return rec, true, nil
 }
 
 // Takeover implements [idem.Store.Takeover]. The check and the update run in
@@ -147,7 +144,11 @@ func takeover(ctx context.Context, ex Executor, p idem.TakeoverParams) (idem.Rec
 // processing or not a defined status before touching the database. A nil
 // c.Result is stored as no result.
 func (s *Store) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c idem.Completion) error {
-	if err := s.write(ctx, func() error { return complete(ctx, s.db, id, o, c) }); err != nil {
+	st, err := s.prepared(ctx, &s.completeStmt, queryComplete)
+	if err != nil {
+		return fmt.Errorf("sqlite: complete: prepare: %w", err)
+	}
+	if err := s.write(ctx, func() error { return complete(ctx, stmtExec{st}, id, o, c) }); err != nil {
 		return fmt.Errorf("sqlite: complete: %w", err)
 	}
 	return nil
@@ -386,7 +387,7 @@ func get(ctx context.Context, ex Executor, id idem.Ident, readAt time.Time) (ide
 // lookup reads the record for id outside any transaction, with queryGet
 // prepared on the pool: parsing the query is most of the cost of a read.
 func (s *Store) lookup(ctx context.Context, id idem.Ident, readAt time.Time) (idem.Record, bool, error) {
-	st, err := s.preparedGet(ctx)
+	st, err := s.prepared(ctx, &s.getStmt, queryGet)
 	if err != nil {
 		return idem.Record{}, false, fmt.Errorf("prepare: %w", err)
 	}
