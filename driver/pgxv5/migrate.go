@@ -4,7 +4,7 @@ import "embed"
 
 // idemMigrations holds the "idem" migration line, applied by internal/migrate (one
 // migrator and one bookkeeping table, unstuck_migration, for every line).
-// go:embed only works on a package-level variable; it is read-only and so
+// An embedded file system must be a package-level variable; it is read-only and so
 // is not shared state.
 //
 //go:embed migration/idem/*.sql
