@@ -115,14 +115,21 @@ func WithPendingRetryAfter(d time.Duration) Option {
 }
 
 // WithStoreTimeout bounds every store call the engine makes (default 5 s;
-// it must be positive). Calls on the caller's path (reserve, take over,
-// read, annotate, forget, sweep) run under the caller's context further
-// bounded by d; outcome writes (complete, release) run under a context
-// detached from the caller's cancellation and bounded by d, and so does
-// each retry of a background recording. The driver must honour context
-// deadlines (both drivers here do; see their package documentation for the
-// connect timeout). A [LocalStore] (SQLite) gets the limit as a value
-// instead of a context deadline and bounds its calls itself.
+// it must be positive): each call ends, or fails with an error matching
+// [context.DeadlineExceeded], at most d after it began. The bound is set
+// once per phase, and every call of the phase shares its deadline, d after
+// the phase began: the reservation (Reserve, and the Takeover of a record
+// whose lease ended, over all rounds of a lost race), one outcome write
+// (complete or release; an escalation or a verified effect), one Annotate,
+// Forget or Sweep batch, one retry of a background recording or release
+// of a reservation whose answer was lost. Calls on the
+// caller's path (reserve, take over, read, annotate, forget, sweep) run
+// under the caller's context further bounded by d; outcome writes run
+// under a context detached from the caller's cancellation and bounded by
+// d. The driver must honour context deadlines (both drivers here do; see
+// their package documentation for the connect timeout). A [LocalStore]
+// (SQLite) gets the phase's deadline as a value ([CallDeadline]) instead
+// of a context deadline and bounds its calls itself.
 func WithStoreTimeout(d time.Duration) Option {
 	return func(c *engineConfig) { c.storeTimeout = d }
 }

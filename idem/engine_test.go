@@ -371,3 +371,62 @@ func TestR6ReservationWithLostAnswerIsDisowned(t *testing.T) {
 	require.Equal(t, "ok", res.Value)
 	require.Equal(t, 1, ran)
 }
+
+// phaseStore records the deadline of every Reserve and Takeover and the
+// owner tokens asked for. Embedding the interface hides LocalStore, so the
+// engine bounds its calls with context deadlines.
+type phaseStore struct {
+	idem.Store
+	deadlines []time.Time
+	tokens    []string
+}
+
+func (s *phaseStore) Reserve(ctx context.Context, p idem.ReserveParams) (idem.Record, bool, error) {
+	d, _ := ctx.Deadline()
+	s.deadlines, s.tokens = append(s.deadlines, d), append(s.tokens, p.Owner)
+	return s.Store.Reserve(ctx, p)
+}
+
+func (s *phaseStore) Takeover(ctx context.Context, p idem.TakeoverParams) (idem.Record, error) {
+	d, _ := ctx.Deadline()
+	s.deadlines, s.tokens = append(s.deadlines, d), append(s.tokens, p.NewOwner)
+	return s.Store.Takeover(ctx, p)
+}
+
+// Issue 12 (WithStoreTimeout's contract): the reservation phase — Reserve,
+// then Takeover of an abandoned record — runs under one deadline, at most
+// the store timeout after the phase began, instead of a timer per call.
+// Owner tokens are 128 random bits, hex-encoded, fresh for every run.
+func TestStoreTimeoutIsOneDeadlinePerReservationPhase(t *testing.T) {
+	t.Parallel()
+	inner, _ := newSQLiteStore(t)
+	ctx := context.Background()
+	t0 := time.Now().Add(-time.Hour)
+	id := idem.Ident{Scope: "s", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("s", idem.DefaultOperation, "k")}
+	_, created, err := inner.Reserve(ctx, idem.ReserveParams{Ident: id, Owner: "crashed", Lease: idem.MinLease, TTL: idem.DefaultTTL, Now: t0})
+	require.NoError(t, err)
+	require.True(t, created)
+
+	s := &phaseStore{Store: inner}
+	const bound = time.Minute
+	e, err := idem.New(s, idem.WithoutSealing(), idem.WithStoreTimeout(bound), idem.WithDefaultRecovery(idem.RecoverByRerunning()))
+	require.NoError(t, err)
+	began := time.Now()
+	res, err := idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 1, nil })
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Value)
+	require.Len(t, s.deadlines, 2, "a Reserve, then a Takeover of the abandoned record")
+	require.False(t, s.deadlines[0].IsZero())
+	require.Equal(t, s.deadlines[0], s.deadlines[1], "one deadline for the whole reservation phase")
+	require.False(t, s.deadlines[0].After(time.Now().Add(bound)), "at most the store timeout")
+	require.True(t, s.deadlines[0].After(began), "set when the phase began")
+
+	_, err = idem.Run(ctx, e, "k2", "s", func(context.Context) (int, error) { return 2, nil })
+	require.NoError(t, err)
+	require.Len(t, s.tokens, 3)
+	require.Equal(t, s.tokens[0], s.tokens[1], "the takeover asks for the reservation's token")
+	require.NotEqual(t, s.tokens[0], s.tokens[2])
+	for _, tok := range s.tokens {
+		require.Regexp(t, `^[0-9a-f]{32}$`, tok)
+	}
+}

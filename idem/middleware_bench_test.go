@@ -16,8 +16,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/google/uuid"
 )
 
 // The benchmarks of this file measure the HTTP middleware's own cost, with
@@ -440,10 +438,10 @@ func BenchmarkMiddlewareParts(b *testing.B) {
 			return nil
 		})
 	})
-	b.Run("uuid", func(b *testing.B) {
+	b.Run("token", func(b *testing.B) {
 		benchLoop(b, func(int) error {
-			if uuid.NewString() == "" {
-				return errors.New("empty uuid")
+			if newOwnerToken() == "" {
+				return errors.New("empty owner token")
 			}
 			return nil
 		})

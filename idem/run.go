@@ -2,12 +2,12 @@ package idem
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/google/uuid"
 )
 
 // Result is what [Run] returns: the JSON round trip of the callback's value,
@@ -181,16 +181,18 @@ func (c claim) owned() bool {
 // acquire applies the decision table to the key until it owns the record
 // or has an answer. Losing a compare-and-swap race reads the record again,
 // at most maxTakeoverRounds times, then answers in-progress. An abandoned
-// record is handled by rcv. Each store call is bounded by the store
-// timeout. Outside a transaction (inTx false), a reservation or takeover
+// record is handled by rcv. The reservation phase (every Reserve and
+// Takeover of all rounds) shares one deadline, the store timeout from its
+// start, so each of its calls ends within the store timeout; escalation
+// and verification write under their own bound. Outside a transaction (inTx false), a reservation or takeover
 // whose answer was lost is disowned in the background ([Engine.disown]).
 func (e *Engine) acquire(ctx context.Context, s Store, id Ident, req Request, ttl, lease time.Duration, rcv Recovery, inTx bool) (claim, error) {
 	req.Recovery = rcv.mode
+	bctx, cancel := e.bound(ctx)
+	defer cancel()
 	for range maxTakeoverRounds {
-		token := uuid.NewString()
-		bctx, cancel := e.bound(ctx)
+		token := newOwnerToken()
 		rec, created, err := s.Reserve(bctx, ReserveParams{Ident: id, Fingerprint: req.Fingerprint, Owner: token, Lease: lease, TTL: ttl, Now: e.now()})
-		cancel()
 		if err != nil {
 			if !inTx {
 				e.disown(s, id, token)
@@ -206,10 +208,8 @@ func (e *Engine) acquire(ctx context.Context, s Store, id Ident, req Request, tt
 		default:
 			return claim{rec: rec, outcome: out}, nil
 		}
-		bctx, cancel = e.bound(ctx)
 		taken, err := s.Takeover(bctx, TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: token, Lease: lease,
 			Fresh: out.Action == ActionRestart, Fingerprint: req.Fingerprint, TTL: ttl, Now: e.now()})
-		cancel()
 		if errors.Is(err, ErrFenced) {
 			continue // someone else moved first: read again
 		}
@@ -230,6 +230,17 @@ func (e *Engine) acquire(ctx context.Context, s Store, id Ident, req Request, tt
 		return claim{rec: taken, outcome: out}, nil
 	}
 	return claim{outcome: Outcome{Action: ActionWait, RetryAfter: time.Second}, rec: Record{Status: StatusProcessing}}, nil
+}
+
+// newOwnerToken returns a fresh owner token: 128 bits from crypto/rand,
+// hex-encoded (32 characters), so that no other process can guess or forge
+// the token of a live owner.
+func newOwnerToken() string {
+	var raw [16]byte
+	_, _ = crand.Read(raw[:]) // never fails (crypto/rand.Read's contract)
+	var buf [32]byte
+	hex.Encode(buf[:], raw[:])
+	return string(buf[:])
 }
 
 // escalate completes the abandoned record taken, which the caller has just
