@@ -122,11 +122,11 @@ func WithPendingRetryAfter(d time.Duration) Option {
 // whose lease ended, over all rounds of a lost race), one outcome write
 // (complete or release; an escalation or a verified effect), one Annotate,
 // Forget or Sweep batch, one retry of a background recording or release
-// of a reservation whose answer was lost. Calls on the
-// caller's path (reserve, take over, read, annotate, forget, sweep) run
-// under the caller's context further bounded by d; outcome writes run
-// under a context detached from the caller's cancellation and bounded by
-// d. The driver must honour context deadlines (both drivers here do; see
+// of a reservation whose answer was lost. Calls on the caller's path
+// (reserve, take over, read, annotate, forget, sweep) run under the
+// caller's context further bounded by d; outcome writes run under a
+// context detached from the caller's cancellation and bounded by d. The
+// driver must honour context deadlines (both drivers here do; see
 // their package documentation for the connect timeout). A [LocalStore]
 // (SQLite) gets the phase's deadline as a value ([CallDeadline]) instead
 // of a context deadline and bounds its calls itself.
