@@ -635,8 +635,19 @@ func TestF10ForwardAfterCompensationIsRefused(t *testing.T) {
 			st, _ := op.Step("account")
 			return st.Status == saga.StepRunning
 		})
-		// The operator compensates while the account call is in flight.
+		// The operator compensates while the account call is in flight. A
+		// write of the running step may land between the read and the
+		// decision (ErrStale); the operator then reloads and decides again,
+		// as the console's 409 page makes them do. The step stays running
+		// meanwhile: its call is blocked on release.
 		_, err := b.eng.StartCompensation(t.Context(), saga.ActionParams{OperationID: id, Version: op.Version, Actor: "cy", Note: "fraud"})
+		for tries := 0; errors.Is(err, saga.ErrStale) && tries < 5; tries++ {
+			op, err = b.eng.Get(t.Context(), id)
+			require.NoError(t, err)
+			st, _ := op.Step("account")
+			require.Equal(t, saga.StepRunning, st.Status, "the account call is still in flight")
+			_, err = b.eng.StartCompensation(t.Context(), saga.ActionParams{OperationID: id, Version: op.Version, Actor: "cy", Note: "fraud"})
+		}
 		require.NoError(t, err)
 		b.mu.Lock()
 		delete(b.block, "account")
