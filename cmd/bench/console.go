@@ -70,19 +70,10 @@ result envelopes.
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return errUsage
+	if help, err := parseArgs(fs, args, dbURL, stderr); help || err != nil {
+		return err
 	}
 	switch {
-	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "bench console: unexpected argument %q\n", fs.Arg(0))
-		return errUsage
-	case *dbURL == "":
-		fmt.Fprintln(stderr, "bench console: --db is required")
-		return errUsage
 	case *n < 1 || *warmup < 0 || *deep < 0:
 		fmt.Fprintln(stderr, "bench console: --n must be positive, --warmup and --deep not negative")
 		return errUsage

@@ -29,6 +29,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -98,4 +99,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "bench: unknown command %q\n\n%s", args[0], usage)
 		return errUsage
 	}
+}
+
+// parseArgs parses a command's flags with fs and checks what every command
+// needs: no positional arguments and a --db URL. help is true, with a nil
+// error, for -h/--help; a bad command line is errUsage, said on stderr.
+func parseArgs(fs *flag.FlagSet, args []string, dbURL *string, stderr io.Writer) (help bool, err error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return true, nil
+		}
+		return false, errUsage
+	}
+	switch {
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "bench %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return false, errUsage
+	case *dbURL == "":
+		fmt.Fprintf(stderr, "bench %s: --db is required\n", fs.Name())
+		return false, errUsage
+	}
+	return false, nil
 }

@@ -69,19 +69,10 @@ the median of each and their ratio. Prints min/median/max of the ratio.
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return errUsage
+	if help, err := parseArgs(fs, args, dbURL, stderr); help || err != nil {
+		return err
 	}
 	switch {
-	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "bench pages: unexpected argument %q\n", fs.Arg(0))
-		return errUsage
-	case *dbURL == "":
-		fmt.Fprintln(stderr, "bench pages: --db is required")
-		return errUsage
 	case *rounds < 1 || *n < 1 || *warmup < 0:
 		fmt.Fprintln(stderr, "bench pages: --rounds and --n must be positive, --warmup not negative")
 		return errUsage

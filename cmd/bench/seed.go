@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -77,19 +76,10 @@ then every table is vacuumed and analyzed. Prints the time of each phase.
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return errUsage
+	if help, err := parseArgs(fs, args, dbURL, stderr); help || err != nil {
+		return err
 	}
 	switch {
-	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "bench seed: unexpected argument %q\n", fs.Arg(0))
-		return errUsage
-	case *dbURL == "":
-		fmt.Fprintln(stderr, "bench seed: --db is required")
-		return errUsage
 	case *keys < 1 || *ops < 0 || *tenants < 1 || *days < 1 || *parallel < 1 || *batch < 1:
 		fmt.Fprintln(stderr, "bench seed: --keys, --tenants, --days, --parallel and --batch must be positive, --operations not negative")
 		return errUsage
