@@ -430,3 +430,43 @@ func TestStoreTimeoutIsOneDeadlinePerReservationPhase(t *testing.T) {
 		require.Regexp(t, `^[0-9a-f]{32}$`, tok)
 	}
 }
+
+// lostTakeoverStore commits Takeover on the real store, then answers with
+// an error: the reply was lost after the server committed.
+type lostTakeoverStore struct{ idem.Store }
+
+func (f *lostTakeoverStore) Takeover(ctx context.Context, p idem.TakeoverParams) (idem.Record, error) {
+	if _, err := f.Store.Takeover(ctx, p); err != nil {
+		return idem.Record{}, err
+	}
+	return idem.Record{}, errors.New("read: connection reset by peer")
+}
+
+// The other side of TestR6ReservationWithLostAnswerIsDisowned: a takeover
+// of an abandoned record whose answer was lost is NOT released — releasing
+// deletes the record, and the next request would run an effect the dead
+// owner may already have had. The record stays with the lost taker until
+// its lease ends, and then its recovery applies again.
+func TestR8LostTakeoverOfAnAbandonedRecordKeepsIt(t *testing.T) {
+	t.Parallel()
+	inner, _ := newSQLiteStore(t)
+	ctx := context.Background()
+	id := idem.Ident{Scope: "s", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("s", idem.DefaultOperation, "k")}
+	_, created, err := inner.Reserve(ctx, idem.ReserveParams{Ident: id, Owner: "crashed", Lease: idem.MinLease, TTL: idem.DefaultTTL, Now: time.Now().Add(-time.Hour)})
+	require.NoError(t, err)
+	require.True(t, created)
+
+	e, err := idem.New(&lostTakeoverStore{inner}, idem.WithSecret(idemtest.Secret))
+	require.NoError(t, err)
+	ran := false
+	_, err = idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { ran = true; return 1, nil })
+	require.ErrorContains(t, err, "connection reset")
+	require.False(t, ran)
+	waitRecorded(t, e)
+
+	rec, ok, err := inner.Get(ctx, id)
+	require.NoError(t, err)
+	require.True(t, ok, "the abandoned record is kept, never released")
+	require.Equal(t, idem.StatusProcessing, rec.Status)
+	require.NotEqual(t, "crashed", rec.Owner.Token, "the lost takeover fenced the dead owner out")
+}

@@ -205,7 +205,7 @@ func (e *Engine) fencedLate(st *runState, w outcomeWrite, log *slog.Logger, atte
 		"attempts", attempt)
 }
 
-// disown undoes, in the background, a reservation or takeover by token
+// disown undoes, in the background, a reservation or restart by token
 // whose answer was lost (a timeout, a dropped connection): the store may
 // have committed it, and then the record would sit processing under an
 // owner that never runs the callback, and be escalated as abandoned when

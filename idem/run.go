@@ -184,8 +184,10 @@ func (c claim) owned() bool {
 // record is handled by rcv. The reservation phase (every Reserve and
 // Takeover of all rounds) shares one deadline, the store timeout from its
 // start, so each of its calls ends within the store timeout; escalation
-// and verification write under their own bound. Outside a transaction (inTx false), a reservation or takeover
-// whose answer was lost is disowned in the background ([Engine.disown]).
+// and verification write under their own bound. Outside a transaction
+// (inTx false), a reservation or a restart whose answer was lost is
+// disowned in the background ([Engine.disown]); a takeover of an abandoned
+// record is not.
 func (e *Engine) acquire(ctx context.Context, s Store, id Ident, req Request, ttl, lease time.Duration, rcv Recovery, inTx bool) (claim, error) {
 	req.Recovery = rcv.mode
 	bctx, cancel := e.bound(ctx)
@@ -214,7 +216,11 @@ func (e *Engine) acquire(ctx context.Context, s Store, id Ident, req Request, tt
 			continue // someone else moved first: read again
 		}
 		if err != nil {
-			if !inTx {
+			// Only a restart is a new intent that nothing ran under: taking
+			// over an abandoned record whose answer was lost keeps it, so
+			// that its lease ends and its recovery applies again —
+			// releasing it would delete what the dead owner may have done.
+			if !inTx && out.Action == ActionRestart {
 				e.disown(s, id, token)
 			}
 			return claim{}, fmt.Errorf("idem: take over: %w", err)
