@@ -1,8 +1,8 @@
 // Package idem runs an operation at most once per idempotency key and
 // replays its result to every repeat: [Run] for programmatic calls, the
 // HTTP middleware ([NewMiddleware]) for requests, and package idemriver for
-// River jobs. Records live in a [Store] (drivers in driver/pgxv5 and
-// driver/sqlite); the decision table [Decide] holds all policy.
+// River jobs. Records live in a [Store] (drivers in idem/idempgx and
+// idem/idemsqlite); the decision table [Decide] holds all policy.
 //
 // # When things fail
 //

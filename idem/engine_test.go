@@ -14,8 +14,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/driver/sqlite"
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/idem/idemtest"
 )
 
@@ -37,10 +37,10 @@ func (c *countingStore) Delete(ctx context.Context, id idem.Ident) (bool, error)
 
 func newSQLiteStore(t *testing.T) (idem.Store, func() error) {
 	t.Helper()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "idem.db"))
+	db, err := idemsqlite.Open(filepath.Join(t.TempDir(), "idem.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, db.Close()) })
-	s := sqlite.New(db)
+	s := idemsqlite.New(db)
 	require.NoError(t, s.Migrate(context.Background()))
 	return s, db.Close
 }
@@ -240,12 +240,12 @@ func TestShutdownReportsUnrecordedOutcomes(t *testing.T) {
 }
 
 func ExampleRun() {
-	db, err := sqlite.Open(filepath.Join(os.TempDir(), "example-run.db"))
+	db, err := idemsqlite.Open(filepath.Join(os.TempDir(), "example-run.db"))
 	if err != nil {
 		panic(err)
 	}
 	defer db.Close()
-	store := sqlite.New(db)
+	store := idemsqlite.New(db)
 	if err := store.Migrate(context.Background()); err != nil {
 		panic(err)
 	}

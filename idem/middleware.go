@@ -79,8 +79,8 @@ type MiddlewareConfig struct {
 	// record commits with (SPEC H17); the engine's store must be a
 	// [TxStore]. The response is buffered and sent after the commit; a
 	// duplicate waits for the commit and gets the replay instead of 409.
-	// The handler must write through the transaction only (pgxv5.TxFrom,
-	// sqlite.TxFrom): on PostgreSQL each waiting duplicate holds a pool
+	// The handler must write through the transaction only (idempgx.TxFrom,
+	// idemsqlite.TxFrom): on PostgreSQL each waiting duplicate holds a pool
 	// connection, so a handler that takes a second connection from the same
 	// pool can starve behind its own duplicates. Size the pool above the
 	// concurrent duplicates you expect. A failed statement aborts the

@@ -311,7 +311,7 @@ type TxStore interface {
 	Store
 	// WithinTx begins a transaction and calls fn with a context that carries
 	// it — the driver documents how the application reaches it, e.g.
-	// pgxv5.TxFrom(ctx) — and with a Store whose primitives run inside it. If
+	// idempgx.TxFrom(ctx) — and with a Store whose primitives run inside it. If
 	// fn returns nil the transaction is committed and the commit's error
 	// returned; otherwise it is rolled back and fn's error returned. fn must
 	// not keep the transaction after it returns. Concurrent writers of the

@@ -14,7 +14,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 
-	"github.com/unstuckhq/unstuck/driver/sqlite"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
 )
@@ -30,7 +30,7 @@ func runExample(def saga.Definition, input any) (*saga.Runner[*sql.Tx], saga.Ope
 		return nil, saga.Operation{}, err
 	}
 	defer os.RemoveAll(dir)
-	db, err := sqlite.Open(filepath.Join(dir, "app.db"))
+	db, err := idemsqlite.Open(filepath.Join(dir, "app.db"))
 	if err != nil {
 		return nil, saga.Operation{}, err
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/driver/sqlite"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/demo"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 	"github.com/unstuckhq/unstuck/saga"
@@ -192,7 +192,7 @@ var backends = []backend{
 	}},
 	{name: "SQLite", setup: func(t *testing.T, opts ...func(*saga.Config)) *bundle {
 		t.Helper()
-		db, err := sqlite.Open(filepath.Join(t.TempDir(), "saga.db"))
+		db, err := idemsqlite.Open(filepath.Join(t.TempDir(), "saga.db"))
 		require.NoError(t, err)
 		db.SetMaxOpenConns(1) // riversqlite's advice
 		t.Cleanup(func() { require.NoError(t, db.Close()) })

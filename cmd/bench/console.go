@@ -23,8 +23,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/unstuckhq/unstuck"
-	"github.com/unstuckhq/unstuck/driver/pgxv5"
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/internal/auth"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/internal/web"
@@ -180,7 +180,7 @@ func measureConsole(ctx context.Context, pool *pgxpool.Pool, cfg consoleConfig) 
 // client and the function that stops the server. The engine runs without
 // sealing: "bench seed" stores plain result envelopes.
 func serveConsole(ctx context.Context, pool *pgxpool.Pool, db *store.DB, log io.Writer) (string, *http.Client, func(), error) {
-	engine, err := idem.New(pgxv5.New(pool), idem.WithoutSealing())
+	engine, err := idem.New(idempgx.New(pool), idem.WithoutSealing())
 	if err != nil {
 		return "", nil, nil, err
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/driver/sqlite"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
@@ -61,7 +61,7 @@ var headLine = regexp.MustCompile(`(?m)^head: (\d+:[0-9a-f]{64})$`)
 func sqliteTrail(t *testing.T) (*audit.Trail, string, func(stmts ...string)) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "console.db")
-	db, err := sqlite.Open(path)
+	db, err := idemsqlite.Open(path)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, db.Close()) })
 	trail := keyedTrail(t, &database{SQL: db})

@@ -17,8 +17,8 @@ import (
 	"github.com/mxschmitt/playwright-go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/driver/sqlite"
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/saga"
 )
 
@@ -45,10 +45,10 @@ const receiptScope, receiptOperation = "job:browser", "browser:send-receipt"
 
 func openReceiptJobs(t *testing.T, path string) receiptJobs {
 	t.Helper()
-	db, err := sqlite.Open(path)
+	db, err := idemsqlite.Open(path)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
-	engine, err := idem.New(sqlite.New(db), idem.WithSecret([]byte(demoSecret)))
+	engine, err := idem.New(idemsqlite.New(db), idem.WithSecret([]byte(demoSecret)))
 	require.NoError(t, err)
 	return receiptJobs{engine: engine}
 }

@@ -15,9 +15,9 @@ import (
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 
-	"github.com/unstuckhq/unstuck/driver/pgxv5"
-	"github.com/unstuckhq/unstuck/driver/sqlite"
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idempgx"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/migrate"
 	"github.com/unstuckhq/unstuck/internal/store"
@@ -167,7 +167,7 @@ func openUnmigrated(ctx context.Context, rawURL string) (*database, error) {
 			pool.Close()
 			return nil, fmt.Errorf("connect to %s: %w", redacted, err)
 		}
-		s, c := pgxv5.New(pool), store.NewPostgres(pool)
+		s, c := idempgx.New(pool), store.NewPostgres(pool)
 		return &database{Redacted: redacted, Store: s, Console: c, Pool: pool,
 			Trail: audit.NewPostgres(pool),
 			migrate: []func(context.Context) error{s.Migrate, sagapgx.New(pool).Migrate,
@@ -178,7 +178,7 @@ func openUnmigrated(ctx context.Context, rawURL string) (*database, error) {
 		if path == "" {
 			return nil, errors.New("database URL sqlite: needs a path, e.g. sqlite:/var/lib/unstuck/console.db")
 		}
-		db, err := sqlite.Open(path)
+		db, err := idemsqlite.Open(path)
 		if err != nil {
 			return nil, fmt.Errorf("open %s: %w", rawURL, err)
 		}
@@ -186,7 +186,7 @@ func openUnmigrated(ctx context.Context, rawURL string) (*database, error) {
 			_ = db.Close()
 			return nil, fmt.Errorf("open %s: %w", rawURL, err)
 		}
-		s, c := sqlite.New(db), store.NewSQLite(db)
+		s, c := idemsqlite.New(db), store.NewSQLite(db)
 		return &database{Redacted: rawURL, Store: s, Console: c, Embedded: true, SQL: db,
 			Trail: audit.NewSQLite(db),
 			migrate: []func(context.Context) error{s.Migrate, sagasqlite.New(db).Migrate, riverMigrateSQLite(db),

@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/driver/sqlite"
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
 
@@ -36,7 +36,7 @@ func pgExec(t *testing.T, url string) execer {
 }
 
 func sqliteExec(t *testing.T, url string) execer {
-	db, err := sqlite.Open(strings.TrimPrefix(url, "sqlite:"))
+	db, err := idemsqlite.Open(strings.TrimPrefix(url, "sqlite:"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 	return func(t *testing.T, q string) {

@@ -225,7 +225,7 @@ func insertOnlyDecisions[TTx any](ctx context.Context, rd riverdriver.Driver[TTx
 }
 
 // openRiverSQLite opens a second handle on the file of db with one
-// connection, the pragmas driver/sqlite.Open sets, and BEGIN IMMEDIATE.
+// connection, the pragmas idem/idemsqlite.Open sets, and BEGIN IMMEDIATE.
 func openRiverSQLite(ctx context.Context, db *sql.DB) (*sql.DB, error) {
 	var path string
 	if err := db.QueryRowContext(ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&path); err != nil {

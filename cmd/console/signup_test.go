@@ -24,7 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/driver/sqlite"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/demo"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 	"github.com/unstuckhq/unstuck/saga"
@@ -413,7 +413,7 @@ func sagaRecords(t *testing.T, dbURL, id string) (saga.Operation, []saga.Event) 
 	var op saga.Operation
 	var evs []saga.Event
 	if path, ok := strings.CutPrefix(dbURL, "sqlite:"); ok {
-		db, err := sqlite.Open(path)
+		db, err := idemsqlite.Open(path)
 		require.NoError(t, err)
 		defer db.Close()
 		d := sagasqlite.New(db)
@@ -449,7 +449,7 @@ func riverAttempt(t *testing.T, dbURL, id string) int {
 	ctx := t.Context()
 	var n int
 	if path, ok := strings.CutPrefix(dbURL, "sqlite:"); ok {
-		db, err := sqlite.Open(path)
+		db, err := idemsqlite.Open(path)
 		require.NoError(t, err)
 		defer db.Close()
 		require.NoError(t, db.QueryRowContext(ctx, `SELECT attempt FROM river_job WHERE kind = 'saga.step'

@@ -20,9 +20,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/unstuckhq/unstuck/driver/pgxv5"
-	"github.com/unstuckhq/unstuck/driver/sqlite"
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idempgx"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 )
 
 // The experiments that kill the application re-execute this binary (the
@@ -88,12 +88,12 @@ func envDuration(name string) time.Duration {
 // Each effect appends the key's line to FAULTS_EFFECTS (O_APPEND, one
 // write) before the run completes.
 func sqliteWriter(ctx context.Context) error {
-	db, err := sqlite.Open(os.Getenv("FAULTS_DB"))
+	db, err := idemsqlite.Open(os.Getenv("FAULTS_DB"))
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	store := sqlite.New(db)
+	store := idemsqlite.New(db)
 	if err := store.Migrate(ctx); err != nil {
 		return err
 	}
@@ -227,7 +227,7 @@ func sqliteKill(ctx context.Context, sc scale, policy string) (row, error) {
 // checkSQLite opens the database after the kills, checks its integrity and
 // counts its records into r; it returns what it found, for the note.
 func checkSQLite(ctx context.Context, path string, r *row) string {
-	db, err := sqlite.Open(path)
+	db, err := idemsqlite.Open(path)
 	if err != nil {
 		return "database does not open: " + err.Error()
 	}
@@ -294,7 +294,7 @@ func pgHolder(ctx context.Context) error {
 		return err
 	}
 	defer pool.Close()
-	eng, err := newEngine(pgxv5.New(pool), slog.New(slog.NewTextHandler(io.Discard, nil)), os.Getenv("FAULTS_POLICY"))
+	eng, err := newEngine(idempgx.New(pool), slog.New(slog.NewTextHandler(io.Discard, nil)), os.Getenv("FAULTS_POLICY"))
 	if err != nil {
 		return err
 	}
@@ -364,7 +364,7 @@ func crashRecovery(ctx context.Context, env *pgEnv, sc scale, policy string) (ro
 	killed := time.Now()
 	_ = cmd.Wait()
 
-	eng, err := newEngine(pgxv5.New(db.direct), slog.New(slog.NewTextHandler(io.Discard, nil)), policy)
+	eng, err := newEngine(idempgx.New(db.direct), slog.New(slog.NewTextHandler(io.Discard, nil)), policy)
 	if err != nil {
 		return r, err
 	}

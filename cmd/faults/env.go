@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/unstuckhq/unstuck/driver/pgxv5"
+	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/internal/faultproxy"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
@@ -44,7 +44,7 @@ type database struct {
 	proxy   *faultproxy.Proxy
 	app     *pgxpool.Pool
 	direct  *pgxpool.Pool
-	store   *pgxv5.Store // over app
+	store   *idempgx.Store // over app
 	closeMu sync.Once
 }
 
@@ -66,7 +66,7 @@ func (e *pgEnv) newDatabase(ctx context.Context, maxConns int32, extraSQL string
 	if err != nil {
 		return nil, err
 	}
-	if err := pgxv5.New(direct).Migrate(ctx); err != nil {
+	if err := idempgx.New(direct).Migrate(ctx); err != nil {
 		direct.Close()
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
@@ -87,7 +87,7 @@ func (e *pgEnv) newDatabase(ctx context.Context, maxConns int32, extraSQL string
 		cfg.MaxConns = maxConns
 		var app *pgxpool.Pool
 		if app, err = pgxpool.NewWithConfig(ctx, cfg); err == nil {
-			return &database{name: name, proxy: proxy, app: app, direct: direct, store: pgxv5.New(app)}, nil
+			return &database{name: name, proxy: proxy, app: app, direct: direct, store: idempgx.New(app)}, nil
 		}
 	}
 	direct.Close()
@@ -123,7 +123,7 @@ func (d *database) recordCounts(ctx context.Context) (map[string]int, error) {
 }
 
 // isCompletion reports whether sql is the store's completion statement
-// (driver/pgxv5 completeSQL: the owner's final UPDATE of a record).
+// (idem/idempgx completeSQL: the owner's final UPDATE of a record).
 func isCompletion(sql string) bool {
 	return strings.HasPrefix(strings.Join(strings.Fields(sql), " "), "UPDATE unstuck_idem_record SET status = $6,")
 }

@@ -14,8 +14,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/unstuckhq/unstuck/driver/pgxv5"
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idempgx"
 )
 
 const (
@@ -57,7 +57,7 @@ func httpExperiment(ctx context.Context, env *pgEnv, sc scale, plan faultPlan, f
 		key := req.Header.Get("X-Key")
 		body := newBody()
 		if transactional {
-			tx, _ := pgxv5.TxFrom(req.Context())
+			tx, _ := idempgx.TxFrom(req.Context())
 			if _, err := tx.Exec(req.Context(), "INSERT INTO effects (key, body) VALUES ($1, $2)", key, body); err != nil {
 				http.Error(w, "store", http.StatusInternalServerError)
 				return

@@ -10,9 +10,9 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
 
-	"github.com/unstuckhq/unstuck/driver/sqlite"
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemriver"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 )
 
 // PaymentWebhook is a provider's webhook; the provider's event id makes a
@@ -40,14 +40,14 @@ func (PaymentWorker) Work(ctx context.Context, job *river.Job[PaymentWebhook]) e
 // inserts below become jobs; the worker runs once.
 func Example() {
 	ctx := context.Background()
-	db, err := sqlite.Open(filepath.Join("testdata", "app.db"))
+	db, err := idemsqlite.Open(filepath.Join("testdata", "app.db"))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1) // riversqlite's advice
 
-	store := sqlite.New(db)
+	store := idemsqlite.New(db)
 	if err := store.Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}

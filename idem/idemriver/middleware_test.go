@@ -13,8 +13,8 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/driver/sqlite"
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 )
 
 func newEngine(t *testing.T) *idem.Engine {
@@ -294,10 +294,10 @@ func (s *outageStore) Complete(ctx context.Context, id idem.Ident, o idem.Owner,
 
 func newStore(t *testing.T) idem.Store {
 	t.Helper()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "idem.db"))
+	db, err := idemsqlite.Open(filepath.Join(t.TempDir(), "idem.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, db.Close()) })
-	store := sqlite.New(db)
+	store := idemsqlite.New(db)
 	require.NoError(t, store.Migrate(t.Context()))
 	return store
 }

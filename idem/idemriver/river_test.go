@@ -18,9 +18,9 @@ import (
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/driver/pgxv5"
-	"github.com/unstuckhq/unstuck/driver/sqlite"
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idempgx"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/idem/idemtest"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
@@ -81,19 +81,19 @@ var backends = []backend{
 	{name: "PostgreSQL", setup: func(t *testing.T, workers *river.Workers) *testBundle {
 		t.Helper()
 		pool := pgtest.Schema(t) // River's tables go in the schema, through the search_path
-		store := pgxv5.New(pool)
+		store := idempgx.New(pool)
 		require.NoError(t, store.Migrate(t.Context()))
 		return startClient(t, riverpgxv5.New(pool), store, workers)
 	}},
 	{name: "SQLite", setup: func(t *testing.T, workers *river.Workers) *testBundle {
 		t.Helper()
-		db, err := sqlite.Open(filepath.Join(t.TempDir(), "river.db"))
+		db, err := idemsqlite.Open(filepath.Join(t.TempDir(), "river.db"))
 		require.NoError(t, err)
 		// riversqlite's advice: one connection, shared here by River and the
 		// idem store, so that neither waits on the other's write lock.
 		db.SetMaxOpenConns(1)
 		t.Cleanup(func() { require.NoError(t, db.Close()) })
-		store := sqlite.New(db)
+		store := idemsqlite.New(db)
 		require.NoError(t, store.Migrate(t.Context()))
 		return startClient(t, riversqlite.New(db), store, workers)
 	}},

@@ -1,5 +1,5 @@
 // Package idemtest is the conformance suite every [idem.Store] passes: ours
-// (driver/pgxv5, driver/sqlite) and any store an application writes.
+// (idem/idempgx, idem/idemsqlite) and any store an application writes.
 //
 //	func TestConformance(t *testing.T) {
 //		idemtest.Run(t, func(t *testing.T) idem.Store {

@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/unstuckhq/unstuck/driver/pgxv5"
-	"github.com/unstuckhq/unstuck/driver/sqlite"
+	"github.com/unstuckhq/unstuck/idem/idempgx"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/migrate"
 )
 
@@ -60,7 +60,7 @@ var (
 	// asked. The error is a *[FieldError] naming the field.
 	ErrInvalid = errors.New("invalid argument")
 	// ErrNoTx: AppendTx was given a context that carries no transaction of
-	// the trail's dialect (pgxv5.TxFrom or sqlite.TxFrom found none).
+	// the trail's dialect (idempgx.TxFrom or idemsqlite.TxFrom found none).
 	ErrNoTx = errors.New("no transaction in context")
 	// ErrNotMigrated: the audit table does not exist: Migrate has not run
 	// on this database (or search_path).
@@ -170,7 +170,7 @@ func NewPostgres(pool *pgxpool.Pool, opts ...Option) *Trail {
 }
 
 // NewSQLite returns a trail on db, which must not be nil and should come
-// from driver/sqlite's Open (WAL, busy timeout on every connection). The
+// from idem/idemsqlite's Open (WAL, busy timeout on every connection). The
 // trail's own appends queue behind each other in the process; against the
 // driver's writes (and WithinTx) they wait in SQLite's busy handler.
 func NewSQLite(db *sql.DB, opts ...Option) *Trail {
@@ -209,8 +209,8 @@ func (t *Trail) Migrate(ctx context.Context) error {
 
 // AppendTx appends e on the transaction that ctx carries, so that the entry
 // commits or rolls back with the decision it records: on PostgreSQL the
-// one [pgxv5.TxFrom] finds (from the pgxv5 driver's WithinTx), on SQLite
-// the connection [sqlite.TxFrom] finds. It returns an error matching
+// one [idempgx.TxFrom] finds (from the pgxv5 driver's WithinTx), on SQLite
+// the connection [idemsqlite.TxFrom] finds. It returns an error matching
 // [ErrNoTx] when ctx carries none, and one matching [ErrInvalid] for a
 // refused entry. The caller owns the transaction and commits it.
 //
@@ -228,13 +228,13 @@ func (t *Trail) Migrate(ctx context.Context) error {
 // the next append: seq has no gaps.
 func (t *Trail) AppendTx(ctx context.Context, e Entry) (Entry, error) {
 	if t.dialect == DialectPostgres {
-		tx, ok := pgxv5.TxFrom(ctx)
+		tx, ok := idempgx.TxFrom(ctx)
 		if !ok {
 			return Entry{}, fmt.Errorf("audit: append: %w (want pgxv5 WithinTx's)", ErrNoTx)
 		}
 		return t.AppendPgxTx(ctx, tx, e)
 	}
-	ex, ok := sqlite.TxFrom(ctx)
+	ex, ok := idemsqlite.TxFrom(ctx)
 	if !ok {
 		return Entry{}, fmt.Errorf("audit: append: %w (want sqlite WithinTx's)", ErrNoTx)
 	}
@@ -261,12 +261,12 @@ func (t *Trail) AppendPgxTx(ctx context.Context, tx pgx.Tx, e Entry) (Entry, err
 }
 
 // AppendSQLiteTx is AppendTx on a SQLite transaction or connection the
-// caller passes (*sql.Tx and *sql.Conn satisfy sqlite.Executor). The
+// caller passes (*sql.Tx and *sql.Conn satisfy idemsqlite.Executor). The
 // transaction should hold the write lock already (BEGIN IMMEDIATE, or a
 // write made before): a deferred transaction whose snapshot is overtaken
 // by another writer fails with SQLITE_BUSY here rather than fork the chain.
 // It fails on a PostgreSQL trail.
-func (t *Trail) AppendSQLiteTx(ctx context.Context, ex sqlite.Executor, e Entry) (Entry, error) {
+func (t *Trail) AppendSQLiteTx(ctx context.Context, ex idemsqlite.Executor, e Entry) (Entry, error) {
 	if t.dialect != DialectSQLite {
 		return Entry{}, errors.New("audit: append: a SQLite transaction given to a PostgreSQL trail")
 	}

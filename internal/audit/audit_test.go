@@ -17,9 +17,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/driver/pgxv5"
-	"github.com/unstuckhq/unstuck/driver/sqlite"
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idempgx"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
 
@@ -64,17 +64,17 @@ func setupPostgres(t testing.TB) testBundle {
 	pool := pgtest.Schema(t)
 	trail := NewPostgres(pool, WithKeys(testKeys))
 	require.NoError(t, trail.Migrate(context.Background()))
-	return testBundle{trail: trail, driver: pgxv5.New(pool), pool: pool}
+	return testBundle{trail: trail, driver: idempgx.New(pool), pool: pool}
 }
 
 func setupSQLite(t testing.TB) testBundle {
 	t.Helper()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "audit.db"))
+	db, err := idemsqlite.Open(filepath.Join(t.TempDir(), "audit.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, db.Close()) })
 	trail := NewSQLite(db, WithKeys(testKeys))
 	require.NoError(t, trail.Migrate(context.Background()))
-	return testBundle{trail: trail, driver: sqlite.New(db), sqlDB: db}
+	return testBundle{trail: trail, driver: idemsqlite.New(db), sqlDB: db}
 }
 
 // eachDialect runs fn as a parallel subtest per dialect, on fresh state.
@@ -631,7 +631,7 @@ func TestVerifyAcrossPages(t *testing.T) {
 
 func TestNotMigrated(t *testing.T) {
 	t.Parallel()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "empty.db"))
+	db, err := idemsqlite.Open(filepath.Join(t.TempDir(), "empty.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, db.Close()) })
 	_, err = NewSQLite(db, WithKeys(testKeys)).Verify(t.Context())

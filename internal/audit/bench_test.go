@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/driver/pgxv5"
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
 
@@ -34,7 +34,7 @@ func BenchmarkAppend(b *testing.B) {
 				name := fmt.Sprintf("sync_commit=%s/%s/workers=%d", syncCommit, mode, workers)
 				b.Run(name, func(b *testing.B) {
 					pool := benchPool(b, syncCommit, int32(workers))
-					trail, driver := NewPostgres(pool, WithKeys(testKeys)), pgxv5.New(pool)
+					trail, driver := NewPostgres(pool, WithKeys(testKeys)), idempgx.New(pool)
 					require.NoError(b, trail.Migrate(context.Background()))
 					appendOne := func(ctx context.Context, e Entry) error {
 						if mode == "Append" {

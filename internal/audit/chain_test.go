@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/driver/pgxv5"
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idempgx"
 )
 
 // TestConcurrentAppends is reliability scenario 13's setup: many appenders
@@ -105,7 +105,7 @@ func fastCommits(t *testing.T, b testBundle, maxConns int32) testBundle {
 	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	return testBundle{trail: NewPostgres(pool, WithKeys(testKeys)), driver: pgxv5.New(pool), pool: pool}
+	return testBundle{trail: NewPostgres(pool, WithKeys(testKeys)), driver: idempgx.New(pool), pool: pool}
 }
 
 // seedPostgres writes n entries after the current head of an empty trail,

@@ -5,8 +5,8 @@
 // # Opening and migrating
 //
 // A [Trail] wraps the pool or handle the engine's driver uses:
-// [NewPostgres] on the pgx pool of driver/pgxv5 (the table lives in the
-// pool's search_path), [NewSQLite] on the *sql.DB of driver/sqlite's Open.
+// [NewPostgres] on the pgx pool of idem/idempgx (the table lives in the
+// pool's search_path), [NewSQLite] on the *sql.DB of idem/idemsqlite's Open.
 // [Trail.Migrate] applies the "audit" migration line, kept in the
 // unstuck_migration table the drivers and the console share; it does not
 // depend on the other lines.
@@ -27,7 +27,7 @@
 //		return err // WithinTx commits both, or neither
 //	})
 //
-// [Trail.AppendTx] finds the transaction with pgxv5.TxFrom or sqlite.TxFrom;
+// [Trail.AppendTx] finds the transaction with idempgx.TxFrom or idemsqlite.TxFrom;
 // [Trail.AppendPgxTx] and [Trail.AppendSQLiteTx] take one explicitly (the
 // saga runner's). What commits nothing else — a denied (403) or conflicting
 // (409) attempt, a viewed stored response, an export — is recorded with
@@ -52,7 +52,7 @@
 // the lock is held, so times follow seq unless the server's clock steps
 // back). SQLite has no clock of its own worth the name: At is the
 // process's clock, in microseconds, read once the write lock is held, as
-// every timestamp of driver/sqlite. Both are UTC, to the microsecond.
+// every timestamp of idem/idemsqlite. Both are UTC, to the microsecond.
 //
 // # Append-only
 //

@@ -8,8 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/unstuckhq/unstuck/driver/sqlite"
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/audit"
 )
 
@@ -22,7 +22,7 @@ func ExampleTrail_AppendTx() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	db, err := sqlite.Open(filepath.Join(dir, "console.db"))
+	db, err := idemsqlite.Open(filepath.Join(dir, "console.db"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func ExampleTrail_AppendTx() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	store, trail := sqlite.New(db), audit.NewSQLite(db, audit.WithKeys(keys))
+	store, trail := idemsqlite.New(db), audit.NewSQLite(db, audit.WithKeys(keys))
 	if err := store.Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}

@@ -13,8 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/driver/pgxv5"
-	"github.com/unstuckhq/unstuck/driver/sqlite"
+	"github.com/unstuckhq/unstuck/idem/idempgx"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/migrate"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
@@ -188,13 +188,13 @@ func legacyBundle(t *testing.T, dialect string, n int) testBundle {
 	if dialect == DialectPostgres {
 		pool := pgtest.Schema(t)
 		require.NoError(t, migrate.Postgres(ctx, pool, migrationLine, v1))
-		b = testBundle{trail: NewPostgres(pool, WithKeys(testKeys)), driver: pgxv5.New(pool), pool: pool}
+		b = testBundle{trail: NewPostgres(pool, WithKeys(testKeys)), driver: idempgx.New(pool), pool: pool}
 	} else {
-		db, err := sqlite.Open(filepath.Join(t.TempDir(), "audit.db"))
+		db, err := idemsqlite.Open(filepath.Join(t.TempDir(), "audit.db"))
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, db.Close()) })
 		require.NoError(t, migrate.SQLite(ctx, db, migrationLine, v1))
-		b = testBundle{trail: NewSQLite(db, WithKeys(testKeys)), driver: sqlite.New(db), sqlDB: db}
+		b = testBundle{trail: NewSQLite(db, WithKeys(testKeys)), driver: idemsqlite.New(db), sqlDB: db}
 	}
 	prev := make([]byte, 32)
 	start := time.Now().Add(-time.Hour).Truncate(time.Microsecond).UTC()

@@ -1,6 +1,6 @@
 package audit
 
-// The SQLite half of the trail. As in driver/sqlite, at is INTEGER Unix
+// The SQLite half of the trail. As in idem/idemsqlite, at is INTEGER Unix
 // microseconds, UTC, and the clock is the process's, read once the write
 // lock is held: SQLite is embedded, so every writer runs on one host, but
 // writers in several processes each bring their own clock.
@@ -16,7 +16,7 @@ import (
 	modernc "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
-	"github.com/unstuckhq/unstuck/driver/sqlite"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 )
 
 const sqliteHeadSQL = `SELECT seq, hash FROM unstuck_audit_entry ORDER BY seq DESC LIMIT 1`
@@ -27,7 +27,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 // sqliteAppend reads the head and inserts e after it, MACed with keys, on
 // ex, which must be inside a write transaction: SQLite's single writer is
 // what serialises appends there.
-func sqliteAppend(ctx context.Context, ex sqlite.Executor, e Entry, keys *Keyring) (Entry, error) {
+func sqliteAppend(ctx context.Context, ex idemsqlite.Executor, e Entry, keys *Keyring) (Entry, error) {
 	var (
 		headSeq  int64
 		headHash []byte

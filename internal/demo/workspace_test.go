@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/driver/sqlite"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 )
 
 // sqliteDB is a SignupDB on an SQLite file, $n becoming ?n.
@@ -32,7 +32,7 @@ func (d sqliteDB) QueryRow(ctx context.Context, q string, args []any, dest ...an
 }
 
 func openSQLiteSignupDB(t *testing.T) SignupDB {
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "demo.db"))
+	db, err := idemsqlite.Open(filepath.Join(t.TempDir(), "demo.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 	return sqliteDB{db}

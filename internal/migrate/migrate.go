@@ -23,10 +23,10 @@ import (
 )
 
 // pgMigrationLockID is the drivers' advisory lock key ("unstuck" in ASCII,
-// in the high bytes); it must stay equal to driver/pgxv5's.
+// in the high bytes); it must stay equal to idem/idempgx's.
 const pgMigrationLockID int64 = 0x756e737475636b00
 
-// pgCreateMigrationTable is driver/pgxv5's bookkeeping table, word for word.
+// pgCreateMigrationTable is idem/idempgx's bookkeeping table, word for word.
 const pgCreateMigrationTable = `CREATE TABLE IF NOT EXISTS unstuck_migration (
     line       text        NOT NULL,
     version    integer     NOT NULL,
@@ -35,7 +35,7 @@ const pgCreateMigrationTable = `CREATE TABLE IF NOT EXISTS unstuck_migration (
     PRIMARY KEY (line, version)
 )`
 
-// sqliteCreateMigrationTable is driver/sqlite's bookkeeping table, word for
+// sqliteCreateMigrationTable is idem/idemsqlite's bookkeeping table, word for
 // word; applied_at is Unix microseconds, UTC.
 const sqliteCreateMigrationTable = `CREATE TABLE IF NOT EXISTS unstuck_migration (
     line       TEXT    NOT NULL,

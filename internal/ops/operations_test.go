@@ -21,7 +21,7 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/driver/sqlite"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
@@ -72,7 +72,7 @@ func (d *commitFailingDriver[TTx]) WithinTx(ctx context.Context, fn func(ctx con
 var sagaBackends = map[string]func(t *testing.T) *sagaBundle{
 	"SQLite": func(t *testing.T) *sagaBundle {
 		path := filepath.Join(t.TempDir(), "ops-sagas.db")
-		db, err := sqlite.Open(path)
+		db, err := idemsqlite.Open(path)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = db.Close() })
 		riverDB := openImmediate(t, path)

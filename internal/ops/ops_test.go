@@ -13,9 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/driver/pgxv5"
-	"github.com/unstuckhq/unstuck/driver/sqlite"
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idempgx"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
@@ -33,14 +33,14 @@ type bundle struct {
 
 var backends = map[string]func(t testing.TB) (idem.Store, *store.DB, *audit.Trail){
 	"SQLite": func(t testing.TB) (idem.Store, *store.DB, *audit.Trail) {
-		db, err := sqlite.Open(filepath.Join(t.TempDir(), "ops.db"))
+		db, err := idemsqlite.Open(filepath.Join(t.TempDir(), "ops.db"))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = db.Close() })
-		return sqlite.New(db), store.NewSQLite(db), audit.NewSQLite(db, audit.WithKeys(testAuditKeys))
+		return idemsqlite.New(db), store.NewSQLite(db), audit.NewSQLite(db, audit.WithKeys(testAuditKeys))
 	},
 	"PostgreSQL": func(t testing.TB) (idem.Store, *store.DB, *audit.Trail) {
 		pool := pgtest.Schema(t)
-		return pgxv5.New(pool), store.NewPostgres(pool), audit.NewPostgres(pool, audit.WithKeys(testAuditKeys))
+		return idempgx.New(pool), store.NewPostgres(pool), audit.NewPostgres(pool, audit.WithKeys(testAuditKeys))
 	},
 }
 

@@ -6,12 +6,12 @@
 //
 // A [DB] wraps the pool or handle the engine's driver uses, so that the
 // console reads the same tables: [NewPostgres] on the pgx pool of
-// driver/pgxv5 (tables in the pool's search_path), [NewSQLite] on the
-// *sql.DB of driver/sqlite's Open. [DB.Migrate] applies the console's
+// idem/idempgx (tables in the pool's search_path), [NewSQLite] on the
+// *sql.DB of idem/idemsqlite's Open. [DB.Migrate] applies the console's
 // migration line ("console" in the unstuck_migration table the drivers
 // keep) and must run after the driver's own Migrate:
 //
-//	if err := pgxv5.New(pool).Migrate(ctx); err != nil { … }
+//	if err := idempgx.New(pool).Migrate(ctx); err != nil { … }
 //	db := store.NewPostgres(pool)
 //	if err := db.Migrate(ctx); err != nil { … }
 //

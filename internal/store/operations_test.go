@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/driver/sqlite"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
@@ -474,7 +474,7 @@ func TestOperationsWithoutSagaTables(t *testing.T) {
 	})
 	t.Run("a bad filter is still refused", func(t *testing.T) {
 		t.Parallel()
-		sqlDB, err := sqlite.Open(filepath.Join(t.TempDir(), "empty.db"))
+		sqlDB, err := idemsqlite.Open(filepath.Join(t.TempDir(), "empty.db"))
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, sqlDB.Close()) })
 		_, err = NewSQLite(sqlDB).ListOperations(t.Context(), OperationFilter{After: "garbage"})

@@ -147,7 +147,7 @@ func pgScanUser(row pgx.Row) (User, error) {
 
 // ---- keys: the read model of unstuck_idem_record, which it never writes
 
-// pgRecordColumns are driver/pgxv5's recordColumns, in pgScanRecord's
+// pgRecordColumns are idem/idempgx's recordColumns, in pgScanRecord's
 // order; every query appends the clock as read_at.
 const pgRecordColumns = `id, scope, operation, key_digest, fingerprint, status, result, response_code,
     correlation_id, external_ref, resource_ids, last_error, owner_token, fence, lease_expires_at,
@@ -335,7 +335,7 @@ func pgKeyOverview(ctx context.Context, db pgExecutor, countCap, stuckCap int) (
 	return o, nil
 }
 
-// pgScanRecord is driver/pgxv5's scanRecord: one row of pgRecordColumns
+// pgScanRecord is idem/idempgx's scanRecord: one row of pgRecordColumns
 // followed by read_at. A row that cannot be a record is an error, never a
 // panic. Times are UTC.
 func pgScanRecord(row pgx.Row) (idem.Record, error) {

@@ -2,7 +2,7 @@ package store
 
 // The SQLite half of the store: its SQL and the functions that run it.
 // Every function takes a sqliteExecutor, the *sql.DB or a connection or
-// transaction, and none begins or ends a transaction. As in driver/sqlite,
+// transaction, and none begins or ends a transaction. As in idem/idemsqlite,
 // timestamps are INTEGER Unix microseconds, UTC, and the clock is the
 // process's: SQLite is embedded, so every reader and writer runs on one host.
 
@@ -185,7 +185,7 @@ func sqliteScanUser(row scanner) (User, error) {
 
 // ---- keys: the read model of unstuck_idem_record, which it never writes
 
-// sqliteRecordColumns are driver/sqlite's recordColumns, in
+// sqliteRecordColumns are idem/idemsqlite's recordColumns, in
 // sqliteScanRecord's order.
 const sqliteRecordColumns = `id, scope, operation, key_digest, fingerprint, status, result,
     response_code, correlation_id, external_ref, resource_ids, last_error,
@@ -324,7 +324,7 @@ func sqliteKeyOverview(ctx context.Context, db sqliteExecutor) (KeyOverview, err
 	return o, nil
 }
 
-// sqliteScanRecord is driver/sqlite's scanRecord: one row of
+// sqliteScanRecord is idem/idemsqlite's scanRecord: one row of
 // sqliteRecordColumns, stamped with readAt. It returns sql.ErrNoRows
 // unwrapped, and an error, never a panic, for a row that does not decode.
 func sqliteScanRecord(row scanner, readAt time.Time) (idem.Record, error) {

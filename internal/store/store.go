@@ -93,7 +93,7 @@ func NewPostgres(pool *pgxpool.Pool) *DB {
 }
 
 // NewSQLite returns a DB on db, which must not be nil and should come from
-// driver/sqlite's Open (WAL, busy timeout on every connection).
+// idem/idemsqlite's Open (WAL, busy timeout on every connection).
 func NewSQLite(db *sql.DB) *DB {
 	return &DB{dialect: DialectSQLite, sqlite: db, countCap: defaultCountCap, stuckCap: defaultStuckCap}
 }
@@ -121,8 +121,8 @@ func (d *DB) Ping(ctx context.Context) error {
 // list yet, with the same bookkeeping as the drivers' "idem" line. It is
 // idempotent and safe to call concurrently from several processes.
 //
-// It must run after the driver's own migration (pgxv5.Store.Migrate or
-// sqlite.Store.Migrate), since the console adds indexes to the engine's
+// It must run after the driver's own migration (idempgx.Store.Migrate or
+// idemsqlite.Store.Migrate), since the console adds indexes to the engine's
 // table: when unstuck_idem_record does not exist it returns an error saying
 // so and changes nothing.
 func (d *DB) Migrate(ctx context.Context) error {

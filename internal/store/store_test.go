@@ -17,9 +17,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/driver/pgxv5"
-	"github.com/unstuckhq/unstuck/driver/sqlite"
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idempgx"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
 
@@ -39,7 +39,7 @@ type testBundle struct {
 func setupPostgres(t *testing.T) testBundle {
 	t.Helper()
 	pool := pgtest.Schema(t)
-	records := pgxv5.New(pool)
+	records := idempgx.New(pool)
 	require.NoError(t, records.Migrate(t.Context()))
 	db := NewPostgres(pool)
 	require.NoError(t, db.Migrate(t.Context()))
@@ -49,10 +49,10 @@ func setupPostgres(t *testing.T) testBundle {
 // setupSQLite migrates a database file of its own.
 func setupSQLite(t *testing.T) testBundle {
 	t.Helper()
-	sqlDB, err := sqlite.Open(filepath.Join(t.TempDir(), "console.db"))
+	sqlDB, err := idemsqlite.Open(filepath.Join(t.TempDir(), "console.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, sqlDB.Close()) })
-	records := sqlite.New(sqlDB)
+	records := idemsqlite.New(sqlDB)
 	require.NoError(t, records.Migrate(t.Context()))
 	db := NewSQLite(sqlDB)
 	require.NoError(t, db.Migrate(t.Context()))
@@ -152,7 +152,7 @@ func TestMigrate(t *testing.T) {
 	})
 	t.Run("sqlite needs the driver's migration first", func(t *testing.T) {
 		t.Parallel()
-		sqlDB, err := sqlite.Open(filepath.Join(t.TempDir(), "console.db"))
+		sqlDB, err := idemsqlite.Open(filepath.Join(t.TempDir(), "console.db"))
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, sqlDB.Close()) })
 		err = NewSQLite(sqlDB).Migrate(t.Context())

@@ -21,8 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck"
-	"github.com/unstuckhq/unstuck/driver/sqlite"
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/auth"
 	"github.com/unstuckhq/unstuck/internal/ops"
@@ -61,10 +61,10 @@ var testAuditKeys = func() *audit.Keyring {
 func setup(t *testing.T, opts ...func(*web.Config)) *bundle {
 	t.Helper()
 	ctx := context.Background()
-	sqlDB, err := sqlite.Open(filepath.Join(t.TempDir(), "console.db"))
+	sqlDB, err := idemsqlite.Open(filepath.Join(t.TempDir(), "console.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sqlDB.Close() })
-	idemStore := sqlite.New(sqlDB)
+	idemStore := idemsqlite.New(sqlDB)
 	require.NoError(t, idemStore.Migrate(ctx))
 	sagaDriver := sagasqlite.New(sqlDB)
 	require.NoError(t, sagaDriver.Migrate(ctx))

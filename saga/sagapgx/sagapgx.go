@@ -63,7 +63,7 @@ func jsonArg(b []byte) any {
 
 // Migrate applies the migrations of the "saga" line that the
 // unstuck_migration table does not list, in one transaction under the
-// advisory lock that the idem driver (driver/pgxv5) also takes, so that
+// advisory lock that the idem driver (idem/idempgx) also takes, so that
 // concurrent migrations of every line wait for each other.
 func (d *Driver) Migrate(ctx context.Context) error {
 	fsys, err := fs.Sub(migrations, "migration/saga")

@@ -64,7 +64,7 @@ func New(db *sql.DB) *Driver {
 
 // Migrate applies the migrations of the "saga" line that the
 // unstuck_migration table does not list, each in its own BEGIN IMMEDIATE
-// transaction with its bookkeeping row (the table driver/sqlite uses too).
+// transaction with its bookkeeping row (the table idem/idemsqlite uses too).
 func (d *Driver) Migrate(ctx context.Context) error {
 	fsys, err := fs.Sub(migrations, "migration/saga")
 	if err != nil {

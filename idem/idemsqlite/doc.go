@@ -1,4 +1,4 @@
-// Package sqlite is the SQLite driver of unstuck: an [idem.Store] on
+// Package idemsqlite is the SQLite driver of unstuck: an [idem.Store] on
 // modernc.org/sqlite, a pure-Go SQLite that needs no cgo.
 //
 // SQLite is the embedded, single-host default. Every process that uses the
@@ -91,4 +91,4 @@
 // The schema is kept in embedded migration files, migration/idem/NNN_name.up.sql
 // with a matching .down.sql. The table unstuck_migration records which
 // version of which line ("idem" here) has been applied.
-package sqlite
+package idemsqlite

@@ -1,4 +1,4 @@
-package pgxv5
+package idempgx
 
 import (
 	"context"
@@ -61,10 +61,10 @@ func New(pool *pgxpool.Pool) *Store {
 func (s *Store) Migrate(ctx context.Context) error {
 	fsys, err := fs.Sub(idemMigrations, "migration/idem")
 	if err != nil {
-		return fmt.Errorf("pgxv5: migrate: %w", err)
+		return fmt.Errorf("idempgx: migrate: %w", err)
 	}
 	if err := migrate.Postgres(ctx, s.pool, "idem", fsys); err != nil {
-		return fmt.Errorf("pgxv5: migrate: %w", err)
+		return fmt.Errorf("idempgx: migrate: %w", err)
 	}
 	return nil
 }
@@ -168,7 +168,7 @@ func reserve(ctx context.Context, db dbtx, p idem.ReserveParams) (idem.Record, b
 			return idem.Record{}, false, mapError("reserve", err)
 		}
 	}
-	return idem.Record{}, false, fmt.Errorf("pgxv5: reserve: the record was deleted between insert and read %d times", maxReserveTries)
+	return idem.Record{}, false, fmt.Errorf("idempgx: reserve: the record was deleted between insert and read %d times", maxReserveTries)
 }
 
 // takeover is [Store.Takeover] on db.
@@ -185,7 +185,7 @@ func takeover(ctx context.Context, db dbtx, p idem.TakeoverParams) (idem.Record,
 	}
 	rec, err := scanRecord(row)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return idem.Record{}, fmt.Errorf("pgxv5: takeover: %w", idem.ErrFenced)
+		return idem.Record{}, fmt.Errorf("idempgx: takeover: %w", idem.ErrFenced)
 	}
 	if err != nil {
 		return idem.Record{}, mapError("takeover", err)
@@ -196,7 +196,7 @@ func takeover(ctx context.Context, db dbtx, p idem.TakeoverParams) (idem.Record,
 // complete is [Store.Complete] on db.
 func complete(ctx context.Context, db dbtx, id idem.Ident, o idem.Owner, c idem.Completion) error {
 	if !c.Status.Valid() || c.Status == idem.StatusProcessing {
-		return fmt.Errorf("pgxv5: complete: status %q is not a final status", c.Status)
+		return fmt.Errorf("idempgx: complete: status %q is not a final status", c.Status)
 	}
 	tag, err := db.Exec(ctx, completeSQL,
 		id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence,
@@ -224,7 +224,7 @@ func extend(ctx context.Context, db dbtx, id idem.Ident, o idem.Owner, lease tim
 	err := db.QueryRow(ctx, extendSQL, id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence,
 		lease.Microseconds(), clock(now)).Scan(&until)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return time.Time{}, fmt.Errorf("pgxv5: extend: %w", idem.ErrFenced)
+		return time.Time{}, fmt.Errorf("idempgx: extend: %w", idem.ErrFenced)
 	}
 	if err != nil {
 		return time.Time{}, mapError("extend", err)
@@ -257,7 +257,7 @@ func settle(ctx context.Context, db dbtx, id idem.Ident, st idem.Settlement) (id
 		return idem.Record{}, false, nil
 	}
 	if !st.Status.Terminal() {
-		return idem.Record{}, false, fmt.Errorf("pgxv5: settle: status %q is not a terminal status", st.Status)
+		return idem.Record{}, false, fmt.Errorf("idempgx: settle: status %q is not a terminal status", st.Status)
 	}
 	rec, err := scanRecord(db.QueryRow(ctx, settleSQL, id.Scope, id.Operation, id.KeyDigest, st.Version,
 		string(st.Status), st.ExternalRef, st.LastError, clock(st.Now)))
@@ -308,7 +308,7 @@ func casResult(op string, tag pgconn.CommandTag, err error) error {
 		return mapError(op, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("pgxv5: %s: %w", op, idem.ErrFenced)
+		return fmt.Errorf("idempgx: %s: %w", op, idem.ErrFenced)
 	}
 	return nil
 }
@@ -365,7 +365,7 @@ const (
 func mapError(op string, err error) error {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
-		return fmt.Errorf("pgxv5: %s: %w", op, err)
+		return fmt.Errorf("idempgx: %s: %w", op, err)
 	}
 	switch pgErr.Code {
 	case "23502", "23514": // not_null_violation, check_violation
@@ -380,10 +380,10 @@ func mapError(op string, err error) error {
 		}
 		if field != "" {
 			verr := &idem.ValidationError{Field: field, Reason: "refused by the database: " + pgErr.Message}
-			return fmt.Errorf("pgxv5: %s: %w: %w", op, verr, err)
+			return fmt.Errorf("idempgx: %s: %w: %w", op, verr, err)
 		}
 	case "42P01", "3F000": // undefined_table, invalid_schema_name
-		return fmt.Errorf("pgxv5: %s: %w (has Migrate run in the pool's search_path?)", op, err)
+		return fmt.Errorf("idempgx: %s: %w (has Migrate run in the pool's search_path?)", op, err)
 	}
-	return fmt.Errorf("pgxv5: %s: %w", op, err)
+	return fmt.Errorf("idempgx: %s: %w", op, err)
 }

@@ -1,4 +1,4 @@
-package sqlite
+package idemsqlite
 
 import (
 	"context"
@@ -31,14 +31,14 @@ func (s *Store) Reserve(ctx context.Context, p idem.ReserveParams) (idem.Record,
 	for range maxReserveTries {
 		rec, ok, err := s.lookup(ctx, p.Ident, now)
 		if err != nil {
-			return idem.Record{}, false, fmt.Errorf("sqlite: reserve: %w", err)
+			return idem.Record{}, false, fmt.Errorf("idemsqlite: reserve: %w", err)
 		}
 		if ok {
 			return rec, false, nil
 		}
 		st, err := s.prepared(ctx, &s.insertStmt, queryInsert)
 		if err != nil {
-			return idem.Record{}, false, fmt.Errorf("sqlite: reserve: prepare: %w", err)
+			return idem.Record{}, false, fmt.Errorf("idemsqlite: reserve: prepare: %w", err)
 		}
 		created := false
 		err = s.writeAfterWait(ctx, func(waited bool) error {
@@ -55,13 +55,13 @@ func (s *Store) Reserve(ctx context.Context, p idem.ReserveParams) (idem.Record,
 			return err
 		})
 		if err != nil {
-			return idem.Record{}, false, fmt.Errorf("sqlite: reserve: %w", err)
+			return idem.Record{}, false, fmt.Errorf("idemsqlite: reserve: %w", err)
 		}
 		if ok {
 			return rec, created, nil
 		}
 	}
-	return idem.Record{}, false, fmt.Errorf("sqlite: reserve: the record was deleted between insert and read %d times", maxReserveTries)
+	return idem.Record{}, false, fmt.Errorf("idemsqlite: reserve: the record was deleted between insert and read %d times", maxReserveTries)
 }
 
 // insertArgs are the arguments of queryInsert for p at now.
@@ -101,7 +101,7 @@ func (s *Store) Takeover(ctx context.Context, p idem.TakeoverParams) (idem.Recor
 		return err
 	})
 	if err != nil {
-		return idem.Record{}, fmt.Errorf("sqlite: takeover: %w", err)
+		return idem.Record{}, fmt.Errorf("idemsqlite: takeover: %w", err)
 	}
 	return rec, nil
 }
@@ -146,10 +146,10 @@ func takeover(ctx context.Context, ex Executor, p idem.TakeoverParams) (idem.Rec
 func (s *Store) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c idem.Completion) error {
 	st, err := s.prepared(ctx, &s.completeStmt, queryComplete)
 	if err != nil {
-		return fmt.Errorf("sqlite: complete: prepare: %w", err)
+		return fmt.Errorf("idemsqlite: complete: prepare: %w", err)
 	}
 	if err := s.write(ctx, func() error { return complete(ctx, stmtExec{st}, id, o, c) }); err != nil {
-		return fmt.Errorf("sqlite: complete: %w", err)
+		return fmt.Errorf("idemsqlite: complete: %w", err)
 	}
 	return nil
 }
@@ -159,7 +159,7 @@ func (s *Store) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c ide
 // without removing duplicates.
 func (s *Store) Annotate(ctx context.Context, id idem.Ident, o idem.Owner, a idem.Annotation) error {
 	if err := s.write(ctx, func() error { return annotate(ctx, s.db, id, o, a) }); err != nil {
-		return fmt.Errorf("sqlite: annotate: %w", err)
+		return fmt.Errorf("idemsqlite: annotate: %w", err)
 	}
 	return nil
 }
@@ -167,7 +167,7 @@ func (s *Store) Annotate(ctx context.Context, id idem.Ident, o idem.Owner, a ide
 // Release implements [idem.Store.Release].
 func (s *Store) Release(ctx context.Context, id idem.Ident, o idem.Owner) error {
 	if err := s.write(ctx, func() error { return release(ctx, s.db, id, o) }); err != nil {
-		return fmt.Errorf("sqlite: release: %w", err)
+		return fmt.Errorf("idemsqlite: release: %w", err)
 	}
 	return nil
 }
@@ -181,7 +181,7 @@ func (s *Store) Extend(ctx context.Context, id idem.Ident, o idem.Owner, lease t
 		return err
 	})
 	if err != nil {
-		return time.Time{}, fmt.Errorf("sqlite: extend: %w", err)
+		return time.Time{}, fmt.Errorf("idemsqlite: extend: %w", err)
 	}
 	return until, nil
 }
@@ -191,7 +191,7 @@ func (s *Store) Extend(ctx context.Context, id idem.Ident, o idem.Owner, lease t
 func (s *Store) Get(ctx context.Context, id idem.Ident) (idem.Record, bool, error) {
 	rec, ok, err := s.lookup(ctx, id, clock(time.Time{}))
 	if err != nil {
-		return idem.Record{}, false, fmt.Errorf("sqlite: get: %w", err)
+		return idem.Record{}, false, fmt.Errorf("idemsqlite: get: %w", err)
 	}
 	return rec, ok, nil
 }
@@ -205,7 +205,7 @@ func (s *Store) Delete(ctx context.Context, id idem.Ident) (bool, error) {
 		return err
 	})
 	if err != nil {
-		return false, fmt.Errorf("sqlite: delete: %w", err)
+		return false, fmt.Errorf("idemsqlite: delete: %w", err)
 	}
 	return existed, nil
 }
@@ -223,7 +223,7 @@ func (s *Store) Settle(ctx context.Context, id idem.Ident, st idem.Settlement) (
 		if errors.Is(err, idem.ErrStale) {
 			return idem.Record{}, false, err
 		}
-		return idem.Record{}, false, fmt.Errorf("sqlite: settle: %w", err)
+		return idem.Record{}, false, fmt.Errorf("idemsqlite: settle: %w", err)
 	}
 	return rec, ok, nil
 }
@@ -240,7 +240,7 @@ func (s *Store) Sweep(ctx context.Context, p idem.SweepParams) (idem.SweepResult
 		return err
 	})
 	if err != nil {
-		return idem.SweepResult{}, fmt.Errorf("sqlite: sweep: %w", err)
+		return idem.SweepResult{}, fmt.Errorf("idemsqlite: sweep: %w", err)
 	}
 	return res, nil
 }
@@ -248,7 +248,7 @@ func (s *Store) Sweep(ctx context.Context, p idem.SweepParams) (idem.SweepResult
 // The single-statement writes below run on any executor: the Store runs
 // them on its pool under its writer semaphore, the Store of WithinTx on the
 // transaction's connection. None begins a transaction. Their errors are
-// not prefixed; the callers add "sqlite: <call>".
+// not prefixed; the callers add "idemsqlite: <call>".
 
 // complete writes c for the owner o; see [Store.Complete].
 func complete(ctx context.Context, ex Executor, id idem.Ident, o idem.Owner, c idem.Completion) error {

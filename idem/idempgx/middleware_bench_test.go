@@ -1,6 +1,6 @@
 //go:build unix
 
-package pgxv5
+package idempgx
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package sqlite
+package idemsqlite
 
 import (
 	"context"
@@ -103,10 +103,10 @@ func (s *Store) LocalCalls() {}
 func (s *Store) Migrate(ctx context.Context) error {
 	fsys, err := fs.Sub(idemMigrations, "migration/idem")
 	if err != nil {
-		return fmt.Errorf("sqlite: migrate: %w", err)
+		return fmt.Errorf("idemsqlite: migrate: %w", err)
 	}
 	if err := migrate.SQLite(ctx, s.db, "idem", fsys); err != nil {
-		return fmt.Errorf("sqlite: migrate: %w", err)
+		return fmt.Errorf("idemsqlite: migrate: %w", err)
 	}
 	return nil
 }
@@ -128,7 +128,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 func Open(path string) (*sql.DB, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
+		return nil, fmt.Errorf("idemsqlite: open %q: %w", path, err)
 	}
 	// A file: URI with an escaped path, so that a '?' or '%' in the path
 	// cannot be taken for the start of the parameters.
@@ -141,7 +141,7 @@ func Open(path string) (*sql.DB, error) {
 	dsn := (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: q.Encode()}).String()
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
+		return nil, fmt.Errorf("idemsqlite: open %q: %w", path, err)
 	}
 	// SQLite has one writer at a time, and readers beyond the CPUs only
 	// queue: a small pool that is never trimmed costs little.
@@ -151,7 +151,7 @@ func Open(path string) (*sql.DB, error) {
 	// Open connects lazily; ping so that a bad path fails here, not at the
 	// first query.
 	if err := db.Ping(); err != nil {
-		return nil, errors.Join(fmt.Errorf("sqlite: open %q: %w", path, err), db.Close())
+		return nil, errors.Join(fmt.Errorf("idemsqlite: open %q: %w", path, err), db.Close())
 	}
 	return db, nil
 }

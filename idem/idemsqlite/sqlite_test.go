@@ -1,4 +1,4 @@
-package sqlite_test
+package idemsqlite_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/driver/sqlite"
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/idem/idemtest"
 )
 
@@ -24,17 +24,17 @@ var t0 = time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
 type testBundle struct {
 	path  string
 	db    *sql.DB
-	store *sqlite.Store
+	store *idemsqlite.Store
 }
 
 // setup returns a migrated store on a fresh database file.
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "unstuck.db")
-	db, err := sqlite.Open(path)
+	db, err := idemsqlite.Open(path)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, db.Close()) })
-	store := sqlite.New(db)
+	store := idemsqlite.New(db)
 	require.NoError(t, store.Migrate(t.Context()))
 	return &testBundle{path: path, db: db, store: store}
 }
@@ -114,17 +114,17 @@ func TestMigrate(t *testing.T) {
 		errs := make([]error, handles)
 		var wg sync.WaitGroup
 		for i := range handles {
-			db, err := sqlite.Open(path)
+			db, err := idemsqlite.Open(path)
 			require.NoError(t, err)
 			t.Cleanup(func() { require.NoError(t, db.Close()) })
-			wg.Go(func() { errs[i] = sqlite.New(db).Migrate(t.Context()) })
+			wg.Go(func() { errs[i] = idemsqlite.New(db).Migrate(t.Context()) })
 		}
 		wg.Wait()
 		for i, err := range errs {
 			require.NoError(t, err, "handle %d", i)
 		}
 
-		db, err := sqlite.Open(path)
+		db, err := idemsqlite.Open(path)
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, db.Close()) })
 		var n, fences int
@@ -168,9 +168,9 @@ func TestOpen(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "a?b#c%20d e")
 		require.NoError(t, os.Mkdir(dir, 0o755))
 		path := filepath.Join(dir, "x.db")
-		db, err := sqlite.Open(path)
+		db, err := idemsqlite.Open(path)
 		require.NoError(t, err)
-		require.NoError(t, sqlite.New(db).Migrate(t.Context()))
+		require.NoError(t, idemsqlite.New(db).Migrate(t.Context()))
 		require.NoError(t, db.Close())
 		_, err = os.Stat(path)
 		require.NoError(t, err, "database file created at the given path")
@@ -178,7 +178,7 @@ func TestOpen(t *testing.T) {
 
 	t.Run("BadPath", func(t *testing.T) {
 		t.Parallel()
-		_, err := sqlite.Open(filepath.Join(t.TempDir(), "missing", "dir", "x.db"))
+		_, err := idemsqlite.Open(filepath.Join(t.TempDir(), "missing", "dir", "x.db"))
 		require.Error(t, err)
 	})
 }
@@ -272,10 +272,10 @@ func TestReserve(t *testing.T) {
 	t.Run("ConcurrentOneWinner", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		other, err := sqlite.Open(b.path)
+		other, err := idemsqlite.Open(b.path)
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, other.Close()) })
-		stores := []*sqlite.Store{b.store, sqlite.New(other)}
+		stores := []*idemsqlite.Store{b.store, idemsqlite.New(other)}
 
 		const n = 16
 		recs := make([]idem.Record, n)
@@ -713,7 +713,7 @@ func TestCancelledContext(t *testing.T) {
 func TestWriteLockHeldElsewhere(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	other, err := sqlite.Open(b.path)
+	other, err := idemsqlite.Open(b.path)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, other.Close()) })
 	holder, err := other.Conn(t.Context())
@@ -742,7 +742,7 @@ func TestWriteLockHeldElsewhere(t *testing.T) {
 	for i := range 20 {
 		id := ident(string(rune('a' + i)))
 		reserve(t, b, id, "a", t0)
-		existed, err := sqlite.New(other).Delete(t.Context(), id)
+		existed, err := idemsqlite.New(other).Delete(t.Context(), id)
 		require.NoError(t, err)
 		require.True(t, existed, "record %d committed", i)
 	}

@@ -1,4 +1,4 @@
-package pgxv5
+package idempgx
 
 import (
 	"context"
@@ -52,7 +52,7 @@ type txKey struct{}
 func (s *Store) WithinTx(ctx context.Context, fn func(ctx context.Context, tx idem.Store) error) (err error) {
 	pgtx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
-		return fmt.Errorf("pgxv5: within tx: begin: %w", err)
+		return fmt.Errorf("idempgx: within tx: begin: %w", err)
 	}
 	ts := &txStore{tx: pgtx}
 	commitSent := false
@@ -67,7 +67,7 @@ func (s *Store) WithinTx(ctx context.Context, fn func(ctx context.Context, tx id
 		// rollback error says nothing more.
 		closed := pgtx.Conn().IsClosed()
 		if rerr := pgtx.Rollback(context.WithoutCancel(ctx)); rerr != nil && !closed {
-			err = errors.Join(err, fmt.Errorf("pgxv5: within tx: rollback: %w", rerr))
+			err = errors.Join(err, fmt.Errorf("idempgx: within tx: rollback: %w", rerr))
 		}
 	}()
 	if err := fn(context.WithValue(ctx, txKey{}, pgtx), ts); err != nil {
@@ -76,7 +76,7 @@ func (s *Store) WithinTx(ctx context.Context, fn func(ctx context.Context, tx id
 	ts.ended.Store(true)
 	commitSent = true
 	if err := pgtx.Commit(context.WithoutCancel(ctx)); err != nil {
-		return fmt.Errorf("pgxv5: within tx: commit: %w", err)
+		return fmt.Errorf("idempgx: within tx: commit: %w", err)
 	}
 	return nil
 }
@@ -105,7 +105,7 @@ type txStore struct {
 // has returned.
 func (t *txStore) db(op string) (dbtx, error) {
 	if t.ended.Load() {
-		return nil, fmt.Errorf("pgxv5: %s: the transaction of WithinTx has ended: %w", op, pgx.ErrTxClosed)
+		return nil, fmt.Errorf("idempgx: %s: the transaction of WithinTx has ended: %w", op, pgx.ErrTxClosed)
 	}
 	return t.tx, nil
 }

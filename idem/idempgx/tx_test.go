@@ -1,4 +1,4 @@
-package pgxv5
+package idempgx
 
 import (
 	"context"
@@ -248,7 +248,7 @@ func TestTxStoreRefusesCallsAfterFn(t *testing.T) {
 		require.ErrorIs(t, err, pgx.ErrTxClosed, "delete")
 		_, err = kept.Sweep(ctx, idem.SweepParams{})
 		require.ErrorIs(t, err, pgx.ErrTxClosed, "sweep")
-		require.True(t, strings.HasPrefix(err.Error(), "pgxv5: sweep: "), err.Error())
+		require.True(t, strings.HasPrefix(err.Error(), "idempgx: sweep: "), err.Error())
 
 		require.Error(t, writeOrder(keptCtx, "late"), "the transaction in a kept context is closed too")
 
@@ -279,7 +279,7 @@ func TestWithinTxAbortedStatement(t *testing.T) {
 		return nil
 	})
 	require.ErrorIs(t, err, pgx.ErrTxCommitRollback)
-	require.True(t, strings.HasPrefix(err.Error(), "pgxv5: within tx: commit: "), err.Error())
+	require.True(t, strings.HasPrefix(err.Error(), "idempgx: within tx: commit: "), err.Error())
 	require.Zero(t, b.orders(t, "order-1"))
 }
 
@@ -372,5 +372,5 @@ func TestWithinTxCancelled(t *testing.T) {
 		return nil
 	})
 	require.ErrorIs(t, err, context.Canceled)
-	require.True(t, strings.HasPrefix(err.Error(), "pgxv5: within tx: begin: "), err.Error())
+	require.True(t, strings.HasPrefix(err.Error(), "idempgx: within tx: begin: "), err.Error())
 }

@@ -1,4 +1,4 @@
-package sqlite
+package idemsqlite
 
 import (
 	"context"
@@ -64,7 +64,7 @@ func (s *Store) WithinTx(ctx context.Context, fn func(ctx context.Context, tx id
 		return nil
 	})
 	if err != nil && !fnFailed {
-		return fmt.Errorf("sqlite: within tx: %w", err)
+		return fmt.Errorf("idemsqlite: within tx: %w", err)
 	}
 	return err
 }
@@ -93,7 +93,7 @@ type txStore struct {
 // has returned.
 func (t *txStore) ex(op string) (Executor, error) {
 	if t.ended.Load() {
-		return nil, fmt.Errorf("sqlite: %s: the transaction of WithinTx has ended: %w", op, sql.ErrTxDone)
+		return nil, fmt.Errorf("idemsqlite: %s: the transaction of WithinTx has ended: %w", op, sql.ErrTxDone)
 	}
 	return t.conn, nil
 }
@@ -105,7 +105,7 @@ func (t *txStore) Reserve(ctx context.Context, p idem.ReserveParams) (idem.Recor
 	}
 	rec, created, err := insert(ctx, ex, p, clock(p.Now))
 	if err != nil {
-		return idem.Record{}, false, fmt.Errorf("sqlite: reserve: %w", err)
+		return idem.Record{}, false, fmt.Errorf("idemsqlite: reserve: %w", err)
 	}
 	return rec, created, nil
 }
@@ -117,7 +117,7 @@ func (t *txStore) Takeover(ctx context.Context, p idem.TakeoverParams) (idem.Rec
 	}
 	rec, err := takeover(ctx, ex, p)
 	if err != nil {
-		return idem.Record{}, fmt.Errorf("sqlite: takeover: %w", err)
+		return idem.Record{}, fmt.Errorf("idemsqlite: takeover: %w", err)
 	}
 	return rec, nil
 }
@@ -128,7 +128,7 @@ func (t *txStore) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c i
 		return err
 	}
 	if err := complete(ctx, ex, id, o, c); err != nil {
-		return fmt.Errorf("sqlite: complete: %w", err)
+		return fmt.Errorf("idemsqlite: complete: %w", err)
 	}
 	return nil
 }
@@ -139,7 +139,7 @@ func (t *txStore) Annotate(ctx context.Context, id idem.Ident, o idem.Owner, a i
 		return err
 	}
 	if err := annotate(ctx, ex, id, o, a); err != nil {
-		return fmt.Errorf("sqlite: annotate: %w", err)
+		return fmt.Errorf("idemsqlite: annotate: %w", err)
 	}
 	return nil
 }
@@ -150,7 +150,7 @@ func (t *txStore) Release(ctx context.Context, id idem.Ident, o idem.Owner) erro
 		return err
 	}
 	if err := release(ctx, ex, id, o); err != nil {
-		return fmt.Errorf("sqlite: release: %w", err)
+		return fmt.Errorf("idemsqlite: release: %w", err)
 	}
 	return nil
 }
@@ -162,7 +162,7 @@ func (t *txStore) Get(ctx context.Context, id idem.Ident) (idem.Record, bool, er
 	}
 	rec, ok, err := get(ctx, ex, id, clock(time.Time{}))
 	if err != nil {
-		return idem.Record{}, false, fmt.Errorf("sqlite: get: %w", err)
+		return idem.Record{}, false, fmt.Errorf("idemsqlite: get: %w", err)
 	}
 	return rec, ok, nil
 }
@@ -174,7 +174,7 @@ func (t *txStore) Delete(ctx context.Context, id idem.Ident) (bool, error) {
 	}
 	existed, err := deleteRecord(ctx, ex, id)
 	if err != nil {
-		return false, fmt.Errorf("sqlite: delete: %w", err)
+		return false, fmt.Errorf("idemsqlite: delete: %w", err)
 	}
 	return existed, nil
 }
@@ -186,7 +186,7 @@ func (t *txStore) Sweep(ctx context.Context, p idem.SweepParams) (idem.SweepResu
 	}
 	res, err := sweep(ctx, ex, p)
 	if err != nil {
-		return idem.SweepResult{}, fmt.Errorf("sqlite: sweep: %w", err)
+		return idem.SweepResult{}, fmt.Errorf("idemsqlite: sweep: %w", err)
 	}
 	return res, nil
 }
@@ -198,7 +198,7 @@ func (t *txStore) Extend(ctx context.Context, id idem.Ident, o idem.Owner, lease
 	}
 	until, err := extend(ctx, ex, id, o, lease, now)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("sqlite: extend: %w", err)
+		return time.Time{}, fmt.Errorf("idemsqlite: extend: %w", err)
 	}
 	return until, nil
 }
@@ -210,7 +210,7 @@ func (t *txStore) Settle(ctx context.Context, id idem.Ident, st idem.Settlement)
 	}
 	rec, ok, err := settle(ctx, ex, id, st)
 	if err != nil && !errors.Is(err, idem.ErrStale) {
-		return idem.Record{}, false, fmt.Errorf("sqlite: settle: %w", err)
+		return idem.Record{}, false, fmt.Errorf("idemsqlite: settle: %w", err)
 	}
 	return rec, ok, err
 }

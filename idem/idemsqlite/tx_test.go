@@ -1,4 +1,4 @@
-package sqlite_test
+package idemsqlite_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/driver/sqlite"
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 )
 
 // setupTx is setup plus the application's own table, app_order, that the
@@ -26,7 +26,7 @@ func setupTx(t *testing.T) *testBundle {
 
 // writeOrder inserts an app_order row through the transaction in ctx.
 func writeOrder(ctx context.Context, id string) error {
-	ex, ok := sqlite.TxFrom(ctx)
+	ex, ok := idemsqlite.TxFrom(ctx)
 	if !ok {
 		return errors.New("no transaction in ctx")
 	}
@@ -146,10 +146,10 @@ func TestWithinTxOutsiderWaits(t *testing.T) {
 				b := setupTx(t)
 				outsiderStore := b.store
 				if otherHandle {
-					db, err := sqlite.Open(b.path)
+					db, err := idemsqlite.Open(b.path)
 					require.NoError(t, err)
 					t.Cleanup(func() { require.NoError(t, db.Close()) })
-					outsiderStore = sqlite.New(db)
+					outsiderStore = idemsqlite.New(db)
 				}
 				id := ident("k")
 				errApp := errors.New("the application failed")
@@ -224,7 +224,7 @@ func TestWithinTxStoreWritesWait(t *testing.T) {
 
 func TestTxFromOutsideWithinTx(t *testing.T) {
 	t.Parallel()
-	ex, ok := sqlite.TxFrom(t.Context())
+	ex, ok := idemsqlite.TxFrom(t.Context())
 	require.False(t, ok)
 	require.Nil(t, ex)
 }
@@ -272,7 +272,7 @@ func TestTxStoreRefusesCallsAfterFn(t *testing.T) {
 		require.ErrorIs(t, err, sql.ErrTxDone, "delete")
 		_, err = kept.Sweep(ctx, idem.SweepParams{})
 		require.ErrorIs(t, err, sql.ErrTxDone, "sweep")
-		require.True(t, strings.HasPrefix(err.Error(), "sqlite: sweep: "), err.Error())
+		require.True(t, strings.HasPrefix(err.Error(), "idemsqlite: sweep: "), err.Error())
 
 		require.ErrorIs(t, writeOrder(keptCtx, "late"), sql.ErrConnDone, "the connection in a kept context is released")
 
@@ -353,10 +353,10 @@ func TestWithinTxCommitError(t *testing.T) {
 	t.Parallel()
 	b := setupTx(t)
 	err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idem.Store) error {
-		ex, _ := sqlite.TxFrom(ctx)
+		ex, _ := idemsqlite.TxFrom(ctx)
 		_, err := ex.ExecContext(ctx, "COMMIT")
 		return err
 	})
 	require.Error(t, err)
-	require.True(t, strings.HasPrefix(err.Error(), "sqlite: within tx: commit: "), err.Error())
+	require.True(t, strings.HasPrefix(err.Error(), "idemsqlite: within tx: commit: "), err.Error())
 }

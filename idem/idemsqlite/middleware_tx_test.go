@@ -1,15 +1,15 @@
-package pgxv5_test
+package idemsqlite_test
 
 import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log"
-	mrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -20,29 +20,28 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/driver/pgxv5"
 	"github.com/unstuckhq/unstuck/idem"
-	"github.com/unstuckhq/unstuck/internal/pgtest"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 )
 
 // These tests drive the HTTP middleware in transactional mode (SPEC H17)
-// over PostgreSQL with an application handler that writes its own rows
-// through pgxv5.TxFrom: those writes happen exactly once per key, commit
+// over SQLite with an application handler that writes its own rows
+// through idemsqlite.TxFrom: those writes happen exactly once per key, commit
 // with the record or not at all, and the client hears of them only after
 // the commit.
 
 // The application's tables. orders.customer_id is checked at COMMIT only
-// (DEFERRABLE INITIALLY DEFERRED), so that a request naming an unknown
-// customer fails when the middleware commits, not in the handler.
+// (DEFERRABLE INITIALLY DEFERRED; idemsqlite.Open turns foreign keys on), so
+// that a request naming an unknown customer fails when the middleware
+// commits, not in the handler.
 const mtxSchema = `
-CREATE TABLE customers (id text PRIMARY KEY);
+CREATE TABLE customers (id TEXT PRIMARY KEY);
 CREATE TABLE orders (
-	id          bigserial PRIMARY KEY,
-	note        text NOT NULL,
-	customer_id text REFERENCES customers (id) DEFERRABLE INITIALLY DEFERRED
+	id          INTEGER PRIMARY KEY AUTOINCREMENT,
+	note        TEXT NOT NULL,
+	customer_id TEXT REFERENCES customers (id) DEFERRABLE INITIALLY DEFERRED
 );`
 
 const (
@@ -52,10 +51,10 @@ const (
 
 // mtxApp is one test server: chi, a test authentication, the idempotency
 // middleware in transactional mode, and the application handler, over a
-// migrated store on a schema of its own.
+// migrated store on a database file of its own.
 type mtxApp struct {
-	pool      *pgxpool.Pool
-	store     *pgxv5.Store
+	db        *sql.DB
+	store     *idemsqlite.Store
 	srv       *httptest.Server
 	client    *http.Client
 	runs      atomic.Int32 // handler calls, from 1
@@ -70,14 +69,12 @@ type mtxHandler func(w http.ResponseWriter, r *http.Request, run int)
 
 func mtxSetup(t *testing.T, handler mtxHandler) *mtxApp {
 	t.Helper()
-	pool := pgtest.Schema(t)
-	store := pgxv5.New(pool)
-	require.NoError(t, store.Migrate(t.Context()))
-	_, err := pool.Exec(t.Context(), mtxSchema)
+	b := setup(t)
+	_, err := b.db.ExecContext(t.Context(), mtxSchema)
 	require.NoError(t, err)
 
-	a := &mtxApp{pool: pool, store: store, serverLog: &mtxBuffer{}}
-	e, err := idem.New(store, idem.WithSecret([]byte("0123456789abcdef0123456789abcdef")))
+	a := &mtxApp{db: b.db, store: b.store, serverLog: &mtxBuffer{}}
+	e, err := idem.New(b.store, idem.WithSecret([]byte("0123456789abcdef0123456789abcdef")))
 	require.NoError(t, err)
 	m, err := idem.NewMiddleware(e, idem.MiddlewareConfig{
 		Transactional: true,
@@ -196,7 +193,7 @@ func mtxAwait(t *testing.T, ch <-chan mtxResult) mtxResponse {
 func (a *mtxApp) orders(t *testing.T) int {
 	t.Helper()
 	var n int
-	require.NoError(t, a.pool.QueryRow(t.Context(), "SELECT count(*) FROM orders").Scan(&n))
+	require.NoError(t, a.db.QueryRowContext(t.Context(), "SELECT count(*) FROM orders").Scan(&n))
 	return n
 }
 
@@ -230,12 +227,12 @@ func mtxInsert(r *http.Request) (int64, error) {
 	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
 		return 0, fmt.Errorf("decode: %w", err)
 	}
-	tx, ok := pgxv5.TxFrom(r.Context())
+	ex, ok := idemsqlite.TxFrom(r.Context())
 	if !ok {
 		return 0, errors.New("no transaction in the request's context")
 	}
 	var id int64
-	err := tx.QueryRow(r.Context(), "INSERT INTO orders (note, customer_id) VALUES ($1, $2) RETURNING id", in.Note, in.Customer).Scan(&id)
+	err := ex.QueryRowContext(r.Context(), "INSERT INTO orders (note, customer_id) VALUES (?, ?) RETURNING id", in.Note, in.Customer).Scan(&id)
 	return id, err
 }
 
@@ -282,9 +279,9 @@ func mtxRequireProblem(t *testing.T, resp mtxResponse, status int, code string) 
 // TestMiddlewareTxConcurrentDuplicates sends one key 20 times at once: the
 // handler runs once, one order is written, and every other request waits
 // for the first one's commit and replays its answer. In transactional mode
-// a duplicate's Reserve waits on the unique index for the first
-// transaction to end, and then finds a completed record: it never sees the
-// key processing, so no 409 can appear.
+// a duplicate's transaction waits for the store's writer semaphore (the
+// write lock) until the first transaction ends, and then finds a completed
+// record: it never sees the key processing, so no 409 can appear.
 func TestMiddlewareTxConcurrentDuplicates(t *testing.T) {
 	t.Parallel()
 	a := mtxSetup(t, func(w http.ResponseWriter, r *http.Request, run int) {
@@ -399,7 +396,7 @@ func TestMiddlewareTxPanicRollsBack(t *testing.T) {
 	require.Equal(t, http.StatusCreated, again.status, "body %s", again.body)
 	require.Contains(t, again.body, `"run":2`)
 	require.Equal(t, 1, a.orders(t))
-	require.Zero(t, a.pool.Stat().AcquiredConns(), "every transaction's connection went back to the pool")
+	require.Zero(t, a.db.Stats().InUse, "every transaction's connection went back to the pool")
 }
 
 // TestMiddlewareTxClientErrorCommits: a 4xx is the application's business
@@ -431,13 +428,14 @@ func TestMiddlewareTxClientErrorCommits(t *testing.T) {
 }
 
 // TestMiddlewareTxDeferredConstraintFailsAtCommit is the decision-table row
-// "transactional mode, PostgreSQL deferred constraint fails at COMMIT → 500,
-// never replayed" (idempotency-anchors §5.3, Sentinel O-26). The handler's
-// write is valid when made, so the handler answers 201; the deferred
-// foreign key fails at COMMIT. The client must get 500
-// idempotency_transaction_failed, not the 201 whose writes were lost, and
-// nothing is kept: a retry runs again, fails again the same way, and
-// succeeds once the violation is gone.
+// "transactional mode, deferred constraint fails at COMMIT → 500, never
+// replayed" (idempotency-anchors §5.3, Sentinel O-26: PostgreSQL only
+// there), on SQLite, whose deferred foreign keys fail at COMMIT too — and
+// leave the transaction open, so the store must roll it back and let go of
+// the write lock. The handler's write is valid when made, so the handler
+// answers 201; the client must get 500 idempotency_transaction_failed, not
+// the 201 whose writes were lost, and nothing is kept: a retry runs again,
+// fails again the same way, and succeeds once the violation is gone.
 func TestMiddlewareTxDeferredConstraintFailsAtCommit(t *testing.T) {
 	t.Parallel()
 	a := mtxSetup(t, mtxCreate)
@@ -454,13 +452,12 @@ func TestMiddlewareTxDeferredConstraintFailsAtCommit(t *testing.T) {
 		_, ok := a.record(t, key)
 		require.False(t, ok, "no record after a failed commit")
 	}
-	require.Zero(t, a.pool.Stat().AcquiredConns(), "a failed COMMIT gives its connection back to the pool")
 	ev := a.rejections()
 	require.Len(t, ev, 2)
 	require.Equal(t, idem.CodeTransactionFailed, ev[0].Code)
 	require.Equal(t, mtxScope, ev[0].Scope)
 
-	_, err := a.pool.Exec(t.Context(), "INSERT INTO customers (id) VALUES ('c-1')")
+	_, err := a.db.ExecContext(t.Context(), "INSERT INTO customers (id) VALUES ('c-1')")
 	require.NoError(t, err)
 	ok := a.call(t, key, body)
 	require.Equal(t, http.StatusCreated, ok.status, "body %s", ok.body)
@@ -522,61 +519,6 @@ func TestMiddlewareTxResponseAfterCommit(t *testing.T) {
 	require.Equal(t, 1, a.orders(t), "the order is visible once the client has the answer")
 	_, found = a.record(t, key)
 	require.True(t, found)
-}
-
-// TestMiddlewareTxResponseWaitsForSlowCommit makes the COMMIT itself slow:
-// a deferred constraint trigger on orders waits, at COMMIT, for an
-// advisory lock that the test holds. The handler has returned its 201, but
-// the client must not get it while COMMIT is still running, since COMMIT
-// could still fail.
-func TestMiddlewareTxResponseWaitsForSlowCommit(t *testing.T) {
-	t.Parallel()
-	a := mtxSetup(t, mtxCreate)
-	lockKey := mrand.Int64() // advisory locks are per database: one of its own
-	_, err := a.pool.Exec(t.Context(), `
-CREATE FUNCTION orders_commit_gate() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-	PERFORM pg_advisory_xact_lock(TG_ARGV[0]::bigint);
-	RETURN NULL;
-END $$;
-CREATE CONSTRAINT TRIGGER orders_commit_gate AFTER INSERT ON orders
-	DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
-	EXECUTE FUNCTION orders_commit_gate('`+fmt.Sprint(lockKey)+`');`)
-	require.NoError(t, err)
-
-	holder, err := a.pool.Acquire(t.Context())
-	require.NoError(t, err)
-	defer holder.Release()
-	var pid int32
-	require.NoError(t, holder.QueryRow(t.Context(), "SELECT pg_backend_pid()").Scan(&pid))
-	_, err = holder.Exec(t.Context(), "SELECT pg_advisory_lock($1)", lockKey)
-	require.NoError(t, err)
-	locked := true
-	defer func() {
-		if locked {
-			_, _ = holder.Exec(context.WithoutCancel(t.Context()), "SELECT pg_advisory_unlock($1)", lockKey)
-		}
-	}()
-
-	key := mtxKey()
-	firstByte, pending := a.start(t, key, `{"note":"n"}`)
-	var waiting string
-	require.Eventually(t, func() bool {
-		err := a.pool.QueryRow(t.Context(),
-			"SELECT query FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))", pid).Scan(&waiting)
-		return err == nil
-	}, 10*time.Second, 5*time.Millisecond, "the request's COMMIT waits for the test's lock")
-	require.Equal(t, "commit", strings.ToLower(strings.TrimSpace(waiting)), "it is the COMMIT that waits")
-	require.EqualValues(t, 1, a.runs.Load(), "the handler ran once; it has returned, since COMMIT runs after it")
-	mtxNotYet(t, firstByte, pending, "while COMMIT was running")
-	require.Zero(t, a.orders(t))
-
-	_, err = holder.Exec(t.Context(), "SELECT pg_advisory_unlock($1)", lockKey)
-	require.NoError(t, err)
-	locked = false
-	resp := mtxAwait(t, pending)
-	require.Equal(t, http.StatusCreated, resp.status, "body %s", resp.body)
-	require.Equal(t, 1, a.orders(t))
 }
 
 // mtxBuffer is an io.Writer safe for concurrent use.

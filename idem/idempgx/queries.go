@@ -1,4 +1,4 @@
-package pgxv5
+package idempgx
 
 // The store's SQL: each statement is one store call, or one step of
 // Reserve, run alone in autocommit by the Store or inside the application's

@@ -1,4 +1,4 @@
-package pgxv5_test
+package idempgx_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/driver/pgxv5"
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idempgx"
 )
 
 // blackhole accepts connections and never answers, like a server behind a
@@ -55,7 +55,7 @@ func TestStoreCallsAreBoundedByTheStoreTimeout(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	const bound = 300 * time.Millisecond
-	e, err := idem.New(pgxv5.New(pool), idem.WithoutSealing(), idem.WithStoreTimeout(bound))
+	e, err := idem.New(idempgx.New(pool), idem.WithoutSealing(), idem.WithStoreTimeout(bound))
 	require.NoError(t, err)
 
 	ctx := context.Background() // no deadline of its own

@@ -1,4 +1,4 @@
-package sqlite
+package idemsqlite
 
 import (
 	"path/filepath"

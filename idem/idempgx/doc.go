@@ -1,4 +1,4 @@
-// Package pgxv5 is the PostgreSQL driver of unstuck on pgx v5: an
+// Package idempgx is the PostgreSQL driver of unstuck on pgx v5: an
 // [idem.Store] over a [pgxpool.Pool].
 //
 // # Use
@@ -6,7 +6,7 @@
 // Build the store once, on the application's pool, and create its tables
 // before first use:
 //
-//	store := pgxv5.New(pool)
+//	store := idempgx.New(pool)
 //	if err := store.Migrate(ctx); err != nil {
 //		return err
 //	}
@@ -75,7 +75,7 @@
 // nil and rolls back otherwise:
 //
 //	err := store.WithinTx(ctx, func(ctx context.Context, tx idem.Store) error {
-//		pgtx, _ := pgxv5.TxFrom(ctx)
+//		pgtx, _ := idempgx.TxFrom(ctx)
 //		if _, err := pgtx.Exec(ctx, "INSERT INTO orders (id) VALUES ($1)", id); err != nil {
 //			return err
 //		}
@@ -85,4 +85,4 @@
 // While it is open, other callers that reserve a key it reserved wait for
 // it on the unique index, so keep fn short and make no network call inside
 // it.
-package pgxv5
+package idempgx

@@ -1,4 +1,4 @@
-package pgxv5
+package idempgx
 
 import "embed"
 

@@ -1,4 +1,4 @@
-package pgxv5
+package idempgx
 
 import (
 	"context"
@@ -693,6 +693,6 @@ func TestErrorsAreWrapped(t *testing.T) {
 	cancel()
 	_, _, err := b.store.Reserve(ctx, idem.ReserveParams{Ident: newIdent(), Owner: "o", Lease: time.Minute, TTL: time.Hour})
 	require.ErrorIs(t, err, context.Canceled)
-	require.True(t, strings.HasPrefix(err.Error(), "pgxv5: reserve: "), err.Error())
+	require.True(t, strings.HasPrefix(err.Error(), "idempgx: reserve: "), err.Error())
 	require.NotErrorIs(t, err, idem.ErrFenced)
 }

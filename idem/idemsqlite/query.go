@@ -1,4 +1,4 @@
-package sqlite
+package idemsqlite
 
 // The SQL of the idem store, in one place. Timestamps are bound and read as
 // Unix microseconds, UTC (see migration/idem/001_records.up.sql).
