@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
 // RunInfo describes the lease a callback runs under.
@@ -32,10 +34,10 @@ type RunInfo struct {
 // transaction's) and the owner's credentials for every later write.
 type runState struct {
 	engine *Engine
-	store  Store
-	rec    Record
-	id     Ident
-	owner  Owner
+	store  idemdriver.Store
+	rec    idemdriver.Record
+	id     idemdriver.Ident
+	owner  idemdriver.Owner
 	info   RunInfo
 	// lease is the length of the owner's lease, leaseEnd its end by the
 	// process clock (estimated when the record was acquired).
@@ -49,7 +51,7 @@ type runState struct {
 	uncertain string // set by MarkUncertain: the reason
 }
 
-func (e *Engine) newRunState(s Store, rec Record) *runState {
+func (e *Engine) newRunState(s idemdriver.Store, rec idemdriver.Record) *runState {
 	lease := rec.LeaseExpiresAt.Sub(rec.ReadAt)
 	return &runState{engine: e, store: s, rec: rec, id: rec.Ident, owner: rec.Owner, lease: lease, leaseEnd: time.Now().Add(lease),
 		info: RunInfo{KeyID: SafeKeyID(rec.KeyDigest), KeyDigest: rec.KeyDigest, Fence: rec.Fence, Attempt: rec.Attempts, FirstSeenAt: rec.CreatedAt}}
@@ -78,6 +80,18 @@ func RunInfoFrom(ctx context.Context) (info RunInfo, ok bool) {
 // ErrNotInRun is returned by [Annotate] outside a callback of [Run].
 var ErrNotInRun = errors.New("idem: not inside an idempotent run")
 
+// Annotation is what a running callback attaches to its record with
+// [Annotate] (SPEC M4).
+type Annotation struct {
+	// CorrelationID ties the record to the caller's trace or request.
+	CorrelationID string
+	// ExternalRef is the reference sent to an external system (a payment
+	// provider's idempotency key or order ID), so an operator can look it up.
+	ExternalRef string
+	// ResourceIDs are the IDs of what the operation created; appended.
+	ResourceIDs []string
+}
+
 // Annotate attaches a correlation ID, an external reference and resource
 // IDs to the running record at once, so that they are visible to operators
 // even if the process dies before completion (SPEC M4). Empty fields leave
@@ -88,10 +102,10 @@ func Annotate(ctx context.Context, a Annotation) error {
 	if !ok {
 		return ErrNotInRun
 	}
-	a.Now = st.engine.now()
 	ctx, cancel := st.engine.bound(ctx)
 	defer cancel()
-	if err := st.store.Annotate(ctx, st.id, st.owner, a); err != nil {
+	da := idemdriver.Annotation{CorrelationID: a.CorrelationID, ExternalRef: a.ExternalRef, ResourceIDs: a.ResourceIDs, Now: st.engine.now()}
+	if err := st.store.Annotate(ctx, st.id, st.owner, da); err != nil {
 		return fmt.Errorf("idem: annotate: %w", err)
 	}
 	return nil

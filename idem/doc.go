@@ -1,8 +1,16 @@
 // Package idem runs an operation at most once per idempotency key and
 // replays its result to every repeat: [Run] for programmatic calls, the
 // HTTP middleware ([NewMiddleware]) for requests, and package idemriver for
-// River jobs. Records live in a [Store] (drivers in idem/idempgx and
-// idem/idemsqlite); the decision table [Decide] holds all policy.
+// River jobs, and [NewTransport] for the client side. Records live in a
+// store: idempgx.New (PostgreSQL) or idemsqlite.New (SQLite); a store
+// author implements the contract in package idemdriver and proves it with
+// package idemtest. The engine holds all policy in one decision table; a
+// store only provides atomic primitives.
+//
+// Names follow one rule: With… configures the [Engine] ([New]); Run…
+// configures one call of [Run]; Route… one route of the [Middleware];
+// Transport… the [Transport]; ContextWith… puts a value into a context for
+// the middleware or Run to read.
 //
 // # When things fail
 //

@@ -7,6 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"time"
+
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/idem/internal/decide"
 )
 
 // Limits of SPEC IDEM-R2 and H15.
@@ -39,14 +42,14 @@ const (
 // Engine decides and records idempotent runs over a [Store]. It is safe for
 // concurrent use; build it once with [New] and share it.
 type Engine struct {
-	store          Store
+	store          idemdriver.Store
 	sealer         *sealer
 	nowFunc        func() time.Time
 	log            *slog.Logger
 	maxResultBytes int
-	policy         Policy
+	policy         decide.Policy
 	storeTimeout   time.Duration
-	local          bool          // store is a LocalStore: bound passes no deadline
+	local          bool          // store is a idemdriver.LocalStore: bound passes no deadline
 	recordWindow   time.Duration // 0: per run, max(2 × lease, MinRecordingWindow)
 	recovery       Recovery
 	late           lateRecordings
@@ -145,7 +148,7 @@ func WithRecordingWindow(d time.Duration) Option {
 // New returns an engine over store. It fails fast when no secret is given
 // and sealing was not explicitly turned off, or when an option is out of
 // range.
-func New(store Store, opts ...Option) (*Engine, error) {
+func New(store idemdriver.Store, opts ...Option) (*Engine, error) {
 	if store == nil {
 		return nil, errors.New("idem: nil store")
 	}
@@ -154,7 +157,7 @@ func New(store Store, opts ...Option) (*Engine, error) {
 		o(&c)
 	}
 	e := &Engine{store: store, nowFunc: c.nowFunc, log: c.log, maxResultBytes: c.maxResultBytes,
-		policy: Policy{PendingRetryAfter: c.pendingRetry}, storeTimeout: c.storeTimeout,
+		policy: decide.Policy{PendingRetryAfter: c.pendingRetry}, storeTimeout: c.storeTimeout,
 		recordWindow: c.recordWindow, recovery: c.recovery, late: newLateRecordings()}
 	switch {
 	case c.noSealing && c.secret != nil:
@@ -182,7 +185,7 @@ func New(store Store, opts ...Option) (*Engine, error) {
 	if c.recordWindow != 0 && c.recordWindow < MinRecordingWindow {
 		return nil, fmt.Errorf("idem: recording window %s must be at least %s", c.recordWindow, MinRecordingWindow)
 	}
-	_, e.local = store.(LocalStore)
+	_, e.local = store.(idemdriver.LocalStore)
 	if e.log == nil {
 		e.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -190,10 +193,7 @@ func New(store Store, opts ...Option) (*Engine, error) {
 }
 
 // Store returns the engine's store.
-func (e *Engine) Store() Store { return e.store }
-
-// Policy returns the settings the decision table is given.
-func (e *Engine) Policy() Policy { return e.policy }
+func (e *Engine) Store() idemdriver.Store { return e.store }
 
 // DefaultRecovery returns the recovery of abandoned records used where none
 // is set ([WithDefaultRecovery]).
@@ -204,7 +204,7 @@ func (e *Engine) DefaultRecovery() Recovery { return e.recovery }
 // honours itself (see LocalStore).
 func (e *Engine) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	if e.local {
-		return context.WithValue(ctx, callDeadlineKey{}, time.Now().Add(e.storeTimeout)), noCancel
+		return idemdriver.ContextWithCallDeadline(ctx, time.Now().Add(e.storeTimeout)), noCancel
 	}
 	return context.WithTimeout(ctx, e.storeTimeout)
 }
@@ -228,14 +228,14 @@ func (e *Engine) Forget(ctx context.Context, key, scope string) (existed bool, e
 	return e.ForgetOperation(ctx, key, scope, DefaultOperation)
 }
 
-// ForgetOperation is [Engine.Forget] for a key used with [WithOperation].
+// ForgetOperation is [Engine.Forget] for a key used with [RunOperation].
 func (e *Engine) ForgetOperation(ctx context.Context, key, scope, operation string) (bool, error) {
 	if err := validateIdent(key, scope, operation); err != nil {
 		return false, err
 	}
 	ctx, cancel := e.bound(ctx)
 	defer cancel()
-	existed, err := e.store.Delete(ctx, Ident{Scope: scope, Operation: operation, KeyDigest: Digest(scope, operation, key)})
+	existed, err := e.store.Delete(ctx, idemdriver.Ident{Scope: scope, Operation: operation, KeyDigest: Digest(scope, operation, key)})
 	if err != nil {
 		return false, fmt.Errorf("idem: forget: %w", err)
 	}
@@ -248,12 +248,12 @@ func (e *Engine) ForgetOperation(ctx context.Context, key, scope, operation stri
 // escalated to pending with an [AbandonedReason] for an operator, logged
 // and counted. It returns what it did, in batches of 1000, each store call
 // bounded by the store timeout.
-func (e *Engine) Sweep(ctx context.Context) (SweepResult, error) {
+func (e *Engine) Sweep(ctx context.Context) (idemdriver.SweepResult, error) {
 	const batch = 1000
-	var total SweepResult
+	var total idemdriver.SweepResult
 	for {
 		bctx, cancel := e.bound(ctx)
-		r, err := e.store.Sweep(bctx, SweepParams{Limit: batch, Now: e.now()})
+		r, err := e.store.Sweep(bctx, idemdriver.SweepParams{Limit: batch, Now: e.now()})
 		cancel()
 		total.Deleted += r.Deleted
 		total.Escalated += r.Escalated

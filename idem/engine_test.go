@@ -15,27 +15,28 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/idem/idemtest"
 )
 
 // countingStore passes every call to a real store and counts them.
 type countingStore struct {
-	idem.Store
+	idemdriver.Store
 	calls atomic.Int32
 }
 
-func (c *countingStore) Reserve(ctx context.Context, p idem.ReserveParams) (idem.Record, bool, error) {
+func (c *countingStore) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
 	c.calls.Add(1)
 	return c.Store.Reserve(ctx, p)
 }
 
-func (c *countingStore) Delete(ctx context.Context, id idem.Ident) (bool, error) {
+func (c *countingStore) Delete(ctx context.Context, id idemdriver.Ident) (bool, error) {
 	c.calls.Add(1)
 	return c.Store.Delete(ctx, id)
 }
 
-func newSQLiteStore(t *testing.T) (idem.Store, func() error) {
+func newSQLiteStore(t *testing.T) (idemdriver.Store, func() error) {
 	t.Helper()
 	db, err := idemsqlite.Open(filepath.Join(t.TempDir(), "idem.db"))
 	require.NoError(t, err)
@@ -78,11 +79,12 @@ func TestValidationComesBeforeTheStore(t *testing.T) {
 	for _, call := range []func() error{
 		func() error { _, err := idem.Run(ctx, e, "", "s", fn); return err },
 		func() error { _, err := idem.Run(ctx, e, "k", "", fn); return err },
-		func() error { _, err := idem.Run(ctx, e, "k", "s", fn, idem.WithTTL(time.Second)); return err },
-		func() error { _, err := idem.Run(ctx, e, "k", "s", fn, idem.WithLease(48*time.Hour)); return err },
+		func() error { _, err := idem.Run(ctx, e, "k", "s", fn, idem.RunTTL(time.Second)); return err },
+		func() error { _, err := idem.Run(ctx, e, "k", "s", fn, idem.RunLease(48*time.Hour)); return err },
 		func() error { _, err := e.Forget(ctx, "k", ""); return err },
 	} {
-		require.ErrorIs(t, call(), idem.ErrInvalidKey)
+		var ve *idem.ValidationError
+		require.ErrorAs(t, call(), &ve)
 	}
 	require.Zero(t, s.calls.Load(), "R2: no store call for invalid input")
 }
@@ -108,14 +110,14 @@ func TestUnreachableStoreIsAnErrorNeverACompletion(t *testing.T) {
 // dropped the connection at commit. Extend keeps working: the statement
 // cut is on the completion only.
 type outageStore struct {
-	idem.Store
+	idemdriver.Store
 	down          atomic.Bool
 	failedWrites  atomic.Int32
 	extends       atomic.Int32
 	downForExtend bool
 }
 
-func (f *outageStore) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c idem.Completion) error {
+func (f *outageStore) Complete(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, c idemdriver.Completion) error {
 	if f.down.Load() {
 		f.failedWrites.Add(1)
 		return errors.New("connection reset")
@@ -123,7 +125,7 @@ func (f *outageStore) Complete(ctx context.Context, id idem.Ident, o idem.Owner,
 	return f.Store.Complete(ctx, id, o, c)
 }
 
-func (f *outageStore) Release(ctx context.Context, id idem.Ident, o idem.Owner) error {
+func (f *outageStore) Release(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner) error {
 	if f.down.Load() {
 		f.failedWrites.Add(1)
 		return errors.New("connection reset")
@@ -131,7 +133,7 @@ func (f *outageStore) Release(ctx context.Context, id idem.Ident, o idem.Owner) 
 	return f.Store.Release(ctx, id, o)
 }
 
-func (f *outageStore) Extend(ctx context.Context, id idem.Ident, o idem.Owner, lease time.Duration, now time.Time) (time.Time, error) {
+func (f *outageStore) Extend(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, lease time.Duration, now time.Time) (time.Time, error) {
 	f.extends.Add(1)
 	if f.downForExtend && f.down.Load() {
 		return time.Time{}, errors.New("connection reset")
@@ -170,19 +172,19 @@ func TestR6UnrecordedCompletionIsRecordedLateNeverRerun(t *testing.T) {
 	fn := func(context.Context) (string, error) { runs.Add(1); return fmt.Sprintf("ch_%d", runs.Load()), nil }
 
 	s.down.Store(true)
-	res, err := idem.Run(ctx, e, "k", "s", fn, idem.WithLease(time.Second))
+	res, err := idem.Run(ctx, e, "k", "s", fn, idem.RunLease(time.Second))
 	require.ErrorIs(t, err, idem.ErrOutcomeUnrecorded)
 	require.ErrorContains(t, err, "connection reset", "the store's error is wrapped too")
 	require.Equal(t, "ch_1", res.Value, "the effect is real: its value is returned")
 
 	// The outage outlasts the one-second lease: the recorder extends it.
 	time.Sleep(1500 * time.Millisecond)
-	_, err = idem.Run(ctx, e, "k", "s", fn, idem.WithLease(time.Second), idem.WithRecovery(idem.RecoverByRerunning()))
+	_, err = idem.Run(ctx, e, "k", "s", fn, idem.RunLease(time.Second), idem.RunRecovery(idem.RecoverByRerunning()))
 	require.ErrorIs(t, err, idem.ErrInProgress, "a repeat during the outage waits, even one that may re-run abandoned keys")
-	rec, ok, err := inner.Get(ctx, idem.Ident{Scope: "s", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("s", idem.DefaultOperation, "k")})
+	rec, ok, err := inner.Get(ctx, idemdriver.Ident{Scope: "s", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("s", idem.DefaultOperation, "k")})
 	require.NoError(t, err)
 	require.True(t, ok)
-	require.Equal(t, idem.StatusProcessing, rec.Status)
+	require.Equal(t, idemdriver.StatusProcessing, rec.Status)
 	require.True(t, rec.LeaseLive(), "the lease was extended while the outcome could not be written")
 	require.Positive(t, s.extends.Load())
 	require.Positive(t, s.failedWrites.Load())
@@ -276,7 +278,7 @@ func TestConfirmedKeyRepeatLogsNoStoredResultAtInfo(t *testing.T) {
 	ctx := context.Background()
 	_, err = idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 0, idem.Uncertain(nil) })
 	require.ErrorIs(t, err, idem.ErrUncertain)
-	id := idem.Ident{Scope: "s", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("s", idem.DefaultOperation, "k")}
+	id := idemdriver.Ident{Scope: "s", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("s", idem.DefaultOperation, "k")}
 	rec, ok, err := s.Get(ctx, id)
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -295,11 +297,11 @@ func TestConfirmedKeyRepeatLogsNoStoredResultAtInfo(t *testing.T) {
 // lostAckStore writes the first Complete, then reports a failure, like a
 // connection cut after the server committed but before the answer came.
 type lostAckStore struct {
-	idem.Store
+	idemdriver.Store
 	cut atomic.Bool
 }
 
-func (s *lostAckStore) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c idem.Completion) error {
+func (s *lostAckStore) Complete(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, c idemdriver.Completion) error {
 	if err := s.Store.Complete(ctx, id, o, c); err != nil || !s.cut.CompareAndSwap(false, true) {
 		return err
 	}
@@ -328,14 +330,14 @@ func TestR6LostAnswerOfACommittedCompletionCountsAsRecorded(t *testing.T) {
 // lostAnswerStore commits Reserve on the real store, then answers with an
 // error while lose is set: the reply was lost after the server committed.
 type lostAnswerStore struct {
-	idem.Store
+	idemdriver.Store
 	lose atomic.Bool
 }
 
-func (f *lostAnswerStore) Reserve(ctx context.Context, p idem.ReserveParams) (idem.Record, bool, error) {
+func (f *lostAnswerStore) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
 	rec, created, err := f.Store.Reserve(ctx, p)
 	if err == nil && f.lose.Load() {
-		return idem.Record{}, false, errors.New("read: connection reset by peer")
+		return idemdriver.Record{}, false, errors.New("read: connection reset by peer")
 	}
 	return rec, created, err
 }
@@ -356,17 +358,17 @@ func TestR6ReservationWithLostAnswerIsDisowned(t *testing.T) {
 	fn := func(context.Context) (string, error) { ran++; return "ok", nil }
 
 	s.lose.Store(true)
-	_, err = idem.Run(ctx, e, "k", "s", fn, idem.WithLease(time.Hour))
+	_, err = idem.Run(ctx, e, "k", "s", fn, idem.RunLease(time.Hour))
 	require.ErrorContains(t, err, "connection reset")
 	require.Zero(t, ran)
 	s.lose.Store(false)
 	waitRecorded(t, e)
 
-	id := idem.Ident{Scope: "s", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("s", idem.DefaultOperation, "k")}
+	id := idemdriver.Ident{Scope: "s", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("s", idem.DefaultOperation, "k")}
 	_, ok, err := inner.Get(ctx, id)
 	require.NoError(t, err)
 	require.False(t, ok, "the orphaned reservation was released")
-	res, err := idem.Run(ctx, e, "k", "s", fn, idem.WithLease(time.Hour))
+	res, err := idem.Run(ctx, e, "k", "s", fn, idem.RunLease(time.Hour))
 	require.NoError(t, err, "the next request runs at once, not after an hour's lease")
 	require.Equal(t, "ok", res.Value)
 	require.Equal(t, 1, ran)
@@ -376,18 +378,18 @@ func TestR6ReservationWithLostAnswerIsDisowned(t *testing.T) {
 // owner tokens asked for. Embedding the interface hides LocalStore, so the
 // engine bounds its calls with context deadlines.
 type phaseStore struct {
-	idem.Store
+	idemdriver.Store
 	deadlines []time.Time
 	tokens    []string
 }
 
-func (s *phaseStore) Reserve(ctx context.Context, p idem.ReserveParams) (idem.Record, bool, error) {
+func (s *phaseStore) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
 	d, _ := ctx.Deadline()
 	s.deadlines, s.tokens = append(s.deadlines, d), append(s.tokens, p.Owner)
 	return s.Store.Reserve(ctx, p)
 }
 
-func (s *phaseStore) Takeover(ctx context.Context, p idem.TakeoverParams) (idem.Record, error) {
+func (s *phaseStore) Takeover(ctx context.Context, p idemdriver.TakeoverParams) (idemdriver.Record, error) {
 	d, _ := ctx.Deadline()
 	s.deadlines, s.tokens = append(s.deadlines, d), append(s.tokens, p.NewOwner)
 	return s.Store.Takeover(ctx, p)
@@ -402,8 +404,8 @@ func TestStoreTimeoutIsOneDeadlinePerReservationPhase(t *testing.T) {
 	inner, _ := newSQLiteStore(t)
 	ctx := context.Background()
 	t0 := time.Now().Add(-time.Hour)
-	id := idem.Ident{Scope: "s", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("s", idem.DefaultOperation, "k")}
-	_, created, err := inner.Reserve(ctx, idem.ReserveParams{Ident: id, Owner: "crashed", Lease: idem.MinLease, TTL: idem.DefaultTTL, Now: t0})
+	id := idemdriver.Ident{Scope: "s", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("s", idem.DefaultOperation, "k")}
+	_, created, err := inner.Reserve(ctx, idemdriver.ReserveParams{Ident: id, Owner: "crashed", Lease: idem.MinLease, TTL: idem.DefaultTTL, Now: t0})
 	require.NoError(t, err)
 	require.True(t, created)
 
@@ -433,13 +435,13 @@ func TestStoreTimeoutIsOneDeadlinePerReservationPhase(t *testing.T) {
 
 // lostTakeoverStore commits Takeover on the real store, then answers with
 // an error: the reply was lost after the server committed.
-type lostTakeoverStore struct{ idem.Store }
+type lostTakeoverStore struct{ idemdriver.Store }
 
-func (f *lostTakeoverStore) Takeover(ctx context.Context, p idem.TakeoverParams) (idem.Record, error) {
+func (f *lostTakeoverStore) Takeover(ctx context.Context, p idemdriver.TakeoverParams) (idemdriver.Record, error) {
 	if _, err := f.Store.Takeover(ctx, p); err != nil {
-		return idem.Record{}, err
+		return idemdriver.Record{}, err
 	}
-	return idem.Record{}, errors.New("read: connection reset by peer")
+	return idemdriver.Record{}, errors.New("read: connection reset by peer")
 }
 
 // The other side of TestR6ReservationWithLostAnswerIsDisowned: a takeover
@@ -451,8 +453,8 @@ func TestR8LostTakeoverOfAnAbandonedRecordKeepsIt(t *testing.T) {
 	t.Parallel()
 	inner, _ := newSQLiteStore(t)
 	ctx := context.Background()
-	id := idem.Ident{Scope: "s", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("s", idem.DefaultOperation, "k")}
-	_, created, err := inner.Reserve(ctx, idem.ReserveParams{Ident: id, Owner: "crashed", Lease: idem.MinLease, TTL: idem.DefaultTTL, Now: time.Now().Add(-time.Hour)})
+	id := idemdriver.Ident{Scope: "s", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("s", idem.DefaultOperation, "k")}
+	_, created, err := inner.Reserve(ctx, idemdriver.ReserveParams{Ident: id, Owner: "crashed", Lease: idem.MinLease, TTL: idem.DefaultTTL, Now: time.Now().Add(-time.Hour)})
 	require.NoError(t, err)
 	require.True(t, created)
 
@@ -467,6 +469,6 @@ func TestR8LostTakeoverOfAnAbandonedRecordKeepsIt(t *testing.T) {
 	rec, ok, err := inner.Get(ctx, id)
 	require.NoError(t, err)
 	require.True(t, ok, "the abandoned record is kept, never released")
-	require.Equal(t, idem.StatusProcessing, rec.Status)
+	require.Equal(t, idemdriver.StatusProcessing, rec.Status)
 	require.NotEqual(t, "crashed", rec.Owner.Token, "the lost takeover fenced the dead owner out")
 }

@@ -4,13 +4,20 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
 // Conditions a caller of [Run] or the HTTP middleware can match with errors.Is.
 var (
-	// ErrInvalidKey: a key, scope, operation, TTL or lease is out of range.
-	// The error is a *[ValidationError] naming the field; no store was touched.
+	// ErrInvalidKey: a key, scope, operation or fingerprint is malformed or
+	// out of range. The error is a *[ValidationError] naming the field; no
+	// store was touched.
 	ErrInvalidKey = errors.New("idem: invalid idempotency key")
+	// ErrInvalidOption: a TTL or lease (of a run, a route, a job kind) is out
+	// of range. The error is a *[ValidationError] naming the field; no store
+	// was touched.
+	ErrInvalidOption = errors.New("idem: invalid option")
 	// ErrKeyReused: the key was first used with another fingerprint
 	// (SPEC R3, H8). Nothing ran, nothing changed.
 	ErrKeyReused = errors.New("idem: idempotency key reused with a different request")
@@ -50,8 +57,14 @@ func (e *ValidationError) Error() string {
 	return fmt.Sprintf("idem: invalid %s: %s", e.Field, e.Reason)
 }
 
-// Is reports a match with ErrInvalidKey.
-func (e *ValidationError) Is(target error) bool { return target == ErrInvalidKey }
+// Is reports a match with ErrInvalidOption for a TTL or lease, and with
+// ErrInvalidKey for every other field.
+func (e *ValidationError) Is(target error) bool {
+	if e.Field == "ttl" || e.Field == "lease" {
+		return target == ErrInvalidOption
+	}
+	return target == ErrInvalidKey
+}
 
 // InProgressError says that the key is held by another owner, or that its
 // outcome is pending. It matches ErrInProgress with errors.Is.
@@ -60,7 +73,7 @@ type InProgressError struct {
 	// the engine's pending retry interval. Never below one second.
 	RetryAfter time.Duration
 	// Status is the record's status: processing or pending.
-	Status Status
+	Status idemdriver.Status
 }
 
 func (e *InProgressError) Error() string {

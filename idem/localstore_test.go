@@ -6,14 +6,15 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
 // deadlineSpy is a Store that records, for its calls, whether the context
 // had a deadline and a CallDeadline. Only Reserve and Complete are
 // implemented: what Run needs for a first run.
 type deadlineSpy struct {
-	Store // nil: the other calls are not made
-	calls []spyCall
+	idemdriver.Store // nil: the other calls are not made
+	calls            []spyCall
 }
 
 type spyCall struct {
@@ -23,17 +24,17 @@ type spyCall struct {
 
 func (s *deadlineSpy) note(ctx context.Context) {
 	_, d := ctx.Deadline()
-	at, cd := CallDeadline(ctx)
+	at, cd := idemdriver.CallDeadline(ctx)
 	s.calls = append(s.calls, spyCall{deadline: d, callDeadline: cd, callDeadlineAt: at})
 }
 
-func (s *deadlineSpy) Reserve(ctx context.Context, p ReserveParams) (Record, bool, error) {
+func (s *deadlineSpy) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
 	s.note(ctx)
-	return Record{Ident: p.Ident, Status: StatusProcessing, Owner: Owner{Token: p.Owner, Fence: 1},
+	return idemdriver.Record{Ident: p.Ident, Status: idemdriver.StatusProcessing, Owner: idemdriver.Owner{Token: p.Owner, Fence: 1},
 		Fingerprint: p.Fingerprint, Attempts: 1, Version: 1}, true, nil
 }
 
-func (s *deadlineSpy) Complete(ctx context.Context, _ Ident, _ Owner, _ Completion) error {
+func (s *deadlineSpy) Complete(ctx context.Context, _ idemdriver.Ident, _ idemdriver.Owner, _ idemdriver.Completion) error {
 	s.note(ctx)
 	return nil
 }
@@ -49,7 +50,7 @@ func (*localSpy) LocalCalls() {}
 // any other store by a context deadline, as before.
 func TestLocalStoreGetsNoContextDeadline(t *testing.T) {
 	t.Parallel()
-	run := func(t *testing.T, s Store) {
+	run := func(t *testing.T, s idemdriver.Store) {
 		t.Helper()
 		e, err := New(s, WithoutSealing(), WithStoreTimeout(time.Minute))
 		require.NoError(t, err)
@@ -62,16 +63,16 @@ func TestLocalStoreGetsNoContextDeadline(t *testing.T) {
 	run(t, local)
 	require.Len(t, local.calls, 2, "reserve and complete")
 	for i, c := range local.calls {
-		require.False(t, c.deadline, "call %d of a LocalStore has a context deadline", i)
-		require.True(t, c.callDeadline, "call %d of a LocalStore has no CallDeadline", i)
-		require.False(t, c.callDeadlineAt.Before(before.Add(time.Minute)), "call %d: CallDeadline is the store timeout from the call", i)
+		require.False(t, c.deadline, "call %d of a idemdriver.LocalStore has a context deadline", i)
+		require.True(t, c.callDeadline, "call %d of a idemdriver.LocalStore has no idemdriver.CallDeadline", i)
+		require.False(t, c.callDeadlineAt.Before(before.Add(time.Minute)), "call %d: idemdriver.CallDeadline is the store timeout from the call", i)
 	}
 
 	remote := &deadlineSpy{}
 	run(t, remote)
 	require.Len(t, remote.calls, 2, "reserve and complete")
 	for i, c := range remote.calls {
-		require.True(t, c.deadline, "call %d of a Store has no context deadline", i)
-		require.False(t, c.callDeadline, "call %d of a Store has a CallDeadline", i)
+		require.True(t, c.deadline, "call %d of a idemdriver.Store has no context deadline", i)
+		require.False(t, c.callDeadline, "call %d of a idemdriver.Store has a idemdriver.CallDeadline", i)
 	}
 }

@@ -10,6 +10,9 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/idem/internal/decide"
 )
 
 // Problem codes of the HTTP middleware (SPEC H4, H8, H9, H13; the `code`
@@ -165,7 +168,7 @@ func NewMiddleware(e *Engine, cfg MiddlewareConfig) (*Middleware, error) {
 	case cfg.WaitInFlight < 0 || cfg.WaitInFlight > 30*time.Second:
 		return nil, fmt.Errorf("idem: middleware: WaitInFlight %s is not in [0, 30s]", cfg.WaitInFlight)
 	}
-	if _, ok := e.store.(TxStore); cfg.Transactional && !ok {
+	if _, ok := e.store.(idemdriver.TxStore); cfg.Transactional && !ok {
 		return nil, errors.New("idem: middleware: Transactional needs a store that implements idem.TxStore")
 	}
 	m := &Middleware{engine: e, cfg: cfg, methods: map[string]bool{}, replay: map[string]string{}, log: e.log}
@@ -282,8 +285,8 @@ func (m *Middleware) Route(required bool, opts ...RouteOption) (func(http.Handle
 type request struct {
 	route string
 	scope string
-	id    Ident
-	req   Request
+	id    idemdriver.Ident
+	req   decide.Request
 }
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler, required bool, rc routeConfig) {
@@ -337,8 +340,8 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	x := new(exchange) // one allocation for the body reader, the recorder and its buffer
 	x.body.Reset(body)
 	r.Body = &x.body
-	rq := request{route: route, scope: scope, req: Request{Fingerprint: fp},
-		id: Ident{Scope: scope, Operation: route, KeyDigest: Digest(scope, route, key)}}
+	rq := request{route: route, scope: scope, req: decide.Request{Fingerprint: fp},
+		id: idemdriver.Ident{Scope: scope, Operation: route, KeyDigest: Digest(scope, route, key)}}
 
 	if m.cfg.Transactional {
 		m.serveTx(w, r, next, rq, rc)
@@ -392,19 +395,19 @@ func (m *Middleware) finish(ctx context.Context, st *runState, rec *recorder) er
 	status := rec.statusCode()
 	switch {
 	case st.uncertainReason() != "":
-		return m.engine.complete(ctx, st, Completion{Status: StatusPending, ResponseCode: status, LastError: st.uncertainReason()})
+		return m.engine.complete(ctx, st, idemdriver.Completion{Status: idemdriver.StatusPending, ResponseCode: status, LastError: st.uncertainReason()})
 	case rec.streamed || rec.overflow:
 		reason := "response streamed"
 		if rec.overflow {
 			reason = fmt.Sprintf("response larger than %d bytes", m.cfg.MaxResponseBytes)
 		}
-		return m.engine.complete(ctx, st, Completion{Status: StatusUnavailable, ResponseCode: status, LastError: reason})
+		return m.engine.complete(ctx, st, idemdriver.Completion{Status: idemdriver.StatusUnavailable, ResponseCode: status, LastError: reason})
 	case status >= 500 && !m.cfg.StoreServerErrors, status >= 400 && status < 500 && m.cfg.DiscardClientErrors:
 		return m.engine.release(ctx, st)
 	}
-	c := Completion{Status: StatusCompleted, ResponseCode: status}
+	c := idemdriver.Completion{Status: idemdriver.StatusCompleted, ResponseCode: status}
 	if status >= 400 {
-		c.Status = StatusFailed
+		c.Status = idemdriver.StatusFailed
 	}
 	env, err := rec.stored()
 	if err == nil {
@@ -412,7 +415,7 @@ func (m *Middleware) finish(ctx context.Context, st *runState, rec *recorder) er
 	}
 	if err != nil {
 		// The response went out: the key must never run again.
-		c = Completion{Status: StatusUnavailable, ResponseCode: status, LastError: "response not stored: " + shortError(err)}
+		c = idemdriver.Completion{Status: idemdriver.StatusUnavailable, ResponseCode: status, LastError: "response not stored: " + shortError(err)}
 	}
 	return m.engine.complete(ctx, st, c)
 }
@@ -428,12 +431,12 @@ type StoredResponse struct {
 
 // acquireWaiting acquires the key, waiting up to WaitInFlight for an
 // in-flight duplicate to finish.
-func (m *Middleware) acquireWaiting(ctx context.Context, s Store, rq request, rc routeConfig) (claim, error) {
+func (m *Middleware) acquireWaiting(ctx context.Context, s idemdriver.Store, rq request, rc routeConfig) (claim, error) {
 	deadline := time.Now().Add(m.cfg.WaitInFlight)
 	pause := 25 * time.Millisecond
 	for {
 		c, err := m.engine.acquire(ctx, s, rq.id, rq.req, rc.ttl, rc.lease, rc.recovery, false)
-		if err != nil || c.outcome.Action != ActionWait || c.rec.Status != StatusProcessing {
+		if err != nil || c.outcome.Action != decide.ActionWait || c.rec.Status != idemdriver.StatusProcessing {
 			return c, err
 		}
 		left := time.Until(deadline)
@@ -455,7 +458,7 @@ func (m *Middleware) acquireWaiting(ctx context.Context, s Store, rq request, rc
 func (m *Middleware) answer(w http.ResponseWriter, r *http.Request, rq request, c claim) {
 	ev := RejectedEvent{KeyID: SafeKeyID(rq.id.KeyDigest), Scope: rq.scope, Route: rq.route}
 	switch c.outcome.Action {
-	case ActionWait:
+	case decide.ActionWait:
 		if m.cfg.AcceptedWhileInProgress {
 			secs := int(c.outcome.RetryAfter / time.Second)
 			w.Header().Set("Retry-After", strconv.Itoa(secs))
@@ -466,10 +469,10 @@ func (m *Middleware) answer(w http.ResponseWriter, r *http.Request, rq request, 
 		}
 		ev.Code, ev.Status = CodeInProgress, http.StatusConflict
 		m.reject(w, r, ev, "A request with this Idempotency-Key is still being processed. Retry after the time given in Retry-After.", c.outcome.RetryAfter)
-	case ActionRejectReused:
+	case decide.ActionRejectReused:
 		ev.Code, ev.Status = CodeKeyReused, http.StatusUnprocessableEntity
 		m.reject(w, r, ev, "This Idempotency-Key was already used with a different request.", 0)
-	case ActionReplay:
+	case decide.ActionReplay:
 		status, err := m.replayTo(w, c.rec)
 		if err != nil {
 			ev.Code, ev.Status = CodeResponseUnavailable, http.StatusConflict
@@ -488,7 +491,7 @@ func (m *Middleware) answer(w http.ResponseWriter, r *http.Request, rq request, 
 // replayTo writes the stored response of rec to w; anything that does not
 // open and decode cleanly is unavailable (fail closed), and then nothing
 // is written.
-func (m *Middleware) replayTo(w http.ResponseWriter, rec Record) (status int, err error) {
+func (m *Middleware) replayTo(w http.ResponseWriter, rec idemdriver.Record) (status int, err error) {
 	plain, err := m.engine.openStored(rec)
 	if err != nil {
 		return 0, err
@@ -513,7 +516,7 @@ func (m *Middleware) reject(w http.ResponseWriter, r *http.Request, ev RejectedE
 	}
 	m.log.Debug("idem: request rejected", "code", ev.Code, "status", ev.Status, "key_id", ev.KeyID, "route", ev.Route)
 	if retryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(int(atLeastASecond(retryAfter)/time.Second)))
+		w.Header().Set("Retry-After", strconv.Itoa(int(decide.AtLeastASecond(retryAfter)/time.Second)))
 	}
 	WriteProblem(w, Problem{Status: ev.Status, Code: ev.Code, Detail: detail})
 }

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
 // The benchmarks of this file measure the HTTP middleware's own cost, with
@@ -40,7 +42,7 @@ import (
 // neither map growth nor a heap that grows with b.N.
 type benchMemStore struct {
 	mu     sync.Mutex
-	recs   map[Ident]Record
+	recs   map[idemdriver.Ident]idemdriver.Record
 	fence  int64
 	nextID int64
 }
@@ -50,7 +52,7 @@ const benchMemStoreCap = 4096
 var errBenchFixture = errors.New("idem: benchMemStore is a benchmark fixture: not implemented")
 
 func newBenchMemStore() *benchMemStore {
-	return &benchMemStore{recs: make(map[Ident]Record, benchMemStoreCap)}
+	return &benchMemStore{recs: make(map[idemdriver.Ident]idemdriver.Record, benchMemStoreCap)}
 }
 
 func benchNow(t time.Time) time.Time {
@@ -60,7 +62,7 @@ func benchNow(t time.Time) time.Time {
 	return t
 }
 
-func (s *benchMemStore) Reserve(_ context.Context, p ReserveParams) (Record, bool, error) {
+func (s *benchMemStore) Reserve(_ context.Context, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
 	now := benchNow(p.Now)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -73,27 +75,27 @@ func (s *benchMemStore) Reserve(_ context.Context, p ReserveParams) (Record, boo
 	}
 	s.fence++
 	s.nextID++
-	rec := Record{ID: s.nextID, Ident: p.Ident, Fingerprint: p.Fingerprint, Status: StatusProcessing,
-		Owner: Owner{Token: p.Owner, Fence: s.fence}, LeaseExpiresAt: now.Add(p.Lease), Attempts: 1, Version: 1,
+	rec := idemdriver.Record{ID: s.nextID, Ident: p.Ident, Fingerprint: p.Fingerprint, Status: idemdriver.StatusProcessing,
+		Owner: idemdriver.Owner{Token: p.Owner, Fence: s.fence}, LeaseExpiresAt: now.Add(p.Lease), Attempts: 1, Version: 1,
 		CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(max(p.TTL, p.Lease)), ReadAt: now}
 	s.recs[p.Ident] = rec
 	return rec, true, nil
 }
 
-func (s *benchMemStore) Takeover(_ context.Context, p TakeoverParams) (Record, error) {
+func (s *benchMemStore) Takeover(_ context.Context, p idemdriver.TakeoverParams) (idemdriver.Record, error) {
 	now := benchNow(p.Now)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rec, ok := s.recs[p.Ident]
-	if !ok || rec.Owner != p.Seen || rec.Status == StatusPending {
-		return Record{}, ErrFenced
+	if !ok || rec.Owner != p.Seen || rec.Status == idemdriver.StatusPending {
+		return idemdriver.Record{}, idemdriver.ErrFenced
 	}
 	if rec.ReadAt = now; rec.LeaseLive() {
-		return Record{}, ErrFenced
+		return idemdriver.Record{}, idemdriver.ErrFenced
 	}
 	s.fence++
-	rec.Owner = Owner{Token: p.NewOwner, Fence: s.fence}
-	rec.Status, rec.LeaseExpiresAt, rec.Attempts = StatusProcessing, now.Add(p.Lease), rec.Attempts+1
+	rec.Owner = idemdriver.Owner{Token: p.NewOwner, Fence: s.fence}
+	rec.Status, rec.LeaseExpiresAt, rec.Attempts = idemdriver.StatusProcessing, now.Add(p.Lease), rec.Attempts+1
 	if p.Fresh {
 		rec.Fingerprint, rec.Result, rec.Attempts = p.Fingerprint, nil, 1
 		rec.CreatedAt, rec.ExpiresAt = now, now.Add(max(p.TTL, p.Lease))
@@ -105,18 +107,18 @@ func (s *benchMemStore) Takeover(_ context.Context, p TakeoverParams) (Record, e
 }
 
 // owned returns the record and whether it is processing under o.
-func (s *benchMemStore) owned(id Ident, o Owner) (Record, bool) {
+func (s *benchMemStore) owned(id idemdriver.Ident, o idemdriver.Owner) (idemdriver.Record, bool) {
 	rec, ok := s.recs[id]
-	return rec, ok && rec.Status == StatusProcessing && rec.Owner == o
+	return rec, ok && rec.Status == idemdriver.StatusProcessing && rec.Owner == o
 }
 
-func (s *benchMemStore) Complete(_ context.Context, id Ident, o Owner, c Completion) error {
+func (s *benchMemStore) Complete(_ context.Context, id idemdriver.Ident, o idemdriver.Owner, c idemdriver.Completion) error {
 	now := benchNow(c.Now)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rec, ok := s.owned(id, o)
 	if !ok {
-		return ErrFenced
+		return idemdriver.ErrFenced
 	}
 	rec.Status, rec.Result, rec.ResponseCode, rec.LastError = c.Status, c.Result, c.ResponseCode, c.LastError
 	rec.LeaseExpiresAt, rec.UpdatedAt = time.Time{}, now
@@ -125,12 +127,12 @@ func (s *benchMemStore) Complete(_ context.Context, id Ident, o Owner, c Complet
 	return nil
 }
 
-func (s *benchMemStore) Annotate(_ context.Context, id Ident, o Owner, a Annotation) error {
+func (s *benchMemStore) Annotate(_ context.Context, id idemdriver.Ident, o idemdriver.Owner, a idemdriver.Annotation) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rec, ok := s.owned(id, o)
 	if !ok {
-		return ErrFenced
+		return idemdriver.ErrFenced
 	}
 	if a.CorrelationID != "" {
 		rec.CorrelationID = a.CorrelationID
@@ -144,17 +146,17 @@ func (s *benchMemStore) Annotate(_ context.Context, id Ident, o Owner, a Annotat
 	return nil
 }
 
-func (s *benchMemStore) Release(_ context.Context, id Ident, o Owner) error {
+func (s *benchMemStore) Release(_ context.Context, id idemdriver.Ident, o idemdriver.Owner) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.owned(id, o); !ok {
-		return ErrFenced
+		return idemdriver.ErrFenced
 	}
 	delete(s.recs, id)
 	return nil
 }
 
-func (s *benchMemStore) Get(_ context.Context, id Ident) (Record, bool, error) {
+func (s *benchMemStore) Get(_ context.Context, id idemdriver.Ident) (idemdriver.Record, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rec, ok := s.recs[id]
@@ -162,7 +164,7 @@ func (s *benchMemStore) Get(_ context.Context, id Ident) (Record, bool, error) {
 	return rec, ok, nil
 }
 
-func (s *benchMemStore) Delete(_ context.Context, id Ident) (bool, error) {
+func (s *benchMemStore) Delete(_ context.Context, id idemdriver.Ident) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, ok := s.recs[id]
@@ -170,19 +172,19 @@ func (s *benchMemStore) Delete(_ context.Context, id Ident) (bool, error) {
 	return ok, nil
 }
 
-func (s *benchMemStore) Settle(context.Context, Ident, Settlement) (Record, bool, error) {
-	return Record{}, false, errBenchFixture
+func (s *benchMemStore) Settle(context.Context, idemdriver.Ident, idemdriver.Settlement) (idemdriver.Record, bool, error) {
+	return idemdriver.Record{}, false, errBenchFixture
 }
 
-func (s *benchMemStore) Sweep(context.Context, SweepParams) (SweepResult, error) {
-	return SweepResult{}, errBenchFixture
+func (s *benchMemStore) Sweep(context.Context, idemdriver.SweepParams) (idemdriver.SweepResult, error) {
+	return idemdriver.SweepResult{}, errBenchFixture
 }
 
-func (s *benchMemStore) Extend(context.Context, Ident, Owner, time.Duration, time.Time) (time.Time, error) {
+func (s *benchMemStore) Extend(context.Context, idemdriver.Ident, idemdriver.Owner, time.Duration, time.Time) (time.Time, error) {
 	return time.Time{}, errBenchFixture
 }
 
-var _ Store = (*benchMemStore)(nil)
+var _ idemdriver.Store = (*benchMemStore)(nil)
 
 // The request and response of the benchmarks: a small JSON order, as the
 // demo shop takes it, answered 201 with a small JSON document.
@@ -379,7 +381,7 @@ func BenchmarkMiddlewareParts(b *testing.B) {
 		b.Fatal(err)
 	}
 	e, _ := benchMWEngine(b)
-	id := Ident{Scope: scope, Operation: benchMWRoute, KeyDigest: Digest(scope, benchMWRoute, key)}
+	id := idemdriver.Ident{Scope: scope, Operation: benchMWRoute, KeyDigest: Digest(scope, benchMWRoute, key)}
 	fp, _, err := Fingerprint(r, 10<<20)
 	if err != nil {
 		b.Fatal(err)
@@ -479,29 +481,29 @@ func BenchmarkMiddlewareParts(b *testing.B) {
 		// Digests made beforehand and cycled; the map is emptied at the
 		// start of each cycle, so each Reserve creates a record.
 		store := newBenchMemStore()
-		ids := make([]Ident, benchMemStoreCap)
+		ids := make([]idemdriver.Ident, benchMemStoreCap)
 		for i := range ids {
-			ids[i] = Ident{Scope: scope, Operation: benchMWRoute, KeyDigest: Digest(scope, benchMWRoute, fmt.Sprint(i))}
+			ids[i] = idemdriver.Ident{Scope: scope, Operation: benchMWRoute, KeyDigest: Digest(scope, benchMWRoute, fmt.Sprint(i))}
 		}
 		ctx := context.Background()
 		benchLoop(b, func(i int) error {
 			if i%len(ids) == 0 {
 				clear(store.recs) // as the store does when full
 			}
-			rec, created, err := store.Reserve(ctx, ReserveParams{Ident: ids[i%len(ids)], Fingerprint: fp,
+			rec, created, err := store.Reserve(ctx, idemdriver.ReserveParams{Ident: ids[i%len(ids)], Fingerprint: fp,
 				Owner: "00000000-0000-4000-8000-000000000000", Lease: DefaultLease, TTL: DefaultTTL})
 			if err != nil || !created {
 				return fmt.Errorf("reserve: created %v, %v", created, err)
 			}
-			return store.Complete(ctx, rec.Ident, rec.Owner, Completion{Status: StatusCompleted, Result: sealed, ResponseCode: http.StatusCreated})
+			return store.Complete(ctx, rec.Ident, rec.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, Result: sealed, ResponseCode: http.StatusCreated})
 		})
 	})
 	b.Run("fixture-replay", func(b *testing.B) {
 		store := newBenchMemStore()
 		ctx := context.Background()
-		p := ReserveParams{Ident: id, Fingerprint: fp, Owner: "00000000-0000-4000-8000-000000000000", Lease: DefaultLease, TTL: DefaultTTL}
+		p := idemdriver.ReserveParams{Ident: id, Fingerprint: fp, Owner: "00000000-0000-4000-8000-000000000000", Lease: DefaultLease, TTL: DefaultTTL}
 		rec, _, _ := store.Reserve(ctx, p)
-		if err := store.Complete(ctx, id, rec.Owner, Completion{Status: StatusCompleted, Result: sealed, ResponseCode: http.StatusCreated}); err != nil {
+		if err := store.Complete(ctx, id, rec.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, Result: sealed, ResponseCode: http.StatusCreated}); err != nil {
 			b.Fatal(err)
 		}
 		benchLoop(b, func(int) error {

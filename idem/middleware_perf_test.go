@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dunglas/httpsfv"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
 // The fast paths added for issue 12 (middleware overhead) must give the
@@ -132,7 +133,7 @@ func TestReplayResponseMatchesUnmarshal(t *testing.T) {
 // opens to the same bytes, with or without spare capacity for the tag, and
 // in plain mode (SPEC H14).
 func TestSealInPlaceOpens(t *testing.T) {
-	id := Ident{Scope: "ip:192.0.2.1", Operation: "POST /orders", KeyDigest: Digest("ip:192.0.2.1", "POST /orders", "k")}
+	id := idemdriver.Ident{Scope: "ip:192.0.2.1", Operation: "POST /orders", KeyDigest: Digest("ip:192.0.2.1", "POST /orders", "k")}
 	plain := []byte("the stored response, binary")
 	sealed, err := newSealer(bytes.Repeat([]byte("s"), MinSecretBytes), nil)
 	if err != nil {
@@ -149,7 +150,7 @@ func TestSealInPlaceOpens(t *testing.T) {
 			if err != nil || !bytes.Equal(got, plain) {
 				t.Fatalf("plain %v spare %d: opened %q, %v", s.plain, spare, got, err)
 			}
-			if _, err := s.open(Ident{Scope: "ip:192.0.2.2", Operation: id.Operation, KeyDigest: id.KeyDigest}, "fp", env); err == nil && !s.plain {
+			if _, err := s.open(idemdriver.Ident{Scope: "ip:192.0.2.2", Operation: id.Operation, KeyDigest: id.KeyDigest}, "fp", env); err == nil && !s.plain {
 				t.Fatal("an envelope opened for another record")
 			}
 		}
@@ -189,17 +190,17 @@ func TestAppendResponseHeadKeeps(t *testing.T) {
 // captureStore answers the first request's Reserve and keeps the Result of
 // its Complete, as an in-memory store would; nothing else is implemented.
 type captureStore struct {
-	Store
+	idemdriver.Store
 	result []byte
 }
 
-func (s *captureStore) Reserve(_ context.Context, p ReserveParams) (Record, bool, error) {
+func (s *captureStore) Reserve(_ context.Context, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
 	now := time.Now()
-	return Record{Ident: p.Ident, Fingerprint: p.Fingerprint, Status: StatusProcessing, Owner: Owner{Token: p.Owner, Fence: 1},
+	return idemdriver.Record{Ident: p.Ident, Fingerprint: p.Fingerprint, Status: idemdriver.StatusProcessing, Owner: idemdriver.Owner{Token: p.Owner, Fence: 1},
 		LeaseExpiresAt: now.Add(p.Lease), ReadAt: now, CreatedAt: now, Attempts: 1, Version: 1}, true, nil
 }
 
-func (s *captureStore) Complete(_ context.Context, _ Ident, _ Owner, c Completion) error {
+func (s *captureStore) Complete(_ context.Context, _ idemdriver.Ident, _ idemdriver.Owner, c idemdriver.Completion) error {
 	s.result = c.Result
 	return nil
 }

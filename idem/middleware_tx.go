@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
 // CodeTransactionFailed answers a transactional request whose transaction
@@ -27,13 +29,13 @@ func (handlerPanic) Error() string { return "idem: handler panicked" }
 // response is buffered and delivered after the commit, so a client never
 // sees a response whose writes were rolled back.
 func (m *Middleware) serveTx(w http.ResponseWriter, r *http.Request, next http.Handler, rq request, rc routeConfig) {
-	txs := m.engine.store.(TxStore) // checked in NewMiddleware
+	txs := m.engine.store.(idemdriver.TxStore) // checked in NewMiddleware
 	var (
 		answer   claim
 		notOwner bool
 		rec      *recorder
 	)
-	err := txs.WithinTx(r.Context(), func(ctx context.Context, tx Store) (err error) {
+	err := txs.WithinTx(r.Context(), func(ctx context.Context, tx idemdriver.Store) (err error) {
 		c, err := m.engine.acquire(ctx, tx, rq.id, rq.req, rc.ttl, rc.lease, rc.recovery, true)
 		if err != nil {
 			return err

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
 // OperatorAction is a decision an operator takes on a record.
@@ -49,9 +51,9 @@ func (e *TransitionError) Is(target error) bool { return target == ErrIllegalTra
 //     is working; forgetting would let a second run start beside it)
 //   - confirm (happened or not): pending and unavailable records, and
 //     processing records past their lease (a crashed owner)
-func CheckOperator(rec Record, act OperatorAction) error {
+func CheckOperator(rec idemdriver.Record, act OperatorAction) error {
 	status := string(rec.Status)
-	if rec.Status == StatusProcessing && !rec.LeaseLive() {
+	if rec.Status == idemdriver.StatusProcessing && !rec.LeaseLive() {
 		status = "stuck"
 	}
 	switch act {
@@ -62,7 +64,7 @@ func CheckOperator(rec Record, act OperatorAction) error {
 		return nil
 	case OperatorConfirmHappened, OperatorConfirmNotHappened:
 		switch {
-		case rec.Status == StatusPending, rec.Status == StatusUnavailable, status == "stuck":
+		case rec.Status == idemdriver.StatusPending, rec.Status == idemdriver.StatusUnavailable, status == "stuck":
 			return nil
 		case rec.LeaseLive():
 			return &TransitionError{Action: act, Status: status, Reason: "its owner is still running under a live lease"}
@@ -81,16 +83,16 @@ func CheckOperator(rec Record, act OperatorAction) error {
 // meanwhile. It returns the record after the decision (ok = false when the
 // decision removed it). Pass the store of a transaction
 // ([TxStore.WithinTx]) to commit the decision with an audit entry.
-func (e *Engine) Settle(ctx context.Context, s Store, rec Record, act OperatorAction, externalRef, note string) (Record, bool, error) {
+func (e *Engine) Settle(ctx context.Context, s idemdriver.Store, rec idemdriver.Record, act OperatorAction, externalRef, note string) (idemdriver.Record, bool, error) {
 	if err := CheckOperator(rec, act); err != nil {
-		return Record{}, false, err
+		return idemdriver.Record{}, false, err
 	}
-	st := Settlement{Version: rec.Version, Now: e.now()}
+	st := idemdriver.Settlement{Version: rec.Version, Now: e.now()}
 	switch act {
 	case OperatorForget, OperatorConfirmNotHappened:
 		st.Delete = true
 	case OperatorConfirmHappened:
-		st.Status = StatusCompleted
+		st.Status = idemdriver.StatusCompleted
 		st.ExternalRef = externalRef
 		st.LastError = shortError(fmt.Errorf("confirmed by an operator: the effect happened; no response to replay. %s", note))
 	}
@@ -98,7 +100,7 @@ func (e *Engine) Settle(ctx context.Context, s Store, rec Record, act OperatorAc
 	defer cancel()
 	after, ok, err := s.Settle(bctx, rec.Ident, st)
 	if err != nil {
-		return Record{}, false, fmt.Errorf("idem: settle: %w", err)
+		return idemdriver.Record{}, false, fmt.Errorf("idem: settle: %w", err)
 	}
 	e.log.Info("idem: operator decision applied", "key_id", SafeKeyID(rec.KeyDigest), "operation", rec.Operation, "action", string(act))
 	return after, ok, nil

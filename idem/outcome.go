@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
 // Backoff of background recordings: capped exponential with jitter.
@@ -93,7 +95,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 // release of the key after the callback failed.
 type outcomeWrite struct {
 	release bool
-	c       Completion
+	c       idemdriver.Completion
 }
 
 // writeOutcome writes w for st under ctx detached from the caller's
@@ -104,7 +106,7 @@ type outcomeWrite struct {
 // as it is: the whole transaction fails together.
 func (e *Engine) writeOutcome(ctx context.Context, st *runState, w outcomeWrite) error {
 	err := e.tryWrite(context.WithoutCancel(ctx), st, w)
-	if err == nil || errors.Is(err, ErrFenced) || st.inTx {
+	if err == nil || errors.Is(err, idemdriver.ErrFenced) || st.inTx {
 		return err
 	}
 	e.late.unrecorded.Add(1)
@@ -161,7 +163,7 @@ func (e *Engine) recordLate(st *runState, w outcomeWrite, window time.Duration) 
 			log.Info("idem: outcome recorded late", "attempts", attempt)
 			return
 		}
-		if errors.Is(err, ErrFenced) {
+		if errors.Is(err, idemdriver.ErrFenced) {
 			e.fencedLate(st, w, log, attempt)
 			return
 		}
@@ -179,7 +181,7 @@ func (e *Engine) recordLate(st *runState, w outcomeWrite, window time.Duration) 
 			switch {
 			case xerr == nil:
 				leaseEnd = t0.Add(st.lease)
-			case errors.Is(xerr, ErrFenced):
+			case errors.Is(xerr, idemdriver.ErrFenced):
 				e.fencedLate(st, w, log, attempt)
 				return
 			}
@@ -213,7 +215,7 @@ func (e *Engine) fencedLate(st *runState, w outcomeWrite, log *slog.Logger, atte
 // answers, within [MinRecordingWindow], and releases it if token still
 // owns it; a record of another owner, or none, is left alone. Shutdown
 // waits for it like for a late outcome.
-func (e *Engine) disown(s Store, id Ident, token string) {
+func (e *Engine) disown(s idemdriver.Store, id idemdriver.Ident, token string) {
 	e.late.inFlight.Add(1)
 	go func() {
 		defer e.late.inFlight.Add(-1)
@@ -230,7 +232,7 @@ func (e *Engine) disown(s Store, id Ident, token string) {
 			pause = min(2*pause, recordMaxPause)
 			ctx, cancel := e.bound(context.Background())
 			rec, ok, err := s.Get(ctx, id)
-			if err == nil && ok && rec.Status == StatusProcessing && rec.Owner.Token == token {
+			if err == nil && ok && rec.Status == idemdriver.StatusProcessing && rec.Owner.Token == token {
 				err = s.Release(ctx, id, rec.Owner)
 				if err == nil {
 					e.log.Info("idem: a reservation whose answer was lost was released; the callback never ran",
@@ -238,7 +240,7 @@ func (e *Engine) disown(s Store, id Ident, token string) {
 				}
 			}
 			cancel()
-			if err == nil || errors.Is(err, ErrFenced) || time.Now().After(giveUpAt) {
+			if err == nil || errors.Is(err, idemdriver.ErrFenced) || time.Now().After(giveUpAt) {
 				return
 			}
 		}

@@ -3,40 +3,15 @@ package idem
 import (
 	"context"
 	"time"
+
+	"github.com/unstuckhq/unstuck/idem/internal/decide"
 )
-
-// RecoveryMode is what a successor does with an abandoned record: one that
-// is processing under a lease that ended without an outcome, because its
-// owner crashed, stalled past its lease, or could not reach the store. The
-// zero value escalates.
-type RecoveryMode int
-
-const (
-	// RecoverEscalate: fence the old owner out and make the record pending
-	// for an operator; repeats are told to wait. Nothing runs again.
-	RecoverEscalate RecoveryMode = iota
-	// RecoverRerun: take the record over with a higher fence and run again.
-	RecoverRerun
-	// RecoverVerify: take the record over, then ask a [Verifier].
-	RecoverVerify
-)
-
-func (m RecoveryMode) String() string {
-	switch m {
-	case RecoverRerun:
-		return "rerun"
-	case RecoverVerify:
-		return "verify"
-	default:
-		return "escalate"
-	}
-}
 
 // Recovery is the policy for abandoned records of a run, a route or a job
 // kind. Build it with [RecoverByEscalating], [RecoverByRerunning] or
 // [RecoverByVerifying]; the zero value escalates.
 type Recovery struct {
-	mode     RecoveryMode
+	mode     decide.RecoveryMode
 	verifier Verifier
 }
 
@@ -48,14 +23,14 @@ type Recovery struct {
 // confirms whether the effect happened; until then every repeat gets
 // ErrInProgress (HTTP 409 with Retry-After). Guarantee: at most one run per
 // key, at the price of an operator's decision after a crash.
-func RecoverByEscalating() Recovery { return Recovery{mode: RecoverEscalate} }
+func RecoverByEscalating() Recovery { return Recovery{mode: decide.RecoverEscalate} }
 
 // RecoverByRerunning takes an abandoned key over with a higher fence and
 // runs the callback again. Use it only for effects that are safe to repeat
 // or that the receiver fences by [RunInfo].Fence. Guarantee: at least once
 // after a crash; never twice while the first owner's process lives and can
 // reach the store (it keeps its lease and records its outcome).
-func RecoverByRerunning() Recovery { return Recovery{mode: RecoverRerun} }
+func RecoverByRerunning() Recovery { return Recovery{mode: decide.RecoverRerun} }
 
 // RecoverByVerifying takes an abandoned key over with a higher fence, then
 // asks v what happened: happened → the record is completed without a
@@ -67,11 +42,8 @@ func RecoverByVerifying(v Verifier) Recovery {
 	if v == nil {
 		return RecoverByEscalating()
 	}
-	return Recovery{mode: RecoverVerify, verifier: v}
+	return Recovery{mode: decide.RecoverVerify, verifier: v}
 }
-
-// Mode returns the recovery's mode.
-func (r Recovery) Mode() RecoveryMode { return r.mode }
 
 // Abandoned describes an abandoned record to a [Verifier]. The verifier
 // runs as the record's new owner: Fence is the new, higher fence.
@@ -124,9 +96,9 @@ func (f VerifierFunc) Verify(ctx context.Context, a Abandoned) (Verification, er
 	return f(ctx, a)
 }
 
-// WithRecovery sets the recovery of abandoned records for this run instead
+// RunRecovery sets the recovery of abandoned records for this run instead
 // of the engine's default ([WithDefaultRecovery]).
-func WithRecovery(r Recovery) RunOption {
+func RunRecovery(r Recovery) RunOption {
 	return func(c *runConfig) { c.recovery = &r }
 }
 

@@ -8,6 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/idem/internal/decide"
 )
 
 // Result is what [Run] returns: the JSON round trip of the callback's value,
@@ -34,9 +37,9 @@ type runConfig struct {
 // RunOption configures one [Run].
 type RunOption func(*runConfig)
 
-// WithFingerprint sets the request fingerprint. A later run with the same
+// RunFingerprint sets the request fingerprint. A later run with the same
 // key and another fingerprint gets ErrKeyReused (SPEC R3). At most 255 bytes.
-func WithFingerprint(fp string) RunOption {
+func RunFingerprint(fp string) RunOption {
 	return func(c *runConfig) {
 		if len(fp) > MaxKeyBytes {
 			c.err = &ValidationError{Field: "fingerprint", Reason: fmt.Sprintf("%d bytes, at most %d allowed", len(fp), MaxKeyBytes)}
@@ -46,9 +49,9 @@ func WithFingerprint(fp string) RunOption {
 	}
 }
 
-// WithTTL sets how long the record is kept after it is first seen, 60 s to
+// RunTTL sets how long the record is kept after it is first seen, 60 s to
 // 30 days (default 24 h).
-func WithTTL(d time.Duration) RunOption {
+func RunTTL(d time.Duration) RunOption {
 	return func(c *runConfig) {
 		if err := ValidateTTL(d); err != nil {
 			c.err = err
@@ -58,12 +61,12 @@ func WithTTL(d time.Duration) RunOption {
 	}
 }
 
-// WithLease sets how long this run holds the key, 1 s to 1 day (default
+// RunLease sets how long this run holds the key, 1 s to 1 day (default
 // 60 s). It must be longer than the callback's longest run: after it ends,
 // another caller applies the run's [Recovery] to the key (SPEC R8): by
 // default it escalates it to pending, with RecoverByRerunning it takes it
 // over and runs again.
-func WithLease(d time.Duration) RunOption {
+func RunLease(d time.Duration) RunOption {
 	return func(c *runConfig) {
 		if err := ValidateLease(d); err != nil {
 			c.err = err
@@ -73,9 +76,9 @@ func WithLease(d time.Duration) RunOption {
 	}
 }
 
-// WithOperation names the operation the key belongs to (default "run").
+// RunOperation names the operation the key belongs to (default "run").
 // The same key under two operations is two records.
-func WithOperation(name string) RunOption {
+func RunOperation(name string) RunOption {
 	return func(c *runConfig) { c.operation = name }
 }
 
@@ -109,7 +112,7 @@ const maxTakeoverRounds = 4
 //     then the stored result; the key never runs again while this process
 //     lives.
 //   - A record abandoned by its owner (processing, lease ended: a crash)
-//     is handled by the run's [Recovery] ([WithRecovery], default
+//     is handled by the run's [Recovery] ([RunRecovery], default
 //     [RecoverByEscalating]: the record becomes pending for an operator
 //     and Run returns ErrInProgress).
 //
@@ -133,8 +136,8 @@ func Run[T any](ctx context.Context, e *Engine, key, scope string, fn func(ctx c
 	if fn == nil {
 		return zero, errors.New("idem: nil callback")
 	}
-	id := Ident{Scope: scope, Operation: cfg.operation, KeyDigest: Digest(scope, cfg.operation, key)}
-	req := Request{Fingerprint: cfg.fingerprint}
+	id := idemdriver.Ident{Scope: scope, Operation: cfg.operation, KeyDigest: Digest(scope, cfg.operation, key)}
+	req := decide.Request{Fingerprint: cfg.fingerprint}
 	recovery := e.recovery
 	if cfg.recovery != nil {
 		recovery = *cfg.recovery
@@ -145,13 +148,13 @@ func Run[T any](ctx context.Context, e *Engine, key, scope string, fn func(ctx c
 		return zero, err
 	}
 	switch claim.outcome.Action {
-	case ActionReserve, ActionTakeOver, ActionRestart:
+	case decide.ActionReserve, decide.ActionTakeOver, decide.ActionRestart:
 		return execute(ctx, e.newRunState(e.store, claim.rec), fn)
-	case ActionWait:
+	case decide.ActionWait:
 		return zero, &InProgressError{RetryAfter: claim.outcome.RetryAfter, Status: claim.rec.Status}
-	case ActionRejectReused:
+	case decide.ActionRejectReused:
 		return zero, ErrKeyReused
-	case ActionReplay:
+	case decide.ActionReplay:
 		return replay[T](e, claim.rec)
 	default:
 		return zero, ErrResultUnavailable
@@ -162,8 +165,8 @@ func Run[T any](ctx context.Context, e *Engine, key, scope string, fn func(ctx c
 // take over or restart: the caller must complete or release it) or an
 // answer to give without running.
 type claim struct {
-	rec     Record
-	outcome Outcome
+	rec     idemdriver.Record
+	outcome decide.Outcome
 	// wrote says that acquire changed the record without owning it (an
 	// escalation, a verified effect): inside a transaction it must commit.
 	wrote bool
@@ -172,7 +175,7 @@ type claim struct {
 // owned reports whether the caller now owns the record.
 func (c claim) owned() bool {
 	switch c.outcome.Action {
-	case ActionReserve, ActionTakeOver, ActionRestart:
+	case decide.ActionReserve, decide.ActionTakeOver, decide.ActionRestart:
 		return true
 	}
 	return false
@@ -188,13 +191,13 @@ func (c claim) owned() bool {
 // (inTx false), a reservation or a restart whose answer was lost is
 // disowned in the background ([Engine.disown]); a takeover of an abandoned
 // record is not.
-func (e *Engine) acquire(ctx context.Context, s Store, id Ident, req Request, ttl, lease time.Duration, rcv Recovery, inTx bool) (claim, error) {
+func (e *Engine) acquire(ctx context.Context, s idemdriver.Store, id idemdriver.Ident, req decide.Request, ttl, lease time.Duration, rcv Recovery, inTx bool) (claim, error) {
 	req.Recovery = rcv.mode
 	bctx, cancel := e.bound(ctx)
 	defer cancel()
 	for range maxTakeoverRounds {
 		token := newOwnerToken()
-		rec, created, err := s.Reserve(bctx, ReserveParams{Ident: id, Fingerprint: req.Fingerprint, Owner: token, Lease: lease, TTL: ttl, Now: e.now()})
+		rec, created, err := s.Reserve(bctx, idemdriver.ReserveParams{Ident: id, Fingerprint: req.Fingerprint, Owner: token, Lease: lease, TTL: ttl, Now: e.now()})
 		if err != nil {
 			if !inTx {
 				e.disown(s, id, token)
@@ -202,17 +205,17 @@ func (e *Engine) acquire(ctx context.Context, s Store, id Ident, req Request, tt
 			return claim{}, fmt.Errorf("idem: reserve: %w", err)
 		}
 		if created {
-			return claim{rec: rec, outcome: Outcome{Action: ActionReserve}}, nil
+			return claim{rec: rec, outcome: decide.Outcome{Action: decide.ActionReserve}}, nil
 		}
-		out := Decide(&rec, req, e.policy)
+		out := decide.Decide(&rec, req, e.policy)
 		switch out.Action {
-		case ActionTakeOver, ActionRestart, ActionEscalate, ActionVerify:
+		case decide.ActionTakeOver, decide.ActionRestart, decide.ActionEscalate, decide.ActionVerify:
 		default:
 			return claim{rec: rec, outcome: out}, nil
 		}
-		taken, err := s.Takeover(bctx, TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: token, Lease: lease,
-			Fresh: out.Action == ActionRestart, Fingerprint: req.Fingerprint, TTL: ttl, Now: e.now()})
-		if errors.Is(err, ErrFenced) {
+		taken, err := s.Takeover(bctx, idemdriver.TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: token, Lease: lease,
+			Fresh: out.Action == decide.ActionRestart, Fingerprint: req.Fingerprint, TTL: ttl, Now: e.now()})
+		if errors.Is(err, idemdriver.ErrFenced) {
 			continue // someone else moved first: read again
 		}
 		if err != nil {
@@ -220,7 +223,7 @@ func (e *Engine) acquire(ctx context.Context, s Store, id Ident, req Request, tt
 			// over an abandoned record whose answer was lost keeps it, so
 			// that its lease ends and its recovery applies again —
 			// releasing it would delete what the dead owner may have done.
-			if !inTx && out.Action == ActionRestart {
+			if !inTx && out.Action == decide.ActionRestart {
 				e.disown(s, id, token)
 			}
 			return claim{}, fmt.Errorf("idem: take over: %w", err)
@@ -228,14 +231,14 @@ func (e *Engine) acquire(ctx context.Context, s Store, id Ident, req Request, tt
 		e.log.Info("idem: lease taken over", "key_id", SafeKeyID(id.KeyDigest), "operation", id.Operation,
 			"fence", taken.Fence, "attempt", taken.Attempts, "action", out.Action.String())
 		switch out.Action {
-		case ActionEscalate:
+		case decide.ActionEscalate:
 			return e.escalate(ctx, s, taken, rec.LeaseExpiresAt, "escalate")
-		case ActionVerify:
+		case decide.ActionVerify:
 			return e.verify(ctx, s, taken, rec.LeaseExpiresAt, rcv.verifier)
 		}
 		return claim{rec: taken, outcome: out}, nil
 	}
-	return claim{outcome: Outcome{Action: ActionWait, RetryAfter: time.Second}, rec: Record{Status: StatusProcessing}}, nil
+	return claim{outcome: decide.Outcome{Action: decide.ActionWait, RetryAfter: time.Second}, rec: idemdriver.Record{Status: idemdriver.StatusProcessing}}, nil
 }
 
 // newOwnerToken returns a fresh owner token: 128 bits from crypto/rand,
@@ -252,10 +255,10 @@ func newOwnerToken() string {
 // escalate completes the abandoned record taken, which the caller has just
 // taken over, as pending with the reason, for an operator; the answer is
 // to wait.
-func (e *Engine) escalate(ctx context.Context, s Store, taken Record, leaseEnd time.Time, how string) (claim, error) {
-	reason := AbandonedReason(leaseEnd, how)
+func (e *Engine) escalate(ctx context.Context, s idemdriver.Store, taken idemdriver.Record, leaseEnd time.Time, how string) (claim, error) {
+	reason := idemdriver.AbandonedReason(leaseEnd, how)
 	bctx, cancel := e.bound(context.WithoutCancel(ctx))
-	err := s.Complete(bctx, taken.Ident, taken.Owner, Completion{Status: StatusPending, LastError: reason, Now: e.now()})
+	err := s.Complete(bctx, taken.Ident, taken.Owner, idemdriver.Completion{Status: idemdriver.StatusPending, LastError: reason, Now: e.now()})
 	cancel()
 	if err != nil {
 		return claim{}, fmt.Errorf("idem: escalate abandoned record: %w", err)
@@ -263,14 +266,14 @@ func (e *Engine) escalate(ctx context.Context, s Store, taken Record, leaseEnd t
 	e.late.escalated.Add(1)
 	e.log.Warn("idem: abandoned record escalated to pending for an operator", "key_id", SafeKeyID(taken.KeyDigest),
 		"operation", taken.Operation, "lease_ended_at", leaseEnd.UTC().Format(time.RFC3339), "recovery", how)
-	taken.Status, taken.LastError, taken.LeaseExpiresAt = StatusPending, reason, time.Time{}
-	return claim{rec: taken, outcome: Outcome{Action: ActionWait, RetryAfter: atLeastASecond(e.policy.PendingRetryAfter)}, wrote: true}, nil
+	taken.Status, taken.LastError, taken.LeaseExpiresAt = idemdriver.StatusPending, reason, time.Time{}
+	return claim{rec: taken, outcome: decide.Outcome{Action: decide.ActionWait, RetryAfter: decide.AtLeastASecond(e.policy.PendingRetryAfter)}, wrote: true}, nil
 }
 
 // verify asks v about the abandoned record taken, which the caller has just
 // taken over: happened completes it without a result; not happened hands
 // it to the caller to run; anything else escalates.
-func (e *Engine) verify(ctx context.Context, s Store, taken Record, leaseEnd time.Time, v Verifier) (claim, error) {
+func (e *Engine) verify(ctx context.Context, s idemdriver.Store, taken idemdriver.Record, leaseEnd time.Time, v Verifier) (claim, error) {
 	if v == nil {
 		return e.escalate(ctx, s, taken, leaseEnd, "verify: no verifier")
 	}
@@ -282,24 +285,24 @@ func (e *Engine) verify(ctx context.Context, s Store, taken Record, leaseEnd tim
 		e.log.Warn("idem: verifier failed; escalating", "key_id", SafeKeyID(taken.KeyDigest), "operation", taken.Operation, "error", err.Error())
 		return e.escalate(ctx, s, taken, leaseEnd, "verify: the verifier failed")
 	case got.Verdict == VerdictNotHappened:
-		return claim{rec: taken, outcome: Outcome{Action: ActionTakeOver}}, nil
+		return claim{rec: taken, outcome: decide.Outcome{Action: decide.ActionTakeOver}}, nil
 	case got.Verdict != VerdictHappened:
 		return e.escalate(ctx, s, taken, leaseEnd, "verify: unknown")
 	}
 	bctx, cancel := e.bound(context.WithoutCancel(ctx))
 	defer cancel()
 	if got.ExternalRef != "" {
-		if err := s.Annotate(bctx, taken.Ident, taken.Owner, Annotation{ExternalRef: got.ExternalRef, Now: e.now()}); err != nil {
+		if err := s.Annotate(bctx, taken.Ident, taken.Owner, idemdriver.Annotation{ExternalRef: got.ExternalRef, Now: e.now()}); err != nil {
 			return claim{}, fmt.Errorf("idem: record verified effect: %w", err)
 		}
 	}
 	reason := "verified: the effect happened; no response to replay (recovery: verify)"
-	if err := s.Complete(bctx, taken.Ident, taken.Owner, Completion{Status: StatusCompleted, LastError: reason, Now: e.now()}); err != nil {
+	if err := s.Complete(bctx, taken.Ident, taken.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, LastError: reason, Now: e.now()}); err != nil {
 		return claim{}, fmt.Errorf("idem: record verified effect: %w", err)
 	}
 	e.log.Info("idem: abandoned record verified as happened", "key_id", SafeKeyID(taken.KeyDigest), "operation", taken.Operation)
-	taken.Status, taken.LastError, taken.Result = StatusCompleted, reason, nil
-	return claim{rec: taken, outcome: Outcome{Action: ActionUnavailable}, wrote: true}, nil
+	taken.Status, taken.LastError, taken.Result = idemdriver.StatusCompleted, reason, nil
+	return claim{rec: taken, outcome: decide.Outcome{Action: decide.ActionUnavailable}, wrote: true}, nil
 }
 
 // OpenResult returns the plaintext of rec's stored result: the JSON of a
@@ -307,7 +310,7 @@ func (e *Engine) verify(ctx context.Context, s Store, taken Record, leaseEnd tim
 // record without a result, and for a result that cannot be opened under the
 // engine's secrets (moved, corrupt, or sealed under an unknown secret). It is
 // for operators: callers that replay use Run or the middleware.
-func (e *Engine) OpenResult(rec Record) ([]byte, error) {
+func (e *Engine) OpenResult(rec idemdriver.Record) ([]byte, error) {
 	if len(rec.Result) == 0 {
 		return nil, errors.New("idem: the record holds no result")
 	}
@@ -321,7 +324,7 @@ var errNoResult = errors.New("idem: no stored result: the effect was confirmed w
 // openStored opens rec's stored result for a replay. A record without one
 // (confirmed by an operator or a verifier) is an expected state, logged at
 // Info; a result that cannot be opened is logged at Warn.
-func (e *Engine) openStored(rec Record) ([]byte, error) {
+func (e *Engine) openStored(rec idemdriver.Record) ([]byte, error) {
 	if len(rec.Result) == 0 {
 		e.log.Info("idem: no stored result: confirmed by an operator or a verifier", "key_id", SafeKeyID(rec.KeyDigest), "operation", rec.Operation, "record_id", rec.ID)
 		return nil, errNoResult
@@ -335,7 +338,7 @@ func (e *Engine) openStored(rec Record) ([]byte, error) {
 
 // replay opens the stored result of rec. Whatever cannot be opened or
 // decoded is unavailable, never a guess and never a panic.
-func replay[T any](e *Engine, rec Record) (Result[T], error) {
+func replay[T any](e *Engine, rec idemdriver.Record) (Result[T], error) {
 	var r Result[T]
 	plain, err := e.openStored(rec)
 	if err != nil {
@@ -362,7 +365,7 @@ func execute[T any](ctx context.Context, st *runState, fn func(context.Context) 
 	})
 	if err != nil {
 		if errors.Is(err, ErrUncertain) {
-			if cerr := e.complete(ctx, st, Completion{Status: StatusPending, LastError: shortError(err)}); cerr != nil {
+			if cerr := e.complete(ctx, st, idemdriver.Completion{Status: idemdriver.StatusPending, LastError: shortError(err)}); cerr != nil {
 				return res, errors.Join(err, fmt.Errorf("idem: record pending: %w", cerr))
 			}
 			log.Warn("idem: outcome uncertain, record pending")
@@ -377,22 +380,22 @@ func execute[T any](ctx context.Context, st *runState, fn func(context.Context) 
 	plain, stored, err := encodeResult(value, e.maxResultBytes)
 	if err != nil {
 		log.Warn("idem: result not storable, key completed unavailable", "error", err.Error())
-		if cerr := e.complete(ctx, st, Completion{Status: StatusUnavailable, LastError: shortError(err)}); cerr != nil {
+		if cerr := e.complete(ctx, st, idemdriver.Completion{Status: idemdriver.StatusUnavailable, LastError: shortError(err)}); cerr != nil {
 			return res, errors.Join(fmt.Errorf("%w: %w", ErrResultNotStorable, err), cerr)
 		}
 		return res, fmt.Errorf("%w: %w", ErrResultNotStorable, err)
 	}
 	res = Result[T]{Value: stored, FirstSeenAt: rec.CreatedAt}
-	c := Completion{Status: StatusCompleted}
+	c := idemdriver.Completion{Status: idemdriver.StatusCompleted}
 	c.Result, err = e.sealer.seal(rec.Ident, rec.Fingerprint, plain)
 	if err != nil {
 		// Sealing does not fail with a valid key; if it does, the effect
 		// still ran: never let the key run again.
-		c = Completion{Status: StatusUnavailable, LastError: "result not sealed: " + shortError(err)}
+		c = idemdriver.Completion{Status: idemdriver.StatusUnavailable, LastError: "result not sealed: " + shortError(err)}
 	}
 	err = e.complete(ctx, st, c)
 	switch {
-	case errors.Is(err, ErrFenced):
+	case errors.Is(err, idemdriver.ErrFenced):
 		log.Warn("idem: completion refused: the lease was taken over or the key forgotten")
 		return Result[T]{}, fmt.Errorf("idem: complete: %w", err)
 	case errors.Is(err, ErrOutcomeUnrecorded):
@@ -443,7 +446,7 @@ func (e *Engine) release(ctx context.Context, st *runState) error {
 	return e.writeOutcome(ctx, st, outcomeWrite{release: true})
 }
 
-func (e *Engine) complete(ctx context.Context, st *runState, c Completion) error {
+func (e *Engine) complete(ctx context.Context, st *runState, c idemdriver.Completion) error {
 	return e.writeOutcome(ctx, st, outcomeWrite{c: c})
 }
 

@@ -16,28 +16,28 @@ type ScopeResolver func(r *http.Request) (scope string, ok bool)
 type principalKey struct{}
 type signatureKey struct{}
 
-// WithPrincipal records the authenticated principal of a request, for
+// ContextWithPrincipal records the authenticated principal of a request, for
 // [PrincipalScope]. Authentication middleware calls it before the
 // idempotency middleware runs.
-func WithPrincipal(ctx context.Context, guard, id string) context.Context {
+func ContextWithPrincipal(ctx context.Context, guard, id string) context.Context {
 	return context.WithValue(ctx, principalKey{}, "user:"+guard+":"+id)
 }
 
-// WithVerifiedSignature records that an HTTP message signature by keyID of
+// ContextWithVerifiedSignature records that an HTTP message signature by keyID of
 // key ring ring was verified on the request, for [SignatureScope].
-func WithVerifiedSignature(ctx context.Context, ring, keyID string) context.Context {
+func ContextWithVerifiedSignature(ctx context.Context, ring, keyID string) context.Context {
 	return context.WithValue(ctx, signatureKey{}, "sig:"+ring+":"+keyID)
 }
 
 // PrincipalScope answers "user:<guard>:<id>" for a request that carries a
-// principal set with [WithPrincipal].
+// principal set with [ContextWithPrincipal].
 func PrincipalScope(r *http.Request) (string, bool) {
 	s, ok := r.Context().Value(principalKey{}).(string)
 	return s, ok && s != ""
 }
 
 // SignatureScope answers "sig:<ring>:<keyid>" for a request whose signature
-// was verified ([WithVerifiedSignature]).
+// was verified ([ContextWithVerifiedSignature]).
 func SignatureScope(r *http.Request) (string, bool) {
 	s, ok := r.Context().Value(signatureKey{}).(string)
 	return s, ok && s != ""

@@ -34,7 +34,7 @@ func TestH5ScopeThatCannotBeStoredIs400(t *testing.T) {
 	post := func(principal string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{}`))
 		req.Header.Set("Idempotency-Key", `"scope-test-key-0001"`)
-		req = req.WithContext(idem.WithPrincipal(req.Context(), "demo", principal))
+		req = req.WithContext(idem.ContextWithPrincipal(req.Context(), "demo", principal))
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		return rec

@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
 // Envelope layout. A sealed result is
@@ -109,7 +111,7 @@ var adPool = sync.Pool{New: func() any { return new([512]byte) }}
 
 // additionalData appends the data that binds an envelope to its record to
 // dst.
-func additionalData(dst []byte, id Ident, fingerprint string) []byte {
+func additionalData(dst []byte, id idemdriver.Ident, fingerprint string) []byte {
 	for _, part := range [...]string{"unstuck/idem/result/v1", id.Scope, id.Operation, id.KeyDigest, fingerprint} {
 		dst = binary.BigEndian.AppendUint32(dst, uint32(len(part)))
 		dst = append(dst, part...)
@@ -122,7 +124,7 @@ func additionalData(dst []byte, id Ident, fingerprint string) []byte {
 const sealRoom = headerSize + keyIDSize + nonceSize
 
 // seal returns the envelope of plaintext for the record id with fingerprint.
-func (s *sealer) seal(id Ident, fingerprint string, plaintext []byte) ([]byte, error) {
+func (s *sealer) seal(id idemdriver.Ident, fingerprint string, plaintext []byte) ([]byte, error) {
 	buf := make([]byte, sealRoom, sealRoom+len(plaintext)+sealOverhead)
 	return s.sealInPlace(id, fingerprint, append(buf, plaintext...))
 }
@@ -134,7 +136,7 @@ const sealOverhead = 16
 // fingerprint, written over buf: the envelope is a subslice of buf when buf
 // has sealOverhead bytes of spare capacity, else a new slice. buf[:sealRoom]
 // is scratch; the caller must not use buf afterwards.
-func (s *sealer) sealInPlace(id Ident, fingerprint string, buf []byte) ([]byte, error) {
+func (s *sealer) sealInPlace(id idemdriver.Ident, fingerprint string, buf []byte) ([]byte, error) {
 	if s.plain {
 		out := buf[sealRoom-headerSize:]
 		copy(out, magicPlain)
@@ -159,7 +161,7 @@ func (s *sealer) sealInPlace(id Ident, fingerprint string, buf []byte) ([]byte, 
 // record and fingerprint. Any other input (a blob from another record, a
 // flipped bit, an unknown key id, a plain envelope while sealing is on)
 // fails with an error that carries no payload.
-func (s *sealer) open(id Ident, fingerprint string, envelope []byte) ([]byte, error) {
+func (s *sealer) open(id idemdriver.Ident, fingerprint string, envelope []byte) ([]byte, error) {
 	if len(envelope) < headerSize || envelope[2] != envelopeVersion {
 		return nil, fmt.Errorf("%w: unknown format", errEnvelope)
 	}

@@ -5,13 +5,14 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
 func TestSealRoundTripAndBinding(t *testing.T) {
 	t.Parallel()
 	s, err := newSealer(bytes.Repeat([]byte("k"), 32), nil)
 	require.NoError(t, err)
-	id := Ident{Scope: "s", Operation: "run", KeyDigest: Digest("s", "run", "k")}
+	id := idemdriver.Ident{Scope: "s", Operation: "run", KeyDigest: Digest("s", "run", "k")}
 
 	for _, size := range []int{0, 1, 1 << 20} {
 		plain := bytes.Repeat([]byte{0xab}, size)
@@ -29,7 +30,7 @@ func TestSealRoundTripAndBinding(t *testing.T) {
 	other.KeyDigest = Digest("s", "run", "other")
 	_, err = s.open(other, "fp", env)
 	require.ErrorIs(t, err, errEnvelope, "H14: a blob moved to another record")
-	_, err = s.open(Ident{Scope: "t", Operation: "run", KeyDigest: id.KeyDigest}, "fp", env)
+	_, err = s.open(idemdriver.Ident{Scope: "t", Operation: "run", KeyDigest: id.KeyDigest}, "fp", env)
 	require.ErrorIs(t, err, errEnvelope, "H14: another scope")
 	_, err = s.open(id, "fp2", env)
 	require.ErrorIs(t, err, errEnvelope, "another fingerprint")
@@ -53,7 +54,7 @@ func TestSealNoncesDoNotRepeat(t *testing.T) {
 	t.Parallel()
 	s, err := newSealer(bytes.Repeat([]byte("k"), 32), nil)
 	require.NoError(t, err)
-	id := Ident{Scope: "s", Operation: "run", KeyDigest: Digest("s", "run", "k")}
+	id := idemdriver.Ident{Scope: "s", Operation: "run", KeyDigest: Digest("s", "run", "k")}
 	seen := map[string]bool{}
 	for range 10000 {
 		env, err := s.seal(id, "", nil)
@@ -68,7 +69,7 @@ func TestSealRotation(t *testing.T) {
 	t.Parallel()
 	oldS := bytes.Repeat([]byte("o"), 32)
 	newS := bytes.Repeat([]byte("n"), 32)
-	id := Ident{Scope: "s", Operation: "run", KeyDigest: Digest("s", "run", "k")}
+	id := idemdriver.Ident{Scope: "s", Operation: "run", KeyDigest: Digest("s", "run", "k")}
 	before, err := newSealer(oldS, nil)
 	require.NoError(t, err)
 	env, err := before.seal(id, "", []byte("x"))
@@ -100,7 +101,7 @@ func TestSealRotation(t *testing.T) {
 func TestPlainEnvelopes(t *testing.T) {
 	t.Parallel()
 	plain := &sealer{plain: true}
-	id := Ident{Scope: "s", Operation: "run", KeyDigest: Digest("s", "run", "k")}
+	id := idemdriver.Ident{Scope: "s", Operation: "run", KeyDigest: Digest("s", "run", "k")}
 	env, err := plain.seal(id, "", []byte("x"))
 	require.NoError(t, err)
 	got, err := plain.open(id, "", env)
@@ -120,7 +121,7 @@ func FuzzOpenEnvelope(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	id := Ident{Scope: "s", Operation: "run", KeyDigest: Digest("s", "run", "k")}
+	id := idemdriver.Ident{Scope: "s", Operation: "run", KeyDigest: Digest("s", "run", "k")}
 	env, err := s.seal(id, "", []byte(`{"a":1}`))
 	if err != nil {
 		f.Fatal(err)

@@ -21,7 +21,7 @@ const (
 	// DefaultMaxAttempts is how many times a request is sent at most,
 	// the first attempt included.
 	DefaultMaxAttempts = 4
-	// MaxAttemptsLimit is the largest value [WithMaxAttempts] accepts.
+	// MaxAttemptsLimit is the largest value [TransportMaxAttempts] accepts.
 	MaxAttemptsLimit = 20
 	// DefaultInitialBackoff is the ceiling of the first jittered wait.
 	DefaultInitialBackoff = 200 * time.Millisecond
@@ -51,7 +51,7 @@ const (
 // For the configured methods (default POST and PATCH) it sends an
 // Idempotency-Key header, serialised as an RFC 9651 sf-string, unless the
 // request already carries one, which is then kept as it is. The key is the
-// one given with [WithKey] on the request's context, else a fresh one from
+// one given with [ContextWithKey] on the request's context, else a fresh one from
 // the key func (default: a UUIDv7 per call of RoundTrip). Every attempt of
 // one RoundTrip carries the same key.
 //
@@ -106,48 +106,48 @@ type transportConfig struct {
 // [NewTransport], which refuses an invalid one.
 type TransportOption func(*transportConfig)
 
-// WithMaxAttempts sets how many times a request is sent at most, the first
+// TransportMaxAttempts sets how many times a request is sent at most, the first
 // attempt included: 1 turns retries off. It must be within
 // 1..[MaxAttemptsLimit]; the default is [DefaultMaxAttempts].
-func WithMaxAttempts(n int) TransportOption {
+func TransportMaxAttempts(n int) TransportOption {
 	return func(c *transportConfig) { c.maxAttempts = n }
 }
 
-// WithBackoff sets the ceiling of the first wait without Retry-After
+// TransportBackoff sets the ceiling of the first wait without Retry-After
 // (initial) and the cap of every later ceiling (max). The ceiling doubles
 // at each retry; the wait is random in [0, ceiling). initial must be
 // positive and max at least initial; the defaults are
 // [DefaultInitialBackoff] and [DefaultMaxBackoff].
-func WithBackoff(initial, max time.Duration) TransportOption {
+func TransportBackoff(initial, max time.Duration) TransportOption {
 	return func(c *transportConfig) { c.initial, c.max = initial, max }
 }
 
-// WithTransportMethods sets the methods that get an Idempotency-Key and retries,
+// TransportMethods sets the methods that get an Idempotency-Key and retries,
 // replacing the default POST and PATCH. Methods are matched exactly (case
 // sensitive, as HTTP methods are). At least one is required, and none may
 // be empty or contain anything but token characters.
-func WithTransportMethods(methods ...string) TransportOption {
+func TransportMethods(methods ...string) TransportOption {
 	return func(c *transportConfig) {
 		c.methods = append([]string(nil), methods...)
 		c.methodsSet = true
 	}
 }
 
-// WithMaxRetryAfter sets the longest Retry-After the transport honours. A
+// TransportMaxRetryAfter sets the longest Retry-After the transport honours. A
 // response asking for a longer wait ends the retries and is returned to
 // the caller, who can decide to come back later. It must not be negative;
 // the default is [DefaultMaxRetryAfter].
-func WithMaxRetryAfter(d time.Duration) TransportOption {
+func TransportMaxRetryAfter(d time.Duration) TransportOption {
 	return func(c *transportConfig) { c.maxRetryAfter = d }
 }
 
-// WithKeyFunc sets the source of keys for requests that carry none and
-// have no key from [WithKey]. It is called once per RoundTrip, possibly
+// TransportKeyFunc sets the source of keys for requests that carry none and
+// have no key from [ContextWithKey]. It is called once per RoundTrip, possibly
 // from several goroutines at once. Keys must be unique per logical request
 // and unguessable; a key that is empty, longer than [MaxKeyBytes] or holds
 // bytes outside 0x20–0x7E makes RoundTrip fail before anything is sent.
 // f must not be nil; the default makes a UUIDv7.
-func WithKeyFunc(f func() string) TransportOption {
+func TransportKeyFunc(f func() string) TransportOption {
 	return func(c *transportConfig) {
 		c.keyFunc = f
 		c.keyFuncSet = true
@@ -156,14 +156,14 @@ func WithKeyFunc(f func() string) TransportOption {
 
 type transportKeyCtx struct{}
 
-// WithKey returns a context that makes a [Transport] send key, instead of a
+// ContextWithKey returns a context that makes a [Transport] send key, instead of a
 // generated one, on the request made with it — for example the UUID of the
 // order the request creates, so that a repeat after a crash carries the
 // same key. The key must be 1..[MaxKeyBytes] bytes within 0x20–0x7E, else
 // RoundTrip fails with an error matching [ErrInvalidKey] before anything
 // is sent. A request that already carries an Idempotency-Key header keeps
 // it and ignores this key.
-func WithKey(ctx context.Context, key string) context.Context {
+func ContextWithKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, transportKeyCtx{}, key)
 }
 

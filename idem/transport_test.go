@@ -61,7 +61,7 @@ func (s *transportServer) attempts() []seenRequest {
 // the server's own transport, with tiny backoffs so tests are fast.
 func (s *transportServer) client(t *testing.T, opts ...idem.TransportOption) *http.Client {
 	t.Helper()
-	opts = append([]idem.TransportOption{idem.WithBackoff(time.Millisecond, 2*time.Millisecond)}, opts...)
+	opts = append([]idem.TransportOption{idem.TransportBackoff(time.Millisecond, 2*time.Millisecond)}, opts...)
 	tr, err := idem.NewTransport(s.Client().Transport, opts...)
 	require.NoError(t, err)
 	return &http.Client{Transport: tr}
@@ -153,7 +153,7 @@ func TestTransportC1OtherMethodsPassUntouchedAndAreNotRetried(t *testing.T) {
 func TestTransportC1WithMethodsReplacesTheDefault(t *testing.T) {
 	t.Parallel()
 	srv := newTransportServer(t, func(_ int, w http.ResponseWriter, _ *http.Request) { created(w) })
-	c := srv.client(t, idem.WithTransportMethods(http.MethodPut))
+	c := srv.client(t, idem.TransportMethods(http.MethodPut))
 	for _, tc := range []struct {
 		method string
 		keyed  bool
@@ -180,7 +180,7 @@ func TestTransportC1CallerGivenKey(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			srv := newTransportServer(t, func(_ int, w http.ResponseWriter, _ *http.Request) { created(w) })
-			ctx := idem.WithKey(t.Context(), tc.key)
+			ctx := idem.ContextWithKey(t.Context(), tc.key)
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader("x"))
 			require.NoError(t, err)
 			resp, err := srv.client(t).Do(req)
@@ -202,15 +202,15 @@ func TestTransportC1InvalidKeyFailsBeforeSending(t *testing.T) {
 		ctx  func(context.Context) context.Context
 		opts []idem.TransportOption
 	}{
-		{"non-ASCII", func(ctx context.Context) context.Context { return idem.WithKey(ctx, "clé") }, nil},
-		{"newline", func(ctx context.Context) context.Context { return idem.WithKey(ctx, "a\nb") }, nil},
-		{"DEL", func(ctx context.Context) context.Context { return idem.WithKey(ctx, "a\x7f") }, nil},
-		{"empty", func(ctx context.Context) context.Context { return idem.WithKey(ctx, "") }, nil},
+		{"non-ASCII", func(ctx context.Context) context.Context { return idem.ContextWithKey(ctx, "clé") }, nil},
+		{"newline", func(ctx context.Context) context.Context { return idem.ContextWithKey(ctx, "a\nb") }, nil},
+		{"DEL", func(ctx context.Context) context.Context { return idem.ContextWithKey(ctx, "a\x7f") }, nil},
+		{"empty", func(ctx context.Context) context.Context { return idem.ContextWithKey(ctx, "") }, nil},
 		{"too long", func(ctx context.Context) context.Context {
-			return idem.WithKey(ctx, strings.Repeat("k", idem.MaxKeyBytes+1))
+			return idem.ContextWithKey(ctx, strings.Repeat("k", idem.MaxKeyBytes+1))
 		}, nil},
 		{"key func", func(ctx context.Context) context.Context { return ctx },
-			[]idem.TransportOption{idem.WithKeyFunc(func() string { return "tab\there" })}},
+			[]idem.TransportOption{idem.TransportKeyFunc(func() string { return "tab\there" })}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -233,7 +233,7 @@ func TestTransportC1KeepsTheCallersHeader(t *testing.T) {
 		}
 		created(w)
 	})
-	req, err := http.NewRequestWithContext(idem.WithKey(t.Context(), "ignored-key"), http.MethodPost, srv.URL, strings.NewReader("x"))
+	req, err := http.NewRequestWithContext(idem.ContextWithKey(t.Context(), "ignored-key"), http.MethodPost, srv.URL, strings.NewReader("x"))
 	require.NoError(t, err)
 	req.Header.Set("Idempotency-Key", `"mine-0001"`)
 	resp, err := srv.client(t).Do(req)
@@ -316,7 +316,7 @@ func TestTransportC2StopsAfterMaxAttempts(t *testing.T) {
 			})
 			req, err := http.NewRequest(http.MethodPatch, srv.URL, strings.NewReader("x"))
 			require.NoError(t, err)
-			resp, err := srv.client(t, idem.WithMaxAttempts(n)).Do(req)
+			resp, err := srv.client(t, idem.TransportMaxAttempts(n)).Do(req)
 			require.NoError(t, err)
 			require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 			require.Equal(t, fmt.Sprintf("attempt %d", n), readBody(t, resp), "the last response, body intact")
@@ -395,7 +395,7 @@ func TestTransportC2RetryAfterAboveTheCapEndsTheRetries(t *testing.T) {
 			req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x"))
 			require.NoError(t, err)
 			start := time.Now()
-			resp, err := srv.client(t, idem.WithMaxRetryAfter(5*time.Second)).Do(req)
+			resp, err := srv.client(t, idem.TransportMaxRetryAfter(5*time.Second)).Do(req)
 			require.NoError(t, err)
 			readBody(t, resp)
 			require.Equal(t, http.StatusConflict, resp.StatusCode)
@@ -442,7 +442,7 @@ func TestTransportC2RetriesTransportErrors(t *testing.T) {
 		srv := newTransportServer(t, hangUpFirst)
 		req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("payload"))
 		require.NoError(t, err)
-		_, err = srv.client(t, idem.WithMaxAttempts(1)).Do(req)
+		_, err = srv.client(t, idem.TransportMaxAttempts(1)).Do(req)
 		require.Error(t, err)
 		require.Len(t, srv.attempts(), 1)
 	})
@@ -516,7 +516,7 @@ func TestTransportDoesNotModifyTheCallersRequest(t *testing.T) {
 		}
 		created(w)
 	})
-	tr, err := idem.NewTransport(srv.Client().Transport, idem.WithBackoff(time.Millisecond, time.Millisecond))
+	tr, err := idem.NewTransport(srv.Client().Transport, idem.TransportBackoff(time.Millisecond, time.Millisecond))
 	require.NoError(t, err)
 
 	req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x"))
@@ -545,16 +545,16 @@ func TestNewTransportRefusesInvalidOptions(t *testing.T) {
 		opt  idem.TransportOption
 		msg  string
 	}{
-		{"zero attempts", idem.WithMaxAttempts(0), "max attempts"},
-		{"too many attempts", idem.WithMaxAttempts(idem.MaxAttemptsLimit + 1), "max attempts"},
-		{"zero backoff", idem.WithBackoff(0, time.Second), "initial backoff"},
-		{"negative backoff", idem.WithBackoff(-time.Millisecond, time.Second), "initial backoff"},
-		{"max below initial", idem.WithBackoff(time.Second, time.Millisecond), "max backoff"},
-		{"negative max retry-after", idem.WithMaxRetryAfter(-time.Second), "retry-after"},
-		{"no methods", idem.WithTransportMethods(), "no methods"},
-		{"empty method", idem.WithTransportMethods(http.MethodPost, ""), "invalid method"},
-		{"method with a space", idem.WithTransportMethods("PO ST"), "invalid method"},
-		{"nil key func", idem.WithKeyFunc(nil), "key func"},
+		{"zero attempts", idem.TransportMaxAttempts(0), "max attempts"},
+		{"too many attempts", idem.TransportMaxAttempts(idem.MaxAttemptsLimit + 1), "max attempts"},
+		{"zero backoff", idem.TransportBackoff(0, time.Second), "initial backoff"},
+		{"negative backoff", idem.TransportBackoff(-time.Millisecond, time.Second), "initial backoff"},
+		{"max below initial", idem.TransportBackoff(time.Second, time.Millisecond), "max backoff"},
+		{"negative max retry-after", idem.TransportMaxRetryAfter(-time.Second), "retry-after"},
+		{"no methods", idem.TransportMethods(), "no methods"},
+		{"empty method", idem.TransportMethods(http.MethodPost, ""), "invalid method"},
+		{"method with a space", idem.TransportMethods("PO ST"), "invalid method"},
+		{"nil key func", idem.TransportKeyFunc(nil), "key func"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -564,8 +564,8 @@ func TestNewTransportRefusesInvalidOptions(t *testing.T) {
 		})
 	}
 
-	tr, err := idem.NewTransport(nil, idem.WithMaxAttempts(1), idem.WithMaxAttempts(idem.MaxAttemptsLimit),
-		idem.WithBackoff(time.Second, time.Second), idem.WithMaxRetryAfter(0))
+	tr, err := idem.NewTransport(nil, idem.TransportMaxAttempts(1), idem.TransportMaxAttempts(idem.MaxAttemptsLimit),
+		idem.TransportBackoff(time.Second, time.Second), idem.TransportMaxRetryAfter(0))
 	require.NoError(t, err, "the bounds themselves are valid")
 	require.NotNil(t, tr)
 }
@@ -573,7 +573,7 @@ func TestNewTransportRefusesInvalidOptions(t *testing.T) {
 func TestTransportKeyFunc(t *testing.T) {
 	t.Parallel()
 	srv := newTransportServer(t, func(_ int, w http.ResponseWriter, _ *http.Request) { created(w) })
-	c := srv.client(t, idem.WithKeyFunc(func() string { return "from-key-func" }))
+	c := srv.client(t, idem.TransportKeyFunc(func() string { return "from-key-func" }))
 	req, err := http.NewRequest(http.MethodPost, srv.URL, nil)
 	require.NoError(t, err)
 	resp, err := c.Do(req)
@@ -646,7 +646,7 @@ func ExampleNewTransport() {
 	}))
 	defer srv.Close()
 
-	tr, err := idem.NewTransport(nil, idem.WithMaxAttempts(3))
+	tr, err := idem.NewTransport(nil, idem.TransportMaxAttempts(3))
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -656,7 +656,7 @@ func ExampleNewTransport() {
 	// Key the request with the order's own ID, so that a repeat after a
 	// crash is recognised by the server. Without WithKey, a fresh UUIDv7 is
 	// sent.
-	ctx := idem.WithKey(context.Background(), "order-0193b8e4-1d2c-7f00-8000-000000000001")
+	ctx := idem.ContextWithKey(context.Background(), "order-0193b8e4-1d2c-7f00-8000-000000000001")
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/orders", strings.NewReader(`{"sku":"A1"}`))
 	if err != nil {
 		fmt.Println(err)

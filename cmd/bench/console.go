@@ -24,6 +24,7 @@ import (
 
 	"github.com/unstuckhq/unstuck"
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/internal/auth"
 	"github.com/unstuckhq/unstuck/internal/store"
@@ -432,8 +433,8 @@ func buildCases(ctx context.Context, pool *pgxpool.Pool, db *store.DB, deepPages
 			store.KeyFilter{After: deep}, v("after", deep)),
 		keys("keys: very deep page", "cursor at the middle of the table in time",
 			store.KeyFilter{After: veryDeep.Next}, v("after", veryDeep.Next)),
-		keys("keys: state=failed", "", store.KeyFilter{Status: idem.StatusFailed}, v("state", "failed")),
-		keys("keys: state=pending", "", store.KeyFilter{Status: idem.StatusPending}, v("state", "pending")),
+		keys("keys: state=failed", "", store.KeyFilter{Status: idemdriver.StatusFailed}, v("state", "failed")),
+		keys("keys: state=pending", "", store.KeyFilter{Status: idemdriver.StatusPending}, v("state", "pending")),
 		keys("keys: state=stuck", "processing past lease", store.KeyFilter{Stuck: true}, v("state", "stuck")),
 		keys("keys: scope (largest)", scopeNote(big), store.KeyFilter{Scope: big}, v("scope", big)),
 		keys("keys: scope (small)", scopeNote(small), store.KeyFilter{Scope: small}, v("scope", small)),
@@ -442,22 +443,22 @@ func buildCases(ctx context.Context, pool *pgxpool.Pool, db *store.DB, deepPages
 		keys("keys: external ref", "", store.KeyFilter{ExternalRef: ext}, v("external_ref", ext)),
 		keys("keys: raw key lookup", "key + scope + operation → digest", store.KeyFilter{Scope: lookupScope, Operation: lookupOp,
 			KeyDigest: idem.Digest(lookupScope, lookupOp, rawKey)}, v("scope", lookupScope, "operation", lookupOp, "key", rawKey)),
-		keys("keys: scope+state (largest, failed)", scopeNote(big), store.KeyFilter{Scope: big, Status: idem.StatusFailed},
+		keys("keys: scope+state (largest, failed)", scopeNote(big), store.KeyFilter{Scope: big, Status: idemdriver.StatusFailed},
 			v("scope", big, "state", "failed")),
-		keys("keys: scope+state (mid, unavailable)", scopeNote(mid), store.KeyFilter{Scope: mid, Status: idem.StatusUnavailable},
+		keys("keys: scope+state (mid, unavailable)", scopeNote(mid), store.KeyFilter{Scope: mid, Status: idemdriver.StatusUnavailable},
 			v("scope", mid, "state", "unavailable")),
-		keys("keys: scope+state (small, failed)", scopeNote(small), store.KeyFilter{Scope: small, Status: idem.StatusFailed},
+		keys("keys: scope+state (small, failed)", scopeNote(small), store.KeyFilter{Scope: small, Status: idemdriver.StatusFailed},
 			v("scope", small, "state", "failed")),
 		keys("keys: scope+state (largest, stuck)", scopeNote(big), store.KeyFilter{Scope: big, Stuck: true},
 			v("scope", big, "state", "stuck")),
 		keys("keys: scope+state+operation (mid, failed, payouts)", scopeNote(mid),
-			store.KeyFilter{Scope: mid, Status: idem.StatusFailed, Operation: "POST /v1/payouts"},
+			store.KeyFilter{Scope: mid, Status: idemdriver.StatusFailed, Operation: "POST /v1/payouts"},
 			v("scope", mid, "state", "failed", "operation", "POST /v1/payouts")),
 		keys("keys: time range (one day)", "updated 11 to 10 days before the newest record", store.KeyFilter{From: dayFrom, To: dayTo},
 			v("from", dayFrom.Format(formTime), "to", dayTo.Format(formTime))),
 		keys("keys: scope+operation (mid, payouts)", scopeNote(mid), store.KeyFilter{Scope: mid, Operation: "POST /v1/payouts"},
 			v("scope", mid, "operation", "POST /v1/payouts")),
-		keys("keys: state+operation (unavailable, payouts)", "", store.KeyFilter{Status: idem.StatusUnavailable, Operation: "POST /v1/payouts"},
+		keys("keys: state+operation (unavailable, payouts)", "", store.KeyFilter{Status: idemdriver.StatusUnavailable, Operation: "POST /v1/payouts"},
 			v("state", "unavailable", "operation", "POST /v1/payouts")),
 		{name: "key detail", kind: "detail", path: "/keys/" + strconv.FormatInt(detailID, 10),
 			notes: "completed, stored response shown (role oncall)",

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
@@ -279,13 +280,13 @@ func restoreSecondary(ctx context.Context, pool *pgxpool.Pool, ds []deferredDDL,
 // of everything else.
 var keyStatusCDF = []struct {
 	upTo   float64
-	status idem.Status
+	status idemdriver.Status
 }{
-	{0.940, idem.StatusCompleted},
-	{0.970, idem.StatusFailed},
-	{0.985, idem.StatusPending},
-	{0.995, idem.StatusUnavailable},
-	{1.000, idem.StatusProcessing},
+	{0.940, idemdriver.StatusCompleted},
+	{0.970, idemdriver.StatusFailed},
+	{0.985, idemdriver.StatusPending},
+	{0.995, idemdriver.StatusUnavailable},
+	{1.000, idemdriver.StatusProcessing},
 }
 
 // keyOperations are the routes the records belong to, with their weights.
@@ -391,7 +392,7 @@ func (g *generator) keyRow(i int) []any {
 	digest := idem.Digest(scope, operation, rawKey(i))
 	created := g.at(i, g.cfg.Keys)
 	u := r.Float64()
-	status := idem.StatusProcessing
+	status := idemdriver.StatusProcessing
 	for _, s := range keyStatusCDF {
 		if u < s.upTo {
 			status = s.status
@@ -423,23 +424,23 @@ func (g *generator) keyRow(i int) []any {
 		resourceIDs = []string{"ord_" + strconv.FormatUint(r.Uint64()>>20, 36)}
 	}
 	switch status {
-	case idem.StatusCompleted:
+	case idemdriver.StatusCompleted:
 		responseCode = 201
 		result = storedResponse(201, fmt.Sprintf(`{"id":"ord_%x","status":"created","amount":%d,"currency":"eur"}`, r.Uint64()>>16, 100+r.IntN(100000)))
-	case idem.StatusFailed:
+	case idemdriver.StatusFailed:
 		responseCode = 422
 		lastError = "card_declined: insufficient funds"
 		if r.IntN(3) == 0 {
 			responseCode, lastError = 409, "conflict: order already shipped"
 		}
 		result = storedResponse(int(responseCode), `{"error":"`+lastError+`"}`)
-	case idem.StatusPending:
+	case idemdriver.StatusPending:
 		lastError = "provider timeout after 10s: outcome unknown"
 		externalRef = "ch_" + strconv.FormatUint(r.Uint64(), 36)
 		updated = created.Add(time.Duration(10+r.IntN(20)) * time.Second)
-	case idem.StatusUnavailable:
+	case idemdriver.StatusUnavailable:
 		lastError = "the effect ran but its result could not be stored: connection reset"
-	case idem.StatusProcessing:
+	case idemdriver.StatusProcessing:
 		if g.cfg.Now.Sub(created) < time.Hour {
 			// A live owner. Leases are long here so that they are still
 			// live while the benchmark runs after the seed.
@@ -460,7 +461,7 @@ func (g *generator) keyRow(i int) []any {
 		attempts = 2
 	}
 	version := int64(attempts)
-	if status != idem.StatusProcessing {
+	if status != idemdriver.StatusProcessing {
 		version++
 	}
 	if correlation != "" || externalRef != "" || len(resourceIDs) > 0 {

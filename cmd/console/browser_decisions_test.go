@@ -63,7 +63,7 @@ func (j receiptJobs) run(t *testing.T, key string, storable bool) (ran bool, err
 			return math.NaN(), nil // not JSON: the effect happened, the answer is lost
 		}
 		return 1, nil
-	}, idem.WithOperation(receiptOperation))
+	}, idem.RunOperation(receiptOperation))
 	return ran, err
 }
 

@@ -15,7 +15,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 
-	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/audit"
@@ -30,7 +30,7 @@ import (
 type database struct {
 	// Redacted is the URL without a password, fit for logs and messages.
 	Redacted string
-	Store    idem.Store
+	Store    idemdriver.Store
 	Console  *store.DB
 	// Trail is the audit trail of operator decisions.
 	Trail *audit.Trail

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 )
@@ -129,11 +130,11 @@ func sqliteWriter(ctx context.Context) error {
 						}
 						time.Sleep(work)
 						return "value of " + key, nil
-					}, idem.WithLease(lease))
+					}, idem.RunLease(lease))
 					var ip *idem.InProgressError
 					switch {
 					case err == nil, isUnrecorded(err), errors.Is(err, idem.ErrResultUnavailable),
-						errors.As(err, &ip) && ip.Status == idem.StatusPending:
+						errors.As(err, &ip) && ip.Status == idemdriver.StatusPending:
 						final[i].Store(true)
 					default:
 						left.Add(1)
@@ -251,7 +252,7 @@ func checkSQLite(ctx context.Context, path string, r *row) string {
 		}
 		total++
 		statuses[st]++
-		if st == string(idem.StatusCompleted) && noResult {
+		if st == string(idemdriver.StatusCompleted) && noResult {
 			badCompleted++
 		}
 	}
@@ -300,7 +301,7 @@ func pgHolder(ctx context.Context) error {
 	}
 	var opts []idem.RunOption
 	if l := envDuration("LEASE"); l > 0 {
-		opts = append(opts, idem.WithLease(l))
+		opts = append(opts, idem.RunLease(l))
 	}
 	_, err = idem.Run(ctx, eng, os.Getenv("FAULTS_KEY"), scopeName, func(ctx context.Context) (string, error) {
 		fmt.Println(holdingLine)
@@ -370,7 +371,7 @@ func crashRecovery(ctx context.Context, env *pgEnv, sc scale, policy string) (ro
 	}
 	var opts []idem.RunOption
 	if lease > 0 {
-		opts = append(opts, idem.WithLease(lease))
+		opts = append(opts, idem.RunLease(lease))
 	}
 	limit := killed.Add(max(lease, idem.DefaultLease) + time.Minute)
 	for time.Now().Before(limit) && ctx.Err() == nil {
@@ -385,7 +386,7 @@ func crashRecovery(ctx context.Context, env *pgEnv, sc scale, policy string) (ro
 			r.RanTwice = 1
 			r.Note = fmt.Sprintf("key ran again %.1f s after the kill", time.Since(killed).Seconds())
 			return r, nil
-		case errors.As(err, &ip) && ip.Status == idem.StatusPending:
+		case errors.As(err, &ip) && ip.Status == idemdriver.StatusPending:
 			r.Pending = 1
 			r.Note = fmt.Sprintf("key pending for an operator %.1f s after the kill", time.Since(killed).Seconds())
 			return r, nil

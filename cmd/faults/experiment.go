@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/faultproxy"
 )
 
@@ -38,7 +39,7 @@ const scopeName = "faults"
 
 // newEngine builds the engine every experiment uses: the default options,
 // the lease of the scale and the recovery policy.
-func newEngine(s idem.Store, log *slog.Logger, policy string) (*idem.Engine, error) {
+func newEngine(s idemdriver.Store, log *slog.Logger, policy string) (*idem.Engine, error) {
 	opts := append([]idem.Option{idem.WithSecret(secret), idem.WithLogger(log)}, recoveryOptions(policy)...)
 	return idem.New(s, opts...)
 }
@@ -140,14 +141,14 @@ func runExperiment(ctx context.Context, env *pgEnv, sc scale, plan faultPlan, fa
 			eff.add(key)
 			time.Sleep(sc.work)
 			return "value of " + key, nil
-		}, idem.WithLease(sc.lease))
+		}, idem.RunLease(sc.lease))
 		var ip *idem.InProgressError
 		switch {
 		case err == nil:
 			return true
 		case isUnrecorded(err): // the effect ran and the caller has its value
 			return true
-		case errors.As(err, &ip) && ip.Status == idem.StatusPending, errors.Is(err, idem.ErrResultUnavailable):
+		case errors.As(err, &ip) && ip.Status == idemdriver.StatusPending, errors.Is(err, idem.ErrResultUnavailable):
 			return true
 		}
 		sleep(ctx, retryPause(err))

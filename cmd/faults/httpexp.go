@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 )
 
@@ -156,7 +157,7 @@ func send(ctx context.Context, client *http.Client, url, key string, deadline ti
 			var st struct {
 				Status string `json:"status"`
 			}
-			if json.Unmarshal(body, &st) == nil && st.Status == string(idem.StatusPending) {
+			if json.Unmarshal(body, &st) == nil && st.Status == string(idemdriver.StatusPending) {
 				return "" // an operator's case now
 			}
 		case resp.StatusCode >= 200 && resp.StatusCode < 300:

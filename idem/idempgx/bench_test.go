@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/benchround"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
@@ -118,7 +119,7 @@ func newBenchEnv(b *testing.B) benchEnv {
 	if _, err := idem.Run(ctx, engine, "probe", benchScope, benchCallback); err != nil {
 		b.Fatal(err)
 	}
-	rec, ok, err := store.Get(ctx, idem.Ident{Scope: benchScope, Operation: idem.DefaultOperation,
+	rec, ok, err := store.Get(ctx, idemdriver.Ident{Scope: benchScope, Operation: idem.DefaultOperation,
 		KeyDigest: idem.Digest(benchScope, idem.DefaultOperation, "probe")})
 	if err != nil || !ok {
 		b.Fatalf("read probe: ok %v, %v", ok, err)
@@ -309,7 +310,7 @@ func BenchmarkRunReplay(b *testing.B) {
 					benchScope, idem.DefaultOperation, digests[i%len(digests)]).Scan(&status, &fp, &result); err != nil {
 					return fmt.Errorf("select: %w", err)
 				}
-				if status != string(idem.StatusCompleted) || len(result) == 0 {
+				if status != string(idemdriver.StatusCompleted) || len(result) == 0 {
 					return fmt.Errorf("select: status %q, %d bytes", status, len(result))
 				}
 				return nil

@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
@@ -92,7 +93,7 @@ func mtxSetup(t *testing.T, handler mtxHandler) *mtxApp {
 	r := chi.NewRouter()
 	r.Use(func(next http.Handler) http.Handler { // the application's authentication
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			next.ServeHTTP(w, r.WithContext(idem.WithPrincipal(r.Context(), "web", "alice")))
+			next.ServeHTTP(w, r.WithContext(idem.ContextWithPrincipal(r.Context(), "web", "alice")))
 		})
 	})
 	r.With(m.Required(idem.RouteName(mtxRoute))).Post("/orders", func(w http.ResponseWriter, r *http.Request) {
@@ -201,9 +202,9 @@ func (a *mtxApp) orders(t *testing.T) int {
 }
 
 // record reads key's record through the store, outside any transaction.
-func (a *mtxApp) record(t *testing.T, key string) (idem.Record, bool) {
+func (a *mtxApp) record(t *testing.T, key string) (idemdriver.Record, bool) {
 	t.Helper()
-	rec, ok, err := a.store.Get(t.Context(), idem.Ident{Scope: mtxScope, Operation: mtxRoute, KeyDigest: idem.Digest(mtxScope, mtxRoute, key)})
+	rec, ok, err := a.store.Get(t.Context(), idemdriver.Ident{Scope: mtxScope, Operation: mtxRoute, KeyDigest: idem.Digest(mtxScope, mtxRoute, key)})
 	require.NoError(t, err)
 	return rec, ok
 }
@@ -330,7 +331,7 @@ func TestMiddlewareTxConcurrentDuplicates(t *testing.T) {
 	require.Equal(t, 1, a.orders(t), "exactly one order")
 	rec, ok := a.record(t, key)
 	require.True(t, ok)
-	require.Equal(t, idem.StatusCompleted, rec.Status)
+	require.Equal(t, idemdriver.StatusCompleted, rec.Status)
 	require.Equal(t, http.StatusCreated, rec.ResponseCode)
 	require.Empty(t, a.rejections())
 }
@@ -422,7 +423,7 @@ func TestMiddlewareTxClientErrorCommits(t *testing.T) {
 	require.Equal(t, 1, a.orders(t), "the 4xx's write is committed")
 	rec, ok := a.record(t, key)
 	require.True(t, ok)
-	require.Equal(t, idem.StatusFailed, rec.Status, "a stored 4xx")
+	require.Equal(t, idemdriver.StatusFailed, rec.Status, "a stored 4xx")
 	require.Equal(t, http.StatusUnprocessableEntity, rec.ResponseCode)
 
 	mtxRequireReplay(t, first, a.call(t, key, `{"note":"n"}`))

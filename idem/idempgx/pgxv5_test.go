@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idemtest"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
@@ -22,7 +23,7 @@ func TestMain(m *testing.M) { pgtest.RunMain(m) }
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	idemtest.Run(t, func(t *testing.T) idem.Store {
+	idemtest.Run(t, func(t *testing.T) idemdriver.Store {
 		pool := pgtest.Schema(t)
 		s := New(pool)
 		require.NoError(t, s.Migrate(t.Context()))
@@ -49,22 +50,22 @@ func setup(t *testing.T) testBundle {
 }
 
 // newIdent returns an ident with a random key.
-func newIdent() idem.Ident {
-	return idem.Ident{Scope: "tenant-1", Operation: "run", KeyDigest: idem.Digest("tenant-1", "run", rand.Text())}
+func newIdent() idemdriver.Ident {
+	return idemdriver.Ident{Scope: "tenant-1", Operation: "run", KeyDigest: idem.Digest("tenant-1", "run", rand.Text())}
 }
 
 // reserveOpts is a ReserveParams factory: zero fields get defaults.
 type reserveOpts struct {
-	ident idem.Ident
+	ident idemdriver.Ident
 	lease time.Duration
 	ttl   time.Duration
 	now   time.Time
 }
 
 // reserve creates a processing record and fails t unless it was created.
-func (b testBundle) reserve(t *testing.T, o reserveOpts) idem.Record {
+func (b testBundle) reserve(t *testing.T, o reserveOpts) idemdriver.Record {
 	t.Helper()
-	if o.ident == (idem.Ident{}) {
+	if o.ident == (idemdriver.Ident{}) {
 		o.ident = newIdent()
 	}
 	if o.lease == 0 {
@@ -73,7 +74,7 @@ func (b testBundle) reserve(t *testing.T, o reserveOpts) idem.Record {
 	if o.ttl == 0 {
 		o.ttl = time.Hour
 	}
-	rec, created, err := b.store.Reserve(t.Context(), idem.ReserveParams{
+	rec, created, err := b.store.Reserve(t.Context(), idemdriver.ReserveParams{
 		Ident: o.ident, Fingerprint: "fp", Owner: rand.Text(), Lease: o.lease, TTL: o.ttl, Now: o.now})
 	require.NoError(t, err)
 	require.True(t, created)
@@ -82,7 +83,7 @@ func (b testBundle) reserve(t *testing.T, o reserveOpts) idem.Record {
 
 // get reads a record that must exist, without its ReadAt, so that two reads
 // compare equal when nothing changed.
-func (b testBundle) get(t *testing.T, id idem.Ident) idem.Record {
+func (b testBundle) get(t *testing.T, id idemdriver.Ident) idemdriver.Record {
 	t.Helper()
 	rec, ok, err := b.store.Get(t.Context(), id)
 	require.NoError(t, err)
@@ -175,15 +176,15 @@ func TestSchemaRefusesEmptyScope(t *testing.T) {
 		require.Equal(t, tc.code, pgErr.Code, tc.name)
 	}
 
-	_, _, err := b.store.Reserve(t.Context(), idem.ReserveParams{
-		Ident: idem.Ident{Operation: "run", KeyDigest: strings.Repeat("a", 64)}, Owner: "o", Lease: time.Minute, TTL: time.Hour})
+	_, _, err := b.store.Reserve(t.Context(), idemdriver.ReserveParams{
+		Ident: idemdriver.Ident{Operation: "run", KeyDigest: strings.Repeat("a", 64)}, Owner: "o", Lease: time.Minute, TTL: time.Hour})
 	require.ErrorIs(t, err, idem.ErrInvalidKey)
 	var verr *idem.ValidationError
 	require.ErrorAs(t, err, &verr)
 	require.Equal(t, "scope", verr.Field)
 
-	_, _, err = b.store.Reserve(t.Context(), idem.ReserveParams{
-		Ident: idem.Ident{Scope: "s", Operation: "run", KeyDigest: "short"}, Owner: "o", Lease: time.Minute, TTL: time.Hour})
+	_, _, err = b.store.Reserve(t.Context(), idemdriver.ReserveParams{
+		Ident: idemdriver.Ident{Scope: "s", Operation: "run", KeyDigest: "short"}, Owner: "o", Lease: time.Minute, TTL: time.Hour})
 	require.ErrorAs(t, err, &verr)
 	require.Equal(t, "key", verr.Field)
 }
@@ -195,7 +196,7 @@ func TestReserveCreatesOnce(t *testing.T) {
 
 	const callers = 8
 	type result struct {
-		rec     idem.Record
+		rec     idemdriver.Record
 		created bool
 		err     error
 	}
@@ -203,7 +204,7 @@ func TestReserveCreatesOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	for range callers {
 		wg.Go(func() {
-			rec, created, err := b.store.Reserve(t.Context(), idem.ReserveParams{
+			rec, created, err := b.store.Reserve(t.Context(), idemdriver.ReserveParams{
 				Ident: id, Owner: rand.Text(), Lease: time.Minute, TTL: time.Hour})
 			results <- result{rec, created, err}
 		})
@@ -211,7 +212,7 @@ func TestReserveCreatesOnce(t *testing.T) {
 	wg.Wait()
 	close(results)
 
-	var created []idem.Record
+	var created []idemdriver.Record
 	var ids []int64
 	for r := range results {
 		require.NoError(t, r.err)
@@ -225,7 +226,7 @@ func TestReserveCreatesOnce(t *testing.T) {
 		require.Equal(t, created[0].ID, got)
 	}
 
-	again, isNew, err := b.store.Reserve(t.Context(), idem.ReserveParams{
+	again, isNew, err := b.store.Reserve(t.Context(), idemdriver.ReserveParams{
 		Ident: id, Fingerprint: "other", Owner: "late", Lease: time.Hour, TTL: 2 * time.Hour})
 	require.NoError(t, err)
 	require.False(t, isNew)
@@ -249,7 +250,7 @@ func TestReserveReplayReadsFirst(t *testing.T) {
 	}
 	before := lastFence()
 	for range 3 {
-		rec, created, err := b.store.Reserve(t.Context(), idem.ReserveParams{
+		rec, created, err := b.store.Reserve(t.Context(), idemdriver.ReserveParams{
 			Ident: id, Owner: rand.Text(), Lease: time.Minute, TTL: time.Hour})
 		require.NoError(t, err)
 		require.False(t, created)
@@ -264,15 +265,15 @@ func TestReserveRecord(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	id := newIdent()
-	rec, created, err := b.store.Reserve(t.Context(), idem.ReserveParams{
+	rec, created, err := b.store.Reserve(t.Context(), idemdriver.ReserveParams{
 		Ident: id, Fingerprint: "fp", Owner: "owner-1", Lease: 30 * time.Second, TTL: time.Hour, Now: t0})
 	require.NoError(t, err)
 	require.True(t, created)
 	require.Positive(t, rec.ID)
 	require.Positive(t, rec.Fence)
-	require.Equal(t, idem.Record{
-		ID: rec.ID, Ident: id, Fingerprint: "fp", Status: idem.StatusProcessing,
-		Owner:          idem.Owner{Token: "owner-1", Fence: rec.Fence},
+	require.Equal(t, idemdriver.Record{
+		ID: rec.ID, Ident: id, Fingerprint: "fp", Status: idemdriver.StatusProcessing,
+		Owner:          idemdriver.Owner{Token: "owner-1", Fence: rec.Fence},
 		LeaseExpiresAt: t0.Add(30 * time.Second),
 		Attempts:       1, Version: 1,
 		CreatedAt: t0, UpdatedAt: t0, ExpiresAt: t0.Add(time.Hour), ReadAt: t0,
@@ -302,14 +303,14 @@ func TestFencesStrictlyIncrease(t *testing.T) {
 	require.Greater(t, other.Fence, second.Fence, "another record")
 
 	later := t0.Add(2 * time.Minute) // the one-minute lease has ended
-	taken, err := b.store.Takeover(ctx, idem.TakeoverParams{
+	taken, err := b.store.Takeover(ctx, idemdriver.TakeoverParams{
 		Ident: id, Seen: second.Owner, NewOwner: "owner-2", Lease: time.Minute, Now: later})
 	require.NoError(t, err)
 	require.Greater(t, taken.Fence, other.Fence, "takeover")
 	require.Equal(t, 2, taken.Attempts)
 	require.Equal(t, "owner-2", taken.Token)
 
-	again, err := b.store.Takeover(ctx, idem.TakeoverParams{
+	again, err := b.store.Takeover(ctx, idemdriver.TakeoverParams{
 		Ident: id, Seen: taken.Owner, NewOwner: "owner-3", Lease: time.Minute, Now: later.Add(2 * time.Minute)})
 	require.NoError(t, err)
 	require.Greater(t, again.Fence, taken.Fence, "second takeover")
@@ -324,18 +325,18 @@ func TestTakeoverOfLiveLeaseIsFenced(t *testing.T) {
 	before := b.get(t, rec.Ident)
 
 	for _, fresh := range []bool{false, true} {
-		_, err := b.store.Takeover(t.Context(), idem.TakeoverParams{
+		_, err := b.store.Takeover(t.Context(), idemdriver.TakeoverParams{
 			Ident: rec.Ident, Seen: rec.Owner, NewOwner: "thief", Lease: time.Minute,
 			Fresh: fresh, TTL: time.Hour, Now: t0.Add(59 * time.Second)})
-		require.ErrorIs(t, err, idem.ErrFenced)
+		require.ErrorIs(t, err, idemdriver.ErrFenced)
 	}
 	require.Equal(t, before, b.get(t, rec.Ident), "nothing changed")
 
 	// The database's clock too: the lease ends a minute from now.
 	live := b.reserve(t, reserveOpts{})
-	_, err := b.store.Takeover(t.Context(), idem.TakeoverParams{
+	_, err := b.store.Takeover(t.Context(), idemdriver.TakeoverParams{
 		Ident: live.Ident, Seen: live.Owner, NewOwner: "thief", Lease: time.Minute})
-	require.ErrorIs(t, err, idem.ErrFenced)
+	require.ErrorIs(t, err, idemdriver.ErrFenced)
 }
 
 func TestTakeoverNeedsTheSeenOwner(t *testing.T) {
@@ -345,17 +346,17 @@ func TestTakeoverNeedsTheSeenOwner(t *testing.T) {
 	before := b.get(t, rec.Ident)
 	later := t0.Add(time.Hour)
 
-	for _, seen := range []idem.Owner{
+	for _, seen := range []idemdriver.Owner{
 		{Token: "someone else", Fence: rec.Fence},
 		{Token: rec.Token, Fence: rec.Fence - 1},
 	} {
-		_, err := b.store.Takeover(t.Context(), idem.TakeoverParams{
+		_, err := b.store.Takeover(t.Context(), idemdriver.TakeoverParams{
 			Ident: rec.Ident, Seen: seen, NewOwner: "thief", Lease: time.Minute, Now: later})
-		require.ErrorIs(t, err, idem.ErrFenced)
+		require.ErrorIs(t, err, idemdriver.ErrFenced)
 	}
-	_, err := b.store.Takeover(t.Context(), idem.TakeoverParams{
+	_, err := b.store.Takeover(t.Context(), idemdriver.TakeoverParams{
 		Ident: newIdent(), Seen: rec.Owner, NewOwner: "thief", Lease: time.Minute, Now: later})
-	require.ErrorIs(t, err, idem.ErrFenced, "no record")
+	require.ErrorIs(t, err, idemdriver.ErrFenced, "no record")
 	require.Equal(t, before, b.get(t, rec.Ident))
 }
 
@@ -364,13 +365,13 @@ func TestTakeoverOfPendingIsFenced(t *testing.T) {
 	b := setup(t)
 	rec := b.reserve(t, reserveOpts{now: t0})
 	require.NoError(t, b.store.Complete(t.Context(), rec.Ident, rec.Owner,
-		idem.Completion{Status: idem.StatusPending, LastError: "provider timed out", Now: t0}))
+		idemdriver.Completion{Status: idemdriver.StatusPending, LastError: "provider timed out", Now: t0}))
 	before := b.get(t, rec.Ident)
 
-	_, err := b.store.Takeover(t.Context(), idem.TakeoverParams{
+	_, err := b.store.Takeover(t.Context(), idemdriver.TakeoverParams{
 		Ident: rec.Ident, Seen: rec.Owner, NewOwner: "thief", Lease: time.Minute, Fresh: true, TTL: time.Hour,
 		Now: t0.Add(48 * time.Hour)})
-	require.ErrorIs(t, err, idem.ErrFenced)
+	require.ErrorIs(t, err, idemdriver.ErrFenced)
 	require.Equal(t, before, b.get(t, rec.Ident))
 }
 
@@ -379,20 +380,20 @@ func TestFreshTakeoverRestartsTheRecord(t *testing.T) {
 	b := setup(t)
 	ctx := t.Context()
 	rec := b.reserve(t, reserveOpts{now: t0})
-	require.NoError(t, b.store.Annotate(ctx, rec.Ident, rec.Owner, idem.Annotation{
+	require.NoError(t, b.store.Annotate(ctx, rec.Ident, rec.Owner, idemdriver.Annotation{
 		CorrelationID: "corr", ExternalRef: "ext", ResourceIDs: []string{"r1"}, Now: t0}))
-	require.NoError(t, b.store.Complete(ctx, rec.Ident, rec.Owner, idem.Completion{
-		Status: idem.StatusCompleted, Result: []byte("sealed"), ResponseCode: 201, LastError: "x", Now: t0}))
+	require.NoError(t, b.store.Complete(ctx, rec.Ident, rec.Owner, idemdriver.Completion{
+		Status: idemdriver.StatusCompleted, Result: []byte("sealed"), ResponseCode: 201, LastError: "x", Now: t0}))
 
 	later := t0.Add(2 * time.Hour) // retention (1 h) has ended
-	taken, err := b.store.Takeover(ctx, idem.TakeoverParams{
+	taken, err := b.store.Takeover(ctx, idemdriver.TakeoverParams{
 		Ident: rec.Ident, Seen: rec.Owner, NewOwner: "owner-2", Lease: 10 * time.Second,
 		Fresh: true, Fingerprint: "fp-2", TTL: 30 * time.Minute, Now: later})
 	require.NoError(t, err)
 	require.Greater(t, taken.Fence, rec.Fence)
-	require.Equal(t, idem.Record{
-		ID: rec.ID, Ident: rec.Ident, Fingerprint: "fp-2", Status: idem.StatusProcessing,
-		Owner:          idem.Owner{Token: "owner-2", Fence: taken.Fence},
+	require.Equal(t, idemdriver.Record{
+		ID: rec.ID, Ident: rec.Ident, Fingerprint: "fp-2", Status: idemdriver.StatusProcessing,
+		Owner:          idemdriver.Owner{Token: "owner-2", Fence: taken.Fence},
 		LeaseExpiresAt: later.Add(10 * time.Second),
 		Attempts:       1, Version: rec.Version + 3,
 		CreatedAt: later, UpdatedAt: later, ExpiresAt: later.Add(30 * time.Minute), ReadAt: later,
@@ -404,29 +405,29 @@ func TestCompleteByStaleOwnerIsFenced(t *testing.T) {
 	b := setup(t)
 	ctx := t.Context()
 	rec := b.reserve(t, reserveOpts{now: t0})
-	taken, err := b.store.Takeover(ctx, idem.TakeoverParams{
+	taken, err := b.store.Takeover(ctx, idemdriver.TakeoverParams{
 		Ident: rec.Ident, Seen: rec.Owner, NewOwner: "owner-2", Lease: time.Minute, Now: t0.Add(time.Hour)})
 	require.NoError(t, err)
 	before := b.get(t, rec.Ident)
 
-	err = b.store.Complete(ctx, rec.Ident, rec.Owner, idem.Completion{Status: idem.StatusCompleted, Result: []byte("late")})
-	require.ErrorIs(t, err, idem.ErrFenced)
-	err = b.store.Annotate(ctx, rec.Ident, rec.Owner, idem.Annotation{CorrelationID: "late"})
-	require.ErrorIs(t, err, idem.ErrFenced)
+	err = b.store.Complete(ctx, rec.Ident, rec.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, Result: []byte("late")})
+	require.ErrorIs(t, err, idemdriver.ErrFenced)
+	err = b.store.Annotate(ctx, rec.Ident, rec.Owner, idemdriver.Annotation{CorrelationID: "late"})
+	require.ErrorIs(t, err, idemdriver.ErrFenced)
 	err = b.store.Release(ctx, rec.Ident, rec.Owner)
-	require.ErrorIs(t, err, idem.ErrFenced)
-	err = b.store.Complete(ctx, rec.Ident, idem.Owner{Token: taken.Token, Fence: rec.Fence}, idem.Completion{Status: idem.StatusCompleted})
-	require.ErrorIs(t, err, idem.ErrFenced, "the new token with the old fence")
+	require.ErrorIs(t, err, idemdriver.ErrFenced)
+	err = b.store.Complete(ctx, rec.Ident, idemdriver.Owner{Token: taken.Token, Fence: rec.Fence}, idemdriver.Completion{Status: idemdriver.StatusCompleted})
+	require.ErrorIs(t, err, idemdriver.ErrFenced, "the new token with the old fence")
 	require.Equal(t, before, b.get(t, rec.Ident), "nothing changed")
 
 	// The new owner completes once; then the record is no longer processing.
-	require.NoError(t, b.store.Complete(ctx, rec.Ident, taken.Owner, idem.Completion{Status: idem.StatusFailed, Result: []byte("4xx")}))
-	err = b.store.Complete(ctx, rec.Ident, taken.Owner, idem.Completion{Status: idem.StatusCompleted})
-	require.ErrorIs(t, err, idem.ErrFenced)
+	require.NoError(t, b.store.Complete(ctx, rec.Ident, taken.Owner, idemdriver.Completion{Status: idemdriver.StatusFailed, Result: []byte("4xx")}))
+	err = b.store.Complete(ctx, rec.Ident, taken.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted})
+	require.ErrorIs(t, err, idemdriver.ErrFenced)
 	err = b.store.Release(ctx, rec.Ident, taken.Owner)
-	require.ErrorIs(t, err, idem.ErrFenced)
+	require.ErrorIs(t, err, idemdriver.ErrFenced)
 	got := b.get(t, rec.Ident)
-	require.Equal(t, idem.StatusFailed, got.Status)
+	require.Equal(t, idemdriver.StatusFailed, got.Status)
 	require.Equal(t, []byte("4xx"), got.Result)
 	require.True(t, got.LeaseExpiresAt.IsZero())
 }
@@ -436,10 +437,10 @@ func TestCompleteRefusesANonFinalStatus(t *testing.T) {
 	b := setup(t)
 	rec := b.reserve(t, reserveOpts{now: t0})
 	before := b.get(t, rec.Ident)
-	for _, st := range []idem.Status{idem.StatusProcessing, "", "done"} {
-		err := b.store.Complete(t.Context(), rec.Ident, rec.Owner, idem.Completion{Status: st})
+	for _, st := range []idemdriver.Status{idemdriver.StatusProcessing, "", "done"} {
+		err := b.store.Complete(t.Context(), rec.Ident, rec.Owner, idemdriver.Completion{Status: st})
 		require.Error(t, err, st)
-		require.NotErrorIs(t, err, idem.ErrFenced)
+		require.NotErrorIs(t, err, idemdriver.ErrFenced)
 	}
 	require.Equal(t, before, b.get(t, rec.Ident))
 }
@@ -450,14 +451,14 @@ func TestCompleteWritesTheOutcome(t *testing.T) {
 	rec := b.reserve(t, reserveOpts{now: t0})
 	result := []byte{0, 1, 2, 255}
 	done := t0.Add(time.Second)
-	require.NoError(t, b.store.Complete(t.Context(), rec.Ident, rec.Owner, idem.Completion{
-		Status: idem.StatusCompleted, Result: result, ResponseCode: 200, Now: done}))
+	require.NoError(t, b.store.Complete(t.Context(), rec.Ident, rec.Owner, idemdriver.Completion{
+		Status: idemdriver.StatusCompleted, Result: result, ResponseCode: 200, Now: done}))
 	result[0] = 9 // the store kept its own copy
 
 	got, ok, err := b.store.Get(t.Context(), rec.Ident)
 	require.NoError(t, err)
 	require.True(t, ok)
-	require.Equal(t, idem.StatusCompleted, got.Status)
+	require.Equal(t, idemdriver.StatusCompleted, got.Status)
 	require.Equal(t, []byte{0, 1, 2, 255}, got.Result)
 	require.Equal(t, 200, got.ResponseCode)
 	require.True(t, got.LeaseExpiresAt.IsZero())
@@ -473,18 +474,18 @@ func TestAnnotateMerges(t *testing.T) {
 	b := setup(t)
 	ctx := t.Context()
 	rec := b.reserve(t, reserveOpts{now: t0})
-	require.NoError(t, b.store.Annotate(ctx, rec.Ident, rec.Owner, idem.Annotation{
+	require.NoError(t, b.store.Annotate(ctx, rec.Ident, rec.Owner, idemdriver.Annotation{
 		CorrelationID: "corr-1", ExternalRef: "ext-1", ResourceIDs: []string{"a"}, Now: t0}))
-	require.NoError(t, b.store.Annotate(ctx, rec.Ident, rec.Owner, idem.Annotation{
+	require.NoError(t, b.store.Annotate(ctx, rec.Ident, rec.Owner, idemdriver.Annotation{
 		ExternalRef: "ext-2", ResourceIDs: []string{"b", "c"}, Now: t0.Add(time.Second)}))
-	require.NoError(t, b.store.Annotate(ctx, rec.Ident, rec.Owner, idem.Annotation{}))
+	require.NoError(t, b.store.Annotate(ctx, rec.Ident, rec.Owner, idemdriver.Annotation{}))
 
 	got := b.get(t, rec.Ident)
 	require.Equal(t, "corr-1", got.CorrelationID)
 	require.Equal(t, "ext-2", got.ExternalRef)
 	require.Equal(t, []string{"a", "b", "c"}, got.ResourceIDs)
 	require.Equal(t, rec.Version+3, got.Version)
-	require.Equal(t, idem.StatusProcessing, got.Status)
+	require.Equal(t, idemdriver.StatusProcessing, got.Status)
 }
 
 func TestReleaseDeletes(t *testing.T) {
@@ -495,7 +496,7 @@ func TestReleaseDeletes(t *testing.T) {
 	_, ok, err := b.store.Get(t.Context(), rec.Ident)
 	require.NoError(t, err)
 	require.False(t, ok)
-	require.ErrorIs(t, b.store.Release(t.Context(), rec.Ident, rec.Owner), idem.ErrFenced)
+	require.ErrorIs(t, b.store.Release(t.Context(), rec.Ident, rec.Owner), idemdriver.ErrFenced)
 }
 
 func TestNowOverride(t *testing.T) {
@@ -510,17 +511,17 @@ func TestNowOverride(t *testing.T) {
 
 	// By the database's clock (years after t0) the lease has ended; by the
 	// given clock it has not.
-	_, err := b.store.Takeover(ctx, idem.TakeoverParams{
+	_, err := b.store.Takeover(ctx, idemdriver.TakeoverParams{
 		Ident: rec.Ident, Seen: rec.Owner, NewOwner: "o2", Lease: time.Minute, Now: t0.Add(30 * time.Second)})
-	require.ErrorIs(t, err, idem.ErrFenced)
-	existing, created, err := b.store.Reserve(ctx, idem.ReserveParams{
+	require.ErrorIs(t, err, idemdriver.ErrFenced)
+	existing, created, err := b.store.Reserve(ctx, idemdriver.ReserveParams{
 		Ident: rec.Ident, Owner: "o3", Lease: time.Minute, TTL: time.Hour, Now: t0.Add(30 * time.Second)})
 	require.NoError(t, err)
 	require.False(t, created)
 	require.Equal(t, t0.Add(30*time.Second), existing.ReadAt)
 	require.True(t, existing.LeaseLive())
 
-	n, err := b.store.Sweep(ctx, idem.SweepParams{Now: t0.Add(59 * time.Minute)})
+	n, err := b.store.Sweep(ctx, idemdriver.SweepParams{Now: t0.Add(59 * time.Minute)})
 	require.NoError(t, err)
 	require.Zero(t, n, "retention not over by the given clock")
 }
@@ -560,28 +561,28 @@ func TestSweep(t *testing.T) {
 	later := t0.Add(2 * time.Hour)
 
 	completed := b.reserve(t, reserveOpts{now: t0})
-	require.NoError(t, b.store.Complete(ctx, completed.Ident, completed.Owner, idem.Completion{Status: idem.StatusCompleted, Now: t0}))
+	require.NoError(t, b.store.Complete(ctx, completed.Ident, completed.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, Now: t0}))
 	pending := b.reserve(t, reserveOpts{now: t0})
-	require.NoError(t, b.store.Complete(ctx, pending.Ident, pending.Owner, idem.Completion{Status: idem.StatusPending, Now: t0}))
+	require.NoError(t, b.store.Complete(ctx, pending.Ident, pending.Owner, idemdriver.Completion{Status: idemdriver.StatusPending, Now: t0}))
 	abandoned := b.reserve(t, reserveOpts{now: t0}) // lease and retention over
 	live := b.reserve(t, reserveOpts{now: t0})      // retention over, lease still running
 	b.exec(t, "UPDATE unstuck_idem_record SET lease_expires_at = $1 WHERE key_digest = $2", later.Add(time.Minute), live.KeyDigest)
 	young := b.reserve(t, reserveOpts{now: later.Add(-30 * time.Minute)})
-	require.NoError(t, b.store.Complete(ctx, young.Ident, young.Owner, idem.Completion{Status: idem.StatusCompleted, Now: later}))
+	require.NoError(t, b.store.Complete(ctx, young.Ident, young.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, Now: later}))
 
-	n, err := b.store.Sweep(ctx, idem.SweepParams{Now: later})
+	n, err := b.store.Sweep(ctx, idemdriver.SweepParams{Now: later})
 	require.NoError(t, err)
-	require.Equal(t, idem.SweepResult{Deleted: 1, Escalated: 1}, n)
+	require.Equal(t, idemdriver.SweepResult{Deleted: 1, Escalated: 1}, n)
 	_, ok, err := b.store.Get(ctx, completed.Ident)
 	require.NoError(t, err)
 	require.False(t, ok, "expired completed record kept")
 	esc, ok, err := b.store.Get(ctx, abandoned.Ident)
 	require.NoError(t, err)
 	require.True(t, ok, "an abandoned record is never deleted")
-	require.Equal(t, idem.StatusPending, esc.Status)
-	require.Equal(t, idem.AbandonedReason(abandoned.LeaseExpiresAt, "sweep"), esc.LastError)
+	require.Equal(t, idemdriver.StatusPending, esc.Status)
+	require.Equal(t, idemdriver.AbandonedReason(abandoned.LeaseExpiresAt, "sweep"), esc.LastError)
 	require.Empty(t, esc.Token, "the crashed owner is fenced out")
-	for _, r := range []idem.Record{pending, live, young} {
+	for _, r := range []idemdriver.Record{pending, live, young} {
 		_, ok, err := b.store.Get(ctx, r.Ident)
 		require.NoError(t, err)
 		require.True(t, ok, "record %s swept", r.KeyDigest)
@@ -590,11 +591,11 @@ func TestSweep(t *testing.T) {
 	// Limits, over deletions and escalations together.
 	for range 3 {
 		r := b.reserve(t, reserveOpts{now: t0})
-		require.NoError(t, b.store.Complete(ctx, r.Ident, r.Owner, idem.Completion{Status: idem.StatusFailed, Now: t0}))
+		require.NoError(t, b.store.Complete(ctx, r.Ident, r.Owner, idemdriver.Completion{Status: idemdriver.StatusFailed, Now: t0}))
 	}
 	b.reserve(t, reserveOpts{now: t0})
 	for _, want := range []int{2, 2, 0} {
-		n, err := b.store.Sweep(ctx, idem.SweepParams{Limit: 2, Now: later})
+		n, err := b.store.Sweep(ctx, idemdriver.SweepParams{Limit: 2, Now: later})
 		require.NoError(t, err)
 		require.Equal(t, want, n.Deleted+n.Escalated)
 	}
@@ -606,7 +607,7 @@ func TestGetAndDeleteMissing(t *testing.T) {
 	rec, ok, err := b.store.Get(t.Context(), newIdent())
 	require.NoError(t, err)
 	require.False(t, ok)
-	require.Equal(t, idem.Record{}, rec)
+	require.Equal(t, idemdriver.Record{}, rec)
 
 	existed, err := b.store.Delete(t.Context(), newIdent())
 	require.NoError(t, err)
@@ -622,11 +623,11 @@ func TestCorruptRowIsAnError(t *testing.T) {
 	nulls := b.reserve(t, reserveOpts{})
 	b.exec(t, "UPDATE unstuck_idem_record SET resource_ids = '{a,NULL}' WHERE id = $1", nulls.ID)
 
-	for _, r := range []idem.Record{bad, nulls} {
+	for _, r := range []idemdriver.Record{bad, nulls} {
 		_, ok, err := b.store.Get(t.Context(), r.Ident)
 		require.Error(t, err)
 		require.False(t, ok)
-		_, _, err = b.store.Reserve(t.Context(), idem.ReserveParams{Ident: r.Ident, Owner: "o", Lease: time.Minute, TTL: time.Hour})
+		_, _, err = b.store.Reserve(t.Context(), idemdriver.ReserveParams{Ident: r.Ident, Owner: "o", Lease: time.Minute, TTL: time.Hour})
 		require.Error(t, err)
 	}
 }
@@ -677,7 +678,7 @@ func TestQueriesHoldNoTransaction(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	rec := b.reserve(t, reserveOpts{})
-	require.NoError(t, b.store.Complete(t.Context(), rec.Ident, rec.Owner, idem.Completion{Status: idem.StatusCompleted}))
+	require.NoError(t, b.store.Complete(t.Context(), rec.Ident, rec.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted}))
 	conn, err := b.pool.Acquire(t.Context())
 	require.NoError(t, err)
 	defer conn.Release()
@@ -691,8 +692,8 @@ func TestErrorsAreWrapped(t *testing.T) {
 	b := setup(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	_, _, err := b.store.Reserve(ctx, idem.ReserveParams{Ident: newIdent(), Owner: "o", Lease: time.Minute, TTL: time.Hour})
+	_, _, err := b.store.Reserve(ctx, idemdriver.ReserveParams{Ident: newIdent(), Owner: "o", Lease: time.Minute, TTL: time.Hour})
 	require.ErrorIs(t, err, context.Canceled)
 	require.True(t, strings.HasPrefix(err.Error(), "idempgx: reserve: "), err.Error())
-	require.NotErrorIs(t, err, idem.ErrFenced)
+	require.NotErrorIs(t, err, idemdriver.ErrFenced)
 }

@@ -12,10 +12,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/migrate"
 )
 
-var _ idem.TxStore = (*Store)(nil)
+var _ idemdriver.TxStore = (*Store)(nil)
 
 // defaultSweepLimit is how many records one Sweep deletes at most when the
 // caller gives no limit.
@@ -25,7 +26,7 @@ const defaultSweepLimit = 1000
 // conflicted with is deleted before it can be read.
 const maxReserveTries = 5
 
-// Store is an [idem.TxStore] on PostgreSQL through a pgx v5 pool. It is
+// Store is an [idemdriver.TxStore] on PostgreSQL through a pgx v5 pool. It is
 // safe for concurrent use by many goroutines and processes. Every call is
 // one autocommit statement on the pool (Reserve takes a second
 // one when it loses a race for a new key); no
@@ -69,7 +70,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// Reserve implements [idem.Store.Reserve]. It reads first, in the same
+// Reserve implements [idemdriver.Store.Reserve]. It reads first, in the same
 // statement as the insert (see reserveOrGetSQL): a key that has a record
 // (a replay, a concurrent duplicate) costs one statement that writes
 // nothing, a new key one statement that inserts. The unique constraint on
@@ -80,59 +81,59 @@ func (s *Store) Migrate(ctx context.Context) error {
 // record still uncommitted in another transaction (a [Store.WithinTx] that
 // reserved the key) waits for that transaction to end, then returns the
 // record it committed or, if it rolled back, creates one.
-func (s *Store) Reserve(ctx context.Context, p idem.ReserveParams) (idem.Record, bool, error) {
+func (s *Store) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
 	return reserve(ctx, s.pool, p)
 }
 
-// Takeover implements [idem.Store.Takeover] as one conditional UPDATE. It
+// Takeover implements [idemdriver.Store.Takeover] as one conditional UPDATE. It
 // returns ErrFenced, having changed nothing, when the record is gone, has
 // another owner or fence, holds a live lease, or is pending.
-func (s *Store) Takeover(ctx context.Context, p idem.TakeoverParams) (idem.Record, error) {
+func (s *Store) Takeover(ctx context.Context, p idemdriver.TakeoverParams) (idemdriver.Record, error) {
 	return takeover(ctx, s.pool, p)
 }
 
-// Complete implements [idem.Store.Complete]. A status that is not one of
+// Complete implements [idemdriver.Store.Complete]. A status that is not one of
 // completed, failed, pending or unavailable is refused before the database
 // is touched. c.Result is stored as given.
-func (s *Store) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c idem.Completion) error {
+func (s *Store) Complete(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, c idemdriver.Completion) error {
 	return complete(ctx, s.pool, id, o, c)
 }
 
-// Annotate implements [idem.Store.Annotate].
-func (s *Store) Annotate(ctx context.Context, id idem.Ident, o idem.Owner, a idem.Annotation) error {
+// Annotate implements [idemdriver.Store.Annotate].
+func (s *Store) Annotate(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, a idemdriver.Annotation) error {
 	return annotate(ctx, s.pool, id, o, a)
 }
 
-// Release implements [idem.Store.Release].
-func (s *Store) Release(ctx context.Context, id idem.Ident, o idem.Owner) error {
+// Release implements [idemdriver.Store.Release].
+func (s *Store) Release(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner) error {
 	return release(ctx, s.pool, id, o)
 }
 
-// Extend implements [idem.Store.Extend] as one conditional UPDATE.
-func (s *Store) Extend(ctx context.Context, id idem.Ident, o idem.Owner, lease time.Duration, now time.Time) (time.Time, error) {
+// Extend implements [idemdriver.Store.Extend] as one conditional UPDATE.
+func (s *Store) Extend(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, lease time.Duration, now time.Time) (time.Time, error) {
 	return extend(ctx, s.pool, id, o, lease, now)
 }
 
-// Get implements [idem.Store.Get]. ReadAt is the database's clock.
-func (s *Store) Get(ctx context.Context, id idem.Ident) (idem.Record, bool, error) {
+// Get implements [idemdriver.Store.Get]. ReadAt is the database's clock.
+func (s *Store) Get(ctx context.Context, id idemdriver.Ident) (idemdriver.Record, bool, error) {
 	return get(ctx, s.pool, id)
 }
 
-// Delete implements [idem.Store.Delete].
-func (s *Store) Delete(ctx context.Context, id idem.Ident) (bool, error) {
+// Delete implements [idemdriver.Store.Delete].
+func (s *Store) Delete(ctx context.Context, id idemdriver.Ident) (bool, error) {
 	return deleteRecord(ctx, s.pool, id)
 }
 
-// Settle implements [idem.Store.Settle]: an operator's decision.
-func (s *Store) Settle(ctx context.Context, id idem.Ident, st idem.Settlement) (idem.Record, bool, error) {
+// Settle implements [idemdriver.Store.Settle]: an operator's decision.
+func (s *Store) Settle(ctx context.Context, id idemdriver.Ident, st idemdriver.Settlement) (idemdriver.Record, bool, error) {
 	return settle(ctx, s.pool, id, st)
 }
 
-// Sweep implements [idem.Store.Sweep], oldest retention first, at most
+// Sweep implements [idemdriver.Store.Sweep], oldest retention first, at most
 // p.Limit records (1000 when p.Limit <= 0) in one statement: finished
 // records are deleted, abandoned ones escalated to pending. Records that
 // another statement holds locked are skipped until a later sweep.
-func (s *Store) Sweep(ctx context.Context, p idem.SweepParams) (idem.SweepResult, error) {
+func (s *Store) Sweep(ctx context.Context, p idemdriver.SweepParams) (idemdriver.SweepResult, error) {
 	return sweep(ctx, s.pool, p)
 }
 
@@ -145,7 +146,7 @@ func (s *Store) Sweep(ctx context.Context, p idem.SweepParams) (idem.SweepResult
 // new statement and so, in READ COMMITTED, takes a new snapshot: the one
 // after a conflicting INSERT sees the row of a concurrent transaction that
 // committed while the INSERT waited for it.
-func reserve(ctx context.Context, db dbtx, p idem.ReserveParams) (idem.Record, bool, error) {
+func reserve(ctx context.Context, db dbtx, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
 	now := clock(p.Now)
 	for range maxReserveTries {
 		var created bool
@@ -156,7 +157,7 @@ func reserve(ctx context.Context, db dbtx, p idem.ReserveParams) (idem.Record, b
 			return rec, created, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return idem.Record{}, false, mapError("reserve", err)
+			return idemdriver.Record{}, false, mapError("reserve", err)
 		}
 		// The insert met a record that the read did not see: a concurrent
 		// reservation won.
@@ -165,14 +166,14 @@ func reserve(ctx context.Context, db dbtx, p idem.ReserveParams) (idem.Record, b
 			return rec, false, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return idem.Record{}, false, mapError("reserve", err)
+			return idemdriver.Record{}, false, mapError("reserve", err)
 		}
 	}
-	return idem.Record{}, false, fmt.Errorf("idempgx: reserve: the record was deleted between insert and read %d times", maxReserveTries)
+	return idemdriver.Record{}, false, fmt.Errorf("idempgx: reserve: the record was deleted between insert and read %d times", maxReserveTries)
 }
 
 // takeover is [Store.Takeover] on db.
-func takeover(ctx context.Context, db dbtx, p idem.TakeoverParams) (idem.Record, error) {
+func takeover(ctx context.Context, db dbtx, p idemdriver.TakeoverParams) (idemdriver.Record, error) {
 	var row pgx.Row
 	if p.Fresh {
 		row = db.QueryRow(ctx, takeoverFreshSQL,
@@ -185,17 +186,17 @@ func takeover(ctx context.Context, db dbtx, p idem.TakeoverParams) (idem.Record,
 	}
 	rec, err := scanRecord(row)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return idem.Record{}, fmt.Errorf("idempgx: takeover: %w", idem.ErrFenced)
+		return idemdriver.Record{}, fmt.Errorf("idempgx: takeover: %w", idemdriver.ErrFenced)
 	}
 	if err != nil {
-		return idem.Record{}, mapError("takeover", err)
+		return idemdriver.Record{}, mapError("takeover", err)
 	}
 	return rec, nil
 }
 
 // complete is [Store.Complete] on db.
-func complete(ctx context.Context, db dbtx, id idem.Ident, o idem.Owner, c idem.Completion) error {
-	if !c.Status.Valid() || c.Status == idem.StatusProcessing {
+func complete(ctx context.Context, db dbtx, id idemdriver.Ident, o idemdriver.Owner, c idemdriver.Completion) error {
+	if !c.Status.Valid() || c.Status == idemdriver.StatusProcessing {
 		return fmt.Errorf("idempgx: complete: status %q is not a final status", c.Status)
 	}
 	tag, err := db.Exec(ctx, completeSQL,
@@ -205,7 +206,7 @@ func complete(ctx context.Context, db dbtx, id idem.Ident, o idem.Owner, c idem.
 }
 
 // annotate is [Store.Annotate] on db.
-func annotate(ctx context.Context, db dbtx, id idem.Ident, o idem.Owner, a idem.Annotation) error {
+func annotate(ctx context.Context, db dbtx, id idemdriver.Ident, o idemdriver.Owner, a idemdriver.Annotation) error {
 	tag, err := db.Exec(ctx, annotateSQL,
 		id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence,
 		a.CorrelationID, a.ExternalRef, a.ResourceIDs, clock(a.Now))
@@ -213,18 +214,18 @@ func annotate(ctx context.Context, db dbtx, id idem.Ident, o idem.Owner, a idem.
 }
 
 // release is [Store.Release] on db.
-func release(ctx context.Context, db dbtx, id idem.Ident, o idem.Owner) error {
+func release(ctx context.Context, db dbtx, id idemdriver.Ident, o idemdriver.Owner) error {
 	tag, err := db.Exec(ctx, releaseSQL, id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence)
 	return casResult("release", tag, err)
 }
 
 // extend is [Store.Extend] on db.
-func extend(ctx context.Context, db dbtx, id idem.Ident, o idem.Owner, lease time.Duration, now time.Time) (time.Time, error) {
+func extend(ctx context.Context, db dbtx, id idemdriver.Ident, o idemdriver.Owner, lease time.Duration, now time.Time) (time.Time, error) {
 	var until time.Time
 	err := db.QueryRow(ctx, extendSQL, id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence,
 		lease.Microseconds(), clock(now)).Scan(&until)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return time.Time{}, fmt.Errorf("idempgx: extend: %w", idem.ErrFenced)
+		return time.Time{}, fmt.Errorf("idempgx: extend: %w", idemdriver.ErrFenced)
 	}
 	if err != nil {
 		return time.Time{}, mapError("extend", err)
@@ -233,45 +234,45 @@ func extend(ctx context.Context, db dbtx, id idem.Ident, o idem.Owner, lease tim
 }
 
 // get is [Store.Get] on db.
-func get(ctx context.Context, db dbtx, id idem.Ident) (idem.Record, bool, error) {
+func get(ctx context.Context, db dbtx, id idemdriver.Ident) (idemdriver.Record, bool, error) {
 	rec, err := scanRecord(db.QueryRow(ctx, getSQL, id.Scope, id.Operation, id.KeyDigest, nil))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return idem.Record{}, false, nil
+		return idemdriver.Record{}, false, nil
 	}
 	if err != nil {
-		return idem.Record{}, false, mapError("get", err)
+		return idemdriver.Record{}, false, mapError("get", err)
 	}
 	return rec, true, nil
 }
 
 // settle is [Store.Settle] on db.
-func settle(ctx context.Context, db dbtx, id idem.Ident, st idem.Settlement) (idem.Record, bool, error) {
+func settle(ctx context.Context, db dbtx, id idemdriver.Ident, st idemdriver.Settlement) (idemdriver.Record, bool, error) {
 	if st.Delete {
 		tag, err := db.Exec(ctx, deleteVersionSQL, id.Scope, id.Operation, id.KeyDigest, st.Version)
 		if err != nil {
-			return idem.Record{}, false, mapError("settle", err)
+			return idemdriver.Record{}, false, mapError("settle", err)
 		}
 		if tag.RowsAffected() == 0 {
-			return idem.Record{}, false, idem.ErrStale
+			return idemdriver.Record{}, false, idemdriver.ErrStale
 		}
-		return idem.Record{}, false, nil
+		return idemdriver.Record{}, false, nil
 	}
 	if !st.Status.Terminal() {
-		return idem.Record{}, false, fmt.Errorf("idempgx: settle: status %q is not a terminal status", st.Status)
+		return idemdriver.Record{}, false, fmt.Errorf("idempgx: settle: status %q is not a terminal status", st.Status)
 	}
 	rec, err := scanRecord(db.QueryRow(ctx, settleSQL, id.Scope, id.Operation, id.KeyDigest, st.Version,
 		string(st.Status), st.ExternalRef, st.LastError, clock(st.Now)))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return idem.Record{}, false, idem.ErrStale
+		return idemdriver.Record{}, false, idemdriver.ErrStale
 	}
 	if err != nil {
-		return idem.Record{}, false, mapError("settle", err)
+		return idemdriver.Record{}, false, mapError("settle", err)
 	}
 	return rec, true, nil
 }
 
 // deleteRecord is [Store.Delete] on db.
-func deleteRecord(ctx context.Context, db dbtx, id idem.Ident) (bool, error) {
+func deleteRecord(ctx context.Context, db dbtx, id idemdriver.Ident) (bool, error) {
 	tag, err := db.Exec(ctx, deleteSQL, id.Scope, id.Operation, id.KeyDigest)
 	if err != nil {
 		return false, mapError("delete", err)
@@ -280,16 +281,16 @@ func deleteRecord(ctx context.Context, db dbtx, id idem.Ident) (bool, error) {
 }
 
 // sweep is [Store.Sweep] on db.
-func sweep(ctx context.Context, db dbtx, p idem.SweepParams) (idem.SweepResult, error) {
+func sweep(ctx context.Context, db dbtx, p idemdriver.SweepParams) (idemdriver.SweepResult, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = defaultSweepLimit
 	}
 	var deleted, escalated int64
 	if err := db.QueryRow(ctx, sweepSQL, limit, clock(p.Now)).Scan(&deleted, &escalated); err != nil {
-		return idem.SweepResult{}, mapError("sweep", err)
+		return idemdriver.SweepResult{}, mapError("sweep", err)
 	}
-	return idem.SweepResult{Deleted: int(deleted), Escalated: int(escalated)}, nil
+	return idemdriver.SweepResult{Deleted: int(deleted), Escalated: int(escalated)}, nil
 }
 
 // clock is the $now argument of a statement: NULL, meaning the database's
@@ -308,7 +309,7 @@ func casResult(op string, tag pgconn.CommandTag, err error) error {
 		return mapError(op, err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("idempgx: %s: %w", op, idem.ErrFenced)
+		return fmt.Errorf("idempgx: %s: %w", op, idemdriver.ErrFenced)
 	}
 	return nil
 }
@@ -317,9 +318,9 @@ func casResult(op string, tag pgconn.CommandTag, err error) error {
 // if any, then read_at. A row that cannot be a record (an unknown status,
 // a NULL in resource_ids) is an error, never a panic. Times are returned
 // in UTC.
-func scanRecord(row pgx.Row, extra ...any) (idem.Record, error) {
+func scanRecord(row pgx.Row, extra ...any) (idemdriver.Record, error) {
 	var (
-		r      idem.Record
+		r      idemdriver.Record
 		status string
 		lease  *time.Time
 	)
@@ -331,11 +332,11 @@ func scanRecord(row pgx.Row, extra ...any) (idem.Record, error) {
 	dest = append(dest, extra...)
 	err := row.Scan(append(dest, &r.ReadAt)...)
 	if err != nil {
-		return idem.Record{}, err
+		return idemdriver.Record{}, err
 	}
-	r.Status = idem.Status(status)
+	r.Status = idemdriver.Status(status)
 	if !r.Status.Valid() {
-		return idem.Record{}, fmt.Errorf("record %d has unknown status %q", r.ID, status)
+		return idemdriver.Record{}, fmt.Errorf("record %d has unknown status %q", r.ID, status)
 	}
 	if lease != nil {
 		r.LeaseExpiresAt = lease.UTC()

@@ -9,15 +9,15 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
 // txKey is the context key under which WithinTx puts its transaction.
 type txKey struct{}
 
-// WithinTx implements [idem.TxStore.WithinTx] (SPEC IDEM-H17): it begins a
+// WithinTx implements [idemdriver.TxStore.WithinTx] (SPEC IDEM-H17): it begins a
 // READ COMMITTED transaction on the pool and calls fn with a context that
-// carries it and with tx, an [idem.Store] whose calls run inside it. The
+// carries it and with tx, an [idemdriver.Store] whose calls run inside it. The
 // application reaches the transaction with [TxFrom] and makes its own
 // writes through it, so that they and the record's writes commit together
 // or not at all.
@@ -49,7 +49,7 @@ type txKey struct{}
 // statement's start on the database's clock, or by a params struct's Now.
 // WithinTx always begins a new transaction; it does not join one that ctx
 // already carries.
-func (s *Store) WithinTx(ctx context.Context, fn func(ctx context.Context, tx idem.Store) error) (err error) {
+func (s *Store) WithinTx(ctx context.Context, fn func(ctx context.Context, tx idemdriver.Store) error) (err error) {
 	pgtx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return fmt.Errorf("idempgx: within tx: begin: %w", err)
@@ -92,7 +92,7 @@ func TxFrom(ctx context.Context) (pgx.Tx, bool) {
 	return tx, ok
 }
 
-// txStore is the idem.Store that WithinTx hands to fn: the store's calls
+// txStore is the idemdriver.Store that WithinTx hands to fn: the store's calls
 // on the transaction. It is not safe for concurrent use, as pgx.Tx is not;
 // ended is atomic only so that a call after fn has returned, from any
 // goroutine, is refused without a data race.
@@ -110,23 +110,23 @@ func (t *txStore) db(op string) (dbtx, error) {
 	return t.tx, nil
 }
 
-func (t *txStore) Reserve(ctx context.Context, p idem.ReserveParams) (idem.Record, bool, error) {
+func (t *txStore) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
 	db, err := t.db("reserve")
 	if err != nil {
-		return idem.Record{}, false, err
+		return idemdriver.Record{}, false, err
 	}
 	return reserve(ctx, db, p)
 }
 
-func (t *txStore) Takeover(ctx context.Context, p idem.TakeoverParams) (idem.Record, error) {
+func (t *txStore) Takeover(ctx context.Context, p idemdriver.TakeoverParams) (idemdriver.Record, error) {
 	db, err := t.db("takeover")
 	if err != nil {
-		return idem.Record{}, err
+		return idemdriver.Record{}, err
 	}
 	return takeover(ctx, db, p)
 }
 
-func (t *txStore) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c idem.Completion) error {
+func (t *txStore) Complete(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, c idemdriver.Completion) error {
 	db, err := t.db("complete")
 	if err != nil {
 		return err
@@ -134,7 +134,7 @@ func (t *txStore) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c i
 	return complete(ctx, db, id, o, c)
 }
 
-func (t *txStore) Annotate(ctx context.Context, id idem.Ident, o idem.Owner, a idem.Annotation) error {
+func (t *txStore) Annotate(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, a idemdriver.Annotation) error {
 	db, err := t.db("annotate")
 	if err != nil {
 		return err
@@ -142,7 +142,7 @@ func (t *txStore) Annotate(ctx context.Context, id idem.Ident, o idem.Owner, a i
 	return annotate(ctx, db, id, o, a)
 }
 
-func (t *txStore) Release(ctx context.Context, id idem.Ident, o idem.Owner) error {
+func (t *txStore) Release(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner) error {
 	db, err := t.db("release")
 	if err != nil {
 		return err
@@ -150,15 +150,15 @@ func (t *txStore) Release(ctx context.Context, id idem.Ident, o idem.Owner) erro
 	return release(ctx, db, id, o)
 }
 
-func (t *txStore) Get(ctx context.Context, id idem.Ident) (idem.Record, bool, error) {
+func (t *txStore) Get(ctx context.Context, id idemdriver.Ident) (idemdriver.Record, bool, error) {
 	db, err := t.db("get")
 	if err != nil {
-		return idem.Record{}, false, err
+		return idemdriver.Record{}, false, err
 	}
 	return get(ctx, db, id)
 }
 
-func (t *txStore) Delete(ctx context.Context, id idem.Ident) (bool, error) {
+func (t *txStore) Delete(ctx context.Context, id idemdriver.Ident) (bool, error) {
 	db, err := t.db("delete")
 	if err != nil {
 		return false, err
@@ -166,15 +166,15 @@ func (t *txStore) Delete(ctx context.Context, id idem.Ident) (bool, error) {
 	return deleteRecord(ctx, db, id)
 }
 
-func (t *txStore) Sweep(ctx context.Context, p idem.SweepParams) (idem.SweepResult, error) {
+func (t *txStore) Sweep(ctx context.Context, p idemdriver.SweepParams) (idemdriver.SweepResult, error) {
 	db, err := t.db("sweep")
 	if err != nil {
-		return idem.SweepResult{}, err
+		return idemdriver.SweepResult{}, err
 	}
 	return sweep(ctx, db, p)
 }
 
-func (t *txStore) Extend(ctx context.Context, id idem.Ident, o idem.Owner, lease time.Duration, now time.Time) (time.Time, error) {
+func (t *txStore) Extend(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, lease time.Duration, now time.Time) (time.Time, error) {
 	db, err := t.db("extend")
 	if err != nil {
 		return time.Time{}, err
@@ -182,10 +182,10 @@ func (t *txStore) Extend(ctx context.Context, id idem.Ident, o idem.Owner, lease
 	return extend(ctx, db, id, o, lease, now)
 }
 
-func (t *txStore) Settle(ctx context.Context, id idem.Ident, st idem.Settlement) (idem.Record, bool, error) {
+func (t *txStore) Settle(ctx context.Context, id idemdriver.Ident, st idemdriver.Settlement) (idemdriver.Record, bool, error) {
 	db, err := t.db("settle")
 	if err != nil {
-		return idem.Record{}, false, err
+		return idemdriver.Record{}, false, err
 	}
 	return settle(ctx, db, id, st)
 }

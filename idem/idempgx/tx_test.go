@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
 
@@ -43,15 +44,15 @@ func (b testBundle) orders(t *testing.T, id string) int {
 }
 
 // requireGone fails t if a record exists for id.
-func (b testBundle) requireGone(t *testing.T, id idem.Ident) {
+func (b testBundle) requireGone(t *testing.T, id idemdriver.Ident) {
 	t.Helper()
 	_, ok, err := b.store.Get(t.Context(), id)
 	require.NoError(t, err)
 	require.False(t, ok, "record %v exists", id)
 }
 
-func reserveParams(id idem.Ident, owner string) idem.ReserveParams {
-	return idem.ReserveParams{Ident: id, Fingerprint: "fp", Owner: owner, Lease: time.Minute, TTL: time.Hour}
+func reserveParams(id idemdriver.Ident, owner string) idemdriver.ReserveParams {
+	return idemdriver.ReserveParams{Ident: id, Fingerprint: "fp", Owner: owner, Lease: time.Minute, TTL: time.Hour}
 }
 
 func TestWithinTxCommits(t *testing.T) {
@@ -59,19 +60,19 @@ func TestWithinTxCommits(t *testing.T) {
 	b := setupTx(t)
 	id := newIdent()
 
-	err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idem.Store) error {
+	err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idemdriver.Store) error {
 		rec, created, err := tx.Reserve(ctx, reserveParams(id, "owner-1"))
 		require.NoError(t, err)
 		require.True(t, created)
 		require.NoError(t, writeOrder(ctx, "order-1"))
-		require.NoError(t, tx.Annotate(ctx, id, rec.Owner, idem.Annotation{ResourceIDs: []string{"order-1"}}))
-		require.NoError(t, tx.Complete(ctx, id, rec.Owner, idem.Completion{
-			Status: idem.StatusCompleted, Result: []byte("sealed"), ResponseCode: 201}))
+		require.NoError(t, tx.Annotate(ctx, id, rec.Owner, idemdriver.Annotation{ResourceIDs: []string{"order-1"}}))
+		require.NoError(t, tx.Complete(ctx, id, rec.Owner, idemdriver.Completion{
+			Status: idemdriver.StatusCompleted, Result: []byte("sealed"), ResponseCode: 201}))
 
 		got, ok, err := tx.Get(ctx, id)
 		require.NoError(t, err)
 		require.True(t, ok, "the transaction reads its own writes")
-		require.Equal(t, idem.StatusCompleted, got.Status)
+		require.Equal(t, idemdriver.StatusCompleted, got.Status)
 
 		// Nothing is visible outside before the commit.
 		b.requireGone(t, id)
@@ -81,7 +82,7 @@ func TestWithinTxCommits(t *testing.T) {
 	require.NoError(t, err)
 
 	got := b.get(t, id)
-	require.Equal(t, idem.StatusCompleted, got.Status)
+	require.Equal(t, idemdriver.StatusCompleted, got.Status)
 	require.Equal(t, []byte("sealed"), got.Result)
 	require.Equal(t, []string{"order-1"}, got.ResourceIDs)
 	require.Equal(t, 1, b.orders(t, "order-1"))
@@ -93,7 +94,7 @@ func TestWithinTxRollsBack(t *testing.T) {
 	id := newIdent()
 	errApp := errors.New("the application failed")
 
-	err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idem.Store) error {
+	err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idemdriver.Store) error {
 		_, created, err := tx.Reserve(ctx, reserveParams(id, "owner-1"))
 		require.NoError(t, err)
 		require.True(t, created)
@@ -112,7 +113,7 @@ func TestWithinTxRollsBackOnPanic(t *testing.T) {
 	id := newIdent()
 
 	require.PanicsWithValue(t, "boom", func() {
-		_ = b.store.WithinTx(t.Context(), func(ctx context.Context, tx idem.Store) error {
+		_ = b.store.WithinTx(t.Context(), func(ctx context.Context, tx idemdriver.Store) error {
 			_, _, err := tx.Reserve(ctx, reserveParams(id, "owner-1"))
 			require.NoError(t, err)
 			require.NoError(t, writeOrder(ctx, "order-1"))
@@ -140,13 +141,13 @@ func TestWithinTxOutsiderWaits(t *testing.T) {
 			id := newIdent()
 			errApp := errors.New("the application failed")
 			type outcome struct {
-				rec     idem.Record
+				rec     idemdriver.Record
 				created bool
 				err     error
 			}
 			outsider := make(chan outcome, 1)
 
-			err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idem.Store) error {
+			err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idemdriver.Store) error {
 				rec, created, err := tx.Reserve(ctx, reserveParams(id, "insider"))
 				require.NoError(t, err)
 				require.True(t, created)
@@ -172,7 +173,7 @@ func TestWithinTxOutsiderWaits(t *testing.T) {
 				default:
 				}
 
-				require.NoError(t, tx.Complete(ctx, id, rec.Owner, idem.Completion{Status: idem.StatusCompleted, Result: []byte("r")}))
+				require.NoError(t, tx.Complete(ctx, id, rec.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, Result: []byte("r")}))
 				if !commit {
 					return errApp
 				}
@@ -183,7 +184,7 @@ func TestWithinTxOutsiderWaits(t *testing.T) {
 			if commit {
 				require.NoError(t, err)
 				require.False(t, o.created, "the outsider finds the committed record")
-				require.Equal(t, idem.StatusCompleted, o.rec.Status)
+				require.Equal(t, idemdriver.StatusCompleted, o.rec.Status)
 				require.Equal(t, "insider", o.rec.Token)
 				require.Equal(t, []byte("r"), o.rec.Result)
 				require.Equal(t, 1, b.orders(t, "order-1"))
@@ -191,7 +192,7 @@ func TestWithinTxOutsiderWaits(t *testing.T) {
 			}
 			require.ErrorIs(t, err, errApp)
 			require.True(t, o.created, "the outsider creates the record after the rollback")
-			require.Equal(t, idem.StatusProcessing, o.rec.Status)
+			require.Equal(t, idemdriver.StatusProcessing, o.rec.Status)
 			require.Equal(t, "outsider", o.rec.Token)
 			require.Zero(t, b.orders(t, "order-1"))
 		})
@@ -210,11 +211,11 @@ func TestTxStoreRefusesCallsAfterFn(t *testing.T) {
 	for _, commit := range []bool{true, false} {
 		b := setupTx(t)
 		id := newIdent()
-		var kept idem.Store
+		var kept idemdriver.Store
 		var keptCtx context.Context
-		var rec idem.Record
+		var rec idemdriver.Record
 		errApp := errors.New("the application failed")
-		err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idem.Store) error {
+		err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idemdriver.Store) error {
 			kept, keptCtx = tx, ctx
 			var err error
 			rec, _, err = tx.Reserve(ctx, reserveParams(id, "owner-1"))
@@ -234,11 +235,11 @@ func TestTxStoreRefusesCallsAfterFn(t *testing.T) {
 		_, _, err = kept.Reserve(ctx, reserveParams(newIdent(), "late"))
 		require.ErrorIs(t, err, pgx.ErrTxClosed, "reserve")
 		require.ErrorContains(t, err, "the transaction of WithinTx has ended")
-		_, err = kept.Takeover(ctx, idem.TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: "late", Lease: time.Minute})
+		_, err = kept.Takeover(ctx, idemdriver.TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: "late", Lease: time.Minute})
 		require.ErrorIs(t, err, pgx.ErrTxClosed, "takeover")
-		err = kept.Complete(ctx, id, rec.Owner, idem.Completion{Status: idem.StatusCompleted})
+		err = kept.Complete(ctx, id, rec.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted})
 		require.ErrorIs(t, err, pgx.ErrTxClosed, "complete")
-		err = kept.Annotate(ctx, id, rec.Owner, idem.Annotation{CorrelationID: "c"})
+		err = kept.Annotate(ctx, id, rec.Owner, idemdriver.Annotation{CorrelationID: "c"})
 		require.ErrorIs(t, err, pgx.ErrTxClosed, "annotate")
 		err = kept.Release(ctx, id, rec.Owner)
 		require.ErrorIs(t, err, pgx.ErrTxClosed, "release")
@@ -246,7 +247,7 @@ func TestTxStoreRefusesCallsAfterFn(t *testing.T) {
 		require.ErrorIs(t, err, pgx.ErrTxClosed, "get")
 		_, err = kept.Delete(ctx, id)
 		require.ErrorIs(t, err, pgx.ErrTxClosed, "delete")
-		_, err = kept.Sweep(ctx, idem.SweepParams{})
+		_, err = kept.Sweep(ctx, idemdriver.SweepParams{})
 		require.ErrorIs(t, err, pgx.ErrTxClosed, "sweep")
 		require.True(t, strings.HasPrefix(err.Error(), "idempgx: sweep: "), err.Error())
 
@@ -255,7 +256,7 @@ func TestTxStoreRefusesCallsAfterFn(t *testing.T) {
 		// Nothing the late calls tried happened.
 		if commit {
 			got := b.get(t, id)
-			require.Equal(t, idem.StatusProcessing, got.Status)
+			require.Equal(t, idemdriver.StatusProcessing, got.Status)
 			require.Equal(t, rec.Owner, got.Owner)
 		} else {
 			b.requireGone(t, id)
@@ -270,9 +271,9 @@ func TestTxStoreRefusesCallsAfterFn(t *testing.T) {
 func TestWithinTxAbortedStatement(t *testing.T) {
 	t.Parallel()
 	b := setupTx(t)
-	err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idem.Store) error {
+	err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idemdriver.Store) error {
 		require.NoError(t, writeOrder(ctx, "order-1"))
-		_, _, err := tx.Reserve(ctx, reserveParams(idem.Ident{Operation: "run", KeyDigest: strings.Repeat("a", 64)}, "o"))
+		_, _, err := tx.Reserve(ctx, reserveParams(idemdriver.Ident{Operation: "run", KeyDigest: strings.Repeat("a", 64)}, "o"))
 		require.ErrorIs(t, err, idem.ErrInvalidKey, "a check violation is mapped inside a transaction too")
 		_, _, err = tx.Get(ctx, newIdent())
 		require.Error(t, err, "the transaction is aborted")
@@ -289,8 +290,8 @@ func TestWithinTxAbortedStatement(t *testing.T) {
 func TestWithinTxClock(t *testing.T) {
 	t.Parallel()
 	b := setupTx(t)
-	err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idem.Store) error {
-		rec, _, err := tx.Reserve(ctx, idem.ReserveParams{
+	err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idemdriver.Store) error {
+		rec, _, err := tx.Reserve(ctx, idemdriver.ReserveParams{
 			Ident: newIdent(), Owner: "o", Lease: time.Minute, TTL: time.Hour, Now: t0})
 		require.NoError(t, err)
 		require.Equal(t, t0, rec.ReadAt)
@@ -312,9 +313,9 @@ func TestWithinTxClock(t *testing.T) {
 
 		// The lease is judged at the takeover's own time: at t0 + 59 s the
 		// lease from t0 is live, at t0 + 61 s it has ended.
-		_, err = tx.Takeover(ctx, idem.TakeoverParams{Ident: rec.Ident, Seen: rec.Owner, NewOwner: "o2", Lease: time.Minute, Now: t0.Add(59 * time.Second)})
-		require.ErrorIs(t, err, idem.ErrFenced)
-		taken, err := tx.Takeover(ctx, idem.TakeoverParams{Ident: rec.Ident, Seen: rec.Owner, NewOwner: "o2", Lease: time.Minute, Now: t0.Add(61 * time.Second)})
+		_, err = tx.Takeover(ctx, idemdriver.TakeoverParams{Ident: rec.Ident, Seen: rec.Owner, NewOwner: "o2", Lease: time.Minute, Now: t0.Add(59 * time.Second)})
+		require.ErrorIs(t, err, idemdriver.ErrFenced)
+		taken, err := tx.Takeover(ctx, idemdriver.TakeoverParams{Ident: rec.Ident, Seen: rec.Owner, NewOwner: "o2", Lease: time.Minute, Now: t0.Add(61 * time.Second)})
 		require.NoError(t, err)
 		require.Equal(t, t0.Add(61*time.Second), taken.ReadAt)
 		return nil
@@ -343,7 +344,7 @@ func TestWithinTxIsReadCommitted(t *testing.T) {
 	require.Equal(t, "repeatable read", plain, "the pool's default")
 
 	var level string
-	require.NoError(t, s.WithinTx(t.Context(), func(ctx context.Context, _ idem.Store) error {
+	require.NoError(t, s.WithinTx(t.Context(), func(ctx context.Context, _ idemdriver.Store) error {
 		tx, _ := TxFrom(ctx)
 		return tx.QueryRow(ctx, "SHOW transaction_isolation").Scan(&level)
 	}))
@@ -355,7 +356,7 @@ func TestWithinTxCancelled(t *testing.T) {
 	b := setupTx(t)
 	id := newIdent()
 	ctx, cancel := context.WithCancel(t.Context())
-	err := b.store.WithinTx(ctx, func(ctx context.Context, tx idem.Store) error {
+	err := b.store.WithinTx(ctx, func(ctx context.Context, tx idemdriver.Store) error {
 		_, _, err := tx.Reserve(ctx, reserveParams(id, "o"))
 		require.NoError(t, err)
 		require.NoError(t, writeOrder(ctx, "order-1"))
@@ -367,7 +368,7 @@ func TestWithinTxCancelled(t *testing.T) {
 	require.Zero(t, b.orders(t, "order-1"))
 	require.Zero(t, b.pool.Stat().AcquiredConns(), "the connection went back to the pool")
 
-	err = b.store.WithinTx(ctx, func(context.Context, idem.Store) error {
+	err = b.store.WithinTx(ctx, func(context.Context, idemdriver.Store) error {
 		t.Fatal("fn called with a cancelled context")
 		return nil
 	})

@@ -194,7 +194,7 @@ func New(engine *idem.Engine, opts ...Option) (*Middleware, error) {
 		timeouts:       c.timeouts,
 	}
 	if c.recovery != nil {
-		m.recovery = []idem.RunOption{idem.WithRecovery(*c.recovery)}
+		m.recovery = []idem.RunOption{idem.RunRecovery(*c.recovery)}
 	}
 	return m, nil
 }
@@ -288,7 +288,7 @@ func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner fu
 		ran = true
 		workErr = doInner(ctx)
 		return struct{}{}, workErr
-	}, append([]idem.RunOption{idem.WithOperation(op), idem.WithFingerprint(fp), idem.WithLease(lease), idem.WithTTL(m.ttl)}, m.recovery...)...)
+	}, append([]idem.RunOption{idem.RunOperation(op), idem.RunFingerprint(fp), idem.RunLease(lease), idem.RunTTL(m.ttl)}, m.recovery...)...)
 	if ran && workErr == nil && errors.Is(err, idem.ErrOutcomeUnrecorded) {
 		// The work is done: completing the job keeps River from running
 		// it again; the engine records the completion in the background.

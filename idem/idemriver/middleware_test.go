@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 )
 
@@ -281,18 +282,18 @@ func TestWorkerContextEndsWithLease(t *testing.T) {
 
 // outageStore fails every Complete while down is set.
 type outageStore struct {
-	idem.Store
+	idemdriver.Store
 	down atomic.Bool
 }
 
-func (s *outageStore) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c idem.Completion) error {
+func (s *outageStore) Complete(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, c idemdriver.Completion) error {
 	if s.down.Load() {
 		return errors.New("connection reset")
 	}
 	return s.Store.Complete(ctx, id, o, c)
 }
 
-func newStore(t *testing.T) idem.Store {
+func newStore(t *testing.T) idemdriver.Store {
 	t.Helper()
 	db, err := idemsqlite.Open(filepath.Join(t.TempDir(), "idem.db"))
 	require.NoError(t, err)
@@ -348,8 +349,8 @@ func TestJ1AbandonedKeyFollowsTheRecovery(t *testing.T) {
 	fp, err := fingerprint([]byte(`{}`))
 	require.NoError(t, err)
 	abandon := func(key string) {
-		id := idem.Ident{Scope: "s", Operation: op, KeyDigest: idem.Digest("s", op, key)}
-		_, created, err := store.Reserve(t.Context(), idem.ReserveParams{Ident: id, Fingerprint: fp, Owner: "crashed", Lease: time.Minute, TTL: time.Hour, Now: clock})
+		id := idemdriver.Ident{Scope: "s", Operation: op, KeyDigest: idem.Digest("s", op, key)}
+		_, created, err := store.Reserve(t.Context(), idemdriver.ReserveParams{Ident: id, Fingerprint: fp, Owner: "crashed", Lease: time.Minute, TTL: time.Hour, Now: clock})
 		require.NoError(t, err)
 		require.True(t, created)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/idem/idemtest"
@@ -65,7 +66,7 @@ func (fastRetry) NextRetry(*rivertype.JobRow) time.Time {
 // testBundle is one running River client with the middleware installed,
 // on one database, behind functions that hide the transaction type.
 type testBundle struct {
-	store     idem.Store
+	store     idemdriver.Store
 	engine    *idem.Engine
 	insert    func(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
 	jobGet    func(ctx context.Context, id int64) (*rivertype.JobRow, error)
@@ -112,7 +113,7 @@ func forEachBackend(t *testing.T, test func(t *testing.T, setup func(*testing.T,
 
 // startClient migrates River's tables, builds the engine and the middleware
 // (release-after 1s) and starts a client that polls fast.
-func startClient[TTx any](t *testing.T, driver riverdriver.Driver[TTx], store idem.Store, workers *river.Workers) *testBundle {
+func startClient[TTx any](t *testing.T, driver riverdriver.Driver[TTx], store idemdriver.Store, workers *river.Workers) *testBundle {
 	t.Helper()
 	ctx := t.Context()
 	migrator, err := rivermigrate.New(driver, nil)
@@ -206,10 +207,10 @@ func TestJ1DuplicateDeliveryRunsOnce(t *testing.T) {
 		require.Equal(t, int32(1), hooks.Load(), "the effect ran once for two deliveries")
 
 		op := Operation(webhookArgs{}.Kind())
-		rec, ok, err := b.store.Get(t.Context(), idem.Ident{Scope: testScope, Operation: op, KeyDigest: idem.Digest(testScope, op, "evt_1")})
+		rec, ok, err := b.store.Get(t.Context(), idemdriver.Ident{Scope: testScope, Operation: op, KeyDigest: idem.Digest(testScope, op, "evt_1")})
 		require.NoError(t, err)
 		require.True(t, ok)
-		require.Equal(t, idem.StatusCompleted, rec.Status)
+		require.Equal(t, idemdriver.StatusCompleted, rec.Status)
 
 		// Keys put in the metadata with InsertOpts work the same way.
 		opts, err := InsertOpts(&river.InsertOpts{Tags: []string{"manual"}}, "cmd-7", testScope)
@@ -344,11 +345,11 @@ func TestJ4UnavailableFailsEveryDelivery(t *testing.T) {
 		fp, err := fingerprint(encoded)
 		require.NoError(t, err)
 		op := Operation(args.Kind())
-		ident := idem.Ident{Scope: testScope, Operation: op, KeyDigest: idem.Digest(testScope, op, args.EventID)}
-		rec, created, err := b.store.Reserve(t.Context(), idem.ReserveParams{Ident: ident, Fingerprint: fp, Owner: "lost-worker", Lease: time.Minute, TTL: time.Hour})
+		ident := idemdriver.Ident{Scope: testScope, Operation: op, KeyDigest: idem.Digest(testScope, op, args.EventID)}
+		rec, created, err := b.store.Reserve(t.Context(), idemdriver.ReserveParams{Ident: ident, Fingerprint: fp, Owner: "lost-worker", Lease: time.Minute, TTL: time.Hour})
 		require.NoError(t, err)
 		require.True(t, created)
-		require.NoError(t, b.store.Complete(t.Context(), ident, rec.Owner, idem.Completion{Status: idem.StatusUnavailable, LastError: "completion failed: connection reset"}))
+		require.NoError(t, b.store.Complete(t.Context(), ident, rec.Owner, idemdriver.Completion{Status: idemdriver.StatusUnavailable, LastError: "completion failed: connection reset"}))
 
 		id := insert(t, b, args, &river.InsertOpts{MaxAttempts: 2})
 		job := waitJob(t, b, id, "discarded", inState(rivertype.JobStateDiscarded))

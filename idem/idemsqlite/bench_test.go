@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/benchround"
 )
 
@@ -105,7 +106,7 @@ func newBenchEnv(b *testing.B) benchEnv {
 	if _, err := idem.Run(ctx, engine, "probe", benchScope, benchCallback); err != nil {
 		b.Fatal(err)
 	}
-	rec, ok, err := store.Get(ctx, idem.Ident{Scope: benchScope, Operation: idem.DefaultOperation,
+	rec, ok, err := store.Get(ctx, idemdriver.Ident{Scope: benchScope, Operation: idem.DefaultOperation,
 		KeyDigest: idem.Digest(benchScope, idem.DefaultOperation, "probe")})
 	if err != nil || !ok {
 		b.Fatalf("read probe: ok %v, %v", ok, err)
@@ -332,7 +333,7 @@ func BenchmarkRunReplay(b *testing.B) {
 					digests[i%len(digests)]).Scan(&status, &fp, &result); err != nil {
 					return fmt.Errorf("select: %w", err)
 				}
-				if status != string(idem.StatusCompleted) || len(result) == 0 {
+				if status != string(idemdriver.StatusCompleted) || len(result) == 0 {
 					return fmt.Errorf("select: status %q, %d bytes", status, len(result))
 				}
 				return nil

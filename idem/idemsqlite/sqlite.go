@@ -15,16 +15,16 @@ import (
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 
-	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/migrate"
 )
 
 var (
-	_ idem.TxStore    = (*Store)(nil)
-	_ idem.LocalStore = (*Store)(nil)
+	_ idemdriver.TxStore    = (*Store)(nil)
+	_ idemdriver.LocalStore = (*Store)(nil)
 )
 
-// Store is an [idem.TxStore] on a SQLite database. It is safe for
+// Store is an [idemdriver.TxStore] on a SQLite database. It is safe for
 // concurrent use by many goroutines, and by several processes on the same
 // host sharing the database file. It judges time by the process clock (see
 // the package documentation) unless a params struct carries a non-zero Now.
@@ -61,7 +61,7 @@ func (s *Store) write(ctx context.Context, fn func() error) error {
 
 // writeAfterWait is write that tells fn whether it had to wait for the
 // semaphore, in which case another writer may have changed what fn read
-// before. The wait also ends at the engine's [idem.CallDeadline], with an
+// before. The wait also ends at the engine's [idemdriver.CallDeadline], with an
 // error matching context.DeadlineExceeded; the timer for it is made only
 // when the semaphore is taken.
 func (s *Store) writeAfterWait(ctx context.Context, fn func(waited bool) error) error {
@@ -71,7 +71,7 @@ func (s *Store) writeAfterWait(ctx context.Context, fn func(waited bool) error) 
 	default:
 		waited = true
 		var expired <-chan time.Time
-		if deadline, ok := idem.CallDeadline(ctx); ok {
+		if deadline, ok := idemdriver.CallDeadline(ctx); ok {
 			t := time.NewTimer(time.Until(deadline))
 			defer t.Stop()
 			expired = t.C
@@ -88,8 +88,8 @@ func (s *Store) writeAfterWait(ctx context.Context, fn func(waited bool) error) 
 	return fn(waited)
 }
 
-// LocalCalls implements [idem.LocalStore]: the engine passes the store
-// timeout as an [idem.CallDeadline], which bounds the wait for the store's
+// LocalCalls implements [idemdriver.LocalStore]: the engine passes the store
+// timeout as an [idemdriver.CallDeadline], which bounds the wait for the store's
 // writer; a wait for another handle's write lock is bounded by the busy
 // timeout (10 s with [Open]), and reads in WAL mode do not wait for
 // writers.

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/idem/idemtest"
 )
@@ -39,13 +40,13 @@ func setup(t *testing.T) *testBundle {
 	return &testBundle{path: path, db: db, store: store}
 }
 
-func ident(key string) idem.Ident {
-	return idem.Ident{Scope: "acme", Operation: "charge", KeyDigest: idem.Digest("acme", "charge", key)}
+func ident(key string) idemdriver.Ident {
+	return idemdriver.Ident{Scope: "acme", Operation: "charge", KeyDigest: idem.Digest("acme", "charge", key)}
 }
 
-func reserve(t *testing.T, b *testBundle, id idem.Ident, owner string, now time.Time) idem.Record {
+func reserve(t *testing.T, b *testBundle, id idemdriver.Ident, owner string, now time.Time) idemdriver.Record {
 	t.Helper()
-	rec, created, err := b.store.Reserve(t.Context(), idem.ReserveParams{
+	rec, created, err := b.store.Reserve(t.Context(), idemdriver.ReserveParams{
 		Ident: id, Fingerprint: "fp", Owner: owner, Lease: time.Minute, TTL: time.Hour, Now: now,
 	})
 	require.NoError(t, err)
@@ -53,7 +54,7 @@ func reserve(t *testing.T, b *testBundle, id idem.Ident, owner string, now time.
 	return rec
 }
 
-func get(t *testing.T, b *testBundle, id idem.Ident) idem.Record {
+func get(t *testing.T, b *testBundle, id idemdriver.Ident) idemdriver.Record {
 	t.Helper()
 	rec, ok, err := b.store.Get(t.Context(), id)
 	require.NoError(t, err)
@@ -62,7 +63,7 @@ func get(t *testing.T, b *testBundle, id idem.Ident) idem.Record {
 }
 
 // requireSame compares two reads of one record, ignoring when they were read.
-func requireSame(t *testing.T, want, got idem.Record) {
+func requireSame(t *testing.T, want, got idemdriver.Record) {
 	t.Helper()
 	want.ReadAt, got.ReadAt = time.Time{}, time.Time{}
 	require.Equal(t, want, got)
@@ -70,7 +71,7 @@ func requireSame(t *testing.T, want, got idem.Record) {
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	idemtest.Run(t, func(t *testing.T) idem.Store {
+	idemtest.Run(t, func(t *testing.T) idemdriver.Store {
 		return setup(t).store
 	})
 }
@@ -202,8 +203,8 @@ func TestSchema(t *testing.T) {
 		VALUES ('s', 'op', ?, 'processing', 1, 0, 0, 0)`, strings.Repeat("b", 64))
 	require.Error(t, err, "processing without a lease")
 
-	_, _, err = b.store.Reserve(t.Context(), idem.ReserveParams{
-		Ident: idem.Ident{Scope: "", Operation: "op", KeyDigest: strings.Repeat("c", 64)}, Owner: "a", Lease: time.Minute,
+	_, _, err = b.store.Reserve(t.Context(), idemdriver.ReserveParams{
+		Ident: idemdriver.Ident{Scope: "", Operation: "op", KeyDigest: strings.Repeat("c", 64)}, Owner: "a", Lease: time.Minute,
 	})
 	require.Error(t, err, "reserve with an empty scope")
 }
@@ -215,7 +216,7 @@ func TestReserve(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		id := ident("k")
-		rec, created, err := b.store.Reserve(t.Context(), idem.ReserveParams{
+		rec, created, err := b.store.Reserve(t.Context(), idemdriver.ReserveParams{
 			Ident: id, Fingerprint: "fp", Owner: "a", Lease: time.Minute, TTL: 24 * time.Hour, Now: t0,
 		})
 		require.NoError(t, err)
@@ -223,8 +224,8 @@ func TestReserve(t *testing.T) {
 		require.Positive(t, rec.ID)
 		require.Equal(t, id, rec.Ident)
 		require.Equal(t, "fp", rec.Fingerprint)
-		require.Equal(t, idem.StatusProcessing, rec.Status)
-		require.Equal(t, idem.Owner{Token: "a", Fence: rec.Fence}, rec.Owner)
+		require.Equal(t, idemdriver.StatusProcessing, rec.Status)
+		require.Equal(t, idemdriver.Owner{Token: "a", Fence: rec.Fence}, rec.Owner)
 		require.Positive(t, rec.Fence)
 		require.Equal(t, t0.Add(time.Minute), rec.LeaseExpiresAt)
 		require.Equal(t, t0, rec.CreatedAt)
@@ -237,7 +238,7 @@ func TestReserve(t *testing.T) {
 		require.Empty(t, rec.ResourceIDs)
 		require.True(t, rec.LeaseLive())
 
-		again, created, err := b.store.Reserve(t.Context(), idem.ReserveParams{
+		again, created, err := b.store.Reserve(t.Context(), idemdriver.ReserveParams{
 			Ident: id, Fingerprint: "other", Owner: "b", Lease: time.Hour, TTL: time.Hour, Now: t0.Add(time.Second),
 		})
 		require.NoError(t, err)
@@ -249,7 +250,7 @@ func TestReserve(t *testing.T) {
 	t.Run("RetentionCoversLease", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		rec, _, err := b.store.Reserve(t.Context(), idem.ReserveParams{
+		rec, _, err := b.store.Reserve(t.Context(), idemdriver.ReserveParams{
 			Ident: ident("k"), Owner: "a", Lease: time.Hour, TTL: time.Minute, Now: t0,
 		})
 		require.NoError(t, err)
@@ -260,7 +261,7 @@ func TestReserve(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		now := t0.Add(1234567 * time.Nanosecond)
-		rec, _, err := b.store.Reserve(t.Context(), idem.ReserveParams{
+		rec, _, err := b.store.Reserve(t.Context(), idemdriver.ReserveParams{
 			Ident: ident("k"), Owner: "a", Lease: time.Minute, Now: now,
 		})
 		require.NoError(t, err)
@@ -278,13 +279,13 @@ func TestReserve(t *testing.T) {
 		stores := []*idemsqlite.Store{b.store, idemsqlite.New(other)}
 
 		const n = 16
-		recs := make([]idem.Record, n)
+		recs := make([]idemdriver.Record, n)
 		created := make([]bool, n)
 		errs := make([]error, n)
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Go(func() {
-				recs[i], created[i], errs[i] = stores[i%2].Reserve(t.Context(), idem.ReserveParams{
+				recs[i], created[i], errs[i] = stores[i%2].Reserve(t.Context(), idemdriver.ReserveParams{
 					Ident: ident("k"), Owner: string(rune('a' + i)), Lease: time.Minute, Now: t0,
 				})
 			})
@@ -325,7 +326,7 @@ func TestFence(t *testing.T) {
 	prev := second
 	for i := range 3 {
 		now := t0.Add(time.Duration(i+1) * time.Hour)
-		next, err := b.store.Takeover(t.Context(), idem.TakeoverParams{
+		next, err := b.store.Takeover(t.Context(), idemdriver.TakeoverParams{
 			Ident: id, Seen: prev.Owner, NewOwner: "b", Lease: time.Minute, Now: now,
 		})
 		require.NoError(t, err, "takeover %d", i)
@@ -350,14 +351,14 @@ func TestTakeover(t *testing.T) {
 		id := ident("k")
 		rec := reserve(t, b, id, "a", t0)
 
-		_, err := b.store.Takeover(t.Context(), idem.TakeoverParams{
+		_, err := b.store.Takeover(t.Context(), idemdriver.TakeoverParams{
 			Ident: id, Seen: rec.Owner, NewOwner: "b", Lease: time.Minute, Now: t0.Add(59 * time.Second),
 		})
-		require.ErrorIs(t, err, idem.ErrFenced)
+		require.ErrorIs(t, err, idemdriver.ErrFenced)
 		requireSame(t, rec, get(t, b, id))
 
 		// The refused takeover consumed no fence.
-		taken, err := b.store.Takeover(t.Context(), idem.TakeoverParams{
+		taken, err := b.store.Takeover(t.Context(), idemdriver.TakeoverParams{
 			Ident: id, Seen: rec.Owner, NewOwner: "b", Lease: time.Minute, Now: t0.Add(time.Minute),
 		})
 		require.NoError(t, err, "takeover when the lease ends")
@@ -370,19 +371,19 @@ func TestTakeover(t *testing.T) {
 		id := ident("k")
 		rec := reserve(t, b, id, "a", t0)
 		later := t0.Add(time.Hour)
-		for _, seen := range []idem.Owner{
+		for _, seen := range []idemdriver.Owner{
 			{Token: "a", Fence: rec.Fence + 1},
 			{Token: "z", Fence: rec.Fence},
 		} {
-			_, err := b.store.Takeover(t.Context(), idem.TakeoverParams{
+			_, err := b.store.Takeover(t.Context(), idemdriver.TakeoverParams{
 				Ident: id, Seen: seen, NewOwner: "b", Lease: time.Minute, Now: later,
 			})
-			require.ErrorIs(t, err, idem.ErrFenced, "seen %+v", seen)
+			require.ErrorIs(t, err, idemdriver.ErrFenced, "seen %+v", seen)
 		}
-		_, err := b.store.Takeover(t.Context(), idem.TakeoverParams{
+		_, err := b.store.Takeover(t.Context(), idemdriver.TakeoverParams{
 			Ident: ident("missing"), Seen: rec.Owner, NewOwner: "b", Lease: time.Minute, Now: later,
 		})
-		require.ErrorIs(t, err, idem.ErrFenced, "missing record")
+		require.ErrorIs(t, err, idemdriver.ErrFenced, "missing record")
 		requireSame(t, rec, get(t, b, id))
 	})
 
@@ -391,14 +392,14 @@ func TestTakeover(t *testing.T) {
 		b := setup(t)
 		id := ident("k")
 		rec := reserve(t, b, id, "a", t0)
-		require.NoError(t, b.store.Complete(t.Context(), id, rec.Owner, idem.Completion{
-			Status: idem.StatusPending, LastError: "provider timed out", Now: t0,
+		require.NoError(t, b.store.Complete(t.Context(), id, rec.Owner, idemdriver.Completion{
+			Status: idemdriver.StatusPending, LastError: "provider timed out", Now: t0,
 		}))
 		pending := get(t, b, id)
-		_, err := b.store.Takeover(t.Context(), idem.TakeoverParams{
+		_, err := b.store.Takeover(t.Context(), idemdriver.TakeoverParams{
 			Ident: id, Seen: rec.Owner, NewOwner: "b", Lease: time.Minute, Now: t0.Add(24 * time.Hour),
 		})
-		require.ErrorIs(t, err, idem.ErrFenced)
+		require.ErrorIs(t, err, idemdriver.ErrFenced)
 		requireSame(t, pending, get(t, b, id))
 	})
 
@@ -407,26 +408,26 @@ func TestTakeover(t *testing.T) {
 		b := setup(t)
 		id := ident("k")
 		rec := reserve(t, b, id, "a", t0)
-		require.NoError(t, b.store.Annotate(t.Context(), id, rec.Owner, idem.Annotation{
+		require.NoError(t, b.store.Annotate(t.Context(), id, rec.Owner, idemdriver.Annotation{
 			CorrelationID: "corr", ExternalRef: "ext", ResourceIDs: []string{"r1"}, Now: t0,
 		}))
-		require.NoError(t, b.store.Complete(t.Context(), id, rec.Owner, idem.Completion{
-			Status: idem.StatusCompleted, Result: []byte("sealed"), ResponseCode: 201, LastError: "x", Now: t0,
+		require.NoError(t, b.store.Complete(t.Context(), id, rec.Owner, idemdriver.Completion{
+			Status: idemdriver.StatusCompleted, Result: []byte("sealed"), ResponseCode: 201, LastError: "x", Now: t0,
 		}))
 		done := get(t, b, id)
 
 		now := t0.Add(48 * time.Hour)
-		fresh, err := b.store.Takeover(t.Context(), idem.TakeoverParams{
+		fresh, err := b.store.Takeover(t.Context(), idemdriver.TakeoverParams{
 			Ident: id, Seen: done.Owner, NewOwner: "b", Lease: time.Minute,
 			Fresh: true, Fingerprint: "fp2", TTL: time.Hour, Now: now,
 		})
 		require.NoError(t, err)
-		require.Equal(t, idem.Record{
+		require.Equal(t, idemdriver.Record{
 			ID:             done.ID,
 			Ident:          id,
 			Fingerprint:    "fp2",
-			Status:         idem.StatusProcessing,
-			Owner:          idem.Owner{Token: "b", Fence: fresh.Fence},
+			Status:         idemdriver.StatusProcessing,
+			Owner:          idemdriver.Owner{Token: "b", Fence: fresh.Fence},
 			LeaseExpiresAt: now.Add(time.Minute),
 			Attempts:       1,
 			Version:        done.Version + 1,
@@ -449,13 +450,13 @@ func TestComplete(t *testing.T) {
 		id := ident("k")
 		rec := reserve(t, b, id, "a", t0)
 		result := []byte("sealed")
-		require.NoError(t, b.store.Complete(t.Context(), id, rec.Owner, idem.Completion{
-			Status: idem.StatusCompleted, Result: result, ResponseCode: 201, Now: t0.Add(time.Second),
+		require.NoError(t, b.store.Complete(t.Context(), id, rec.Owner, idemdriver.Completion{
+			Status: idemdriver.StatusCompleted, Result: result, ResponseCode: 201, Now: t0.Add(time.Second),
 		}))
 		result[0] = 'X' // the store keeps its own copy
 
 		got := get(t, b, id)
-		require.Equal(t, idem.StatusCompleted, got.Status)
+		require.Equal(t, idemdriver.StatusCompleted, got.Status)
 		require.Equal(t, []byte("sealed"), got.Result)
 		require.Equal(t, 201, got.ResponseCode)
 		require.True(t, got.LeaseExpiresAt.IsZero(), "no lease once completed")
@@ -467,8 +468,8 @@ func TestComplete(t *testing.T) {
 		got.Result[0] = 'Y'
 		require.Equal(t, []byte("sealed"), get(t, b, id).Result)
 
-		err := b.store.Complete(t.Context(), id, rec.Owner, idem.Completion{Status: idem.StatusFailed, Now: t0})
-		require.ErrorIs(t, err, idem.ErrFenced, "complete twice")
+		err := b.store.Complete(t.Context(), id, rec.Owner, idemdriver.Completion{Status: idemdriver.StatusFailed, Now: t0})
+		require.ErrorIs(t, err, idemdriver.ErrFenced, "complete twice")
 	})
 
 	t.Run("EmptyResult", func(t *testing.T) {
@@ -476,8 +477,8 @@ func TestComplete(t *testing.T) {
 		b := setup(t)
 		id := ident("k")
 		rec := reserve(t, b, id, "a", t0)
-		require.NoError(t, b.store.Complete(t.Context(), id, rec.Owner, idem.Completion{
-			Status: idem.StatusCompleted, Result: []byte{}, Now: t0,
+		require.NoError(t, b.store.Complete(t.Context(), id, rec.Owner, idemdriver.Completion{
+			Status: idemdriver.StatusCompleted, Result: []byte{}, Now: t0,
 		}))
 		got := get(t, b, id)
 		require.NotNil(t, got.Result)
@@ -489,24 +490,24 @@ func TestComplete(t *testing.T) {
 		b := setup(t)
 		id := ident("k")
 		rec := reserve(t, b, id, "a", t0)
-		taken, err := b.store.Takeover(t.Context(), idem.TakeoverParams{
+		taken, err := b.store.Takeover(t.Context(), idemdriver.TakeoverParams{
 			Ident: id, Seen: rec.Owner, NewOwner: "b", Lease: time.Minute, Now: t0.Add(time.Hour),
 		})
 		require.NoError(t, err)
 
-		err = b.store.Complete(t.Context(), id, rec.Owner, idem.Completion{
-			Status: idem.StatusCompleted, Result: []byte("stale"), Now: t0.Add(time.Hour),
+		err = b.store.Complete(t.Context(), id, rec.Owner, idemdriver.Completion{
+			Status: idemdriver.StatusCompleted, Result: []byte("stale"), Now: t0.Add(time.Hour),
 		})
-		require.ErrorIs(t, err, idem.ErrFenced, "complete")
-		err = b.store.Annotate(t.Context(), id, rec.Owner, idem.Annotation{CorrelationID: "c", Now: t0.Add(time.Hour)})
-		require.ErrorIs(t, err, idem.ErrFenced, "annotate")
+		require.ErrorIs(t, err, idemdriver.ErrFenced, "complete")
+		err = b.store.Annotate(t.Context(), id, rec.Owner, idemdriver.Annotation{CorrelationID: "c", Now: t0.Add(time.Hour)})
+		require.ErrorIs(t, err, idemdriver.ErrFenced, "annotate")
 		err = b.store.Release(t.Context(), id, rec.Owner)
-		require.ErrorIs(t, err, idem.ErrFenced, "release")
+		require.ErrorIs(t, err, idemdriver.ErrFenced, "release")
 		// Same token, stale fence.
-		err = b.store.Complete(t.Context(), id, idem.Owner{Token: "b", Fence: rec.Fence}, idem.Completion{
-			Status: idem.StatusCompleted, Now: t0.Add(time.Hour),
+		err = b.store.Complete(t.Context(), id, idemdriver.Owner{Token: "b", Fence: rec.Fence}, idemdriver.Completion{
+			Status: idemdriver.StatusCompleted, Now: t0.Add(time.Hour),
 		})
-		require.ErrorIs(t, err, idem.ErrFenced, "complete with the new token and the old fence")
+		require.ErrorIs(t, err, idemdriver.ErrFenced, "complete with the new token and the old fence")
 		requireSame(t, taken, get(t, b, id))
 	})
 
@@ -515,10 +516,10 @@ func TestComplete(t *testing.T) {
 		b := setup(t)
 		id := ident("k")
 		rec := reserve(t, b, id, "a", t0)
-		for _, status := range []idem.Status{idem.StatusProcessing, "", "done"} {
-			err := b.store.Complete(t.Context(), id, rec.Owner, idem.Completion{Status: status, Now: t0})
+		for _, status := range []idemdriver.Status{idemdriver.StatusProcessing, "", "done"} {
+			err := b.store.Complete(t.Context(), id, rec.Owner, idemdriver.Completion{Status: status, Now: t0})
 			require.Error(t, err, "status %q", status)
-			require.NotErrorIs(t, err, idem.ErrFenced, "status %q", status)
+			require.NotErrorIs(t, err, idemdriver.ErrFenced, "status %q", status)
 		}
 		requireSame(t, rec, get(t, b, id))
 	})
@@ -530,7 +531,7 @@ func TestAnnotate(t *testing.T) {
 	id := ident("k")
 	rec := reserve(t, b, id, "a", t0)
 	tricky := []string{`{"x":1}`, `"quoted"`, "", "r1"}
-	steps := []idem.Annotation{
+	steps := []idemdriver.Annotation{
 		{CorrelationID: "corr", ResourceIDs: []string{"r1", "r2"}},
 		{ExternalRef: "ext"},
 		{CorrelationID: "corr2", ResourceIDs: tricky},
@@ -545,7 +546,7 @@ func TestAnnotate(t *testing.T) {
 	require.Equal(t, append([]string{"r1", "r2"}, tricky...), got.ResourceIDs)
 	require.Equal(t, rec.Version+3, got.Version)
 	require.Equal(t, t0.Add(3*time.Second), got.UpdatedAt)
-	require.Equal(t, idem.StatusProcessing, got.Status)
+	require.Equal(t, idemdriver.StatusProcessing, got.Status)
 	require.Equal(t, rec.LeaseExpiresAt, got.LeaseExpiresAt)
 }
 
@@ -558,12 +559,12 @@ func TestRelease(t *testing.T) {
 	_, ok, err := b.store.Get(t.Context(), id)
 	require.NoError(t, err)
 	require.False(t, ok, "released record is gone")
-	require.ErrorIs(t, b.store.Release(t.Context(), id, rec.Owner), idem.ErrFenced, "release twice")
+	require.ErrorIs(t, b.store.Release(t.Context(), id, rec.Owner), idemdriver.ErrFenced, "release twice")
 
 	// A completed record is not released.
 	rec = reserve(t, b, id, "a", t0)
-	require.NoError(t, b.store.Complete(t.Context(), id, rec.Owner, idem.Completion{Status: idem.StatusCompleted, Now: t0}))
-	require.ErrorIs(t, b.store.Release(t.Context(), id, rec.Owner), idem.ErrFenced, "release completed")
+	require.NoError(t, b.store.Complete(t.Context(), id, rec.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, Now: t0}))
+	require.ErrorIs(t, b.store.Release(t.Context(), id, rec.Owner), idemdriver.ErrFenced, "release completed")
 	get(t, b, id)
 }
 
@@ -573,12 +574,12 @@ func TestNowOverride(t *testing.T) {
 	id := ident("k")
 	rec := reserve(t, b, id, "a", t0) // lease of one minute from t0, in 2001
 
-	_, err := b.store.Takeover(t.Context(), idem.TakeoverParams{
+	_, err := b.store.Takeover(t.Context(), idemdriver.TakeoverParams{
 		Ident: id, Seen: rec.Owner, NewOwner: "b", Lease: time.Minute, Now: t0.Add(time.Minute - time.Microsecond),
 	})
-	require.ErrorIs(t, err, idem.ErrFenced, "lease judged by Now, not by the real clock")
+	require.ErrorIs(t, err, idemdriver.ErrFenced, "lease judged by Now, not by the real clock")
 
-	taken, err := b.store.Takeover(t.Context(), idem.TakeoverParams{
+	taken, err := b.store.Takeover(t.Context(), idemdriver.TakeoverParams{
 		Ident: id, Seen: rec.Owner, NewOwner: "b", Lease: time.Minute, Now: t0.Add(time.Minute),
 	})
 	require.NoError(t, err)
@@ -586,7 +587,7 @@ func TestNowOverride(t *testing.T) {
 	require.True(t, taken.LeaseLive())
 
 	// Without Now, the real clock is used: the 2001 lease has long ended.
-	again, err := b.store.Takeover(t.Context(), idem.TakeoverParams{
+	again, err := b.store.Takeover(t.Context(), idemdriver.TakeoverParams{
 		Ident: id, Seen: taken.Owner, NewOwner: "c", Lease: time.Minute,
 	})
 	require.NoError(t, err)
@@ -600,52 +601,52 @@ func TestSweep(t *testing.T) {
 	b := setup(t)
 	ctx := t.Context()
 	now := t0.Add(10 * time.Hour)
-	complete := func(id idem.Ident, o idem.Owner, status idem.Status) {
+	complete := func(id idemdriver.Ident, o idemdriver.Owner, status idemdriver.Status) {
 		t.Helper()
-		require.NoError(t, b.store.Complete(ctx, id, o, idem.Completion{Status: status, Now: t0}))
+		require.NoError(t, b.store.Complete(ctx, id, o, idemdriver.Completion{Status: status, Now: t0}))
 	}
 
 	// Retention ended (t0 + 1h), completed: deleted.
 	expired := reserve(t, b, ident("expired"), "a", t0)
-	complete(expired.Ident, expired.Owner, idem.StatusCompleted)
+	complete(expired.Ident, expired.Owner, idemdriver.StatusCompleted)
 	// Retention ended, failed and unavailable: deleted.
 	failed := reserve(t, b, ident("failed"), "a", t0)
-	complete(failed.Ident, failed.Owner, idem.StatusFailed)
+	complete(failed.Ident, failed.Owner, idemdriver.StatusFailed)
 	unavailable := reserve(t, b, ident("unavailable"), "a", t0)
-	complete(unavailable.Ident, unavailable.Owner, idem.StatusUnavailable)
+	complete(unavailable.Ident, unavailable.Owner, idemdriver.StatusUnavailable)
 	// Processing, lease and retention ended: abandoned, escalated to
 	// pending, never deleted.
 	abandoned := reserve(t, b, ident("abandoned"), "a", t0)
 
 	// Pending whatever the time: kept.
 	pending := reserve(t, b, ident("pending"), "a", t0)
-	complete(pending.Ident, pending.Owner, idem.StatusPending)
+	complete(pending.Ident, pending.Owner, idemdriver.StatusPending)
 	// Retention not ended: kept.
 	recent := reserve(t, b, ident("recent"), "a", now.Add(-time.Minute))
-	complete(recent.Ident, recent.Owner, idem.StatusCompleted)
+	complete(recent.Ident, recent.Owner, idemdriver.StatusCompleted)
 	// Retention ended, but a live lease from a takeover: kept.
 	live := reserve(t, b, ident("live"), "a", t0)
-	live, err := b.store.Takeover(ctx, idem.TakeoverParams{
+	live, err := b.store.Takeover(ctx, idemdriver.TakeoverParams{
 		Ident: live.Ident, Seen: live.Owner, NewOwner: "b", Lease: time.Hour, Now: now.Add(-time.Minute),
 	})
 	require.NoError(t, err)
 	require.True(t, live.ExpiresAt.Before(now), "retention of the live record has ended")
 
-	n, err := b.store.Sweep(ctx, idem.SweepParams{Limit: 3, Now: now})
+	n, err := b.store.Sweep(ctx, idemdriver.SweepParams{Limit: 3, Now: now})
 	require.NoError(t, err)
-	require.Equal(t, idem.SweepResult{Deleted: 2, Escalated: 1}, n, "limited; the abandoned record first")
-	n, err = b.store.Sweep(ctx, idem.SweepParams{Now: now})
+	require.Equal(t, idemdriver.SweepResult{Deleted: 2, Escalated: 1}, n, "limited; the abandoned record first")
+	n, err = b.store.Sweep(ctx, idemdriver.SweepParams{Now: now})
 	require.NoError(t, err)
-	require.Equal(t, idem.SweepResult{Deleted: 1}, n, "the rest")
-	n, err = b.store.Sweep(ctx, idem.SweepParams{Now: now})
+	require.Equal(t, idemdriver.SweepResult{Deleted: 1}, n, "the rest")
+	n, err = b.store.Sweep(ctx, idemdriver.SweepParams{Now: now})
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing left to sweep")
 	esc := get(t, b, abandoned.Ident)
-	require.Equal(t, idem.StatusPending, esc.Status)
-	require.Equal(t, idem.AbandonedReason(abandoned.LeaseExpiresAt, "sweep"), esc.LastError)
+	require.Equal(t, idemdriver.StatusPending, esc.Status)
+	require.Equal(t, idemdriver.AbandonedReason(abandoned.LeaseExpiresAt, "sweep"), esc.LastError)
 	require.Empty(t, esc.Token, "the crashed owner is fenced out")
 
-	for _, gone := range []idem.Record{expired, failed, unavailable} {
+	for _, gone := range []idemdriver.Record{expired, failed, unavailable} {
 		_, ok, err := b.store.Get(ctx, gone.Ident)
 		require.NoError(t, err)
 		require.False(t, ok, "%s swept", gone.Ident.KeyDigest)
@@ -656,9 +657,9 @@ func TestSweep(t *testing.T) {
 
 	// Once its lease ends, the taken-over record is abandoned too, and the
 	// recent one goes; pending never.
-	n, err = b.store.Sweep(ctx, idem.SweepParams{Now: now.Add(100 * 24 * time.Hour)})
+	n, err = b.store.Sweep(ctx, idemdriver.SweepParams{Now: now.Add(100 * 24 * time.Hour)})
 	require.NoError(t, err)
-	require.Equal(t, idem.SweepResult{Deleted: 1, Escalated: 1}, n)
+	require.Equal(t, idemdriver.SweepResult{Deleted: 1, Escalated: 1}, n)
 	get(t, b, pending.Ident)
 }
 
@@ -669,7 +670,7 @@ func TestGetMissing(t *testing.T) {
 	rec, ok, err := b.store.Get(t.Context(), ident("missing"))
 	require.NoError(t, err)
 	require.False(t, ok)
-	require.Equal(t, idem.Record{}, rec)
+	require.Equal(t, idemdriver.Record{}, rec)
 }
 
 func TestCorruptRow(t *testing.T) {
@@ -687,9 +688,9 @@ func TestCorruptRow(t *testing.T) {
 			got, ok, err := b.store.Get(t.Context(), id)
 			require.Error(t, err)
 			require.False(t, ok)
-			require.Equal(t, idem.Record{}, got)
+			require.Equal(t, idemdriver.Record{}, got)
 
-			_, _, err = b.store.Reserve(t.Context(), idem.ReserveParams{Ident: id, Owner: "b", Lease: time.Minute, Now: t0})
+			_, _, err = b.store.Reserve(t.Context(), idemdriver.ReserveParams{Ident: id, Owner: "b", Lease: time.Minute, Now: t0})
 			require.Error(t, err, "reserve over a corrupt row")
 		})
 	}
@@ -700,7 +701,7 @@ func TestCancelledContext(t *testing.T) {
 	b := setup(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	_, _, err := b.store.Reserve(ctx, idem.ReserveParams{Ident: ident("k"), Owner: "a", Lease: time.Minute, Now: t0})
+	_, _, err := b.store.Reserve(ctx, idemdriver.ReserveParams{Ident: ident("k"), Owner: "a", Lease: time.Minute, Now: t0})
 	require.ErrorIs(t, err, context.Canceled)
 
 	// Nothing was written, and the pool still works.
@@ -726,7 +727,7 @@ func TestWriteLockHeldElsewhere(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, _, err = b.store.Reserve(ctx, idem.ReserveParams{Ident: ident("k"), Owner: "a", Lease: time.Minute, Now: t0})
+	_, _, err = b.store.Reserve(ctx, idemdriver.ReserveParams{Ident: ident("k"), Owner: "a", Lease: time.Minute, Now: t0})
 	require.Error(t, err)
 	require.Less(t, time.Since(start), 5*time.Second, "gave up when ctx ended")
 	// Reads go on meanwhile (WAL).
@@ -749,9 +750,9 @@ func TestWriteLockHeldElsewhere(t *testing.T) {
 }
 
 // TestWriterWaitEndsAtCallDeadline (issue 12): the engine sets no context
-// deadline on this store's calls (it is an idem.LocalStore), so the store
+// deadline on this store's calls (it is an idemdriver.LocalStore), so the store
 // itself ends a wait for its writer at the engine's store timeout, passed
-// as idem.CallDeadline, well before the caller's own deadline.
+// as idemdriver.CallDeadline, well before the caller's own deadline.
 func TestWriterWaitEndsAtCallDeadline(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -760,7 +761,7 @@ func TestWriterWaitEndsAtCallDeadline(t *testing.T) {
 	outer, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	// WithinTx holds the store's writer while fn runs.
-	err = b.store.WithinTx(t.Context(), func(context.Context, idem.Store) error {
+	err = b.store.WithinTx(t.Context(), func(context.Context, idemdriver.Store) error {
 		_, err := idem.Run(outer, e, "waits-for-the-writer", "tenant", func(context.Context) (int, error) { return 1, nil })
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.NoError(t, outer.Err(), "the call waited for the caller's deadline, not the store timeout")

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
 // defaultSweepLimit bounds a Sweep whose params give no limit.
@@ -18,7 +18,7 @@ const defaultSweepLimit = 1000
 // insert conflicted with is deleted before it can be read.
 const maxReserveTries = 5
 
-// Reserve implements [idem.Store.Reserve]. It reads first: a repeat of an
+// Reserve implements [idemdriver.Store.Reserve]. It reads first: a repeat of an
 // existing key is answered by one prepared read, which takes no lock. On a
 // miss it runs one prepared INSERT … ON CONFLICT DO NOTHING in autocommit,
 // which takes its fence from the counter in the same statement (see
@@ -26,19 +26,19 @@ const maxReserveTries = 5
 // not the read, decides who owns the key: an insert that meets a record
 // created since the read returns no row, and that record is read and
 // returned. The record expires after the longer of p.TTL and p.Lease.
-func (s *Store) Reserve(ctx context.Context, p idem.ReserveParams) (idem.Record, bool, error) {
+func (s *Store) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
 	now := clock(p.Now)
 	for range maxReserveTries {
 		rec, ok, err := s.lookup(ctx, p.Ident, now)
 		if err != nil {
-			return idem.Record{}, false, fmt.Errorf("idemsqlite: reserve: %w", err)
+			return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: reserve: %w", err)
 		}
 		if ok {
 			return rec, false, nil
 		}
 		st, err := s.prepared(ctx, &s.insertStmt, queryInsert)
 		if err != nil {
-			return idem.Record{}, false, fmt.Errorf("idemsqlite: reserve: prepare: %w", err)
+			return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: reserve: prepare: %w", err)
 		}
 		created := false
 		err = s.writeAfterWait(ctx, func(waited bool) error {
@@ -55,17 +55,17 @@ func (s *Store) Reserve(ctx context.Context, p idem.ReserveParams) (idem.Record,
 			return err
 		})
 		if err != nil {
-			return idem.Record{}, false, fmt.Errorf("idemsqlite: reserve: %w", err)
+			return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: reserve: %w", err)
 		}
 		if ok {
 			return rec, created, nil
 		}
 	}
-	return idem.Record{}, false, fmt.Errorf("idemsqlite: reserve: the record was deleted between insert and read %d times", maxReserveTries)
+	return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: reserve: the record was deleted between insert and read %d times", maxReserveTries)
 }
 
 // insertArgs are the arguments of queryInsert for p at now.
-func insertArgs(p idem.ReserveParams, now time.Time) []any {
+func insertArgs(p idemdriver.ReserveParams, now time.Time) []any {
 	at := now.UnixMicro()
 	return []any{p.Scope, p.Operation, p.KeyDigest, p.Fingerprint, p.Owner,
 		at + p.Lease.Microseconds(), at, at + max(p.TTL, p.Lease).Microseconds()}
@@ -73,56 +73,56 @@ func insertArgs(p idem.ReserveParams, now time.Time) []any {
 
 // insert is Reserve inside a write transaction on ex: it returns the
 // record for p.Ident, inserting it with a new fence if there is none.
-func insert(ctx context.Context, ex Executor, p idem.ReserveParams, now time.Time) (idem.Record, bool, error) {
+func insert(ctx context.Context, ex Executor, p idemdriver.ReserveParams, now time.Time) (idemdriver.Record, bool, error) {
 	rec, ok, err := get(ctx, ex, p.Ident, now)
 	if err != nil || ok {
 		return rec, false, err
 	}
 	rec, ok, err = found(scanRecord(ex.QueryRowContext(ctx, queryInsert, insertArgs(p, now)...), now))
 	if err != nil {
-		return idem.Record{}, false, fmt.Errorf("insert: %w", err)
+		return idemdriver.Record{}, false, fmt.Errorf("insert: %w", err)
 	}
 	if !ok {
 		// Unreachable while the transaction holds the write lock, but the
 		// constraint, not the read above, decides.
-		return idem.Record{}, false, errors.New("insert collided with a record that cannot be read")
+		return idemdriver.Record{}, false, errors.New("insert collided with a record that cannot be read")
 	}
 	return rec, true, nil
 }
 
-// Takeover implements [idem.Store.Takeover]. The check and the update run in
+// Takeover implements [idemdriver.Store.Takeover]. The check and the update run in
 // one BEGIN IMMEDIATE transaction, so a takeover that is refused with
-// [idem.ErrFenced] consumes no fence. A pending record is never taken over.
-func (s *Store) Takeover(ctx context.Context, p idem.TakeoverParams) (idem.Record, error) {
-	var rec idem.Record
+// [idemdriver.ErrFenced] consumes no fence. A pending record is never taken over.
+func (s *Store) Takeover(ctx context.Context, p idemdriver.TakeoverParams) (idemdriver.Record, error) {
+	var rec idemdriver.Record
 	err := s.immediate(ctx, func(conn *sql.Conn) error {
 		var err error
 		rec, err = takeover(ctx, conn, p)
 		return err
 	})
 	if err != nil {
-		return idem.Record{}, fmt.Errorf("idemsqlite: takeover: %w", err)
+		return idemdriver.Record{}, fmt.Errorf("idemsqlite: takeover: %w", err)
 	}
 	return rec, nil
 }
 
 // takeover is the transaction of Takeover. ex must be inside a write
 // transaction.
-func takeover(ctx context.Context, ex Executor, p idem.TakeoverParams) (idem.Record, error) {
+func takeover(ctx context.Context, ex Executor, p idemdriver.TakeoverParams) (idemdriver.Record, error) {
 	now := clock(p.Now)
 	at := now.UnixMicro()
 	var id int64
 	err := ex.QueryRowContext(ctx, queryTakeoverCheck,
 		p.Scope, p.Operation, p.KeyDigest, p.Seen.Token, p.Seen.Fence, at).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
-		return idem.Record{}, idem.ErrFenced
+		return idemdriver.Record{}, idemdriver.ErrFenced
 	}
 	if err != nil {
-		return idem.Record{}, fmt.Errorf("check owner: %w", err)
+		return idemdriver.Record{}, fmt.Errorf("check owner: %w", err)
 	}
 	fence, err := nextFence(ctx, ex)
 	if err != nil {
-		return idem.Record{}, err
+		return idemdriver.Record{}, err
 	}
 	leaseEnd := at + p.Lease.Microseconds()
 	var row *sql.Row
@@ -135,15 +135,15 @@ func takeover(ctx context.Context, ex Executor, p idem.TakeoverParams) (idem.Rec
 	}
 	rec, err := scanRecord(row, now)
 	if err != nil {
-		return idem.Record{}, fmt.Errorf("update: %w", err)
+		return idemdriver.Record{}, fmt.Errorf("update: %w", err)
 	}
 	return rec, nil
 }
 
-// Complete implements [idem.Store.Complete]. It refuses a c.Status that is
+// Complete implements [idemdriver.Store.Complete]. It refuses a c.Status that is
 // processing or not a defined status before touching the database. A nil
 // c.Result is stored as no result.
-func (s *Store) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c idem.Completion) error {
+func (s *Store) Complete(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, c idemdriver.Completion) error {
 	st, err := s.prepared(ctx, &s.completeStmt, queryComplete)
 	if err != nil {
 		return fmt.Errorf("idemsqlite: complete: prepare: %w", err)
@@ -154,26 +154,26 @@ func (s *Store) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c ide
 	return nil
 }
 
-// Annotate implements [idem.Store.Annotate]. Empty CorrelationID and
+// Annotate implements [idemdriver.Store.Annotate]. Empty CorrelationID and
 // ExternalRef leave the stored values; ResourceIDs are appended in order,
 // without removing duplicates.
-func (s *Store) Annotate(ctx context.Context, id idem.Ident, o idem.Owner, a idem.Annotation) error {
+func (s *Store) Annotate(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, a idemdriver.Annotation) error {
 	if err := s.write(ctx, func() error { return annotate(ctx, s.db, id, o, a) }); err != nil {
 		return fmt.Errorf("idemsqlite: annotate: %w", err)
 	}
 	return nil
 }
 
-// Release implements [idem.Store.Release].
-func (s *Store) Release(ctx context.Context, id idem.Ident, o idem.Owner) error {
+// Release implements [idemdriver.Store.Release].
+func (s *Store) Release(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner) error {
 	if err := s.write(ctx, func() error { return release(ctx, s.db, id, o) }); err != nil {
 		return fmt.Errorf("idemsqlite: release: %w", err)
 	}
 	return nil
 }
 
-// Extend implements [idem.Store.Extend].
-func (s *Store) Extend(ctx context.Context, id idem.Ident, o idem.Owner, lease time.Duration, now time.Time) (time.Time, error) {
+// Extend implements [idemdriver.Store.Extend].
+func (s *Store) Extend(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, lease time.Duration, now time.Time) (time.Time, error) {
 	var until time.Time
 	err := s.write(ctx, func() error {
 		var err error
@@ -186,18 +186,18 @@ func (s *Store) Extend(ctx context.Context, id idem.Ident, o idem.Owner, lease t
 	return until, nil
 }
 
-// Get implements [idem.Store.Get]. The record's ReadAt is the process clock
+// Get implements [idemdriver.Store.Get]. The record's ReadAt is the process clock
 // at the time of the read.
-func (s *Store) Get(ctx context.Context, id idem.Ident) (idem.Record, bool, error) {
+func (s *Store) Get(ctx context.Context, id idemdriver.Ident) (idemdriver.Record, bool, error) {
 	rec, ok, err := s.lookup(ctx, id, clock(time.Time{}))
 	if err != nil {
-		return idem.Record{}, false, fmt.Errorf("idemsqlite: get: %w", err)
+		return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: get: %w", err)
 	}
 	return rec, ok, nil
 }
 
-// Delete implements [idem.Store.Delete].
-func (s *Store) Delete(ctx context.Context, id idem.Ident) (bool, error) {
+// Delete implements [idemdriver.Store.Delete].
+func (s *Store) Delete(ctx context.Context, id idemdriver.Ident) (bool, error) {
 	var existed bool
 	err := s.write(ctx, func() error {
 		var err error
@@ -210,9 +210,9 @@ func (s *Store) Delete(ctx context.Context, id idem.Ident) (bool, error) {
 	return existed, nil
 }
 
-// Settle implements [idem.Store.Settle].
-func (s *Store) Settle(ctx context.Context, id idem.Ident, st idem.Settlement) (idem.Record, bool, error) {
-	var rec idem.Record
+// Settle implements [idemdriver.Store.Settle].
+func (s *Store) Settle(ctx context.Context, id idemdriver.Ident, st idemdriver.Settlement) (idemdriver.Record, bool, error) {
+	var rec idemdriver.Record
 	var ok bool
 	err := s.write(ctx, func() error {
 		var err error
@@ -220,27 +220,27 @@ func (s *Store) Settle(ctx context.Context, id idem.Ident, st idem.Settlement) (
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, idem.ErrStale) {
-			return idem.Record{}, false, err
+		if errors.Is(err, idemdriver.ErrStale) {
+			return idemdriver.Record{}, false, err
 		}
-		return idem.Record{}, false, fmt.Errorf("idemsqlite: settle: %w", err)
+		return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: settle: %w", err)
 	}
 	return rec, ok, nil
 }
 
-// Sweep implements [idem.Store.Sweep]. It handles the records whose
+// Sweep implements [idemdriver.Store.Sweep]. It handles the records whose
 // retention ended first, at most p.Limit of them (1000 when p.Limit <= 0),
 // in one BEGIN IMMEDIATE transaction: abandoned records are escalated to
 // pending, then finished ones deleted.
-func (s *Store) Sweep(ctx context.Context, p idem.SweepParams) (idem.SweepResult, error) {
-	var res idem.SweepResult
+func (s *Store) Sweep(ctx context.Context, p idemdriver.SweepParams) (idemdriver.SweepResult, error) {
+	var res idemdriver.SweepResult
 	err := s.immediate(ctx, func(conn *sql.Conn) error {
 		var err error
 		res, err = sweep(ctx, conn, p)
 		return err
 	})
 	if err != nil {
-		return idem.SweepResult{}, fmt.Errorf("idemsqlite: sweep: %w", err)
+		return idemdriver.SweepResult{}, fmt.Errorf("idemsqlite: sweep: %w", err)
 	}
 	return res, nil
 }
@@ -251,8 +251,8 @@ func (s *Store) Sweep(ctx context.Context, p idem.SweepParams) (idem.SweepResult
 // not prefixed; the callers add "idemsqlite: <call>".
 
 // complete writes c for the owner o; see [Store.Complete].
-func complete(ctx context.Context, ex Executor, id idem.Ident, o idem.Owner, c idem.Completion) error {
-	if !c.Status.Valid() || c.Status == idem.StatusProcessing {
+func complete(ctx context.Context, ex Executor, id idemdriver.Ident, o idemdriver.Owner, c idemdriver.Completion) error {
+	if !c.Status.Valid() || c.Status == idemdriver.StatusProcessing {
 		return fmt.Errorf("status %q is not a final status", c.Status)
 	}
 	res, err := ex.ExecContext(ctx, queryComplete,
@@ -262,7 +262,7 @@ func complete(ctx context.Context, ex Executor, id idem.Ident, o idem.Owner, c i
 }
 
 // annotate attaches a for the owner o; see [Store.Annotate].
-func annotate(ctx context.Context, ex Executor, id idem.Ident, o idem.Owner, a idem.Annotation) error {
+func annotate(ctx context.Context, ex Executor, id idemdriver.Ident, o idemdriver.Owner, a idemdriver.Annotation) error {
 	ids, err := json.Marshal(nonNil(a.ResourceIDs))
 	if err != nil {
 		return fmt.Errorf("encode resource ids: %w", err)
@@ -274,13 +274,13 @@ func annotate(ctx context.Context, ex Executor, id idem.Ident, o idem.Owner, a i
 }
 
 // extend moves the lease of the owner o; see [Store.Extend].
-func extend(ctx context.Context, ex Executor, id idem.Ident, o idem.Owner, lease time.Duration, now time.Time) (time.Time, error) {
+func extend(ctx context.Context, ex Executor, id idemdriver.Ident, o idemdriver.Owner, lease time.Duration, now time.Time) (time.Time, error) {
 	at := clock(now)
 	var until int64
 	err := ex.QueryRowContext(ctx, queryExtend, at.Add(lease).UnixMicro(), at.UnixMicro(),
 		id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence).Scan(&until)
 	if errors.Is(err, sql.ErrNoRows) {
-		return time.Time{}, idem.ErrFenced
+		return time.Time{}, idemdriver.ErrFenced
 	}
 	if err != nil {
 		return time.Time{}, err
@@ -289,43 +289,43 @@ func extend(ctx context.Context, ex Executor, id idem.Ident, o idem.Owner, lease
 }
 
 // release deletes the running record of the owner o.
-func release(ctx context.Context, ex Executor, id idem.Ident, o idem.Owner) error {
+func release(ctx context.Context, ex Executor, id idemdriver.Ident, o idemdriver.Owner) error {
 	res, err := ex.ExecContext(ctx, queryRelease,
 		id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence)
 	return casResult(res, err)
 }
 
 // settle applies an operator's decision; see [Store.Settle].
-func settle(ctx context.Context, ex Executor, id idem.Ident, st idem.Settlement) (idem.Record, bool, error) {
+func settle(ctx context.Context, ex Executor, id idemdriver.Ident, st idemdriver.Settlement) (idemdriver.Record, bool, error) {
 	if st.Delete {
 		res, err := ex.ExecContext(ctx, queryDeleteVersion, id.Scope, id.Operation, id.KeyDigest, st.Version)
 		if err != nil {
-			return idem.Record{}, false, err
+			return idemdriver.Record{}, false, err
 		}
 		if n, err := res.RowsAffected(); err != nil {
-			return idem.Record{}, false, err
+			return idemdriver.Record{}, false, err
 		} else if n == 0 {
-			return idem.Record{}, false, idem.ErrStale
+			return idemdriver.Record{}, false, idemdriver.ErrStale
 		}
-		return idem.Record{}, false, nil
+		return idemdriver.Record{}, false, nil
 	}
 	if !st.Status.Terminal() {
-		return idem.Record{}, false, fmt.Errorf("status %q is not a terminal status", st.Status)
+		return idemdriver.Record{}, false, fmt.Errorf("status %q is not a terminal status", st.Status)
 	}
 	now := clock(st.Now)
 	rec, err := scanRecord(ex.QueryRowContext(ctx, querySettle, string(st.Status), st.ExternalRef, st.LastError, now.UnixMicro(),
 		id.Scope, id.Operation, id.KeyDigest, st.Version), now)
 	if errors.Is(err, sql.ErrNoRows) {
-		return idem.Record{}, false, idem.ErrStale
+		return idemdriver.Record{}, false, idemdriver.ErrStale
 	}
 	if err != nil {
-		return idem.Record{}, false, err
+		return idemdriver.Record{}, false, err
 	}
 	return rec, true, nil
 }
 
 // deleteRecord deletes the record for id and reports whether there was one.
-func deleteRecord(ctx context.Context, ex Executor, id idem.Ident) (bool, error) {
+func deleteRecord(ctx context.Context, ex Executor, id idemdriver.Ident) (bool, error) {
 	res, err := ex.ExecContext(ctx, queryDelete, id.Scope, id.Operation, id.KeyDigest)
 	if err != nil {
 		return false, err
@@ -340,13 +340,13 @@ func deleteRecord(ctx context.Context, ex Executor, id idem.Ident) (bool, error)
 // sweep escalates abandoned and deletes finished expired records; see
 // [Store.Sweep]. ex must be inside a write transaction, so that the two
 // statements see one state.
-func sweep(ctx context.Context, ex Executor, p idem.SweepParams) (idem.SweepResult, error) {
+func sweep(ctx context.Context, ex Executor, p idemdriver.SweepParams) (idemdriver.SweepResult, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = defaultSweepLimit
 	}
 	now := clock(p.Now).UnixMicro()
-	var out idem.SweepResult
+	var out idemdriver.SweepResult
 	for _, step := range []struct {
 		query string
 		n     *int
@@ -356,11 +356,11 @@ func sweep(ctx context.Context, ex Executor, p idem.SweepParams) (idem.SweepResu
 		}
 		res, err := ex.ExecContext(ctx, step.query, now, int64(limit))
 		if err != nil {
-			return idem.SweepResult{}, err
+			return idemdriver.SweepResult{}, err
 		}
 		n, err := res.RowsAffected()
 		if err != nil {
-			return idem.SweepResult{}, err
+			return idemdriver.SweepResult{}, err
 		}
 		*step.n = int(n)
 		limit -= int(n)
@@ -380,28 +380,28 @@ func clock(now time.Time) time.Time {
 
 // get reads the record for id on ex, stamped with readAt; ok is false when
 // there is none. Inside a transaction it sees the transaction's own writes.
-func get(ctx context.Context, ex Executor, id idem.Ident, readAt time.Time) (idem.Record, bool, error) {
+func get(ctx context.Context, ex Executor, id idemdriver.Ident, readAt time.Time) (idemdriver.Record, bool, error) {
 	return found(scanRecord(ex.QueryRowContext(ctx, queryGet, id.Scope, id.Operation, id.KeyDigest), readAt))
 }
 
 // lookup reads the record for id outside any transaction, with queryGet
 // prepared on the pool: parsing the query is most of the cost of a read.
-func (s *Store) lookup(ctx context.Context, id idem.Ident, readAt time.Time) (idem.Record, bool, error) {
+func (s *Store) lookup(ctx context.Context, id idemdriver.Ident, readAt time.Time) (idemdriver.Record, bool, error) {
 	st, err := s.prepared(ctx, &s.getStmt, queryGet)
 	if err != nil {
-		return idem.Record{}, false, fmt.Errorf("prepare: %w", err)
+		return idemdriver.Record{}, false, fmt.Errorf("prepare: %w", err)
 	}
 	return found(scanRecord(st.QueryRowContext(ctx, id.Scope, id.Operation, id.KeyDigest), readAt))
 }
 
 // found turns the outcome of scanning one record into (rec, ok, err):
 // sql.ErrNoRows becomes ok = false.
-func found(rec idem.Record, err error) (idem.Record, bool, error) {
+func found(rec idemdriver.Record, err error) (idemdriver.Record, bool, error) {
 	if errors.Is(err, sql.ErrNoRows) {
-		return idem.Record{}, false, nil
+		return idemdriver.Record{}, false, nil
 	}
 	if err != nil {
-		return idem.Record{}, false, err
+		return idemdriver.Record{}, false, err
 	}
 	return rec, true, nil
 }
@@ -417,7 +417,7 @@ func nextFence(ctx context.Context, ex Executor) (int64, error) {
 }
 
 // casResult turns the outcome of a compare-and-swap statement into an
-// error: idem.ErrFenced when it matched no row.
+// error: idemdriver.ErrFenced when it matched no row.
 func casResult(res sql.Result, err error) error {
 	if err != nil {
 		return err
@@ -427,7 +427,7 @@ func casResult(res sql.Result, err error) error {
 		return err
 	}
 	if n == 0 {
-		return idem.ErrFenced
+		return idemdriver.ErrFenced
 	}
 	return nil
 }
@@ -436,9 +436,9 @@ func casResult(res sql.Result, err error) error {
 // sql.ErrNoRows unwrapped, and an error, never a panic, for a row that does
 // not decode (an unknown status, resource_ids that are not a JSON array of
 // strings).
-func scanRecord(row *sql.Row, readAt time.Time) (idem.Record, error) {
+func scanRecord(row *sql.Row, readAt time.Time) (idemdriver.Record, error) {
 	var (
-		rec                            idem.Record
+		rec                            idemdriver.Record
 		status, resourceIDs            string
 		result                         sql.Null[[]byte]
 		responseCode, attempts         int64
@@ -450,11 +450,11 @@ func scanRecord(row *sql.Row, readAt time.Time) (idem.Record, error) {
 		&rec.LastError, &rec.Token, &rec.Fence, &leaseExpiresAt, &attempts, &rec.Version,
 		&createdAt, &updatedAt, &expireAt)
 	if err != nil {
-		return idem.Record{}, err
+		return idemdriver.Record{}, err
 	}
-	rec.Status = idem.Status(status)
+	rec.Status = idemdriver.Status(status)
 	if !rec.Status.Valid() {
-		return idem.Record{}, fmt.Errorf("record %d: unknown status %q", rec.ID, status)
+		return idemdriver.Record{}, fmt.Errorf("record %d: unknown status %q", rec.ID, status)
 	}
 	if result.Valid {
 		// database/sql copies []byte destinations out of driver memory;
@@ -467,11 +467,11 @@ func scanRecord(row *sql.Row, readAt time.Time) (idem.Record, error) {
 	if resourceIDs != "[]" { // the common empty list needs no JSON decode
 		var ids []string
 		if err := json.Unmarshal([]byte(resourceIDs), &ids); err != nil {
-			return idem.Record{}, fmt.Errorf("record %d: decode resource_ids: %w", rec.ID, err)
+			return idemdriver.Record{}, fmt.Errorf("record %d: decode resource_ids: %w", rec.ID, err)
 		}
 		if ids == nil {
 			// JSON null decodes without error; "[]" decodes to a non-nil slice.
-			return idem.Record{}, fmt.Errorf("record %d: decode resource_ids: not an array", rec.ID)
+			return idemdriver.Record{}, fmt.Errorf("record %d: decode resource_ids: not an array", rec.ID)
 		}
 		if len(ids) > 0 {
 			rec.ResourceIDs = ids // an empty list reads as nil

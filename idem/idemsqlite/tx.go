@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
 // Executor is what the application writes through inside [Store.WithinTx]:
@@ -23,9 +23,9 @@ type Executor interface {
 // txKey is the context key under which WithinTx puts its connection.
 type txKey struct{}
 
-// WithinTx implements [idem.TxStore.WithinTx] (SPEC IDEM-H17): it begins a
+// WithinTx implements [idemdriver.TxStore.WithinTx] (SPEC IDEM-H17): it begins a
 // BEGIN IMMEDIATE transaction on one connection of the pool and calls fn
-// with a context that carries that connection and with tx, an [idem.Store]
+// with a context that carries that connection and with tx, an [idemdriver.Store]
 // whose calls run on it, inside the transaction, without beginning
 // transactions of their own. The application reaches the connection with
 // [TxFrom] and makes its own writes through it, so that they and the
@@ -52,7 +52,7 @@ type txKey struct{}
 // not safe for concurrent use: fn calls them from one goroutine at a time.
 // Leases and retention are judged as by the Store: by the process clock at
 // each call, or by a params struct's Now.
-func (s *Store) WithinTx(ctx context.Context, fn func(ctx context.Context, tx idem.Store) error) error {
+func (s *Store) WithinTx(ctx context.Context, fn func(ctx context.Context, tx idemdriver.Store) error) error {
 	fnFailed := false
 	err := s.immediate(ctx, func(conn *sql.Conn) error {
 		ts := &txStore{conn: conn}
@@ -80,7 +80,7 @@ func TxFrom(ctx context.Context) (Executor, bool) {
 	return ex, ok
 }
 
-// txStore is the idem.Store that WithinTx hands to fn: the store's calls on
+// txStore is the idemdriver.Store that WithinTx hands to fn: the store's calls on
 // the transaction's connection. It is not safe for concurrent use; ended
 // is atomic only so that a call after fn has returned, from any goroutine,
 // is refused without a data race.
@@ -98,31 +98,31 @@ func (t *txStore) ex(op string) (Executor, error) {
 	return t.conn, nil
 }
 
-func (t *txStore) Reserve(ctx context.Context, p idem.ReserveParams) (idem.Record, bool, error) {
+func (t *txStore) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
 	ex, err := t.ex("reserve")
 	if err != nil {
-		return idem.Record{}, false, err
+		return idemdriver.Record{}, false, err
 	}
 	rec, created, err := insert(ctx, ex, p, clock(p.Now))
 	if err != nil {
-		return idem.Record{}, false, fmt.Errorf("idemsqlite: reserve: %w", err)
+		return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: reserve: %w", err)
 	}
 	return rec, created, nil
 }
 
-func (t *txStore) Takeover(ctx context.Context, p idem.TakeoverParams) (idem.Record, error) {
+func (t *txStore) Takeover(ctx context.Context, p idemdriver.TakeoverParams) (idemdriver.Record, error) {
 	ex, err := t.ex("takeover")
 	if err != nil {
-		return idem.Record{}, err
+		return idemdriver.Record{}, err
 	}
 	rec, err := takeover(ctx, ex, p)
 	if err != nil {
-		return idem.Record{}, fmt.Errorf("idemsqlite: takeover: %w", err)
+		return idemdriver.Record{}, fmt.Errorf("idemsqlite: takeover: %w", err)
 	}
 	return rec, nil
 }
 
-func (t *txStore) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c idem.Completion) error {
+func (t *txStore) Complete(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, c idemdriver.Completion) error {
 	ex, err := t.ex("complete")
 	if err != nil {
 		return err
@@ -133,7 +133,7 @@ func (t *txStore) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c i
 	return nil
 }
 
-func (t *txStore) Annotate(ctx context.Context, id idem.Ident, o idem.Owner, a idem.Annotation) error {
+func (t *txStore) Annotate(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, a idemdriver.Annotation) error {
 	ex, err := t.ex("annotate")
 	if err != nil {
 		return err
@@ -144,7 +144,7 @@ func (t *txStore) Annotate(ctx context.Context, id idem.Ident, o idem.Owner, a i
 	return nil
 }
 
-func (t *txStore) Release(ctx context.Context, id idem.Ident, o idem.Owner) error {
+func (t *txStore) Release(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner) error {
 	ex, err := t.ex("release")
 	if err != nil {
 		return err
@@ -155,19 +155,19 @@ func (t *txStore) Release(ctx context.Context, id idem.Ident, o idem.Owner) erro
 	return nil
 }
 
-func (t *txStore) Get(ctx context.Context, id idem.Ident) (idem.Record, bool, error) {
+func (t *txStore) Get(ctx context.Context, id idemdriver.Ident) (idemdriver.Record, bool, error) {
 	ex, err := t.ex("get")
 	if err != nil {
-		return idem.Record{}, false, err
+		return idemdriver.Record{}, false, err
 	}
 	rec, ok, err := get(ctx, ex, id, clock(time.Time{}))
 	if err != nil {
-		return idem.Record{}, false, fmt.Errorf("idemsqlite: get: %w", err)
+		return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: get: %w", err)
 	}
 	return rec, ok, nil
 }
 
-func (t *txStore) Delete(ctx context.Context, id idem.Ident) (bool, error) {
+func (t *txStore) Delete(ctx context.Context, id idemdriver.Ident) (bool, error) {
 	ex, err := t.ex("delete")
 	if err != nil {
 		return false, err
@@ -179,19 +179,19 @@ func (t *txStore) Delete(ctx context.Context, id idem.Ident) (bool, error) {
 	return existed, nil
 }
 
-func (t *txStore) Sweep(ctx context.Context, p idem.SweepParams) (idem.SweepResult, error) {
+func (t *txStore) Sweep(ctx context.Context, p idemdriver.SweepParams) (idemdriver.SweepResult, error) {
 	ex, err := t.ex("sweep")
 	if err != nil {
-		return idem.SweepResult{}, err
+		return idemdriver.SweepResult{}, err
 	}
 	res, err := sweep(ctx, ex, p)
 	if err != nil {
-		return idem.SweepResult{}, fmt.Errorf("idemsqlite: sweep: %w", err)
+		return idemdriver.SweepResult{}, fmt.Errorf("idemsqlite: sweep: %w", err)
 	}
 	return res, nil
 }
 
-func (t *txStore) Extend(ctx context.Context, id idem.Ident, o idem.Owner, lease time.Duration, now time.Time) (time.Time, error) {
+func (t *txStore) Extend(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, lease time.Duration, now time.Time) (time.Time, error) {
 	ex, err := t.ex("extend")
 	if err != nil {
 		return time.Time{}, err
@@ -203,14 +203,14 @@ func (t *txStore) Extend(ctx context.Context, id idem.Ident, o idem.Owner, lease
 	return until, nil
 }
 
-func (t *txStore) Settle(ctx context.Context, id idem.Ident, st idem.Settlement) (idem.Record, bool, error) {
+func (t *txStore) Settle(ctx context.Context, id idemdriver.Ident, st idemdriver.Settlement) (idemdriver.Record, bool, error) {
 	ex, err := t.ex("settle")
 	if err != nil {
-		return idem.Record{}, false, err
+		return idemdriver.Record{}, false, err
 	}
 	rec, ok, err := settle(ctx, ex, id, st)
-	if err != nil && !errors.Is(err, idem.ErrStale) {
-		return idem.Record{}, false, fmt.Errorf("idemsqlite: settle: %w", err)
+	if err != nil && !errors.Is(err, idemdriver.ErrStale) {
+		return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: settle: %w", err)
 	}
 	return rec, ok, err
 }

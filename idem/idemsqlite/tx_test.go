@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 )
 
@@ -42,15 +42,15 @@ func orders(t *testing.T, b *testBundle, id string) int {
 	return n
 }
 
-func requireGone(t *testing.T, b *testBundle, id idem.Ident) {
+func requireGone(t *testing.T, b *testBundle, id idemdriver.Ident) {
 	t.Helper()
 	_, ok, err := b.store.Get(t.Context(), id)
 	require.NoError(t, err)
 	require.False(t, ok, "record %v exists", id)
 }
 
-func reserveParams(id idem.Ident, owner string) idem.ReserveParams {
-	return idem.ReserveParams{Ident: id, Fingerprint: "fp", Owner: owner, Lease: time.Minute, TTL: time.Hour}
+func reserveParams(id idemdriver.Ident, owner string) idemdriver.ReserveParams {
+	return idemdriver.ReserveParams{Ident: id, Fingerprint: "fp", Owner: owner, Lease: time.Minute, TTL: time.Hour}
 }
 
 func TestWithinTxCommits(t *testing.T) {
@@ -58,19 +58,19 @@ func TestWithinTxCommits(t *testing.T) {
 	b := setupTx(t)
 	id := ident("k")
 
-	err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idem.Store) error {
+	err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idemdriver.Store) error {
 		rec, created, err := tx.Reserve(ctx, reserveParams(id, "owner-1"))
 		require.NoError(t, err)
 		require.True(t, created)
 		require.NoError(t, writeOrder(ctx, "order-1"))
-		require.NoError(t, tx.Annotate(ctx, id, rec.Owner, idem.Annotation{ResourceIDs: []string{"order-1"}}))
-		require.NoError(t, tx.Complete(ctx, id, rec.Owner, idem.Completion{
-			Status: idem.StatusCompleted, Result: []byte("sealed"), ResponseCode: 201}))
+		require.NoError(t, tx.Annotate(ctx, id, rec.Owner, idemdriver.Annotation{ResourceIDs: []string{"order-1"}}))
+		require.NoError(t, tx.Complete(ctx, id, rec.Owner, idemdriver.Completion{
+			Status: idemdriver.StatusCompleted, Result: []byte("sealed"), ResponseCode: 201}))
 
 		got, ok, err := tx.Get(ctx, id)
 		require.NoError(t, err)
 		require.True(t, ok, "the transaction reads its own writes")
-		require.Equal(t, idem.StatusCompleted, got.Status)
+		require.Equal(t, idemdriver.StatusCompleted, got.Status)
 
 		// Readers elsewhere go on and see nothing before the commit (WAL).
 		requireGone(t, b, id)
@@ -80,7 +80,7 @@ func TestWithinTxCommits(t *testing.T) {
 	require.NoError(t, err)
 
 	got := get(t, b, id)
-	require.Equal(t, idem.StatusCompleted, got.Status)
+	require.Equal(t, idemdriver.StatusCompleted, got.Status)
 	require.Equal(t, []byte("sealed"), got.Result)
 	require.Equal(t, []string{"order-1"}, got.ResourceIDs)
 	require.Equal(t, 1, orders(t, b, "order-1"))
@@ -92,7 +92,7 @@ func TestWithinTxRollsBack(t *testing.T) {
 	id := ident("k")
 	errApp := errors.New("the application failed")
 
-	err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idem.Store) error {
+	err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idemdriver.Store) error {
 		_, created, err := tx.Reserve(ctx, reserveParams(id, "owner-1"))
 		require.NoError(t, err)
 		require.True(t, created)
@@ -111,7 +111,7 @@ func TestWithinTxRollsBackOnPanic(t *testing.T) {
 	id := ident("k")
 
 	require.PanicsWithValue(t, "boom", func() {
-		_ = b.store.WithinTx(t.Context(), func(ctx context.Context, tx idem.Store) error {
+		_ = b.store.WithinTx(t.Context(), func(ctx context.Context, tx idemdriver.Store) error {
 			_, _, err := tx.Reserve(ctx, reserveParams(id, "owner-1"))
 			require.NoError(t, err)
 			require.NoError(t, writeOrder(ctx, "order-1"))
@@ -154,14 +154,14 @@ func TestWithinTxOutsiderWaits(t *testing.T) {
 				id := ident("k")
 				errApp := errors.New("the application failed")
 				type outcome struct {
-					rec     idem.Record
+					rec     idemdriver.Record
 					created bool
 					err     error
 				}
 				started := make(chan struct{})
 				outsider := make(chan outcome, 1)
 
-				err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idem.Store) error {
+				err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idemdriver.Store) error {
 					rec, created, err := tx.Reserve(ctx, reserveParams(id, "insider"))
 					require.NoError(t, err)
 					require.True(t, created)
@@ -179,7 +179,7 @@ func TestWithinTxOutsiderWaits(t *testing.T) {
 					case <-time.After(200 * time.Millisecond):
 					}
 
-					require.NoError(t, tx.Complete(ctx, id, rec.Owner, idem.Completion{Status: idem.StatusCompleted, Result: []byte("r")}))
+					require.NoError(t, tx.Complete(ctx, id, rec.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, Result: []byte("r")}))
 					if !commit {
 						return errApp
 					}
@@ -190,7 +190,7 @@ func TestWithinTxOutsiderWaits(t *testing.T) {
 				if commit {
 					require.NoError(t, err)
 					require.False(t, o.created, "the outsider finds the committed record")
-					require.Equal(t, idem.StatusCompleted, o.rec.Status)
+					require.Equal(t, idemdriver.StatusCompleted, o.rec.Status)
 					require.Equal(t, "insider", o.rec.Token)
 					require.Equal(t, []byte("r"), o.rec.Result)
 					require.Equal(t, 1, orders(t, b, "order-1"))
@@ -198,7 +198,7 @@ func TestWithinTxOutsiderWaits(t *testing.T) {
 				}
 				require.ErrorIs(t, err, errApp)
 				require.True(t, o.created, "the outsider creates the record after the rollback")
-				require.Equal(t, idem.StatusProcessing, o.rec.Status)
+				require.Equal(t, idemdriver.StatusProcessing, o.rec.Status)
 				require.Equal(t, "outsider", o.rec.Token)
 				require.Zero(t, orders(t, b, "order-1"))
 			})
@@ -212,7 +212,7 @@ func TestWithinTxOutsiderWaits(t *testing.T) {
 func TestWithinTxStoreWritesWait(t *testing.T) {
 	t.Parallel()
 	b := setupTx(t)
-	err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idem.Store) error {
+	err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idemdriver.Store) error {
 		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		defer cancel()
 		_, err := b.store.Delete(short, ident("k"))
@@ -234,11 +234,11 @@ func TestTxStoreRefusesCallsAfterFn(t *testing.T) {
 	for _, commit := range []bool{true, false} {
 		b := setupTx(t)
 		id := ident("k")
-		var kept idem.Store
+		var kept idemdriver.Store
 		var keptCtx context.Context
-		var rec idem.Record
+		var rec idemdriver.Record
 		errApp := errors.New("the application failed")
-		err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idem.Store) error {
+		err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idemdriver.Store) error {
 			kept, keptCtx = tx, ctx
 			var err error
 			rec, _, err = tx.Reserve(ctx, reserveParams(id, "owner-1"))
@@ -258,11 +258,11 @@ func TestTxStoreRefusesCallsAfterFn(t *testing.T) {
 		_, _, err = kept.Reserve(ctx, reserveParams(ident("other"), "late"))
 		require.ErrorIs(t, err, sql.ErrTxDone, "reserve")
 		require.ErrorContains(t, err, "the transaction of WithinTx has ended")
-		_, err = kept.Takeover(ctx, idem.TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: "late", Lease: time.Minute})
+		_, err = kept.Takeover(ctx, idemdriver.TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: "late", Lease: time.Minute})
 		require.ErrorIs(t, err, sql.ErrTxDone, "takeover")
-		err = kept.Complete(ctx, id, rec.Owner, idem.Completion{Status: idem.StatusCompleted})
+		err = kept.Complete(ctx, id, rec.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted})
 		require.ErrorIs(t, err, sql.ErrTxDone, "complete")
-		err = kept.Annotate(ctx, id, rec.Owner, idem.Annotation{CorrelationID: "c"})
+		err = kept.Annotate(ctx, id, rec.Owner, idemdriver.Annotation{CorrelationID: "c"})
 		require.ErrorIs(t, err, sql.ErrTxDone, "annotate")
 		err = kept.Release(ctx, id, rec.Owner)
 		require.ErrorIs(t, err, sql.ErrTxDone, "release")
@@ -270,7 +270,7 @@ func TestTxStoreRefusesCallsAfterFn(t *testing.T) {
 		require.ErrorIs(t, err, sql.ErrTxDone, "get")
 		_, err = kept.Delete(ctx, id)
 		require.ErrorIs(t, err, sql.ErrTxDone, "delete")
-		_, err = kept.Sweep(ctx, idem.SweepParams{})
+		_, err = kept.Sweep(ctx, idemdriver.SweepParams{})
 		require.ErrorIs(t, err, sql.ErrTxDone, "sweep")
 		require.True(t, strings.HasPrefix(err.Error(), "idemsqlite: sweep: "), err.Error())
 
@@ -278,7 +278,7 @@ func TestTxStoreRefusesCallsAfterFn(t *testing.T) {
 
 		if commit {
 			got := get(t, b, id)
-			require.Equal(t, idem.StatusProcessing, got.Status)
+			require.Equal(t, idemdriver.StatusProcessing, got.Status)
 			require.Equal(t, rec.Owner, got.Owner)
 		} else {
 			requireGone(t, b, id)
@@ -293,22 +293,22 @@ func TestTxStoreRefusesCallsAfterFn(t *testing.T) {
 func TestWithinTxClock(t *testing.T) {
 	t.Parallel()
 	b := setupTx(t)
-	err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idem.Store) error {
-		rec, _, err := tx.Reserve(ctx, idem.ReserveParams{
+	err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idemdriver.Store) error {
+		rec, _, err := tx.Reserve(ctx, idemdriver.ReserveParams{
 			Ident: ident("fixed"), Owner: "o", Lease: time.Minute, TTL: time.Hour, Now: t0})
 		require.NoError(t, err)
 		require.Equal(t, t0, rec.ReadAt)
 		require.Equal(t, t0, rec.CreatedAt)
 		require.Equal(t, t0.Add(time.Minute), rec.LeaseExpiresAt)
 
-		_, err = tx.Takeover(ctx, idem.TakeoverParams{Ident: rec.Ident, Seen: rec.Owner, NewOwner: "o2", Lease: time.Minute, Now: t0.Add(59 * time.Second)})
-		require.ErrorIs(t, err, idem.ErrFenced, "lease live by Now")
-		taken, err := tx.Takeover(ctx, idem.TakeoverParams{Ident: rec.Ident, Seen: rec.Owner, NewOwner: "o2", Lease: time.Minute, Now: t0.Add(61 * time.Second)})
+		_, err = tx.Takeover(ctx, idemdriver.TakeoverParams{Ident: rec.Ident, Seen: rec.Owner, NewOwner: "o2", Lease: time.Minute, Now: t0.Add(59 * time.Second)})
+		require.ErrorIs(t, err, idemdriver.ErrFenced, "lease live by Now")
+		taken, err := tx.Takeover(ctx, idemdriver.TakeoverParams{Ident: rec.Ident, Seen: rec.Owner, NewOwner: "o2", Lease: time.Minute, Now: t0.Add(61 * time.Second)})
 		require.NoError(t, err)
 		require.Equal(t, t0.Add(61*time.Second), taken.ReadAt)
 
 		// Without Now, the process clock: the lease from t0 ended long ago.
-		again, err := tx.Takeover(ctx, idem.TakeoverParams{Ident: rec.Ident, Seen: taken.Owner, NewOwner: "o3", Lease: time.Minute})
+		again, err := tx.Takeover(ctx, idemdriver.TakeoverParams{Ident: rec.Ident, Seen: taken.Owner, NewOwner: "o3", Lease: time.Minute})
 		require.NoError(t, err)
 		require.WithinDuration(t, time.Now(), again.ReadAt, time.Minute)
 		require.WithinDuration(t, time.Now(), again.UpdatedAt, time.Minute)
@@ -322,7 +322,7 @@ func TestWithinTxCancelled(t *testing.T) {
 	b := setupTx(t)
 	id := ident("k")
 	ctx, cancel := context.WithCancel(t.Context())
-	err := b.store.WithinTx(ctx, func(ctx context.Context, tx idem.Store) error {
+	err := b.store.WithinTx(ctx, func(ctx context.Context, tx idemdriver.Store) error {
 		_, _, err := tx.Reserve(ctx, reserveParams(id, "o"))
 		require.NoError(t, err)
 		require.NoError(t, writeOrder(ctx, "order-1"))
@@ -333,7 +333,7 @@ func TestWithinTxCancelled(t *testing.T) {
 	requireGone(t, b, id)
 	require.Zero(t, orders(t, b, "order-1"))
 
-	err = b.store.WithinTx(ctx, func(context.Context, idem.Store) error {
+	err = b.store.WithinTx(ctx, func(context.Context, idemdriver.Store) error {
 		t.Fatal("fn called with a cancelled context")
 		return nil
 	})
@@ -352,7 +352,7 @@ func TestWithinTxCancelled(t *testing.T) {
 func TestWithinTxCommitError(t *testing.T) {
 	t.Parallel()
 	b := setupTx(t)
-	err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idem.Store) error {
+	err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idemdriver.Store) error {
 		ex, _ := idemsqlite.TxFrom(ctx)
 		_, err := ex.ExecContext(ctx, "COMMIT")
 		return err

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
 // Figures of the concurrency scenarios (SPEC IDEM-S3; reliability-anchors
@@ -32,7 +33,7 @@ type raceValue struct {
 	Parts []string `json:"parts"`
 }
 
-func runConcurrency(t *testing.T, newStore func(t *testing.T) idem.Store) {
+func runConcurrency(t *testing.T, newStore func(t *testing.T) idemdriver.Store) {
 	t.Run("S3SameKeyRaceRunsEachKeyOnce", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
@@ -57,7 +58,7 @@ func runConcurrency(t *testing.T, newStore func(t *testing.T) idem.Store) {
 							executions[k].Add(1)
 							time.Sleep(time.Millisecond) // widen the window for a second owner
 							return raceValue{Key: key, Seq: seq.Add(1), Parts: []string{"a", key}}, nil
-						}, idem.WithFingerprint("payload-1"))
+						}, idem.RunFingerprint("payload-1"))
 						switch {
 						case errors.Is(err, idem.ErrInProgress):
 							inProgress.Add(1)
@@ -102,11 +103,11 @@ func runConcurrency(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		// Nothing is stuck: every record is completed and replays its value.
 		for k := range RaceKeys {
 			key := fmt.Sprintf("race-key-%04d", k)
-			rec, ok, err := s.Get(ctx, idem.Ident{Scope: "tenant:race", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("tenant:race", idem.DefaultOperation, key)})
+			rec, ok, err := s.Get(ctx, idemdriver.Ident{Scope: "tenant:race", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("tenant:race", idem.DefaultOperation, key)})
 			require.NoError(t, err)
 			require.True(t, ok)
-			require.Equal(t, idem.StatusCompleted, rec.Status, key)
-			res, err := idem.Run(ctx, e, key, "tenant:race", func(context.Context) (raceValue, error) { return raceValue{}, errors.New("must not run") }, idem.WithFingerprint("payload-1"))
+			require.Equal(t, idemdriver.StatusCompleted, rec.Status, key)
+			res, err := idem.Run(ctx, e, key, "tenant:race", func(context.Context) (raceValue, error) { return raceValue{}, errors.New("must not run") }, idem.RunFingerprint("payload-1"))
 			require.NoError(t, err)
 			require.True(t, res.Replayed)
 			require.Equal(t, *firsts[k].Load(), res.Value)
@@ -139,7 +140,7 @@ func runConcurrency(t *testing.T, newStore func(t *testing.T) idem.Store) {
 						winner.Store(variant)
 						time.Sleep(time.Millisecond)
 						return "made by " + variant, nil
-					}, idem.WithFingerprint("variant-"+variant))
+					}, idem.RunFingerprint("variant-"+variant))
 					answers <- answer{variant, err, res}
 				})
 			}
@@ -159,7 +160,7 @@ func runConcurrency(t *testing.T, newStore func(t *testing.T) idem.Store) {
 				}
 				require.Equal(t, "made by "+won, a.res.Value)
 			}
-			rec, ok, err := s.Get(ctx, idem.Ident{Scope: "tenant:mixed", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("tenant:mixed", idem.DefaultOperation, key)})
+			rec, ok, err := s.Get(ctx, idemdriver.Ident{Scope: "tenant:mixed", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("tenant:mixed", idem.DefaultOperation, key)})
 			require.NoError(t, err)
 			require.True(t, ok)
 			require.Equal(t, "variant-"+won, rec.Fingerprint, "the stored fingerprint is the winner's")
@@ -187,7 +188,7 @@ func runConcurrency(t *testing.T, newStore func(t *testing.T) idem.Store) {
 					entered <- info
 					<-release
 					return "zombie", nil
-				}, idem.WithLease(lease))
+				}, idem.RunLease(lease))
 				zombie <- err
 			}()
 			first := <-entered
@@ -201,7 +202,7 @@ func runConcurrency(t *testing.T, newStore func(t *testing.T) idem.Store) {
 				info, _ := idem.RunInfoFrom(ctx)
 				successorFence = info.Fence
 				return "successor", nil
-			}, idem.WithLease(lease))
+			}, idem.RunLease(lease))
 			close(release)
 			zerr := <-zombie
 
@@ -210,7 +211,7 @@ func runConcurrency(t *testing.T, newStore func(t *testing.T) idem.Store) {
 				require.NoError(t, err, "%s: pause %s ends the lease", key, pause)
 				require.Equal(t, "successor", res.Value)
 				require.Greater(t, successorFence, first.Fence)
-				require.ErrorIs(t, zerr, idem.ErrFenced, "%s: the zombie cannot complete", key)
+				require.ErrorIs(t, zerr, idemdriver.ErrFenced, "%s: the zombie cannot complete", key)
 				lastFence = successorFence
 			} else {
 				refusals++
@@ -235,14 +236,14 @@ func runConcurrency(t *testing.T, newStore func(t *testing.T) idem.Store) {
 	// raceOnCrashedKey has RaceGoroutines callers, under recovery, race for
 	// a key whose owner reserved it and crashed; it returns how many ran the
 	// callback.
-	raceOnCrashedKey := func(t *testing.T, recovery idem.Recovery) (e *idem.Engine, s idem.Store, id idem.Ident, runs int32) {
+	raceOnCrashedKey := func(t *testing.T, recovery idem.Recovery) (e *idem.Engine, s idemdriver.Store, id idemdriver.Ident, runs int32) {
 		t.Helper()
 		s = newStore(t)
 		clock := NewClock(start)
 		e = newEngine(t, s, idem.WithNowFunc(clock.Now), idem.WithDefaultRecovery(recovery))
 		ctx := ctxT(t)
-		id = idem.Ident{Scope: "tenant:t", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("tenant:t", idem.DefaultOperation, "crashed")}
-		_, created, err := s.Reserve(ctx, idem.ReserveParams{Ident: id, Owner: "crashed", Lease: time.Second, TTL: time.Hour, Now: clock.Now()})
+		id = idemdriver.Ident{Scope: "tenant:t", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("tenant:t", idem.DefaultOperation, "crashed")}
+		_, created, err := s.Reserve(ctx, idemdriver.ReserveParams{Ident: id, Owner: "crashed", Lease: time.Second, TTL: time.Hour, Now: clock.Now()})
 		require.NoError(t, err)
 		require.True(t, created)
 		clock.Advance(2 * time.Second)
@@ -256,7 +257,7 @@ func runConcurrency(t *testing.T, newStore func(t *testing.T) idem.Store) {
 					ran.Add(1)
 					time.Sleep(time.Millisecond)
 					return 1, nil
-				}, idem.WithLease(time.Minute))
+				}, idem.RunLease(time.Minute))
 				if err != nil && !errors.Is(err, idem.ErrInProgress) {
 					t.Errorf("unexpected error: %v", err)
 				}
@@ -281,6 +282,6 @@ func runConcurrency(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		rec, ok, err := s.Get(ctxT(t), id)
 		require.NoError(t, err)
 		require.True(t, ok)
-		require.Equal(t, idem.StatusPending, rec.Status)
+		require.Equal(t, idemdriver.StatusPending, rec.Status)
 	})
 }

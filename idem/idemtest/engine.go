@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
 type order struct {
@@ -22,9 +23,9 @@ type order struct {
 	Labels  map[string]string `json:"labels,omitempty"`
 }
 
-func runEngine(t *testing.T, newStore func(t *testing.T) idem.Store) {
+func runEngine(t *testing.T, newStore func(t *testing.T) idemdriver.Store) {
 	type bundle struct {
-		store  idem.Store
+		store  idemdriver.Store
 		engine *idem.Engine
 		clock  *Clock
 	}
@@ -34,9 +35,9 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		c := NewClock(start)
 		return bundle{store: s, clock: c, engine: newEngine(t, s, append([]idem.Option{idem.WithNowFunc(c.Now)}, opts...)...)}
 	}
-	get := func(t *testing.T, b bundle, key, scope string) (idem.Record, bool) {
+	get := func(t *testing.T, b bundle, key, scope string) (idemdriver.Record, bool) {
 		t.Helper()
-		rec, ok, err := b.store.Get(ctxT(t), idem.Ident{Scope: scope, Operation: idem.DefaultOperation, KeyDigest: idem.Digest(scope, idem.DefaultOperation, key)})
+		rec, ok, err := b.store.Get(ctxT(t), idemdriver.Ident{Scope: scope, Operation: idem.DefaultOperation, KeyDigest: idem.Digest(scope, idem.DefaultOperation, key)})
 		require.NoError(t, err)
 		return rec, ok
 	}
@@ -68,7 +69,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idem.Store) {
 
 		rec, ok := get(t, b, "key-1", "tenant:1")
 		require.True(t, ok)
-		require.Equal(t, idem.StatusCompleted, rec.Status)
+		require.Equal(t, idemdriver.StatusCompleted, rec.Status)
 		require.NotContains(t, string(rec.Result), "o-1", "H14: the stored result is sealed")
 	})
 
@@ -86,17 +87,21 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idem.Store) {
 			{"key", long, "s", nil},
 			{"scope", "k", "", nil},
 			{"scope", "k", long, nil},
-			{"ttl", "k", "s", []idem.RunOption{idem.WithTTL(59 * time.Second)}},
-			{"ttl", "k", "s", []idem.RunOption{idem.WithTTL(2592001 * time.Second)}},
-			{"lease", "k", "s", []idem.RunOption{idem.WithLease(0)}},
-			{"lease", "k", "s", []idem.RunOption{idem.WithLease(86401 * time.Second)}},
-			{"operation", "k", "s", []idem.RunOption{idem.WithOperation("")}},
-			{"fingerprint", "k", "s", []idem.RunOption{idem.WithFingerprint(long)}},
+			{"ttl", "k", "s", []idem.RunOption{idem.RunTTL(59 * time.Second)}},
+			{"ttl", "k", "s", []idem.RunOption{idem.RunTTL(2592001 * time.Second)}},
+			{"lease", "k", "s", []idem.RunOption{idem.RunLease(0)}},
+			{"lease", "k", "s", []idem.RunOption{idem.RunLease(86401 * time.Second)}},
+			{"operation", "k", "s", []idem.RunOption{idem.RunOperation("")}},
+			{"fingerprint", "k", "s", []idem.RunOption{idem.RunFingerprint(long)}},
 		}
 		for _, c := range cases {
 			ran := false
 			_, err := idem.Run(ctx, b.engine, c.key, c.scope, func(context.Context) (int, error) { ran = true; return 1, nil }, c.opts...)
-			require.ErrorIs(t, err, idem.ErrInvalidKey)
+			want := idem.ErrInvalidKey
+			if c.field == "ttl" || c.field == "lease" {
+				want = idem.ErrInvalidOption // a bad option is not a bad key
+			}
+			require.ErrorIs(t, err, want, c.field)
 			var ve *idem.ValidationError
 			require.ErrorAs(t, err, &ve)
 			require.Equal(t, c.field, ve.Field)
@@ -104,7 +109,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		}
 		// Bounds are inclusive.
 		_, err := idem.Run(ctx, b.engine, string(make([]byte, 255)), "s", func(context.Context) (int, error) { return 1, nil },
-			idem.WithTTL(60*time.Second), idem.WithLease(86400*time.Second))
+			idem.RunTTL(60*time.Second), idem.RunLease(86400*time.Second))
 		require.NoError(t, err)
 	})
 
@@ -112,10 +117,10 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		t.Parallel()
 		b := setup(t)
 		ctx := ctxT(t)
-		_, err := idem.Run(ctx, b.engine, "k", "s", func(context.Context) (int, error) { return 1, nil }, idem.WithFingerprint("a"))
+		_, err := idem.Run(ctx, b.engine, "k", "s", func(context.Context) (int, error) { return 1, nil }, idem.RunFingerprint("a"))
 		require.NoError(t, err)
 		ran := false
-		_, err = idem.Run(ctx, b.engine, "k", "s", func(context.Context) (int, error) { ran = true; return 2, nil }, idem.WithFingerprint("b"))
+		_, err = idem.Run(ctx, b.engine, "k", "s", func(context.Context) (int, error) { ran = true; return 2, nil }, idem.RunFingerprint("b"))
 		require.ErrorIs(t, err, idem.ErrKeyReused)
 		require.False(t, ran)
 		rec, _ := get(t, b, "k", "s")
@@ -177,7 +182,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idem.Store) {
 			require.ErrorIs(t, err, idem.ErrResultNotStorable, name)
 			rec, ok := get(t, b, name, "s")
 			require.True(t, ok)
-			require.Equal(t, idem.StatusUnavailable, rec.Status, name)
+			require.Equal(t, idemdriver.StatusUnavailable, rec.Status, name)
 			require.NotEmpty(t, rec.LastError)
 			_, err = idem.Run(ctx, b.engine, name, "s", counted)
 			require.ErrorIs(t, err, idem.ErrResultUnavailable, name)
@@ -204,7 +209,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		require.ErrorIs(t, err, timeout)
 		rec, ok := get(t, b, "k", "s")
 		require.True(t, ok)
-		require.Equal(t, idem.StatusPending, rec.Status)
+		require.Equal(t, idemdriver.StatusPending, rec.Status)
 		require.Equal(t, "prov_123", rec.ExternalRef)
 		require.Equal(t, "corr-9", rec.CorrelationID)
 		require.Equal(t, []string{"payment:9"}, rec.ResourceIDs)
@@ -216,7 +221,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		require.ErrorAs(t, err, &ip)
 		require.ErrorIs(t, err, idem.ErrInProgress)
 		require.Equal(t, 45*time.Second, ip.RetryAfter)
-		require.Equal(t, idem.StatusPending, ip.Status)
+		require.Equal(t, idemdriver.StatusPending, ip.Status)
 		require.Equal(t, 1, runs)
 		n, err := b.engine.Sweep(ctx)
 		require.NoError(t, err)
@@ -263,7 +268,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idem.Store) {
 				entered <- info
 				<-release
 				return "zombie", nil
-			}, idem.WithLease(30*time.Second))
+			}, idem.RunLease(30*time.Second))
 			firstErr <- err
 		}()
 		first := <-entered
@@ -280,13 +285,13 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idem.Store) {
 			require.Greater(t, info.Fence, first.Fence)
 			require.Equal(t, 2, info.Attempt)
 			return "successor", nil
-		}, idem.WithRecovery(idem.RecoverByRerunning()))
+		}, idem.RunRecovery(idem.RecoverByRerunning()))
 		require.NoError(t, err)
 		require.Equal(t, "successor", res.Value)
 		require.True(t, start.Equal(res.FirstSeenAt), "first seen kept across takeover")
 
 		close(release)
-		require.ErrorIs(t, <-firstErr, idem.ErrFenced, "the zombie cannot complete")
+		require.ErrorIs(t, <-firstErr, idemdriver.ErrFenced, "the zombie cannot complete")
 		res, err = idem.Run(ctx, b.engine, "k", "s", func(context.Context) (string, error) { return "again", nil })
 		require.NoError(t, err)
 		require.True(t, res.Replayed)
@@ -304,7 +309,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idem.Store) {
 				close(entered)
 				<-release
 				return 1, nil
-			}, idem.WithTTL(time.Minute), idem.WithLease(time.Hour))
+			}, idem.RunTTL(time.Minute), idem.RunLease(time.Hour))
 			done <- err
 		}()
 		<-entered
@@ -318,29 +323,29 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		close(release)
 		require.NoError(t, <-done)
 
-		_, err = idem.Run(ctx, b.engine, "short", "s", func(context.Context) (int, error) { return 1, nil }, idem.WithTTL(time.Minute), idem.WithLease(time.Second))
+		_, err = idem.Run(ctx, b.engine, "short", "s", func(context.Context) (int, error) { return 1, nil }, idem.RunTTL(time.Minute), idem.RunLease(time.Second))
 		require.NoError(t, err)
 		b.clock.Advance(31 * time.Minute) // both now past TTL and lease
 		n, err = b.engine.Sweep(ctx)
 		require.NoError(t, err)
-		require.Equal(t, idem.SweepResult{Deleted: 2}, n)
+		require.Equal(t, idemdriver.SweepResult{Deleted: 2}, n)
 	})
 
 	t.Run("M6SweepEscalatesAnAbandonedRecordAndCountsIt", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		ctx := ctxT(t)
-		id := idem.Ident{Scope: "s", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("s", idem.DefaultOperation, "k")}
-		_, _, err := b.store.Reserve(ctx, idem.ReserveParams{Ident: id, Owner: "crashed", Lease: time.Minute, TTL: time.Minute, Now: b.clock.Now()})
+		id := idemdriver.Ident{Scope: "s", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("s", idem.DefaultOperation, "k")}
+		_, _, err := b.store.Reserve(ctx, idemdriver.ReserveParams{Ident: id, Owner: "crashed", Lease: time.Minute, TTL: time.Minute, Now: b.clock.Now()})
 		require.NoError(t, err)
 		b.clock.Advance(2 * time.Hour)
 		n, err := b.engine.Sweep(ctx)
 		require.NoError(t, err)
-		require.Equal(t, idem.SweepResult{Escalated: 1}, n)
+		require.Equal(t, idemdriver.SweepResult{Escalated: 1}, n)
 		require.Equal(t, int64(1), b.engine.Counters().AbandonedEscalated)
 		ran := false
 		_, err = idem.Run(ctx, b.engine, "k", "s", func(context.Context) (int, error) { ran = true; return 1, nil },
-			idem.WithRecovery(idem.RecoverByRerunning()))
+			idem.RunRecovery(idem.RecoverByRerunning()))
 		require.ErrorIs(t, err, idem.ErrInProgress, "the escalated key waits for an operator, whatever the recovery")
 		require.False(t, ran)
 	})
@@ -348,15 +353,15 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idem.Store) {
 	t.Run("R8AbandonedKeyFollowsItsRecovery", func(t *testing.T) {
 		t.Parallel()
 		const key, scope = "k", "s"
-		id := idem.Ident{Scope: scope, Operation: idem.DefaultOperation, KeyDigest: idem.Digest(scope, idem.DefaultOperation, key)}
+		id := idemdriver.Ident{Scope: scope, Operation: idem.DefaultOperation, KeyDigest: idem.Digest(scope, idem.DefaultOperation, key)}
 		// abandon reserves the key for an owner that then crashes, and
 		// moves the clock past its lease.
 		abandon := func(t *testing.T, b bundle) (leaseEnd time.Time, fence int64) {
 			t.Helper()
-			rec, created, err := b.store.Reserve(ctxT(t), idem.ReserveParams{Ident: id, Owner: "crashed", Lease: 30 * time.Second, TTL: time.Hour, Now: b.clock.Now()})
+			rec, created, err := b.store.Reserve(ctxT(t), idemdriver.ReserveParams{Ident: id, Owner: "crashed", Lease: 30 * time.Second, TTL: time.Hour, Now: b.clock.Now()})
 			require.NoError(t, err)
 			require.True(t, created)
-			require.NoError(t, b.store.Annotate(ctxT(t), id, rec.Owner, idem.Annotation{ExternalRef: "sent-ref", Now: b.clock.Now()}))
+			require.NoError(t, b.store.Annotate(ctxT(t), id, rec.Owner, idemdriver.Annotation{ExternalRef: "sent-ref", Now: b.clock.Now()}))
 			b.clock.Advance(31 * time.Second)
 			return rec.LeaseExpiresAt, rec.Fence
 		}
@@ -381,10 +386,10 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idem.Store) {
 			require.Zero(t, c.runs, "nothing runs")
 			rec, ok := get(t, b, key, scope)
 			require.True(t, ok)
-			require.Equal(t, idem.StatusPending, rec.Status)
-			require.Equal(t, idem.AbandonedReason(leaseEnd, how), rec.LastError)
+			require.Equal(t, idemdriver.StatusPending, rec.Status)
+			require.Equal(t, idemdriver.AbandonedReason(leaseEnd, how), rec.LastError)
 			require.Equal(t, int64(1), b.engine.Counters().AbandonedEscalated)
-			_, err = idem.Run(ctxT(t), b.engine, key, scope, c.fn, idem.WithRecovery(idem.RecoverByRerunning()))
+			_, err = idem.Run(ctxT(t), b.engine, key, scope, c.fn, idem.RunRecovery(idem.RecoverByRerunning()))
 			require.ErrorIs(t, err, idem.ErrInProgress, "repeats wait for an operator")
 			require.Zero(t, c.runs)
 		}
@@ -419,7 +424,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idem.Store) {
 			res, err := idem.Run(ctxT(t), b.engine, key, scope, func(ctx context.Context) (string, error) {
 				info, _ = idem.RunInfoFrom(ctx)
 				return "again", nil
-			}, idem.WithRecovery(idem.RecoverByRerunning()))
+			}, idem.RunRecovery(idem.RecoverByRerunning()))
 			require.NoError(t, err)
 			require.Equal(t, "again", res.Value)
 			require.Greater(t, info.Fence, fence)
@@ -433,7 +438,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idem.Store) {
 			c := newCall()
 			var seen idem.Abandoned
 			rcv := verifier(idem.Verification{Verdict: idem.VerdictHappened, ExternalRef: "prov_42"}, nil, &seen)
-			_, err := idem.Run(ctxT(t), b.engine, key, scope, c.fn, idem.WithRecovery(rcv))
+			_, err := idem.Run(ctxT(t), b.engine, key, scope, c.fn, idem.RunRecovery(rcv))
 			require.ErrorIs(t, err, idem.ErrResultUnavailable, "the effect happened; there is no value to replay")
 			require.Zero(t, c.runs)
 			require.Equal(t, id.KeyDigest, seen.KeyDigest)
@@ -441,10 +446,10 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idem.Store) {
 			require.Greater(t, seen.Fence, fence, "the verifier runs as the new owner")
 			require.True(t, leaseEnd.Equal(seen.LeaseEndedAt))
 			rec, _ := get(t, b, key, scope)
-			require.Equal(t, idem.StatusCompleted, rec.Status)
+			require.Equal(t, idemdriver.StatusCompleted, rec.Status)
 			require.Equal(t, "prov_42", rec.ExternalRef)
 			require.NotEmpty(t, rec.LastError)
-			_, err = idem.Run(ctxT(t), b.engine, key, scope, c.fn, idem.WithRecovery(rcv))
+			_, err = idem.Run(ctxT(t), b.engine, key, scope, c.fn, idem.RunRecovery(rcv))
 			require.ErrorIs(t, err, idem.ErrResultUnavailable)
 			require.Zero(t, c.runs, "never run again")
 		})
@@ -456,7 +461,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idem.Store) {
 			c := newCall()
 			var seen idem.Abandoned
 			res, err := idem.Run(ctxT(t), b.engine, key, scope, c.fn,
-				idem.WithRecovery(verifier(idem.Verification{Verdict: idem.VerdictNotHappened}, nil, &seen)))
+				idem.RunRecovery(verifier(idem.Verification{Verdict: idem.VerdictNotHappened}, nil, &seen)))
 			require.NoError(t, err)
 			require.Equal(t, "ran", res.Value)
 			require.Equal(t, 1, c.runs)
@@ -472,7 +477,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idem.Store) {
 			c := newCall()
 			var seen idem.Abandoned
 			_, err := idem.Run(ctxT(t), b.engine, key, scope, c.fn,
-				idem.WithRecovery(verifier(idem.Verification{Verdict: idem.VerdictUnknown}, nil, &seen)))
+				idem.RunRecovery(verifier(idem.Verification{Verdict: idem.VerdictUnknown}, nil, &seen)))
 			requireEscalated(t, b, c, err, leaseEnd, "verify: unknown")
 		})
 
@@ -483,7 +488,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idem.Store) {
 			c := newCall()
 			var seen idem.Abandoned
 			_, err := idem.Run(ctxT(t), b.engine, key, scope, c.fn,
-				idem.WithRecovery(verifier(idem.Verification{Verdict: idem.VerdictHappened}, errors.New("provider down"), &seen)))
+				idem.RunRecovery(verifier(idem.Verification{Verdict: idem.VerdictHappened}, errors.New("provider down"), &seen)))
 			requireEscalated(t, b, c, err, leaseEnd, "verify: the verifier failed")
 		})
 	})
@@ -492,10 +497,10 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		t.Parallel()
 		b := setup(t)
 		ctx := ctxT(t)
-		_, err := idem.Run(ctx, b.engine, "k", "s", func(context.Context) (int, error) { return 1, nil }, idem.WithTTL(time.Minute), idem.WithFingerprint("a"))
+		_, err := idem.Run(ctx, b.engine, "k", "s", func(context.Context) (int, error) { return 1, nil }, idem.RunTTL(time.Minute), idem.RunFingerprint("a"))
 		require.NoError(t, err)
 		b.clock.Advance(2 * time.Minute)
-		res, err := idem.Run(ctx, b.engine, "k", "s", func(context.Context) (int, error) { return 2, nil }, idem.WithFingerprint("b"))
+		res, err := idem.Run(ctx, b.engine, "k", "s", func(context.Context) (int, error) { return 2, nil }, idem.RunFingerprint("b"))
 		require.NoError(t, err)
 		require.False(t, res.Replayed)
 		require.Equal(t, 2, res.Value)
@@ -512,11 +517,11 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idem.Store) {
 
 		plant := func(key string, blob []byte) {
 			t.Helper()
-			id := idem.Ident{Scope: "s", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("s", idem.DefaultOperation, key)}
-			rec, created, err := b.store.Reserve(ctx, idem.ReserveParams{Ident: id, Owner: "planter", Lease: time.Minute, TTL: time.Hour, Now: b.clock.Now()})
+			id := idemdriver.Ident{Scope: "s", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("s", idem.DefaultOperation, key)}
+			rec, created, err := b.store.Reserve(ctx, idemdriver.ReserveParams{Ident: id, Owner: "planter", Lease: time.Minute, TTL: time.Hour, Now: b.clock.Now()})
 			require.NoError(t, err)
 			require.True(t, created)
-			require.NoError(t, b.store.Complete(ctx, id, rec.Owner, idem.Completion{Status: idem.StatusCompleted, Result: blob, Now: b.clock.Now()}))
+			require.NoError(t, b.store.Complete(ctx, id, rec.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, Result: blob, Now: b.clock.Now()}))
 		}
 		flipped := append([]byte(nil), src.Result...)
 		flipped[len(flipped)-3] ^= 0x01

@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
 // runHTTP drives the HTTP middleware (SPEC IDEM-H) black-box: a real
@@ -30,7 +31,7 @@ import (
 // before the idempotency middleware, and the store under test. There is one
 // subtest per rule of SPEC §1.3 and per row of the decision table that the
 // research notes (idempotency-anchors §5.3) take from Sentinel's tests.
-func runHTTP(t *testing.T, newStore func(t *testing.T) idem.Store) {
+func runHTTP(t *testing.T, newStore func(t *testing.T) idemdriver.Store) {
 	h := httpHarness{newStore: newStore}
 	t.Run("Keys", func(t *testing.T) { runHTTPKeys(t, h) })
 	t.Run("Decisions", func(t *testing.T) { runHTTPDecisions(t, h) })
@@ -53,7 +54,7 @@ const (
 )
 
 type httpHarness struct {
-	newStore func(t *testing.T) idem.Store
+	newStore func(t *testing.T) idemdriver.Store
 }
 
 // httpOpts configures one test server. The zero value is a server with the
@@ -69,13 +70,13 @@ type httpOpts struct {
 	// handler is the application handler; run counts its calls, from 1.
 	handler func(w http.ResponseWriter, r *http.Request, run int)
 	// store shares another bundle's store instead of a fresh one.
-	store idem.Store
+	store idemdriver.Store
 }
 
 // httpBundle is one test server over one store.
 type httpBundle struct {
-	store  idem.Store // the store under test, not wrapped
-	spy    *storeSpy  // sees every call the engine makes
+	store  idemdriver.Store // the store under test, not wrapped
+	spy    *storeSpy        // sees every call the engine makes
 	engine *idem.Engine
 	mw     *idem.Middleware
 	clock  *Clock
@@ -94,8 +95,8 @@ func (h httpHarness) setup(t *testing.T, o httpOpts) *httpBundle {
 	if s == nil {
 		s = h.newStore(t)
 	}
-	if _, ok := s.(idem.TxStore); o.cfg.Transactional && !ok {
-		t.Skip("H17: the store does not implement idem.TxStore; transactional mode is tested once it does")
+	if _, ok := s.(idemdriver.TxStore); o.cfg.Transactional && !ok {
+		t.Skip("H17: the store does not implement idemdriver.TxStore; transactional mode is tested once it does")
 	}
 	b := &httpBundle{store: s, spy: &storeSpy{}, clock: NewClock(start), hooks: &hookLog{}, serverLog: &syncBuffer{}}
 	engineOpts := o.engine
@@ -159,10 +160,10 @@ func testAuth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
 		if u := r.Header.Get(headerUser); u != "" {
-			ctx = idem.WithPrincipal(ctx, "web", u)
+			ctx = idem.ContextWithPrincipal(ctx, "web", u)
 		}
 		if k := r.Header.Get(headerSigner); k != "" {
-			ctx = idem.WithVerifiedSignature(ctx, "partners", k)
+			ctx = idem.ContextWithVerifiedSignature(ctx, "partners", k)
 		}
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
@@ -299,12 +300,12 @@ func await(t *testing.T, ch <-chan callResult) httpResponse {
 }
 
 // httpIdent is the record identity of key sent by scope to the named route.
-func httpIdent(scope, route, key string) idem.Ident {
-	return idem.Ident{Scope: scope, Operation: route, KeyDigest: idem.Digest(scope, route, key)}
+func httpIdent(scope, route, key string) idemdriver.Ident {
+	return idemdriver.Ident{Scope: scope, Operation: route, KeyDigest: idem.Digest(scope, route, key)}
 }
 
 // record reads the record of key sent by scope to route.
-func (b *httpBundle) record(t *testing.T, scope, route, key string) (idem.Record, bool) {
+func (b *httpBundle) record(t *testing.T, scope, route, key string) (idemdriver.Record, bool) {
 	t.Helper()
 	rec, ok, err := b.store.Get(t.Context(), httpIdent(scope, route, key))
 	require.NoError(t, err)
@@ -325,11 +326,11 @@ func (b *httpBundle) plant(t *testing.T, key, fingerprint string, result []byte)
 	t.Helper()
 	ctx := t.Context()
 	id := httpIdent(b.scope, routeR, key)
-	rec, created, err := b.store.Reserve(ctx, idem.ReserveParams{Ident: id, Fingerprint: fingerprint, Owner: "planter",
+	rec, created, err := b.store.Reserve(ctx, idemdriver.ReserveParams{Ident: id, Fingerprint: fingerprint, Owner: "planter",
 		Lease: time.Minute, TTL: time.Hour, Now: b.clock.Now()})
 	require.NoError(t, err)
 	require.True(t, created)
-	require.NoError(t, b.store.Complete(ctx, id, rec.Owner, idem.Completion{Status: idem.StatusCompleted, Result: result,
+	require.NoError(t, b.store.Complete(ctx, id, rec.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, Result: result,
 		ResponseCode: http.StatusCreated, Now: b.clock.Now()}))
 }
 
@@ -430,7 +431,7 @@ func (h *hookLog) events() ([]idem.RejectedEvent, []idem.ReplayedEvent) {
 // storeSpy sees the engine's store calls and can make them fail.
 type storeSpy struct {
 	mu       sync.Mutex
-	reserved map[idem.Ident]int
+	reserved map[idemdriver.Ident]int
 	// failReserve makes every Reserve fail: the store is down.
 	failReserve atomic.Bool
 	// failCompletes makes that many next Complete calls fail.
@@ -442,18 +443,18 @@ type storeSpy struct {
 var errStoreDown = errors.New("idemtest: store down")
 
 // wrap returns s seen by the spy; a TxStore stays a TxStore.
-func (sp *storeSpy) wrap(s idem.Store) idem.Store {
-	if txs, ok := s.(idem.TxStore); ok {
+func (sp *storeSpy) wrap(s idemdriver.Store) idemdriver.Store {
+	if txs, ok := s.(idemdriver.TxStore); ok {
 		return spyTxStore{spyStore: spyStore{Store: s, spy: sp}, tx: txs}
 	}
 	return spyStore{Store: s, spy: sp}
 }
 
 // idents returns the idents Reserve was called for, each once.
-func (sp *storeSpy) idents() []idem.Ident {
+func (sp *storeSpy) idents() []idemdriver.Ident {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	out := make([]idem.Ident, 0, len(sp.reserved))
+	out := make([]idemdriver.Ident, 0, len(sp.reserved))
 	for id := range sp.reserved {
 		out = append(out, id)
 	}
@@ -461,24 +462,24 @@ func (sp *storeSpy) idents() []idem.Ident {
 }
 
 type spyStore struct {
-	idem.Store
+	idemdriver.Store
 	spy *storeSpy
 }
 
-func (s spyStore) Reserve(ctx context.Context, p idem.ReserveParams) (idem.Record, bool, error) {
+func (s spyStore) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
 	s.spy.mu.Lock()
 	if s.spy.reserved == nil {
-		s.spy.reserved = map[idem.Ident]int{}
+		s.spy.reserved = map[idemdriver.Ident]int{}
 	}
 	s.spy.reserved[p.Ident]++
 	s.spy.mu.Unlock()
 	if s.spy.failReserve.Load() {
-		return idem.Record{}, false, errStoreDown
+		return idemdriver.Record{}, false, errStoreDown
 	}
 	return s.Store.Reserve(ctx, p)
 }
 
-func (s spyStore) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c idem.Completion) error {
+func (s spyStore) Complete(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, c idemdriver.Completion) error {
 	if s.spy.failCompletes.Add(-1) >= 0 || s.spy.completesDown.Load() {
 		return errStoreDown
 	}
@@ -487,11 +488,11 @@ func (s spyStore) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c i
 
 type spyTxStore struct {
 	spyStore
-	tx idem.TxStore
+	tx idemdriver.TxStore
 }
 
-func (s spyTxStore) WithinTx(ctx context.Context, fn func(ctx context.Context, tx idem.Store) error) error {
-	return s.tx.WithinTx(ctx, func(ctx context.Context, tx idem.Store) error {
+func (s spyTxStore) WithinTx(ctx context.Context, fn func(ctx context.Context, tx idemdriver.Store) error) error {
+	return s.tx.WithinTx(ctx, func(ctx context.Context, tx idemdriver.Store) error {
 		return fn(ctx, spyStore{Store: tx, spy: s.spy})
 	})
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
 // runHTTPDecisions covers what a request with a valid key gets: every row
@@ -37,7 +38,7 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 		for _, scope := range []string{"user:web:alice", "user:web:bob"} {
 			rec, ok := b.record(t, scope, routeR, key)
 			require.True(t, ok, scope)
-			require.Equal(t, idem.StatusCompleted, rec.Status, scope)
+			require.Equal(t, idemdriver.StatusCompleted, rec.Status, scope)
 		}
 		_, ok := b.record(t, b.scope, routeR, key)
 		require.False(t, ok, "an authenticated request is not scoped by address")
@@ -70,7 +71,7 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 		require.Equal(t, http.StatusCreated, first.status)
 		rec, ok := b.record(t, b.scope, routeR, key)
 		require.True(t, ok, "scoped by the client address %s", b.scope)
-		require.Equal(t, idem.StatusCompleted, rec.Status)
+		require.Equal(t, idemdriver.StatusCompleted, rec.Status)
 		require.Equal(t, idem.Digest(b.scope, routeR, key), rec.KeyDigest, "the stored key is a digest of scope, route and key")
 		require.NotContains(t, rec.KeyDigest, key)
 	})
@@ -276,7 +277,7 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 		// The first request holds the key: an owner token and a lease.
 		rec, ok := b.record(t, b.scope, routeR, key)
 		require.True(t, ok)
-		require.Equal(t, idem.StatusProcessing, rec.Status)
+		require.Equal(t, idemdriver.StatusProcessing, rec.Status)
 		require.NotEmpty(t, rec.Token)
 		require.True(t, start.Add(20*time.Second).Equal(rec.LeaseExpiresAt), "lease: got %s", rec.LeaseExpiresAt)
 
@@ -338,7 +339,7 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 		require.Equal(t, int(idem.DefaultLease/time.Second), requireRetryAfter(t, dup))
 		var body map[string]any
 		require.NoError(t, json.Unmarshal([]byte(dup.body), &body))
-		require.Equal(t, string(idem.StatusProcessing), body["status"])
+		require.Equal(t, string(idemdriver.StatusProcessing), body["status"])
 		g.open()
 		require.Equal(t, http.StatusCreated, await(t, pending).status)
 		require.EqualValues(t, 1, b.runs.Load())
@@ -353,7 +354,7 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 		require.Equal(t, 2, decodeCreated(t, successor).Run)
 		taken, ok := b.record(t, b.scope, routeR, key)
 		require.True(t, ok)
-		require.Equal(t, idem.StatusCompleted, taken.Status)
+		require.Equal(t, idemdriver.StatusCompleted, taken.Status)
 		require.Equal(t, 2, taken.Attempts)
 		require.Greater(t, taken.Fence, held.Fence)
 		require.True(t, held.CreatedAt.Equal(taken.CreatedAt), "the first-seen time is kept")
@@ -377,15 +378,15 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 		require.NotEmpty(t, successor.header.Get("Retry-After"))
 		escalated, ok := b.record(t, b.scope, routeR, key)
 		require.True(t, ok)
-		require.Equal(t, idem.StatusPending, escalated.Status, "the abandoned key waits for an operator")
-		require.Equal(t, idem.AbandonedReason(held.LeaseExpiresAt, "escalate"), escalated.LastError)
+		require.Equal(t, idemdriver.StatusPending, escalated.Status, "the abandoned key waits for an operator")
+		require.Equal(t, idemdriver.AbandonedReason(held.LeaseExpiresAt, "escalate"), escalated.LastError)
 
 		g.open()
 		late := await(t, stuck)
 		require.Equal(t, http.StatusCreated, late.status, "the stuck request's response still reaches its client")
 		after, ok := b.record(t, b.scope, routeR, key)
 		require.True(t, ok)
-		require.Equal(t, idem.StatusPending, after.Status, "the stuck request's completion is fenced out")
+		require.Equal(t, idemdriver.StatusPending, after.Status, "the stuck request's completion is fenced out")
 		requireProblem(t, b.call(t, httpCall{key: key}), http.StatusConflict, idem.CodeInProgress)
 		require.EqualValues(t, 1, b.runs.Load(), "the handler never ran twice")
 	})
@@ -468,7 +469,7 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 
 		rec, ok := b.record(t, b.scope, routeR, key)
 		require.True(t, ok)
-		require.Equal(t, idem.StatusUnavailable, rec.Status)
+		require.Equal(t, idemdriver.StatusUnavailable, rec.Status)
 		for range 2 {
 			requireProblem(t, b.call(t, httpCall{key: key}), http.StatusConflict, idem.CodeResponseUnavailable)
 		}
@@ -512,7 +513,7 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 		require.NotContains(t, logs.String(), key, "M5: no raw key in the log")
 		rec, ok := b.record(t, b.scope, routeR, key)
 		require.True(t, ok)
-		require.Equal(t, idem.StatusProcessing, rec.Status, "the owner keeps the key while it writes the record")
+		require.Equal(t, idemdriver.StatusProcessing, rec.Status, "the owner keeps the key while it writes the record")
 		second := b.call(t, httpCall{key: key})
 		requireProblem(t, second, http.StatusConflict, idem.CodeInProgress)
 		require.NotEmpty(t, second.header.Get("Retry-After"))
@@ -523,7 +524,7 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 		require.NoError(t, b.engine.Shutdown(ctx))
 		rec, ok = b.record(t, b.scope, routeR, key)
 		require.True(t, ok)
-		require.Equal(t, idem.StatusCompleted, rec.Status)
+		require.Equal(t, idemdriver.StatusCompleted, rec.Status)
 		requireReplay(t, first, b.call(t, httpCall{key: key}))
 		require.EqualValues(t, 1, b.runs.Load(), "one 201, never a second different one")
 		require.Equal(t, int64(1), b.engine.Counters().OutcomesRecordedLate)
@@ -537,7 +538,7 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 		require.Equal(t, http.StatusCreated, first.status)
 		rec, ok := b.record(t, b.scope, routeR, key)
 		require.True(t, ok)
-		require.Equal(t, idem.StatusCompleted, rec.Status)
+		require.Equal(t, idemdriver.StatusCompleted, rec.Status)
 		require.Equal(t, http.StatusCreated, rec.ResponseCode)
 		require.NotEmpty(t, rec.Result)
 		for _, clear := range []string{first.body, base64.StdEncoding.EncodeToString([]byte(first.body)), "application/json", `"v1"`} {
@@ -689,7 +690,7 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 // stuckRequest starts a request whose handler is held (a stalled owner)
 // on a route with a 5 s lease and the given options, and moves the clock
 // past its lease. It returns the held record as it was before.
-func stuckRequest(t *testing.T, h httpHarness, opts ...idem.RouteOption) (b *httpBundle, g *gate, key string, stuck <-chan callResult, held idem.Record) {
+func stuckRequest(t *testing.T, h httpHarness, opts ...idem.RouteOption) (b *httpBundle, g *gate, key string, stuck <-chan callResult, held idemdriver.Record) {
 	t.Helper()
 	g = newGate(t)
 	b = h.setup(t, httpOpts{route: append([]idem.RouteOption{idem.RouteLease(5 * time.Second)}, opts...),

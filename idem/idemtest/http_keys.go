@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
 // runHTTPKeys covers which requests the middleware handles and which keys
@@ -190,12 +191,12 @@ func runHTTPKeys(t *testing.T, h httpHarness) {
 
 		// H17: transactional mode needs a TxStore; a store that hides it is
 		// refused.
-		plain := newEngine(t, struct{ idem.Store }{s})
+		plain := newEngine(t, struct{ idemdriver.Store }{s})
 		_, err = idem.NewMiddleware(plain, idem.MiddlewareConfig{Transactional: true})
-		require.Error(t, err, "H17: Transactional over a store that is not an idem.TxStore")
-		if _, ok := s.(idem.TxStore); ok {
+		require.Error(t, err, "H17: Transactional over a store that is not an idemdriver.TxStore")
+		if _, ok := s.(idemdriver.TxStore); ok {
 			_, err = idem.NewMiddleware(e, idem.MiddlewareConfig{Transactional: true})
-			require.NoError(t, err, "H17: Transactional over an idem.TxStore")
+			require.NoError(t, err, "H17: Transactional over an idemdriver.TxStore")
 		}
 
 		// H18: per-route options are validated when the route is declared.
@@ -209,7 +210,11 @@ func runHTTPKeys(t *testing.T, h httpHarness) {
 			"route": idem.RouteName(""),
 		} {
 			mw, err := m.Route(true, opt)
-			require.ErrorIs(t, err, idem.ErrInvalidKey, name)
+			want := idem.ErrInvalidKey
+			if name == "ttl" || name == "lease" {
+				want = idem.ErrInvalidOption
+			}
+			require.ErrorIs(t, err, want, name)
 			var ve *idem.ValidationError
 			require.ErrorAs(t, err, &ve, name)
 			require.Equal(t, name, ve.Field)

@@ -8,11 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
 // runHTTPTx covers transactional mode (SPEC H17) as far as the store's
 // seam shows it: the record commits with the handler's transaction, or not
-// at all. Each subtest is skipped when the store is not an [idem.TxStore].
+// at all. Each subtest is skipped when the store is not an [idemdriver.TxStore].
 // The application's own writes through the transaction need the driver's
 // accessor (idempgx.TxFrom, idemsqlite.TxFrom), so the drivers test those.
 func runHTTPTx(t *testing.T, h httpHarness) {
@@ -30,7 +31,7 @@ func runHTTPTx(t *testing.T, h httpHarness) {
 		require.NotEmpty(t, first.header.Values("Set-Cookie"), "the buffered response is the handler's own")
 		rec, ok := b.record(t, b.scope, routeR, key)
 		require.True(t, ok, "the record is committed")
-		require.Equal(t, idem.StatusCompleted, rec.Status)
+		require.Equal(t, idemdriver.StatusCompleted, rec.Status)
 
 		again := b.call(t, httpCall{key: key, body: `{"amount":100}`})
 		requireReplay(t, first, again)

@@ -1,8 +1,8 @@
-// Package idemtest is the conformance suite every [idem.Store] passes: ours
+// Package idemtest is the conformance suite every [idemdriver.Store] passes: ours
 // (idem/idempgx, idem/idemsqlite) and any store an application writes.
 //
 //	func TestConformance(t *testing.T) {
-//		idemtest.Run(t, func(t *testing.T) idem.Store {
+//		idemtest.Run(t, func(t *testing.T) idemdriver.Store {
 //			return newMigratedStoreOnFreshTables(t)
 //		})
 //	}
@@ -21,12 +21,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
 // Run runs the conformance suite against stores made by newStore. Each call
 // of newStore must return a store over fresh, empty, migrated tables that
 // no other test touches; subtests run in parallel.
-func Run(t *testing.T, newStore func(t *testing.T) idem.Store) {
+func Run(t *testing.T, newStore func(t *testing.T) idemdriver.Store) {
 	t.Helper()
 	t.Run("Primitives", func(t *testing.T) { runPrimitives(t, newStore) })
 	t.Run("Engine", func(t *testing.T) { runEngine(t, newStore) })
@@ -67,15 +68,15 @@ func (c *Clock) Advance(d time.Duration) {
 // ignores the Now override fails the suite.
 var start = time.Date(2031, 3, 14, 9, 26, 53, 0, time.UTC)
 
-func newEngine(t *testing.T, s idem.Store, opts ...idem.Option) *idem.Engine {
+func newEngine(t *testing.T, s idemdriver.Store, opts ...idem.Option) *idem.Engine {
 	t.Helper()
 	e, err := idem.New(s, append([]idem.Option{idem.WithSecret(Secret)}, opts...)...)
 	require.NoError(t, err)
 	return e
 }
 
-func ident(name string) idem.Ident {
-	return idem.Ident{Scope: "tenant:" + name, Operation: "run", KeyDigest: idem.Digest("tenant:"+name, "run", name)}
+func ident(name string) idemdriver.Ident {
+	return idemdriver.Ident{Scope: "tenant:" + name, Operation: "run", KeyDigest: idem.Digest("tenant:"+name, "run", name)}
 }
 
 func ctxT(t *testing.T) context.Context {

@@ -9,15 +9,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
 type operatorBundle struct {
-	store  idem.Store
+	store  idemdriver.Store
 	engine *idem.Engine
 	clock  *Clock
 }
 
-func runOperator(t *testing.T, newStore func(t *testing.T) idem.Store) {
+func runOperator(t *testing.T, newStore func(t *testing.T) idemdriver.Store) {
 	type bundle = operatorBundle
 	setup := func(t *testing.T) bundle {
 		t.Helper()
@@ -27,7 +28,7 @@ func runOperator(t *testing.T, newStore func(t *testing.T) idem.Store) {
 	}
 	// pending makes a pending record with an external reference, as a
 	// payment whose provider timed out, and returns it as read.
-	pending := func(t *testing.T, b bundle, key string) idem.Record {
+	pending := func(t *testing.T, b bundle, key string) idemdriver.Record {
 		t.Helper()
 		_, err := idem.Run(ctxT(t), b.engine, key, "tenant:op", func(ctx context.Context) (int, error) {
 			require.NoError(t, idem.Annotate(ctx, idem.Annotation{ExternalRef: "prov_" + key}))
@@ -41,31 +42,31 @@ func runOperator(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		t.Parallel()
 		b := setup(t)
 		rec := pending(t, b, "k1")
-		_, _, err := b.store.Settle(ctxT(t), rec.Ident, idem.Settlement{Version: rec.Version - 1, Status: idem.StatusCompleted, Now: b.clock.Now()})
-		require.ErrorIs(t, err, idem.ErrStale)
+		_, _, err := b.store.Settle(ctxT(t), rec.Ident, idemdriver.Settlement{Version: rec.Version - 1, Status: idemdriver.StatusCompleted, Now: b.clock.Now()})
+		require.ErrorIs(t, err, idemdriver.ErrStale)
 		require.Equal(t, rec.Version, read(t, b.store, "k1").Version, "nothing changed")
 
-		after, ok, err := b.store.Settle(ctxT(t), rec.Ident, idem.Settlement{Version: rec.Version, Status: idem.StatusCompleted,
+		after, ok, err := b.store.Settle(ctxT(t), rec.Ident, idemdriver.Settlement{Version: rec.Version, Status: idemdriver.StatusCompleted,
 			ExternalRef: "ch_42", LastError: "confirmed", Now: b.clock.Now()})
 		require.NoError(t, err)
 		require.True(t, ok)
-		require.Equal(t, idem.StatusCompleted, after.Status)
+		require.Equal(t, idemdriver.StatusCompleted, after.Status)
 		require.Equal(t, "ch_42", after.ExternalRef)
 		require.Equal(t, "confirmed", after.LastError)
 		require.Empty(t, after.Token, "the owner is cleared")
 		require.Nil(t, after.Result)
 		require.Greater(t, after.Version, rec.Version)
 
-		_, _, err = b.store.Settle(ctxT(t), rec.Ident, idem.Settlement{Version: rec.Version, Delete: true})
-		require.ErrorIs(t, err, idem.ErrStale, "a second decision on the old version is refused")
-		_, ok, err = b.store.Settle(ctxT(t), rec.Ident, idem.Settlement{Version: after.Version, Delete: true})
+		_, _, err = b.store.Settle(ctxT(t), rec.Ident, idemdriver.Settlement{Version: rec.Version, Delete: true})
+		require.ErrorIs(t, err, idemdriver.ErrStale, "a second decision on the old version is refused")
+		_, ok, err = b.store.Settle(ctxT(t), rec.Ident, idemdriver.Settlement{Version: after.Version, Delete: true})
 		require.NoError(t, err)
 		require.False(t, ok)
 		_, found, err := b.store.Get(ctxT(t), rec.Ident)
 		require.NoError(t, err)
 		require.False(t, found)
-		_, _, err = b.store.Settle(ctxT(t), rec.Ident, idem.Settlement{Version: after.Version, Delete: true})
-		require.ErrorIs(t, err, idem.ErrStale, "a vanished record is stale")
+		_, _, err = b.store.Settle(ctxT(t), rec.Ident, idemdriver.Settlement{Version: after.Version, Delete: true})
+		require.ErrorIs(t, err, idemdriver.ErrStale, "a vanished record is stale")
 	})
 
 	t.Run("ConfirmHappenedNeverRunsAgain", func(t *testing.T) {
@@ -75,7 +76,7 @@ func runOperator(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		after, ok, err := b.engine.Settle(ctxT(t), b.store, rec, idem.OperatorConfirmHappened, "ch_1", "provider shows the charge")
 		require.NoError(t, err)
 		require.True(t, ok)
-		require.Equal(t, idem.StatusCompleted, after.Status)
+		require.Equal(t, idemdriver.StatusCompleted, after.Status)
 		require.Equal(t, "ch_1", after.ExternalRef)
 		ran := false
 		_, err = idem.Run(ctxT(t), b.engine, "k2", "tenant:op", func(context.Context) (int, error) { ran = true; return 1, nil })
@@ -105,7 +106,7 @@ func runOperator(t *testing.T, newStore func(t *testing.T) idem.Store) {
 				close(entered)
 				<-release
 				return 1, nil
-			}, idem.WithLease(time.Minute))
+			}, idem.RunLease(time.Minute))
 			done <- err
 		}()
 		<-entered
@@ -125,7 +126,7 @@ func runOperator(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		_, _, err = b.engine.Settle(ctxT(t), b.store, stuck, idem.OperatorForget, "", "")
 		require.NoError(t, err)
 		close(release)
-		require.ErrorIs(t, <-done, idem.ErrFenced, "the forgotten owner cannot complete")
+		require.ErrorIs(t, <-done, idemdriver.ErrFenced, "the forgotten owner cannot complete")
 	})
 
 	t.Run("ConfirmIsRefusedOnACompletedRecord", func(t *testing.T) {
@@ -141,9 +142,9 @@ func runOperator(t *testing.T, newStore func(t *testing.T) idem.Store) {
 	})
 }
 
-func read(t *testing.T, s idem.Store, key string) idem.Record {
+func read(t *testing.T, s idemdriver.Store, key string) idemdriver.Record {
 	t.Helper()
-	rec, ok, err := s.Get(ctxT(t), idem.Ident{Scope: "tenant:op", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("tenant:op", idem.DefaultOperation, key)})
+	rec, ok, err := s.Get(ctxT(t), idemdriver.Ident{Scope: "tenant:op", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("tenant:op", idem.DefaultOperation, key)})
 	require.NoError(t, err)
 	require.True(t, ok)
 	return rec
@@ -151,7 +152,7 @@ func read(t *testing.T, s idem.Store, key string) idem.Record {
 
 // readAt reads a record as of the test clock: Get has no clock override,
 // so the read time is set from the clock the engine uses.
-func readAt(t *testing.T, b operatorBundle, key string) idem.Record {
+func readAt(t *testing.T, b operatorBundle, key string) idemdriver.Record {
 	rec := read(t, b.store, key)
 	rec.ReadAt = b.clock.Now()
 	return rec

@@ -6,27 +6,27 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
-func runPrimitives(t *testing.T, newStore func(t *testing.T) idem.Store) {
+func runPrimitives(t *testing.T, newStore func(t *testing.T) idemdriver.Store) {
 	type bundle struct {
-		store idem.Store
+		store idemdriver.Store
 		now   time.Time
 	}
 	setup := func(t *testing.T) bundle {
 		t.Helper()
 		return bundle{store: newStore(t), now: start}
 	}
-	reserve := func(t *testing.T, b bundle, id idem.Ident, owner string) idem.Record {
+	reserve := func(t *testing.T, b bundle, id idemdriver.Ident, owner string) idemdriver.Record {
 		t.Helper()
-		rec, created, err := b.store.Reserve(ctxT(t), idem.ReserveParams{Ident: id, Fingerprint: "fp", Owner: owner,
+		rec, created, err := b.store.Reserve(ctxT(t), idemdriver.ReserveParams{Ident: id, Fingerprint: "fp", Owner: owner,
 			Lease: time.Minute, TTL: time.Hour, Now: b.now})
 		require.NoError(t, err)
 		require.True(t, created, "reserve of a new ident must create")
 		return rec
 	}
-	get := func(t *testing.T, b bundle, id idem.Ident) idem.Record {
+	get := func(t *testing.T, b bundle, id idemdriver.Ident) idemdriver.Record {
 		t.Helper()
 		rec, ok, err := b.store.Get(ctxT(t), id)
 		require.NoError(t, err)
@@ -42,7 +42,7 @@ func runPrimitives(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		require.NotZero(t, rec.ID)
 		require.Equal(t, id, rec.Ident)
 		require.Equal(t, "fp", rec.Fingerprint)
-		require.Equal(t, idem.StatusProcessing, rec.Status)
+		require.Equal(t, idemdriver.StatusProcessing, rec.Status)
 		require.Equal(t, "owner-a", rec.Token)
 		require.Positive(t, rec.Fence)
 		require.Equal(t, 1, rec.Attempts)
@@ -61,7 +61,7 @@ func runPrimitives(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		b := setup(t)
 		id := ident("a")
 		first := reserve(t, b, id, "owner-a")
-		again, created, err := b.store.Reserve(ctxT(t), idem.ReserveParams{Ident: id, Fingerprint: "other", Owner: "owner-b",
+		again, created, err := b.store.Reserve(ctxT(t), idemdriver.ReserveParams{Ident: id, Fingerprint: "other", Owner: "owner-b",
 			Lease: time.Hour, TTL: 2 * time.Hour, Now: b.now.Add(time.Second)})
 		require.NoError(t, err)
 		require.False(t, created)
@@ -76,7 +76,7 @@ func runPrimitives(t *testing.T, newStore func(t *testing.T) idem.Store) {
 	t.Run("ReserveKeepsRecordAtLeastAsLongAsLease", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		rec, _, err := b.store.Reserve(ctxT(t), idem.ReserveParams{Ident: ident("a"), Owner: "o", Lease: 2 * time.Hour, TTL: time.Minute, Now: b.now})
+		rec, _, err := b.store.Reserve(ctxT(t), idemdriver.ReserveParams{Ident: ident("a"), Owner: "o", Lease: 2 * time.Hour, TTL: time.Minute, Now: b.now})
 		require.NoError(t, err)
 		require.False(t, rec.ExpiresAt.Before(rec.LeaseExpiresAt), "M6: expires_at %s before lease end %s", rec.ExpiresAt, rec.LeaseExpiresAt)
 	})
@@ -86,7 +86,7 @@ func runPrimitives(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		b := setup(t)
 		id := ident("a")
 		id.Scope = ""
-		_, _, err := b.store.Reserve(ctxT(t), idem.ReserveParams{Ident: id, Owner: "o", Lease: time.Minute, TTL: time.Hour, Now: b.now})
+		_, _, err := b.store.Reserve(ctxT(t), idemdriver.ReserveParams{Ident: id, Owner: "o", Lease: time.Minute, TTL: time.Hour, Now: b.now})
 		require.Error(t, err, "a record with an empty scope must be impossible")
 	})
 
@@ -119,9 +119,9 @@ func runPrimitives(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		id := ident("a")
 		rec := reserve(t, b, id, "o")
 		blob := []byte{0, 1, 2, 0xff, 'x'}
-		require.NoError(t, b.store.Complete(ctxT(t), id, rec.Owner, idem.Completion{Status: idem.StatusCompleted, Result: blob, ResponseCode: 201, Now: b.now.Add(time.Second)}))
+		require.NoError(t, b.store.Complete(ctxT(t), id, rec.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, Result: blob, ResponseCode: 201, Now: b.now.Add(time.Second)}))
 		got := get(t, b, id)
-		require.Equal(t, idem.StatusCompleted, got.Status)
+		require.Equal(t, idemdriver.StatusCompleted, got.Status)
 		require.Equal(t, blob, got.Result)
 		require.Equal(t, 201, got.ResponseCode)
 		require.True(t, got.LeaseExpiresAt.IsZero(), "a completed record holds no lease")
@@ -133,10 +133,10 @@ func runPrimitives(t *testing.T, newStore func(t *testing.T) idem.Store) {
 	t.Run("CompleteEveryTerminalAndPendingStatus", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		for _, st := range []idem.Status{idem.StatusCompleted, idem.StatusFailed, idem.StatusPending, idem.StatusUnavailable} {
+		for _, st := range []idemdriver.Status{idemdriver.StatusCompleted, idemdriver.StatusFailed, idemdriver.StatusPending, idemdriver.StatusUnavailable} {
 			id := ident(string(st))
 			rec := reserve(t, b, id, "o")
-			require.NoError(t, b.store.Complete(ctxT(t), id, rec.Owner, idem.Completion{Status: st, LastError: "why " + string(st), Now: b.now}))
+			require.NoError(t, b.store.Complete(ctxT(t), id, rec.Owner, idemdriver.Completion{Status: st, LastError: "why " + string(st), Now: b.now}))
 			got := get(t, b, id)
 			require.Equal(t, st, got.Status)
 			require.Equal(t, "why "+string(st), got.LastError)
@@ -148,15 +148,15 @@ func runPrimitives(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		b := setup(t)
 		id := ident("a")
 		rec := reserve(t, b, id, "o")
-		for name, o := range map[string]idem.Owner{
+		for name, o := range map[string]idemdriver.Owner{
 			"token": {Token: "zombie", Fence: rec.Fence},
 			"fence": {Token: rec.Token, Fence: rec.Fence - 1},
 		} {
-			err := b.store.Complete(ctxT(t), id, o, idem.Completion{Status: idem.StatusCompleted, Result: []byte("x"), Now: b.now})
-			require.ErrorIs(t, err, idem.ErrFenced, "stale %s", name)
+			err := b.store.Complete(ctxT(t), id, o, idemdriver.Completion{Status: idemdriver.StatusCompleted, Result: []byte("x"), Now: b.now})
+			require.ErrorIs(t, err, idemdriver.ErrFenced, "stale %s", name)
 		}
 		got := get(t, b, id)
-		require.Equal(t, idem.StatusProcessing, got.Status)
+		require.Equal(t, idemdriver.StatusProcessing, got.Status)
 		require.Equal(t, rec.Version, got.Version)
 		require.Nil(t, got.Result)
 	})
@@ -166,17 +166,17 @@ func runPrimitives(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		b := setup(t)
 		id := ident("a")
 		rec := reserve(t, b, id, "o")
-		require.NoError(t, b.store.Complete(ctxT(t), id, rec.Owner, idem.Completion{Status: idem.StatusCompleted, Result: []byte("first"), Now: b.now}))
-		err := b.store.Complete(ctxT(t), id, rec.Owner, idem.Completion{Status: idem.StatusCompleted, Result: []byte("second"), Now: b.now})
-		require.ErrorIs(t, err, idem.ErrFenced)
+		require.NoError(t, b.store.Complete(ctxT(t), id, rec.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, Result: []byte("first"), Now: b.now}))
+		err := b.store.Complete(ctxT(t), id, rec.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, Result: []byte("second"), Now: b.now})
+		require.ErrorIs(t, err, idemdriver.ErrFenced)
 		require.Equal(t, []byte("first"), get(t, b, id).Result)
 	})
 
 	t.Run("CompleteMissingIsFenced", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		err := b.store.Complete(ctxT(t), ident("missing"), idem.Owner{Token: "o", Fence: 1}, idem.Completion{Status: idem.StatusCompleted, Now: b.now})
-		require.ErrorIs(t, err, idem.ErrFenced)
+		err := b.store.Complete(ctxT(t), ident("missing"), idemdriver.Owner{Token: "o", Fence: 1}, idemdriver.Completion{Status: idemdriver.StatusCompleted, Now: b.now})
+		require.ErrorIs(t, err, idemdriver.ErrFenced)
 	})
 
 	t.Run("AnnotateByOwner", func(t *testing.T) {
@@ -184,17 +184,17 @@ func runPrimitives(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		b := setup(t)
 		id := ident("a")
 		rec := reserve(t, b, id, "o")
-		require.NoError(t, b.store.Annotate(ctxT(t), id, rec.Owner, idem.Annotation{CorrelationID: "corr-1", ExternalRef: "pay_1", ResourceIDs: []string{"order:1"}, Now: b.now}))
-		require.NoError(t, b.store.Annotate(ctxT(t), id, rec.Owner, idem.Annotation{ResourceIDs: []string{"invoice:9"}, Now: b.now}))
+		require.NoError(t, b.store.Annotate(ctxT(t), id, rec.Owner, idemdriver.Annotation{CorrelationID: "corr-1", ExternalRef: "pay_1", ResourceIDs: []string{"order:1"}, Now: b.now}))
+		require.NoError(t, b.store.Annotate(ctxT(t), id, rec.Owner, idemdriver.Annotation{ResourceIDs: []string{"invoice:9"}, Now: b.now}))
 		got := get(t, b, id)
 		require.Equal(t, "corr-1", got.CorrelationID, "an empty field leaves the value unchanged")
 		require.Equal(t, "pay_1", got.ExternalRef)
 		require.Equal(t, []string{"order:1", "invoice:9"}, got.ResourceIDs)
 		require.Greater(t, got.Version, rec.Version)
-		require.Equal(t, idem.StatusProcessing, got.Status)
+		require.Equal(t, idemdriver.StatusProcessing, got.Status)
 
-		err := b.store.Annotate(ctxT(t), id, idem.Owner{Token: "zombie", Fence: rec.Fence}, idem.Annotation{ExternalRef: "forged", Now: b.now})
-		require.ErrorIs(t, err, idem.ErrFenced)
+		err := b.store.Annotate(ctxT(t), id, idemdriver.Owner{Token: "zombie", Fence: rec.Fence}, idemdriver.Annotation{ExternalRef: "forged", Now: b.now})
+		require.ErrorIs(t, err, idemdriver.ErrFenced)
 		require.Equal(t, "pay_1", get(t, b, id).ExternalRef)
 	})
 
@@ -203,13 +203,13 @@ func runPrimitives(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		b := setup(t)
 		id := ident("a")
 		rec := reserve(t, b, id, "o")
-		require.ErrorIs(t, b.store.Release(ctxT(t), id, idem.Owner{Token: "zombie", Fence: rec.Fence}), idem.ErrFenced)
+		require.ErrorIs(t, b.store.Release(ctxT(t), id, idemdriver.Owner{Token: "zombie", Fence: rec.Fence}), idemdriver.ErrFenced)
 		get(t, b, id)
 		require.NoError(t, b.store.Release(ctxT(t), id, rec.Owner))
 		_, ok, err := b.store.Get(ctxT(t), id)
 		require.NoError(t, err)
 		require.False(t, ok)
-		require.ErrorIs(t, b.store.Release(ctxT(t), id, rec.Owner), idem.ErrFenced, "a second release finds nothing")
+		require.ErrorIs(t, b.store.Release(ctxT(t), id, rec.Owner), idemdriver.ErrFenced, "a second release finds nothing")
 	})
 
 	t.Run("ReleaseOfCompletedIsFenced", func(t *testing.T) {
@@ -217,9 +217,9 @@ func runPrimitives(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		b := setup(t)
 		id := ident("a")
 		rec := reserve(t, b, id, "o")
-		require.NoError(t, b.store.Complete(ctxT(t), id, rec.Owner, idem.Completion{Status: idem.StatusCompleted, Result: []byte("r"), Now: b.now}))
-		require.ErrorIs(t, b.store.Release(ctxT(t), id, rec.Owner), idem.ErrFenced)
-		require.Equal(t, idem.StatusCompleted, get(t, b, id).Status)
+		require.NoError(t, b.store.Complete(ctxT(t), id, rec.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, Result: []byte("r"), Now: b.now}))
+		require.ErrorIs(t, b.store.Release(ctxT(t), id, rec.Owner), idemdriver.ErrFenced)
+		require.Equal(t, idemdriver.StatusCompleted, get(t, b, id).Status)
 	})
 
 	t.Run("TakeoverOfLiveLeaseIsFenced", func(t *testing.T) {
@@ -227,8 +227,8 @@ func runPrimitives(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		b := setup(t)
 		id := ident("a")
 		rec := reserve(t, b, id, "o")
-		_, err := b.store.Takeover(ctxT(t), idem.TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: "b", Lease: time.Minute, Now: b.now.Add(59 * time.Second)})
-		require.ErrorIs(t, err, idem.ErrFenced, "a live lease is never taken over")
+		_, err := b.store.Takeover(ctxT(t), idemdriver.TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: "b", Lease: time.Minute, Now: b.now.Add(59 * time.Second)})
+		require.ErrorIs(t, err, idemdriver.ErrFenced, "a live lease is never taken over")
 		got := get(t, b, id)
 		require.Equal(t, rec.Owner, got.Owner)
 		require.Equal(t, rec.Version, got.Version)
@@ -240,25 +240,25 @@ func runPrimitives(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		id := ident("a")
 		rec := reserve(t, b, id, "o")
 		later := b.now.Add(time.Minute)
-		taken, err := b.store.Takeover(ctxT(t), idem.TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: "b", Lease: 2 * time.Minute, Now: later})
+		taken, err := b.store.Takeover(ctxT(t), idemdriver.TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: "b", Lease: 2 * time.Minute, Now: later})
 		require.NoError(t, err)
 		require.Equal(t, "b", taken.Token)
 		require.Greater(t, taken.Fence, rec.Fence, "the fence strictly increases on takeover")
 		require.Equal(t, 2, taken.Attempts)
-		require.Equal(t, idem.StatusProcessing, taken.Status)
+		require.Equal(t, idemdriver.StatusProcessing, taken.Status)
 		require.True(t, rec.CreatedAt.Equal(taken.CreatedAt), "first seen is kept")
 		require.True(t, later.Add(2*time.Minute).Equal(taken.LeaseExpiresAt))
 		require.Equal(t, "fp", taken.Fingerprint)
 		require.Greater(t, taken.Version, rec.Version)
 
 		// The old owner is fenced out of every write.
-		require.ErrorIs(t, b.store.Complete(ctxT(t), id, rec.Owner, idem.Completion{Status: idem.StatusCompleted, Now: later}), idem.ErrFenced)
-		require.ErrorIs(t, b.store.Release(ctxT(t), id, rec.Owner), idem.ErrFenced)
-		require.ErrorIs(t, b.store.Annotate(ctxT(t), id, rec.Owner, idem.Annotation{ExternalRef: "x", Now: later}), idem.ErrFenced)
+		require.ErrorIs(t, b.store.Complete(ctxT(t), id, rec.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, Now: later}), idemdriver.ErrFenced)
+		require.ErrorIs(t, b.store.Release(ctxT(t), id, rec.Owner), idemdriver.ErrFenced)
+		require.ErrorIs(t, b.store.Annotate(ctxT(t), id, rec.Owner, idemdriver.Annotation{ExternalRef: "x", Now: later}), idemdriver.ErrFenced)
 		// A second takeover from the same stale view loses.
-		_, err = b.store.Takeover(ctxT(t), idem.TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: "c", Lease: time.Minute, Now: later.Add(time.Hour)})
-		require.ErrorIs(t, err, idem.ErrFenced)
-		require.NoError(t, b.store.Complete(ctxT(t), id, taken.Owner, idem.Completion{Status: idem.StatusCompleted, Result: []byte("b"), Now: later}))
+		_, err = b.store.Takeover(ctxT(t), idemdriver.TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: "c", Lease: time.Minute, Now: later.Add(time.Hour)})
+		require.ErrorIs(t, err, idemdriver.ErrFenced)
+		require.NoError(t, b.store.Complete(ctxT(t), id, taken.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, Result: []byte("b"), Now: later}))
 	})
 
 	t.Run("TakeoverOfPendingIsFenced", func(t *testing.T) {
@@ -266,9 +266,9 @@ func runPrimitives(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		b := setup(t)
 		id := ident("a")
 		rec := reserve(t, b, id, "o")
-		require.NoError(t, b.store.Complete(ctxT(t), id, rec.Owner, idem.Completion{Status: idem.StatusPending, Now: b.now}))
-		_, err := b.store.Takeover(ctxT(t), idem.TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: "b", Lease: time.Minute, Now: b.now.Add(48 * time.Hour)})
-		require.ErrorIs(t, err, idem.ErrFenced, "M4: only an operator or reconciliation ends a pending record")
+		require.NoError(t, b.store.Complete(ctxT(t), id, rec.Owner, idemdriver.Completion{Status: idemdriver.StatusPending, Now: b.now}))
+		_, err := b.store.Takeover(ctxT(t), idemdriver.TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: "b", Lease: time.Minute, Now: b.now.Add(48 * time.Hour)})
+		require.ErrorIs(t, err, idemdriver.ErrFenced, "M4: only an operator or reconciliation ends a pending record")
 	})
 
 	t.Run("FreshTakeoverRestartsTheRecord", func(t *testing.T) {
@@ -276,13 +276,13 @@ func runPrimitives(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		b := setup(t)
 		id := ident("a")
 		rec := reserve(t, b, id, "o")
-		require.NoError(t, b.store.Annotate(ctxT(t), id, rec.Owner, idem.Annotation{CorrelationID: "c", ExternalRef: "e", ResourceIDs: []string{"r"}, Now: b.now}))
-		require.NoError(t, b.store.Complete(ctxT(t), id, rec.Owner, idem.Completion{Status: idem.StatusCompleted, Result: []byte("old"), ResponseCode: 200, Now: b.now}))
+		require.NoError(t, b.store.Annotate(ctxT(t), id, rec.Owner, idemdriver.Annotation{CorrelationID: "c", ExternalRef: "e", ResourceIDs: []string{"r"}, Now: b.now}))
+		require.NoError(t, b.store.Complete(ctxT(t), id, rec.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, Result: []byte("old"), ResponseCode: 200, Now: b.now}))
 		later := b.now.Add(2 * time.Hour)
-		got, err := b.store.Takeover(ctxT(t), idem.TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: "n", Lease: time.Minute,
+		got, err := b.store.Takeover(ctxT(t), idemdriver.TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: "n", Lease: time.Minute,
 			Fresh: true, Fingerprint: "fp2", TTL: 3 * time.Hour, Now: later})
 		require.NoError(t, err)
-		require.Equal(t, idem.StatusProcessing, got.Status)
+		require.Equal(t, idemdriver.StatusProcessing, got.Status)
 		require.Equal(t, "fp2", got.Fingerprint)
 		require.Equal(t, 1, got.Attempts)
 		require.True(t, later.Equal(got.CreatedAt))
@@ -323,7 +323,7 @@ func runPrimitives(t *testing.T, newStore func(t *testing.T) idem.Store) {
 			rec := reserve(t, b, id, "o")
 			note(rec.Fence)
 			note(reserve(t, b, ident("other"+string(rune('a'+i))), "o").Fence)
-			taken, err := b.store.Takeover(ctxT(t), idem.TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: "t", Lease: time.Minute, Now: b.now.Add(time.Hour)})
+			taken, err := b.store.Takeover(ctxT(t), idemdriver.TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: "t", Lease: time.Minute, Now: b.now.Add(time.Hour)})
 			require.NoError(t, err)
 			note(taken.Fence)
 			_, err = b.store.Delete(ctxT(t), id) // forget, then the key is used again
@@ -335,38 +335,38 @@ func runPrimitives(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		t.Parallel()
 		b := setup(t)
 		ctx := ctxT(t)
-		mk := func(name string, lease, ttl time.Duration) (idem.Ident, idem.Record) {
+		mk := func(name string, lease, ttl time.Duration) (idemdriver.Ident, idemdriver.Record) {
 			id := ident(name)
-			rec, created, err := b.store.Reserve(ctx, idem.ReserveParams{Ident: id, Owner: name, Lease: lease, TTL: ttl, Now: b.now})
+			rec, created, err := b.store.Reserve(ctx, idemdriver.ReserveParams{Ident: id, Owner: name, Lease: lease, TTL: ttl, Now: b.now})
 			require.NoError(t, err)
 			require.True(t, created)
 			return id, rec
 		}
 		done, r := mk("done", time.Minute, time.Hour)
-		require.NoError(t, b.store.Complete(ctx, done, r.Owner, idem.Completion{Status: idem.StatusCompleted, Result: []byte("r"), Now: b.now}))
+		require.NoError(t, b.store.Complete(ctx, done, r.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, Result: []byte("r"), Now: b.now}))
 		pending, r := mk("pending", time.Minute, time.Hour)
-		require.NoError(t, b.store.Complete(ctx, pending, r.Owner, idem.Completion{Status: idem.StatusPending, Now: b.now}))
+		require.NoError(t, b.store.Complete(ctx, pending, r.Owner, idemdriver.Completion{Status: idemdriver.StatusPending, Now: b.now}))
 		fresh, r := mk("fresh", time.Minute, 10*time.Hour)
-		require.NoError(t, b.store.Complete(ctx, fresh, r.Owner, idem.Completion{Status: idem.StatusCompleted, Result: []byte("r"), Now: b.now}))
+		require.NoError(t, b.store.Complete(ctx, fresh, r.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, Result: []byte("r"), Now: b.now}))
 		live, _ := mk("live", 3*time.Hour, time.Hour) // lease longer than TTL
 		dead, _ := mk("dead", time.Minute, time.Hour) // crashed owner, retention over
 
-		n, err := b.store.Sweep(ctx, idem.SweepParams{Now: b.now.Add(2 * time.Hour)})
+		n, err := b.store.Sweep(ctx, idemdriver.SweepParams{Now: b.now.Add(2 * time.Hour)})
 		require.NoError(t, err)
-		require.Equal(t, idem.SweepResult{Deleted: 1, Escalated: 1}, n, "the finished record goes, the abandoned one is escalated")
-		for id, want := range map[idem.Ident]bool{done: false, dead: true, pending: true, fresh: true, live: true} {
+		require.Equal(t, idemdriver.SweepResult{Deleted: 1, Escalated: 1}, n, "the finished record goes, the abandoned one is escalated")
+		for id, want := range map[idemdriver.Ident]bool{done: false, dead: true, pending: true, fresh: true, live: true} {
 			_, ok, err := b.store.Get(ctx, id)
 			require.NoError(t, err)
 			require.Equal(t, want, ok, "after sweep, %s exists", id.Scope)
 		}
 		// Once its lease ends, the long lease is abandoned too: escalated,
 		// never deleted; pending records are never swept.
-		n, err = b.store.Sweep(ctx, idem.SweepParams{Now: b.now.Add(4 * time.Hour)})
+		n, err = b.store.Sweep(ctx, idemdriver.SweepParams{Now: b.now.Add(4 * time.Hour)})
 		require.NoError(t, err)
-		require.Equal(t, idem.SweepResult{Escalated: 1}, n)
-		n, err = b.store.Sweep(ctx, idem.SweepParams{Now: b.now.Add(400 * time.Hour)})
+		require.Equal(t, idemdriver.SweepResult{Escalated: 1}, n)
+		n, err = b.store.Sweep(ctx, idemdriver.SweepParams{Now: b.now.Add(400 * time.Hour)})
 		require.NoError(t, err)
-		require.Equal(t, idem.SweepResult{Deleted: 1}, n, "only the fresh record, finished, goes at last")
+		require.Equal(t, idemdriver.SweepResult{Deleted: 1}, n, "only the fresh record, finished, goes at last")
 	})
 
 	t.Run("SweepHonoursLimit", func(t *testing.T) {
@@ -376,18 +376,18 @@ func runPrimitives(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		for i := range 5 {
 			id := ident(string(rune('a' + i)))
 			rec := reserve(t, b, id, "o")
-			require.NoError(t, b.store.Complete(ctx, id, rec.Owner, idem.Completion{Status: idem.StatusCompleted, Now: b.now}))
+			require.NoError(t, b.store.Complete(ctx, id, rec.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, Now: b.now}))
 		}
 		for i := range 2 {
 			reserve(t, b, ident(string(rune('v'+i))), "dead")
 		}
-		n, err := b.store.Sweep(ctx, idem.SweepParams{Limit: 2, Now: b.now.Add(2 * time.Hour)})
+		n, err := b.store.Sweep(ctx, idemdriver.SweepParams{Limit: 2, Now: b.now.Add(2 * time.Hour)})
 		require.NoError(t, err)
 		require.Equal(t, 2, n.Deleted+n.Escalated)
-		n, err = b.store.Sweep(ctx, idem.SweepParams{Limit: 4, Now: b.now.Add(2 * time.Hour)})
+		n, err = b.store.Sweep(ctx, idemdriver.SweepParams{Limit: 4, Now: b.now.Add(2 * time.Hour)})
 		require.NoError(t, err)
 		require.Equal(t, 4, n.Deleted+n.Escalated)
-		n, err = b.store.Sweep(ctx, idem.SweepParams{Now: b.now.Add(2 * time.Hour)})
+		n, err = b.store.Sweep(ctx, idemdriver.SweepParams{Now: b.now.Add(2 * time.Hour)})
 		require.NoError(t, err)
 		require.Equal(t, 1, n.Deleted+n.Escalated)
 	})
@@ -398,20 +398,20 @@ func runPrimitives(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		ctx := ctxT(t)
 		id := ident("dead")
 		dead := reserve(t, b, id, "dead-owner") // lease 1 min, TTL 1 h, owner crashed
-		n, err := b.store.Sweep(ctx, idem.SweepParams{Now: b.now.Add(2 * time.Hour)})
+		n, err := b.store.Sweep(ctx, idemdriver.SweepParams{Now: b.now.Add(2 * time.Hour)})
 		require.NoError(t, err)
-		require.Equal(t, idem.SweepResult{Escalated: 1}, n)
+		require.Equal(t, idemdriver.SweepResult{Escalated: 1}, n)
 		rec := get(t, b, id)
-		require.Equal(t, idem.StatusPending, rec.Status)
-		require.Equal(t, idem.AbandonedReason(b.now.Add(time.Minute), "sweep"), rec.LastError, "never an empty reason")
+		require.Equal(t, idemdriver.StatusPending, rec.Status)
+		require.Equal(t, idemdriver.AbandonedReason(b.now.Add(time.Minute), "sweep"), rec.LastError, "never an empty reason")
 		require.Greater(t, rec.Version, dead.Version)
 		require.True(t, rec.LeaseExpiresAt.IsZero())
-		require.ErrorIs(t, b.store.Complete(ctx, id, dead.Owner, idem.Completion{Status: idem.StatusCompleted, Now: b.now.Add(2 * time.Hour)}), idem.ErrFenced,
+		require.ErrorIs(t, b.store.Complete(ctx, id, dead.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, Now: b.now.Add(2 * time.Hour)}), idemdriver.ErrFenced,
 			"the old owner is fenced out")
-		n, err = b.store.Sweep(ctx, idem.SweepParams{Now: b.now.Add(100 * time.Hour)})
+		n, err = b.store.Sweep(ctx, idemdriver.SweepParams{Now: b.now.Add(100 * time.Hour)})
 		require.NoError(t, err)
-		require.Equal(t, idem.SweepResult{}, n, "the escalated record is pending: kept for an operator")
-		require.Equal(t, idem.StatusPending, get(t, b, id).Status)
+		require.Equal(t, idemdriver.SweepResult{}, n, "the escalated record is pending: kept for an operator")
+		require.Equal(t, idemdriver.StatusPending, get(t, b, id).Status)
 	})
 
 	t.Run("ExtendMovesTheLeaseForTheOwnerOnly", func(t *testing.T) {
@@ -435,15 +435,15 @@ func runPrimitives(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		require.True(t, b.now.Add(10*time.Minute+2*time.Hour).Equal(until))
 		require.False(t, get(t, b, id).ExpiresAt.Before(until), "retention covers the lease")
 
-		_, err = b.store.Extend(ctx, id, idem.Owner{Token: "other", Fence: rec.Fence}, time.Hour, b.now)
-		require.ErrorIs(t, err, idem.ErrFenced)
-		_, err = b.store.Extend(ctx, id, idem.Owner{Token: rec.Token, Fence: rec.Fence + 1}, time.Hour, b.now)
-		require.ErrorIs(t, err, idem.ErrFenced)
-		require.NoError(t, b.store.Complete(ctx, id, rec.Owner, idem.Completion{Status: idem.StatusCompleted, Result: []byte("r"), Now: b.now}))
+		_, err = b.store.Extend(ctx, id, idemdriver.Owner{Token: "other", Fence: rec.Fence}, time.Hour, b.now)
+		require.ErrorIs(t, err, idemdriver.ErrFenced)
+		_, err = b.store.Extend(ctx, id, idemdriver.Owner{Token: rec.Token, Fence: rec.Fence + 1}, time.Hour, b.now)
+		require.ErrorIs(t, err, idemdriver.ErrFenced)
+		require.NoError(t, b.store.Complete(ctx, id, rec.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, Result: []byte("r"), Now: b.now}))
 		_, err = b.store.Extend(ctx, id, rec.Owner, time.Hour, b.now)
-		require.ErrorIs(t, err, idem.ErrFenced, "a completed record has no lease to extend")
+		require.ErrorIs(t, err, idemdriver.ErrFenced, "a completed record has no lease to extend")
 		_, err = b.store.Extend(ctx, ident("none"), rec.Owner, time.Hour, b.now)
-		require.ErrorIs(t, err, idem.ErrFenced)
+		require.ErrorIs(t, err, idemdriver.ErrFenced)
 	})
 
 	t.Run("StoreClockJudgesLeases", func(t *testing.T) {
@@ -451,7 +451,7 @@ func runPrimitives(t *testing.T, newStore func(t *testing.T) idem.Store) {
 		b := setup(t)
 		// Without a Now override the store uses its own clock: ReadAt is
 		// close to the real time, and a one-second lease is live right away.
-		rec, _, err := b.store.Reserve(ctxT(t), idem.ReserveParams{Ident: ident("a"), Owner: "o", Lease: time.Hour, TTL: time.Hour})
+		rec, _, err := b.store.Reserve(ctxT(t), idemdriver.ReserveParams{Ident: ident("a"), Owner: "o", Lease: time.Hour, TTL: time.Hour})
 		require.NoError(t, err)
 		require.WithinDuration(t, time.Now(), rec.ReadAt, time.Minute)
 		require.True(t, rec.LeaseLive())

@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
@@ -47,7 +47,7 @@ func mustHash(t testing.TB, e Entry) []byte {
 // txStore is the part of a driver's store that tests use: its WithinTx,
 // which AppendTx joins.
 type txStore interface {
-	WithinTx(ctx context.Context, fn func(ctx context.Context, tx idem.Store) error) error
+	WithinTx(ctx context.Context, fn func(ctx context.Context, tx idemdriver.Store) error) error
 }
 
 // testBundle is one migrated trail and the driver store whose transactions
@@ -328,7 +328,7 @@ func TestAppendTx(t *testing.T) {
 		require.ErrorIs(t, err, ErrNoTx, "no transaction in the context")
 
 		var committed Entry
-		require.NoError(t, b.driver.WithinTx(ctx, func(ctx context.Context, _ idem.Store) error {
+		require.NoError(t, b.driver.WithinTx(ctx, func(ctx context.Context, _ idemdriver.Store) error {
 			var err error
 			committed, err = b.trail.AppendTx(ctx, entry(entryOpts{Reason: "committed"}))
 			return err
@@ -339,7 +339,7 @@ func TestAppendTx(t *testing.T) {
 		// gap: the next append takes its seq.
 		errRollback := errors.New("the transition failed")
 		var rolledBack Entry
-		err = b.driver.WithinTx(ctx, func(ctx context.Context, _ idem.Store) error {
+		err = b.driver.WithinTx(ctx, func(ctx context.Context, _ idemdriver.Store) error {
 			var err error
 			rolledBack, err = b.trail.AppendTx(ctx, entry(entryOpts{Reason: "rolled back"}))
 			require.NoError(t, err)

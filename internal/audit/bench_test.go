@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
@@ -41,7 +41,7 @@ func BenchmarkAppend(b *testing.B) {
 							_, err := trail.Append(ctx, e)
 							return err
 						}
-						return driver.WithinTx(ctx, func(ctx context.Context, _ idem.Store) error {
+						return driver.WithinTx(ctx, func(ctx context.Context, _ idemdriver.Store) error {
 							_, err := trail.AppendTx(ctx, e)
 							return err
 						})

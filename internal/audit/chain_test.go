@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 )
 
@@ -49,7 +49,7 @@ func TestConcurrentAppends(t *testing.T) {
 						e := entry(entryOpts{Actor: fmt.Sprintf("op%02d", g), TargetID: fmt.Sprint(i)})
 						var err error
 						if g%2 == 0 {
-							err = b.driver.WithinTx(ctx, func(ctx context.Context, _ idem.Store) error {
+							err = b.driver.WithinTx(ctx, func(ctx context.Context, _ idemdriver.Store) error {
 								_, err := b.trail.AppendTx(ctx, e)
 								return err
 							})

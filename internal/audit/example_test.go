@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/audit"
 )
@@ -41,7 +41,7 @@ func ExampleTrail_AppendTx() {
 		log.Fatal(err)
 	}
 
-	err = store.WithinTx(ctx, func(ctx context.Context, tx idem.Store) error {
+	err = store.WithinTx(ctx, func(ctx context.Context, tx idemdriver.Store) error {
 		// … check the version and apply the transition through tx …
 		e, err := trail.AppendTx(ctx, audit.Entry{
 			Actor: "ada", Role: "support", Action: "key.forget", TargetKind: "key", TargetID: "42",

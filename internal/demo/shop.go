@@ -111,7 +111,7 @@ func demoAuth(next http.Handler) http.Handler {
 				Detail: `The demo accepts "Authorization: Bearer demo-<name>" only.`})
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(idem.WithPrincipal(r.Context(), "demo", name)))
+		next.ServeHTTP(w, r.WithContext(idem.ContextWithPrincipal(r.Context(), "demo", name)))
 	})
 }
 

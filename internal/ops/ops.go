@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/audit"
 )
 
@@ -55,14 +56,14 @@ type Actor struct {
 
 // recordFinder finds a key record by its console ID.
 type recordFinder interface {
-	Key(ctx context.Context, id int64) (idem.Record, bool, error)
+	Key(ctx context.Context, id int64) (idemdriver.Record, bool, error)
 }
 
 // Keys decides on idempotency keys: forget, confirm happened, confirm not
 // happened.
 type Keys struct {
 	engine  *idem.Engine
-	store   idem.TxStore
+	store   idemdriver.TxStore
 	records recordFinder
 	trail   *audit.Trail
 	log     *slog.Logger
@@ -77,11 +78,11 @@ func (k *Keys) SetLogger(log *slog.Logger) {
 }
 
 // NewKeys returns the key decisions over the engine's store, which must be
-// an idem.TxStore so that the decision and its audit entry commit together.
+// an idemdriver.TxStore so that the decision and its audit entry commit together.
 func NewKeys(engine *idem.Engine, records recordFinder, trail *audit.Trail) (*Keys, error) {
-	ts, ok := engine.Store().(idem.TxStore)
+	ts, ok := engine.Store().(idemdriver.TxStore)
 	if !ok {
-		return nil, errors.New("ops: the engine's store is not an idem.TxStore")
+		return nil, errors.New("ops: the engine's store is not an idemdriver.TxStore")
 	}
 	return &Keys{engine: engine, store: ts, records: records, trail: trail, log: slog.Default()}, nil
 }
@@ -99,8 +100,8 @@ type KeyDecision struct {
 // KeyResult is an applied decision: the record before, and after unless
 // the decision removed it.
 type KeyResult struct {
-	Before idem.Record
-	After  *idem.Record
+	Before idemdriver.Record
+	After  *idemdriver.Record
 }
 
 // Validate checks the decision's fields before anything is read.
@@ -147,7 +148,7 @@ func (k *Keys) Decide(ctx context.Context, actor Actor, d KeyDecision) (KeyResul
 		return KeyResult{}, ErrNotFound
 	}
 	var res KeyResult
-	err = k.store.WithinTx(ctx, func(ctx context.Context, tx idem.Store) error {
+	err = k.store.WithinTx(ctx, func(ctx context.Context, tx idemdriver.Store) error {
 		cur, ok, err := tx.Get(ctx, found.Ident)
 		switch {
 		case err != nil:
@@ -159,7 +160,7 @@ func (k *Keys) Decide(ctx context.Context, actor Actor, d KeyDecision) (KeyResul
 		}
 		after, kept, err := k.engine.Settle(ctx, tx, cur, d.Action, d.ExternalRef, d.Reason)
 		switch {
-		case errors.Is(err, idem.ErrStale):
+		case errors.Is(err, idemdriver.ErrStale):
 			return ErrStale
 		case errors.Is(err, idem.ErrIllegalTransition):
 			return fmt.Errorf("%w: %w", ErrIllegal, err)
@@ -222,7 +223,7 @@ func entry(actor Actor, d KeyDecision, target string, before, after any, outcome
 }
 
 // snapshot is the audited state of a record: no result, no owner token.
-func snapshot(r idem.Record) map[string]any {
+func snapshot(r idemdriver.Record) map[string]any {
 	s := map[string]any{
 		"id": r.ID, "scope": r.Scope, "operation": r.Operation, "key_digest": r.KeyDigest, "status": string(r.Status),
 		"external_ref": r.ExternalRef, "correlation_id": r.CorrelationID, "last_error": r.LastError,

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/audit"
@@ -31,14 +32,14 @@ type bundle struct {
 	keys   *ops.Keys
 }
 
-var backends = map[string]func(t testing.TB) (idem.Store, *store.DB, *audit.Trail){
-	"SQLite": func(t testing.TB) (idem.Store, *store.DB, *audit.Trail) {
+var backends = map[string]func(t testing.TB) (idemdriver.Store, *store.DB, *audit.Trail){
+	"SQLite": func(t testing.TB) (idemdriver.Store, *store.DB, *audit.Trail) {
 		db, err := idemsqlite.Open(filepath.Join(t.TempDir(), "ops.db"))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = db.Close() })
 		return idemsqlite.New(db), store.NewSQLite(db), audit.NewSQLite(db, audit.WithKeys(testAuditKeys))
 	},
-	"PostgreSQL": func(t testing.TB) (idem.Store, *store.DB, *audit.Trail) {
+	"PostgreSQL": func(t testing.TB) (idemdriver.Store, *store.DB, *audit.Trail) {
 		pool := pgtest.Schema(t)
 		return idempgx.New(pool), store.NewPostgres(pool), audit.NewPostgres(pool, audit.WithKeys(testAuditKeys))
 	},
@@ -53,13 +54,13 @@ var testAuditKeys = func() *audit.Keyring {
 	return k
 }()
 
-func setup(t testing.TB, backend func(t testing.TB) (idem.Store, *store.DB, *audit.Trail)) bundle {
+func setup(t testing.TB, backend func(t testing.TB) (idemdriver.Store, *store.DB, *audit.Trail)) bundle {
 	t.Helper()
 	return setupWith(t, backend, nil)
 }
 
 // setupWith is setup with the engine's store wrapped by wrap, when not nil.
-func setupWith(t testing.TB, backend func(t testing.TB) (idem.Store, *store.DB, *audit.Trail), wrap func(idem.Store) idem.Store) bundle {
+func setupWith(t testing.TB, backend func(t testing.TB) (idemdriver.Store, *store.DB, *audit.Trail), wrap func(idemdriver.Store) idemdriver.Store) bundle {
 	t.Helper()
 	ctx := context.Background()
 	s, db, trail := backend(t)
@@ -77,7 +78,7 @@ func setupWith(t testing.TB, backend func(t testing.TB) (idem.Store, *store.DB, 
 }
 
 // pending makes a pending record (a provider timed out) and returns it.
-func pending(t *testing.T, b bundle, key string) idem.Record {
+func pending(t *testing.T, b bundle, key string) idemdriver.Record {
 	t.Helper()
 	_, err := idem.Run(context.Background(), b.engine, key, "tenant:ops", func(ctx context.Context) (int, error) {
 		require.NoError(t, idem.Annotate(ctx, idem.Annotation{ExternalRef: "prov-" + key}))
@@ -151,7 +152,7 @@ func TestKeyDecisions(t *testing.T) {
 					ops.KeyDecision{RecordID: rec.ID, Version: rec.Version, Action: idem.OperatorConfirmHappened, ExternalRef: "ch_9", Reason: "provider dashboard shows ch_9"})
 				require.NoError(t, err)
 				require.NotNil(t, res.After)
-				require.Equal(t, idem.StatusCompleted, res.After.Status)
+				require.Equal(t, idemdriver.StatusCompleted, res.After.Status)
 				hist, err := b.trail.History(context.Background(), "key", fmt.Sprint(rec.ID), 10)
 				require.NoError(t, err)
 				require.Len(t, hist, 1)
@@ -198,18 +199,18 @@ func TestKeyDecisions(t *testing.T) {
 // transaction succeeded.
 var errCommitFailed = errors.New("the commit failed")
 
-// commitFailingStore is an idem.TxStore whose WithinTx, while fail is
+// commitFailingStore is an idemdriver.TxStore whose WithinTx, while fail is
 // set, runs fn and then rolls back as a failed commit leaves it.
 type commitFailingStore struct {
-	idem.TxStore
+	idemdriver.TxStore
 	fail atomic.Bool
 }
 
-func (s *commitFailingStore) WithinTx(ctx context.Context, fn func(ctx context.Context, tx idem.Store) error) error {
+func (s *commitFailingStore) WithinTx(ctx context.Context, fn func(ctx context.Context, tx idemdriver.Store) error) error {
 	if !s.fail.Load() {
 		return s.TxStore.WithinTx(ctx, fn)
 	}
-	return s.TxStore.WithinTx(ctx, func(ctx context.Context, tx idem.Store) error {
+	return s.TxStore.WithinTx(ctx, func(ctx context.Context, tx idemdriver.Store) error {
 		if err := fn(ctx, tx); err != nil {
 			return err
 		}
@@ -229,17 +230,17 @@ func TestKeyDecisionAndItsEntryCommitTogether(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			var cf *commitFailingStore
-			b := setupWith(t, backend, func(s idem.Store) idem.Store {
-				cf = &commitFailingStore{TxStore: s.(idem.TxStore)}
+			b := setupWith(t, backend, func(s idemdriver.Store) idemdriver.Store {
+				cf = &commitFailingStore{TxStore: s.(idemdriver.TxStore)}
 				return cf
 			})
-			unchanged := func(t *testing.T, rec idem.Record) {
+			unchanged := func(t *testing.T, rec idemdriver.Record) {
 				t.Helper()
 				got, ok, err := b.db.Key(ctx, rec.ID)
 				require.NoError(t, err)
 				require.True(t, ok, "the key is still there")
 				require.Equal(t, rec.Version, got.Version, "the key did not change")
-				require.Equal(t, idem.StatusPending, got.Status)
+				require.Equal(t, idemdriver.StatusPending, got.Status)
 				hist, err := b.keys.History(ctx, rec.ID, 10)
 				require.NoError(t, err)
 				require.Zero(t, len(hist), "no audit entry")

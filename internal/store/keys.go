@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
 // Page sizes of ListKeys and NeedsAttention.
@@ -22,7 +22,7 @@ const (
 // Every non-zero field narrows the list; string fields match exactly.
 type KeyFilter struct {
 	// Status keeps records in this status; "" keeps every status.
-	Status idem.Status
+	Status idemdriver.Status
 	// Stuck keeps processing records whose lease had ended when the list was
 	// read (by the database's clock on PostgreSQL, the process clock on
 	// SQLite): their owner is presumably gone. Status must then be "" or
@@ -55,7 +55,7 @@ type KeyFilter struct {
 // KeyPage is one page of [DB.ListKeys].
 type KeyPage struct {
 	// Records, most recently updated first (ties by ID, highest first).
-	Records []idem.Record
+	Records []idemdriver.Record
 	// Next is the KeyFilter.After of the following page, "" when this page
 	// is the last.
 	Next string
@@ -74,10 +74,10 @@ func (f KeyFilter) check() (keyQuery, error) {
 		return q, &FieldError{Field: "status", Reason: fmt.Sprintf("%q is not a status", f.Status)}
 	}
 	if f.Stuck {
-		if f.Status != "" && f.Status != idem.StatusProcessing {
+		if f.Status != "" && f.Status != idemdriver.StatusProcessing {
 			return q, &FieldError{Field: "stuck", Reason: "only processing records can be past their lease"}
 		}
-		q.Status = idem.StatusProcessing
+		q.Status = idemdriver.StatusProcessing
 	}
 	if f.KeyDigest != "" && (f.Scope == "" || f.Operation == "") {
 		return q, &FieldError{Field: "key_digest", Reason: "a key look-up needs the scope and the operation too"}
@@ -121,7 +121,7 @@ func (c cursor) encode() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-func cursorOf(r idem.Record) cursor {
+func cursorOf(r idemdriver.Record) cursor {
 	return cursor{updatedAt: r.UpdatedAt.UnixMicro(), id: r.ID}
 }
 
@@ -163,7 +163,7 @@ func (d *DB) ListKeys(ctx context.Context, f KeyFilter) (KeyPage, error) {
 	if err != nil {
 		return KeyPage{}, err
 	}
-	var recs []idem.Record
+	var recs []idemdriver.Record
 	switch d.dialect {
 	case DialectPostgres:
 		recs, err = pgListKeys(ctx, d.pool, q)
@@ -184,9 +184,9 @@ func (d *DB) ListKeys(ctx context.Context, f KeyFilter) (KeyPage, error) {
 
 // Key reads the record with the store's surrogate id; ok is false when
 // there is none (never created, swept or forgotten).
-func (d *DB) Key(ctx context.Context, id int64) (idem.Record, bool, error) {
+func (d *DB) Key(ctx context.Context, id int64) (idemdriver.Record, bool, error) {
 	var (
-		rec idem.Record
+		rec idemdriver.Record
 		ok  bool
 		err error
 	)
@@ -197,14 +197,14 @@ func (d *DB) Key(ctx context.Context, id int64) (idem.Record, bool, error) {
 		rec, ok, err = sqliteKey(ctx, d.sqlite, id)
 	}
 	if err != nil {
-		return idem.Record{}, false, fmt.Errorf("store: key %d: %w", id, err)
+		return idemdriver.Record{}, false, fmt.Errorf("store: key %d: %w", id, err)
 	}
 	return rec, ok, nil
 }
 
 // StatusCount is the number of records in one status.
 type StatusCount struct {
-	Status idem.Status
+	Status idemdriver.Status
 	// Count is exact when Exact is true, and otherwise an estimate from the
 	// database's statistics as of KeyOverview.AsOf (PostgreSQL, many
 	// records only); the console shows it as approximate.
@@ -217,7 +217,7 @@ type StatusCount struct {
 
 // KeyOverview is the head of the console's overview (SPEC CON-K1).
 type KeyOverview struct {
-	// Counts has one entry per status, in the order of idem.Statuses.
+	// Counts has one entry per status, in the order of idemdriver.Statuses.
 	Counts []StatusCount
 	// StuckProcessing counts processing records past their lease, exactly
 	// up to a cap of 10,000 (PostgreSQL; SQLite counts them all). When
@@ -232,7 +232,7 @@ type KeyOverview struct {
 }
 
 // Count returns the entry of status s.
-func (o KeyOverview) Count(s idem.Status) StatusCount {
+func (o KeyOverview) Count(s idemdriver.Status) StatusCount {
 	for _, c := range o.Counts {
 		if c.Status == s {
 			return c
@@ -270,10 +270,10 @@ func (d *DB) KeyOverview(ctx context.Context) (KeyOverview, error) {
 // (SPEC CON-K1): pending, unavailable, and processing past its lease, the
 // longest unchanged first (updated_at, then id, ascending). limit is
 // DefaultLimit when <= 0 and at most MaxLimit.
-func (d *DB) NeedsAttention(ctx context.Context, limit int) ([]idem.Record, error) {
+func (d *DB) NeedsAttention(ctx context.Context, limit int) ([]idemdriver.Record, error) {
 	limit = clampLimit(limit)
 	var (
-		recs []idem.Record
+		recs []idemdriver.Record
 		err  error
 	)
 	switch d.dialect {

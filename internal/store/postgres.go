@@ -17,8 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
 // pgExecutor is what the statements run on: *pgxpool.Pool, *pgx.Conn and
@@ -225,23 +224,23 @@ LEFT JOIN pg_stats s ON s.schemaname = n.nspname AND s.tablename = c.relname
     AND s.attname = 'status' AND NOT s.inherited
 WHERE c.oid = 'unstuck_idem_record'::regclass`
 
-func pgKey(ctx context.Context, db pgExecutor, id int64) (idem.Record, bool, error) {
+func pgKey(ctx context.Context, db pgExecutor, id int64) (idemdriver.Record, bool, error) {
 	rec, err := pgScanRecord(db.QueryRow(ctx, pgKeySQL, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return idem.Record{}, false, nil
+		return idemdriver.Record{}, false, nil
 	}
 	if err != nil {
-		return idem.Record{}, false, pgMapError(err)
+		return idemdriver.Record{}, false, pgMapError(err)
 	}
 	return rec, true, nil
 }
 
-func pgListKeys(ctx context.Context, db pgExecutor, q keyQuery) ([]idem.Record, error) {
+func pgListKeys(ctx context.Context, db pgExecutor, q keyQuery) ([]idemdriver.Record, error) {
 	sql, args := pgListKeysSQL(q)
 	return pgQueryRecords(ctx, db, sql, args...)
 }
 
-func pgNeedsAttention(ctx context.Context, db pgExecutor, limit int) ([]idem.Record, error) {
+func pgNeedsAttention(ctx context.Context, db pgExecutor, limit int) ([]idemdriver.Record, error) {
 	return pgQueryRecords(ctx, db, pgNeedsAttentionSQL, limit)
 }
 
@@ -250,12 +249,12 @@ func pgNeedsAttention(ctx context.Context, db pgExecutor, limit int) ([]idem.Rec
 // plan does not know that one tenant holds a million records and another a
 // hundred, and picked a plan 100 times slower for the large one at 10 M
 // records (BENCHMARKS.md).
-func pgQueryRecords(ctx context.Context, db pgExecutor, sql string, args ...any) ([]idem.Record, error) {
+func pgQueryRecords(ctx context.Context, db pgExecutor, sql string, args ...any) ([]idemdriver.Record, error) {
 	rows, err := db.Query(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...)
 	if err != nil {
 		return nil, pgMapError(err)
 	}
-	recs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (idem.Record, error) { return pgScanRecord(row) })
+	recs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (idemdriver.Record, error) { return pgScanRecord(row) })
 	if err != nil {
 		return nil, pgMapError(err)
 	}
@@ -263,8 +262,8 @@ func pgQueryRecords(ctx context.Context, db pgExecutor, sql string, args ...any)
 }
 
 func pgKeyOverview(ctx context.Context, db pgExecutor, countCap, stuckCap int) (KeyOverview, error) {
-	statuses := make([]string, len(idem.Statuses))
-	for i, s := range idem.Statuses {
+	statuses := make([]string, len(idemdriver.Statuses))
+	for i, s := range idemdriver.Statuses {
 		statuses[i] = string(s)
 	}
 	rows, err := db.Query(ctx, pgStatusCountsSQL, statuses, countCap+1, stuckCap+1)
@@ -287,7 +286,7 @@ func pgKeyOverview(ctx context.Context, db pgExecutor, countCap, stuckCap int) (
 			rows.Close()
 			return KeyOverview{}, pgMapError(err)
 		}
-		c.Status = idem.Status(status)
+		c.Status = idemdriver.Status(status)
 		c.Exact = c.Count <= int64(countCap)
 		capped = capped || !c.Exact
 		if oldest != nil {
@@ -338,9 +337,9 @@ func pgKeyOverview(ctx context.Context, db pgExecutor, countCap, stuckCap int) (
 // pgScanRecord is idem/idempgx's scanRecord: one row of pgRecordColumns
 // followed by read_at. A row that cannot be a record is an error, never a
 // panic. Times are UTC.
-func pgScanRecord(row pgx.Row) (idem.Record, error) {
+func pgScanRecord(row pgx.Row) (idemdriver.Record, error) {
 	var (
-		r      idem.Record
+		r      idemdriver.Record
 		status string
 		lease  *time.Time
 	)
@@ -349,11 +348,11 @@ func pgScanRecord(row pgx.Row) (idem.Record, error) {
 		&r.Token, &r.Fence, &lease, &r.Attempts, &r.Version,
 		&r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt, &r.ReadAt)
 	if err != nil {
-		return idem.Record{}, err
+		return idemdriver.Record{}, err
 	}
-	r.Status = idem.Status(status)
+	r.Status = idemdriver.Status(status)
 	if !r.Status.Valid() {
-		return idem.Record{}, fmt.Errorf("record %d has unknown status %q", r.ID, status)
+		return idemdriver.Record{}, fmt.Errorf("record %d has unknown status %q", r.ID, status)
 	}
 	if lease != nil {
 		r.LeaseExpiresAt = lease.UTC()

@@ -14,10 +14,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	modernc "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
-
-	"github.com/unstuckhq/unstuck/idem"
 )
 
 // sqliteExecutor is what the statements run on: *sql.DB, *sql.Conn and
@@ -243,36 +242,36 @@ GROUP BY status`
 const sqliteStuckCountSQL = `SELECT count(*) FROM unstuck_idem_record
 WHERE status = 'processing' AND lease_expires_at <= ?1`
 
-func sqliteKey(ctx context.Context, db sqliteExecutor, id int64) (idem.Record, bool, error) {
+func sqliteKey(ctx context.Context, db sqliteExecutor, id int64) (idemdriver.Record, bool, error) {
 	now := sqliteClock()
 	rec, err := sqliteScanRecord(db.QueryRowContext(ctx, sqliteKeySQL, id), now)
 	if errors.Is(err, sql.ErrNoRows) {
-		return idem.Record{}, false, nil
+		return idemdriver.Record{}, false, nil
 	}
 	if err != nil {
-		return idem.Record{}, false, sqliteMapError(err)
+		return idemdriver.Record{}, false, sqliteMapError(err)
 	}
 	return rec, true, nil
 }
 
-func sqliteListKeys(ctx context.Context, db sqliteExecutor, q keyQuery) ([]idem.Record, error) {
+func sqliteListKeys(ctx context.Context, db sqliteExecutor, q keyQuery) ([]idemdriver.Record, error) {
 	now := sqliteClock()
 	sql, args := sqliteListKeysSQL(q, now)
 	return sqliteQueryRecords(ctx, db, now, sql, args...)
 }
 
-func sqliteNeedsAttention(ctx context.Context, db sqliteExecutor, limit int) ([]idem.Record, error) {
+func sqliteNeedsAttention(ctx context.Context, db sqliteExecutor, limit int) ([]idemdriver.Record, error) {
 	now := sqliteClock()
 	return sqliteQueryRecords(ctx, db, now, sqliteNeedsAttentionSQL, limit, now.UnixMicro())
 }
 
-func sqliteQueryRecords(ctx context.Context, db sqliteExecutor, now time.Time, query string, args ...any) ([]idem.Record, error) {
+func sqliteQueryRecords(ctx context.Context, db sqliteExecutor, now time.Time, query string, args ...any) ([]idemdriver.Record, error) {
 	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, sqliteMapError(err)
 	}
 	defer rows.Close()
-	var recs []idem.Record
+	var recs []idemdriver.Record
 	for rows.Next() {
 		rec, err := sqliteScanRecord(rows, now)
 		if err != nil {
@@ -295,7 +294,7 @@ func sqliteKeyOverview(ctx context.Context, db sqliteExecutor) (KeyOverview, err
 		return KeyOverview{}, sqliteMapError(err)
 	}
 	defer rows.Close()
-	found := make(map[idem.Status]StatusCount, len(idem.Statuses))
+	found := make(map[idemdriver.Status]StatusCount, len(idemdriver.Statuses))
 	for rows.Next() {
 		var (
 			status string
@@ -305,13 +304,13 @@ func sqliteKeyOverview(ctx context.Context, db sqliteExecutor) (KeyOverview, err
 		if err := rows.Scan(&status, &count, &oldest); err != nil {
 			return KeyOverview{}, sqliteMapError(err)
 		}
-		found[idem.Status(status)] = StatusCount{Status: idem.Status(status), Count: count, Exact: true, Oldest: micros(oldest)}
+		found[idemdriver.Status(status)] = StatusCount{Status: idemdriver.Status(status), Count: count, Exact: true, Oldest: micros(oldest)}
 	}
 	if err := rows.Err(); err != nil {
 		return KeyOverview{}, sqliteMapError(err)
 	}
 	o := KeyOverview{StuckExact: true, AsOf: now}
-	for _, s := range idem.Statuses {
+	for _, s := range idemdriver.Statuses {
 		c, ok := found[s]
 		if !ok {
 			c = StatusCount{Status: s, Exact: true}
@@ -327,9 +326,9 @@ func sqliteKeyOverview(ctx context.Context, db sqliteExecutor) (KeyOverview, err
 // sqliteScanRecord is idem/idemsqlite's scanRecord: one row of
 // sqliteRecordColumns, stamped with readAt. It returns sql.ErrNoRows
 // unwrapped, and an error, never a panic, for a row that does not decode.
-func sqliteScanRecord(row scanner, readAt time.Time) (idem.Record, error) {
+func sqliteScanRecord(row scanner, readAt time.Time) (idemdriver.Record, error) {
 	var (
-		rec                            idem.Record
+		rec                            idemdriver.Record
 		status, resourceIDs            string
 		result                         sql.Null[[]byte]
 		responseCode, attempts         int64
@@ -341,11 +340,11 @@ func sqliteScanRecord(row scanner, readAt time.Time) (idem.Record, error) {
 		&rec.LastError, &rec.Token, &rec.Fence, &leaseExpiresAt, &attempts, &rec.Version,
 		&createdAt, &updatedAt, &expireAt)
 	if err != nil {
-		return idem.Record{}, err
+		return idemdriver.Record{}, err
 	}
-	rec.Status = idem.Status(status)
+	rec.Status = idemdriver.Status(status)
 	if !rec.Status.Valid() {
-		return idem.Record{}, fmt.Errorf("record %d: unknown status %q", rec.ID, status)
+		return idemdriver.Record{}, fmt.Errorf("record %d: unknown status %q", rec.ID, status)
 	}
 	if result.Valid {
 		// database/sql copies []byte destinations out of driver memory; a
@@ -357,10 +356,10 @@ func sqliteScanRecord(row scanner, readAt time.Time) (idem.Record, error) {
 	}
 	var ids []string
 	if err := json.Unmarshal([]byte(resourceIDs), &ids); err != nil {
-		return idem.Record{}, fmt.Errorf("record %d: decode resource_ids: %w", rec.ID, err)
+		return idemdriver.Record{}, fmt.Errorf("record %d: decode resource_ids: %w", rec.ID, err)
 	}
 	if ids == nil {
-		return idem.Record{}, fmt.Errorf("record %d: decode resource_ids: not an array", rec.ID)
+		return idemdriver.Record{}, fmt.Errorf("record %d: decode resource_ids: not an array", rec.ID)
 	}
 	if len(ids) > 0 {
 		rec.ResourceIDs = ids // an empty list reads as nil

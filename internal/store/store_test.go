@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) { pgtest.RunMain(m) }
 // engine's store that creates its records.
 type testBundle struct {
 	db      *DB
-	records idem.Store
+	records idemdriver.Store
 	pool    *pgxpool.Pool // PostgreSQL only
 	sqlDB   *sql.DB       // SQLite only
 }
@@ -83,11 +84,11 @@ var base = time.Now().Add(-24 * time.Hour).Truncate(time.Second).UTC()
 // recordOpts describes a record for testBundle.record; zero fields get
 // defaults.
 type recordOpts struct {
-	Scope     string      // "acme"
-	Operation string      // "charge"
-	Key       string      // random
-	Status    idem.Status // completed
-	At        time.Time   // base: created and updated then
+	Scope     string            // "acme"
+	Operation string            // "charge"
+	Key       string            // random
+	Status    idemdriver.Status // completed
+	At        time.Time         // base: created and updated then
 	Lease     time.Duration
 	// CorrelationID and ExternalRef are attached while processing.
 	CorrelationID string
@@ -96,30 +97,30 @@ type recordOpts struct {
 
 // record creates a record through the engine's store primitives, every
 // write stamped o.At, and returns it as the store reads it.
-func (b testBundle) record(t *testing.T, o recordOpts) idem.Record {
+func (b testBundle) record(t *testing.T, o recordOpts) idemdriver.Record {
 	t.Helper()
 	o.Scope = cmp.Or(o.Scope, "acme")
 	o.Operation = cmp.Or(o.Operation, "charge")
 	o.Key = cmp.Or(o.Key, rand.Text())
-	o.Status = cmp.Or(o.Status, idem.StatusCompleted)
+	o.Status = cmp.Or(o.Status, idemdriver.StatusCompleted)
 	if o.At.IsZero() {
 		o.At = base
 	}
 	o.Lease = cmp.Or(o.Lease, time.Minute)
 	ctx := t.Context()
-	id := idem.Ident{Scope: o.Scope, Operation: o.Operation, KeyDigest: idem.Digest(o.Scope, o.Operation, o.Key)}
-	rec, created, err := b.records.Reserve(ctx, idem.ReserveParams{
+	id := idemdriver.Ident{Scope: o.Scope, Operation: o.Operation, KeyDigest: idem.Digest(o.Scope, o.Operation, o.Key)}
+	rec, created, err := b.records.Reserve(ctx, idemdriver.ReserveParams{
 		Ident: id, Fingerprint: "fp", Owner: rand.Text(), Lease: o.Lease, TTL: 72 * time.Hour, Now: o.At})
 	require.NoError(t, err)
 	require.True(t, created, "record created")
 	if o.CorrelationID != "" || o.ExternalRef != "" {
-		require.NoError(t, b.records.Annotate(ctx, id, rec.Owner, idem.Annotation{
+		require.NoError(t, b.records.Annotate(ctx, id, rec.Owner, idemdriver.Annotation{
 			CorrelationID: o.CorrelationID, ExternalRef: o.ExternalRef, ResourceIDs: []string{"order-1"}, Now: o.At}))
 	}
-	if o.Status != idem.StatusProcessing {
-		c := idem.Completion{Status: o.Status, Now: o.At}
+	if o.Status != idemdriver.StatusProcessing {
+		c := idemdriver.Completion{Status: o.Status, Now: o.At}
 		switch o.Status {
-		case idem.StatusCompleted, idem.StatusFailed:
+		case idemdriver.StatusCompleted, idemdriver.StatusFailed:
 			c.Result, c.ResponseCode = []byte(`{"ok":true}`), 201
 		default:
 			c.LastError = "provider timed out"
@@ -133,7 +134,7 @@ func (b testBundle) record(t *testing.T, o recordOpts) idem.Record {
 }
 
 // ids returns the IDs of recs, in order.
-func ids(recs []idem.Record) []int64 {
+func ids(recs []idemdriver.Record) []int64 {
 	out := make([]int64, len(recs))
 	for i, r := range recs {
 		out[i] = r.ID
@@ -304,38 +305,38 @@ func TestListKeysFilters(t *testing.T) {
 	eachDialect(t, func(t *testing.T, b testBundle) {
 		at := func(minutes int) time.Time { return base.Add(time.Duration(minutes) * time.Minute) }
 		r1 := b.record(t, recordOpts{At: at(1)})
-		r2 := b.record(t, recordOpts{Operation: "refund", Status: idem.StatusFailed, At: at(2)})
-		r3 := b.record(t, recordOpts{Scope: "globex", Key: "k3", Status: idem.StatusPending, At: at(3),
+		r2 := b.record(t, recordOpts{Operation: "refund", Status: idemdriver.StatusFailed, At: at(2)})
+		r3 := b.record(t, recordOpts{Scope: "globex", Key: "k3", Status: idemdriver.StatusPending, At: at(3),
 			CorrelationID: "corr-1", ExternalRef: "ext-1"})
-		r4 := b.record(t, recordOpts{Scope: "globex", Operation: "refund", Status: idem.StatusUnavailable, At: at(4)})
-		r5 := b.record(t, recordOpts{Status: idem.StatusProcessing, At: at(5)}) // past its lease
-		r6 := b.record(t, recordOpts{Status: idem.StatusProcessing, At: time.Now().UTC(), Lease: time.Hour})
+		r4 := b.record(t, recordOpts{Scope: "globex", Operation: "refund", Status: idemdriver.StatusUnavailable, At: at(4)})
+		r5 := b.record(t, recordOpts{Status: idemdriver.StatusProcessing, At: at(5)}) // past its lease
+		r6 := b.record(t, recordOpts{Status: idemdriver.StatusProcessing, At: time.Now().UTC(), Lease: time.Hour})
 		r7 := b.record(t, recordOpts{Scope: "globex", At: at(7), CorrelationID: "corr-1"})
 
 		for _, tc := range []struct {
 			name string
 			f    KeyFilter
-			want []idem.Record
+			want []idemdriver.Record
 		}{
-			{"all", KeyFilter{}, []idem.Record{r6, r7, r5, r4, r3, r2, r1}},
-			{"status completed", KeyFilter{Status: idem.StatusCompleted}, []idem.Record{r7, r1}},
-			{"status processing", KeyFilter{Status: idem.StatusProcessing}, []idem.Record{r6, r5}},
-			{"stuck", KeyFilter{Stuck: true}, []idem.Record{r5}},
-			{"stuck processing", KeyFilter{Stuck: true, Status: idem.StatusProcessing}, []idem.Record{r5}},
-			{"scope", KeyFilter{Scope: "globex"}, []idem.Record{r7, r4, r3}},
-			{"operation", KeyFilter{Operation: "refund"}, []idem.Record{r4, r2}},
-			{"scope and operation", KeyFilter{Scope: "acme", Operation: "charge"}, []idem.Record{r6, r5, r1}},
-			{"status and scope", KeyFilter{Status: idem.StatusPending, Scope: "acme"}, nil},
-			{"correlation", KeyFilter{CorrelationID: "corr-1"}, []idem.Record{r7, r3}},
-			{"external ref", KeyFilter{ExternalRef: "ext-1"}, []idem.Record{r3}},
+			{"all", KeyFilter{}, []idemdriver.Record{r6, r7, r5, r4, r3, r2, r1}},
+			{"status completed", KeyFilter{Status: idemdriver.StatusCompleted}, []idemdriver.Record{r7, r1}},
+			{"status processing", KeyFilter{Status: idemdriver.StatusProcessing}, []idemdriver.Record{r6, r5}},
+			{"stuck", KeyFilter{Stuck: true}, []idemdriver.Record{r5}},
+			{"stuck processing", KeyFilter{Stuck: true, Status: idemdriver.StatusProcessing}, []idemdriver.Record{r5}},
+			{"scope", KeyFilter{Scope: "globex"}, []idemdriver.Record{r7, r4, r3}},
+			{"operation", KeyFilter{Operation: "refund"}, []idemdriver.Record{r4, r2}},
+			{"scope and operation", KeyFilter{Scope: "acme", Operation: "charge"}, []idemdriver.Record{r6, r5, r1}},
+			{"status and scope", KeyFilter{Status: idemdriver.StatusPending, Scope: "acme"}, nil},
+			{"correlation", KeyFilter{CorrelationID: "corr-1"}, []idemdriver.Record{r7, r3}},
+			{"external ref", KeyFilter{ExternalRef: "ext-1"}, []idemdriver.Record{r3}},
 			{"key", KeyFilter{Scope: "globex", Operation: "charge", KeyDigest: idem.Digest("globex", "charge", "k3")},
-				[]idem.Record{r3}},
+				[]idemdriver.Record{r3}},
 			{"key in another scope", KeyFilter{Scope: "acme", Operation: "charge", KeyDigest: idem.Digest("globex", "charge", "k3")},
 				nil},
-			{"from and to", KeyFilter{From: at(2), To: at(4)}, []idem.Record{r3, r2}},
-			{"from", KeyFilter{From: at(4)}, []idem.Record{r6, r7, r5, r4}},
-			{"to", KeyFilter{To: at(2)}, []idem.Record{r1}},
-			{"limit", KeyFilter{Limit: 2}, []idem.Record{r6, r7}},
+			{"from and to", KeyFilter{From: at(2), To: at(4)}, []idemdriver.Record{r3, r2}},
+			{"from", KeyFilter{From: at(4)}, []idemdriver.Record{r6, r7, r5, r4}},
+			{"to", KeyFilter{To: at(2)}, []idemdriver.Record{r1}},
+			{"limit", KeyFilter{Limit: 2}, []idemdriver.Record{r6, r7}},
 		} {
 			page, err := b.db.ListKeys(t.Context(), tc.f)
 			require.NoError(t, err, tc.name)
@@ -362,7 +363,7 @@ func TestListKeysFilters(t *testing.T) {
 			field string
 		}{
 			{"unknown status", KeyFilter{Status: "stuck"}, "status"},
-			{"stuck but completed", KeyFilter{Stuck: true, Status: idem.StatusCompleted}, "stuck"},
+			{"stuck but completed", KeyFilter{Stuck: true, Status: idemdriver.StatusCompleted}, "stuck"},
 			{"key without scope", KeyFilter{Operation: "charge", KeyDigest: r3.KeyDigest}, "key_digest"},
 			{"key without operation", KeyFilter{Scope: "globex", KeyDigest: r3.KeyDigest}, "key_digest"},
 		} {
@@ -380,20 +381,20 @@ func TestListKeysPagination(t *testing.T) {
 	eachDialect(t, func(t *testing.T, b testBundle) {
 		// 120 records in groups of 7 sharing one updated_at, so that pages
 		// end inside groups of ties, and 10 of them failed.
-		var all []idem.Record
+		var all []idemdriver.Record
 		for i := range 120 {
-			status := idem.StatusCompleted
+			status := idemdriver.StatusCompleted
 			if i%12 == 5 {
-				status = idem.StatusFailed
+				status = idemdriver.StatusFailed
 			}
 			all = append(all, b.record(t, recordOpts{Status: status, At: base.Add(time.Duration(i/7) * time.Second)}))
 		}
-		slices.SortFunc(all, func(x, y idem.Record) int {
+		slices.SortFunc(all, func(x, y idemdriver.Record) int {
 			return cmp.Or(y.UpdatedAt.Compare(x.UpdatedAt), cmp.Compare(y.ID, x.ID))
 		})
-		var failed []idem.Record
+		var failed []idemdriver.Record
 		for _, r := range all {
-			if r.Status == idem.StatusFailed {
+			if r.Status == idemdriver.StatusFailed {
 				failed = append(failed, r)
 			}
 		}
@@ -417,7 +418,7 @@ func TestListKeysPagination(t *testing.T) {
 		}
 		for _, tc := range []struct {
 			f     KeyFilter
-			want  []idem.Record
+			want  []idemdriver.Record
 			pages int
 		}{
 			{KeyFilter{Limit: 25}, all, 5},
@@ -426,7 +427,7 @@ func TestListKeysPagination(t *testing.T) {
 			{KeyFilter{Limit: 1}, all, 120},
 			{KeyFilter{}, all, 3},
 			{KeyFilter{Limit: 1000}, all, 1},
-			{KeyFilter{Limit: 3, Status: idem.StatusFailed}, failed, 4},
+			{KeyFilter{Limit: 3, Status: idemdriver.StatusFailed}, failed, 4},
 			{KeyFilter{Limit: 4, Operation: "charge", Scope: "acme"}, all, 30},
 		} {
 			pages := walk(tc.f)
@@ -481,10 +482,10 @@ func mustDecode(t *testing.T, s string) string {
 func TestKey(t *testing.T) {
 	t.Parallel()
 	eachDialect(t, func(t *testing.T, b testBundle) {
-		pending := b.record(t, recordOpts{Status: idem.StatusPending, CorrelationID: "c", ExternalRef: "e"})
-		processing := b.record(t, recordOpts{Status: idem.StatusProcessing, At: time.Now().UTC(), Lease: time.Hour})
+		pending := b.record(t, recordOpts{Status: idemdriver.StatusPending, CorrelationID: "c", ExternalRef: "e"})
+		processing := b.record(t, recordOpts{Status: idemdriver.StatusProcessing, At: time.Now().UTC(), Lease: time.Hour})
 		completed := b.record(t, recordOpts{})
-		for _, want := range []idem.Record{pending, processing, completed} {
+		for _, want := range []idemdriver.Record{pending, processing, completed} {
 			got, ok, err := b.db.Key(t.Context(), want.ID)
 			require.NoError(t, err)
 			require.True(t, ok, "record %d", want.ID)
@@ -504,9 +505,9 @@ func TestKeyOverview(t *testing.T) {
 	eachDialect(t, func(t *testing.T, b testBundle) {
 		o, err := b.db.KeyOverview(t.Context())
 		require.NoError(t, err)
-		require.Len(t, o.Counts, len(idem.Statuses))
+		require.Len(t, o.Counts, len(idemdriver.Statuses))
 		for i, c := range o.Counts {
-			require.Equal(t, StatusCount{Status: idem.Statuses[i], Exact: true}, c, "empty")
+			require.Equal(t, StatusCount{Status: idemdriver.Statuses[i], Exact: true}, c, "empty")
 		}
 		require.Zero(t, o.StuckProcessing)
 		require.True(t, o.StuckExact)
@@ -515,27 +516,27 @@ func TestKeyOverview(t *testing.T) {
 		b.record(t, recordOpts{At: at(10)})
 		b.record(t, recordOpts{At: at(1)})
 		b.record(t, recordOpts{At: at(30)})
-		b.record(t, recordOpts{Status: idem.StatusPending, At: at(5)})
-		b.record(t, recordOpts{Status: idem.StatusPending, At: at(2)})
-		b.record(t, recordOpts{Status: idem.StatusUnavailable, At: at(7)})
-		b.record(t, recordOpts{Status: idem.StatusFailed, At: at(8)})
-		b.record(t, recordOpts{Status: idem.StatusProcessing, At: at(3)})
-		b.record(t, recordOpts{Status: idem.StatusProcessing, At: at(4)})
-		live := b.record(t, recordOpts{Status: idem.StatusProcessing, At: time.Now().UTC(), Lease: time.Hour})
+		b.record(t, recordOpts{Status: idemdriver.StatusPending, At: at(5)})
+		b.record(t, recordOpts{Status: idemdriver.StatusPending, At: at(2)})
+		b.record(t, recordOpts{Status: idemdriver.StatusUnavailable, At: at(7)})
+		b.record(t, recordOpts{Status: idemdriver.StatusFailed, At: at(8)})
+		b.record(t, recordOpts{Status: idemdriver.StatusProcessing, At: at(3)})
+		b.record(t, recordOpts{Status: idemdriver.StatusProcessing, At: at(4)})
+		live := b.record(t, recordOpts{Status: idemdriver.StatusProcessing, At: time.Now().UTC(), Lease: time.Hour})
 
 		o, err = b.db.KeyOverview(t.Context())
 		require.NoError(t, err)
 		require.Equal(t, []StatusCount{
-			{Status: idem.StatusProcessing, Count: 3, Exact: true, Oldest: at(3)},
-			{Status: idem.StatusPending, Count: 2, Exact: true, Oldest: at(2)},
-			{Status: idem.StatusUnavailable, Count: 1, Exact: true, Oldest: at(7)},
-			{Status: idem.StatusFailed, Count: 1, Exact: true, Oldest: at(8)},
-			{Status: idem.StatusCompleted, Count: 3, Exact: true, Oldest: at(1)},
+			{Status: idemdriver.StatusProcessing, Count: 3, Exact: true, Oldest: at(3)},
+			{Status: idemdriver.StatusPending, Count: 2, Exact: true, Oldest: at(2)},
+			{Status: idemdriver.StatusUnavailable, Count: 1, Exact: true, Oldest: at(7)},
+			{Status: idemdriver.StatusFailed, Count: 1, Exact: true, Oldest: at(8)},
+			{Status: idemdriver.StatusCompleted, Count: 3, Exact: true, Oldest: at(1)},
 		}, o.Counts)
 		require.Equal(t, int64(2), o.StuckProcessing, "the live lease is not stuck")
 		require.True(t, o.StuckExact)
 		require.WithinDuration(t, time.Now(), o.AsOf, 5*time.Second, "exact counts are as of now")
-		require.Equal(t, int64(3), o.Count(idem.StatusCompleted).Count)
+		require.Equal(t, int64(3), o.Count(idemdriver.StatusCompleted).Count)
 		require.True(t, live.LeaseLive())
 	})
 }
@@ -548,18 +549,18 @@ func TestKeyOverviewEstimates(t *testing.T) {
 		b.record(t, recordOpts{})
 	}
 	for range 3 {
-		b.record(t, recordOpts{Status: idem.StatusPending})
+		b.record(t, recordOpts{Status: idemdriver.StatusPending})
 	}
 	for range 7 {
-		b.record(t, recordOpts{Status: idem.StatusProcessing})
+		b.record(t, recordOpts{Status: idemdriver.StatusProcessing})
 	}
 
 	// Before any ANALYZE there are no statistics: the capped count stands,
 	// a lower bound, not exact.
 	o, err := b.db.KeyOverview(t.Context())
 	require.NoError(t, err)
-	require.Equal(t, StatusCount{Status: idem.StatusCompleted, Count: 6, Exact: false, Oldest: base}, o.Count(idem.StatusCompleted))
-	require.Equal(t, StatusCount{Status: idem.StatusPending, Count: 3, Exact: true, Oldest: base}, o.Count(idem.StatusPending))
+	require.Equal(t, StatusCount{Status: idemdriver.StatusCompleted, Count: 6, Exact: false, Oldest: base}, o.Count(idemdriver.StatusCompleted))
+	require.Equal(t, StatusCount{Status: idemdriver.StatusPending, Count: 3, Exact: true, Oldest: base}, o.Count(idemdriver.StatusPending))
 	// Issue 9 item 9 / issue 12: more stuck records than the status cap are
 	// still counted exactly (it said 1,000 while 49,585 were stuck)...
 	require.Equal(t, int64(7), o.StuckProcessing)
@@ -577,11 +578,11 @@ func TestKeyOverviewEstimates(t *testing.T) {
 	require.NoError(t, err)
 	o, err = b.db.KeyOverview(t.Context())
 	require.NoError(t, err)
-	require.Equal(t, StatusCount{Status: idem.StatusCompleted, Count: 12, Exact: false, Oldest: base}, o.Count(idem.StatusCompleted),
+	require.Equal(t, StatusCount{Status: idemdriver.StatusCompleted, Count: 12, Exact: false, Oldest: base}, o.Count(idemdriver.StatusCompleted),
 		"reltuples 22 × frequency 12/22")
-	require.Equal(t, StatusCount{Status: idem.StatusProcessing, Count: 7, Exact: false, Oldest: base}, o.Count(idem.StatusProcessing))
-	require.Equal(t, StatusCount{Status: idem.StatusPending, Count: 3, Exact: true, Oldest: base}, o.Count(idem.StatusPending))
-	require.Equal(t, StatusCount{Status: idem.StatusFailed, Exact: true}, o.Count(idem.StatusFailed))
+	require.Equal(t, StatusCount{Status: idemdriver.StatusProcessing, Count: 7, Exact: false, Oldest: base}, o.Count(idemdriver.StatusProcessing))
+	require.Equal(t, StatusCount{Status: idemdriver.StatusPending, Count: 3, Exact: true, Oldest: base}, o.Count(idemdriver.StatusPending))
+	require.Equal(t, StatusCount{Status: idemdriver.StatusFailed, Exact: true}, o.Count(idemdriver.StatusFailed))
 
 	var analyzed time.Time
 	require.NoError(t, b.pool.QueryRow(t.Context(),
@@ -594,23 +595,23 @@ func TestNeedsAttention(t *testing.T) {
 	t.Parallel()
 	eachDialect(t, func(t *testing.T, b testBundle) {
 		at := func(minutes int) time.Time { return base.Add(time.Duration(minutes) * time.Minute) }
-		pendingLate := b.record(t, recordOpts{Status: idem.StatusPending, At: at(5)})
-		unavailable := b.record(t, recordOpts{Status: idem.StatusUnavailable, At: at(1)})
+		pendingLate := b.record(t, recordOpts{Status: idemdriver.StatusPending, At: at(5)})
+		unavailable := b.record(t, recordOpts{Status: idemdriver.StatusUnavailable, At: at(1)})
 		b.record(t, recordOpts{At: at(0)})
-		b.record(t, recordOpts{Status: idem.StatusFailed, At: at(0)})
-		stuck := b.record(t, recordOpts{Status: idem.StatusProcessing, At: at(3)})
-		b.record(t, recordOpts{Status: idem.StatusProcessing, At: time.Now().UTC(), Lease: time.Hour})
-		pendingTied := b.record(t, recordOpts{Status: idem.StatusPending, At: at(1)})
+		b.record(t, recordOpts{Status: idemdriver.StatusFailed, At: at(0)})
+		stuck := b.record(t, recordOpts{Status: idemdriver.StatusProcessing, At: at(3)})
+		b.record(t, recordOpts{Status: idemdriver.StatusProcessing, At: time.Now().UTC(), Lease: time.Hour})
+		pendingTied := b.record(t, recordOpts{Status: idemdriver.StatusPending, At: at(1)})
 
 		got, err := b.db.NeedsAttention(t.Context(), 0)
 		require.NoError(t, err)
-		require.Equal(t, ids([]idem.Record{unavailable, pendingTied, stuck, pendingLate}), ids(got),
+		require.Equal(t, ids([]idemdriver.Record{unavailable, pendingTied, stuck, pendingLate}), ids(got),
 			"oldest first, ties by id")
 		require.WithinDuration(t, time.Now(), got[0].ReadAt, 5*time.Second)
 
 		got, err = b.db.NeedsAttention(t.Context(), 2)
 		require.NoError(t, err)
-		require.Equal(t, ids([]idem.Record{unavailable, pendingTied}), ids(got))
+		require.Equal(t, ids([]idemdriver.Record{unavailable, pendingTied}), ids(got))
 	})
 }
 
@@ -699,14 +700,14 @@ func TestExplainPostgres(t *testing.T) {
 		{"all", KeyFilter{}, "unstuck_console_idem_updated_idx", false},
 		{"all, next page", KeyFilter{After: after.encode()}, "unstuck_console_idem_updated_idx", false},
 		{"time range", KeyFilter{From: base, To: base.Add(time.Hour)}, "unstuck_console_idem_updated_idx", false},
-		{"status", KeyFilter{Status: idem.StatusPending}, "unstuck_idem_record_status_idx", false},
-		{"status, next page", KeyFilter{Status: idem.StatusPending, After: after.encode()}, "unstuck_idem_record_status_idx", false},
-		{"status, time range", KeyFilter{Status: idem.StatusPending, From: base, To: base.Add(time.Hour)}, "", false},
+		{"status", KeyFilter{Status: idemdriver.StatusPending}, "unstuck_idem_record_status_idx", false},
+		{"status, next page", KeyFilter{Status: idemdriver.StatusPending, After: after.encode()}, "unstuck_idem_record_status_idx", false},
+		{"status, time range", KeyFilter{Status: idemdriver.StatusPending, From: base, To: base.Add(time.Hour)}, "", false},
 		{"stuck", KeyFilter{Stuck: true}, "unstuck_console_idem_processing_idx", false},
 		{"scope", KeyFilter{Scope: "acme"}, "unstuck_console_idem_scope_idx", false},
 		{"scope, next page", KeyFilter{Scope: "acme", After: after.encode()}, "unstuck_console_idem_scope_idx", false},
 		{"operation", KeyFilter{Operation: "charge"}, "unstuck_console_idem_operation_idx", false},
-		{"status and scope", KeyFilter{Status: idem.StatusCompleted, Scope: "acme"}, "", false},
+		{"status and scope", KeyFilter{Status: idemdriver.StatusCompleted, Scope: "acme"}, "", false},
 		{"scope and operation", KeyFilter{Scope: "acme", Operation: "charge"}, "", false},
 		{"correlation", KeyFilter{CorrelationID: "c"}, "", true},
 		{"external ref", KeyFilter{ExternalRef: "e"}, "", true},
@@ -752,8 +753,8 @@ func TestExplainSQLite(t *testing.T) {
 		{"all", KeyFilter{}, "unstuck_console_idem_updated_idx", false},
 		{"all, next page", KeyFilter{After: after}, "unstuck_console_idem_updated_idx", false},
 		{"time range", KeyFilter{From: base, To: base.Add(time.Hour)}, "unstuck_console_idem_updated_idx", false},
-		{"status", KeyFilter{Status: idem.StatusPending}, "unstuck_idem_record_status_updated_idx", false},
-		{"status, next page", KeyFilter{Status: idem.StatusPending, After: after}, "unstuck_idem_record_status_updated_idx", false},
+		{"status", KeyFilter{Status: idemdriver.StatusPending}, "unstuck_idem_record_status_updated_idx", false},
+		{"status, next page", KeyFilter{Status: idemdriver.StatusPending, After: after}, "unstuck_idem_record_status_updated_idx", false},
 		{"stuck", KeyFilter{Stuck: true}, "unstuck_idem_record_status_updated_idx", false},
 		{"scope", KeyFilter{Scope: "acme"}, "unstuck_console_idem_scope_idx", false},
 		{"operation", KeyFilter{Operation: "charge"}, "unstuck_console_idem_operation_idx", false},

@@ -6,10 +6,11 @@ package views
 
 //lint:file-ignore SA4006 This context is only used if a nested component is present.
 
-import "github.com/a-h/templ"
-import templruntime "github.com/a-h/templ/runtime"
-
-import "github.com/unstuckhq/unstuck/idem"
+import (
+	"github.com/a-h/templ"
+	templruntime "github.com/a-h/templ/runtime"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
+)
 
 // Keys is the key list: filters in the URL, keyset pages, and the results
 // table as the fragment "results" for HTMX swaps (SPEC CON K2).
@@ -383,7 +384,7 @@ func keyResultsBody(p Page, vm KeysVM) templ.Component {
 	})
 }
 
-func keyTable(p Page, rs []idem.Record) templ.Component {
+func keyTable(p Page, rs []idemdriver.Record) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {

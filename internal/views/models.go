@@ -3,7 +3,7 @@ package views
 import (
 	"time"
 
-	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/saga"
 )
 
@@ -24,7 +24,7 @@ type OverviewVM struct {
 	StuckProcessing int64
 	StuckExact      bool
 	AsOf            time.Time
-	Attention       []idem.Record
+	Attention       []idemdriver.Record
 	// Operations counts operations per status; OperationsAvailable is
 	// false when the database has no saga tables. OperationsAsOf is set
 	// when some count is an estimate.
@@ -53,7 +53,7 @@ type KeyFilterVM struct {
 type KeysVM struct {
 	Filter   KeyFilterVM
 	States   []string
-	Records  []idem.Record
+	Records  []idemdriver.Record
 	NextURL  string
 	SelfURL  string // this page's URL, polled when Live
 	Error    string
@@ -70,7 +70,7 @@ type StoredResponse struct {
 
 // KeyVM is the key detail page's model.
 type KeyVM struct {
-	Record       idem.Record
+	Record       idemdriver.Record
 	Response     *StoredResponse
 	ResponseNote string // why no response is shown
 	Actions      []ActionForm

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
 // Viewer is the signed-in user as the views see them.
@@ -83,13 +83,13 @@ func keyURL(id int64) string { return fmt.Sprintf("/keys/%d", id) }
 
 // StuckProcessing reports whether a processing record's lease had ended
 // when it was read.
-func StuckProcessing(r idem.Record) bool {
-	return r.Status == idem.StatusProcessing && !r.LeaseLive()
+func StuckProcessing(r idemdriver.Record) bool {
+	return r.Status == idemdriver.StatusProcessing && !r.LeaseLive()
 }
 
 // DisplayStatus is the status shown for a record: processing past its
 // lease shows as "stuck".
-func DisplayStatus(r idem.Record) string {
+func DisplayStatus(r idemdriver.Record) string {
 	if StuckProcessing(r) {
 		return "stuck"
 	}

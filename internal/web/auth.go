@@ -350,7 +350,7 @@ func itoaDur(d time.Duration) string {
 func withPrincipal(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if v := viewerFrom(r.Context()); v != nil {
-			r = r.WithContext(idem.WithPrincipal(r.Context(), "console", v.Username))
+			r = r.WithContext(idem.ContextWithPrincipal(r.Context(), "console", v.Username))
 		}
 		next.ServeHTTP(w, r)
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/views"
@@ -41,7 +42,7 @@ func actorOf(r *http.Request) ops.Actor {
 
 // keyActions are the decisions the viewer may take on rec now: allowed by
 // the policy and legal in the record's state.
-func keyActions(v *views.Viewer, rec idem.Record) []views.ActionForm {
+func keyActions(v *views.Viewer, rec idemdriver.Record) []views.ActionForm {
 	id := strconv.FormatInt(rec.ID, 10)
 	var out []views.ActionForm
 	if v.Can("/keys/"+id+"/forget", http.MethodPost) && idem.CheckOperator(rec, idem.OperatorForget) == nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/store"
 )
@@ -97,7 +98,7 @@ func TestKeyDecisions(t *testing.T) {
 		rec, ok, err := b.db.Key(context.Background(), id)
 		require.NoError(t, err)
 		require.True(t, ok)
-		require.Equal(t, idem.StatusCompleted, rec.Status)
+		require.Equal(t, idemdriver.StatusCompleted, rec.Status)
 		require.Equal(t, "ch_77", rec.ExternalRef)
 		require.NotContains(t, page, `action="`+path+`/confirm"`, "a confirmed key offers no confirm any more")
 	})

@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/internal/views"
 )
@@ -19,14 +20,14 @@ import (
 // keyReader is what the key pages need of the store.
 type keyReader interface {
 	ListKeys(ctx context.Context, f store.KeyFilter) (store.KeyPage, error)
-	Key(ctx context.Context, id int64) (idem.Record, bool, error)
+	Key(ctx context.Context, id int64) (idemdriver.Record, bool, error)
 	KeyOverview(ctx context.Context) (store.KeyOverview, error)
-	NeedsAttention(ctx context.Context, limit int) ([]idem.Record, error)
+	NeedsAttention(ctx context.Context, limit int) ([]idemdriver.Record, error)
 }
 
 // resultOpener opens stored results for roles allowed to see them.
 type resultOpener interface {
-	OpenResult(rec idem.Record) ([]byte, error)
+	OpenResult(rec idemdriver.Record) ([]byte, error)
 }
 
 // overviewReader is what the overview needs of the store.
@@ -118,10 +119,10 @@ func keyFilter(q url.Values) (store.KeyFilter, *AppError) {
 	case "stuck":
 		f.Stuck = true
 	default:
-		if !idem.Status(s).Valid() {
+		if !idemdriver.Status(s).Valid() {
 			return f, &AppError{Code: EInvalid, Field: "state", Message: "Unknown state " + strconv.Quote(s) + "."}
 		}
-		f.Status = idem.Status(s)
+		f.Status = idemdriver.Status(s)
 	}
 	for _, tf := range []struct {
 		name string
@@ -216,7 +217,7 @@ func renderKeyDetail(w http.ResponseWriter, r *http.Request, status int, id int6
 	render(w, r, status, page, views.KeyDetail(page, vm))
 }
 
-func openForView(opener resultOpener, rec idem.Record, log *slog.Logger) (*views.StoredResponse, string) {
+func openForView(opener resultOpener, rec idemdriver.Record, log *slog.Logger) (*views.StoredResponse, string) {
 	plain, err := opener.OpenResult(rec)
 	if err != nil {
 		log.Warn("stored result cannot be opened", "record_id", rec.ID, "error", err.Error())

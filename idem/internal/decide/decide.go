@@ -1,6 +1,13 @@
-package idem
+// Package decide is the idempotency engine's one decision table (SPEC
+// IDEM-S1): a pure function from the stored record and the request to what
+// happens. It is internal so that applications see only its effects.
+package decide
 
-import "time"
+import (
+	"time"
+
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
+)
 
 // Action is what the engine does with a request, as decided by [Decide].
 type Action int
@@ -9,7 +16,7 @@ const (
 	// ActionReserve: no record exists; reserve one and run.
 	ActionReserve Action = iota + 1
 	// ActionTakeOver: the record is processing but its lease has ended and
-	// the recovery is [RecoverByRerunning]; take it over with a
+	// the recovery is idem.RecoverByRerunning; take it over with a
 	// compare-and-swap (new owner, higher fence), keeping the first-seen
 	// time, and run again.
 	ActionTakeOver
@@ -27,12 +34,12 @@ const (
 	// replayed; it is never run again automatically.
 	ActionUnavailable
 	// ActionEscalate: the record is processing, its lease has ended without
-	// an outcome and the recovery is [RecoverByEscalating]; take it over
+	// an outcome and the recovery is idem.RecoverByEscalating; take it over
 	// (fencing the old owner out), then complete it pending with an
-	// [AbandonedReason], so that an operator decides. Nothing runs.
+	// idemdriver.AbandonedReason, so that an operator decides. Nothing runs.
 	ActionEscalate
 	// ActionVerify: as ActionEscalate, but the recovery is
-	// [RecoverByVerifying]: after the takeover the verifier says whether the
+	// idem.RecoverByVerifying: after the takeover the verifier says whether the
 	// effect happened (complete it without a result), did not (run as the
 	// new owner) or cannot tell (escalate).
 	ActionVerify
@@ -95,20 +102,20 @@ type Outcome struct {
 //   - pending → wait; only reconciliation or an operator ends it (M4)
 //   - completed or failed → replay (R1, H7)
 //   - unavailable, or any status not known → unavailable, fail closed (R5, H13)
-func Decide(rec *Record, req Request, p Policy) Outcome {
+func Decide(rec *idemdriver.Record, req Request, p Policy) Outcome {
 	if rec == nil {
 		return Outcome{Action: ActionReserve}
 	}
-	if rec.Expired() && rec.Status.Valid() && (rec.Status != StatusProcessing || req.Recovery == RecoverRerun) {
+	if rec.Expired() && rec.Status.Valid() && (rec.Status != idemdriver.StatusProcessing || req.Recovery == RecoverRerun) {
 		return Outcome{Action: ActionRestart}
 	}
 	if rec.Fingerprint != req.Fingerprint {
 		return Outcome{Action: ActionRejectReused}
 	}
 	switch rec.Status {
-	case StatusProcessing:
+	case idemdriver.StatusProcessing:
 		if rec.LeaseLive() {
-			return Outcome{Action: ActionWait, RetryAfter: atLeastASecond(rec.LeaseExpiresAt.Sub(rec.ReadAt))}
+			return Outcome{Action: ActionWait, RetryAfter: AtLeastASecond(rec.LeaseExpiresAt.Sub(rec.ReadAt))}
 		}
 		switch req.Recovery {
 		case RecoverRerun:
@@ -118,18 +125,18 @@ func Decide(rec *Record, req Request, p Policy) Outcome {
 		default:
 			return Outcome{Action: ActionEscalate}
 		}
-	case StatusPending:
-		return Outcome{Action: ActionWait, RetryAfter: atLeastASecond(p.PendingRetryAfter)}
-	case StatusCompleted, StatusFailed:
+	case idemdriver.StatusPending:
+		return Outcome{Action: ActionWait, RetryAfter: AtLeastASecond(p.PendingRetryAfter)}
+	case idemdriver.StatusCompleted, idemdriver.StatusFailed:
 		return Outcome{Action: ActionReplay}
 	default:
 		return Outcome{Action: ActionUnavailable}
 	}
 }
 
-// atLeastASecond rounds d up to whole seconds, never below one, as a
+// AtLeastASecond rounds d up to whole seconds, never below one, as a
 // Retry-After header needs.
-func atLeastASecond(d time.Duration) time.Duration {
+func AtLeastASecond(d time.Duration) time.Duration {
 	if d <= time.Second {
 		return time.Second
 	}
@@ -137,4 +144,31 @@ func atLeastASecond(d time.Duration) time.Duration {
 		d += time.Second - r
 	}
 	return d
+}
+
+// RecoveryMode is what a successor does with an abandoned record: one that
+// is processing under a lease that ended without an outcome, because its
+// owner crashed, stalled past its lease, or could not reach the store. The
+// zero value escalates.
+type RecoveryMode int
+
+const (
+	// RecoverEscalate: fence the old owner out and make the record pending
+	// for an operator; repeats are told to wait. Nothing runs again.
+	RecoverEscalate RecoveryMode = iota
+	// RecoverRerun: take the record over with a higher fence and run again.
+	RecoverRerun
+	// RecoverVerify: take the record over, then ask a idem.Verifier.
+	RecoverVerify
+)
+
+func (m RecoveryMode) String() string {
+	switch m {
+	case RecoverRerun:
+		return "rerun"
+	case RecoverVerify:
+		return "verify"
+	default:
+		return "escalate"
+	}
 }

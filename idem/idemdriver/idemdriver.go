@@ -1,4 +1,4 @@
-package idem
+package idemdriver
 
 import (
 	"context"
@@ -69,7 +69,7 @@ type Record struct {
 	// caller gave none.
 	Fingerprint string
 	Status      Status
-	// Result is the sealed envelope of the stored result (see [Engine]); nil
+	// Result is the sealed envelope of the stored result (see idem.Engine); nil
 	// while processing, pending or unavailable.
 	Result []byte
 	// ResponseCode is an HTTP status kept in clear for the console; 0 for
@@ -157,7 +157,7 @@ type Annotation struct {
 
 // Settlement is an operator's decision, applied by [Store.Settle] only if
 // the record is still at Version. The engine checks the transition first
-// ([CheckOperator]); the store only compares and swaps.
+// (idem.CheckOperator); the store only compares and swaps.
 type Settlement struct {
 	Version int64
 	// Delete removes the record (forget, or "it did not happen"): the next
@@ -207,7 +207,7 @@ func AbandonedReason(leaseEnd time.Time, recovery string) string {
 var ErrFenced = errors.New("idem: fenced out: the record has another owner")
 
 // Store is the seam between the engine and a database. A store provides
-// atomic primitives only; the engine's decision table ([Decide]) holds all
+// atomic primitives only; the engine's decision table holds all
 // policy (SPEC IDEM-S1). Implementations must be safe for concurrent use by
 // many goroutines and processes, judge time by the store's own clock unless a
 // params struct carries a non-zero Now, and pass the conformance suite in
@@ -277,7 +277,7 @@ type Store interface {
 // database/sql and modernc.org/sqlite start a goroutine per statement to
 // watch the context. So the engine sets no deadline on the calls it makes
 // to a LocalStore; it passes the end of the store timeout
-// ([WithStoreTimeout]) as a value instead, which [CallDeadline] reads. The
+// (idem.WithStoreTimeout) as a value instead, which [CallDeadline] reads. The
 // caller's own deadline and cancellation still reach the store through the
 // context, as for any store.
 //
@@ -318,4 +318,11 @@ type TxStore interface {
 	// same record wait for the transaction to end (a unique-index wait on
 	// PostgreSQL, the write lock on SQLite).
 	WithinTx(ctx context.Context, fn func(ctx context.Context, tx Store) error) error
+}
+
+// ContextWithCallDeadline returns a copy of ctx that carries deadline for
+// [CallDeadline]. The engine calls it for every call it makes to a
+// [LocalStore]; a store's own tests may too.
+func ContextWithCallDeadline(ctx context.Context, deadline time.Time) context.Context {
+	return context.WithValue(ctx, callDeadlineKey{}, deadline)
 }
