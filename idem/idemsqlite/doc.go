@@ -12,12 +12,12 @@
 // [Store.Migrate] creates or upgrades the tables and is safe to call on
 // every start, even from several processes at once. [New] makes the store:
 //
-//	db, err := sqlite.Open("unstuck.db")
+//	db, err := idemsqlite.Open("unstuck.db")
 //	if err != nil {
 //		return err
 //	}
 //	defer db.Close()
-//	store := sqlite.New(db)
+//	store := idemsqlite.New(db)
 //	if err := store.Migrate(ctx); err != nil {
 //		return err
 //	}
@@ -74,7 +74,7 @@
 // commits when fn returns nil and rolls back otherwise:
 //
 //	err := store.WithinTx(ctx, func(ctx context.Context, tx idem.Store) error {
-//		conn, _ := sqlite.TxFrom(ctx)
+//		conn, _ := idemsqlite.TxFrom(ctx)
 //		if _, err := conn.ExecContext(ctx, "INSERT INTO orders (id) VALUES (?)", id); err != nil {
 //			return err
 //		}

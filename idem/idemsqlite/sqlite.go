@@ -3,7 +3,6 @@ package idemsqlite
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -156,10 +155,11 @@ func Open(path string) (*sql.DB, error) {
 	return db, nil
 }
 
-// immediate runs fn in a BEGIN IMMEDIATE transaction (see the function
-// immediate) while holding the store's writer semaphore.
+// immediate runs fn in a BEGIN IMMEDIATE transaction ([migrate.Immediate]:
+// the write lock taken up front, COMMIT never cancelled) while holding the
+// store's writer semaphore.
 func (s *Store) immediate(ctx context.Context, fn func(conn *sql.Conn) error) error {
-	return s.write(ctx, func() error { return immediate(ctx, s.db, fn) })
+	return s.write(ctx, func() error { return migrate.Immediate(ctx, s.db, fn) })
 }
 
 // prepared returns query prepared on the pool, kept in slot. database/sql
@@ -199,58 +199,4 @@ func (e stmtExec) QueryContext(ctx context.Context, _ string, args ...any) (*sql
 
 func (e stmtExec) QueryRowContext(ctx context.Context, _ string, args ...any) *sql.Row {
 	return e.st.QueryRowContext(ctx, args...)
-}
-
-// immediate runs fn in a BEGIN IMMEDIATE transaction on one connection of
-// db, and commits if fn returns nil. BEGIN IMMEDIATE takes the write lock at
-// once, waiting for it under busy_timeout; a deferred transaction that
-// upgrades to a write can instead fail with SQLITE_BUSY whatever the
-// timeout. The statements are run by hand on a *sql.Conn so that this holds
-// whatever DSN the caller opened db with.
-//
-// A cancelled ctx aborts the transaction before COMMIT; COMMIT itself runs
-// without cancellation, so that a committed write is never reported as
-// failed. If ROLLBACK fails the connection may still be inside the
-// transaction, so it is closed instead of returned to the pool.
-func immediate(ctx context.Context, db *sql.DB, fn func(conn *sql.Conn) error) (err error) {
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("get connection: %w", err)
-	}
-	defer func() {
-		if cerr := conn.Close(); cerr != nil && !errors.Is(cerr, sql.ErrConnDone) {
-			err = errors.Join(err, fmt.Errorf("release connection: %w", cerr))
-		}
-	}()
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return fmt.Errorf("begin immediate: %w", err)
-	}
-	committed := false
-	defer func() {
-		if committed {
-			return
-		}
-		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("rollback: %w", rerr), discard(conn))
-		}
-	}()
-	if err := fn(conn); err != nil {
-		return err
-	}
-	if _, err := conn.ExecContext(context.WithoutCancel(ctx), "COMMIT"); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	committed = true
-	return nil
-}
-
-// discard closes conn's driver connection instead of returning it to the
-// pool: database/sql drops a connection whose Raw callback reports
-// driver.ErrBadConn.
-func discard(conn *sql.Conn) error {
-	err := conn.Raw(func(any) error { return driver.ErrBadConn })
-	if err != nil && !errors.Is(err, driver.ErrBadConn) {
-		return fmt.Errorf("discard connection: %w", err)
-	}
-	return nil
 }

@@ -1,0 +1,71 @@
+package idem_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
+)
+
+// The HTTP middleware runs a POST once per Idempotency-Key and replays its
+// stored response, with Idempotent-Replayed: true, to every repeat.
+func ExampleNewMiddleware() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "idem-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := idemsqlite.Open(filepath.Join(dir, "idem.db"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	store := idemsqlite.New(db)
+	if err := store.Migrate(ctx); err != nil {
+		log.Fatal(err)
+	}
+	engine, err := idem.New(store, idem.WithSecret([]byte("example-secret-of-at-least-32-bytes!")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	mw, err := idem.NewMiddleware(engine, idem.MiddlewareConfig{})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	orders := 0
+	createOrder := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		orders++
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"order":%d}`, orders)
+	})
+	mux := http.NewServeMux()
+	mux.Handle("POST /orders", mw.Required()(createOrder))
+
+	for range 2 {
+		req := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{"sku":"book"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", `"order-0000000000001"`)
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		fmt.Printf("%d %s Idempotent-Replayed=%q\n", rec.Code, rec.Body, rec.Header().Get("Idempotent-Replayed"))
+	}
+	fmt.Println("orders created:", orders)
+	// Shutdown waits for outcomes still being recorded; call it before exit.
+	if err := engine.Shutdown(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// 201 {"order":1} Idempotent-Replayed=""
+	// 201 {"order":1} Idempotent-Replayed="true"
+	// orders created: 1
+}
