@@ -29,6 +29,8 @@ import (
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/internal/web"
 	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
+	"github.com/unstuckhq/unstuck/saga/sagapgx"
 )
 
 // consoleConfig is how to measure.
@@ -89,12 +91,24 @@ result envelopes.
 }
 
 // benchCase is one page: the store calls behind it and its URL.
+// readers are what the console's pages read through: the console's store
+// for keys, the saga driver's admin contract for operations.
+type readers struct {
+	*store.DB
+	sagas sagadriver.Admin
+}
+
+// newReaders returns the readers on pool.
+func newReaders(pool *pgxpool.Pool) readers {
+	return readers{DB: store.NewPostgres(pool), sagas: sagapgx.New(pool)}
+}
+
 type benchCase struct {
 	name  string
 	kind  string // overview, list, detail or part (of the overview): which target applies
 	path  string // "" for a part: its store call only
 	htmx  bool   // ask for the HTMX fragment (the table swap) instead of the page
-	db    func(ctx context.Context, d *store.DB) (rows int, err error)
+	db    func(ctx context.Context, d readers) (rows int, err error)
 	notes string
 }
 
@@ -115,7 +129,7 @@ func measureConsole(ctx context.Context, pool *pgxpool.Pool, cfg consoleConfig) 
 			fmt.Fprintf(cfg.Log, format+"\n", a...)
 		}
 	}
-	db := store.NewPostgres(pool)
+	db := newReaders(pool)
 	base, client, stop, err := serveConsole(ctx, pool, db, cfg.Log)
 	if err != nil {
 		return nil, err
@@ -179,12 +193,12 @@ func measureConsole(ctx context.Context, pool *pgxpool.Pool, cfg consoleConfig) 
 // in as "bench" (role oncall) and returns the base URL, the signed-in
 // client and the function that stops the server. The engine runs without
 // sealing: "bench seed" stores plain result envelopes.
-func serveConsole(ctx context.Context, pool *pgxpool.Pool, db *store.DB, log io.Writer) (string, *http.Client, func(), error) {
+func serveConsole(ctx context.Context, pool *pgxpool.Pool, db readers, log io.Writer) (string, *http.Client, func(), error) {
 	engine, err := idem.New(idempgx.New(pool), idem.WithoutSealing())
 	if err != nil {
 		return "", nil, nil, err
 	}
-	password, err := benchUser(ctx, db)
+	password, err := benchUser(ctx, db.DB)
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -199,7 +213,7 @@ func serveConsole(ctx context.Context, pool *pgxpool.Pool, db *store.DB, log io.
 	if log == nil {
 		log = io.Discard
 	}
-	h := web.NewHandler(web.Config{Store: db, Engine: engine, Enforcer: enf, Static: static,
+	h := web.NewHandler(web.Config{Store: db.DB, Sagas: db.sagas, Engine: engine, Enforcer: enf, Static: static,
 		Sessions: web.NewSessionManager(db.SessionStore(), 30*time.Minute, 12*time.Hour, false),
 		Log:      slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -306,7 +320,7 @@ type facts struct {
 
 // buildCases picks the filter values from the data (unmeasured queries)
 // and returns the cases.
-func buildCases(ctx context.Context, pool *pgxpool.Pool, db *store.DB, deepPages int) ([]benchCase, facts, error) {
+func buildCases(ctx context.Context, pool *pgxpool.Pool, db readers, deepPages int) ([]benchCase, facts, error) {
 	var f facts
 	f.scopes = map[string]int64{}
 	q := func(sql string, dest ...any) error {
@@ -365,7 +379,7 @@ func buildCases(ctx context.Context, pool *pgxpool.Pool, db *store.DB, deepPages
 	rawKey := rawKey(int(lookupFence - 1)) // fence i+1 was given to record i, whose key is k-i
 	// The deep cursors: follow Next links, and, deeper, the first page
 	// before the middle of the table in time.
-	deep, err := followNext(ctx, db, store.KeyFilter{}, deepPages)
+	deep, err := followNext(ctx, db.DB, store.KeyFilter{}, deepPages)
 	if err != nil {
 		return nil, f, err
 	}
@@ -378,22 +392,22 @@ func buildCases(ctx context.Context, pool *pgxpool.Pool, db *store.DB, deepPages
 	if err != nil {
 		return nil, f, err
 	}
-	opVeryDeep, err := db.ListOperations(ctx, store.OperationFilter{To: opMidTime})
+	opVeryDeep, err := db.sagas.PageOperations(ctx, sagadriver.OperationFilter{To: opMidTime})
 	if err != nil {
 		return nil, f, err
 	}
 
 	keys := func(name, notes string, kf store.KeyFilter, query url.Values) benchCase {
 		return benchCase{name: name, kind: "list", path: "/keys?" + query.Encode(), notes: notes,
-			db: func(ctx context.Context, d *store.DB) (int, error) {
+			db: func(ctx context.Context, d readers) (int, error) {
 				p, err := d.ListKeys(ctx, kf)
 				return len(p.Records), err
 			}}
 	}
-	ops := func(name, notes string, of store.OperationFilter, query url.Values) benchCase {
+	ops := func(name, notes string, of sagadriver.OperationFilter, query url.Values) benchCase {
 		return benchCase{name: name, kind: "list", path: "/operations?" + query.Encode(), notes: notes,
-			db: func(ctx context.Context, d *store.DB) (int, error) {
-				p, err := d.ListOperations(ctx, of)
+			db: func(ctx context.Context, d readers) (int, error) {
+				p, err := d.sagas.PageOperations(ctx, of)
 				return len(p.Operations), err
 			}}
 	}
@@ -409,17 +423,20 @@ func buildCases(ctx context.Context, pool *pgxpool.Pool, db *store.DB, deepPages
 		{name: "overview", kind: "overview", path: "/", db: overviewCalls,
 			notes: "KeyOverview, NeedsAttention(20), OperationOverview, ReviewRequired(20)"},
 		{name: "overview part: KeyOverview", kind: "part", notes: "counts per status (capped at 10 000, then estimates), oldest, stuck count",
-			db: func(ctx context.Context, d *store.DB) (int, error) { _, err := d.KeyOverview(ctx); return 0, err }},
+			db: func(ctx context.Context, d readers) (int, error) { _, err := d.KeyOverview(ctx); return 0, err }},
 		{name: "overview part: NeedsAttention(20)", kind: "part", notes: "pending, unavailable, stuck: oldest first",
-			db: func(ctx context.Context, d *store.DB) (int, error) {
+			db: func(ctx context.Context, d readers) (int, error) {
 				r, err := d.NeedsAttention(ctx, 20)
 				return len(r), err
 			}},
 		{name: "overview part: OperationOverview", kind: "part", notes: "counts per status (capped at 10 000, then estimates), oldest",
-			db: func(ctx context.Context, d *store.DB) (int, error) { _, err := d.OperationOverview(ctx); return 0, err }},
+			db: func(ctx context.Context, d readers) (int, error) {
+				_, err := d.sagas.CountOperations(ctx, sagadriver.DefaultCountCap)
+				return 0, err
+			}},
 		{name: "overview part: ReviewRequired(20)", kind: "part",
-			db: func(ctx context.Context, d *store.DB) (int, error) {
-				r, err := d.ReviewRequired(ctx, 20)
+			db: func(ctx context.Context, d readers) (int, error) {
+				r, err := d.sagas.ReviewRequired(ctx, 20)
 				return len(r), err
 			}},
 		keys("keys: first page", "", store.KeyFilter{}, v()),
@@ -461,18 +478,18 @@ func buildCases(ctx context.Context, pool *pgxpool.Pool, db *store.DB, deepPages
 			v("state", "unavailable", "operation", "POST /v1/payouts")),
 		{name: "key detail", kind: "detail", path: "/keys/" + strconv.FormatInt(detailID, 10),
 			notes: "completed, stored response shown (role oncall)",
-			db: func(ctx context.Context, d *store.DB) (int, error) {
+			db: func(ctx context.Context, d readers) (int, error) {
 				_, ok, err := d.Key(ctx, detailID)
 				return b2i(ok), err
 			}},
-		ops("operations: first page", "", store.OperationFilter{}, v()),
-		ops("operations: deep page", fmt.Sprintf("after %d Next links", deepPages), store.OperationFilter{After: opDeep}, v("after", opDeep)),
-		ops("operations: very deep page", "cursor at the middle in time", store.OperationFilter{After: opVeryDeep.Next}, v("after", opVeryDeep.Next)),
-		ops("operations: status=review_required", "", store.OperationFilter{Status: saga.StatusReviewRequired}, v("status", "review_required")),
-		ops("operations: type=payout", "", store.OperationFilter{Type: "payout"}, v("type", "payout")),
-		ops("operations: correlation ID", "", store.OperationFilter{CorrelationID: opCorr}, v("correlation_id", opCorr)),
-		ops("operations: external ID", "a step's external ID", store.OperationFilter{ExternalID: stepExt}, v("external_id", stepExt)),
-		ops("operations: status+type (failed, payout)", "", store.OperationFilter{Status: saga.StatusFailed, Type: "payout"},
+		ops("operations: first page", "", sagadriver.OperationFilter{}, v()),
+		ops("operations: deep page", fmt.Sprintf("after %d Next links", deepPages), sagadriver.OperationFilter{After: opDeep}, v("after", opDeep)),
+		ops("operations: very deep page", "cursor at the middle in time", sagadriver.OperationFilter{After: opVeryDeep.Next}, v("after", opVeryDeep.Next)),
+		ops("operations: status=review_required", "", sagadriver.OperationFilter{Status: saga.StatusReviewRequired}, v("status", "review_required")),
+		ops("operations: type=payout", "", sagadriver.OperationFilter{Type: "payout"}, v("type", "payout")),
+		ops("operations: correlation ID", "", sagadriver.OperationFilter{CorrelationID: opCorr}, v("correlation_id", opCorr)),
+		ops("operations: external ID", "a step's external ID", sagadriver.OperationFilter{ExternalID: stepExt}, v("external_id", stepExt)),
+		ops("operations: status+type (failed, payout)", "", sagadriver.OperationFilter{Status: saga.StatusFailed, Type: "payout"},
 			v("status", "failed", "type", "payout")),
 		opDetail("operation detail (review_required)", reviewOp),
 		opDetail("operation detail (completed)", doneOp),
@@ -485,11 +502,8 @@ const formTime = "2006-01-02T15:04"
 
 func opDetail(name, id string) benchCase {
 	return benchCase{name: name, kind: "detail", path: "/operations/" + url.PathEscape(id), notes: "3 steps, events, findings",
-		db: func(ctx context.Context, d *store.DB) (int, error) {
-			det, ok, err := d.Operation(ctx, id)
-			if !ok && err == nil {
-				err = fmt.Errorf("operation %q not found", id)
-			}
+		db: func(ctx context.Context, d readers) (int, error) {
+			det, err := d.sagas.ReadOperation(ctx, id, sagadriver.DefaultMaxEvents)
 			return len(det.Events), err
 		}}
 }
@@ -503,7 +517,7 @@ func b2i(b bool) int {
 
 // overviewCalls are the store calls of the overview page, in the
 // handler's order.
-func overviewCalls(ctx context.Context, d *store.DB) (int, error) {
+func overviewCalls(ctx context.Context, d readers) (int, error) {
 	if _, err := d.KeyOverview(ctx); err != nil {
 		return 0, err
 	}
@@ -511,10 +525,10 @@ func overviewCalls(ctx context.Context, d *store.DB) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if _, err := d.OperationOverview(ctx); err != nil {
+	if _, err := d.sagas.CountOperations(ctx, sagadriver.DefaultCountCap); err != nil {
 		return 0, err
 	}
-	rev, err := d.ReviewRequired(ctx, 20)
+	rev, err := d.sagas.ReviewRequired(ctx, 20)
 	return len(att) + len(rev), err
 }
 
@@ -532,10 +546,10 @@ func followNext(ctx context.Context, db *store.DB, f store.KeyFilter, pages int)
 	return f.After, nil
 }
 
-func followOpNext(ctx context.Context, db *store.DB, pages int) (string, error) {
-	var f store.OperationFilter
+func followOpNext(ctx context.Context, db readers, pages int) (string, error) {
+	var f sagadriver.OperationFilter
 	for range pages {
-		p, err := db.ListOperations(ctx, f)
+		p, err := db.sagas.PageOperations(ctx, f)
 		if err != nil {
 			return "", err
 		}
@@ -583,7 +597,7 @@ func explainCases(ctx context.Context, connCfg *pgx.ConnConfig, results []*resul
 		return err
 	}
 	defer pool.Close()
-	d := store.NewPostgres(pool)
+	d := newReaders(pool)
 	// Connect (and load auto_explain) outside the first case. Without the
 	// right to LOAD there are no plans, but the timings stand.
 	if _, err := d.KeyOverview(ctx); err != nil {

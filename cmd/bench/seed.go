@@ -122,7 +122,7 @@ func openPool(ctx context.Context, rawURL string, maxConns int) (*pgxpool.Pool, 
 // migrate runs every migration line in the order the console does.
 func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	db := store.NewPostgres(pool)
-	for _, m := range []func(context.Context) error{idempgx.New(pool).Migrate, sagapgx.New(pool).Migrate, db.Migrate, db.MigrateOperations} {
+	for _, m := range []func(context.Context) error{idempgx.New(pool).Migrate, sagapgx.New(pool).Migrate, db.Migrate} {
 		if err := m(ctx); err != nil {
 			return err
 		}
