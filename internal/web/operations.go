@@ -12,7 +12,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-		"github.com/unstuckhq/unstuck/internal/views"
+	"github.com/unstuckhq/unstuck/internal/views"
 	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )

@@ -26,8 +26,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/unstuckhq/unstuck/internal/migrate"
-	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/internal/sqlstore"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 var _ sagadriver.Driver[pgx.Tx] = (*Driver)(nil)

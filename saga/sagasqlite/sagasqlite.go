@@ -28,8 +28,8 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/unstuckhq/unstuck/internal/migrate"
-	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/internal/sqlstore"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 var _ sagadriver.Driver[*sql.Tx] = (*Driver)(nil)

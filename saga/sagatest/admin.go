@@ -355,7 +355,7 @@ func runAdmin[TTx any](t *testing.T, newFixture func(t *testing.T) Fixture[TTx])
 					order = append(order, op.ID)
 				}
 				batch++
-				touch(all[min(batch*4+3, len(all)-1)], at(100+batch)) // ahead, to the newest
+				touch(all[min(batch*4+3, len(all)-1)], at(100+batch))  // ahead, to the newest
 				touch(all[min(batch*4+5, len(all)-1)], at(-100-batch)) // ahead, to the oldest
 				touch(ops[0].ID, at(200+batch))                        // behind, to the newest
 				touch(ops[len(ops)-1].ID, at(-200-batch))              // behind, to the oldest
