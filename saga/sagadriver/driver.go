@@ -103,3 +103,17 @@ type Stats struct {
 	// OpenFindings counts reconciliation findings not yet resolved.
 	OpenFindings int
 }
+
+// Importer loads records in bulk. It is for benchmarks and imports only:
+// it inserts operations with their steps, and events and findings, as
+// given, bypassing the step machine, so nothing checks that they are a
+// state the machine could reach. The engine and the console never call
+// it. saga/sagapgx and saga/sagasqlite implement it.
+type Importer interface {
+	// ImportOperations inserts ops (with their steps), events and findings
+	// in one transaction, keeping the IDs, versions, times and statuses
+	// given (event and finding IDs are assigned). It returns an error
+	// matching ErrExists if an operation ID is taken, and then inserts
+	// nothing.
+	ImportOperations(ctx context.Context, ops []Operation, events []Event, findings []Finding) error
+}

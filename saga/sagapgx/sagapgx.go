@@ -30,7 +30,10 @@ import (
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
-var _ sagadriver.Driver[pgx.Tx] = (*Driver)(nil)
+var (
+	_ sagadriver.Driver[pgx.Tx] = (*Driver)(nil)
+	_ sagadriver.Importer       = (*Driver)(nil)
+)
 
 // Driver is a [sagadriver.Driver] on a PostgreSQL pool. It is safe for
 // concurrent use; it never closes the pool.
@@ -272,4 +275,69 @@ func (d *Driver) ResolveFindings(ctx context.Context, tx pgx.Tx, operationID str
 // Stats implements [sagadriver.Driver].
 func (d *Driver) Stats(ctx context.Context, tx pgx.Tx) (sagadriver.Stats, error) {
 	return d.store.Stats(ctx, querier{tx: tx})
+}
+
+// ImportOperations implements [sagadriver.Importer] with COPY, in one
+// transaction. It is for benchmarks and imports: it inserts the records as
+// given, bypassing the step machine.
+func (d *Driver) ImportOperations(ctx context.Context, ops []sagadriver.Operation, events []sagadriver.Event, findings []sagadriver.Finding) error {
+	var opRows, stepRows, eventRows, findingRows [][]any
+	for _, op := range ops {
+		opRows = append(opRows, []any{op.ID, op.Type, string(op.Status), op.CorrelationID, jsonArg(op.Input), op.CurrentStep,
+			op.LastError, op.ReviewReason, op.Resolution, op.Version, op.CreatedAt, op.UpdatedAt, op.FinishedAt})
+		for _, st := range op.Steps {
+			stepRows = append(stepRows, []any{op.ID, st.Name, st.Seq, string(st.Kind), st.System, string(st.Status), st.Key,
+				st.ExternalID, jsonArg(st.Result), st.Attempts, st.MaxAttempts, st.Verifications, st.LastError,
+				string(st.LastErrorClass), st.Compensable, st.CompSeq, st.CompKey, string(st.CompStatus), st.CompAttempts,
+				st.CompMaxAttempts, st.CompError, st.Generation, st.StartedAt, st.FinishedAt, st.UpdatedAt})
+		}
+	}
+	for _, e := range events {
+		eventRows = append(eventRows, []any{e.OperationID, e.Step, e.Action, e.From, e.To, e.Actor, e.Message, e.Attempt, e.At})
+	}
+	for _, f := range findings {
+		var supersedes *int64
+		if f.Supersedes != 0 {
+			supersedes = &f.Supersedes
+		}
+		findingRows = append(findingRows, []any{f.OperationID, f.Step, f.Kind, f.ExternalID, f.Detail, f.DetectedAt, f.ResolvedAt,
+			f.ResolvedBy, f.Fingerprint, supersedes})
+	}
+	return d.WithinTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		for _, c := range []struct {
+			table string
+			cols  []string
+			rows  [][]any
+		}{
+			{"unstuck_saga_operation", []string{"id", "type", "status", "correlation_id", "input", "current_step", "last_error",
+				"review_reason", "resolution", "version", "created_at", "updated_at", "finished_at"}, opRows},
+			{"unstuck_saga_step", []string{"operation_id", "name", "seq", "kind", "system", "status", "idempotency_key", "external_id",
+				"result", "attempts", "max_attempts", "verifications", "last_error", "last_error_class", "compensable", "comp_seq",
+				"comp_key", "comp_status", "comp_attempts", "comp_max_attempts", "comp_error", "generation", "started_at",
+				"finished_at", "updated_at"}, stepRows},
+			{"unstuck_saga_event", []string{"operation_id", "step", "action", "from_status", "to_status", "actor", "message",
+				"attempt", "at"}, eventRows},
+			{"unstuck_saga_finding", []string{"operation_id", "step", "kind", "external_id", "detail", "detected_at", "resolved_at",
+				"resolved_by", "fingerprint", "supersedes"}, findingRows},
+		} {
+			if len(c.rows) == 0 {
+				continue
+			}
+			if _, err := tx.CopyFrom(ctx, pgx.Identifier{c.table}, c.cols, pgx.CopyFromRows(c.rows)); err != nil {
+				var pgErr *pgconn.PgError
+				if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+					return fmt.Errorf("sagapgx: import: %w: %s", sagadriver.ErrExists, pgErr.Detail)
+				}
+				return fmt.Errorf("sagapgx: import %s: %w", c.table, err)
+			}
+		}
+		return nil
+	})
+}
+
+// Tables are the tables the driver owns, referenced tables first, for
+// tools that manage storage (sizes, VACUUM, bulk loads): nothing but the
+// driver reads or writes them.
+func Tables() []string {
+	return []string{"unstuck_saga_operation", "unstuck_saga_step", "unstuck_saga_event", "unstuck_saga_finding"}
 }

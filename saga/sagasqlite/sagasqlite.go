@@ -32,7 +32,10 @@ import (
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
-var _ sagadriver.Driver[*sql.Tx] = (*Driver)(nil)
+var (
+	_ sagadriver.Driver[*sql.Tx] = (*Driver)(nil)
+	_ sagadriver.Importer        = (*Driver)(nil)
+)
 
 // Driver is a [sagadriver.Driver] on a SQLite database. It is safe for
 // concurrent use; it never closes the handle.
@@ -241,4 +244,13 @@ func (d *Driver) ResolveFindings(ctx context.Context, tx *sql.Tx, operationID st
 // Stats implements [sagadriver.Driver].
 func (d *Driver) Stats(ctx context.Context, tx *sql.Tx) (sagadriver.Stats, error) {
 	return d.store.Stats(ctx, querier{tx})
+}
+
+// ImportOperations implements [sagadriver.Importer] in one transaction.
+// It is for benchmarks and imports: it inserts the records as given,
+// bypassing the step machine.
+func (d *Driver) ImportOperations(ctx context.Context, ops []sagadriver.Operation, events []sagadriver.Event, findings []sagadriver.Finding) error {
+	return d.WithinTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		return d.store.Import(ctx, querier{tx}, ops, events, findings)
+	})
 }

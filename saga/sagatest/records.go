@@ -208,6 +208,53 @@ func runRecords[TTx any](t *testing.T, newFixture func(t *testing.T) Fixture[TTx
 		require.Equal(t, first.ID, got[0].Supersedes)
 	})
 
+	t.Run("Import", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, newFixture)
+		imp, ok := b.Driver.(sagadriver.Importer)
+		if !ok {
+			t.Skip("the driver implements no sagadriver.Importer")
+		}
+		done := newOp(opOpts{Status: sagadriver.StatusCompleted, At: at(2), CorrelationID: "order-3", ExternalID: "acc-3"})
+		review := newOp(opOpts{Status: sagadriver.StatusReviewRequired, At: at(1)})
+		review.Steps[1].Result = nil
+		resolved := at(3)
+		events := []sagadriver.Event{
+			{OperationID: done.ID, Action: "started", To: "pending", Actor: "app", At: at(0)},
+			{OperationID: done.ID, Step: "account", Action: "step_completed", From: "running", To: "completed", Actor: "worker", Attempt: 1, At: at(1)},
+			{OperationID: review.ID, Action: "status", From: "running", To: "review_required", Actor: "worker", Message: "stuck", At: at(1)},
+		}
+		findings := []sagadriver.Finding{
+			{OperationID: review.ID, Step: "workspace", Kind: sagadriver.FindingUnresolved, Detail: "uncertain", DetectedAt: at(1),
+				Fingerprint: "unresolved workspace"},
+			{OperationID: done.ID, Kind: sagadriver.FindingMissingExternal, Detail: "gone", DetectedAt: at(2), ResolvedAt: &resolved,
+				ResolvedBy: "operator:ann"},
+		}
+		require.NoError(t, imp.ImportOperations(t.Context(), []sagadriver.Operation{done, review}, events, findings))
+
+		det, err := b.Driver.ReadOperation(t.Context(), done.ID, 0)
+		require.NoError(t, err)
+		require.Equal(t, normalized(t, done, det.Operation), det.Operation, "as given")
+		require.Len(t, det.Events, 2)
+		require.Equal(t, "step_completed", det.Events[1].Action)
+		require.Equal(t, at(1), det.Events[1].At)
+		require.Len(t, det.Findings, 1)
+		require.Equal(t, "operator:ann", det.Findings[0].ResolvedBy)
+		require.Equal(t, resolved, *det.Findings[0].ResolvedAt)
+		det, err = b.Driver.ReadOperation(t.Context(), review.ID, 0)
+		require.NoError(t, err)
+		require.Equal(t, normalized(t, review, det.Operation), det.Operation)
+		require.Len(t, det.Findings, 1)
+		require.Equal(t, "unresolved workspace", det.Findings[0].Fingerprint)
+		require.Nil(t, det.Findings[0].ResolvedAt)
+
+		fresh := newOp(opOpts{})
+		err = imp.ImportOperations(t.Context(), []sagadriver.Operation{fresh, done}, nil, nil)
+		require.ErrorIs(t, err, sagadriver.ErrExists)
+		_, err = b.get(t, fresh.ID)
+		require.ErrorIs(t, err, sagadriver.ErrNotFound, "a failed import inserts nothing")
+	})
+
 	t.Run("ListOperations", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, newFixture)

@@ -460,3 +460,29 @@ func (s Store) Stats(ctx context.Context, q Querier) (sagadriver.Stats, error) {
 	}
 	return st, nil
 }
+
+// Import implements sagadriver.Importer on q's transaction, statement by
+// statement.
+func (s Store) Import(ctx context.Context, q Querier, ops []sagadriver.Operation, events []sagadriver.Event, findings []sagadriver.Finding) error {
+	for i := range ops {
+		if err := s.InsertOperation(ctx, q, &ops[i]); err != nil {
+			return fmt.Errorf("import: %w", err)
+		}
+	}
+	if err := s.InsertEvents(ctx, q, events); err != nil {
+		return fmt.Errorf("import: %w", err)
+	}
+	for _, f := range findings {
+		var supersedes any
+		if f.Supersedes != 0 {
+			supersedes = f.Supersedes
+		}
+		if _, err := q.Exec(ctx, s.q(`INSERT INTO unstuck_saga_finding (operation_id, step, kind, external_id, detail, detected_at,
+ resolved_at, resolved_by, fingerprint, supersedes) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`),
+			f.OperationID, f.Step, f.Kind, f.ExternalID, f.Detail, s.D.Time(f.DetectedAt), s.timeArg(f.ResolvedAt), f.ResolvedBy,
+			f.Fingerprint, supersedes); err != nil {
+			return fmt.Errorf("import finding: %w", err)
+		}
+	}
+	return nil
+}
