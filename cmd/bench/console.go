@@ -333,13 +333,24 @@ func buildCases(ctx context.Context, pool *pgxpool.Pool, db readers, deepPages i
 		}
 		return nil
 	}
-	if err := q(`SELECT (SELECT reltuples FROM pg_class WHERE oid = 'unstuck_idem_record'::regclass)::float8,
-    (SELECT reltuples FROM pg_class WHERE oid = 'unstuck_saga_operation'::regclass)::float8,
+	if err := pool.QueryRow(ctx, `SELECT (SELECT reltuples FROM pg_class WHERE oid = 'unstuck_idem_record'::regclass)::float8,
     pg_size_pretty(pg_table_size('unstuck_idem_record')), pg_size_pretty(pg_indexes_size('unstuck_idem_record')),
-    pg_size_pretty(pg_total_relation_size('unstuck_saga_operation') + pg_total_relation_size('unstuck_saga_step')
-        + pg_total_relation_size('unstuck_saga_event') + pg_total_relation_size('unstuck_saga_finding'))`,
-		&f.keys, &f.operations, &f.tableSize, &f.idxSize, &f.opSize); err != nil {
+    (SELECT pg_size_pretty(sum(pg_total_relation_size(t))) FROM unnest($1::regclass[]) t)`, sagapgx.Tables()).Scan(
+		&f.keys, &f.tableSize, &f.idxSize, &f.opSize); err != nil {
 		return nil, f, err
+	}
+	// The operations' figures and filter values come through the saga
+	// driver's admin contract, the only reader of its tables.
+	counts, err := db.sagas.CountOperations(ctx, 0)
+	if err != nil {
+		return nil, f, err
+	}
+	var opOldest time.Time
+	for _, c := range counts.Counts {
+		f.operations += float64(c.Count)
+		if !c.Oldest.IsZero() && (opOldest.IsZero() || c.Oldest.Before(opOldest)) {
+			opOldest = c.Oldest
+		}
 	}
 	// Scopes are "tenant:NNNNN" by rank, the first the largest (Zipf).
 	big, mid, small := tenant(0), tenant(99), tenant(4999)
@@ -356,7 +367,7 @@ func buildCases(ctx context.Context, pool *pgxpool.Pool, db readers, deepPages i
 		lookupScope, lookupOp                        string
 		midTime, opMidTime, newest                   time.Time
 	)
-	err := errors.Join(
+	err = errors.Join(
 		q(`SELECT correlation_id FROM unstuck_idem_record WHERE correlation_id <> '' ORDER BY id DESC LIMIT 1`, &corr),
 		q(`SELECT max(updated_at) FROM unstuck_idem_record`, &newest),
 		q(`SELECT external_ref FROM unstuck_idem_record WHERE external_ref <> '' AND status = 'pending' ORDER BY id DESC LIMIT 1`, &ext),
@@ -364,13 +375,11 @@ func buildCases(ctx context.Context, pool *pgxpool.Pool, db readers, deepPages i
     AND status = 'completed' AND result IS NOT NULL ORDER BY id LIMIT 1`, &detailID),
 		q(`SELECT scope, operation, fence, updated_at FROM unstuck_idem_record WHERE id >= (SELECT max(id) / 2 FROM unstuck_idem_record)
     ORDER BY id LIMIT 1`, &lookupScope, &lookupOp, &lookupFence, &midTime),
-		q(`SELECT correlation_id FROM unstuck_saga_operation WHERE correlation_id <> '' ORDER BY id DESC LIMIT 1`, &opCorr),
-		q(`SELECT external_id FROM unstuck_saga_step WHERE external_id <> '' ORDER BY operation_id DESC LIMIT 1`, &stepExt),
-		q(`SELECT id FROM unstuck_saga_operation WHERE status = 'review_required' ORDER BY updated_at DESC LIMIT 1`, &reviewOp),
-		q(`SELECT id FROM unstuck_saga_operation WHERE status = 'completed' ORDER BY updated_at DESC LIMIT 1`, &doneOp),
-		q(`SELECT updated_at FROM unstuck_saga_operation ORDER BY id OFFSET (SELECT count(*) / 2 FROM unstuck_saga_operation) LIMIT 1`, &opMidTime),
 	)
 	if err != nil {
+		return nil, f, err
+	}
+	if opCorr, reviewOp, doneOp, stepExt, opMidTime, err = opFixtures(ctx, db.sagas, opOldest); err != nil {
 		return nil, f, err
 	}
 	// A day's window, whole minutes as the form sends them.
@@ -499,6 +508,51 @@ func buildCases(ctx context.Context, pool *pgxpool.Pool, db readers, deepPages i
 
 // formTime is the layout of the lists' from and to fields.
 const formTime = "2006-01-02T15:04"
+
+// opFixtures picks the operations' filter values through the admin
+// contract: a correlation ID among the newest operations, the newest
+// operation under review and the newest completed one, an external ID of
+// the latter's steps, and the middle in time between the oldest update
+// and the newest.
+func opFixtures(ctx context.Context, sagas sagadriver.Admin, oldest time.Time) (corr, review, done, ext string, mid time.Time, err error) {
+	first, err := sagas.PageOperations(ctx, sagadriver.OperationFilter{Limit: sagadriver.MaxLimit})
+	if err != nil || len(first.Operations) == 0 {
+		return "", "", "", "", time.Time{}, err
+	}
+	for _, op := range first.Operations {
+		if op.CorrelationID != "" {
+			corr = op.CorrelationID
+			break
+		}
+	}
+	newest := first.Operations[0].UpdatedAt
+	mid = oldest.Add(newest.Sub(oldest) / 2)
+	for _, p := range []struct {
+		status sagadriver.Status
+		dst    *string
+	}{{sagadriver.StatusReviewRequired, &review}, {sagadriver.StatusCompleted, &done}} {
+		page, err := sagas.PageOperations(ctx, sagadriver.OperationFilter{Status: p.status, Limit: 1})
+		if err != nil {
+			return "", "", "", "", time.Time{}, err
+		}
+		if len(page.Operations) > 0 {
+			*p.dst = page.Operations[0].ID
+		}
+	}
+	if done != "" {
+		det, err := sagas.ReadOperation(ctx, done, 1)
+		if err != nil {
+			return "", "", "", "", time.Time{}, err
+		}
+		for _, st := range det.Operation.Steps {
+			if st.ExternalID != "" {
+				ext = st.ExternalID
+				break
+			}
+		}
+	}
+	return corr, review, done, ext, mid, nil
+}
 
 func opDetail(name, id string) benchCase {
 	return benchCase{name: name, kind: "detail", path: "/operations/" + url.PathEscape(id), notes: "3 steps, events, findings",
