@@ -1,17 +1,3 @@
-// Package sagapgx is the PostgreSQL driver of package saga on pgx v5: a
-// [sagadriver.Driver] over a [pgxpool.Pool], for a River client built with
-// riverpgxv5 on the same pool, so that the operation records and River's
-// jobs commit in one transaction.
-//
-//	driver := sagapgx.New(pool)
-//	if err := driver.Migrate(ctx); err != nil { … }
-//	runner, err := sagadriver.NewRunner(driver, sagadriver.Config{Definitions: defs})
-//
-// The tables (unstuck_saga_operation, unstuck_saga_step, unstuck_saga_event,
-// unstuck_saga_finding) live in the first schema of the pool's search_path,
-// as River's do with riverpgxv5. Times are the database's clock
-// (statement_timestamp(), read once per transaction), stored as
-// timestamptz.
 package sagapgx
 
 import (
