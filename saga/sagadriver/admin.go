@@ -74,10 +74,10 @@ func ClampLimit(n int) int {
 var (
 	// ErrInvalid: an argument was refused before the database was asked.
 	// The error is a *[FieldError] naming the field.
-	ErrInvalid = errors.New("invalid argument")
+	ErrInvalid = errors.New("saga: invalid argument")
 	// ErrInvalidCursor: OperationFilter.After is not a cursor a driver
 	// made. Such errors also match ErrInvalid.
-	ErrInvalidCursor = errors.New("invalid cursor")
+	ErrInvalidCursor = errors.New("saga: invalid cursor")
 )
 
 // FieldError is an argument refused by the driver: Field names it as the
