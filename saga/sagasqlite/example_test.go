@@ -34,7 +34,9 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	signup := saga.Definition{Type: "signup", Steps: []saga.Step{{Name: "account",
-		Do: func(ctx context.Context, in saga.StepInput) (saga.Result, error) { return saga.Result{ExternalID: "acc-1"}, nil }}}}
+		Do: func(ctx context.Context, in saga.StepInput) (saga.Result, error) {
+			return saga.Result{ExternalID: "acc-1"}, nil
+		}}}}
 	if _, err := saga.NewRunner(driver, saga.Config{Definitions: []saga.Definition{signup}}); err != nil {
 		log.Fatal(err)
 	}
