@@ -87,7 +87,10 @@ const (
 	limitKeysByStatusSQL = `SELECT id, status, operation, scope, external_ref, attempts, updated_at, lease_expires_at
 FROM unstuck_idem_record WHERE status = $1 ORDER BY updated_at DESC, id DESC LIMIT 51`
 	// The operations list shows id, type, status, current step,
-	// correlation ID, resolution, updated.
+	// correlation ID, resolution, updated. The one SQL of a saga table
+	// outside the saga drivers, on purpose: a limit is the least work the
+	// database can do for the page, below every store, so it cannot go
+	// through the driver whose cost it measures.
 	limitOpsByStatusSQL = `SELECT id, type, status, current_step, correlation_id, resolution, updated_at
 FROM unstuck_saga_operation WHERE status = $1 ORDER BY updated_at DESC, id DESC LIMIT 51`
 )
