@@ -9,10 +9,11 @@
 //
 // # Records
 //
-// The system of record is the engine's own tables (unstuck_saga_operation,
-// unstuck_saga_step, unstuck_saga_event, unstuck_saga_finding), written
-// through a [Driver]: saga/sagapgx on PostgreSQL, saga/sagasqlite on
-// SQLite. River's jobs only carry an operation forward; River deletes them
+// The system of record is the engine's own tables (operations, steps,
+// events, findings), owned by a driver of the contract in
+// saga/sagadriver: saga/sagapgx on PostgreSQL, saga/sagasqlite on SQLite.
+// Only the step machine writes them; consoles read them through the
+// driver's admin contract (sagadriver.Admin). River's jobs only carry an operation forward; River deletes them
 // after their retention.
 //
 // # Running
@@ -75,7 +76,7 @@
 // # Clocks
 //
 // Every time the engine records comes from the database's clock, read once
-// per transaction ([Driver] Now): statement_timestamp() on PostgreSQL; on
+// per transaction (the driver's Now): statement_timestamp() on PostgreSQL; on
 // SQLite, which has none, the process clock, which is then the database's
 // for every process on the file. Processes whose clocks disagree still
 // agree on the records, on StuckAfter and on VerifyAfter. River, though,
@@ -95,7 +96,7 @@
 // [Runner.Resolve] (each with a …Tx variant) check the operation's version,
 // apply the transition and return the record before and after, for the
 // audit trail. They and the step machine are the only writers of an
-// operation's state: the runner does not hand out its [Driver]. To keep an
+// operation's state: the runner does not hand out its driver. To keep an
 // action and the application's own writes (an audit entry) in one
 // transaction, run it in [Runner.WithinTx] and read with [Runner.GetTx].
 // [Runner.Reconcile], run periodically by the leader, calls

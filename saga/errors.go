@@ -6,21 +6,6 @@ import (
 	"fmt"
 )
 
-// Class is how an error of a step is handled (SPEC G5).
-type Class string
-
-const (
-	// ClassTransient: nothing happened, or repeating with the same key is
-	// safe; retried with backoff up to the step's MaxAttempts.
-	ClassTransient Class = "transient"
-	// ClassPermanent: the step cannot succeed; a compensatable or pivot
-	// step compensates the operation, a retriable step sends it to review.
-	ClassPermanent Class = "permanent"
-	// ClassUncertain: the outcome is unknown (a timeout after the request
-	// left); the step is verified before anything else.
-	ClassUncertain Class = "uncertain"
-)
-
 // classifiedError carries a class chosen by the step function.
 type classifiedError struct {
 	class Class
@@ -61,17 +46,6 @@ func Classify(err error) Class {
 	}
 	return ClassTransient
 }
-
-// ErrNotFound is returned for an operation (or step) that does not exist.
-var ErrNotFound = errors.New("saga: not found")
-
-// ErrStale is returned by an operator action whose expected version is not
-// the operation's current one: it changed since the operator saw it, and
-// nothing was applied.
-var ErrStale = errors.New("saga: operation changed since it was read")
-
-// ErrExists is returned by Start for an operation ID that is taken.
-var ErrExists = errors.New("saga: operation already exists")
 
 // TransitionError is returned for an action that the operation's or the
 // step's current status does not allow. Nothing was applied.

@@ -161,7 +161,7 @@ func (m *machine) illegal(action string, st *StepRecord, reason string) error {
 // error; for operator actions it is a *TransitionError. The returned
 // record has its Version unchanged: the store increments it on write.
 func decide(op Operation, s signal) (decision, error) {
-	m := &machine{d: decision{op: op.clone()}, s: s}
+	m := &machine{d: decision{op: clone(op)}, s: s}
 	o := m.op()
 	var st *StepRecord
 	if s.step != "" {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // Collector is a Prometheus collector of the engine's state (SPEC G10),
@@ -32,7 +33,7 @@ type Collector struct {
 
 // reading is one scrape: the stats, the database's clock and the skew.
 type reading struct {
-	Stats
+	sagadriver.Stats
 	now  time.Time
 	skew time.Duration
 }

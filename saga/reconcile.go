@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // ReconcileArgs are the args of the periodic reconciliation job.
@@ -74,11 +75,11 @@ func (r *Runner[TTx]) Reconcile(ctx context.Context) ([]Finding, error) {
 		if now, err = r.clock(ctx, tx); err != nil {
 			return err
 		}
-		if stuck, err = r.driver.ListOperations(ctx, tx, ListParams{Statuses: []Status{StatusPending, StatusRunning, StatusCompensating},
+		if stuck, err = r.driver.ListOperations(ctx, tx, sagadriver.ListParams{Statuses: []Status{StatusPending, StatusRunning, StatusCompensating},
 			UpdatedBefore: now.Add(-r.cfg.StuckAfter)}); err != nil {
 			return err
 		}
-		finished, err = r.driver.ListOperations(ctx, tx, ListParams{Statuses: []Status{StatusCompleted, StatusFailed, StatusCompensated},
+		finished, err = r.driver.ListOperations(ctx, tx, sagadriver.ListParams{Statuses: []Status{StatusCompleted, StatusFailed, StatusCompensated},
 			FinishedAfter: now.Add(-r.cfg.ReconcileWindow), Limit: 500})
 		return err
 	})

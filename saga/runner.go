@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // QueueDefault is the River queue of the engine's jobs unless
@@ -59,7 +60,7 @@ type Config struct {
 // reconciliation with [Runner.PeriodicJobs]), build the client, and hand
 // it over with [Runner.SetClient] before starting operations.
 type Runner[TTx any] struct {
-	driver Driver[TTx]
+	driver sagadriver.Driver[TTx]
 	defs   map[string]Definition
 	cfg    Config
 	log    *slog.Logger
@@ -71,7 +72,7 @@ type Runner[TTx any] struct {
 
 // NewRunner returns a runner over driver with cfg. It validates the
 // definitions.
-func NewRunner[TTx any](driver Driver[TTx], cfg Config) (*Runner[TTx], error) {
+func NewRunner[TTx any](driver sagadriver.Driver[TTx], cfg Config) (*Runner[TTx], error) {
 	if driver == nil {
 		return nil, errors.New("saga: nil driver")
 	}
@@ -152,7 +153,7 @@ func (r *Runner[TTx]) skewIn(ctx context.Context, tx TTx) (time.Duration, error)
 }
 
 // WithinTx runs fn in a transaction of the runner's driver and commits it
-// if fn returns nil (see [Driver.WithinTx]). fn may pass tx to the
+// if fn returns nil (see [sagadriver.Driver]'s WithinTx). fn may pass tx to the
 // runner's …Tx methods (StartTx, GetTx, the operator actions) and write the
 // application's own tables or an audit entry in it, so that they commit
 // together; the operations' records are written only by those methods,

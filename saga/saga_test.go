@@ -26,6 +26,7 @@ import (
 	"github.com/unstuckhq/unstuck/internal/demo"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
 )
@@ -215,7 +216,7 @@ func newWorld() *world {
 	return &world{provider: demo.NewWorkspaceProvider(), welcomes: map[string]int{}, welcomeFail: map[string]error{}, block: map[string]chan struct{}{}}
 }
 
-func start[TTx any](t *testing.T, w *world, d saga.Driver[TTx], rd riverdriver.Driver[TTx], opts ...func(*saga.Config)) *bundle {
+func start[TTx any](t *testing.T, w *world, d sagadriver.Driver[TTx], rd riverdriver.Driver[TTx], opts ...func(*saga.Config)) *bundle {
 	t.Helper()
 	ctx := t.Context()
 	migrator, err := rivermigrate.New(rd, nil)

@@ -77,6 +77,10 @@ func TestSeedAndMeasure(t *testing.T) {
 	require.Equal(t, 1, byName["key detail"].rows)
 	require.Equal(t, 51, byName["keys: first page"].rows+1)
 	require.Positive(t, byName["operation detail (review_required)"].rows)
+	require.Positive(t, byName["operation detail (completed)"].rows)
+	for _, name := range []string{"operations: correlation ID", "operations: external ID", "operations: very deep page"} {
+		require.Positive(t, byName[name].rows, "%s: the filter value comes from the seeded operations", name)
+	}
 	report := out.String()
 	require.Contains(t, report, "| overview |")
 	require.Contains(t, report, "#### keys: first page")

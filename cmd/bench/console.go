@@ -30,6 +30,8 @@ import (
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/internal/web"
 	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
+	"github.com/unstuckhq/unstuck/saga/sagapgx"
 )
 
 // consoleConfig is how to measure.
@@ -90,12 +92,24 @@ result envelopes.
 }
 
 // benchCase is one page: the store calls behind it and its URL.
+// readers are what the console's pages read through: the console's store
+// for keys, the saga driver's admin contract for operations.
+type readers struct {
+	*store.DB
+	sagas sagadriver.Admin
+}
+
+// newReaders returns the readers on pool.
+func newReaders(pool *pgxpool.Pool) readers {
+	return readers{DB: store.NewPostgres(pool), sagas: sagapgx.New(pool)}
+}
+
 type benchCase struct {
 	name  string
 	kind  string // overview, list, detail or part (of the overview): which target applies
 	path  string // "" for a part: its store call only
 	htmx  bool   // ask for the HTMX fragment (the table swap) instead of the page
-	db    func(ctx context.Context, d *store.DB) (rows int, err error)
+	db    func(ctx context.Context, d readers) (rows int, err error)
 	notes string
 }
 
@@ -116,7 +130,7 @@ func measureConsole(ctx context.Context, pool *pgxpool.Pool, cfg consoleConfig) 
 			fmt.Fprintf(cfg.Log, format+"\n", a...)
 		}
 	}
-	db := store.NewPostgres(pool)
+	db := newReaders(pool)
 	base, client, stop, err := serveConsole(ctx, pool, db, cfg.Log)
 	if err != nil {
 		return nil, err
@@ -180,12 +194,12 @@ func measureConsole(ctx context.Context, pool *pgxpool.Pool, cfg consoleConfig) 
 // in as "bench" (role oncall) and returns the base URL, the signed-in
 // client and the function that stops the server. The engine runs without
 // sealing: "bench seed" stores plain result envelopes.
-func serveConsole(ctx context.Context, pool *pgxpool.Pool, db *store.DB, log io.Writer) (string, *http.Client, func(), error) {
+func serveConsole(ctx context.Context, pool *pgxpool.Pool, db readers, log io.Writer) (string, *http.Client, func(), error) {
 	engine, err := idem.New(idempgx.New(pool), idem.WithoutSealing())
 	if err != nil {
 		return "", nil, nil, err
 	}
-	password, err := benchUser(ctx, db)
+	password, err := benchUser(ctx, db.DB)
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -200,7 +214,7 @@ func serveConsole(ctx context.Context, pool *pgxpool.Pool, db *store.DB, log io.
 	if log == nil {
 		log = io.Discard
 	}
-	h := web.NewHandler(web.Config{Store: db, Engine: engine, Enforcer: enf, Static: static,
+	h := web.NewHandler(web.Config{Store: db.DB, Sagas: db.sagas, Engine: engine, Enforcer: enf, Static: static,
 		Sessions: web.NewSessionManager(db.SessionStore(), 30*time.Minute, 12*time.Hour, false),
 		Log:      slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -307,7 +321,7 @@ type facts struct {
 
 // buildCases picks the filter values from the data (unmeasured queries)
 // and returns the cases.
-func buildCases(ctx context.Context, pool *pgxpool.Pool, db *store.DB, deepPages int) ([]benchCase, facts, error) {
+func buildCases(ctx context.Context, pool *pgxpool.Pool, db readers, deepPages int) ([]benchCase, facts, error) {
 	var f facts
 	f.scopes = map[string]int64{}
 	q := func(sql string, dest ...any) error {
@@ -320,13 +334,24 @@ func buildCases(ctx context.Context, pool *pgxpool.Pool, db *store.DB, deepPages
 		}
 		return nil
 	}
-	if err := q(`SELECT (SELECT reltuples FROM pg_class WHERE oid = 'unstuck_idem_record'::regclass)::float8,
-    (SELECT reltuples FROM pg_class WHERE oid = 'unstuck_saga_operation'::regclass)::float8,
+	if err := pool.QueryRow(ctx, `SELECT (SELECT reltuples FROM pg_class WHERE oid = 'unstuck_idem_record'::regclass)::float8,
     pg_size_pretty(pg_table_size('unstuck_idem_record')), pg_size_pretty(pg_indexes_size('unstuck_idem_record')),
-    pg_size_pretty(pg_total_relation_size('unstuck_saga_operation') + pg_total_relation_size('unstuck_saga_step')
-        + pg_total_relation_size('unstuck_saga_event') + pg_total_relation_size('unstuck_saga_finding'))`,
-		&f.keys, &f.operations, &f.tableSize, &f.idxSize, &f.opSize); err != nil {
+    (SELECT pg_size_pretty(sum(pg_total_relation_size(t))) FROM unnest($1::regclass[]) t)`, sagapgx.Tables()).Scan(
+		&f.keys, &f.tableSize, &f.idxSize, &f.opSize); err != nil {
 		return nil, f, err
+	}
+	// The operations' figures and filter values come through the saga
+	// driver's admin contract, the only reader of its tables.
+	counts, err := db.sagas.CountOperations(ctx, 0)
+	if err != nil {
+		return nil, f, err
+	}
+	var opOldest time.Time
+	for _, c := range counts.Counts {
+		f.operations += float64(c.Count)
+		if !c.Oldest.IsZero() && (opOldest.IsZero() || c.Oldest.Before(opOldest)) {
+			opOldest = c.Oldest
+		}
 	}
 	// Scopes are "tenant:NNNNN" by rank, the first the largest (Zipf).
 	big, mid, small := tenant(0), tenant(99), tenant(4999)
@@ -343,7 +368,7 @@ func buildCases(ctx context.Context, pool *pgxpool.Pool, db *store.DB, deepPages
 		lookupScope, lookupOp                        string
 		midTime, opMidTime, newest                   time.Time
 	)
-	err := errors.Join(
+	err = errors.Join(
 		q(`SELECT correlation_id FROM unstuck_idem_record WHERE correlation_id <> '' ORDER BY id DESC LIMIT 1`, &corr),
 		q(`SELECT max(updated_at) FROM unstuck_idem_record`, &newest),
 		q(`SELECT external_ref FROM unstuck_idem_record WHERE external_ref <> '' AND status = 'pending' ORDER BY id DESC LIMIT 1`, &ext),
@@ -351,13 +376,11 @@ func buildCases(ctx context.Context, pool *pgxpool.Pool, db *store.DB, deepPages
     AND status = 'completed' AND result IS NOT NULL ORDER BY id LIMIT 1`, &detailID),
 		q(`SELECT scope, operation, fence, updated_at FROM unstuck_idem_record WHERE id >= (SELECT max(id) / 2 FROM unstuck_idem_record)
     ORDER BY id LIMIT 1`, &lookupScope, &lookupOp, &lookupFence, &midTime),
-		q(`SELECT correlation_id FROM unstuck_saga_operation WHERE correlation_id <> '' ORDER BY id DESC LIMIT 1`, &opCorr),
-		q(`SELECT external_id FROM unstuck_saga_step WHERE external_id <> '' ORDER BY operation_id DESC LIMIT 1`, &stepExt),
-		q(`SELECT id FROM unstuck_saga_operation WHERE status = 'review_required' ORDER BY updated_at DESC LIMIT 1`, &reviewOp),
-		q(`SELECT id FROM unstuck_saga_operation WHERE status = 'completed' ORDER BY updated_at DESC LIMIT 1`, &doneOp),
-		q(`SELECT updated_at FROM unstuck_saga_operation ORDER BY id OFFSET (SELECT count(*) / 2 FROM unstuck_saga_operation) LIMIT 1`, &opMidTime),
 	)
 	if err != nil {
+		return nil, f, err
+	}
+	if opCorr, reviewOp, doneOp, stepExt, opMidTime, err = opFixtures(ctx, db.sagas, opOldest); err != nil {
 		return nil, f, err
 	}
 	// A day's window, whole minutes as the form sends them.
@@ -366,7 +389,7 @@ func buildCases(ctx context.Context, pool *pgxpool.Pool, db *store.DB, deepPages
 	rawKey := rawKey(int(lookupFence - 1)) // fence i+1 was given to record i, whose key is k-i
 	// The deep cursors: follow Next links, and, deeper, the first page
 	// before the middle of the table in time.
-	deep, err := followNext(ctx, db, store.KeyFilter{}, deepPages)
+	deep, err := followNext(ctx, db.DB, store.KeyFilter{}, deepPages)
 	if err != nil {
 		return nil, f, err
 	}
@@ -379,22 +402,22 @@ func buildCases(ctx context.Context, pool *pgxpool.Pool, db *store.DB, deepPages
 	if err != nil {
 		return nil, f, err
 	}
-	opVeryDeep, err := db.ListOperations(ctx, store.OperationFilter{To: opMidTime})
+	opVeryDeep, err := db.sagas.PageOperations(ctx, sagadriver.OperationFilter{To: opMidTime})
 	if err != nil {
 		return nil, f, err
 	}
 
 	keys := func(name, notes string, kf store.KeyFilter, query url.Values) benchCase {
 		return benchCase{name: name, kind: "list", path: "/keys?" + query.Encode(), notes: notes,
-			db: func(ctx context.Context, d *store.DB) (int, error) {
+			db: func(ctx context.Context, d readers) (int, error) {
 				p, err := d.ListKeys(ctx, kf)
 				return len(p.Records), err
 			}}
 	}
-	ops := func(name, notes string, of store.OperationFilter, query url.Values) benchCase {
+	ops := func(name, notes string, of sagadriver.OperationFilter, query url.Values) benchCase {
 		return benchCase{name: name, kind: "list", path: "/operations?" + query.Encode(), notes: notes,
-			db: func(ctx context.Context, d *store.DB) (int, error) {
-				p, err := d.ListOperations(ctx, of)
+			db: func(ctx context.Context, d readers) (int, error) {
+				p, err := d.sagas.PageOperations(ctx, of)
 				return len(p.Operations), err
 			}}
 	}
@@ -410,17 +433,20 @@ func buildCases(ctx context.Context, pool *pgxpool.Pool, db *store.DB, deepPages
 		{name: "overview", kind: "overview", path: "/", db: overviewCalls,
 			notes: "KeyOverview, NeedsAttention(20), OperationOverview, ReviewRequired(20)"},
 		{name: "overview part: KeyOverview", kind: "part", notes: "counts per status (capped at 10 000, then estimates), oldest, stuck count",
-			db: func(ctx context.Context, d *store.DB) (int, error) { _, err := d.KeyOverview(ctx); return 0, err }},
+			db: func(ctx context.Context, d readers) (int, error) { _, err := d.KeyOverview(ctx); return 0, err }},
 		{name: "overview part: NeedsAttention(20)", kind: "part", notes: "pending, unavailable, stuck: oldest first",
-			db: func(ctx context.Context, d *store.DB) (int, error) {
+			db: func(ctx context.Context, d readers) (int, error) {
 				r, err := d.NeedsAttention(ctx, 20)
 				return len(r), err
 			}},
 		{name: "overview part: OperationOverview", kind: "part", notes: "counts per status (capped at 10 000, then estimates), oldest",
-			db: func(ctx context.Context, d *store.DB) (int, error) { _, err := d.OperationOverview(ctx); return 0, err }},
+			db: func(ctx context.Context, d readers) (int, error) {
+				_, err := d.sagas.CountOperations(ctx, sagadriver.DefaultCountCap)
+				return 0, err
+			}},
 		{name: "overview part: ReviewRequired(20)", kind: "part",
-			db: func(ctx context.Context, d *store.DB) (int, error) {
-				r, err := d.ReviewRequired(ctx, 20)
+			db: func(ctx context.Context, d readers) (int, error) {
+				r, err := d.sagas.ReviewRequired(ctx, 20)
 				return len(r), err
 			}},
 		keys("keys: first page", "", store.KeyFilter{}, v()),
@@ -462,18 +488,18 @@ func buildCases(ctx context.Context, pool *pgxpool.Pool, db *store.DB, deepPages
 			v("state", "unavailable", "operation", "POST /v1/payouts")),
 		{name: "key detail", kind: "detail", path: "/keys/" + strconv.FormatInt(detailID, 10),
 			notes: "completed, stored response shown (role oncall)",
-			db: func(ctx context.Context, d *store.DB) (int, error) {
+			db: func(ctx context.Context, d readers) (int, error) {
 				_, ok, err := d.Key(ctx, detailID)
 				return b2i(ok), err
 			}},
-		ops("operations: first page", "", store.OperationFilter{}, v()),
-		ops("operations: deep page", fmt.Sprintf("after %d Next links", deepPages), store.OperationFilter{After: opDeep}, v("after", opDeep)),
-		ops("operations: very deep page", "cursor at the middle in time", store.OperationFilter{After: opVeryDeep.Next}, v("after", opVeryDeep.Next)),
-		ops("operations: status=review_required", "", store.OperationFilter{Status: saga.StatusReviewRequired}, v("status", "review_required")),
-		ops("operations: type=payout", "", store.OperationFilter{Type: "payout"}, v("type", "payout")),
-		ops("operations: correlation ID", "", store.OperationFilter{CorrelationID: opCorr}, v("correlation_id", opCorr)),
-		ops("operations: external ID", "a step's external ID", store.OperationFilter{ExternalID: stepExt}, v("external_id", stepExt)),
-		ops("operations: status+type (failed, payout)", "", store.OperationFilter{Status: saga.StatusFailed, Type: "payout"},
+		ops("operations: first page", "", sagadriver.OperationFilter{}, v()),
+		ops("operations: deep page", fmt.Sprintf("after %d Next links", deepPages), sagadriver.OperationFilter{After: opDeep}, v("after", opDeep)),
+		ops("operations: very deep page", "cursor at the middle in time", sagadriver.OperationFilter{After: opVeryDeep.Next}, v("after", opVeryDeep.Next)),
+		ops("operations: status=review_required", "", sagadriver.OperationFilter{Status: saga.StatusReviewRequired}, v("status", "review_required")),
+		ops("operations: type=payout", "", sagadriver.OperationFilter{Type: "payout"}, v("type", "payout")),
+		ops("operations: correlation ID", "", sagadriver.OperationFilter{CorrelationID: opCorr}, v("correlation_id", opCorr)),
+		ops("operations: external ID", "a step's external ID", sagadriver.OperationFilter{ExternalID: stepExt}, v("external_id", stepExt)),
+		ops("operations: status+type (failed, payout)", "", sagadriver.OperationFilter{Status: saga.StatusFailed, Type: "payout"},
 			v("status", "failed", "type", "payout")),
 		opDetail("operation detail (review_required)", reviewOp),
 		opDetail("operation detail (completed)", doneOp),
@@ -484,13 +510,55 @@ func buildCases(ctx context.Context, pool *pgxpool.Pool, db *store.DB, deepPages
 // formTime is the layout of the lists' from and to fields.
 const formTime = "2006-01-02T15:04"
 
+// opFixtures picks the operations' filter values through the admin
+// contract: a correlation ID among the newest operations, the newest
+// operation under review and the newest completed one, an external ID of
+// the latter's steps, and the middle in time between the oldest update
+// and the newest.
+func opFixtures(ctx context.Context, sagas sagadriver.Admin, oldest time.Time) (corr, review, done, ext string, mid time.Time, err error) {
+	first, err := sagas.PageOperations(ctx, sagadriver.OperationFilter{Limit: sagadriver.MaxLimit})
+	if err != nil || len(first.Operations) == 0 {
+		return "", "", "", "", time.Time{}, err
+	}
+	for _, op := range first.Operations {
+		if op.CorrelationID != "" {
+			corr = op.CorrelationID
+			break
+		}
+	}
+	newest := first.Operations[0].UpdatedAt
+	mid = oldest.Add(newest.Sub(oldest) / 2)
+	for _, p := range []struct {
+		status sagadriver.Status
+		dst    *string
+	}{{sagadriver.StatusReviewRequired, &review}, {sagadriver.StatusCompleted, &done}} {
+		page, err := sagas.PageOperations(ctx, sagadriver.OperationFilter{Status: p.status, Limit: 1})
+		if err != nil {
+			return "", "", "", "", time.Time{}, err
+		}
+		if len(page.Operations) > 0 {
+			*p.dst = page.Operations[0].ID
+		}
+	}
+	if done != "" {
+		det, err := sagas.ReadOperation(ctx, done, 1)
+		if err != nil {
+			return "", "", "", "", time.Time{}, err
+		}
+		for _, st := range det.Operation.Steps {
+			if st.ExternalID != "" {
+				ext = st.ExternalID
+				break
+			}
+		}
+	}
+	return corr, review, done, ext, mid, nil
+}
+
 func opDetail(name, id string) benchCase {
 	return benchCase{name: name, kind: "detail", path: "/operations/" + url.PathEscape(id), notes: "3 steps, events, findings",
-		db: func(ctx context.Context, d *store.DB) (int, error) {
-			det, ok, err := d.Operation(ctx, id)
-			if !ok && err == nil {
-				err = fmt.Errorf("operation %q not found", id)
-			}
+		db: func(ctx context.Context, d readers) (int, error) {
+			det, err := d.sagas.ReadOperation(ctx, id, sagadriver.DefaultMaxEvents)
 			return len(det.Events), err
 		}}
 }
@@ -504,7 +572,7 @@ func b2i(b bool) int {
 
 // overviewCalls are the store calls of the overview page, in the
 // handler's order.
-func overviewCalls(ctx context.Context, d *store.DB) (int, error) {
+func overviewCalls(ctx context.Context, d readers) (int, error) {
 	if _, err := d.KeyOverview(ctx); err != nil {
 		return 0, err
 	}
@@ -512,10 +580,10 @@ func overviewCalls(ctx context.Context, d *store.DB) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if _, err := d.OperationOverview(ctx); err != nil {
+	if _, err := d.sagas.CountOperations(ctx, sagadriver.DefaultCountCap); err != nil {
 		return 0, err
 	}
-	rev, err := d.ReviewRequired(ctx, 20)
+	rev, err := d.sagas.ReviewRequired(ctx, 20)
 	return len(att) + len(rev), err
 }
 
@@ -533,10 +601,10 @@ func followNext(ctx context.Context, db *store.DB, f store.KeyFilter, pages int)
 	return f.After, nil
 }
 
-func followOpNext(ctx context.Context, db *store.DB, pages int) (string, error) {
-	var f store.OperationFilter
+func followOpNext(ctx context.Context, db readers, pages int) (string, error) {
+	var f sagadriver.OperationFilter
 	for range pages {
-		p, err := db.ListOperations(ctx, f)
+		p, err := db.sagas.PageOperations(ctx, f)
 		if err != nil {
 			return "", err
 		}
@@ -584,7 +652,7 @@ func explainCases(ctx context.Context, connCfg *pgx.ConnConfig, results []*resul
 		return err
 	}
 	defer pool.Close()
-	d := store.NewPostgres(pool)
+	d := newReaders(pool)
 	// Connect (and load auto_explain) outside the first case. Without the
 	// right to LOAD there are no plans, but the timings stand.
 	if _, err := d.KeyOverview(ctx); err != nil {

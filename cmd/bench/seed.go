@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -25,6 +26,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/internal/store"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
 )
 
@@ -69,9 +71,10 @@ func runSeed(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprint(fs.Output(), `Usage: bench seed --db URL [flags]
 
 Migrates the database (every migration line, as "console migrate"), refuses
-if it already holds records, then loads idempotency records and saga
-operations with COPY, writing the engine's tables directly (a benchmark
-fixture only). Indexes are dropped during the load and rebuilt after it,
+if it already holds records, then loads idempotency records with COPY,
+writing the engine's table directly, and saga operations through the saga
+driver's importer (sagapgx ImportOperations, COPY as given, bypassing the
+step machine): a benchmark fixture only. Indexes are dropped during the load and rebuilt after it,
 then every table is vacuumed and analyzed. Prints the time of each phase.
 
 `)
@@ -123,7 +126,7 @@ func openPool(ctx context.Context, rawURL string, maxConns int) (*pgxpool.Pool, 
 // migrate runs every migration line in the order the console does.
 func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	db := store.NewPostgres(pool)
-	for _, m := range []func(context.Context) error{idempgx.New(pool).Migrate, sagapgx.New(pool).Migrate, db.Migrate, db.MigrateOperations} {
+	for _, m := range []func(context.Context) error{idempgx.New(pool).Migrate, sagapgx.New(pool).Migrate, db.Migrate} {
 		if err := m(ctx); err != nil {
 			return err
 		}
@@ -132,7 +135,7 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 }
 
 // seededTables are the tables seedDatabase loads, referenced table first.
-var seededTables = []string{"unstuck_idem_record", "unstuck_saga_operation", "unstuck_saga_step", "unstuck_saga_event", "unstuck_saga_finding"}
+var seededTables = append([]string{"unstuck_idem_record"}, sagapgx.Tables()...)
 
 func seedDatabase(ctx context.Context, pool *pgxpool.Pool, cfg seedConfig) (seedReport, error) {
 	var rep seedReport
@@ -557,20 +560,13 @@ func (g *generator) loadKeys(ctx context.Context, pool *pgxpool.Pool, logf func(
 	})
 }
 
-var (
-	opColumns = []string{"id", "type", "status", "correlation_id", "input", "current_step", "last_error",
-		"review_reason", "resolution", "version", "created_at", "updated_at", "finished_at"}
-	stepColumns = []string{"operation_id", "name", "seq", "kind", "system", "status", "idempotency_key", "external_id",
-		"result", "attempts", "max_attempts", "verifications", "last_error", "last_error_class", "compensable", "comp_seq",
-		"comp_key", "comp_status", "comp_attempts", "comp_max_attempts", "comp_error", "generation", "started_at",
-		"finished_at", "updated_at"}
-	eventColumns   = []string{"operation_id", "step", "action", "from_status", "to_status", "actor", "message", "attempt", "at"}
-	findingColumns = []string{"operation_id", "step", "kind", "external_id", "detail", "detected_at", "resolved_at"}
-)
-
-// opRows is the rows of one batch of operations, for each table.
-type opRows struct {
-	ops, steps, events, findings [][]any
+// opBatch is one batch of operations with their events and findings, as
+// the saga driver's importer takes them.
+type opBatch struct {
+	ops      []sagadriver.Operation
+	events   []sagadriver.Event
+	findings []sagadriver.Finding
+	steps    int
 }
 
 // stepState is how one step of an operation ended up.
@@ -580,7 +576,7 @@ type stepState struct {
 	done                     bool
 }
 
-func (g *generator) addOperation(j int, out *opRows) {
+func (g *generator) addOperation(j int, out *opBatch) {
 	r := g.rng(2, j)
 	def := sagaTypes[pick(r, g.sagaC)]
 	created := g.at(j, g.cfg.Operations)
@@ -660,16 +656,18 @@ func (g *generator) addOperation(j int, out *opRows) {
 	nEvents := int64(0)
 	event := func(step, action, from, to, actor, msg string, attempt int32) {
 		nEvents++
-		out.events = append(out.events, []any{id, step, action, from, to, actor, msg, attempt, tick()})
+		out.events = append(out.events, sagadriver.Event{OperationID: id, Step: step, Action: action, From: from, To: to,
+			Actor: actor, Message: msg, Attempt: int(attempt), At: tick()})
 	}
 	event("", "started", "", "pending", "app", "", 0)
 	if status != "pending" {
 		event("", "status", "pending", "running", "worker", "", 0)
 	}
+	steps := make([]sagadriver.StepRecord, 0, len(st))
 	for k, s := range st {
 		var started, finished *time.Time
 		extID := ""
-		var result any
+		var result json.RawMessage
 		if s.attempts > 0 {
 			t := tick()
 			started = &t
@@ -678,7 +676,7 @@ func (g *generator) addOperation(j int, out *opRows) {
 				f := tick()
 				finished = &f
 				extID = fmt.Sprintf("%s_%x", def.system[k][:2], r.Uint64()>>24)
-				result = `{"external_id":"` + extID + `"}`
+				result = json.RawMessage(`{"external_id":"` + extID + `"}`)
 				event(def.steps[k], "step_completed", "running", "completed", "worker", "", s.attempts)
 			case "failed":
 				f := tick()
@@ -691,10 +689,14 @@ func (g *generator) addOperation(j int, out *opRows) {
 			}
 		}
 		compensable := k == 0
-		out.steps = append(out.steps, []any{id, def.steps[k], int32(k), [3]string{"compensatable", "pivot", "retriable"}[k],
-			def.system[k], s.status, id + "/" + def.steps[k], extID, result, s.attempts, int32(5), verifications(s),
-			s.err, s.class, compensable, int32(3 - k), id + "/" + def.steps[k] + "/compensate", s.comp,
-			compAttempts(s), int32(5), "", int32(1), started, finished, at})
+		steps = append(steps, sagadriver.StepRecord{Name: def.steps[k], Seq: k,
+			Kind: [3]sagadriver.Kind{sagadriver.Compensatable, sagadriver.Pivot, sagadriver.Retriable}[k], System: def.system[k],
+			Status: sagadriver.StepStatus(s.status), Key: id + "/" + def.steps[k], ExternalID: extID, Result: result,
+			Attempts: int(s.attempts), MaxAttempts: 5, Verifications: int(verifications(s)), LastError: s.err,
+			LastErrorClass: sagadriver.Class(s.class), Compensable: compensable, CompSeq: 3 - k,
+			CompKey: id + "/" + def.steps[k] + "/compensate", CompStatus: sagadriver.CompStatus(s.comp),
+			CompAttempts: int(compAttempts(s)), CompMaxAttempts: 5, Generation: 1, StartedAt: started, FinishedAt: finished,
+			UpdatedAt: at})
 	}
 	var finishedAt *time.Time
 	switch status {
@@ -707,12 +709,15 @@ func (g *generator) addOperation(j int, out *opRows) {
 		finishedAt = &f
 	case "review_required":
 		event("", "status", "running", "review_required", "worker", "verification could not resolve step "+def.steps[1], 0)
-		out.findings = append(out.findings, []any{id, def.steps[1], "unresolved", "", "step " + def.steps[1] + " is uncertain after 3 verifications", at, nil})
+		out.findings = append(out.findings, sagadriver.Finding{OperationID: id, Step: def.steps[1], Kind: sagadriver.FindingUnresolved,
+			Detail: "step " + def.steps[1] + " is uncertain after 3 verifications", DetectedAt: at})
 	case "compensating":
 		event("", "status", "running", "compensating", "worker", lastError, 0)
 	}
-	out.ops = append(out.ops, []any{id, def.name, status, correlation, input, current, lastError, review, "",
-		nEvents, created, at, finishedAt})
+	out.ops = append(out.ops, sagadriver.Operation{ID: id, Type: def.name, Status: sagadriver.Status(status),
+		CorrelationID: correlation, Input: json.RawMessage(input), CurrentStep: current, LastError: lastError, ReviewReason: review,
+		Version: nEvents, CreatedAt: created, UpdatedAt: at, FinishedAt: finishedAt, Steps: steps})
+	out.steps += len(steps)
 }
 
 func verifications(s stepState) int32 {
@@ -737,29 +742,18 @@ func (g *generator) loadOperations(ctx context.Context, pool *pgxpool.Pool, logf
 	t0 := time.Now()
 	step := max(int64(g.cfg.Operations)/5, 1)
 	size := max(g.cfg.Batch/10, 1)
+	// The saga driver's importer, for benchmarks and imports: it loads the
+	// records as given (COPY), bypassing the step machine.
+	sagas := sagapgx.New(pool)
 	return forBatches(ctx, g.cfg.Operations, size, g.cfg.Parallel, func(ctx context.Context, lo, hi int) error {
-		var rows opRows
+		var rows opBatch
 		for j := lo; j < hi; j++ {
 			g.addOperation(j, &rows)
 		}
-		for _, c := range []struct {
-			table string
-			cols  []string
-			rows  [][]any
-		}{
-			{"unstuck_saga_operation", opColumns, rows.ops},
-			{"unstuck_saga_step", stepColumns, rows.steps},
-			{"unstuck_saga_event", eventColumns, rows.events},
-			{"unstuck_saga_finding", findingColumns, rows.findings},
-		} {
-			if len(c.rows) == 0 {
-				continue
-			}
-			if _, err := pool.CopyFrom(ctx, pgx.Identifier{c.table}, c.cols, pgx.CopyFromRows(c.rows)); err != nil {
-				return fmt.Errorf("copy %s for operations %d–%d: %w", c.table, lo, hi, err)
-			}
+		if err := sagas.ImportOperations(ctx, rows.ops, rows.events, rows.findings); err != nil {
+			return fmt.Errorf("import operations %d–%d: %w", lo, hi, err)
 		}
-		g.steps.Add(int64(len(rows.steps)))
+		g.steps.Add(int64(rows.steps))
 		g.events.Add(int64(len(rows.events)))
 		g.findings.Add(int64(len(rows.findings)))
 		n := done.Add(int64(hi - lo))

@@ -21,6 +21,7 @@ import (
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/migrate"
 	"github.com/unstuckhq/unstuck/internal/store"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
 )
@@ -32,6 +33,9 @@ type database struct {
 	Redacted string
 	Store    idemdriver.Store
 	Console  *store.DB
+	// Sagas reads the saga records for the console (the saga driver's
+	// admin contract).
+	Sagas sagadriver.Admin
 	// Trail is the audit trail of operator decisions.
 	Trail *audit.Trail
 	// Embedded is true for SQLite, the zero-setup default.
@@ -45,8 +49,9 @@ type database struct {
 }
 
 // Migrate applies the engines' migrations (idempotency records, sagas,
-// River's job tables), then the console's (its own tables and the read
-// models' indexes on the engines' tables) and the audit trail's.
+// River's job tables; each engine's migrations create every index of its
+// tables), then the console's (its own tables and the key read model's
+// indexes) and the audit trail's.
 func (d *database) Migrate(ctx context.Context) error {
 	for _, m := range d.migrate {
 		if err := m(ctx); err != nil {
@@ -167,12 +172,12 @@ func openUnmigrated(ctx context.Context, rawURL string) (*database, error) {
 			pool.Close()
 			return nil, fmt.Errorf("connect to %s: %w", redacted, err)
 		}
-		s, c := idempgx.New(pool), store.NewPostgres(pool)
-		return &database{Redacted: redacted, Store: s, Console: c, Pool: pool,
+		s, c, sd := idempgx.New(pool), store.NewPostgres(pool), sagapgx.New(pool)
+		return &database{Redacted: redacted, Store: s, Console: c, Sagas: sd, Pool: pool,
 			Trail: audit.NewPostgres(pool),
-			migrate: []func(context.Context) error{s.Migrate, sagapgx.New(pool).Migrate,
+			migrate: []func(context.Context) error{s.Migrate, sd.Migrate,
 				func(ctx context.Context) error { return riverMigrate(ctx, riverpgxv5.New(pool)) },
-				c.Migrate, c.MigrateOperations, audit.NewPostgres(pool).Migrate}, Close: pool.Close}, nil
+				c.Migrate, audit.NewPostgres(pool).Migrate}, Close: pool.Close}, nil
 	case strings.HasPrefix(rawURL, "sqlite:"):
 		path := strings.TrimPrefix(strings.TrimPrefix(rawURL, "sqlite:"), "//")
 		if path == "" {
@@ -186,11 +191,11 @@ func openUnmigrated(ctx context.Context, rawURL string) (*database, error) {
 			_ = db.Close()
 			return nil, fmt.Errorf("open %s: %w", rawURL, err)
 		}
-		s, c := idemsqlite.New(db), store.NewSQLite(db)
-		return &database{Redacted: rawURL, Store: s, Console: c, Embedded: true, SQL: db,
+		s, c, sd := idemsqlite.New(db), store.NewSQLite(db), sagasqlite.New(db)
+		return &database{Redacted: rawURL, Store: s, Console: c, Sagas: sd, Embedded: true, SQL: db,
 			Trail: audit.NewSQLite(db),
-			migrate: []func(context.Context) error{s.Migrate, sagasqlite.New(db).Migrate, riverMigrateSQLite(db),
-				c.Migrate, c.MigrateOperations, audit.NewSQLite(db).Migrate}, Close: func() { closeQuietly(db) }}, nil
+			migrate: []func(context.Context) error{s.Migrate, sd.Migrate, riverMigrateSQLite(db),
+				c.Migrate, audit.NewSQLite(db).Migrate}, Close: func() { closeQuietly(db) }}, nil
 	default:
 		return nil, fmt.Errorf("database URL must start with postgres://, postgresql:// or sqlite: (got %q)", schemeOf(rawURL))
 	}

@@ -13,12 +13,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
+	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
+	"github.com/unstuckhq/unstuck/saga/sagapgx"
+	"github.com/unstuckhq/unstuck/saga/sagasqlite"
 )
 
 // execer runs one statement on a test database, whatever its dialect.
@@ -80,6 +85,63 @@ func TestMigrateCreatesRiverTables(t *testing.T) {
 	}
 }
 
+// Issue 11: the indexes that the console's own "console_operations" line
+// made on the saga tables belong to the saga drivers now (their migration
+// 003, under the same names, IF NOT EXISTS). A database migrated by the
+// previous main (saga at version 2, console_operations at 1, the indexes
+// made) is behind by saga 003 only, upgrades with "console migrate",
+// keeps its operations and its old bookkeeping row, and serves.
+func TestMigrateUpgradesOperationsLine(t *testing.T) {
+	t.Parallel()
+	for _, d := range demoDatabases {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			url := d.url(t)
+			_, _, err := runConsole(t, nil, "migrate", "--db", url)
+			require.NoError(t, err)
+			exec := execFor(t, url)
+			// Back to the previous main's bookkeeping; its indexes have the
+			// names and definitions of saga 003.
+			exec(t, `DELETE FROM unstuck_migration WHERE line = 'saga' AND version = 3`)
+			if strings.HasPrefix(url, "sqlite:") {
+				exec(t, `INSERT INTO unstuck_migration (line, version, name, applied_at) VALUES ('console_operations', 1, 'operations', 0)`)
+			} else {
+				exec(t, `INSERT INTO unstuck_migration (line, version, name) VALUES ('console_operations', 1, 'operations')`)
+			}
+
+			db, err := openUnmigrated(t.Context(), url)
+			require.NoError(t, err)
+			defer db.Close()
+			err = db.CheckSchema(t.Context())
+			require.ErrorContains(t, err, "schema is behind: saga (")
+			require.Equal(t, 1, strings.Count(err.Error(), " ("), "only saga is behind: %v", err)
+			at := time.Now().UTC().Truncate(time.Microsecond)
+			op := saga.Operation{ID: "op-upgrade", Type: "signup", Status: saga.StatusReviewRequired, Input: []byte(`{}`),
+				Version: 1, CreatedAt: at, UpdatedAt: at}
+			insert := func(ctx context.Context) error {
+				if db.Pool != nil {
+					d := sagapgx.New(db.Pool)
+					return d.WithinTx(ctx, func(ctx context.Context, tx pgx.Tx) error { return d.InsertOperation(ctx, tx, &op) })
+				}
+				d := sagasqlite.New(db.SQL)
+				return d.WithinTx(ctx, func(ctx context.Context, tx *sql.Tx) error { return d.InsertOperation(ctx, tx, &op) })
+			}
+			require.NoError(t, insert(t.Context()))
+
+			_, _, err = runConsole(t, nil, "migrate", "--db", url)
+			require.NoError(t, err)
+			require.NoError(t, db.CheckSchema(t.Context()))
+			det, err := db.Sagas.ReadOperation(t.Context(), op.ID, 0)
+			require.NoError(t, err, "the operation is kept")
+			require.Equal(t, saga.StatusReviewRequired, det.Operation.Status)
+			page, err := db.Sagas.PageOperations(t.Context(), sagadriver.OperationFilter{Status: saga.StatusReviewRequired})
+			require.NoError(t, err)
+			require.Len(t, page.Operations, 1)
+			require.NoError(t, serveBriefly(t, url))
+		})
+	}
+}
+
 // serveBriefly runs "console serve" on url for at most 10 s: a serve that
 // starts returns nil then.
 func serveBriefly(t *testing.T, url string) error {
@@ -99,17 +161,16 @@ func TestServeRefusesSchemaBehind(t *testing.T) {
 		err := serveBriefly(t, url)
 		require.ErrorContains(t, err, "schema is behind")
 		require.ErrorContains(t, err, "run: console migrate --db postgres://")
-		for _, line := range []string{"idem (", "saga (", "river (", "console (", "console_operations (", "audit ("} {
+		for _, line := range []string{"idem (", "saga (", "river (", "console (", "audit ("} {
 			require.ErrorContains(t, err, line)
 		}
 	})
 	for line, undo := range map[string]string{
-		"idem":               `DELETE FROM unstuck_migration WHERE line = 'idem' AND version = (SELECT max(version) FROM unstuck_migration WHERE line = 'idem')`,
-		"saga":               `DELETE FROM unstuck_migration WHERE line = 'saga' AND version = (SELECT max(version) FROM unstuck_migration WHERE line = 'saga')`,
-		"console":            `DELETE FROM unstuck_migration WHERE line = 'console' AND version = (SELECT max(version) FROM unstuck_migration WHERE line = 'console')`,
-		"console_operations": `DELETE FROM unstuck_migration WHERE line = 'console_operations'`,
-		"audit":              `DELETE FROM unstuck_migration WHERE line = 'audit' AND version = (SELECT max(version) FROM unstuck_migration WHERE line = 'audit')`,
-		"river":              `DELETE FROM river_migration WHERE version = (SELECT max(version) FROM river_migration)`,
+		"idem":    `DELETE FROM unstuck_migration WHERE line = 'idem' AND version = (SELECT max(version) FROM unstuck_migration WHERE line = 'idem')`,
+		"saga":    `DELETE FROM unstuck_migration WHERE line = 'saga' AND version = (SELECT max(version) FROM unstuck_migration WHERE line = 'saga')`,
+		"console": `DELETE FROM unstuck_migration WHERE line = 'console' AND version = (SELECT max(version) FROM unstuck_migration WHERE line = 'console')`,
+		"audit":   `DELETE FROM unstuck_migration WHERE line = 'audit' AND version = (SELECT max(version) FROM unstuck_migration WHERE line = 'audit')`,
+		"river":   `DELETE FROM river_migration WHERE version = (SELECT max(version) FROM river_migration)`,
 	} {
 		t.Run("Behind/"+line, func(t *testing.T) {
 			t.Parallel()

@@ -24,6 +24,7 @@ import (
 	"github.com/unstuckhq/unstuck/internal/demo"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
 )
@@ -98,7 +99,7 @@ func demoWorkspaces(ctx context.Context, sdb demo.SignupDB) (demo.WorkspaceAPI, 
 	return demo.NewWorkspaceProviderDB(ctx, sdb)
 }
 
-func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverdriver.Driver[TTx], sd saga.Driver[TTx], trail *audit.Trail, signups *demo.Signups, set sagaSettings, skew *clockSkew, log *slog.Logger) (decisions *ops.Operations, stop func(), err error) {
+func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverdriver.Driver[TTx], sd sagadriver.Driver[TTx], trail *audit.Trail, signups *demo.Signups, set sagaSettings, skew *clockSkew, log *slog.Logger) (decisions *ops.Operations, stop func(), err error) {
 	if err := riverMigrate(ctx, rd); err != nil {
 		return nil, nil, err
 	}
@@ -202,7 +203,7 @@ func operationDecisions(ctx context.Context, db *database, queue string, reg pro
 	}, nil
 }
 
-func insertOnlyDecisions[TTx any](ctx context.Context, rd riverdriver.Driver[TTx], sd saga.Driver[TTx], trail *audit.Trail, cfg saga.Config, reg prometheus.Registerer, skew *clockSkew, log *slog.Logger) (*ops.Operations, error) {
+func insertOnlyDecisions[TTx any](ctx context.Context, rd riverdriver.Driver[TTx], sd sagadriver.Driver[TTx], trail *audit.Trail, cfg saga.Config, reg prometheus.Registerer, skew *clockSkew, log *slog.Logger) (*ops.Operations, error) {
 	runner, err := saga.NewRunner(sd, cfg)
 	if err != nil {
 		return nil, err

@@ -63,6 +63,7 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 		NoMetricsRoute: o.noMetricsRoute,
 
 		Store:    db.Console,
+		Sagas:    db.Sagas,
 		Engine:   engine,
 		Sessions: web.NewSessionManager(db.Console.SessionStore(), o.idle, o.absolute, o.secureCookies),
 		Enforcer: enf,

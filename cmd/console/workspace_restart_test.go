@@ -10,6 +10,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/internal/demo"
 	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
 )
@@ -32,7 +33,7 @@ func reconcileAfterRestart(ctx context.Context, t *testing.T, db *database) []sa
 	return reconcileOnce(ctx, t, sagasqlite.New(db.SQL), cfg)
 }
 
-func reconcileOnce[TTx any](ctx context.Context, t *testing.T, d saga.Driver[TTx], cfg saga.Config) []saga.Finding {
+func reconcileOnce[TTx any](ctx context.Context, t *testing.T, d sagadriver.Driver[TTx], cfg saga.Config) []saga.Finding {
 	t.Helper()
 	runner, err := saga.NewRunner(d, cfg)
 	require.NoError(t, err)

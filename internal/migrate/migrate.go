@@ -1,8 +1,10 @@
 // Package migrate applies embedded SQL migration lines — idem (the
-// drivers), saga, console, console_operations, audit — with one bookkeeping
-// table, unstuck_migration (a row per applied version of a line), and on
+// drivers), saga, console, audit — with one bookkeeping table,
+// unstuck_migration (a row per applied version of a line), and on
 // PostgreSQL one advisory lock, so that no two lines ever migrate at the
-// same time.
+// same time. Rows of a line no binary applies any more (the console's
+// former console_operations, whose indexes are saga's 003 now) stay and
+// are never read: a check looks only at the lines it is given.
 package migrate
 
 import (

@@ -26,6 +26,7 @@ import (
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
 )
@@ -53,7 +54,7 @@ type sagaBundle struct {
 // commitFailingDriver is a saga driver whose WithinTx, while fail is set,
 // runs fn and then rolls back as a failed commit leaves it.
 type commitFailingDriver[TTx any] struct {
-	saga.Driver[TTx]
+	sagadriver.Driver[TTx]
 	fail atomic.Bool
 }
 
@@ -113,7 +114,7 @@ func openImmediate(t *testing.T, path string) *sql.DB {
 
 var errRollback = errors.New("roll back")
 
-func newSagaBundle[TTx any](t *testing.T, rd riverdriver.Driver[TTx], sd saga.Driver[TTx], trail *audit.Trail) *sagaBundle {
+func newSagaBundle[TTx any](t *testing.T, rd riverdriver.Driver[TTx], sd sagadriver.Driver[TTx], trail *audit.Trail) *sagaBundle {
 	t.Helper()
 	ctx := t.Context()
 	migrator, err := rivermigrate.New(rd, nil)

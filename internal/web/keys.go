@@ -30,13 +30,7 @@ type resultOpener interface {
 	OpenResult(rec idemdriver.Record) ([]byte, error)
 }
 
-// overviewReader is what the overview needs of the store.
-type overviewReader interface {
-	keyReader
-	operationReader
-}
-
-func handleOverview(keys overviewReader, log *slog.Logger) http.Handler {
+func handleOverview(keys keyReader, sagas operationReader, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ov, err := keys.KeyOverview(r.Context())
 		if err != nil {
@@ -58,7 +52,7 @@ func handleOverview(keys overviewReader, log *slog.Logger) http.Handler {
 		if !exact {
 			vm.AsOf = ov.AsOf
 		}
-		if err := operationsOverview(r.Context(), keys, &vm); err != nil {
+		if err := operationsOverview(r.Context(), sagas, &vm); err != nil {
 			writeError(w, r, log, err)
 			return
 		}

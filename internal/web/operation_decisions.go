@@ -143,7 +143,7 @@ var operationNotices = map[string]string{
 // the viewer's actions and the operation's audit history; adjust sets a
 // notice or an error.
 func renderOperationDetail(w http.ResponseWriter, r *http.Request, status int, id string, reader operationReader, decider operationDecider, log *slog.Logger, adjust func(*views.OperationDecisionsVM)) {
-	det, ok, err := reader.Operation(r.Context(), id)
+	det, ok, err := readOperation(r.Context(), reader, id)
 	if err != nil {
 		writeError(w, r, log, err)
 		return

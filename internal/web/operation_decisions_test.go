@@ -70,9 +70,8 @@ func (b *bundle) migrateRiver(t *testing.T) {
 
 func (b *bundle) operation(t *testing.T) saga.Operation {
 	t.Helper()
-	det, ok, err := b.db.Operation(context.Background(), b.opID)
+	det, err := b.sagas.ReadOperation(context.Background(), b.opID, 0)
 	require.NoError(t, err)
-	require.True(t, ok)
 	return det.Operation
 }
 

@@ -12,18 +12,33 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/internal/views"
 	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
-// operationReader is what the operation pages and the overview need of
-// the store.
-type operationReader interface {
-	ListOperations(ctx context.Context, f store.OperationFilter) (store.OperationPage, error)
-	Operation(ctx context.Context, id string) (store.OperationDetail, bool, error)
-	OperationOverview(ctx context.Context) (store.OperationOverview, error)
+// OperationReader is what the operation pages and the overview read of
+// the saga records: the saga driver's admin contract (sagadriver.Admin,
+// which sagapgx.Driver and sagasqlite.Driver implement), the only reader
+// of the saga tables.
+type OperationReader interface {
+	PageOperations(ctx context.Context, f sagadriver.OperationFilter) (sagadriver.OperationPage, error)
+	ReadOperation(ctx context.Context, id string, maxEvents int) (sagadriver.OperationDetail, error)
+	CountOperations(ctx context.Context, exactUpTo int) (sagadriver.OperationCounts, error)
 	ReviewRequired(ctx context.Context, limit int) ([]saga.Operation, error)
+}
+
+// operationReader is the name the handlers use.
+type operationReader = OperationReader
+
+// readOperation reads the detail of operation id; ok is false when there
+// is none.
+func readOperation(ctx context.Context, ops operationReader, id string) (sagadriver.OperationDetail, bool, error) {
+	det, err := ops.ReadOperation(ctx, id, sagadriver.DefaultMaxEvents)
+	if errors.Is(err, sagadriver.ErrNotFound) {
+		return det, false, nil
+	}
+	return det, err == nil, err
 }
 
 // operationStatuses are the statuses the list filters by, in saga's
@@ -48,9 +63,9 @@ func handleOperationList(ops operationReader, log *slog.Logger) http.Handler {
 		if ferr != nil {
 			vm.Error, vm.FieldErr, status = ferr.Message, ferr.Field, http.StatusBadRequest
 		} else {
-			res, err := ops.ListOperations(r.Context(), f)
+			res, err := ops.PageOperations(r.Context(), f)
 			switch {
-			case errors.Is(err, store.ErrInvalidCursor):
+			case errors.Is(err, sagadriver.ErrInvalidCursor):
 				vm.Error, vm.FieldErr, status = "The page link is not valid; start from the first page.", "after", http.StatusBadRequest
 			case err != nil:
 				writeError(w, r, log, err)
@@ -70,8 +85,8 @@ func handleOperationList(ops operationReader, log *slog.Logger) http.Handler {
 
 // operationFilter reads the list's filters from the URL; an invalid one is
 // an error naming its field.
-func operationFilter(q url.Values) (store.OperationFilter, *AppError) {
-	f := store.OperationFilter{Type: q.Get("type"), CorrelationID: q.Get("correlation_id"),
+func operationFilter(q url.Values) (sagadriver.OperationFilter, *AppError) {
+	f := sagadriver.OperationFilter{Type: q.Get("type"), CorrelationID: q.Get("correlation_id"),
 		ExternalID: q.Get("external_id"), After: q.Get("after")}
 	if err := textFilters(q, "type", "correlation_id", "external_id"); err != nil {
 		return f, err
@@ -117,7 +132,7 @@ func handleOperationDetail(ops operationReader, log *slog.Logger) http.Handler {
 			writeError(w, r, log, appError(ENotFound, "There is no operation with this ID."))
 			return
 		}
-		det, ok, err := ops.Operation(r.Context(), id)
+		det, ok, err := readOperation(r.Context(), ops, id)
 		if err != nil {
 			writeError(w, r, log, err)
 			return
@@ -133,15 +148,19 @@ func handleOperationDetail(ops operationReader, log *slog.Logger) http.Handler {
 	})
 }
 
+// countCap is how many operations of one status the overview counts
+// exactly before the driver may estimate (as the store's key overview).
+const countCap = 1000
+
 // operationsOverview fills the operations' part of the overview: counts
 // per status and the operations under review, which come first under
 // "Needs a human".
 func operationsOverview(ctx context.Context, ops operationReader, vm *views.OverviewVM) error {
-	ov, err := ops.OperationOverview(ctx)
+	ov, err := ops.CountOperations(ctx, countCap)
 	if err != nil {
 		return err
 	}
-	vm.OperationsAvailable = ov.Available
+	vm.OperationsAvailable = true
 	exact := true
 	for _, c := range ov.Counts {
 		vm.Operations = append(vm.Operations, views.StatusCount{Status: string(c.Status), Count: c.Count, Exact: c.Exact,

@@ -30,7 +30,6 @@ type Store interface {
 	userLister
 	userUnlocker
 	keyReader
-	operationReader
 	Ping(ctx context.Context) error
 }
 
@@ -81,6 +80,9 @@ type Config struct {
 	// confirm, compensate, resolve) and audits them (an *ops.Operations);
 	// nil serves the operation pages read-only.
 	Operations operationDecider
+	// Sagas reads the saga records for the operation pages and the
+	// overview (a sagapgx.Driver or sagasqlite.Driver); it must not be nil.
+	Sagas OperationReader
 	// Ready, if set, is asked by /readyz after the database answers: an
 	// error (e.g. a schema behind the binary) answers 503 with its text.
 	Ready func(context.Context) error
@@ -124,7 +126,7 @@ func NewHandler(cfg Config) http.Handler {
 
 		r.Group(func(r chi.Router) {
 			r.Use(requireUser(cfg.Sessions, cfg.Store, az, log), authorize(az, log, deniedAuditor(cfg.Keys, cfg.Operations, log)))
-			r.Method(http.MethodGet, "/", handleOverview(cfg.Store, log))
+			r.Method(http.MethodGet, "/", handleOverview(cfg.Store, cfg.Sagas, log))
 			r.Method(http.MethodGet, "/keys", handleKeyList(cfg.Store, log))
 			r.Method(http.MethodGet, "/keys/{id}", handleKeyDetail(cfg.Store, cfg.Keys, cfg.Engine, log))
 			if cfg.Keys != nil {
@@ -136,18 +138,18 @@ func NewHandler(cfg Config) http.Handler {
 				r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST /keys/{id}/confirm"), idem.RouteTTL(time.Hour))).
 					Method(http.MethodPost, "/keys/{id}/confirm", handleKeyDecision("confirm", cfg.Store, cfg.Keys, cfg.Engine, log))
 			}
-			r.Method(http.MethodGet, "/operations", handleOperationList(cfg.Store, log))
+			r.Method(http.MethodGet, "/operations", handleOperationList(cfg.Sagas, log))
 			if cfg.Operations == nil {
-				r.Method(http.MethodGet, "/operations/{id}", handleOperationDetail(cfg.Store, log))
+				r.Method(http.MethodGet, "/operations/{id}", handleOperationDetail(cfg.Sagas, log))
 			} else {
-				r.Method(http.MethodGet, "/operations/{id}", handleOperationDetailDecisions(cfg.Store, cfg.Operations, log))
+				r.Method(http.MethodGet, "/operations/{id}", handleOperationDetailDecisions(cfg.Sagas, cfg.Operations, log))
 				// Decisions on operations, keyed per rendered form as the
 				// key decisions are.
 				decided := decisionMiddleware(cfg.Engine)
 				for _, action := range []ops.OperationAction{ops.OperationRetry, ops.OperationConfirm, ops.OperationCompensate, ops.OperationResolve} {
 					pattern := "/operations/{id}/" + string(action)
 					r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST "+pattern), idem.RouteTTL(time.Hour))).
-						Method(http.MethodPost, pattern, handleOperationDecision(action, cfg.Store, cfg.Operations, log))
+						Method(http.MethodPost, pattern, handleOperationDecision(action, cfg.Sagas, cfg.Operations, log))
 				}
 			}
 			r.Method(http.MethodGet, "/users", handleUserList(cfg.Store, log))

@@ -43,6 +43,7 @@ type bundle struct {
 	trail  *audit.Trail
 	keyID  int64  // a completed HTTP record with a stored response
 	opID   string // an operation under review, with steps and events
+	sagas  *sagasqlite.Driver
 }
 
 func password(role string) string { return "password-for-" + role }
@@ -70,7 +71,6 @@ func setup(t *testing.T, opts ...func(*web.Config)) *bundle {
 	require.NoError(t, sagaDriver.Migrate(ctx))
 	db := store.NewSQLite(sqlDB)
 	require.NoError(t, db.Migrate(ctx))
-	require.NoError(t, db.MigrateOperations(ctx))
 	trail := audit.NewSQLite(sqlDB, audit.WithKeys(testAuditKeys))
 	require.NoError(t, trail.Migrate(ctx))
 	for _, role := range roles {
@@ -106,7 +106,7 @@ func setup(t *testing.T, opts ...func(*web.Config)) *bundle {
 	require.NoError(t, err)
 	static, err := fs.Sub(unstuck.Static, "static")
 	require.NoError(t, err)
-	cfg := web.Config{Store: db, Engine: engine, Enforcer: enf, Static: static, Trail: trail,
+	cfg := web.Config{Store: db, Sagas: sagaDriver, Engine: engine, Enforcer: enf, Static: static, Trail: trail,
 		Sessions: web.NewSessionManager(db.SessionStore(), 30*time.Minute, 12*time.Hour, false),
 		Log:      slog.New(slog.NewTextHandler(io.Discard, nil))}
 	keys, err := ops.NewKeys(engine, db, trail)
@@ -119,7 +119,7 @@ func setup(t *testing.T, opts ...func(*web.Config)) *bundle {
 	h := web.NewHandler(cfg)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &bundle{srv: srv, db: db, engine: engine, router: h.(chi.Routes), sqlDB: sqlDB, trail: trail, keyID: page.Records[0].ID, opID: opID}
+	return &bundle{srv: srv, db: db, engine: engine, router: h.(chi.Routes), sqlDB: sqlDB, trail: trail, keyID: page.Records[0].ID, opID: opID, sagas: sagaDriver}
 }
 
 // seedOperation records, through the saga driver as the engine does, an

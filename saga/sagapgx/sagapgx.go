@@ -1,17 +1,3 @@
-// Package sagapgx is the PostgreSQL driver of package saga on pgx v5: a
-// [saga.Driver] over a [pgxpool.Pool], for a River client built with
-// riverpgxv5 on the same pool, so that the operation records and River's
-// jobs commit in one transaction.
-//
-//	driver := sagapgx.New(pool)
-//	if err := driver.Migrate(ctx); err != nil { … }
-//	runner, err := saga.NewRunner(driver, saga.Config{Definitions: defs})
-//
-// The tables (unstuck_saga_operation, unstuck_saga_step, unstuck_saga_event,
-// unstuck_saga_finding) live in the first schema of the pool's search_path,
-// as River's do with riverpgxv5. Times are the database's clock
-// (statement_timestamp(), read once per transaction), stored as
-// timestamptz.
 package sagapgx
 
 import (
@@ -26,13 +12,16 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/unstuckhq/unstuck/internal/migrate"
-	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/internal/sqlstore"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
-var _ saga.Driver[pgx.Tx] = (*Driver)(nil)
+var (
+	_ sagadriver.Driver[pgx.Tx] = (*Driver)(nil)
+	_ sagadriver.Importer       = (*Driver)(nil)
+)
 
-// Driver is a [saga.Driver] on a PostgreSQL pool. It is safe for
+// Driver is a [sagadriver.Driver] on a PostgreSQL pool. It is safe for
 // concurrent use; it never closes the pool.
 type Driver struct {
 	pool  *pgxpool.Pool
@@ -50,7 +39,101 @@ func New(pool *pgxpool.Pool) *Driver {
 			var pgErr *pgconn.PgError
 			return errors.As(err, &pgErr) && pgErr.Code == "23505"
 		},
+		NowSQL:     `SELECT statement_timestamp()`,
+		Statistics: statistics,
 	}}}
+}
+
+// statisticsSQL reads what the planner knows of unstuck_saga_operation:
+// its row count, when it was last analyzed, and the most common statuses
+// with their frequencies.
+const statisticsSQL = `SELECT c.reltuples::float8,
+    greatest(st.last_analyze, st.last_autoanalyze),
+    s.most_common_vals::text::text[],
+    s.most_common_freqs::float8[]
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_stat_user_tables st ON st.relid = c.oid
+LEFT JOIN pg_stats s ON s.schemaname = n.nspname AND s.tablename = c.relname
+    AND s.attname = 'status' AND NOT s.inherited
+WHERE c.oid = 'unstuck_saga_operation'::regclass`
+
+func statistics(ctx context.Context, q sqlstore.Querier) (sqlstore.Statistics, error) {
+	var st sqlstore.Statistics
+	rows, done, err := q.Query(ctx, statisticsSQL)
+	if err != nil {
+		return st, err
+	}
+	defer done()
+	if !rows.Next() {
+		return st, errors.Join(errors.New("no statistics row"), rows.Err())
+	}
+	return st, errors.Join(rows.Scan(&st.Rows, &st.Analyzed, &st.Values, &st.Freqs), rows.Err())
+}
+
+// read runs fn in a read-only REPEATABLE READ transaction on the pool: one
+// snapshot for every statement of an admin read. Its statements are
+// planned per call (QueryExecModeExec): the lists' filters are skewed
+// (a status of a few rows beside one of millions), which a cached generic
+// plan would serve badly.
+func (d *Driver) read(ctx context.Context, fn func(q sqlstore.Querier) error) error {
+	err := pgx.BeginTxFunc(ctx, d.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		return fn(querier{tx: tx, exec: true})
+	})
+	if err != nil {
+		return fmt.Errorf("sagapgx: %w", err)
+	}
+	return nil
+}
+
+// PageOperations implements [sagadriver.Admin].
+func (d *Driver) PageOperations(ctx context.Context, f sagadriver.OperationFilter) (page sagadriver.OperationPage, err error) {
+	if _, err := f.Check(); err != nil {
+		return page, err
+	}
+	err = d.read(ctx, func(q sqlstore.Querier) error {
+		page, err = d.store.PageOperations(ctx, q, f)
+		return err
+	})
+	return page, err
+}
+
+// ReadOperation implements [sagadriver.Admin], in one snapshot.
+func (d *Driver) ReadOperation(ctx context.Context, id string, maxEvents int) (det sagadriver.OperationDetail, err error) {
+	err = d.read(ctx, func(q sqlstore.Querier) error {
+		det, err = d.store.ReadOperation(ctx, q, id, maxEvents)
+		return err
+	})
+	return det, err
+}
+
+// CountOperations implements [sagadriver.Admin]: exactly up to exactUpTo
+// per status by an index-only scan that stops there, beyond it estimated
+// from the statistics of the last ANALYZE (Exact false, AsOf the time of
+// that ANALYZE); without statistics the capped count, a lower bound.
+func (d *Driver) CountOperations(ctx context.Context, exactUpTo int) (c sagadriver.OperationCounts, err error) {
+	err = d.read(ctx, func(q sqlstore.Querier) error {
+		c, err = d.store.CountOperations(ctx, q, exactUpTo)
+		return err
+	})
+	return c, err
+}
+
+// ReviewRequired implements [sagadriver.Admin].
+func (d *Driver) ReviewRequired(ctx context.Context, limit int) (ops []sagadriver.Operation, err error) {
+	err = d.read(ctx, func(q sqlstore.Querier) error {
+		ops, err = d.store.ReviewRequired(ctx, q, limit)
+		return err
+	})
+	return ops, err
+}
+
+// EachOperation implements [sagadriver.Admin]: one read transaction per
+// batch, so that no snapshot is held while fn runs.
+func (d *Driver) EachOperation(ctx context.Context, f sagadriver.OperationFilter, batchSize int, fn func([]sagadriver.Operation) error) error {
+	return d.store.EachOperation(ctx, func(ctx context.Context, read func(q sqlstore.Querier) error) error {
+		return d.read(ctx, read)
+	}, f, batchSize, fn)
 }
 
 // jsonArg passes raw JSON as text, which PostgreSQL casts to jsonb.
@@ -76,7 +159,7 @@ func (d *Driver) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// WithinTx implements [saga.Driver]: a READ COMMITTED transaction on the
+// WithinTx implements [sagadriver.Driver]: a READ COMMITTED transaction on the
 // pool. COMMIT and ROLLBACK run without ctx's cancellation.
 func (d *Driver) WithinTx(ctx context.Context, fn func(ctx context.Context, tx pgx.Tx) error) (err error) {
 	tx, err := d.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
@@ -101,8 +184,12 @@ func (d *Driver) WithinTx(ctx context.Context, fn func(ctx context.Context, tx p
 	return nil
 }
 
-// querier runs the shared SQL on a pgx transaction.
-type querier struct{ tx pgx.Tx }
+// querier runs the shared SQL on a pgx transaction; with exec, every
+// statement is planned for its arguments.
+type querier struct {
+	tx   pgx.Tx
+	exec bool
+}
 
 func (q querier) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	tag, err := q.tx.Exec(ctx, sql, args...)
@@ -110,6 +197,9 @@ func (q querier) Exec(ctx context.Context, sql string, args ...any) (int64, erro
 }
 
 func (q querier) Query(ctx context.Context, sql string, args ...any) (sqlstore.Rows, func(), error) {
+	if q.exec {
+		args = append([]any{pgx.QueryExecModeExec}, args...)
+	}
 	rows, err := q.tx.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, nil, err
@@ -117,58 +207,123 @@ func (q querier) Query(ctx context.Context, sql string, args ...any) (sqlstore.R
 	return rows, rows.Close, nil
 }
 
-// Now implements [saga.Driver]: statement_timestamp(), the clock the idem
+// Now implements [sagadriver.Driver]: statement_timestamp(), the clock the idem
 // driver's leases use too.
 func (d *Driver) Now(ctx context.Context, tx pgx.Tx) (time.Time, error) {
-	return d.store.Now(ctx, querier{tx}, `SELECT statement_timestamp()`)
+	return d.store.Now(ctx, querier{tx: tx}, `SELECT statement_timestamp()`)
 }
 
-// InsertOperation implements [saga.Driver].
-func (d *Driver) InsertOperation(ctx context.Context, tx pgx.Tx, op *saga.Operation) error {
-	return d.store.InsertOperation(ctx, querier{tx}, op)
+// InsertOperation implements [sagadriver.Driver].
+func (d *Driver) InsertOperation(ctx context.Context, tx pgx.Tx, op *sagadriver.Operation) error {
+	return d.store.InsertOperation(ctx, querier{tx: tx}, op)
 }
 
-// GetOperation implements [saga.Driver]; forUpdate takes a row lock.
-func (d *Driver) GetOperation(ctx context.Context, tx pgx.Tx, id string, forUpdate bool) (saga.Operation, error) {
-	return d.store.GetOperation(ctx, querier{tx}, id, forUpdate)
+// GetOperation implements [sagadriver.Driver]; forUpdate takes a row lock.
+func (d *Driver) GetOperation(ctx context.Context, tx pgx.Tx, id string, forUpdate bool) (sagadriver.Operation, error) {
+	return d.store.GetOperation(ctx, querier{tx: tx}, id, forUpdate)
 }
 
-// UpdateOperation implements [saga.Driver].
-func (d *Driver) UpdateOperation(ctx context.Context, tx pgx.Tx, op *saga.Operation) error {
-	return d.store.UpdateOperation(ctx, querier{tx}, op)
+// UpdateOperation implements [sagadriver.Driver].
+func (d *Driver) UpdateOperation(ctx context.Context, tx pgx.Tx, op *sagadriver.Operation) error {
+	return d.store.UpdateOperation(ctx, querier{tx: tx}, op)
 }
 
-// InsertEvents implements [saga.Driver].
-func (d *Driver) InsertEvents(ctx context.Context, tx pgx.Tx, events []saga.Event) error {
-	return d.store.InsertEvents(ctx, querier{tx}, events)
+// InsertEvents implements [sagadriver.Driver].
+func (d *Driver) InsertEvents(ctx context.Context, tx pgx.Tx, events []sagadriver.Event) error {
+	return d.store.InsertEvents(ctx, querier{tx: tx}, events)
 }
 
-// ListEvents implements [saga.Driver].
-func (d *Driver) ListEvents(ctx context.Context, tx pgx.Tx, operationID string) ([]saga.Event, error) {
-	return d.store.ListEvents(ctx, querier{tx}, operationID)
+// ListEvents implements [sagadriver.Driver].
+func (d *Driver) ListEvents(ctx context.Context, tx pgx.Tx, operationID string) ([]sagadriver.Event, error) {
+	return d.store.ListEvents(ctx, querier{tx: tx}, operationID)
 }
 
-// ListOperations implements [saga.Driver].
-func (d *Driver) ListOperations(ctx context.Context, tx pgx.Tx, p saga.ListParams) ([]saga.Operation, error) {
-	return d.store.ListOperations(ctx, querier{tx}, p)
+// ListOperations implements [sagadriver.Driver].
+func (d *Driver) ListOperations(ctx context.Context, tx pgx.Tx, p sagadriver.ListParams) ([]sagadriver.Operation, error) {
+	return d.store.ListOperations(ctx, querier{tx: tx}, p)
 }
 
-// InsertFinding implements [saga.Driver].
-func (d *Driver) InsertFinding(ctx context.Context, tx pgx.Tx, f *saga.Finding) (bool, error) {
-	return d.store.InsertFinding(ctx, querier{tx}, f)
+// InsertFinding implements [sagadriver.Driver].
+func (d *Driver) InsertFinding(ctx context.Context, tx pgx.Tx, f *sagadriver.Finding) (bool, error) {
+	return d.store.InsertFinding(ctx, querier{tx: tx}, f)
 }
 
-// ListFindings implements [saga.Driver].
-func (d *Driver) ListFindings(ctx context.Context, tx pgx.Tx, operationID string, open bool) ([]saga.Finding, error) {
-	return d.store.ListFindings(ctx, querier{tx}, operationID, open)
+// ListFindings implements [sagadriver.Driver].
+func (d *Driver) ListFindings(ctx context.Context, tx pgx.Tx, operationID string, open bool) ([]sagadriver.Finding, error) {
+	return d.store.ListFindings(ctx, querier{tx: tx}, operationID, open)
 }
 
-// ResolveFindings implements [saga.Driver].
+// ResolveFindings implements [sagadriver.Driver].
 func (d *Driver) ResolveFindings(ctx context.Context, tx pgx.Tx, operationID string, at time.Time, by string) (int, error) {
-	return d.store.ResolveFindings(ctx, querier{tx}, operationID, at, by)
+	return d.store.ResolveFindings(ctx, querier{tx: tx}, operationID, at, by)
 }
 
-// Stats implements [saga.Driver].
-func (d *Driver) Stats(ctx context.Context, tx pgx.Tx) (saga.Stats, error) {
-	return d.store.Stats(ctx, querier{tx})
+// Stats implements [sagadriver.Driver].
+func (d *Driver) Stats(ctx context.Context, tx pgx.Tx) (sagadriver.Stats, error) {
+	return d.store.Stats(ctx, querier{tx: tx})
+}
+
+// ImportOperations implements [sagadriver.Importer] with COPY, in one
+// transaction. It is for benchmarks and imports: it inserts the records as
+// given, bypassing the step machine.
+func (d *Driver) ImportOperations(ctx context.Context, ops []sagadriver.Operation, events []sagadriver.Event, findings []sagadriver.Finding) error {
+	var opRows, stepRows, eventRows, findingRows [][]any
+	for _, op := range ops {
+		opRows = append(opRows, []any{op.ID, op.Type, string(op.Status), op.CorrelationID, jsonArg(op.Input), op.CurrentStep,
+			op.LastError, op.ReviewReason, op.Resolution, op.Version, op.CreatedAt, op.UpdatedAt, op.FinishedAt})
+		for _, st := range op.Steps {
+			stepRows = append(stepRows, []any{op.ID, st.Name, st.Seq, string(st.Kind), st.System, string(st.Status), st.Key,
+				st.ExternalID, jsonArg(st.Result), st.Attempts, st.MaxAttempts, st.Verifications, st.LastError,
+				string(st.LastErrorClass), st.Compensable, st.CompSeq, st.CompKey, string(st.CompStatus), st.CompAttempts,
+				st.CompMaxAttempts, st.CompError, st.Generation, st.StartedAt, st.FinishedAt, st.UpdatedAt})
+		}
+	}
+	for _, e := range events {
+		eventRows = append(eventRows, []any{e.OperationID, e.Step, e.Action, e.From, e.To, e.Actor, e.Message, e.Attempt, e.At})
+	}
+	for _, f := range findings {
+		var supersedes *int64
+		if f.Supersedes != 0 {
+			supersedes = &f.Supersedes
+		}
+		findingRows = append(findingRows, []any{f.OperationID, f.Step, f.Kind, f.ExternalID, f.Detail, f.DetectedAt, f.ResolvedAt,
+			f.ResolvedBy, f.Fingerprint, supersedes})
+	}
+	return d.WithinTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		for _, c := range []struct {
+			table string
+			cols  []string
+			rows  [][]any
+		}{
+			{"unstuck_saga_operation", []string{"id", "type", "status", "correlation_id", "input", "current_step", "last_error",
+				"review_reason", "resolution", "version", "created_at", "updated_at", "finished_at"}, opRows},
+			{"unstuck_saga_step", []string{"operation_id", "name", "seq", "kind", "system", "status", "idempotency_key", "external_id",
+				"result", "attempts", "max_attempts", "verifications", "last_error", "last_error_class", "compensable", "comp_seq",
+				"comp_key", "comp_status", "comp_attempts", "comp_max_attempts", "comp_error", "generation", "started_at",
+				"finished_at", "updated_at"}, stepRows},
+			{"unstuck_saga_event", []string{"operation_id", "step", "action", "from_status", "to_status", "actor", "message",
+				"attempt", "at"}, eventRows},
+			{"unstuck_saga_finding", []string{"operation_id", "step", "kind", "external_id", "detail", "detected_at", "resolved_at",
+				"resolved_by", "fingerprint", "supersedes"}, findingRows},
+		} {
+			if len(c.rows) == 0 {
+				continue
+			}
+			if _, err := tx.CopyFrom(ctx, pgx.Identifier{c.table}, c.cols, pgx.CopyFromRows(c.rows)); err != nil {
+				var pgErr *pgconn.PgError
+				if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+					return fmt.Errorf("sagapgx: import: %w: %s", sagadriver.ErrExists, pgErr.Detail)
+				}
+				return fmt.Errorf("sagapgx: import %s: %w", c.table, err)
+			}
+		}
+		return nil
+	})
+}
+
+// Tables are the tables the driver owns, referenced tables first, for
+// tools that manage storage (sizes, VACUUM, bulk loads): nothing but the
+// driver reads or writes them.
+func Tables() []string {
+	return []string{"unstuck_saga_operation", "unstuck_saga_step", "unstuck_saga_event", "unstuck_saga_finding"}
 }

@@ -1,18 +1,3 @@
-// Package sagasqlite is the SQLite driver of package saga on database/sql
-// (modernc.org/sqlite, no cgo): a [saga.Driver] over a *sql.DB, for a River
-// client built with riversqlite on the same handle, so that the operation
-// records and River's jobs commit in one transaction.
-//
-// As riversqlite advises, give the handle one connection
-// (db.SetMaxOpenConns(1)): every transaction then waits its turn in the
-// pool rather than failing with SQLITE_BUSY. With one connection, never hold
-// a transaction of your own while waiting for the engine or River to act
-// (for instance, do not call a non-Tx method of the runner inside the
-// transaction you pass to a Tx method): that waits for itself.
-//
-// Times are stored as Unix microseconds (UTC), JSON as text. SQLite has no
-// clock of its own (its 'now' is the process's), so the records' times are
-// the process clock: the database's clock, for every process on the file.
 package sagasqlite
 
 import (
@@ -28,13 +13,16 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/unstuckhq/unstuck/internal/migrate"
-	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/internal/sqlstore"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
-var _ saga.Driver[*sql.Tx] = (*Driver)(nil)
+var (
+	_ sagadriver.Driver[*sql.Tx] = (*Driver)(nil)
+	_ sagadriver.Importer        = (*Driver)(nil)
+)
 
-// Driver is a [saga.Driver] on a SQLite database. It is safe for
+// Driver is a [sagadriver.Driver] on a SQLite database. It is safe for
 // concurrent use; it never closes the handle.
 type Driver struct {
 	db    *sql.DB
@@ -62,6 +50,71 @@ func New(db *sql.DB) *Driver {
 	}}}
 }
 
+// read runs fn in a read-only transaction on the handle: one snapshot (in
+// WAL mode) for every statement of an admin read.
+func (d *Driver) read(ctx context.Context, fn func(q sqlstore.Querier) error) (err error) {
+	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("sagasqlite: begin: %w", err)
+	}
+	defer func() {
+		if rerr := tx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
+			err = errors.Join(err, fmt.Errorf("sagasqlite: end read: %w", rerr))
+		}
+	}()
+	return fn(querier{tx})
+}
+
+// PageOperations implements [sagadriver.Admin].
+func (d *Driver) PageOperations(ctx context.Context, f sagadriver.OperationFilter) (page sagadriver.OperationPage, err error) {
+	if _, err := f.Check(); err != nil {
+		return page, err
+	}
+	err = d.read(ctx, func(q sqlstore.Querier) error {
+		page, err = d.store.PageOperations(ctx, q, f)
+		return err
+	})
+	return page, err
+}
+
+// ReadOperation implements [sagadriver.Admin], in one snapshot.
+func (d *Driver) ReadOperation(ctx context.Context, id string, maxEvents int) (det sagadriver.OperationDetail, err error) {
+	err = d.read(ctx, func(q sqlstore.Querier) error {
+		det, err = d.store.ReadOperation(ctx, q, id, maxEvents)
+		return err
+	})
+	return det, err
+}
+
+// CountOperations implements [sagadriver.Admin]: always exactly (Exact
+// true), in one pass over the status index; an embedded database holds
+// few enough operations for that, so exactUpTo is not used.
+func (d *Driver) CountOperations(ctx context.Context, exactUpTo int) (c sagadriver.OperationCounts, err error) {
+	err = d.read(ctx, func(q sqlstore.Querier) error {
+		c, err = d.store.CountOperations(ctx, q, exactUpTo)
+		return err
+	})
+	return c, err
+}
+
+// ReviewRequired implements [sagadriver.Admin].
+func (d *Driver) ReviewRequired(ctx context.Context, limit int) (ops []sagadriver.Operation, err error) {
+	err = d.read(ctx, func(q sqlstore.Querier) error {
+		ops, err = d.store.ReviewRequired(ctx, q, limit)
+		return err
+	})
+	return ops, err
+}
+
+// EachOperation implements [sagadriver.Admin]: one read transaction per
+// batch, so that no snapshot is held (and, with one connection, no
+// connection taken) while fn runs.
+func (d *Driver) EachOperation(ctx context.Context, f sagadriver.OperationFilter, batchSize int, fn func([]sagadriver.Operation) error) error {
+	return d.store.EachOperation(ctx, func(ctx context.Context, read func(q sqlstore.Querier) error) error {
+		return d.read(ctx, read)
+	}, f, batchSize, fn)
+}
+
 // Migrate applies the migrations of the "saga" line that the
 // unstuck_migration table does not list, each in its own BEGIN IMMEDIATE
 // transaction with its bookkeeping row (the table idem/idemsqlite uses too).
@@ -76,7 +129,7 @@ func (d *Driver) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// WithinTx implements [saga.Driver]. COMMIT and ROLLBACK run without
+// WithinTx implements [sagadriver.Driver]. COMMIT and ROLLBACK run without
 // ctx's cancellation.
 func (d *Driver) WithinTx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) (err error) {
 	// database/sql rolls a transaction back when its ctx is cancelled;
@@ -122,58 +175,67 @@ func (q querier) Query(ctx context.Context, query string, args ...any) (sqlstore
 	return rows, func() { _ = rows.Close() }, nil
 }
 
-// Now implements [saga.Driver]: the process clock, which is SQLite's.
+// Now implements [sagadriver.Driver]: the process clock, which is SQLite's.
 func (d *Driver) Now(ctx context.Context, tx *sql.Tx) (time.Time, error) {
 	return d.store.Now(ctx, querier{tx}, "")
 }
 
-// InsertOperation implements [saga.Driver].
-func (d *Driver) InsertOperation(ctx context.Context, tx *sql.Tx, op *saga.Operation) error {
+// InsertOperation implements [sagadriver.Driver].
+func (d *Driver) InsertOperation(ctx context.Context, tx *sql.Tx, op *sagadriver.Operation) error {
 	return d.store.InsertOperation(ctx, querier{tx}, op)
 }
 
-// GetOperation implements [saga.Driver]. forUpdate takes no lock of its
+// GetOperation implements [sagadriver.Driver]. forUpdate takes no lock of its
 // own: SQLite serialises writers on the whole database.
-func (d *Driver) GetOperation(ctx context.Context, tx *sql.Tx, id string, forUpdate bool) (saga.Operation, error) {
+func (d *Driver) GetOperation(ctx context.Context, tx *sql.Tx, id string, forUpdate bool) (sagadriver.Operation, error) {
 	return d.store.GetOperation(ctx, querier{tx}, id, forUpdate)
 }
 
-// UpdateOperation implements [saga.Driver].
-func (d *Driver) UpdateOperation(ctx context.Context, tx *sql.Tx, op *saga.Operation) error {
+// UpdateOperation implements [sagadriver.Driver].
+func (d *Driver) UpdateOperation(ctx context.Context, tx *sql.Tx, op *sagadriver.Operation) error {
 	return d.store.UpdateOperation(ctx, querier{tx}, op)
 }
 
-// InsertEvents implements [saga.Driver].
-func (d *Driver) InsertEvents(ctx context.Context, tx *sql.Tx, events []saga.Event) error {
+// InsertEvents implements [sagadriver.Driver].
+func (d *Driver) InsertEvents(ctx context.Context, tx *sql.Tx, events []sagadriver.Event) error {
 	return d.store.InsertEvents(ctx, querier{tx}, events)
 }
 
-// ListEvents implements [saga.Driver].
-func (d *Driver) ListEvents(ctx context.Context, tx *sql.Tx, operationID string) ([]saga.Event, error) {
+// ListEvents implements [sagadriver.Driver].
+func (d *Driver) ListEvents(ctx context.Context, tx *sql.Tx, operationID string) ([]sagadriver.Event, error) {
 	return d.store.ListEvents(ctx, querier{tx}, operationID)
 }
 
-// ListOperations implements [saga.Driver].
-func (d *Driver) ListOperations(ctx context.Context, tx *sql.Tx, p saga.ListParams) ([]saga.Operation, error) {
+// ListOperations implements [sagadriver.Driver].
+func (d *Driver) ListOperations(ctx context.Context, tx *sql.Tx, p sagadriver.ListParams) ([]sagadriver.Operation, error) {
 	return d.store.ListOperations(ctx, querier{tx}, p)
 }
 
-// InsertFinding implements [saga.Driver].
-func (d *Driver) InsertFinding(ctx context.Context, tx *sql.Tx, f *saga.Finding) (bool, error) {
+// InsertFinding implements [sagadriver.Driver].
+func (d *Driver) InsertFinding(ctx context.Context, tx *sql.Tx, f *sagadriver.Finding) (bool, error) {
 	return d.store.InsertFinding(ctx, querier{tx}, f)
 }
 
-// ListFindings implements [saga.Driver].
-func (d *Driver) ListFindings(ctx context.Context, tx *sql.Tx, operationID string, open bool) ([]saga.Finding, error) {
+// ListFindings implements [sagadriver.Driver].
+func (d *Driver) ListFindings(ctx context.Context, tx *sql.Tx, operationID string, open bool) ([]sagadriver.Finding, error) {
 	return d.store.ListFindings(ctx, querier{tx}, operationID, open)
 }
 
-// ResolveFindings implements [saga.Driver].
+// ResolveFindings implements [sagadriver.Driver].
 func (d *Driver) ResolveFindings(ctx context.Context, tx *sql.Tx, operationID string, at time.Time, by string) (int, error) {
 	return d.store.ResolveFindings(ctx, querier{tx}, operationID, at, by)
 }
 
-// Stats implements [saga.Driver].
-func (d *Driver) Stats(ctx context.Context, tx *sql.Tx) (saga.Stats, error) {
+// Stats implements [sagadriver.Driver].
+func (d *Driver) Stats(ctx context.Context, tx *sql.Tx) (sagadriver.Stats, error) {
 	return d.store.Stats(ctx, querier{tx})
+}
+
+// ImportOperations implements [sagadriver.Importer] in one transaction.
+// It is for benchmarks and imports: it inserts the records as given,
+// bypassing the step machine.
+func (d *Driver) ImportOperations(ctx context.Context, ops []sagadriver.Operation, events []sagadriver.Event, findings []sagadriver.Finding) error {
+	return d.WithinTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		return d.store.Import(ctx, querier{tx}, ops, events, findings)
+	})
 }

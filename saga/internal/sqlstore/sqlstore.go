@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // Rows is the part of pgx.Rows and *sql.Rows the store uses.
@@ -42,6 +42,11 @@ type Dialect struct {
 	ForUpdate string
 	// IsUniqueViolation reports a unique-constraint error.
 	IsUniqueViolation func(error) bool
+	// NowSQL selects the database's clock; "" means the process clock.
+	NowSQL string
+	// Statistics reads the planner's statistics of the operation table,
+	// for estimated counts; nil means every count is exact.
+	Statistics func(ctx context.Context, q Querier) (Statistics, error)
 }
 
 // Store runs the driver methods on a Querier.
@@ -121,7 +126,7 @@ const stepColumns = `operation_id, name, seq, kind, system, status, idempotency_
  last_error, last_error_class, compensable, comp_seq, comp_key, comp_status, comp_attempts, comp_max_attempts, comp_error, generation,
  started_at, finished_at, updated_at`
 
-// Now implements saga.Driver with the statement nowSQL, which selects the
+// Now implements sagadriver.Driver with the statement nowSQL, which selects the
 // database's clock; an empty nowSQL means the process clock.
 func (s Store) Now(ctx context.Context, q Querier, nowSQL string) (time.Time, error) {
 	if nowSQL == "" {
@@ -144,15 +149,15 @@ func (s Store) Now(ctx context.Context, q Querier, nowSQL string) (time.Time, er
 	return t.UTC().Truncate(time.Microsecond), nil
 }
 
-// InsertOperation implements saga.Driver.
-func (s Store) InsertOperation(ctx context.Context, q Querier, op *saga.Operation) error {
+// InsertOperation implements sagadriver.Driver.
+func (s Store) InsertOperation(ctx context.Context, q Querier, op *sagadriver.Operation) error {
 	_, err := q.Exec(ctx, s.q(`INSERT INTO unstuck_saga_operation (`+opColumns+`)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`),
 		op.ID, op.Type, string(op.Status), op.CorrelationID, s.D.JSON(op.Input), op.CurrentStep, op.LastError, op.ReviewReason,
 		op.Resolution, op.Version, s.D.Time(op.CreatedAt), s.D.Time(op.UpdatedAt), s.timeArg(op.FinishedAt))
 	if err != nil {
 		if s.D.IsUniqueViolation(err) {
-			return fmt.Errorf("%w: %s", saga.ErrExists, op.ID)
+			return fmt.Errorf("%w: %s", sagadriver.ErrExists, op.ID)
 		}
 		return fmt.Errorf("insert operation: %w", err)
 	}
@@ -171,37 +176,37 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $
 	return nil
 }
 
-// GetOperation implements saga.Driver.
-func (s Store) GetOperation(ctx context.Context, q Querier, id string, forUpdate bool) (saga.Operation, error) {
+// GetOperation implements sagadriver.Driver.
+func (s Store) GetOperation(ctx context.Context, q Querier, id string, forUpdate bool) (sagadriver.Operation, error) {
 	query := `SELECT ` + opColumns + ` FROM unstuck_saga_operation WHERE id = $1`
 	if forUpdate {
 		query += s.D.ForUpdate
 	}
 	ops, err := s.queryOperations(ctx, q, s.q(query), id)
 	if err != nil {
-		return saga.Operation{}, err
+		return sagadriver.Operation{}, err
 	}
 	if len(ops) == 0 {
-		return saga.Operation{}, fmt.Errorf("%w: operation %s", saga.ErrNotFound, id)
+		return sagadriver.Operation{}, fmt.Errorf("%w: operation %s", sagadriver.ErrNotFound, id)
 	}
 	return ops[0], nil
 }
 
-func (s Store) queryOperations(ctx context.Context, q Querier, query string, args ...any) ([]saga.Operation, error) {
+func (s Store) queryOperations(ctx context.Context, q Querier, query string, args ...any) ([]sagadriver.Operation, error) {
 	rows, done, err := q.Query(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("select operations: %w", err)
 	}
-	var ops []saga.Operation
+	var ops []sagadriver.Operation
 	for rows.Next() {
-		var op saga.Operation
+		var op sagadriver.Operation
 		var status string
 		if err := rows.Scan(&op.ID, &op.Type, &status, &op.CorrelationID, jsonCol{&op.Input}, &op.CurrentStep, &op.LastError,
 			&op.ReviewReason, &op.Resolution, &op.Version, reqTime{&op.CreatedAt}, reqTime{&op.UpdatedAt}, nullTime{&op.FinishedAt}); err != nil {
 			done()
 			return nil, fmt.Errorf("scan operation: %w", err)
 		}
-		op.Status = saga.Status(status)
+		op.Status = sagadriver.Status(status)
 		ops = append(ops, op)
 	}
 	err = rows.Err()
@@ -217,15 +222,15 @@ func (s Store) queryOperations(ctx context.Context, q Querier, query string, arg
 	return ops, nil
 }
 
-func (s Store) steps(ctx context.Context, q Querier, opID string) ([]saga.StepRecord, error) {
+func (s Store) steps(ctx context.Context, q Querier, opID string) ([]sagadriver.StepRecord, error) {
 	rows, done, err := q.Query(ctx, s.q(`SELECT `+stepColumns+` FROM unstuck_saga_step WHERE operation_id = $1 ORDER BY seq`), opID)
 	if err != nil {
 		return nil, fmt.Errorf("select steps: %w", err)
 	}
 	defer done()
-	var out []saga.StepRecord
+	var out []sagadriver.StepRecord
 	for rows.Next() {
-		var st saga.StepRecord
+		var st sagadriver.StepRecord
 		var opid, kind, status, class, comp string
 		if err := rows.Scan(&opid, &st.Name, &st.Seq, &kind, &st.System, &status, &st.Key, &st.ExternalID, jsonCol{&st.Result},
 			&st.Attempts, &st.MaxAttempts, &st.Verifications, &st.LastError, &class, &st.Compensable, &st.CompSeq, &st.CompKey,
@@ -233,7 +238,7 @@ func (s Store) steps(ctx context.Context, q Querier, opID string) ([]saga.StepRe
 			nullTime{&st.StartedAt}, nullTime{&st.FinishedAt}, reqTime{&st.UpdatedAt}); err != nil {
 			return nil, fmt.Errorf("scan step: %w", err)
 		}
-		st.Kind, st.Status, st.LastErrorClass, st.CompStatus = saga.Kind(kind), saga.StepStatus(status), saga.Class(class), saga.CompStatus(comp)
+		st.Kind, st.Status, st.LastErrorClass, st.CompStatus = sagadriver.Kind(kind), sagadriver.StepStatus(status), sagadriver.Class(class), sagadriver.CompStatus(comp)
 		out = append(out, st)
 	}
 	if err := rows.Err(); err != nil {
@@ -242,8 +247,8 @@ func (s Store) steps(ctx context.Context, q Querier, opID string) ([]saga.StepRe
 	return out, nil
 }
 
-// UpdateOperation implements saga.Driver.
-func (s Store) UpdateOperation(ctx context.Context, q Querier, op *saga.Operation) error {
+// UpdateOperation implements sagadriver.Driver.
+func (s Store) UpdateOperation(ctx context.Context, q Querier, op *sagadriver.Operation) error {
 	n, err := q.Exec(ctx, s.q(`UPDATE unstuck_saga_operation SET status = $1, current_step = $2, last_error = $3, review_reason = $4,
  resolution = $5, version = version + 1, updated_at = $6, finished_at = $7 WHERE id = $8 AND version = $9`),
 		string(op.Status), op.CurrentStep, op.LastError, op.ReviewReason, op.Resolution, s.D.Time(op.UpdatedAt),
@@ -252,7 +257,7 @@ func (s Store) UpdateOperation(ctx context.Context, q Querier, op *saga.Operatio
 		return fmt.Errorf("update operation: %w", err)
 	}
 	if n == 0 {
-		return fmt.Errorf("%w: %s at version %d", saga.ErrStale, op.ID, op.Version)
+		return fmt.Errorf("%w: %s at version %d", sagadriver.ErrStale, op.ID, op.Version)
 	}
 	for i := range op.Steps {
 		st := &op.Steps[i]
@@ -270,8 +275,8 @@ func (s Store) UpdateOperation(ctx context.Context, q Querier, op *saga.Operatio
 	return nil
 }
 
-// InsertEvents implements saga.Driver.
-func (s Store) InsertEvents(ctx context.Context, q Querier, events []saga.Event) error {
+// InsertEvents implements sagadriver.Driver.
+func (s Store) InsertEvents(ctx context.Context, q Querier, events []sagadriver.Event) error {
 	for _, e := range events {
 		if _, err := q.Exec(ctx, s.q(`INSERT INTO unstuck_saga_event (operation_id, step, action, from_status, to_status, actor, message, attempt, at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`),
@@ -282,17 +287,17 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`),
 	return nil
 }
 
-// ListEvents implements saga.Driver.
-func (s Store) ListEvents(ctx context.Context, q Querier, opID string) ([]saga.Event, error) {
+// ListEvents implements sagadriver.Driver.
+func (s Store) ListEvents(ctx context.Context, q Querier, opID string) ([]sagadriver.Event, error) {
 	rows, done, err := q.Query(ctx, s.q(`SELECT id, operation_id, step, action, from_status, to_status, actor, message, attempt, at
 FROM unstuck_saga_event WHERE operation_id = $1 ORDER BY id`), opID)
 	if err != nil {
 		return nil, fmt.Errorf("select events: %w", err)
 	}
 	defer done()
-	var out []saga.Event
+	var out []sagadriver.Event
 	for rows.Next() {
-		var e saga.Event
+		var e sagadriver.Event
 		if err := rows.Scan(&e.ID, &e.OperationID, &e.Step, &e.Action, &e.From, &e.To, &e.Actor, &e.Message, &e.Attempt, reqTime{&e.At}); err != nil {
 			return nil, fmt.Errorf("scan event: %w", err)
 		}
@@ -304,8 +309,8 @@ FROM unstuck_saga_event WHERE operation_id = $1 ORDER BY id`), opID)
 	return out, nil
 }
 
-// ListOperations implements saga.Driver.
-func (s Store) ListOperations(ctx context.Context, q Querier, p saga.ListParams) ([]saga.Operation, error) {
+// ListOperations implements sagadriver.Driver.
+func (s Store) ListOperations(ctx context.Context, q Querier, p sagadriver.ListParams) ([]sagadriver.Operation, error) {
 	var where []string
 	var args []any
 	arg := func(v any) string {
@@ -337,8 +342,8 @@ func (s Store) ListOperations(ctx context.Context, q Querier, p saga.ListParams)
 	return s.queryOperations(ctx, q, s.q(query), args...)
 }
 
-// InsertFinding implements saga.Driver.
-func (s Store) InsertFinding(ctx context.Context, q Querier, f *saga.Finding) (bool, error) {
+// InsertFinding implements sagadriver.Driver.
+func (s Store) InsertFinding(ctx context.Context, q Querier, f *sagadriver.Finding) (bool, error) {
 	rows, done, err := q.Query(ctx, s.q(`SELECT id FROM unstuck_saga_finding WHERE operation_id = $1 AND step = $2 AND kind = $3 AND resolved_at IS NULL`),
 		f.OperationID, f.Step, f.Kind)
 	if err != nil {
@@ -373,8 +378,8 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`), f.OperationID, f.Step, f
 	return true, nil
 }
 
-// ListFindings implements saga.Driver.
-func (s Store) ListFindings(ctx context.Context, q Querier, opID string, open bool) ([]saga.Finding, error) {
+// ListFindings implements sagadriver.Driver.
+func (s Store) ListFindings(ctx context.Context, q Querier, opID string, open bool) ([]sagadriver.Finding, error) {
 	query := `SELECT id, operation_id, step, kind, external_id, detail, detected_at, resolved_at, resolved_by, fingerprint, COALESCE(supersedes, 0)
 FROM unstuck_saga_finding WHERE ($1 = '' OR operation_id = $1)`
 	if open {
@@ -385,9 +390,9 @@ FROM unstuck_saga_finding WHERE ($1 = '' OR operation_id = $1)`
 		return nil, fmt.Errorf("select findings: %w", err)
 	}
 	defer done()
-	var out []saga.Finding
+	var out []sagadriver.Finding
 	for rows.Next() {
-		var f saga.Finding
+		var f sagadriver.Finding
 		if err := rows.Scan(&f.ID, &f.OperationID, &f.Step, &f.Kind, &f.ExternalID, &f.Detail, reqTime{&f.DetectedAt}, nullTime{&f.ResolvedAt},
 			&f.ResolvedBy, &f.Fingerprint, &f.Supersedes); err != nil {
 			return nil, fmt.Errorf("scan finding: %w", err)
@@ -400,7 +405,7 @@ FROM unstuck_saga_finding WHERE ($1 = '' OR operation_id = $1)`
 	return out, nil
 }
 
-// ResolveFindings implements saga.Driver.
+// ResolveFindings implements sagadriver.Driver.
 func (s Store) ResolveFindings(ctx context.Context, q Querier, opID string, at time.Time, by string) (int, error) {
 	n, err := q.Exec(ctx, s.q(`UPDATE unstuck_saga_finding SET resolved_at = $1, resolved_by = $2 WHERE operation_id = $3 AND resolved_at IS NULL`),
 		s.D.Time(at), by, opID)
@@ -410,9 +415,9 @@ func (s Store) ResolveFindings(ctx context.Context, q Querier, opID string, at t
 	return int(n), nil
 }
 
-// Stats implements saga.Driver.
-func (s Store) Stats(ctx context.Context, q Querier) (saga.Stats, error) {
-	st := saga.Stats{Operations: map[saga.Status]int{}, OldestUpdate: map[saga.Status]time.Time{}}
+// Stats implements sagadriver.Driver.
+func (s Store) Stats(ctx context.Context, q Querier) (sagadriver.Stats, error) {
+	st := sagadriver.Stats{Operations: map[sagadriver.Status]int{}, OldestUpdate: map[sagadriver.Status]time.Time{}}
 	rows, done, err := q.Query(ctx, `SELECT status, COUNT(*), MIN(updated_at) FROM unstuck_saga_operation GROUP BY status`)
 	if err != nil {
 		return st, fmt.Errorf("count operations: %w", err)
@@ -425,8 +430,8 @@ func (s Store) Stats(ctx context.Context, q Querier) (saga.Stats, error) {
 			done()
 			return st, fmt.Errorf("count operations: %w", err)
 		}
-		st.Operations[saga.Status(status)] = n
-		st.OldestUpdate[saga.Status(status)] = oldest
+		st.Operations[sagadriver.Status(status)] = n
+		st.OldestUpdate[sagadriver.Status(status)] = oldest
 	}
 	err = rows.Err()
 	done()
@@ -454,4 +459,30 @@ func (s Store) Stats(ctx context.Context, q Querier) (saga.Stats, error) {
 		}
 	}
 	return st, nil
+}
+
+// Import implements sagadriver.Importer on q's transaction, statement by
+// statement.
+func (s Store) Import(ctx context.Context, q Querier, ops []sagadriver.Operation, events []sagadriver.Event, findings []sagadriver.Finding) error {
+	for i := range ops {
+		if err := s.InsertOperation(ctx, q, &ops[i]); err != nil {
+			return fmt.Errorf("import: %w", err)
+		}
+	}
+	if err := s.InsertEvents(ctx, q, events); err != nil {
+		return fmt.Errorf("import: %w", err)
+	}
+	for _, f := range findings {
+		var supersedes any
+		if f.Supersedes != 0 {
+			supersedes = f.Supersedes
+		}
+		if _, err := q.Exec(ctx, s.q(`INSERT INTO unstuck_saga_finding (operation_id, step, kind, external_id, detail, detected_at,
+ resolved_at, resolved_by, fingerprint, supersedes) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`),
+			f.OperationID, f.Step, f.Kind, f.ExternalID, f.Detail, s.D.Time(f.DetectedAt), s.timeArg(f.ResolvedAt), f.ResolvedBy,
+			f.Fingerprint, supersedes); err != nil {
+			return fmt.Errorf("import finding: %w", err)
+		}
+	}
+	return nil
 }

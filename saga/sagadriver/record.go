@@ -1,4 +1,4 @@
-package saga
+package sagadriver
 
 import (
 	"encoding/json"
@@ -141,10 +141,4 @@ func (o *Operation) Step(name string) (*StepRecord, bool) {
 		}
 	}
 	return nil, false
-}
-
-// clone returns a deep enough copy of o for the state machine to change.
-func (o Operation) clone() Operation {
-	o.Steps = append([]StepRecord(nil), o.Steps...)
-	return o
 }

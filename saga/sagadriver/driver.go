@@ -1,20 +1,39 @@
-package saga
+package sagadriver
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
+// Errors a driver returns, matched with errors.Is. Package saga re-exports
+// them under the same names.
+var (
+	// ErrNotFound is returned for an operation (or step) that does not exist.
+	ErrNotFound = errors.New("saga: not found")
+	// ErrStale is returned for a write whose expected version is not the
+	// operation's current one: it changed since it was read, and nothing
+	// was applied.
+	ErrStale = errors.New("saga: operation changed since it was read")
+	// ErrExists is returned for an operation ID that is taken.
+	ErrExists = errors.New("saga: operation already exists")
+)
+
 // Driver is the seam between the engine and a database, in the spirit of
-// River's riverdriver and of idem.Store: packages saga/sagapgx (PostgreSQL
-// on pgx, TTx = pgx.Tx) and saga/sagasqlite (SQLite on database/sql,
-// TTx = *sql.Tx) implement it over the same database as the River client,
-// so that the records and River's jobs commit in one transaction. Drivers
-// hold no policy: every transition is decided by the engine.
+// River's riverdriver: packages saga/sagapgx (PostgreSQL on pgx, TTx =
+// pgx.Tx) and saga/sagasqlite (SQLite on database/sql, TTx = *sql.Tx)
+// implement it over the same database as the River client, so that the
+// records and River's jobs commit in one transaction. Drivers hold no
+// policy: every transition is decided by the engine (package saga), the
+// only caller of the write methods.
 //
-// Every method but WithinTx and Migrate runs on the transaction it is
-// given and neither commits nor rolls it back.
+// Every method but WithinTx, Migrate and those of [Admin] runs on the
+// transaction it is given and neither commits nor rolls it back.
 type Driver[TTx any] interface {
+	// Admin is the read contract of consoles and tools, on the driver's
+	// own pool.
+	Admin
+
 	// Migrate creates or upgrades the tables of the "saga" migration line.
 	// It is idempotent and safe to run concurrently.
 	Migrate(ctx context.Context) error
@@ -61,7 +80,7 @@ type Driver[TTx any] interface {
 	Stats(ctx context.Context, tx TTx) (Stats, error)
 }
 
-// ListParams selects operations for [Driver.ListOperations].
+// ListParams selects operations for [Driver]'s ListOperations.
 type ListParams struct {
 	// Statuses, when not empty, keeps operations in one of them.
 	Statuses []Status
@@ -83,4 +102,18 @@ type Stats struct {
 	FailedCompensations int
 	// OpenFindings counts reconciliation findings not yet resolved.
 	OpenFindings int
+}
+
+// Importer loads records in bulk. It is for benchmarks and imports only:
+// it inserts operations with their steps, and events and findings, as
+// given, bypassing the step machine, so nothing checks that they are a
+// state the machine could reach. The engine and the console never call
+// it. saga/sagapgx and saga/sagasqlite implement it.
+type Importer interface {
+	// ImportOperations inserts ops (with their steps), events and findings
+	// in one transaction, keeping the IDs, versions, times and statuses
+	// given (event and finding IDs are assigned). It returns an error
+	// matching ErrExists if an operation ID is taken, and then inserts
+	// nothing.
+	ImportOperations(ctx context.Context, ops []Operation, events []Event, findings []Finding) error
 }

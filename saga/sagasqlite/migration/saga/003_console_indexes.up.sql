@@ -1,10 +1,9 @@
--- The indexes the console's read model of the saga engine's records needs
--- (the "console_operations" line). Runs after the saga driver's "saga"
--- line, which creates the tables. The console never writes these tables;
--- the indexes only serve its lists, counts and detail pages.
+-- The indexes the admin reads (sagadriver.Admin: the console's lists,
+-- counts and detail) need. Until this migration the console's own
+-- "console_operations" line made them under these names; IF NOT EXISTS
+-- keeps a database it migrated as it is, and its old bookkeeping row
+-- stays, unread.
 --
--- Timestamps of the saga tables are INTEGER Unix microseconds, UTC.
-
 -- Lists of every status, newest change first, paged by (updated_at, id).
 CREATE INDEX IF NOT EXISTS unstuck_console_saga_operation_updated_idx ON unstuck_saga_operation (updated_at, id);
 -- Lists of one status, counts and oldest per status, review_required first.
