@@ -68,7 +68,9 @@ type adminBundle struct {
 	base time.Time
 }
 
-func (b adminBundle) at(minutes int) time.Time { return b.base.Add(time.Duration(minutes) * time.Minute) }
+func (b adminBundle) at(minutes int) time.Time {
+	return b.base.Add(time.Duration(minutes) * time.Minute)
+}
 
 // recordOpts describes a record for adminBundle.record; zero fields get
 // defaults.
