@@ -31,7 +31,10 @@ type database struct {
 	// Redacted is the URL without a password, fit for logs and messages.
 	Redacted string
 	Store    idemdriver.Store
-	Console  *store.DB
+	// Records is the same driver's admin contract: the console reads the
+	// engine's key records only through it.
+	Records idemdriver.Admin
+	Console *store.DB
 	// Trail is the audit trail of operator decisions.
 	Trail *audit.Trail
 	// Embedded is true for SQLite, the zero-setup default.
@@ -44,9 +47,10 @@ type database struct {
 	Close   func()
 }
 
-// Migrate applies the engines' migrations (idempotency records, sagas,
-// River's job tables), then the console's (its own tables and the read
-// models' indexes on the engines' tables) and the audit trail's.
+// Migrate applies the engines' migrations (idempotency records with every
+// index the console's key pages use, sagas, River's job tables), then the
+// console's (its own tables and the operations read model's indexes on the
+// saga tables) and the audit trail's.
 func (d *database) Migrate(ctx context.Context) error {
 	for _, m := range d.migrate {
 		if err := m(ctx); err != nil {
@@ -168,7 +172,7 @@ func openUnmigrated(ctx context.Context, rawURL string) (*database, error) {
 			return nil, fmt.Errorf("connect to %s: %w", redacted, err)
 		}
 		s, c := idempgx.New(pool), store.NewPostgres(pool)
-		return &database{Redacted: redacted, Store: s, Console: c, Pool: pool,
+		return &database{Redacted: redacted, Store: s, Records: s, Console: c, Pool: pool,
 			Trail: audit.NewPostgres(pool),
 			migrate: []func(context.Context) error{s.Migrate, sagapgx.New(pool).Migrate,
 				func(ctx context.Context) error { return riverMigrate(ctx, riverpgxv5.New(pool)) },
@@ -187,7 +191,7 @@ func openUnmigrated(ctx context.Context, rawURL string) (*database, error) {
 			return nil, fmt.Errorf("open %s: %w", rawURL, err)
 		}
 		s, c := idemsqlite.New(db), store.NewSQLite(db)
-		return &database{Redacted: rawURL, Store: s, Console: c, Embedded: true, SQL: db,
+		return &database{Redacted: rawURL, Store: s, Records: s, Console: c, Embedded: true, SQL: db,
 			Trail: audit.NewSQLite(db),
 			migrate: []func(context.Context) error{s.Migrate, sagasqlite.New(db).Migrate, riverMigrateSQLite(db),
 				c.Migrate, c.MigrateOperations, audit.NewSQLite(db).Migrate}, Close: func() { closeQuietly(db) }}, nil

@@ -52,7 +52,7 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 	if err != nil {
 		return nil, err
 	}
-	keys, err := ops.NewKeys(engine, db.Console, db.Trail)
+	keys, err := ops.NewKeys(engine, db.Records, db.Trail)
 	if err != nil {
 		return nil, err
 	}
@@ -63,6 +63,7 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 		NoMetricsRoute: o.noMetricsRoute,
 
 		Store:    db.Console,
+		Records:  db.Records,
 		Engine:   engine,
 		Sessions: web.NewSessionManager(db.Console.SessionStore(), o.idle, o.absolute, o.secureCookies),
 		Enforcer: enf,

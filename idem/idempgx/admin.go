@@ -381,3 +381,22 @@ WHERE $1 > (SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM unstuck_i
 	}
 	return nil
 }
+
+// TableSize is the disk space of the store's table, in bytes.
+type TableSize struct {
+	// Table is the heap with its TOAST and maps (pg_table_size), Indexes
+	// every index on it (pg_indexes_size).
+	Table, Indexes int64
+}
+
+// TableSize reports the disk space of the record table and its indexes,
+// for capacity planning and benchmark reports.
+func (s *Store) TableSize(ctx context.Context) (TableSize, error) {
+	var ts TableSize
+	err := s.pool.QueryRow(ctx, `SELECT pg_table_size('unstuck_idem_record'), pg_indexes_size('unstuck_idem_record')`).
+		Scan(&ts.Table, &ts.Indexes)
+	if err != nil {
+		return TableSize{}, mapError("table size", err)
+	}
+	return ts, nil
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
@@ -286,7 +287,7 @@ func TestListOperationsBadCursor(t *testing.T) {
 	c, err := decodeOpCursor(good)
 	require.NoError(t, err)
 	require.Equal(t, opCursor{updatedAt: base.UnixMicro(), id: "op-ü/1"}, c)
-	keyCursor := cursor{updatedAt: base.UnixMicro(), id: 42}.encode()
+	keyCursor := idemdriver.EncodeCursor(idemdriver.Record{ID: 42, UpdatedAt: base})
 	noID := enc([]byte(mustDecode(t, good))[:9])
 	badUTF8 := enc(append([]byte(mustDecode(t, good))[:9], 0xff))
 	long := opCursor{updatedAt: 1, id: strings.Repeat("x", maxCursorID+1)}.encode()
