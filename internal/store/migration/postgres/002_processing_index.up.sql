@@ -1,5 +1,5 @@
 -- Until issue 11 this migration replaced an index of the console's on the
--- engine's table unstuck_idem_record by two partial indexes of processing
+-- engine's record table by two partial indexes of processing
 -- records. Those indexes now belong to the driver's "idem" line
 -- (idempgx's migration 002, same names, IF NOT EXISTS), which creates them on a
 -- fresh database and finds them on one migrated before. The version stays
