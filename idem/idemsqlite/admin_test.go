@@ -80,3 +80,51 @@ func TestExplainAdmin(t *testing.T) {
 		}
 	}
 }
+
+// TestMigrateAdminIndexesUpgrade: a database whose console migration
+// already created the admin indexes (every release before the drivers
+// owned them) upgrades: migration 003 finds them, drops the index they
+// replaced, and leaves the same indexes as on a fresh database.
+func TestMigrateAdminIndexesUpgrade(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db, err := Open(filepath.Join(t.TempDir(), "old.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	var old strings.Builder
+	for _, f := range []string{"001_records.up.sql", "002_fence_on_insert.up.sql"} {
+		body, err := idemMigrations.ReadFile("migration/idem/" + f)
+		require.NoError(t, err)
+		old.Write(body)
+		old.WriteString(";\n")
+	}
+	// The state an earlier release left: the idem line at version 2, and
+	// the indexes of the console's migrations 001 (the stuck index,
+	// replaced by 002 there but not yet on this database) and 002.
+	old.WriteString(`CREATE TABLE unstuck_migration (line TEXT NOT NULL, version INTEGER NOT NULL, name TEXT NOT NULL,
+    applied_at INTEGER NOT NULL, PRIMARY KEY (line, version));
+INSERT INTO unstuck_migration VALUES ('idem', 1, 'records', 0), ('idem', 2, 'fence_on_insert', 0);
+CREATE INDEX unstuck_console_idem_updated_idx ON unstuck_idem_record (updated_at, id);
+CREATE INDEX unstuck_console_idem_scope_idx ON unstuck_idem_record (scope, updated_at, id);
+CREATE INDEX unstuck_console_idem_operation_idx ON unstuck_idem_record (operation, updated_at, id);
+CREATE INDEX unstuck_console_idem_stuck_idx ON unstuck_idem_record (lease_expires_at) WHERE status = 'processing';`)
+	_, err = db.ExecContext(ctx, old.String())
+	require.NoError(t, err)
+	require.NoError(t, New(db).Migrate(ctx))
+
+	indexes := func(s *Store) []string {
+		rows, err := s.db.QueryContext(ctx, `SELECT name || ': ' || sql FROM sqlite_schema
+WHERE type = 'index' AND tbl_name = 'unstuck_idem_record' AND sql IS NOT NULL ORDER BY name`)
+		require.NoError(t, err)
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var s string
+			require.NoError(t, rows.Scan(&s))
+			out = append(out, strings.Join(strings.Fields(strings.ReplaceAll(s, "IF NOT EXISTS ", "")), " "))
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	require.Equal(t, indexes(newMigrated(t)), indexes(New(db)), "the indexes of a fresh database")
+}
