@@ -147,12 +147,10 @@ type KeyPage struct {
 }
 
 // KeyQuery is a [KeyFilter] checked by [KeyFilter.Check]: what a driver
-// turns into SQL.
+// turns into its query. Its Status is processing when Stuck is set, and
+// its Limit is in [1, MaxLimit].
 type KeyQuery struct {
 	KeyFilter
-	// Status is processing when Stuck is set; Limit is clamped to
-	// [1, MaxLimit].
-	//
 	// AfterSet tells whether After decoded to a position, which is then
 	// AfterUpdatedAt (to the microsecond, UTC) and AfterID: the query
 	// returns only records before it in list order, (updated_at, id) <
