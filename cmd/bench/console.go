@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -92,18 +93,6 @@ result envelopes.
 }
 
 // benchCase is one page: the store calls behind it and its URL.
-// readers are what the console's pages read through: the console's store
-// for keys, the saga driver's admin contract for operations.
-type readers struct {
-	*store.DB
-	sagas sagadriver.Admin
-}
-
-// newReaders returns the readers on pool.
-func newReaders(pool *pgxpool.Pool) readers {
-	return readers{DB: store.NewPostgres(pool), sagas: sagapgx.New(pool)}
-}
-
 type benchCase struct {
 	name  string
 	kind  string // overview, list, detail or part (of the overview): which target applies
@@ -111,6 +100,19 @@ type benchCase struct {
 	htmx  bool   // ask for the HTMX fragment (the table swap) instead of the page
 	db    func(ctx context.Context, d readers) (rows int, err error)
 	notes string
+}
+
+// readers are what the console reads through: its own store (users,
+// sessions), the idem driver's admin contract for the key records and the
+// saga driver's for operations.
+type readers struct {
+	*store.DB
+	keys  *idempgx.Store
+	sagas sagadriver.Admin
+}
+
+func newReaders(pool *pgxpool.Pool) readers {
+	return readers{DB: store.NewPostgres(pool), keys: idempgx.New(pool), sagas: sagapgx.New(pool)}
 }
 
 // result is the timings of one case.
@@ -195,7 +197,7 @@ func measureConsole(ctx context.Context, pool *pgxpool.Pool, cfg consoleConfig) 
 // client and the function that stops the server. The engine runs without
 // sealing: "bench seed" stores plain result envelopes.
 func serveConsole(ctx context.Context, pool *pgxpool.Pool, db readers, log io.Writer) (string, *http.Client, func(), error) {
-	engine, err := idem.New(idempgx.New(pool), idem.WithoutSealing())
+	engine, err := idem.New(db.keys, idem.WithoutSealing())
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -214,7 +216,7 @@ func serveConsole(ctx context.Context, pool *pgxpool.Pool, db readers, log io.Wr
 	if log == nil {
 		log = io.Discard
 	}
-	h := web.NewHandler(web.Config{Store: db.DB, Sagas: db.sagas, Engine: engine, Enforcer: enf, Static: static,
+	h := web.NewHandler(web.Config{Store: db.DB, Records: db.keys, Sagas: db.sagas, Engine: engine, Enforcer: enf, Static: static,
 		Sessions: web.NewSessionManager(db.SessionStore(), 30*time.Minute, 12*time.Hour, false),
 		Log:      slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -313,7 +315,7 @@ func get(ctx context.Context, c *http.Client, u string, htmx bool) (int, error) 
 // facts describe the data the cases run on.
 type facts struct {
 	keys, operations   float64 // reltuples
-	tableSize, idxSize string  // of unstuck_idem_record
+	tableSize, idxSize string  // of the key records (idempgx.Store.TableSize)
 	opSize             string  // of the four saga tables, indexes included
 	scopes             map[string]int64
 	deepDepth          int
@@ -324,24 +326,13 @@ type facts struct {
 func buildCases(ctx context.Context, pool *pgxpool.Pool, db readers, deepPages int) ([]benchCase, facts, error) {
 	var f facts
 	f.scopes = map[string]int64{}
-	q := func(sql string, dest ...any) error {
-		err := pool.QueryRow(ctx, sql).Scan(dest...)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", sql, err)
-		}
-		return nil
-	}
-	if err := pool.QueryRow(ctx, `SELECT (SELECT reltuples FROM pg_class WHERE oid = 'unstuck_idem_record'::regclass)::float8,
-    pg_size_pretty(pg_table_size('unstuck_idem_record')), pg_size_pretty(pg_indexes_size('unstuck_idem_record')),
-    (SELECT pg_size_pretty(sum(pg_total_relation_size(t))) FROM unnest($1::regclass[]) t)`, sagapgx.Tables()).Scan(
-		&f.keys, &f.tableSize, &f.idxSize, &f.opSize); err != nil {
+	// The saga tables' size; the operations' counts and filter values come
+	// through the saga driver's admin contract, the key records' facts
+	// through theirs.
+	if err := pool.QueryRow(ctx, `SELECT (SELECT pg_size_pretty(sum(pg_total_relation_size(t))) FROM unnest($1::regclass[]) t)`,
+		sagapgx.Tables()).Scan(&f.opSize); err != nil {
 		return nil, f, err
 	}
-	// The operations' figures and filter values come through the saga
-	// driver's admin contract, the only reader of its tables.
 	counts, err := db.sagas.CountOperations(ctx, 0)
 	if err != nil {
 		return nil, f, err
@@ -353,48 +344,42 @@ func buildCases(ctx context.Context, pool *pgxpool.Pool, db readers, deepPages i
 			opOldest = c.Oldest
 		}
 	}
+	kf, err := keyFacts(ctx, db.keys)
+	if err != nil {
+		return nil, f, err
+	}
+	f.keys, f.tableSize, f.idxSize = kf.records, kf.tableSize, kf.indexSize
 	// Scopes are "tenant:NNNNN" by rank, the first the largest (Zipf).
 	big, mid, small := tenant(0), tenant(99), tenant(4999)
 	for _, s := range []string{big, mid, small} {
-		var n int64
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM unstuck_idem_record WHERE scope = $1`, s).Scan(&n); err != nil {
+		n, err := countKeys(ctx, db.keys, idemdriver.KeyFilter{Scope: s})
+		if err != nil {
 			return nil, f, err
 		}
 		f.scopes[s] = n
 	}
 	var (
-		corr, ext, opCorr, stepExt, reviewOp, doneOp string
-		detailID, lookupFence                        int64
-		lookupScope, lookupOp                        string
-		midTime, opMidTime, newest                   time.Time
+		opCorr, stepExt, reviewOp, doneOp string
+		opMidTime                         time.Time
 	)
-	err = errors.Join(
-		q(`SELECT correlation_id FROM unstuck_idem_record WHERE correlation_id <> '' ORDER BY id DESC LIMIT 1`, &corr),
-		q(`SELECT max(updated_at) FROM unstuck_idem_record`, &newest),
-		q(`SELECT external_ref FROM unstuck_idem_record WHERE external_ref <> '' AND status = 'pending' ORDER BY id DESC LIMIT 1`, &ext),
-		q(`SELECT id FROM unstuck_idem_record WHERE id >= (SELECT max(id) / 2 FROM unstuck_idem_record)
-    AND status = 'completed' AND result IS NOT NULL ORDER BY id LIMIT 1`, &detailID),
-		q(`SELECT scope, operation, fence, updated_at FROM unstuck_idem_record WHERE id >= (SELECT max(id) / 2 FROM unstuck_idem_record)
-    ORDER BY id LIMIT 1`, &lookupScope, &lookupOp, &lookupFence, &midTime),
-	)
-	if err != nil {
-		return nil, f, err
-	}
 	if opCorr, reviewOp, doneOp, stepExt, opMidTime, err = opFixtures(ctx, db.sagas, opOldest); err != nil {
 		return nil, f, err
 	}
+	newest := kf.newest
+	corr, ext, detailID := kf.correlationID, kf.externalRef, kf.detailID
+	lookupScope, lookupOp, lookupFence, midTime := kf.middle.Scope, kf.middle.Operation, kf.middle.Fence, kf.middle.UpdatedAt
 	// A day's window, whole minutes as the form sends them.
 	dayTo := newest.Add(-10 * 24 * time.Hour).Truncate(time.Minute)
 	dayFrom := dayTo.Add(-24 * time.Hour)
 	rawKey := rawKey(int(lookupFence - 1)) // fence i+1 was given to record i, whose key is k-i
 	// The deep cursors: follow Next links, and, deeper, the first page
 	// before the middle of the table in time.
-	deep, err := followNext(ctx, db.DB, store.KeyFilter{}, deepPages)
+	deep, err := followNext(ctx, db, idemdriver.KeyFilter{}, deepPages)
 	if err != nil {
 		return nil, f, err
 	}
-	f.deepDepth = deepPages * store.DefaultLimit
-	veryDeep, err := db.ListKeys(ctx, store.KeyFilter{To: midTime})
+	f.deepDepth = deepPages * idemdriver.DefaultLimit
+	veryDeep, err := db.keys.ListKeys(ctx, idemdriver.KeyFilter{To: midTime})
 	if err != nil {
 		return nil, f, err
 	}
@@ -407,10 +392,10 @@ func buildCases(ctx context.Context, pool *pgxpool.Pool, db readers, deepPages i
 		return nil, f, err
 	}
 
-	keys := func(name, notes string, kf store.KeyFilter, query url.Values) benchCase {
+	keys := func(name, notes string, kf idemdriver.KeyFilter, query url.Values) benchCase {
 		return benchCase{name: name, kind: "list", path: "/keys?" + query.Encode(), notes: notes,
 			db: func(ctx context.Context, d readers) (int, error) {
-				p, err := d.ListKeys(ctx, kf)
+				p, err := d.keys.ListKeys(ctx, kf)
 				return len(p.Records), err
 			}}
 	}
@@ -433,10 +418,10 @@ func buildCases(ctx context.Context, pool *pgxpool.Pool, db readers, deepPages i
 		{name: "overview", kind: "overview", path: "/", db: overviewCalls,
 			notes: "KeyOverview, NeedsAttention(20), OperationOverview, ReviewRequired(20)"},
 		{name: "overview part: KeyOverview", kind: "part", notes: "counts per status (capped at 10 000, then estimates), oldest, stuck count",
-			db: func(ctx context.Context, d readers) (int, error) { _, err := d.KeyOverview(ctx); return 0, err }},
+			db: func(ctx context.Context, d readers) (int, error) { _, err := d.keys.KeyOverview(ctx); return 0, err }},
 		{name: "overview part: NeedsAttention(20)", kind: "part", notes: "pending, unavailable, stuck: oldest first",
 			db: func(ctx context.Context, d readers) (int, error) {
-				r, err := d.NeedsAttention(ctx, 20)
+				r, err := d.keys.NeedsAttention(ctx, 20)
 				return len(r), err
 			}},
 		{name: "overview part: OperationOverview", kind: "part", notes: "counts per status (capped at 10 000, then estimates), oldest",
@@ -449,47 +434,47 @@ func buildCases(ctx context.Context, pool *pgxpool.Pool, db readers, deepPages i
 				r, err := d.sagas.ReviewRequired(ctx, 20)
 				return len(r), err
 			}},
-		keys("keys: first page", "", store.KeyFilter{}, v()),
+		keys("keys: first page", "", idemdriver.KeyFilter{}, v()),
 		func() benchCase {
-			c := keys("keys: first page (htmx swap)", "the table fragment only", store.KeyFilter{}, v())
+			c := keys("keys: first page (htmx swap)", "the table fragment only", idemdriver.KeyFilter{}, v())
 			c.htmx = true
 			return c
 		}(),
 		keys("keys: deep page", fmt.Sprintf("after %d Next links (%d records in)", deepPages, f.deepDepth),
-			store.KeyFilter{After: deep}, v("after", deep)),
+			idemdriver.KeyFilter{After: deep}, v("after", deep)),
 		keys("keys: very deep page", "cursor at the middle of the table in time",
-			store.KeyFilter{After: veryDeep.Next}, v("after", veryDeep.Next)),
-		keys("keys: state=failed", "", store.KeyFilter{Status: idemdriver.StatusFailed}, v("state", "failed")),
-		keys("keys: state=pending", "", store.KeyFilter{Status: idemdriver.StatusPending}, v("state", "pending")),
-		keys("keys: state=stuck", "processing past lease", store.KeyFilter{Stuck: true}, v("state", "stuck")),
-		keys("keys: scope (largest)", scopeNote(big), store.KeyFilter{Scope: big}, v("scope", big)),
-		keys("keys: scope (small)", scopeNote(small), store.KeyFilter{Scope: small}, v("scope", small)),
-		keys("keys: operation", "POST /v1/payouts, 3 % of records", store.KeyFilter{Operation: "POST /v1/payouts"}, v("operation", "POST /v1/payouts")),
-		keys("keys: correlation ID", "", store.KeyFilter{CorrelationID: corr}, v("correlation_id", corr)),
-		keys("keys: external ref", "", store.KeyFilter{ExternalRef: ext}, v("external_ref", ext)),
-		keys("keys: raw key lookup", "key + scope + operation → digest", store.KeyFilter{Scope: lookupScope, Operation: lookupOp,
+			idemdriver.KeyFilter{After: veryDeep.Next}, v("after", veryDeep.Next)),
+		keys("keys: state=failed", "", idemdriver.KeyFilter{Status: idemdriver.StatusFailed}, v("state", "failed")),
+		keys("keys: state=pending", "", idemdriver.KeyFilter{Status: idemdriver.StatusPending}, v("state", "pending")),
+		keys("keys: state=stuck", "processing past lease", idemdriver.KeyFilter{Stuck: true}, v("state", "stuck")),
+		keys("keys: scope (largest)", scopeNote(big), idemdriver.KeyFilter{Scope: big}, v("scope", big)),
+		keys("keys: scope (small)", scopeNote(small), idemdriver.KeyFilter{Scope: small}, v("scope", small)),
+		keys("keys: operation", "POST /v1/payouts, 3 % of records", idemdriver.KeyFilter{Operation: "POST /v1/payouts"}, v("operation", "POST /v1/payouts")),
+		keys("keys: correlation ID", "", idemdriver.KeyFilter{CorrelationID: corr}, v("correlation_id", corr)),
+		keys("keys: external ref", "", idemdriver.KeyFilter{ExternalRef: ext}, v("external_ref", ext)),
+		keys("keys: raw key lookup", "key + scope + operation → digest", idemdriver.KeyFilter{Scope: lookupScope, Operation: lookupOp,
 			KeyDigest: idem.Digest(lookupScope, lookupOp, rawKey)}, v("scope", lookupScope, "operation", lookupOp, "key", rawKey)),
-		keys("keys: scope+state (largest, failed)", scopeNote(big), store.KeyFilter{Scope: big, Status: idemdriver.StatusFailed},
+		keys("keys: scope+state (largest, failed)", scopeNote(big), idemdriver.KeyFilter{Scope: big, Status: idemdriver.StatusFailed},
 			v("scope", big, "state", "failed")),
-		keys("keys: scope+state (mid, unavailable)", scopeNote(mid), store.KeyFilter{Scope: mid, Status: idemdriver.StatusUnavailable},
+		keys("keys: scope+state (mid, unavailable)", scopeNote(mid), idemdriver.KeyFilter{Scope: mid, Status: idemdriver.StatusUnavailable},
 			v("scope", mid, "state", "unavailable")),
-		keys("keys: scope+state (small, failed)", scopeNote(small), store.KeyFilter{Scope: small, Status: idemdriver.StatusFailed},
+		keys("keys: scope+state (small, failed)", scopeNote(small), idemdriver.KeyFilter{Scope: small, Status: idemdriver.StatusFailed},
 			v("scope", small, "state", "failed")),
-		keys("keys: scope+state (largest, stuck)", scopeNote(big), store.KeyFilter{Scope: big, Stuck: true},
+		keys("keys: scope+state (largest, stuck)", scopeNote(big), idemdriver.KeyFilter{Scope: big, Stuck: true},
 			v("scope", big, "state", "stuck")),
 		keys("keys: scope+state+operation (mid, failed, payouts)", scopeNote(mid),
-			store.KeyFilter{Scope: mid, Status: idemdriver.StatusFailed, Operation: "POST /v1/payouts"},
+			idemdriver.KeyFilter{Scope: mid, Status: idemdriver.StatusFailed, Operation: "POST /v1/payouts"},
 			v("scope", mid, "state", "failed", "operation", "POST /v1/payouts")),
-		keys("keys: time range (one day)", "updated 11 to 10 days before the newest record", store.KeyFilter{From: dayFrom, To: dayTo},
+		keys("keys: time range (one day)", "updated 11 to 10 days before the newest record", idemdriver.KeyFilter{From: dayFrom, To: dayTo},
 			v("from", dayFrom.Format(formTime), "to", dayTo.Format(formTime))),
-		keys("keys: scope+operation (mid, payouts)", scopeNote(mid), store.KeyFilter{Scope: mid, Operation: "POST /v1/payouts"},
+		keys("keys: scope+operation (mid, payouts)", scopeNote(mid), idemdriver.KeyFilter{Scope: mid, Operation: "POST /v1/payouts"},
 			v("scope", mid, "operation", "POST /v1/payouts")),
-		keys("keys: state+operation (unavailable, payouts)", "", store.KeyFilter{Status: idemdriver.StatusUnavailable, Operation: "POST /v1/payouts"},
+		keys("keys: state+operation (unavailable, payouts)", "", idemdriver.KeyFilter{Status: idemdriver.StatusUnavailable, Operation: "POST /v1/payouts"},
 			v("state", "unavailable", "operation", "POST /v1/payouts")),
 		{name: "key detail", kind: "detail", path: "/keys/" + strconv.FormatInt(detailID, 10),
 			notes: "completed, stored response shown (role oncall)",
 			db: func(ctx context.Context, d readers) (int, error) {
-				_, ok, err := d.Key(ctx, detailID)
+				_, ok, err := d.keys.KeyByID(ctx, detailID)
 				return b2i(ok), err
 			}},
 		ops("operations: first page", "", sagadriver.OperationFilter{}, v()),
@@ -573,10 +558,10 @@ func b2i(b bool) int {
 // overviewCalls are the store calls of the overview page, in the
 // handler's order.
 func overviewCalls(ctx context.Context, d readers) (int, error) {
-	if _, err := d.KeyOverview(ctx); err != nil {
+	if _, err := d.keys.KeyOverview(ctx); err != nil {
 		return 0, err
 	}
-	att, err := d.NeedsAttention(ctx, 20)
+	att, err := d.keys.NeedsAttention(ctx, 20)
 	if err != nil {
 		return 0, err
 	}
@@ -587,9 +572,119 @@ func overviewCalls(ctx context.Context, d readers) (int, error) {
 	return len(att) + len(rev), err
 }
 
-func followNext(ctx context.Context, db *store.DB, f store.KeyFilter, pages int) (string, error) {
+// keyFactsOf are the facts of the key records the cases run on, read
+// through the driver's admin contract (unmeasured).
+type keyFactsOf struct {
+	records              float64 // the overview's counts, estimates included
+	tableSize, indexSize string
+	newest               time.Time
+	correlationID        string // of the newest record that has one
+	externalRef          string // of the newest pending record that has one
+	// middle is the record seeded halfway (ID about half the newest's),
+	// detailID the first completed one with a result from there on.
+	middle   idemdriver.Record
+	detailID int64
+}
+
+func keyFacts(ctx context.Context, keys *idempgx.Store) (keyFactsOf, error) {
+	var kf keyFactsOf
+	o, err := keys.KeyOverview(ctx)
+	if err != nil {
+		return kf, err
+	}
+	for _, c := range o.Counts {
+		kf.records += float64(c.Count)
+	}
+	size, err := keys.TableSize(ctx)
+	if err != nil {
+		return kf, err
+	}
+	kf.tableSize, kf.indexSize = prettyBytes(size.Table), prettyBytes(size.Indexes)
+	stop := errors.New("found")
+	// first returns the first record, in list order, that f selects and ok
+	// accepts.
+	first := func(f idemdriver.KeyFilter, ok func(idemdriver.Record) bool) (idemdriver.Record, error) {
+		var found idemdriver.Record
+		err := keys.EachKey(ctx, f, idemdriver.MaxLimit, func(recs []idemdriver.Record) error {
+			for _, r := range recs {
+				if ok(r) {
+					found = r
+					return stop
+				}
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, stop) {
+			return found, err
+		}
+		return found, nil
+	}
+	anyRecord := func(idemdriver.Record) bool { return true }
+	newest, err := first(idemdriver.KeyFilter{}, anyRecord)
+	if err != nil {
+		return kf, err
+	}
+	kf.newest = newest.UpdatedAt
+	r, err := first(idemdriver.KeyFilter{}, func(r idemdriver.Record) bool { return r.CorrelationID != "" })
+	if err != nil {
+		return kf, err
+	}
+	kf.correlationID = r.CorrelationID
+	r, err = first(idemdriver.KeyFilter{Status: idemdriver.StatusPending}, func(r idemdriver.Record) bool { return r.ExternalRef != "" })
+	if err != nil {
+		return kf, err
+	}
+	kf.externalRef = r.ExternalRef
+	// The seed gives IDs in the order of creation: the newest record's ID
+	// is about the highest.
+	for id := max(newest.ID/2, 1); id <= newest.ID; id++ {
+		rec, ok, err := keys.KeyByID(ctx, id)
+		if err != nil {
+			return kf, err
+		}
+		if ok {
+			kf.middle = rec
+			break
+		}
+	}
+	for id := kf.middle.ID; id > 0 && id <= newest.ID; id++ {
+		rec, ok, err := keys.KeyByID(ctx, id)
+		if err != nil {
+			return kf, err
+		}
+		if ok && rec.Status == idemdriver.StatusCompleted && rec.Result != nil {
+			kf.detailID = id
+			break
+		}
+	}
+	return kf, nil
+}
+
+// countKeys counts the records f selects, reading them all.
+func countKeys(ctx context.Context, keys idemdriver.Admin, f idemdriver.KeyFilter) (int64, error) {
+	var n int64
+	err := keys.EachKey(ctx, f, idemdriver.MaxLimit, func(recs []idemdriver.Record) error {
+		n += int64(len(recs))
+		return nil
+	})
+	return n, err
+}
+
+// prettyBytes is n bytes as pg_size_pretty shows it.
+func prettyBytes(n int64) string {
+	const unit = 1024
+	v, units := float64(n), []string{"bytes", "kB", "MB", "GB", "TB"}
+	i := 0
+	for v >= 10*unit && i < len(units)-1 {
+		v /= unit
+		i++
+	}
+	return strconv.FormatFloat(math.Round(v), 'f', 0, 64) + " " + units[i]
+}
+
+func followNext(ctx context.Context, db readers, f idemdriver.KeyFilter, pages int) (string, error) {
 	for range pages {
-		p, err := db.ListKeys(ctx, f)
+		p, err := db.keys.ListKeys(ctx, f)
 		if err != nil {
 			return "", err
 		}
@@ -631,7 +726,7 @@ func explainCases(ctx context.Context, connCfg *pgx.ConnConfig, results []*resul
 		notices = append(notices, n.Message)
 		mu.Unlock()
 	}
-	// A pool of one connection: store.DB wants a pool.
+	// A pool of one connection: the stores want a pool.
 	pcfg, err := pgxpool.ParseConfig(connCfg.ConnString())
 	if err != nil {
 		return err
@@ -655,7 +750,7 @@ func explainCases(ctx context.Context, connCfg *pgx.ConnConfig, results []*resul
 	d := newReaders(pool)
 	// Connect (and load auto_explain) outside the first case. Without the
 	// right to LOAD there are no plans, but the timings stand.
-	if _, err := d.KeyOverview(ctx); err != nil {
+	if _, err := d.keys.KeyOverview(ctx); err != nil {
 		for _, r := range results {
 			r.explainFailed = err.Error()
 		}

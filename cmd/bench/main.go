@@ -11,19 +11,21 @@
 //	go run ./cmd/bench pages --db 'postgres://postgres@127.0.0.1:5432/unstuck_bench?sslmode=disable'
 //	dropdb -h 127.0.0.1 -U postgres unstuck_bench
 //
-// # Writing the engine's tables directly
+// # Seeding the engines' tables
 //
-// The seed is a benchmark fixture, not a way to load production data: it
-// writes unstuck_idem_record and the saga tables directly with COPY, which
-// nothing else in the project may do (every change of an engine record goes
-// through the engine). It creates the tables with the same migrations as
-// "console migrate", drops their secondary indexes and constraints while it
-// loads, rebuilds them from their own definitions, then runs VACUUM
-// (ANALYZE) so that the visibility map and the planner's statistics are
-// what a database in service would have. Stored results are plain
-// envelopes ("UP", version 1, JSON), so the console measured here runs its
-// engine without sealing; opening a sealed result costs a few microseconds
-// more.
+// The seed is a benchmark fixture, not a way to load production data. It
+// creates the tables with the same migrations as "console migrate", then
+// loads the idempotency records through their driver's seeding path
+// (idempgx.Store.SeedRecords, COPY into the indexed table; it bypasses the
+// engine's lease protocol, which nothing else in the project may do) and
+// the saga tables directly with COPY, dropping their secondary indexes and
+// constraints while it loads and rebuilding them from their own
+// definitions. It then runs VACUUM (ANALYZE) (idempgx.Store.Analyze for
+// the key records) so that the visibility map and the planner's
+// statistics are what a database in service would have. Stored results
+// are plain envelopes ("UP", version 1, JSON), so the console measured
+// here runs its engine without sealing; opening a sealed result costs a
+// few microseconds more.
 package main
 
 import (
@@ -63,9 +65,9 @@ Usage:
   bench pages   --db URL [--rounds R] [--n N] [--cpuprofile FILE]
 
 Commands:
-  seed      migrate an empty database and load idempotency records and saga
-            operations into it with COPY (a fixture: it writes the engine's
-            tables directly), then rebuild indexes and VACUUM (ANALYZE)
+  seed      migrate an empty database and load idempotency records (through
+            the driver's seeding path) and saga operations (COPY) into it,
+            a fixture around the engines, then VACUUM (ANALYZE)
   console   measure the overview, lists and detail pages: the store calls
             (database time) and the HTML responses over loopback HTTP,
             median and p95, as Markdown

@@ -80,7 +80,9 @@ the median of each and their ratio. Prints min/median/max of the ratio.
 }
 
 // The limits. Each reads what its page shows, by the index the page's
-// query uses, in one round trip.
+// query uses, in one round trip. They are the only SQL of the engines'
+// tables outside their drivers: what is measured here is the database's
+// limit, which no driver call could show.
 const (
 	// The keys list shows id, state (stuck needs the lease), operation,
 	// scope, external reference, attempts, updated.

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -71,11 +72,13 @@ func runSeed(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprint(fs.Output(), `Usage: bench seed --db URL [flags]
 
 Migrates the database (every migration line, as "console migrate"), refuses
-if it already holds records, then loads idempotency records with COPY,
-writing the engine's table directly, and saga operations through the saga
-driver's importer (sagapgx ImportOperations, COPY as given, bypassing the
-step machine): a benchmark fixture only. Indexes are dropped during the load and rebuilt after it,
-then every table is vacuumed and analyzed. Prints the time of each phase.
+if it already holds records, then loads idempotency records through their
+driver's seeding path (idempgx SeedRecords: COPY, around the engine's lease
+protocol) and saga operations through the saga driver's importer (sagapgx
+ImportOperations: COPY as given, bypassing the step machine): a benchmark
+fixture only. The saga tables' indexes are dropped during the load and
+rebuilt after it, then every table is vacuumed and analyzed. Prints the time
+of each phase.
 
 `)
 		fs.PrintDefaults()
@@ -134,8 +137,11 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	return nil
 }
 
-// seededTables are the tables seedDatabase loads, referenced table first.
-var seededTables = append([]string{"unstuck_idem_record"}, sagapgx.Tables()...)
+// seededTables are the saga tables seedDatabase loads, referenced table
+// first. The key records are not among them: they are seeded through their
+// driver (idempgx.Store.SeedRecords), whose table keeps its indexes during
+// the load.
+var seededTables = sagapgx.Tables()
 
 func seedDatabase(ctx context.Context, pool *pgxpool.Pool, cfg seedConfig) (seedReport, error) {
 	var rep seedReport
@@ -147,6 +153,12 @@ func seedDatabase(ctx context.Context, pool *pgxpool.Pool, cfg seedConfig) (seed
 	start := time.Now()
 	if err := migrate(ctx, pool); err != nil {
 		return rep, fmt.Errorf("migrate: %w", err)
+	}
+	keys := idempgx.New(pool)
+	if page, err := keys.ListKeys(ctx, idemdriver.KeyFilter{Limit: 1}); err != nil {
+		return rep, err
+	} else if len(page.Records) > 0 {
+		return rep, errors.New("the key records are not empty: seed a new database")
 	}
 	for _, t := range seededTables {
 		var any bool
@@ -165,10 +177,7 @@ func seedDatabase(ctx context.Context, pool *pgxpool.Pool, cfg seedConfig) (seed
 
 	g := newGenerator(cfg)
 	loadStart := time.Now()
-	if err := g.loadKeys(ctx, pool, logf); err != nil {
-		return rep, err
-	}
-	if _, err := pool.Exec(ctx, `SELECT setval('unstuck_idem_fence_seq', $1)`, int64(cfg.Keys)+1); err != nil {
+	if err := g.loadKeys(ctx, keys, logf); err != nil {
 		return rep, err
 	}
 	if err := g.loadOperations(ctx, pool, logf); err != nil {
@@ -186,6 +195,11 @@ func seedDatabase(ctx context.Context, pool *pgxpool.Pool, cfg seedConfig) (seed
 	rep.Index = time.Since(idxStart)
 
 	vacStart := time.Now()
+	t0 := time.Now()
+	if err := keys.Analyze(ctx); err != nil {
+		return rep, fmt.Errorf("vacuum the key records: %w", err)
+	}
+	logf("vacuum (analyze) the key records: %s", time.Since(t0).Round(time.Millisecond))
 	for _, t := range seededTables {
 		t0 := time.Now()
 		if _, err := pool.Exec(ctx, `VACUUM (ANALYZE) `+t); err != nil {
@@ -378,10 +392,6 @@ func (g *generator) at(i, n int) time.Time {
 	return g.start.Add(time.Duration(float64(g.cfg.Span) * float64(i) / float64(n))).Truncate(time.Microsecond)
 }
 
-var keyColumns = []string{"scope", "operation", "key_digest", "fingerprint", "status", "result", "response_code",
-	"correlation_id", "external_ref", "resource_ids", "last_error", "owner_token", "fence", "lease_expires_at",
-	"attempts", "version", "created_at", "updated_at", "expires_at"}
-
 // keyScopeOperation draws a record's scope and operation, the first draws
 // of its random stream. The raw key of record i is rawKey(i), and its fence
 // is i+1, which is how "bench console" finds the raw key of a record.
@@ -389,7 +399,7 @@ func (g *generator) keyScopeOperation(r *rand.Rand) (string, string) {
 	return tenant(pick(r, g.tenantCDF)), keyOperations[pick(r, g.opCDF)].name
 }
 
-func (g *generator) keyRow(i int) []any {
+func (g *generator) keyRecord(i int) idemdriver.Record {
 	r := g.rng(1, i)
 	scope, operation := g.keyScopeOperation(r)
 	digest := idem.Digest(scope, operation, rawKey(i))
@@ -470,9 +480,15 @@ func (g *generator) keyRow(i int) []any {
 	if correlation != "" || externalRef != "" || len(resourceIDs) > 0 {
 		version++
 	}
-	return []any{scope, operation, digest, fingerprint, string(status), result, responseCode,
-		correlation, externalRef, resourceIDs, lastError, randomUUID(r).String(), int64(i) + 1, lease,
-		attempts, version, created, updated, created.Add(35 * 24 * time.Hour)}
+	rec := idemdriver.Record{Ident: idemdriver.Ident{Scope: scope, Operation: operation, KeyDigest: digest},
+		Fingerprint: fingerprint, Status: status, Result: result, ResponseCode: int(responseCode),
+		CorrelationID: correlation, ExternalRef: externalRef, ResourceIDs: resourceIDs, LastError: lastError,
+		Owner: idemdriver.Owner{Token: randomUUID(r).String(), Fence: int64(i) + 1}, Attempts: int(attempts),
+		Version: version, CreatedAt: created, UpdatedAt: updated, ExpiresAt: created.Add(35 * 24 * time.Hour)}
+	if lease != nil {
+		rec.LeaseExpiresAt = *lease
+	}
+	return rec
 }
 
 // storedResponse is the plain envelope of an HTTP response as the engine's
@@ -534,22 +550,19 @@ func forBatches(ctx context.Context, n, size, parallel int, fn func(ctx context.
 	return firstErr
 }
 
-func (g *generator) loadKeys(ctx context.Context, pool *pgxpool.Pool, logf func(string, ...any)) error {
+// loadKeys seeds the key records through the driver's seeding path
+// (idempgx.Store.SeedRecords: COPY), batch records per call.
+func (g *generator) loadKeys(ctx context.Context, keys *idempgx.Store, logf func(string, ...any)) error {
 	var done atomic.Int64
 	t0 := time.Now()
 	step := max(int64(g.cfg.Keys)/10, 1)
 	return forBatches(ctx, g.cfg.Keys, g.cfg.Batch, g.cfg.Parallel, func(ctx context.Context, lo, hi int) error {
-		i := lo
-		_, err := pool.CopyFrom(ctx, pgx.Identifier{"unstuck_idem_record"}, keyColumns, pgx.CopyFromFunc(func() ([]any, error) {
-			if i >= hi {
-				return nil, nil
-			}
-			row := g.keyRow(i)
-			i++
-			return row, nil
-		}))
-		if err != nil {
-			return fmt.Errorf("copy keys %d–%d: %w", lo, hi, err)
+		recs := make([]idemdriver.Record, 0, hi-lo)
+		for i := lo; i < hi; i++ {
+			recs = append(recs, g.keyRecord(i))
+		}
+		if err := keys.SeedRecords(ctx, recs); err != nil {
+			return fmt.Errorf("seed keys %d–%d: %w", lo, hi, err)
 		}
 		n := done.Add(int64(hi - lo))
 		if n/step != (n-int64(hi-lo))/step {

@@ -32,7 +32,10 @@ type database struct {
 	// Redacted is the URL without a password, fit for logs and messages.
 	Redacted string
 	Store    idemdriver.Store
-	Console  *store.DB
+	// Records is the same driver's admin contract: the console reads the
+	// engine's key records only through it.
+	Records idemdriver.Admin
+	Console *store.DB
 	// Sagas reads the saga records for the console (the saga driver's
 	// admin contract).
 	Sagas sagadriver.Admin
@@ -50,8 +53,8 @@ type database struct {
 
 // Migrate applies the engines' migrations (idempotency records, sagas,
 // River's job tables; each engine's migrations create every index of its
-// tables), then the console's (its own tables and the key read model's
-// indexes) and the audit trail's.
+// tables, including those the console's pages use), then the console's (its
+// own tables only) and the audit trail's.
 func (d *database) Migrate(ctx context.Context) error {
 	for _, m := range d.migrate {
 		if err := m(ctx); err != nil {
@@ -173,7 +176,7 @@ func openUnmigrated(ctx context.Context, rawURL string) (*database, error) {
 			return nil, fmt.Errorf("connect to %s: %w", redacted, err)
 		}
 		s, c, sd := idempgx.New(pool), store.NewPostgres(pool), sagapgx.New(pool)
-		return &database{Redacted: redacted, Store: s, Console: c, Sagas: sd, Pool: pool,
+		return &database{Redacted: redacted, Store: s, Records: s, Console: c, Sagas: sd, Pool: pool,
 			Trail: audit.NewPostgres(pool),
 			migrate: []func(context.Context) error{s.Migrate, sd.Migrate,
 				func(ctx context.Context) error { return riverMigrate(ctx, riverpgxv5.New(pool)) },
@@ -192,7 +195,7 @@ func openUnmigrated(ctx context.Context, rawURL string) (*database, error) {
 			return nil, fmt.Errorf("open %s: %w", rawURL, err)
 		}
 		s, c, sd := idemsqlite.New(db), store.NewSQLite(db), sagasqlite.New(db)
-		return &database{Redacted: rawURL, Store: s, Console: c, Sagas: sd, Embedded: true, SQL: db,
+		return &database{Redacted: rawURL, Store: s, Records: s, Console: c, Sagas: sd, Embedded: true, SQL: db,
 			Trail: audit.NewSQLite(db),
 			migrate: []func(context.Context) error{s.Migrate, sd.Migrate, riverMigrateSQLite(db),
 				c.Migrate, audit.NewSQLite(db).Migrate}, Close: func() { closeQuietly(db) }}, nil

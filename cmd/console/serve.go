@@ -52,7 +52,7 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 	if err != nil {
 		return nil, err
 	}
-	keys, err := ops.NewKeys(engine, db.Console, db.Trail)
+	keys, err := ops.NewKeys(engine, db.Records, db.Trail)
 	if err != nil {
 		return nil, err
 	}
@@ -64,6 +64,7 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 
 		Store:    db.Console,
 		Sagas:    db.Sagas,
+		Records:  db.Records,
 		Engine:   engine,
 		Sessions: web.NewSessionManager(db.Console.SessionStore(), o.idle, o.absolute, o.secureCookies),
 		Enforcer: enf,

@@ -239,22 +239,18 @@ func checkSQLite(ctx context.Context, path string, r *row) string {
 	}
 	var total, badCompleted int
 	statuses := map[string]int{}
-	rows, err := db.QueryContext(ctx, "SELECT status, result IS NULL FROM unstuck_idem_record")
+	err = idemsqlite.New(db).EachKey(ctx, idemdriver.KeyFilter{}, idemdriver.MaxLimit, func(recs []idemdriver.Record) error {
+		for _, rec := range recs {
+			total++
+			statuses[string(rec.Status)]++
+			if rec.Status == idemdriver.StatusCompleted && rec.Result == nil {
+				badCompleted++
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return "records unreadable: " + err.Error()
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var st string
-		var noResult bool
-		if err := rows.Scan(&st, &noResult); err != nil {
-			return "records unreadable: " + err.Error()
-		}
-		total++
-		statuses[st]++
-		if st == string(idemdriver.StatusCompleted) && noResult {
-			badCompleted++
-		}
 	}
 	r.Processing, r.Pending = statuses["processing"], statuses["pending"]
 	return fmt.Sprintf("file opens, integrity_check %s, %d records, %d completed without a result", check, total, badCompleted)

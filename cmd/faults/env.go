@@ -104,26 +104,30 @@ func (d *database) close() {
 	})
 }
 
-// recordCounts returns how many records the database holds per status.
+// recordCounts returns how many records the database holds per status,
+// through the driver's admin contract; a count it can only estimate is an
+// error (the runs hold far fewer records than its cap).
 func (d *database) recordCounts(ctx context.Context) (map[string]int, error) {
-	rows, err := d.direct.Query(ctx, "SELECT status, count(*) FROM unstuck_idem_record GROUP BY status")
+	o, err := idempgx.New(d.direct).KeyOverview(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]int{}
-	for rows.Next() {
-		var s string
-		var n int
-		if err := rows.Scan(&s, &n); err != nil {
-			return nil, err
+	for _, c := range o.Counts {
+		if !c.Exact {
+			return nil, fmt.Errorf("the count of %s records is an estimate", c.Status)
 		}
-		out[s] = n
+		if c.Count > 0 {
+			out[string(c.Status)] = int(c.Count)
+		}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // isCompletion reports whether sql is the store's completion statement
-// (idem/idempgx completeSQL: the owner's final UPDATE of a record).
+// (idem/idempgx completeSQL: the owner's final UPDATE of a record), as the
+// fault proxy sees it on the wire: the one place outside the driver that
+// knows its SQL, since the fault is injected between the two.
 func isCompletion(sql string) bool {
 	return strings.HasPrefix(strings.Join(strings.Fields(sql), " "), "UPDATE unstuck_idem_record SET status = $6,")
 }

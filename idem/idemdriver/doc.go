@@ -9,11 +9,21 @@
 //     application's own writes (the middleware's transactional mode).
 //   - [LocalStore]: a Store on an embedded database, bounded by
 //     [CallDeadline] instead of a context deadline.
+//   - [Admin]: the reads of operators and their tools (the console,
+//     search, bulk decisions): [KeyFilter] lists with keyset pages
+//     ([KeyPage], [EncodeCursor]), look-ups by ID and digest, counts per
+//     status with their exactness ([KeyOverview]), the needs-attention
+//     list and iteration in batches. [KeyFilter.Check] validates a filter
+//     the same way for every driver, refusing a field with a
+//     [*FieldError].
+//   - [Seeder]: loading records as they are, for benchmarks and imports,
+//     around the engine.
 //
 // A store judges time by its own clock unless a params struct carries a
 // non-zero Now, and must pass the exported conformance suite in package
 // idemtest (one test file). The drivers shipped with unstuck are
 // idem/idempgx (PostgreSQL on pgx v5) and idem/idemsqlite (SQLite); each
-// owns its tables, their indexes and migrations, and every read and write
-// of them.
+// owns its tables, their indexes (including those its Admin reads need)
+// and migrations, and every read and write of them. idemtest.RunAdmin is
+// the conformance suite of Admin.
 package idemdriver

@@ -27,6 +27,19 @@
 //	cfg, err := pgxpool.ParseConfig(url)
 //	cfg.ConnConfig.RuntimeParams["search_path"] = "unstuck"
 //
+// # Admin reads and seeding
+//
+// The Store is also an [idemdriver.Admin], the contract the operations
+// console reads records through: lists with filters and keyset pages,
+// look-ups by ID or key digest, counts per status, the needs-attention
+// list and iteration in batches. Each list is answered by an index that
+// the "idem" migration line creates, in the list's order, so a page costs
+// the same at any depth. [Store.KeyOverview] counts each status exactly up
+// to [DefaultCountCap] and estimates above it from the planner's
+// statistics ([Store.Analyze] refreshes them); [Store.SetOverviewCaps]
+// lowers the caps for tests. [Store.SeedRecords] (an [idemdriver.Seeder])
+// loads records as they are, with COPY, for benchmarks and imports.
+//
 // # Time and fences
 //
 // Leases and retention are judged by the database's clock,

@@ -112,7 +112,7 @@ func TestMigrateTwiceIsANoOp(t *testing.T) {
 	}
 	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
 	require.NoError(t, err)
-	require.Equal(t, []row{{"idem", 1, "records"}}, got)
+	require.Equal(t, []row{{"idem", 1, "records"}, {"idem", 2, "admin_indexes"}}, got)
 
 	b.reserve(t, reserveOpts{})
 }
@@ -134,7 +134,7 @@ func TestMigrateConcurrently(t *testing.T) {
 	}
 	var n int
 	require.NoError(t, pool.QueryRow(t.Context(), "SELECT count(*) FROM unstuck_migration").Scan(&n))
-	require.Equal(t, 1, n)
+	require.Equal(t, 2, n, "one row per migration of the idem line")
 }
 
 func TestMigrationDownUndoesUp(t *testing.T) {
@@ -647,14 +647,17 @@ func TestStatusListUsesItsIndex(t *testing.T) {
 	b := setup(t)
 	b.exec(t, `INSERT INTO unstuck_idem_record (scope, operation, key_digest, status, fence, created_at, updated_at, expires_at)
 		SELECT 's', 'run', md5(i::text) || md5(i::text),
-			(ARRAY['completed', 'failed', 'pending', 'unavailable'])[i % 4 + 1],
+			-- pending is rare, as in service: with one record in four
+			-- pending, reading the (updated_at, id) index of migration 002
+			-- and filtering is as cheap, and the planner may take it.
+			CASE WHEN i % 40 = 0 THEN 'pending' ELSE (ARRAY['completed', 'failed', 'unavailable'])[i % 3 + 1] END,
 			nextval('unstuck_idem_fence_seq'), now(), now() - i * interval '1 second', now()
 		FROM generate_series(1, 2000) AS i`)
 	b.exec(t, "ANALYZE unstuck_idem_record")
 
 	var plan []string
 	err := pgx.BeginFunc(t.Context(), b.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(t.Context(), "SET LOCAL enable_seqscan = off"); err != nil {
+		if _, err := tx.Exec(t.Context(), "SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off"); err != nil {
 			return err
 		}
 		rows, err := tx.Query(t.Context(),

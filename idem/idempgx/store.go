@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,7 +17,11 @@ import (
 	"github.com/unstuckhq/unstuck/internal/migrate"
 )
 
-var _ idemdriver.TxStore = (*Store)(nil)
+var (
+	_ idemdriver.TxStore = (*Store)(nil)
+	_ idemdriver.Admin   = (*Store)(nil)
+	_ idemdriver.Seeder  = (*Store)(nil)
+)
 
 // defaultSweepLimit is how many records one Sweep deletes at most when the
 // caller gives no limit.
@@ -36,6 +41,9 @@ const maxReserveTries = 5
 // non-zero Now.
 type Store struct {
 	pool *pgxpool.Pool
+	// caps are the exact-count caps of KeyOverview; nil means the
+	// defaults (see SetOverviewCaps).
+	caps atomic.Pointer[overviewCaps]
 }
 
 // dbtx is what the store's statements run on: the pool for the Store's own

@@ -90,5 +90,15 @@
 //
 // The schema is kept in embedded migration files, migration/idem/NNN_name.up.sql
 // with a matching .down.sql. The table unstuck_migration records which
-// version of which line ("idem" here) has been applied.
+// version of which line ("idem" here) has been applied. The line creates
+// every index of the table, including those of the admin reads.
+//
+// # Admin reads and seeding
+//
+// The Store is also an [idemdriver.Admin], the contract the operations
+// console reads records through (lists with filters and keyset pages,
+// look-ups, counts per status, the needs-attention list, iteration in
+// batches), and an [idemdriver.Seeder] for benchmarks and imports. Reads
+// run on the handle outside any transaction and judge leases by the
+// process clock; every count is exact.
 package idemsqlite

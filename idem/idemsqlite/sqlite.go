@@ -21,6 +21,8 @@ import (
 var (
 	_ idemdriver.TxStore    = (*Store)(nil)
 	_ idemdriver.LocalStore = (*Store)(nil)
+	_ idemdriver.Admin      = (*Store)(nil)
+	_ idemdriver.Seeder     = (*Store)(nil)
 )
 
 // Store is an [idemdriver.TxStore] on a SQLite database. It is safe for

@@ -436,7 +436,7 @@ func casResult(res sql.Result, err error) error {
 // sql.ErrNoRows unwrapped, and an error, never a panic, for a row that does
 // not decode (an unknown status, resource_ids that are not a JSON array of
 // strings).
-func scanRecord(row *sql.Row, readAt time.Time) (idemdriver.Record, error) {
+func scanRecord(row interface{ Scan(dest ...any) error }, readAt time.Time) (idemdriver.Record, error) {
 	var (
 		rec                            idemdriver.Record
 		status, resourceIDs            string

@@ -11,6 +11,20 @@
 // guarantees on top of the store: exactly one execution per key under 64
 // concurrent callers, fenced takeover, expiry that never removes a live
 // lease, and sealed results that cannot be moved or forged.
+//
+// [RunAdmin] is the conformance suite of the admin/read contract
+// ([idemdriver.Admin], and [idemdriver.Seeder] when the store has one):
+// every filter, keyset paging through ties, refused filters and cursors
+// naming their field, look-ups by ID and digest, the overview's exact and
+// estimated counts, the needs-attention order, and iteration under
+// concurrent writes.
+//
+//	func TestAdminConformance(t *testing.T) {
+//		idemtest.RunAdmin(t, func(t *testing.T) idemtest.AdminHarness {
+//			s := newMigratedStoreOnFreshTables(t)
+//			return idemtest.AdminHarness{Store: s, Admin: s, Seeder: s}
+//		})
+//	}
 package idemtest
 
 import (

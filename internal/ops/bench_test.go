@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/ops"
-	"github.com/unstuckhq/unstuck/internal/store"
 )
 
 // BenchmarkKeyDecisions measures operator decisions per second on
@@ -25,7 +25,7 @@ func BenchmarkKeyDecisions(b *testing.B) {
 		_, _ = idem.Run(ctx, bb.engine, key, "tenant:ops", func(ctx context.Context) (int, error) {
 			return 0, idem.Uncertain(fmt.Errorf("timeout"))
 		})
-		page, err := bb.db.ListKeys(ctx, store.KeyFilter{Scope: "tenant:ops", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("tenant:ops", idem.DefaultOperation, key)})
+		page, err := bb.records.ListKeys(ctx, idemdriver.KeyFilter{Scope: "tenant:ops", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("tenant:ops", idem.DefaultOperation, key)})
 		if err != nil || len(page.Records) != 1 {
 			b.Fatalf("seed %d: %v", i, err)
 		}

@@ -54,9 +54,10 @@ type Actor struct {
 	UserAgent  string
 }
 
-// recordFinder finds a key record by its console ID.
+// recordFinder finds a key record by its console ID: the driver's
+// idemdriver.Admin.
 type recordFinder interface {
-	Key(ctx context.Context, id int64) (idemdriver.Record, bool, error)
+	KeyByID(ctx context.Context, id int64) (idemdriver.Record, bool, error)
 }
 
 // Keys decides on idempotency keys: forget, confirm happened, confirm not
@@ -139,7 +140,7 @@ func (k *Keys) Decide(ctx context.Context, actor Actor, d KeyDecision) (KeyResul
 	if err := d.Validate(); err != nil {
 		return KeyResult{}, err
 	}
-	found, ok, err := k.records.Key(ctx, d.RecordID)
+	found, ok, err := k.records.KeyByID(ctx, d.RecordID)
 	if err != nil {
 		return KeyResult{}, err
 	}

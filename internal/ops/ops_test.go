@@ -27,9 +27,10 @@ func TestMain(m *testing.M) { pgtest.RunMain(m) }
 
 type bundle struct {
 	engine *idem.Engine
-	db     *store.DB
-	trail  *audit.Trail
-	keys   *ops.Keys
+	// records reads the engine's records, as the console does.
+	records idemdriver.Admin
+	trail   *audit.Trail
+	keys    *ops.Keys
 }
 
 var backends = map[string]func(t testing.TB) (idemdriver.Store, *store.DB, *audit.Trail){
@@ -67,14 +68,15 @@ func setupWith(t testing.TB, backend func(t testing.TB) (idemdriver.Store, *stor
 	require.NoError(t, s.(interface{ Migrate(context.Context) error }).Migrate(ctx))
 	require.NoError(t, db.Migrate(ctx))
 	require.NoError(t, trail.Migrate(ctx))
+	records := s.(idemdriver.Admin)
 	if wrap != nil {
 		s = wrap(s)
 	}
 	e, err := idem.New(s, idem.WithSecret([]byte("ops-test-secret-0123456789abcdefgh")))
 	require.NoError(t, err)
-	keys, err := ops.NewKeys(e, db, trail)
+	keys, err := ops.NewKeys(e, records, trail)
 	require.NoError(t, err)
-	return bundle{engine: e, db: db, trail: trail, keys: keys}
+	return bundle{engine: e, records: records, trail: trail, keys: keys}
 }
 
 // pending makes a pending record (a provider timed out) and returns it.
@@ -85,7 +87,7 @@ func pending(t *testing.T, b bundle, key string) idemdriver.Record {
 		return 0, idem.Uncertain(errors.New("timeout"))
 	})
 	require.ErrorIs(t, err, idem.ErrUncertain)
-	page, err := b.db.ListKeys(context.Background(), store.KeyFilter{Scope: "tenant:ops", KeyDigest: idem.Digest("tenant:ops", idem.DefaultOperation, key), Operation: idem.DefaultOperation})
+	page, err := b.records.ListKeys(context.Background(), idemdriver.KeyFilter{Scope: "tenant:ops", KeyDigest: idem.Digest("tenant:ops", idem.DefaultOperation, key), Operation: idem.DefaultOperation})
 	require.NoError(t, err)
 	require.Len(t, page.Records, 1)
 	return page.Records[0]
@@ -186,7 +188,7 @@ func TestKeyDecisions(t *testing.T) {
 				_, err := b.keys.Decide(context.Background(), ops.Actor{Username: "ada", Role: "oncall"},
 					ops.KeyDecision{RecordID: rec.ID, Version: rec.Version + 5, Action: idem.OperatorForget, Reason: "an outdated page was open"})
 				require.ErrorIs(t, err, ops.ErrStale)
-				got, ok, err := b.db.Key(context.Background(), rec.ID)
+				got, ok, err := b.records.KeyByID(context.Background(), rec.ID)
 				require.NoError(t, err)
 				require.True(t, ok)
 				require.Equal(t, rec.Version, got.Version, "nothing changed")
@@ -236,7 +238,7 @@ func TestKeyDecisionAndItsEntryCommitTogether(t *testing.T) {
 			})
 			unchanged := func(t *testing.T, rec idemdriver.Record) {
 				t.Helper()
-				got, ok, err := b.db.Key(ctx, rec.ID)
+				got, ok, err := b.records.KeyByID(ctx, rec.ID)
 				require.NoError(t, err)
 				require.True(t, ok, "the key is still there")
 				require.Equal(t, rec.Version, got.Version, "the key did not change")

@@ -31,8 +31,8 @@ var (
 	// ErrInvalid: an argument was refused before the database was asked.
 	// The error is a *[FieldError] naming the field.
 	ErrInvalid = errors.New("invalid argument")
-	// ErrInvalidCursor: KeyFilter.After is not a cursor this package made.
-	// Such errors also match ErrInvalid.
+	// ErrInvalidCursor: OperationFilter.After is not a cursor this package
+	// made. Such errors also match ErrInvalid.
 	ErrInvalidCursor = errors.New("invalid cursor")
 )
 
@@ -57,45 +57,35 @@ func (e *FieldError) Unwrap() []error {
 	return []error{ErrInvalid}
 }
 
-// defaultCountCap is how many records of one status KeyOverview counts
-// exactly before it turns to the planner's statistics (PostgreSQL).
+// defaultCountCap is how many operations of one status OperationOverview
+// counts exactly before it turns to the planner's statistics (PostgreSQL).
 const defaultCountCap = 1000
-
-// defaultStuckCap is how many stuck records (processing past the lease)
-// KeyOverview counts exactly on PostgreSQL, from the partial index of
-// processing records (an index-only scan that reads at most this many
-// entries: about 2.5 ms at 10,000, 17 ms at 100,000 on the development
-// machine). Above it the count is a lower bound (StuckExact false). There
-// are no statistics to estimate it from: stuck records are processing
-// ones whose lease ended, a condition on time.
-const defaultStuckCap = 10_000
 
 // DB is the console's persistence on one database: PostgreSQL through a
 // pgx pool, or SQLite through a *sql.DB. It is safe for concurrent use. It
 // never closes the pool or handle it was given. Every table name is
-// unqualified: on PostgreSQL they resolve in the pool's search_path, which
-// must be where the pgxv5 driver's tables live.
+// unqualified: on PostgreSQL they resolve in the pool's search_path. It
+// reads no table of the idempotency engine: the console reads those
+// through the driver's idemdriver.Admin.
 type DB struct {
 	dialect string
 	pool    *pgxpool.Pool // postgres
 	sqlite  *sql.DB       // sqlite
 
-	// countCap bounds the exact count of one status in KeyOverview; tests
-	// lower it to reach the estimate path.
+	// countCap bounds the exact count of one status in OperationOverview;
+	// tests lower it to reach the estimate path.
 	countCap int
-	// stuckCap bounds the exact count of stuck records; tests lower it.
-	stuckCap int
 }
 
 // NewPostgres returns a DB on pool, which must not be nil.
 func NewPostgres(pool *pgxpool.Pool) *DB {
-	return &DB{dialect: DialectPostgres, pool: pool, countCap: defaultCountCap, stuckCap: defaultStuckCap}
+	return &DB{dialect: DialectPostgres, pool: pool, countCap: defaultCountCap}
 }
 
 // NewSQLite returns a DB on db, which must not be nil and should come from
 // idem/idemsqlite's Open (WAL, busy timeout on every connection).
 func NewSQLite(db *sql.DB) *DB {
-	return &DB{dialect: DialectSQLite, sqlite: db, countCap: defaultCountCap, stuckCap: defaultStuckCap}
+	return &DB{dialect: DialectSQLite, sqlite: db, countCap: defaultCountCap}
 }
 
 // Dialect reports [DialectPostgres] or [DialectSQLite].
@@ -119,12 +109,10 @@ func (d *DB) Ping(ctx context.Context) error {
 // Migrate creates or upgrades the console's tables: it applies every
 // migration of the "console" line that the unstuck_migration table does not
 // list yet, with the same bookkeeping as the drivers' "idem" line. It is
-// idempotent and safe to call concurrently from several processes.
-//
-// It must run after the driver's own migration (idempgx.Store.Migrate or
-// idemsqlite.Store.Migrate), since the console adds indexes to the engine's
-// table: when unstuck_idem_record does not exist it returns an error saying
-// so and changes nothing.
+// idempotent and safe to call concurrently from several processes. It
+// touches no table of the engine (the indexes the console's key pages need
+// are the driver's, created by its own Migrate), so it needs no other
+// migration first.
 func (d *DB) Migrate(ctx context.Context) error {
 	if err := d.migrate(ctx); err != nil {
 		return fmt.Errorf("store: migrate: %w", err)
@@ -145,23 +133,6 @@ func (d *DB) migrate(ctx context.Context) error {
 	fsys, err := fs.Sub(migrations, "migration/"+d.dialect)
 	if err != nil {
 		return err
-	}
-	if migrate.Checking(ctx) {
-		// A schema check: the migration line alone.
-		return d.migrateLine(ctx, migrationLine, fsys)
-	}
-	var exists bool
-	switch d.dialect {
-	case DialectPostgres:
-		err = d.pool.QueryRow(ctx, pgIdemTableExistsSQL).Scan(&exists)
-	default:
-		err = d.sqlite.QueryRowContext(ctx, sqliteIdemTableExistsSQL).Scan(&exists)
-	}
-	if err != nil {
-		return fmt.Errorf("look for the engine's table: %w", err)
-	}
-	if !exists {
-		return errors.New("table unstuck_idem_record not found: run the driver's migration (idem line) first")
 	}
 	return d.migrateLine(ctx, migrationLine, fsys)
 }

@@ -13,15 +13,15 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
-	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/internal/views"
 )
 
-// keyReader is what the key pages need of the store.
+// keyReader is what the key pages need of the engine's driver: its
+// idemdriver.Admin.
 type keyReader interface {
-	ListKeys(ctx context.Context, f store.KeyFilter) (store.KeyPage, error)
-	Key(ctx context.Context, id int64) (idemdriver.Record, bool, error)
-	KeyOverview(ctx context.Context) (store.KeyOverview, error)
+	ListKeys(ctx context.Context, f idemdriver.KeyFilter) (idemdriver.KeyPage, error)
+	KeyByID(ctx context.Context, id int64) (idemdriver.Record, bool, error)
+	KeyOverview(ctx context.Context) (idemdriver.KeyOverview, error)
 	NeedsAttention(ctx context.Context, limit int) ([]idemdriver.Record, error)
 }
 
@@ -82,7 +82,7 @@ func handleKeyList(keys keyReader, log *slog.Logger) http.Handler {
 		} else {
 			res, err := keys.ListKeys(r.Context(), f)
 			switch {
-			case errors.Is(err, store.ErrInvalidCursor):
+			case errors.Is(err, idemdriver.ErrInvalidCursor):
 				vm.Error, vm.FieldErr, status = "The page link is not valid; start from the first page.", "after", http.StatusBadRequest
 			case err != nil:
 				writeError(w, r, log, err)
@@ -102,8 +102,8 @@ func handleKeyList(keys keyReader, log *slog.Logger) http.Handler {
 
 // keyFilter reads the list's filters from the URL; an invalid one is an
 // error naming its field.
-func keyFilter(q url.Values) (store.KeyFilter, *AppError) {
-	f := store.KeyFilter{Scope: q.Get("scope"), Operation: q.Get("operation"), CorrelationID: q.Get("correlation_id"),
+func keyFilter(q url.Values) (idemdriver.KeyFilter, *AppError) {
+	f := idemdriver.KeyFilter{Scope: q.Get("scope"), Operation: q.Get("operation"), CorrelationID: q.Get("correlation_id"),
 		ExternalRef: q.Get("external_ref"), After: q.Get("after")}
 	if err := textFilters(q, "scope", "operation", "correlation_id", "external_ref", "key"); err != nil {
 		return f, err
@@ -168,7 +168,7 @@ func handleKeyDetail(keys keyReader, decider keyDecider, opener resultOpener, lo
 // renderKeyDetail renders the current state of key id, with the viewer's
 // actions and the key's audit history; adjust sets a notice or an error.
 func renderKeyDetail(w http.ResponseWriter, r *http.Request, status int, id int64, keys keyReader, decider keyDecider, opener resultOpener, log *slog.Logger, adjust func(*views.KeyVM)) {
-	rec, ok, err := keys.Key(r.Context(), id)
+	rec, ok, err := keys.KeyByID(r.Context(), id)
 	if err != nil {
 		writeError(w, r, log, err)
 		return

@@ -8,16 +8,17 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/internal/web"
 )
 
-// lowerBoundStuck is a store whose stuck count stopped at its cap, as
-// store.DB's does on PostgreSQL above 10,000 stuck records.
-type lowerBoundStuck struct{ web.Store }
+// lowerBoundStuck is a driver whose stuck count stopped at its cap, as
+// idempgx's does above 10,000 stuck records.
+type lowerBoundStuck struct{ idemdriver.Admin }
 
-func (s lowerBoundStuck) KeyOverview(ctx context.Context) (store.KeyOverview, error) {
-	o, err := s.Store.KeyOverview(ctx)
+func (s lowerBoundStuck) KeyOverview(ctx context.Context) (idemdriver.KeyOverview, error) {
+	o, err := s.Admin.KeyOverview(ctx)
 	o.StuckProcessing, o.StuckExact = 10000, false
 	return o, err
 }
@@ -35,7 +36,7 @@ func TestStuckCountSaysWhetherExact(t *testing.T) {
 	_, body = do(t, client(t), http.MethodGet, b.srv.URL+"/metrics", nil)
 	require.Contains(t, body, `unstuck_idempotency_stuck_records{exact="true"} 0`)
 
-	capped := setup(t, func(c *web.Config) { c.Store = lowerBoundStuck{c.Store} })
+	capped := setup(t, func(c *web.Config) { c.Records = lowerBoundStuck{c.Records} })
 	oncall = signIn(t, capped, store.RoleOncall)
 	resp, body = do(t, oncall, http.MethodGet, capped.srv.URL+"/", nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/ops"
 )
 
@@ -29,13 +30,15 @@ type Store interface {
 	userFinder
 	userLister
 	userUnlocker
-	keyReader
 	Ping(ctx context.Context) error
 }
 
 // Config holds the dependencies of the console's HTTP handler.
 type Config struct {
-	Store    Store
+	Store Store
+	// Records reads the engine's key records: the driver's
+	// idemdriver.Admin (idempgx.Store, idemsqlite.Store).
+	Records  idemdriver.Admin
 	Engine   *idem.Engine
 	Sessions *scs.SessionManager
 	// Enforcer holds the RBAC policy; its decisions are cached per role,
@@ -97,7 +100,7 @@ func NewHandler(cfg Config) http.Handler {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	reg.MustRegister(newKeyCollector(cfg.Store, log))
+	reg.MustRegister(newKeyCollector(cfg.Records, log))
 	logins := newLoginDeps(cfg.Sessions, cfg.Store, cfg.SignInHashes, cfg.SignInHashWait, log)
 
 	az := &authorizer{enf: cfg.Enforcer}
@@ -126,17 +129,17 @@ func NewHandler(cfg Config) http.Handler {
 
 		r.Group(func(r chi.Router) {
 			r.Use(requireUser(cfg.Sessions, cfg.Store, az, log), authorize(az, log, deniedAuditor(cfg.Keys, cfg.Operations, log)))
-			r.Method(http.MethodGet, "/", handleOverview(cfg.Store, cfg.Sagas, log))
-			r.Method(http.MethodGet, "/keys", handleKeyList(cfg.Store, log))
-			r.Method(http.MethodGet, "/keys/{id}", handleKeyDetail(cfg.Store, cfg.Keys, cfg.Engine, log))
+			r.Method(http.MethodGet, "/", handleOverview(cfg.Records, cfg.Sagas, log))
+			r.Method(http.MethodGet, "/keys", handleKeyList(cfg.Records, log))
+			r.Method(http.MethodGet, "/keys/{id}", handleKeyDetail(cfg.Records, cfg.Keys, cfg.Engine, log))
 			if cfg.Keys != nil {
 				// Decisions: one idempotency key per rendered form, so a
 				// double submit applies once and gets the same redirect.
 				decided := decisionMiddleware(cfg.Engine)
 				r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST /keys/{id}/forget"), idem.RouteTTL(time.Hour))).
-					Method(http.MethodPost, "/keys/{id}/forget", handleKeyDecision("forget", cfg.Store, cfg.Keys, cfg.Engine, log))
+					Method(http.MethodPost, "/keys/{id}/forget", handleKeyDecision("forget", cfg.Records, cfg.Keys, cfg.Engine, log))
 				r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST /keys/{id}/confirm"), idem.RouteTTL(time.Hour))).
-					Method(http.MethodPost, "/keys/{id}/confirm", handleKeyDecision("confirm", cfg.Store, cfg.Keys, cfg.Engine, log))
+					Method(http.MethodPost, "/keys/{id}/confirm", handleKeyDecision("confirm", cfg.Records, cfg.Keys, cfg.Engine, log))
 			}
 			r.Method(http.MethodGet, "/operations", handleOperationList(cfg.Sagas, log))
 			if cfg.Operations == nil {

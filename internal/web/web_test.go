@@ -22,6 +22,7 @@ import (
 
 	"github.com/unstuckhq/unstuck"
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/auth"
@@ -35,15 +36,17 @@ import (
 var roles = []string{store.RoleAuditor, store.RoleSupport, store.RoleOncall, store.RoleAdmin}
 
 type bundle struct {
-	srv    *httptest.Server
-	db     *store.DB
-	engine *idem.Engine
-	router chi.Routes
-	sqlDB  *sql.DB
-	trail  *audit.Trail
-	keyID  int64  // a completed HTTP record with a stored response
-	opID   string // an operation under review, with steps and events
-	sagas  *sagasqlite.Driver
+	srv *httptest.Server
+	db  *store.DB
+	// records reads the engine's records, as the console does.
+	records idemdriver.Admin
+	engine  *idem.Engine
+	router  chi.Routes
+	sqlDB   *sql.DB
+	trail   *audit.Trail
+	keyID   int64  // a completed HTTP record with a stored response
+	opID    string // an operation under review, with steps and events
+	sagas   *sagasqlite.Driver
 }
 
 func password(role string) string { return "password-for-" + role }
@@ -96,7 +99,7 @@ func setup(t *testing.T, opts ...func(*web.Config)) *bundle {
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
-	page, err := db.ListKeys(ctx, store.KeyFilter{})
+	page, err := idemStore.ListKeys(ctx, idemdriver.KeyFilter{})
 	require.NoError(t, err)
 	require.Len(t, page.Records, 1)
 
@@ -106,10 +109,10 @@ func setup(t *testing.T, opts ...func(*web.Config)) *bundle {
 	require.NoError(t, err)
 	static, err := fs.Sub(unstuck.Static, "static")
 	require.NoError(t, err)
-	cfg := web.Config{Store: db, Sagas: sagaDriver, Engine: engine, Enforcer: enf, Static: static, Trail: trail,
+	cfg := web.Config{Store: db, Records: idemStore, Sagas: sagaDriver, Engine: engine, Enforcer: enf, Static: static, Trail: trail,
 		Sessions: web.NewSessionManager(db.SessionStore(), 30*time.Minute, 12*time.Hour, false),
 		Log:      slog.New(slog.NewTextHandler(io.Discard, nil))}
-	keys, err := ops.NewKeys(engine, db, trail)
+	keys, err := ops.NewKeys(engine, idemStore, trail)
 	require.NoError(t, err)
 	cfg.Keys = keys
 	cfg.Operations = operationDecisions(t, sqlDB, trail)
@@ -119,7 +122,7 @@ func setup(t *testing.T, opts ...func(*web.Config)) *bundle {
 	h := web.NewHandler(cfg)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &bundle{srv: srv, db: db, engine: engine, router: h.(chi.Routes), sqlDB: sqlDB, trail: trail, keyID: page.Records[0].ID, opID: opID, sagas: sagaDriver}
+	return &bundle{srv: srv, db: db, records: idemStore, engine: engine, router: h.(chi.Routes), sqlDB: sqlDB, trail: trail, keyID: page.Records[0].ID, opID: opID, sagas: sagaDriver}
 }
 
 // seedOperation records, through the saga driver as the engine does, an

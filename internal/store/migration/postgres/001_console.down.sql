@@ -1,9 +1,5 @@
 -- Undoes 001_console.up.sql. Nothing runs it automatically: whoever runs it
 -- by hand also deletes the row (line 'console', version 1) of
 -- unstuck_migration.
-DROP INDEX IF EXISTS unstuck_console_idem_stuck_idx;
-DROP INDEX IF EXISTS unstuck_console_idem_operation_idx;
-DROP INDEX IF EXISTS unstuck_console_idem_scope_idx;
-DROP INDEX IF EXISTS unstuck_console_idem_updated_idx;
 DROP TABLE IF EXISTS sessions;
 DROP TABLE IF EXISTS unstuck_console_user;

@@ -1,10 +1,11 @@
--- The operations console's own tables, and the indexes its read model of
--- the engine's records needs. Runs after the sqlite driver's "idem" line,
--- which creates unstuck_idem_record.
+-- The operations console's own tables. The console never reads or writes
+-- the engine's tables itself, and this line adds nothing to them: the
+-- indexes its key pages need belong to the driver's "idem" line
+-- (idemsqlite's migration 003; until issue 11 this file created them,
+-- under the same names, and a database migrated then keeps them).
 --
 -- Timestamps of the console's tables are INTEGER Unix microseconds, UTC,
--- like the engine's. The console never writes unstuck_idem_record; the
--- indexes below only serve its lists and counts.
+-- like the engine's.
 
 -- Local console accounts (SPEC CON-K5). The role is checked against the
 -- console's list of roles by package store, not here, so that adding a role
@@ -32,13 +33,3 @@ CREATE TABLE sessions (
 );
 
 CREATE INDEX sessions_expiry_idx ON sessions(expiry);
-
--- Lists of every status, newest change first, paged by (updated_at, id).
--- Lists of one status use the engine's (status, updated_at, id) index.
-CREATE INDEX IF NOT EXISTS unstuck_console_idem_updated_idx ON unstuck_idem_record (updated_at, id);
--- Lists filtered by scope (tenant) or by operation (route).
-CREATE INDEX IF NOT EXISTS unstuck_console_idem_scope_idx ON unstuck_idem_record (scope, updated_at, id);
-CREATE INDEX IF NOT EXISTS unstuck_console_idem_operation_idx ON unstuck_idem_record (operation, updated_at, id);
--- Counting processing records past their lease.
-CREATE INDEX IF NOT EXISTS unstuck_console_idem_stuck_idx ON unstuck_idem_record (lease_expires_at)
-    WHERE status = 'processing';

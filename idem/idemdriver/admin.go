@@ -1,0 +1,298 @@
+package idemdriver
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Admin is the read contract of a store for operators and their tools (the
+// console, search, bulk decisions): lists with filters and keyset pages,
+// counts per status, look-ups by ID or digest, and iteration over every
+// record a filter selects. It never writes; every change of a record goes
+// through the engine. Its calls read outside any transaction, on the
+// store's own pool or handle, and are safe for concurrent use.
+//
+// Every implementation validates a [KeyFilter] with [KeyFilter.Check], so
+// that a filter is refused the same way, naming the same field, whatever
+// the database. The conformance suite is idemtest.RunAdmin.
+type Admin interface {
+	// ListKeys returns one page of the records that f selects, most
+	// recently updated first (ties by ID, highest first), paged by keyset
+	// on (UpdatedAt, ID), never by offset: a page costs the same at any
+	// depth. Each record's ReadAt is the query's clock. An invalid f is a
+	// *[FieldError]. Records updated while a caller pages move to the head
+	// of the list: paging never shows a record twice or skips one that did
+	// not change.
+	ListKeys(ctx context.Context, f KeyFilter) (KeyPage, error)
+	// KeyByID reads the record with the store's surrogate ID; ok is false
+	// when there is none (never created, swept or forgotten).
+	KeyByID(ctx context.Context, id int64) (rec Record, ok bool, err error)
+	// KeyOverview counts records per status without counting the whole
+	// table when that would be slow: a count may be an estimate, flagged
+	// by StatusCount.Exact, and the stuck count a lower bound, flagged by
+	// KeyOverview.StuckExact.
+	KeyOverview(ctx context.Context) (KeyOverview, error)
+	// NeedsAttention returns up to limit records a human should look at
+	// first: pending, unavailable, and processing past its lease, the
+	// longest unchanged first (UpdatedAt, then ID, ascending). limit is
+	// DefaultLimit when <= 0 and at most MaxLimit.
+	NeedsAttention(ctx context.Context, limit int) ([]Record, error)
+	// EachKey calls fn with every record that f selects, in ListKeys's
+	// order, batch records at a time (DefaultLimit when <= 0, at most
+	// MaxLimit; f.Limit is ignored), starting after f.After if set. It
+	// pages by keyset, so no record is passed twice, and a record that
+	// matches f from the start to the end of the iteration and is not
+	// changed is passed once; a record changed meanwhile may be missed
+	// (it moved ahead of the position). It stops at the first error of
+	// fn, which it returns unwrapped, or of the store.
+	EachKey(ctx context.Context, f KeyFilter, batch int, fn func([]Record) error) error
+}
+
+// Seeder loads records as they are, for benchmarks and imports. It
+// bypasses the lease protocol, the engine and its checks: a seeded record
+// keeps the status, owner, fence and times it was given (ID, ReadAt are
+// ignored; the store assigns IDs). A record's ident must not exist yet.
+// It is not part of [Store]; the drivers shipped with unstuck implement it.
+type Seeder interface {
+	// SeedRecords inserts recs in one or a few statements and makes the
+	// store's fence counter higher than every fence seeded, so that the
+	// engine's next fence still increases.
+	SeedRecords(ctx context.Context, recs []Record) error
+}
+
+// Page sizes of [Admin.ListKeys], [Admin.NeedsAttention] and
+// [Admin.EachKey].
+const (
+	DefaultLimit = 50
+	MaxLimit     = 200
+)
+
+// Errors of [Admin] calls for an argument refused before the database is
+// asked, matched with errors.Is; the error is a *[FieldError].
+var (
+	// ErrInvalidFilter: a KeyFilter field is invalid.
+	ErrInvalidFilter = errors.New("idem: invalid filter")
+	// ErrInvalidCursor: KeyFilter.After is not a cursor from KeyPage.Next.
+	// Such errors also match ErrInvalidFilter.
+	ErrInvalidCursor = errors.New("idem: invalid cursor")
+)
+
+// FieldError is a filter field refused by [KeyFilter.Check]: Field names
+// it as a form or query would ("status", "stuck", "key_digest", "after")
+// and Reason says why. It matches [ErrInvalidFilter], and
+// [ErrInvalidCursor] when it is about the cursor.
+type FieldError struct {
+	Field  string
+	Reason string
+}
+
+func (e *FieldError) Error() string {
+	return "idem: invalid " + e.Field + ": " + e.Reason
+}
+
+// Unwrap lets errors.Is match ErrInvalidFilter, and ErrInvalidCursor for
+// the cursor.
+func (e *FieldError) Unwrap() []error {
+	if e.Field == "after" {
+		return []error{ErrInvalidFilter, ErrInvalidCursor}
+	}
+	return []error{ErrInvalidFilter}
+}
+
+// KeyFilter selects records for [Admin.ListKeys] and [Admin.EachKey].
+// Every non-zero field narrows the selection; string fields match exactly.
+type KeyFilter struct {
+	// Status keeps records in this status; "" keeps every status.
+	Status Status
+	// Stuck keeps processing records whose lease had ended when the list
+	// was read, by the store's clock: their owner is presumably gone.
+	// Status must then be "" or processing.
+	Stuck bool
+	// Scope (the tenant or principal, e.g. "user:api:42") and Operation
+	// (the route or operation name) match exactly; there is no prefix
+	// search.
+	Scope     string
+	Operation string
+	// CorrelationID and ExternalRef match the references a running owner
+	// attached (idem.Annotate).
+	CorrelationID string
+	ExternalRef   string
+	// KeyDigest is idem.Digest(scope, operation, raw key): a raw-key
+	// look-up. It needs Scope and Operation too, so that it is answered by
+	// the unique index on the three.
+	KeyDigest string
+	// From and To bound UpdatedAt: From <= UpdatedAt < To. A zero time
+	// leaves that side open. Times are compared to the microsecond.
+	From time.Time
+	To   time.Time
+	// After is KeyPage.Next of the previous page; "" asks for the first
+	// page. A cursor is only a position (UpdatedAt, ID): under another
+	// filter it still pages correctly from that position.
+	After string
+	// Limit is the page size: DefaultLimit when <= 0, at most MaxLimit.
+	Limit int
+}
+
+// KeyPage is one page of [Admin.ListKeys].
+type KeyPage struct {
+	// Records, most recently updated first (ties by ID, highest first).
+	Records []Record
+	// Next is the KeyFilter.After of the following page, "" when this page
+	// is the last.
+	Next string
+}
+
+// KeyQuery is a [KeyFilter] checked by [KeyFilter.Check]: what a driver
+// turns into its query. Its Status is processing when Stuck is set, and
+// its Limit is in [1, MaxLimit].
+type KeyQuery struct {
+	KeyFilter
+	// AfterSet tells whether After decoded to a position, which is then
+	// AfterUpdatedAt (to the microsecond, UTC) and AfterID: the query
+	// returns only records before it in list order, (updated_at, id) <
+	// (AfterUpdatedAt, AfterID).
+	AfterSet       bool
+	AfterUpdatedAt time.Time
+	AfterID        int64
+}
+
+// Check validates f, clamps its limit and decodes its cursor. It returns a
+// *[FieldError] naming the first invalid field.
+func (f KeyFilter) Check() (KeyQuery, error) {
+	q := KeyQuery{KeyFilter: f}
+	if f.Status != "" && !f.Status.Valid() {
+		return q, &FieldError{Field: "status", Reason: fmt.Sprintf("%q is not a status", f.Status)}
+	}
+	if f.Stuck {
+		if f.Status != "" && f.Status != StatusProcessing {
+			return q, &FieldError{Field: "stuck", Reason: "only processing records can be past their lease"}
+		}
+		q.Status = StatusProcessing
+	}
+	if f.KeyDigest != "" && (f.Scope == "" || f.Operation == "") {
+		return q, &FieldError{Field: "key_digest", Reason: "a key look-up needs the scope and the operation too"}
+	}
+	q.Limit = ClampLimit(f.Limit)
+	if f.After != "" {
+		at, id, err := DecodeCursor(f.After)
+		if err != nil {
+			return q, err
+		}
+		q.AfterSet, q.AfterUpdatedAt, q.AfterID = true, at, id
+	}
+	return q, nil
+}
+
+// ClampLimit returns n as a page size: DefaultLimit when n <= 0, at most
+// MaxLimit.
+func ClampLimit(n int) int {
+	if n <= 0 {
+		return DefaultLimit
+	}
+	return min(n, MaxLimit)
+}
+
+// cursorVersion is the first byte of an encoded cursor, so that the format
+// can change without old cursors being misread.
+const cursorVersion = 1
+
+// EncodeCursor returns the position of rec in list order as a
+// KeyPage.Next: base64url without padding of a version byte, then
+// UpdatedAt (Unix µs) and ID as big-endian int64.
+func EncodeCursor(rec Record) string {
+	var b [17]byte
+	b[0] = cursorVersion
+	binary.BigEndian.PutUint64(b[1:9], uint64(rec.UpdatedAt.UnixMicro()))
+	binary.BigEndian.PutUint64(b[9:], uint64(rec.ID))
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// DecodeCursor parses what EncodeCursor made into the position (UpdatedAt,
+// UTC, and ID), and returns a *[FieldError] for field "after", matching
+// [ErrInvalidCursor], for anything else.
+func DecodeCursor(s string) (updatedAt time.Time, id int64, err error) {
+	bad := func(reason string) (time.Time, int64, error) {
+		return time.Time{}, 0, &FieldError{Field: "after", Reason: reason}
+	}
+	b, derr := base64.RawURLEncoding.DecodeString(s)
+	if derr != nil {
+		return bad("not base64url")
+	}
+	if len(b) != 17 || b[0] != cursorVersion {
+		return bad("not a cursor of this store")
+	}
+	us := int64(binary.BigEndian.Uint64(b[1:9]))
+	id = int64(binary.BigEndian.Uint64(b[9:]))
+	if id <= 0 {
+		return bad("not a cursor of this store")
+	}
+	return time.UnixMicro(us).UTC(), id, nil
+}
+
+// StatusCount is the number of records in one status.
+type StatusCount struct {
+	Status Status
+	// Count is exact when Exact is true, and otherwise an estimate from the
+	// database's statistics as of KeyOverview.AsOf (or, without
+	// statistics, the capped exact count: a lower bound).
+	Count int64
+	Exact bool
+	// Oldest is the least UpdatedAt among the records in this status: how
+	// long the oldest has waited. Zero when there are none.
+	Oldest time.Time
+}
+
+// KeyOverview is what [Admin.KeyOverview] returns.
+type KeyOverview struct {
+	// Counts has one entry per status, in the order of Statuses.
+	Counts []StatusCount
+	// StuckProcessing counts processing records past their lease. When
+	// StuckExact is false there are more than it says: it is a lower
+	// bound (a cap), never an estimate.
+	StuckProcessing int64
+	StuckExact      bool
+	// AsOf is when the counts were true: the time of the read when every
+	// count is exact, else when the statistics behind the estimates were
+	// last gathered.
+	AsOf time.Time
+}
+
+// Count returns the entry of status s (zero and exact when absent).
+func (o KeyOverview) Count(s Status) StatusCount {
+	for _, c := range o.Counts {
+		if c.Status == s {
+			return c
+		}
+	}
+	return StatusCount{Status: s, Exact: true}
+}
+
+// EachKey implements [Admin.EachKey] on top of list, a driver's ListKeys:
+// it pages with the cursor of each batch's last record. A driver whose
+// list is ListKeys may use it as its EachKey.
+func EachKey(ctx context.Context, list func(context.Context, KeyFilter) (KeyPage, error), f KeyFilter, batch int,
+	fn func([]Record) error) error {
+	f.Limit = ClampLimit(batch)
+	if _, err := f.Check(); err != nil {
+		return err
+	}
+	for {
+		page, err := list(ctx, f)
+		if err != nil {
+			return err
+		}
+		if len(page.Records) > 0 {
+			if err := fn(page.Records); err != nil {
+				return err
+			}
+		}
+		if page.Next == "" {
+			return nil
+		}
+		f.After = page.Next
+	}
+}

@@ -1,0 +1,158 @@
+package idempgx
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/idem/idemtest"
+	"github.com/unstuckhq/unstuck/internal/pgtest"
+)
+
+func TestAdminConformance(t *testing.T) {
+	t.Parallel()
+	idemtest.RunAdmin(t, func(t *testing.T) idemtest.AdminHarness {
+		s := setup(t).store
+		return idemtest.AdminHarness{Store: s, Admin: s, Seeder: s, SetCaps: s.SetOverviewCaps, Analyze: s.Analyze}
+	})
+}
+
+// TestExplainAdmin checks that every list query has a plan that reads an
+// index in the list's order and stops after the page: no Seq Scan and no
+// Sort. The planner is told to avoid both at any cost, so either appearing
+// means that no index serves the query; on a table this small it would
+// otherwise prefer them anyway.
+func TestExplainAdmin(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	base := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+	id := idemdriver.Ident{Scope: "acme", Operation: "charge", KeyDigest: idem.Digest("acme", "charge", "k")}
+	require.NoError(t, b.store.SeedRecords(t.Context(), []idemdriver.Record{{Ident: id, Status: idemdriver.StatusCompleted,
+		CorrelationID: "c", ExternalRef: "e", Owner: idemdriver.Owner{Fence: 1}, Attempts: 1, Version: 1,
+		CreatedAt: base, UpdatedAt: base, ExpiresAt: base.Add(time.Hour)}}))
+	page, err := b.store.ListKeys(t.Context(), idemdriver.KeyFilter{})
+	require.NoError(t, err)
+	require.Len(t, page.Records, 1)
+	after := idemdriver.EncodeCursor(page.Records[0])
+
+	explain := func(sql string, args ...any) string {
+		t.Helper()
+		var lines []string
+		err := pgx.BeginFunc(t.Context(), b.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(t.Context(), "SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off"); err != nil {
+				return err
+			}
+			rows, err := tx.Query(t.Context(), "EXPLAIN "+sql, args...)
+			if err != nil {
+				return err
+			}
+			lines, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			return err
+		})
+		require.NoError(t, err)
+		return strings.Join(lines, "\n")
+	}
+
+	for _, tc := range []struct {
+		name string
+		f    idemdriver.KeyFilter
+		// index is the index the plan must use; "" when several would do.
+		index string
+		// sorted allows a Sort: look-ups whose matches are few.
+		sorted bool
+	}{
+		{"all", idemdriver.KeyFilter{}, "unstuck_console_idem_updated_idx", false},
+		{"all, next page", idemdriver.KeyFilter{After: after}, "unstuck_console_idem_updated_idx", false},
+		{"time range", idemdriver.KeyFilter{From: base, To: base.Add(time.Hour)}, "unstuck_console_idem_updated_idx", false},
+		{"status", idemdriver.KeyFilter{Status: idemdriver.StatusPending}, "unstuck_idem_record_status_idx", false},
+		{"status, next page", idemdriver.KeyFilter{Status: idemdriver.StatusPending, After: after}, "unstuck_idem_record_status_idx", false},
+		{"status, time range", idemdriver.KeyFilter{Status: idemdriver.StatusPending, From: base, To: base.Add(time.Hour)}, "", false},
+		{"stuck", idemdriver.KeyFilter{Stuck: true}, "unstuck_console_idem_processing_idx", false},
+		{"stuck, scope", idemdriver.KeyFilter{Stuck: true, Scope: "acme"}, "unstuck_console_idem_processing_scope_idx", false},
+		{"scope", idemdriver.KeyFilter{Scope: "acme"}, "unstuck_console_idem_scope_idx", false},
+		{"scope, next page", idemdriver.KeyFilter{Scope: "acme", After: after}, "unstuck_console_idem_scope_idx", false},
+		{"operation", idemdriver.KeyFilter{Operation: "charge"}, "unstuck_console_idem_operation_idx", false},
+		{"status and scope", idemdriver.KeyFilter{Status: idemdriver.StatusCompleted, Scope: "acme"}, "", false},
+		{"scope and operation", idemdriver.KeyFilter{Scope: "acme", Operation: "charge"}, "", false},
+		{"correlation", idemdriver.KeyFilter{CorrelationID: "c"}, "", true},
+		{"external ref", idemdriver.KeyFilter{ExternalRef: "e"}, "", true},
+		{"key", idemdriver.KeyFilter{Scope: "acme", Operation: "charge", KeyDigest: id.KeyDigest}, "", true},
+	} {
+		q, err := tc.f.Check()
+		require.NoError(t, err, tc.name)
+		sql, args := listKeysSQL(q)
+		plan := explain(sql, args...)
+		require.NotContains(t, plan, "Seq Scan", "%s:\n%s", tc.name, plan)
+		if !tc.sorted {
+			require.NotContains(t, plan, "Sort", "%s:\n%s", tc.name, plan)
+		}
+		if tc.index != "" {
+			require.Contains(t, plan, tc.index, "%s:\n%s", tc.name, plan)
+		}
+	}
+
+	plan := explain(statusCountsSQL, []string{"pending"}, DefaultCountCap+1, DefaultStuckCap+1)
+	require.NotContains(t, plan, "Seq Scan", plan)
+	require.Contains(t, plan, "Index Only Scan using unstuck_idem_record_status_idx", plan)
+	require.Contains(t, plan, "Index Only Scan using unstuck_console_idem_processing", "the stuck count reads a partial index of processing records:\n%s", plan)
+	require.Contains(t, plan, "InitPlan", "the stuck count runs once, not once per status:\n%s", plan)
+
+	plan = explain(needsAttentionSQL, 50)
+	require.NotContains(t, plan, "Seq Scan", plan)
+}
+
+// TestMigrateAdminIndexesUpgrade: a database whose console migration
+// already created the admin indexes (every release before the drivers
+// owned them) upgrades: the driver's migration 002 finds them and applies.
+func TestMigrateAdminIndexesUpgrade(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Schema(t)
+	ctx := t.Context()
+	s := New(pool)
+	body, err := idemMigrations.ReadFile("migration/idem/001_records.up.sql")
+	require.NoError(t, err)
+	// The state an earlier release left: the idem line at version 1, and
+	// the indexes the console's migrations 001 and 002 made.
+	_, err = pool.Exec(ctx, string(body)+`;
+CREATE TABLE unstuck_migration (line text NOT NULL, version integer NOT NULL, name text NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (line, version));
+INSERT INTO unstuck_migration (line, version, name) VALUES ('idem', 1, 'records');
+CREATE INDEX unstuck_console_idem_updated_idx ON unstuck_idem_record (updated_at, id);
+CREATE INDEX unstuck_console_idem_scope_idx ON unstuck_idem_record (scope, updated_at, id);
+CREATE INDEX unstuck_console_idem_operation_idx ON unstuck_idem_record (operation, updated_at, id);
+CREATE INDEX unstuck_console_idem_processing_idx ON unstuck_idem_record (updated_at, id)
+    INCLUDE (lease_expires_at) WHERE status = 'processing';
+CREATE INDEX unstuck_console_idem_processing_scope_idx ON unstuck_idem_record (scope, updated_at, id)
+    INCLUDE (lease_expires_at) WHERE status = 'processing';`)
+	require.NoError(t, err)
+	indexes := func() []string {
+		rows, err := pool.Query(ctx, `SELECT indexdef FROM pg_indexes WHERE tablename = 'unstuck_idem_record' AND schemaname = current_schema() ORDER BY indexname`)
+		require.NoError(t, err)
+		defs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		return defs
+	}
+	before := indexes()
+	require.NoError(t, s.Migrate(ctx))
+	require.Equal(t, before, indexes(), "the same indexes, none duplicated")
+
+	fresh := setup(t)
+	rows, err := fresh.pool.Query(ctx, `SELECT indexdef FROM pg_indexes WHERE tablename = 'unstuck_idem_record' AND schemaname = current_schema() ORDER BY indexname`)
+	require.NoError(t, err)
+	defs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	schemaless := func(defs []string) []string {
+		out := make([]string, len(defs))
+		for i, d := range defs {
+			// Index definitions name the schema; the two tests use two.
+			out[i] = d[:strings.Index(d, " ON ")] + d[strings.Index(d, " USING "):]
+		}
+		return out
+	}
+	require.Equal(t, schemaless(before), schemaless(defs), "a fresh database gets the same indexes")
+}

@@ -1,0 +1,271 @@
+package idemsqlite
+
+// The admin reads (idemdriver.Admin) and the seeding path
+// (idemdriver.Seeder). Every read runs on the handle, outside any
+// transaction (WAL: readers never wait for the writer), and judges leases
+// by the process clock, which it returns as each record's ReadAt. The
+// indexes they rely on are created by the "idem" migration line
+// (003_admin_indexes); the EXPLAIN tests in admin_test.go check that each
+// list is answered by one of them.
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
+)
+
+// listKeysSQL returns the list query of q and its arguments, with now as
+// the clock that judges leases: newest change first, keyset on
+// (updated_at, id), one row more than the page.
+func listKeysSQL(q idemdriver.KeyQuery, now time.Time) (string, []any) {
+	var (
+		conds []string
+		args  []any
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "?" + strconv.Itoa(len(args))
+	}
+	// Each condition is written so that an index serves it: the partial
+	// indexes on correlation_id and external_ref are only usable when the
+	// query repeats their predicate.
+	if q.Status != "" {
+		conds = append(conds, "status = "+arg(string(q.Status)))
+	}
+	if q.Stuck {
+		conds = append(conds, "lease_expires_at <= "+arg(now.UnixMicro()))
+	}
+	if q.Scope != "" {
+		conds = append(conds, "scope = "+arg(q.Scope))
+	}
+	if q.Operation != "" {
+		conds = append(conds, "operation = "+arg(q.Operation))
+	}
+	if q.KeyDigest != "" {
+		conds = append(conds, "key_digest = "+arg(q.KeyDigest))
+	}
+	if q.CorrelationID != "" {
+		conds = append(conds, "correlation_id = "+arg(q.CorrelationID)+" AND correlation_id <> ''")
+	}
+	if q.ExternalRef != "" {
+		conds = append(conds, "external_ref = "+arg(q.ExternalRef)+" AND external_ref <> ''")
+	}
+	if !q.From.IsZero() {
+		conds = append(conds, "updated_at >= "+arg(q.From.UnixMicro()))
+	}
+	if !q.To.IsZero() {
+		conds = append(conds, "updated_at < "+arg(q.To.UnixMicro()))
+	}
+	if q.AfterSet {
+		conds = append(conds, "(updated_at, id) < ("+arg(q.AfterUpdatedAt.UnixMicro())+", "+arg(q.AfterID)+")")
+	}
+	where := ""
+	if len(conds) > 0 {
+		where = "WHERE " + strings.Join(conds, "\n  AND ") + "\n"
+	}
+	query := `SELECT ` + recordColumns + `
+FROM unstuck_idem_record
+` + where + `ORDER BY updated_at DESC, id DESC
+LIMIT ` + arg(q.Limit+1)
+	return query, args
+}
+
+// ?1 id.
+const queryKeyByID = `SELECT ` + recordColumns + `
+FROM unstuck_idem_record
+WHERE id = ?1`
+
+// queryNeedsAttention takes ?1 the limit, ?2 now (µs). SQLite allows ORDER
+// BY and LIMIT only at the end of a compound select, hence the subqueries:
+// each is the head of an index in (updated_at, id) order.
+const queryNeedsAttention = `SELECT ` + recordColumns + `
+FROM (
+    SELECT * FROM (SELECT * FROM unstuck_idem_record WHERE status = 'pending'
+        ORDER BY updated_at, id LIMIT ?1)
+    UNION ALL
+    SELECT * FROM (SELECT * FROM unstuck_idem_record WHERE status = 'unavailable'
+        ORDER BY updated_at, id LIMIT ?1)
+    UNION ALL
+    SELECT * FROM (SELECT * FROM unstuck_idem_record WHERE status = 'processing' AND lease_expires_at <= ?2
+        ORDER BY updated_at, id LIMIT ?1)
+)
+ORDER BY updated_at, id
+LIMIT ?1`
+
+// queryStatusCounts counts every status exactly, with its least
+// updated_at, in one pass over the (status, updated_at, id) index.
+const queryStatusCounts = `SELECT status, count(*), min(updated_at)
+FROM unstuck_idem_record
+GROUP BY status`
+
+// queryStuckCount takes ?1 now (µs); the partial index of processing
+// records serves it.
+const queryStuckCount = `SELECT count(*) FROM unstuck_idem_record
+WHERE status = 'processing' AND lease_expires_at <= ?1`
+
+// ListKeys implements [idemdriver.Admin.ListKeys].
+func (s *Store) ListKeys(ctx context.Context, f idemdriver.KeyFilter) (idemdriver.KeyPage, error) {
+	q, err := f.Check()
+	if err != nil {
+		return idemdriver.KeyPage{}, err
+	}
+	now := clock(time.Time{})
+	query, args := listKeysSQL(q, now)
+	recs, err := s.queryRecords(ctx, now, query, args...)
+	if err != nil {
+		return idemdriver.KeyPage{}, fmt.Errorf("idemsqlite: list keys: %w", err)
+	}
+	// One more row than the page was read to learn whether another follows.
+	page := idemdriver.KeyPage{Records: recs}
+	if len(recs) > q.Limit {
+		page.Records = recs[:q.Limit]
+		page.Next = idemdriver.EncodeCursor(page.Records[q.Limit-1])
+	}
+	return page, nil
+}
+
+// KeyByID implements [idemdriver.Admin.KeyByID].
+func (s *Store) KeyByID(ctx context.Context, id int64) (idemdriver.Record, bool, error) {
+	rec, ok, err := found(scanRecord(s.db.QueryRowContext(ctx, queryKeyByID, id), clock(time.Time{})))
+	if err != nil {
+		return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: key by id: %w", err)
+	}
+	return rec, ok, nil
+}
+
+// NeedsAttention implements [idemdriver.Admin.NeedsAttention].
+func (s *Store) NeedsAttention(ctx context.Context, limit int) ([]idemdriver.Record, error) {
+	now := clock(time.Time{})
+	recs, err := s.queryRecords(ctx, now, queryNeedsAttention, idemdriver.ClampLimit(limit), now.UnixMicro())
+	if err != nil {
+		return nil, fmt.Errorf("idemsqlite: needs attention: %w", err)
+	}
+	return recs, nil
+}
+
+// EachKey implements [idemdriver.Admin.EachKey] with ListKeys.
+func (s *Store) EachKey(ctx context.Context, f idemdriver.KeyFilter, batch int, fn func([]idemdriver.Record) error) error {
+	return idemdriver.EachKey(ctx, s.ListKeys, f, batch, fn)
+}
+
+func (s *Store) queryRecords(ctx context.Context, now time.Time, query string, args ...any) ([]idemdriver.Record, error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var recs []idemdriver.Record
+	for rows.Next() {
+		rec, err := scanRecord(rows, now)
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, rec)
+	}
+	return recs, rows.Err()
+}
+
+// KeyOverview implements [idemdriver.Admin.KeyOverview]. Every count is
+// exact: an embedded database holds few enough records for one pass over
+// the status index.
+func (s *Store) KeyOverview(ctx context.Context) (idemdriver.KeyOverview, error) {
+	o, err := s.keyOverview(ctx)
+	if err != nil {
+		return idemdriver.KeyOverview{}, fmt.Errorf("idemsqlite: key overview: %w", err)
+	}
+	return o, nil
+}
+
+func (s *Store) keyOverview(ctx context.Context) (idemdriver.KeyOverview, error) {
+	now := clock(time.Time{})
+	rows, err := s.db.QueryContext(ctx, queryStatusCounts)
+	if err != nil {
+		return idemdriver.KeyOverview{}, err
+	}
+	defer rows.Close()
+	counts := make(map[idemdriver.Status]idemdriver.StatusCount, len(idemdriver.Statuses))
+	for rows.Next() {
+		var (
+			status        string
+			count, oldest int64
+		)
+		if err := rows.Scan(&status, &count, &oldest); err != nil {
+			return idemdriver.KeyOverview{}, err
+		}
+		st := idemdriver.Status(status)
+		counts[st] = idemdriver.StatusCount{Status: st, Count: count, Exact: true, Oldest: micros(oldest)}
+	}
+	if err := rows.Err(); err != nil {
+		return idemdriver.KeyOverview{}, err
+	}
+	o := idemdriver.KeyOverview{StuckExact: true, AsOf: now}
+	for _, st := range idemdriver.Statuses {
+		c, ok := counts[st]
+		if !ok {
+			c = idemdriver.StatusCount{Status: st, Exact: true}
+		}
+		o.Counts = append(o.Counts, c)
+	}
+	if err := s.db.QueryRowContext(ctx, queryStuckCount, now.UnixMicro()).Scan(&o.StuckProcessing); err != nil {
+		return idemdriver.KeyOverview{}, err
+	}
+	return o, nil
+}
+
+// querySeed inserts one record as it is; the fence trigger of migration 002
+// keeps the fence counter at or above every fence inserted.
+const querySeed = `INSERT INTO unstuck_idem_record (
+    scope, operation, key_digest, fingerprint, status, result, response_code,
+    correlation_id, external_ref, resource_ids, last_error, owner_token, fence, lease_expires_at,
+    attempts, version, created_at, updated_at, expires_at
+) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)`
+
+// SeedRecords implements [idemdriver.Seeder]: it inserts recs in one write
+// transaction, holding the store's writer like every write; the fence
+// counter follows the highest fence by the trigger of migration 002. It
+// bypasses the lease protocol and the engine (see idemdriver.Seeder): for
+// benchmarks and imports only. A record violating the table's constraints
+// (an existing ident, a processing record without a lease) fails the
+// whole call.
+func (s *Store) SeedRecords(ctx context.Context, recs []idemdriver.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	err := s.immediate(ctx, func(conn *sql.Conn) error {
+		st, err := conn.PrepareContext(ctx, querySeed)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for _, r := range recs {
+			ids, err := json.Marshal(nonNil(r.ResourceIDs))
+			if err != nil {
+				return err
+			}
+			var lease sql.NullInt64
+			if !r.LeaseExpiresAt.IsZero() {
+				lease = sql.NullInt64{Int64: r.LeaseExpiresAt.UnixMicro(), Valid: true}
+			}
+			var result any
+			if r.Result != nil {
+				result = r.Result
+			}
+			if _, err := st.ExecContext(ctx, r.Scope, r.Operation, r.KeyDigest, r.Fingerprint, string(r.Status), result,
+				r.ResponseCode, r.CorrelationID, r.ExternalRef, string(ids), r.LastError, r.Token, r.Fence, lease,
+				r.Attempts, r.Version, r.CreatedAt.UnixMicro(), r.UpdatedAt.UnixMicro(), r.ExpiresAt.UnixMicro()); err != nil {
+				return fmt.Errorf("record %s/%s: %w", r.Scope, r.Operation, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("idemsqlite: seed records: %w", err)
+	}
+	return nil
+}
