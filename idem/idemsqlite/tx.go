@@ -55,7 +55,7 @@ type txKey struct{}
 func (s *Store) WithinTx(ctx context.Context, fn func(ctx context.Context, tx idem.Store) error) error {
 	fnFailed := false
 	err := s.immediate(ctx, func(conn *sql.Conn) error {
-		ts := &txStore{conn: conn}
+		ts := &txStore{ex: conn, ended: new(atomic.Bool)}
 		defer ts.ended.Store(true)
 		if err := fn(context.WithValue(ctx, txKey{}, Executor(conn)), ts); err != nil {
 			fnFailed = true
@@ -80,26 +80,46 @@ func TxFrom(ctx context.Context) (Executor, bool) {
 	return ex, ok
 }
 
-// txStore is the idem.Store that WithinTx hands to fn: the store's calls on
-// the transaction's connection. It is not safe for concurrent use; ended
-// is atomic only so that a call after fn has returned, from any goroutine,
-// is refused without a data race.
-type txStore struct {
-	conn  *sql.Conn
-	ended atomic.Bool
+// Tx returns the store's primitives on ex, a transaction the caller began
+// on the store's database and owns (a *sql.Tx, or a *sql.Conn inside
+// BEGIN … COMMIT), River style: every call runs inside it and none begins,
+// commits or rolls back, so that the record's writes commit or roll back
+// with the caller's own (the console's decision and its audit entry, for
+// instance). The caller commits or rolls back.
+//
+// The transaction must hold the write lock from its start (BEGIN
+// IMMEDIATE: a handle opened with _txlock=immediate begins its *sql.Tx so):
+// a deferred transaction that reads, and then writes after another
+// connection's commit, fails with SQLITE_BUSY whatever the busy timeout.
+// The calls do not take the Store's writer semaphore: the transaction's
+// write lock already excludes every other writer, which waits in SQLite's
+// busy handler. Once a *sql.Tx has ended, every call fails with
+// [sql.ErrTxDone]; a *sql.Conn cannot tell. The returned Store is not safe
+// for concurrent use. Leases and retention are judged as by the Store.
+func (s *Store) Tx(ex Executor) idem.Store {
+	return &txStore{ex: ex}
 }
 
-// ex returns the connection to run op on, or an error once WithinTx's fn
-// has returned.
-func (t *txStore) ex(op string) (Executor, error) {
-	if t.ended.Load() {
+// txStore is the idem.Store of [Store.Tx] and of WithinTx's fn: the
+// store's calls on one transaction. It is not safe for concurrent use.
+// ended, set only by WithinTx, is atomic so that a call after fn has
+// returned, from any goroutine, is refused without a data race.
+type txStore struct {
+	ex    Executor
+	ended *atomic.Bool // nil for Tx
+}
+
+// exec returns the executor to run op on, or an error once WithinTx's fn has
+// returned.
+func (t *txStore) exec(op string) (Executor, error) {
+	if t.ended != nil && t.ended.Load() {
 		return nil, fmt.Errorf("idemsqlite: %s: the transaction of WithinTx has ended: %w", op, sql.ErrTxDone)
 	}
-	return t.conn, nil
+	return t.ex, nil
 }
 
 func (t *txStore) Reserve(ctx context.Context, p idem.ReserveParams) (idem.Record, bool, error) {
-	ex, err := t.ex("reserve")
+	ex, err := t.exec("reserve")
 	if err != nil {
 		return idem.Record{}, false, err
 	}
@@ -111,7 +131,7 @@ func (t *txStore) Reserve(ctx context.Context, p idem.ReserveParams) (idem.Recor
 }
 
 func (t *txStore) Takeover(ctx context.Context, p idem.TakeoverParams) (idem.Record, error) {
-	ex, err := t.ex("takeover")
+	ex, err := t.exec("takeover")
 	if err != nil {
 		return idem.Record{}, err
 	}
@@ -123,7 +143,7 @@ func (t *txStore) Takeover(ctx context.Context, p idem.TakeoverParams) (idem.Rec
 }
 
 func (t *txStore) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c idem.Completion) error {
-	ex, err := t.ex("complete")
+	ex, err := t.exec("complete")
 	if err != nil {
 		return err
 	}
@@ -134,7 +154,7 @@ func (t *txStore) Complete(ctx context.Context, id idem.Ident, o idem.Owner, c i
 }
 
 func (t *txStore) Annotate(ctx context.Context, id idem.Ident, o idem.Owner, a idem.Annotation) error {
-	ex, err := t.ex("annotate")
+	ex, err := t.exec("annotate")
 	if err != nil {
 		return err
 	}
@@ -145,7 +165,7 @@ func (t *txStore) Annotate(ctx context.Context, id idem.Ident, o idem.Owner, a i
 }
 
 func (t *txStore) Release(ctx context.Context, id idem.Ident, o idem.Owner) error {
-	ex, err := t.ex("release")
+	ex, err := t.exec("release")
 	if err != nil {
 		return err
 	}
@@ -156,7 +176,7 @@ func (t *txStore) Release(ctx context.Context, id idem.Ident, o idem.Owner) erro
 }
 
 func (t *txStore) Get(ctx context.Context, id idem.Ident) (idem.Record, bool, error) {
-	ex, err := t.ex("get")
+	ex, err := t.exec("get")
 	if err != nil {
 		return idem.Record{}, false, err
 	}
@@ -168,7 +188,7 @@ func (t *txStore) Get(ctx context.Context, id idem.Ident) (idem.Record, bool, er
 }
 
 func (t *txStore) Delete(ctx context.Context, id idem.Ident) (bool, error) {
-	ex, err := t.ex("delete")
+	ex, err := t.exec("delete")
 	if err != nil {
 		return false, err
 	}
@@ -180,7 +200,7 @@ func (t *txStore) Delete(ctx context.Context, id idem.Ident) (bool, error) {
 }
 
 func (t *txStore) Sweep(ctx context.Context, p idem.SweepParams) (idem.SweepResult, error) {
-	ex, err := t.ex("sweep")
+	ex, err := t.exec("sweep")
 	if err != nil {
 		return idem.SweepResult{}, err
 	}
@@ -192,7 +212,7 @@ func (t *txStore) Sweep(ctx context.Context, p idem.SweepParams) (idem.SweepResu
 }
 
 func (t *txStore) Extend(ctx context.Context, id idem.Ident, o idem.Owner, lease time.Duration, now time.Time) (time.Time, error) {
-	ex, err := t.ex("extend")
+	ex, err := t.exec("extend")
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -204,7 +224,7 @@ func (t *txStore) Extend(ctx context.Context, id idem.Ident, o idem.Owner, lease
 }
 
 func (t *txStore) Settle(ctx context.Context, id idem.Ident, st idem.Settlement) (idem.Record, bool, error) {
-	ex, err := t.ex("settle")
+	ex, err := t.exec("settle")
 	if err != nil {
 		return idem.Record{}, false, err
 	}
