@@ -80,10 +80,9 @@ func TxFrom(ctx context.Context) (Executor, bool) {
 	return ex, ok
 }
 
-// Tx returns the store's primitives on ex, a transaction the caller began
-// on the store's database and owns (a *sql.Tx, or a *sql.Conn inside
-// BEGIN … COMMIT), River style: every call runs inside it and none begins,
-// commits or rolls back, so that the record's writes commit or roll back
+// Tx returns the store's primitives on tx, a transaction the caller began
+// on the store's database file and owns, River style: every call runs
+// inside it and none begins, commits or rolls back, so that the record's writes commit or roll back
 // with the caller's own (the console's decision and its audit entry, for
 // instance). The caller commits or rolls back.
 //
@@ -93,11 +92,11 @@ func TxFrom(ctx context.Context) (Executor, bool) {
 // connection's commit, fails with SQLITE_BUSY whatever the busy timeout.
 // The calls do not take the Store's writer semaphore: the transaction's
 // write lock already excludes every other writer, which waits in SQLite's
-// busy handler. Once a *sql.Tx has ended, every call fails with
-// [sql.ErrTxDone]; a *sql.Conn cannot tell. The returned Store is not safe
-// for concurrent use. Leases and retention are judged as by the Store.
-func (s *Store) Tx(ex Executor) idem.Store {
-	return &txStore{ex: ex}
+// busy handler. Once tx has ended, every call fails with [sql.ErrTxDone].
+// The returned Store is not safe for concurrent use, as tx is not. Leases
+// and retention are judged as by the Store.
+func (s *Store) Tx(tx *sql.Tx) idem.Store {
+	return &txStore{ex: tx}
 }
 
 // txStore is the idem.Store of [Store.Tx] and of WithinTx's fn: the

@@ -17,9 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/idem"
-	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
+	"github.com/unstuckhq/unstuck/internal/migrate"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
 
@@ -44,19 +43,25 @@ func mustHash(t testing.TB, e Entry) []byte {
 	return h
 }
 
-// txStore is the part of a driver's store that tests use: its WithinTx,
-// which AppendTx joins.
-type txStore interface {
-	WithinTx(ctx context.Context, fn func(ctx context.Context, tx idem.Store) error) error
+// testBundle is one migrated trail and its database.
+type testBundle struct {
+	trail *Trail
+	pool  *pgxpool.Pool // PostgreSQL only
+	sqlDB *sql.DB       // SQLite only
 }
 
-// testBundle is one migrated trail and the driver store whose transactions
-// decisions run in.
-type testBundle struct {
-	trail  *Trail
-	driver txStore
-	pool   *pgxpool.Pool // PostgreSQL only
-	sqlDB  *sql.DB       // SQLite only
+// withinTx runs fn in a transaction of the dialect's native type, begun as
+// a decision begins it (READ COMMITTED; BEGIN IMMEDIATE), and commits it if
+// fn returns nil. appendTx appends on that transaction.
+func (b testBundle) withinTx(ctx context.Context, fn func(appendTx func(Entry) (Entry, error)) error) error {
+	if b.pool != nil {
+		return pgx.BeginTxFunc(ctx, b.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+			return fn(func(e Entry) (Entry, error) { return b.trail.AppendPgxTx(ctx, tx, e) })
+		})
+	}
+	return migrate.Immediate(ctx, b.sqlDB, func(conn *sql.Conn) error {
+		return fn(func(e Entry) (Entry, error) { return b.trail.AppendSQLiteTx(ctx, conn, e) })
+	})
 }
 
 func setupPostgres(t testing.TB) testBundle {
@@ -64,7 +69,7 @@ func setupPostgres(t testing.TB) testBundle {
 	pool := pgtest.Schema(t)
 	trail := NewPostgres(pool, WithKeys(testKeys))
 	require.NoError(t, trail.Migrate(context.Background()))
-	return testBundle{trail: trail, driver: idempgx.New(pool), pool: pool}
+	return testBundle{trail: trail, pool: pool}
 }
 
 func setupSQLite(t testing.TB) testBundle {
@@ -74,7 +79,7 @@ func setupSQLite(t testing.TB) testBundle {
 	t.Cleanup(func() { require.NoError(t, db.Close()) })
 	trail := NewSQLite(db, WithKeys(testKeys))
 	require.NoError(t, trail.Migrate(context.Background()))
-	return testBundle{trail: trail, driver: idemsqlite.New(db), sqlDB: db}
+	return testBundle{trail: trail, sqlDB: db}
 }
 
 // eachDialect runs fn as a parallel subtest per dialect, on fresh state.
@@ -324,13 +329,10 @@ func TestAppendTx(t *testing.T) {
 	t.Parallel()
 	eachDialect(t, func(t *testing.T, b testBundle) {
 		ctx := t.Context()
-		_, err := b.trail.AppendTx(ctx, entry(entryOpts{}))
-		require.ErrorIs(t, err, ErrNoTx, "no transaction in the context")
-
 		var committed Entry
-		require.NoError(t, b.driver.WithinTx(ctx, func(ctx context.Context, _ idem.Store) error {
+		require.NoError(t, b.withinTx(ctx, func(appendTx func(Entry) (Entry, error)) error {
 			var err error
-			committed, err = b.trail.AppendTx(ctx, entry(entryOpts{Reason: "committed"}))
+			committed, err = appendTx(entry(entryOpts{Reason: "committed"}))
 			return err
 		}))
 		require.Equal(t, int64(1), committed.Seq)
@@ -339,9 +341,9 @@ func TestAppendTx(t *testing.T) {
 		// gap: the next append takes its seq.
 		errRollback := errors.New("the transition failed")
 		var rolledBack Entry
-		err = b.driver.WithinTx(ctx, func(ctx context.Context, _ idem.Store) error {
+		err := b.withinTx(ctx, func(appendTx func(Entry) (Entry, error)) error {
 			var err error
-			rolledBack, err = b.trail.AppendTx(ctx, entry(entryOpts{Reason: "rolled back"}))
+			rolledBack, err = appendTx(entry(entryOpts{Reason: "rolled back"}))
 			require.NoError(t, err)
 			return errRollback
 		})
