@@ -140,8 +140,9 @@ func NewOperations[TTx any](db *DB[TTx], runner *saga.Runner[TTx]) (*Operations,
 	return &Operations{trail: db.trail, log: slog.Default(), decide: o.decide}, nil
 }
 
-// Decide applies d as actor: in one transaction it reads the operation, refuses the decision if its version is
-// not d.Version (ErrStale) or the saga's state machine forbids it
+// Decide applies d as actor: in one transaction of its DB it reads and
+// locks the operation, refuses the decision if its version is not
+// d.Version (ErrStale) or the saga's state machine forbids it
 // (ErrIllegal), applies it through the runner (its records, events and
 // River jobs), and appends the audit entry. A refused attempt is audited
 // as a conflict; an invalid one (a *FieldError) is not a decision and is
