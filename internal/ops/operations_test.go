@@ -41,8 +41,10 @@ type sagaBundle struct {
 	// try runs one operator action in a transaction that is rolled back,
 	// and returns the engine's answer (for TestLegalMatchesTheEngine).
 	try func(t *testing.T, op saga.Operation, d ops.OperationDecision) error
-	// exec runs a statement on the test's own database, as its owner.
-	exec func(t testing.TB, query string)
+	// exec runs a statement on the test's own database, as its owner;
+	// names runs a query of one text column there.
+	exec  func(t testing.TB, query string)
+	names func(t testing.TB, query string) []string
 }
 
 var sagaBackends = map[string]func(t *testing.T) *sagaBundle{
@@ -63,6 +65,7 @@ var sagaBackends = map[string]func(t *testing.T) *sagaBundle{
 			_, err := db.ExecContext(context.Background(), query)
 			require.NoError(t, err, query)
 		}
+		b.names = func(t testing.TB, query string) []string { return sqlNames(t, db, query) }
 		b.jobs = func(t *testing.T, kind string) int {
 			var n int
 			require.NoError(t, db.QueryRowContext(t.Context(), `SELECT count(*) FROM river_job WHERE kind = ?`, kind).Scan(&n))
@@ -81,6 +84,7 @@ var sagaBackends = map[string]func(t *testing.T) *sagaBundle{
 			_, err := pool.Exec(context.Background(), query)
 			require.NoError(t, err, query)
 		}
+		b.names = func(t testing.TB, query string) []string { return pgNames(t, pool, query) }
 		b.jobs = func(t *testing.T, kind string) int {
 			var n int
 			require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM river_job WHERE kind = $1`, kind).Scan(&n))
@@ -370,14 +374,15 @@ func TestOperationDecisions(t *testing.T) {
 			t.Run("NoEntryWhenTheCommitFails", func(t *testing.T) {
 				t.Parallel()
 				b := backend(t)
-				breakAudit(t, b.trail.Dialect(), b.exec)
 				op := uncertainPivot("op-commit-fails")
 				b.insert(t, op)
 				// Everything in the decision's transaction succeeds, its
 				// commit fails: an entry appended in a transaction of its
 				// own would stay behind (issue 11).
+				restore := failCommits(t, b.trail.Dialect(), b.exec, b.names)
 				_, err := b.ops.Decide(context.Background(), ops.Actor{Username: "ada", Role: "oncall"}, ops.OperationDecision{ID: op.ID, Version: op.Version,
-					Action: ops.OperationRetry, Step: "workspace", Reason: "the provider is back up after the outage" + failCommit})
+					Action: ops.OperationRetry, Step: "workspace", Reason: "the provider is back up after the outage"})
+				restore()
 				require.ErrorContains(t, err, "commit: ", "the COMMIT failed")
 				got := b.get(t, op.ID)
 				require.Equal(t, op.Version, got.Version, "nothing applied")

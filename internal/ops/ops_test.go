@@ -3,6 +3,7 @@ package ops_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem"
@@ -28,8 +31,10 @@ type bundle struct {
 	db     *store.DB
 	trail  *audit.Trail
 	keys   *ops.Keys
-	// exec runs a statement on the test's own database, as its owner.
-	exec func(t testing.TB, query string)
+	// exec runs a statement on the test's own database, as its owner;
+	// names runs a query of one text column there.
+	exec  func(t testing.TB, query string)
+	names func(t testing.TB, query string) []string
 	// dialect is the trail's.
 	dialect string
 }
@@ -42,6 +47,7 @@ type backend struct {
 	trail   *audit.Trail
 	newKeys func(engine *idem.Engine) (*ops.Keys, error)
 	exec    func(t testing.TB, query string)
+	names   func(t testing.TB, query string) []string
 }
 
 var backends = map[string]func(t testing.TB) backend{
@@ -65,7 +71,8 @@ var backends = map[string]func(t testing.TB) backend{
 				t.Helper()
 				_, err := db.ExecContext(context.Background(), query)
 				require.NoError(t, err, query)
-			}}
+			},
+			names: func(t testing.TB, query string) []string { return sqlNames(t, db, query) }}
 	},
 	"PostgreSQL": func(t testing.TB) backend {
 		pool := pgtest.Schema(t)
@@ -82,7 +89,8 @@ var backends = map[string]func(t testing.TB) backend{
 				t.Helper()
 				_, err := pool.Exec(context.Background(), query)
 				require.NoError(t, err, query)
-			}}
+			},
+			names: func(t testing.TB, query string) []string { return pgNames(t, pool, query) }}
 	},
 }
 
@@ -106,7 +114,33 @@ func setup(t testing.TB, newBackend func(t testing.TB) backend) bundle {
 	require.NoError(t, err)
 	keys, err := be.newKeys(e)
 	require.NoError(t, err)
-	return bundle{engine: e, db: be.db, trail: be.trail, keys: keys, exec: be.exec, dialect: be.trail.Dialect()}
+	return bundle{engine: e, db: be.db, trail: be.trail, keys: keys, exec: be.exec, names: be.names, dialect: be.trail.Dialect()}
+}
+
+// sqlNames runs query on db and returns its one text column.
+func sqlNames(t testing.TB, db *sql.DB, query string) []string {
+	t.Helper()
+	rows, err := db.QueryContext(context.Background(), query)
+	require.NoError(t, err, query)
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		out = append(out, s)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// pgNames runs query on pool and returns its one text column.
+func pgNames(t testing.TB, pool *pgxpool.Pool, query string) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), query)
+	require.NoError(t, err, query)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err, query)
+	return out
 }
 
 // pending makes a pending record (a provider timed out) and returns it.
@@ -277,9 +311,9 @@ func TestKeyDecisionAndItsEntryCommitTogether(t *testing.T) {
 					t.Run("TheCommitFails", func(t *testing.T) {
 						rec := pending(t, b, "k-commit-"+string(action))
 						d.RecordID, d.Version = rec.ID, rec.Version
-						d := d
-						d.Reason += failCommit
+						restore := failCommits(t, b.dialect, b.exec, b.names)
 						_, err := b.keys.Decide(ctx, ops.Actor{Username: "ada", Role: "oncall"}, d)
+						restore()
 						require.ErrorContains(t, err, "commit: ", "the COMMIT failed")
 						unchanged(t, rec)
 					})
