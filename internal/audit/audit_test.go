@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,7 +18,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/migrate"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
@@ -74,12 +74,24 @@ func setupPostgres(t testing.TB) testBundle {
 
 func setupSQLite(t testing.TB) testBundle {
 	t.Helper()
-	db, err := idemsqlite.Open(filepath.Join(t.TempDir(), "audit.db"))
+	db, err := openSQLite(filepath.Join(t.TempDir(), "audit.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, db.Close()) })
 	trail := NewSQLite(db, WithKeys(testKeys))
 	require.NoError(t, trail.Migrate(context.Background()))
 	return testBundle{trail: trail, sqlDB: db}
+}
+
+// openSQLite opens the SQLite file at path with the settings of
+// idem/idemsqlite's Open that the trail relies on: a busy timeout and WAL
+// on every connection.
+func openSQLite(path string) (*sql.DB, error) {
+	q := url.Values{"_pragma": {"busy_timeout(10000)", "journal_mode(WAL)", "foreign_keys(1)", "synchronous(NORMAL)"}}
+	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: filepath.ToSlash(path), RawQuery: q.Encode()}).String())
+	if err != nil {
+		return nil, err
+	}
+	return db, db.Ping()
 }
 
 // eachDialect runs fn as a parallel subtest per dialect, on fresh state.
@@ -633,7 +645,7 @@ func TestVerifyAcrossPages(t *testing.T) {
 
 func TestNotMigrated(t *testing.T) {
 	t.Parallel()
-	db, err := idemsqlite.Open(filepath.Join(t.TempDir(), "empty.db"))
+	db, err := openSQLite(filepath.Join(t.TempDir(), "empty.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, db.Close()) })
 	_, err = NewSQLite(db, WithKeys(testKeys)).Verify(t.Context())

@@ -13,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/migrate"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
@@ -189,7 +188,7 @@ func legacyBundle(t *testing.T, dialect string, n int) testBundle {
 		require.NoError(t, migrate.Postgres(ctx, pool, migrationLine, v1))
 		b = testBundle{trail: NewPostgres(pool, WithKeys(testKeys)), pool: pool}
 	} else {
-		db, err := idemsqlite.Open(filepath.Join(t.TempDir(), "audit.db"))
+		db, err := openSQLite(filepath.Join(t.TempDir(), "audit.db"))
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, db.Close()) })
 		require.NoError(t, migrate.SQLite(ctx, db, migrationLine, v1))
