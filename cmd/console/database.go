@@ -9,17 +9,20 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 
+	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/migrate"
+	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
@@ -45,10 +48,18 @@ type database struct {
 	Embedded bool
 	// Pool is the PostgreSQL pool (nil for SQLite); SQL the SQLite handle
 	// (nil for PostgreSQL). For wiring River and the saga stores.
-	Pool    *pgxpool.Pool
-	SQL     *sql.DB
-	migrate []func(context.Context) error
-	Close   func()
+	Pool *pgxpool.Pool
+	SQL  *sql.DB
+	// Immediate is, on SQLite, a second handle on the file with one
+	// connection whose write transactions begin IMMEDIATE
+	// (ops.OpenImmediate): the console's decisions and River run on it.
+	Immediate *sql.DB
+	// pgStore and sqliteStore are Store as its driver's type, for
+	// binding it to a decision's transaction.
+	pgStore     *idempgx.Store
+	sqliteStore *idemsqlite.Store
+	migrate     []func(context.Context) error
+	Close       func()
 }
 
 // Migrate applies the engines' migrations (idempotency records, sagas,
@@ -121,14 +132,14 @@ func riverMigrate[TTx any](ctx context.Context, rd riverdriver.Driver[TTx]) erro
 }
 
 // riverMigrateSQLite is riverMigrate on db's file: through a handle of its
-// own that takes the write lock up front (see openRiverSQLite) when it
+// own that takes the write lock up front (ops.OpenImmediate) when it
 // migrates, on db when it only checks.
 func riverMigrateSQLite(db *sql.DB) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if migrate.Checking(ctx) {
 			return riverMigrate(ctx, riversqlite.New(db))
 		}
-		riverDB, err := openRiverSQLite(ctx, db)
+		riverDB, err := ops.OpenImmediate(ctx, db)
 		if err != nil {
 			return fmt.Errorf("river: migrate: %w", err)
 		}
@@ -176,7 +187,7 @@ func openUnmigrated(ctx context.Context, rawURL string) (*database, error) {
 			return nil, fmt.Errorf("connect to %s: %w", redacted, err)
 		}
 		s, c, sd := idempgx.New(pool), store.NewPostgres(pool), sagapgx.New(pool)
-		return &database{Redacted: redacted, Store: s, Records: s, Console: c, Sagas: sd, Pool: pool,
+		return &database{Redacted: redacted, Store: s, Records: s, Console: c, Sagas: sd, Pool: pool, pgStore: s,
 			Trail: audit.NewPostgres(pool),
 			migrate: []func(context.Context) error{s.Migrate, sd.Migrate,
 				func(ctx context.Context) error { return riverMigrate(ctx, riverpgxv5.New(pool)) },
@@ -194,17 +205,51 @@ func openUnmigrated(ctx context.Context, rawURL string) (*database, error) {
 			_ = db.Close()
 			return nil, fmt.Errorf("open %s: %w", rawURL, err)
 		}
+		imm, err := ops.OpenImmediate(ctx, db)
+		if err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("open %s: %w", rawURL, err)
+		}
 		s, c, sd := idemsqlite.New(db), store.NewSQLite(db), sagasqlite.New(db)
-		return &database{Redacted: rawURL, Store: s, Records: s, Console: c, Sagas: sd, Embedded: true, SQL: db,
+		return &database{Redacted: rawURL, Store: s, Records: s, Console: c, Sagas: sd, Embedded: true, SQL: db, Immediate: imm, sqliteStore: s,
 			Trail: audit.NewSQLite(db),
 			migrate: []func(context.Context) error{s.Migrate, sd.Migrate, riverMigrateSQLite(db),
-				c.Migrate, audit.NewSQLite(db).Migrate}, Close: func() { closeQuietly(db) }}, nil
+				c.Migrate, audit.NewSQLite(db).Migrate}, Close: func() { closeQuietly(imm); closeQuietly(db) }}, nil
 	default:
 		return nil, fmt.Errorf("database URL must start with postgres://, postgresql:// or sqlite: (got %q)", schemeOf(rawURL))
 	}
 }
 
 func closeQuietly(db *sql.DB) { _ = db.Close() }
+
+// postgresDecisions returns the console's decisions on the pool, audited
+// in the trail as it is now (after useAuditKeys).
+func (d *database) postgresDecisions() (*ops.DB[pgx.Tx], error) {
+	return ops.Postgres(d.Pool, d.Trail)
+}
+
+// sqliteDecisions returns the console's decisions on the Immediate
+// handle, audited in the trail as it is now (after useAuditKeys).
+func (d *database) sqliteDecisions() (*ops.DB[*sql.Tx], error) {
+	return ops.SQLite(d.Immediate, d.Trail)
+}
+
+// keyDecisions returns the console's decisions on keys of engine, whose
+// store must be d.Store.
+func (d *database) keyDecisions(engine *idem.Engine) (*ops.Keys, error) {
+	if d.Pool != nil {
+		db, err := d.postgresDecisions()
+		if err != nil {
+			return nil, err
+		}
+		return ops.NewKeys(db, engine, d.pgStore.Tx, d.Records)
+	}
+	db, err := d.sqliteDecisions()
+	if err != nil {
+		return nil, err
+	}
+	return ops.NewKeys(db, engine, d.sqliteStore.Tx, d.Records)
+}
 
 // schemeOf returns what precedes the first colon, so an error never echoes
 // a whole URL that may hold a password.

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
-	"path/filepath"
 	"regexp"
 	"time"
 
@@ -20,7 +18,6 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 
-	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/demo"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/saga"
@@ -61,35 +58,32 @@ func startSagas(ctx context.Context, db *database, shop *demo.Shop, reg promethe
 			return nil, nil, nil, err
 		}
 	}
+	signups := demo.NewSignups(shop, sdb, ws, log)
 	if db.Pool != nil {
-		signups := demo.NewSignups(shop, sdb, ws, log)
-		decisions, stop, err := runSagas[pgx.Tx](ctx, reg, riverpgxv5.New(db.Pool), sagapgx.New(db.Pool), db.Trail, signups, set, skew, log)
+		dec, err := db.postgresDecisions()
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		decisions, stop, err := runSagas(ctx, reg, riverpgxv5.New(db.Pool), sagapgx.New(db.Pool), dec, signups, set, skew, log)
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		return signups.Routes, decisions, stop, nil
 	}
 	// River's SQLite driver wants a handle of its own with one
-	// connection; the saga records share it so that they commit with
-	// River's jobs. BEGIN IMMEDIATE takes the write lock up front, so that
-	// a transaction that reads then writes never fails on a snapshot made
-	// stale by a writer on the other handle.
-	riverDB, err := openRiverSQLite(ctx, db.SQL)
+	// connection; the saga records and the decisions share it so that
+	// they commit with River's jobs. BEGIN IMMEDIATE takes the write lock
+	// up front, so that a transaction that reads then writes never fails
+	// on a snapshot made stale by a writer on the other handle.
+	dec, err := db.sqliteDecisions()
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	signups := demo.NewSignups(shop, sdb, ws, log)
-	decisions, stopRiver, err := runSagas[*sql.Tx](ctx, reg, riversqlite.New(riverDB), sagasqlite.New(riverDB), db.Trail, signups, set, skew, log)
+	decisions, stop, err = runSagas(ctx, reg, riversqlite.New(db.Immediate), sagasqlite.New(db.Immediate), dec, signups, set, skew, log)
 	if err != nil {
-		_ = riverDB.Close()
 		return nil, nil, nil, err
 	}
-	return signups.Routes, decisions, func() {
-		stopRiver()
-		if err := riverDB.Close(); err != nil {
-			log.Warn("close the River database handle", "error", err.Error())
-		}
-	}, nil
+	return signups.Routes, decisions, stop, nil
 }
 
 // demoWorkspaces is the demo's workspace provider. Its state is in the
@@ -99,7 +93,7 @@ func demoWorkspaces(ctx context.Context, sdb demo.SignupDB) (demo.WorkspaceAPI, 
 	return demo.NewWorkspaceProviderDB(ctx, sdb)
 }
 
-func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverdriver.Driver[TTx], sd sagadriver.Driver[TTx], trail *audit.Trail, signups *demo.Signups, set sagaSettings, skew *clockSkew, log *slog.Logger) (decisions *ops.Operations, stop func(), err error) {
+func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverdriver.Driver[TTx], sd sagadriver.Driver[TTx], dec *ops.DB[TTx], signups *demo.Signups, set sagaSettings, skew *clockSkew, log *slog.Logger) (decisions *ops.Operations, stop func(), err error) {
 	if err := riverMigrate(ctx, rd); err != nil {
 		return nil, nil, err
 	}
@@ -143,7 +137,7 @@ func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverd
 	demo.UseRunner(signups, runner)
 	// The console's decisions on operations go through the same runner:
 	// the jobs they insert are worked by this client.
-	if decisions, err = ops.NewOperations(runner, trail); err != nil {
+	if decisions, err = ops.NewOperations(dec, runner); err != nil {
 		return nil, nil, err
 	}
 	decisions.SetLogger(log)
@@ -176,34 +170,27 @@ func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverd
 // the records: the state machine, the version check and the jobs to
 // insert) and an insert-only River client (no workers): the jobs a
 // decision inserts, on queue, are run by the application's River workers.
-// release closes the SQLite handle it opens. It registers the saga metrics
-// in reg and sets *skew to the runner's clock skew, for /readyz.
-func operationDecisions(ctx context.Context, db *database, queue string, reg prometheus.Registerer, skew *clockSkew, log *slog.Logger) (decisions *ops.Operations, release func(), err error) {
+// It registers the saga metrics in reg and sets *skew to the runner's clock skew, for /readyz.
+func operationDecisions(ctx context.Context, db *database, queue string, reg prometheus.Registerer, skew *clockSkew, log *slog.Logger) (*ops.Operations, error) {
 	cfg := saga.Config{Queue: queue, Logger: log}
 	if db.Pool != nil {
-		decisions, err := insertOnlyDecisions[pgx.Tx](ctx, riverpgxv5.New(db.Pool), sagapgx.New(db.Pool), db.Trail, cfg, reg, skew, log)
-		return decisions, func() {}, err
-	}
-	// As the demo: a handle of its own with one connection and BEGIN
-	// IMMEDIATE, so that a decision holds the write lock from its read to
-	// its audit entry.
-	riverDB, err := openRiverSQLite(ctx, db.SQL)
-	if err != nil {
-		return nil, nil, err
-	}
-	decisions, err = insertOnlyDecisions[*sql.Tx](ctx, riversqlite.New(riverDB), sagasqlite.New(riverDB), db.Trail, cfg, reg, skew, log)
-	if err != nil {
-		_ = riverDB.Close()
-		return nil, nil, err
-	}
-	return decisions, func() {
-		if err := riverDB.Close(); err != nil {
-			log.Warn("close the River database handle", "error", err.Error())
+		dec, err := db.postgresDecisions()
+		if err != nil {
+			return nil, err
 		}
-	}, nil
+		return insertOnlyDecisions(ctx, riverpgxv5.New(db.Pool), sagapgx.New(db.Pool), dec, cfg, reg, skew, log)
+	}
+	// As the demo: the handle with one connection and BEGIN IMMEDIATE, so
+	// that a decision holds the write lock from its read to its audit
+	// entry.
+	dec, err := db.sqliteDecisions()
+	if err != nil {
+		return nil, err
+	}
+	return insertOnlyDecisions(ctx, riversqlite.New(db.Immediate), sagasqlite.New(db.Immediate), dec, cfg, reg, skew, log)
 }
 
-func insertOnlyDecisions[TTx any](ctx context.Context, rd riverdriver.Driver[TTx], sd sagadriver.Driver[TTx], trail *audit.Trail, cfg saga.Config, reg prometheus.Registerer, skew *clockSkew, log *slog.Logger) (*ops.Operations, error) {
+func insertOnlyDecisions[TTx any](ctx context.Context, rd riverdriver.Driver[TTx], sd sagadriver.Driver[TTx], dec *ops.DB[TTx], cfg saga.Config, reg prometheus.Registerer, skew *clockSkew, log *slog.Logger) (*ops.Operations, error) {
 	runner, err := saga.NewRunner(sd, cfg)
 	if err != nil {
 		return nil, err
@@ -217,36 +204,12 @@ func insertOnlyDecisions[TTx any](ctx context.Context, rd riverdriver.Driver[TTx
 		return nil, fmt.Errorf("saga metrics: %w", err)
 	}
 	*skew = checkClock(ctx, runner, log)
-	decisions, err := ops.NewOperations(runner, trail)
+	decisions, err := ops.NewOperations(dec, runner)
 	if err != nil {
 		return nil, err
 	}
 	decisions.SetLogger(log)
 	return decisions, nil
-}
-
-// openRiverSQLite opens a second handle on the file of db with one
-// connection, the pragmas idem/idemsqlite.Open sets, and BEGIN IMMEDIATE.
-func openRiverSQLite(ctx context.Context, db *sql.DB) (*sql.DB, error) {
-	var path string
-	if err := db.QueryRowContext(ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&path); err != nil {
-		return nil, fmt.Errorf("sqlite file: %w", err)
-	}
-	if path == "" {
-		return nil, errors.New("sagas need an SQLite database file, not an in-memory one")
-	}
-	q := url.Values{"_pragma": {"busy_timeout(10000)", "journal_mode(WAL)", "foreign_keys(1)", "synchronous(NORMAL)"}, "_txlock": {"immediate"}}
-	dsn := (&url.URL{Scheme: "file", Path: filepath.ToSlash(path), RawQuery: q.Encode()}).String()
-	riverDB, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("open %s for river: %w", path, err)
-	}
-	riverDB.SetMaxOpenConns(1) // riversqlite's advice
-	if err := riverDB.PingContext(ctx); err != nil {
-		_ = riverDB.Close()
-		return nil, fmt.Errorf("open %s for river: %w", path, err)
-	}
-	return riverDB, nil
 }
 
 // pgxSignupDB runs the signups' SQL on the pool.

@@ -52,7 +52,7 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 	if err != nil {
 		return nil, err
 	}
-	keys, err := ops.NewKeys(engine, db.Records, db.Trail)
+	keys, err := db.keyDecisions(engine)
 	if err != nil {
 		return nil, err
 	}
@@ -231,11 +231,10 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 	// on; the applications' River workers run them.
 	reg := prometheus.NewRegistry()
 	var skew clockSkew
-	decisions, closeDecisions, err := operationDecisions(ctx, db, *sagaQueue, reg, &skew, log)
+	decisions, err := operationDecisions(ctx, db, *sagaQueue, reg, &skew, log)
 	if err != nil {
 		return fmt.Errorf("operation decisions: %w", err)
 	}
-	defer closeDecisions()
 	opts := consoleOptions{secureCookies: !*insecure, idle: *idle, absolute: *absolute, operations: decisions,
 		registry: reg, clockSkew: skew,
 		trustedProxies: proxies, metricsToken: getenv("UNSTUCK_METRICS_TOKEN"), noMetricsRoute: *metricsAddr != ""}

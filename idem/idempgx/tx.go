@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
@@ -54,7 +53,7 @@ func (s *Store) WithinTx(ctx context.Context, fn func(ctx context.Context, tx id
 	if err != nil {
 		return fmt.Errorf("idempgx: within tx: begin: %w", err)
 	}
-	ts := &txStore{tx: pgtx}
+	ts := &txStore{tx: pgtx, ended: new(atomic.Bool)}
 	commitSent := false
 	defer func() {
 		ts.ended.Store(true)
@@ -92,19 +91,36 @@ func TxFrom(ctx context.Context) (pgx.Tx, bool) {
 	return tx, ok
 }
 
-// txStore is the idemdriver.Store that WithinTx hands to fn: the store's calls
-// on the transaction. It is not safe for concurrent use, as pgx.Tx is not;
-// ended is atomic only so that a call after fn has returned, from any
-// goroutine, is refused without a data race.
+// Tx returns the store's primitives on tx, a transaction the caller began
+// on the store's database and owns, River style: every call runs inside tx
+// and none begins, commits or rolls back, so that the record's writes
+// commit or roll back with the caller's own (the console's decision and its
+// audit entry, for instance). The caller commits or rolls back tx.
+//
+// tx should be READ COMMITTED, for the reason [Store.WithinTx] gives. Once
+// tx has ended, every call fails with pgx's error for it (wrapping
+// [pgx.ErrTxClosed]). As in WithinTx, a call waits for row locks and unique
+// index entries that other transactions hold, and the returned Store is
+// not safe for concurrent use, as tx is not. Leases and retention are
+// judged as by the Store.
+func (s *Store) Tx(tx pgx.Tx) idemdriver.Store {
+	return &txStore{tx: tx}
+}
+
+// txStore is the idemdriver.Store of [Store.Tx] and of WithinTx's fn: the
+// store's calls on one transaction. It is not safe for concurrent use, as
+// pgx.Tx is not. ended, set only by WithinTx, is atomic so that a call
+// after fn has returned, from any goroutine, is refused without a data
+// race; a caller's own transaction refuses calls after its end itself.
 type txStore struct {
 	tx    pgx.Tx
-	ended atomic.Bool
+	ended *atomic.Bool // nil for Tx
 }
 
 // db returns the transaction to run op on, or an error once WithinTx's fn
 // has returned.
 func (t *txStore) db(op string) (dbtx, error) {
-	if t.ended.Load() {
+	if t.ended != nil && t.ended.Load() {
 		return nil, fmt.Errorf("idempgx: %s: the transaction of WithinTx has ended: %w", op, pgx.ErrTxClosed)
 	}
 	return t.tx, nil

@@ -55,7 +55,7 @@ type txKey struct{}
 func (s *Store) WithinTx(ctx context.Context, fn func(ctx context.Context, tx idemdriver.Store) error) error {
 	fnFailed := false
 	err := s.immediate(ctx, func(conn *sql.Conn) error {
-		ts := &txStore{conn: conn}
+		ts := &txStore{ex: conn, ended: new(atomic.Bool)}
 		defer ts.ended.Store(true)
 		if err := fn(context.WithValue(ctx, txKey{}, Executor(conn)), ts); err != nil {
 			fnFailed = true
@@ -80,26 +80,45 @@ func TxFrom(ctx context.Context) (Executor, bool) {
 	return ex, ok
 }
 
-// txStore is the idemdriver.Store that WithinTx hands to fn: the store's calls on
-// the transaction's connection. It is not safe for concurrent use; ended
-// is atomic only so that a call after fn has returned, from any goroutine,
-// is refused without a data race.
-type txStore struct {
-	conn  *sql.Conn
-	ended atomic.Bool
+// Tx returns the store's primitives on tx, a transaction the caller began
+// on the store's database file and owns, River style: every call runs
+// inside it and none begins, commits or rolls back, so that the record's writes commit or roll back
+// with the caller's own (the console's decision and its audit entry, for
+// instance). The caller commits or rolls back.
+//
+// The transaction must hold the write lock from its start (BEGIN
+// IMMEDIATE: a handle opened with _txlock=immediate begins its *sql.Tx so):
+// a deferred transaction that reads, and then writes after another
+// connection's commit, fails with SQLITE_BUSY whatever the busy timeout.
+// The calls do not take the Store's writer semaphore: the transaction's
+// write lock already excludes every other writer, which waits in SQLite's
+// busy handler. Once tx has ended, every call fails with [sql.ErrTxDone].
+// The returned Store is not safe for concurrent use, as tx is not. Leases
+// and retention are judged as by the Store.
+func (s *Store) Tx(tx *sql.Tx) idemdriver.Store {
+	return &txStore{ex: tx}
 }
 
-// ex returns the connection to run op on, or an error once WithinTx's fn
-// has returned.
-func (t *txStore) ex(op string) (Executor, error) {
-	if t.ended.Load() {
+// txStore is the idemdriver.Store of [Store.Tx] and of WithinTx's fn: the
+// store's calls on one transaction. It is not safe for concurrent use.
+// ended, set only by WithinTx, is atomic so that a call after fn has
+// returned, from any goroutine, is refused without a data race.
+type txStore struct {
+	ex    Executor
+	ended *atomic.Bool // nil for Tx
+}
+
+// exec returns the executor to run op on, or an error once WithinTx's fn has
+// returned.
+func (t *txStore) exec(op string) (Executor, error) {
+	if t.ended != nil && t.ended.Load() {
 		return nil, fmt.Errorf("idemsqlite: %s: the transaction of WithinTx has ended: %w", op, sql.ErrTxDone)
 	}
-	return t.conn, nil
+	return t.ex, nil
 }
 
 func (t *txStore) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
-	ex, err := t.ex("reserve")
+	ex, err := t.exec("reserve")
 	if err != nil {
 		return idemdriver.Record{}, false, err
 	}
@@ -111,7 +130,7 @@ func (t *txStore) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idem
 }
 
 func (t *txStore) Takeover(ctx context.Context, p idemdriver.TakeoverParams) (idemdriver.Record, error) {
-	ex, err := t.ex("takeover")
+	ex, err := t.exec("takeover")
 	if err != nil {
 		return idemdriver.Record{}, err
 	}
@@ -123,7 +142,7 @@ func (t *txStore) Takeover(ctx context.Context, p idemdriver.TakeoverParams) (id
 }
 
 func (t *txStore) Complete(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, c idemdriver.Completion) error {
-	ex, err := t.ex("complete")
+	ex, err := t.exec("complete")
 	if err != nil {
 		return err
 	}
@@ -134,7 +153,7 @@ func (t *txStore) Complete(ctx context.Context, id idemdriver.Ident, o idemdrive
 }
 
 func (t *txStore) Annotate(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, a idemdriver.Annotation) error {
-	ex, err := t.ex("annotate")
+	ex, err := t.exec("annotate")
 	if err != nil {
 		return err
 	}
@@ -145,7 +164,7 @@ func (t *txStore) Annotate(ctx context.Context, id idemdriver.Ident, o idemdrive
 }
 
 func (t *txStore) Release(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner) error {
-	ex, err := t.ex("release")
+	ex, err := t.exec("release")
 	if err != nil {
 		return err
 	}
@@ -156,7 +175,7 @@ func (t *txStore) Release(ctx context.Context, id idemdriver.Ident, o idemdriver
 }
 
 func (t *txStore) Get(ctx context.Context, id idemdriver.Ident) (idemdriver.Record, bool, error) {
-	ex, err := t.ex("get")
+	ex, err := t.exec("get")
 	if err != nil {
 		return idemdriver.Record{}, false, err
 	}
@@ -168,7 +187,7 @@ func (t *txStore) Get(ctx context.Context, id idemdriver.Ident) (idemdriver.Reco
 }
 
 func (t *txStore) Delete(ctx context.Context, id idemdriver.Ident) (bool, error) {
-	ex, err := t.ex("delete")
+	ex, err := t.exec("delete")
 	if err != nil {
 		return false, err
 	}
@@ -180,7 +199,7 @@ func (t *txStore) Delete(ctx context.Context, id idemdriver.Ident) (bool, error)
 }
 
 func (t *txStore) Sweep(ctx context.Context, p idemdriver.SweepParams) (idemdriver.SweepResult, error) {
-	ex, err := t.ex("sweep")
+	ex, err := t.exec("sweep")
 	if err != nil {
 		return idemdriver.SweepResult{}, err
 	}
@@ -192,7 +211,7 @@ func (t *txStore) Sweep(ctx context.Context, p idemdriver.SweepParams) (idemdriv
 }
 
 func (t *txStore) Extend(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, lease time.Duration, now time.Time) (time.Time, error) {
-	ex, err := t.ex("extend")
+	ex, err := t.exec("extend")
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -204,7 +223,7 @@ func (t *txStore) Extend(ctx context.Context, id idemdriver.Ident, o idemdriver.
 }
 
 func (t *txStore) Settle(ctx context.Context, id idemdriver.Ident, st idemdriver.Settlement) (idemdriver.Record, bool, error) {
-	ex, err := t.ex("settle")
+	ex, err := t.exec("settle")
 	if err != nil {
 		return idemdriver.Record{}, false, err
 	}

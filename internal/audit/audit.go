@@ -15,8 +15,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/unstuckhq/unstuck/idem/idempgx"
-	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/migrate"
 )
 
@@ -59,9 +57,6 @@ var (
 	// ErrInvalid: an entry or a filter was refused before the database was
 	// asked. The error is a *[FieldError] naming the field.
 	ErrInvalid = errors.New("invalid argument")
-	// ErrNoTx: AppendTx was given a context that carries no transaction of
-	// the trail's dialect (idempgx.TxFrom or idemsqlite.TxFrom found none).
-	ErrNoTx = errors.New("no transaction in context")
 	// ErrNotMigrated: the audit table does not exist: Migrate has not run
 	// on this database (or search_path).
 	ErrNotMigrated = errors.New("audit table not found: run the audit migration")
@@ -171,8 +166,9 @@ func NewPostgres(pool *pgxpool.Pool, opts ...Option) *Trail {
 
 // NewSQLite returns a trail on db, which must not be nil and should come
 // from idem/idemsqlite's Open (WAL, busy timeout on every connection). The
-// trail's own appends queue behind each other in the process; against the
-// driver's writes (and WithinTx) they wait in SQLite's busy handler.
+// trail's own appends queue behind each other in the process; against
+// other writers (the idem driver's, a decision's transaction) they wait in
+// SQLite's busy handler.
 func NewSQLite(db *sql.DB, opts ...Option) *Trail {
 	t := &Trail{dialect: DialectSQLite, sqlite: db, writer: make(chan struct{}, 1), exportPage: defaultExportPage}
 	for _, o := range opts {
@@ -207,44 +203,29 @@ func (t *Trail) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// AppendTx appends e on the transaction that ctx carries, so that the entry
-// commits or rolls back with the decision it records: on PostgreSQL the
-// one [idempgx.TxFrom] finds (from the pgxv5 driver's WithinTx), on SQLite
-// the connection [idemsqlite.TxFrom] finds. It returns an error matching
-// [ErrNoTx] when ctx carries none, and one matching [ErrInvalid] for a
-// refused entry. The caller owns the transaction and commits it.
-//
-// Appends are serialised so that the chain never forks. On PostgreSQL,
-// AppendTx takes a transaction-scoped advisory lock that is held until the
-// caller's transaction ends, so call it last, just before the commit:
-// every other append waits for that commit, and a transaction that takes
-// row locks after appending can deadlock with another that waits to
-// append. The transaction must be READ COMMITTED (WithinTx's is), so that
-// the head read after the lock is the committed one; AppendTx refuses any
-// other level. On SQLite the caller's transaction holds the database's
-// write lock (WithinTx begins IMMEDIATE), which serialises appends already.
-//
-// If the transaction rolls back, the entry is gone and its seq is taken by
-// the next append: seq has no gaps.
-func (t *Trail) AppendTx(ctx context.Context, e Entry) (Entry, error) {
-	if t.dialect == DialectPostgres {
-		tx, ok := idempgx.TxFrom(ctx)
-		if !ok {
-			return Entry{}, fmt.Errorf("audit: append: %w (want pgxv5 WithinTx's)", ErrNoTx)
-		}
-		return t.AppendPgxTx(ctx, tx, e)
-	}
-	ex, ok := idemsqlite.TxFrom(ctx)
-	if !ok {
-		return Entry{}, fmt.Errorf("audit: append: %w (want sqlite WithinTx's)", ErrNoTx)
-	}
-	return t.AppendSQLiteTx(ctx, ex, e)
+// Executor is a SQLite transaction that [Trail.AppendSQLiteTx] appends
+// on: *sql.Tx satisfies it, and so does a *sql.Conn inside BEGIN … COMMIT.
+type Executor interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// AppendPgxTx is AppendTx on a PostgreSQL transaction the caller passes
-// (the saga runner's, for instance), with the same contract: READ
-// COMMITTED, called last, committed by the caller. It fails on a SQLite
-// trail.
+// AppendPgxTx appends e on tx, a PostgreSQL transaction the caller began
+// and owns, so that the entry commits or rolls back with the decision it
+// records; it returns the entry as stored, or an error matching
+// [ErrInvalid] for a refused entry. It neither commits nor rolls back tx.
+// It fails on a SQLite trail.
+//
+// Appends are serialised so that the chain never forks: AppendPgxTx takes
+// a transaction-scoped advisory lock that is held until tx ends, so call it
+// last, just before the commit: every other append waits for that commit,
+// and a transaction that takes row locks after appending can deadlock with
+// another that waits to append. tx must be READ COMMITTED, so that the head
+// read after the lock is the committed one; AppendPgxTx refuses any other
+// level.
+//
+// If tx rolls back, the entry is gone and its seq is taken by the next
+// append: seq has no gaps.
 func (t *Trail) AppendPgxTx(ctx context.Context, tx pgx.Tx, e Entry) (Entry, error) {
 	if t.dialect != DialectPostgres {
 		return Entry{}, errors.New("audit: append: a pgx transaction given to a SQLite trail")
@@ -260,13 +241,14 @@ func (t *Trail) AppendPgxTx(ctx context.Context, tx pgx.Tx, e Entry) (Entry, err
 	return out, nil
 }
 
-// AppendSQLiteTx is AppendTx on a SQLite transaction or connection the
-// caller passes (*sql.Tx and *sql.Conn satisfy idemsqlite.Executor). The
-// transaction should hold the write lock already (BEGIN IMMEDIATE, or a
-// write made before): a deferred transaction whose snapshot is overtaken
-// by another writer fails with SQLITE_BUSY here rather than fork the chain.
-// It fails on a PostgreSQL trail.
-func (t *Trail) AppendSQLiteTx(ctx context.Context, ex idemsqlite.Executor, e Entry) (Entry, error) {
+// AppendSQLiteTx is [Trail.AppendPgxTx] on ex, a SQLite transaction the
+// caller began and owns, with the same contract but for the lock: the
+// transaction must hold the database's write lock already (BEGIN
+// IMMEDIATE, as a handle opened with _txlock=immediate begins, or a write
+// made before), which serialises appends. A deferred transaction whose
+// snapshot another writer overtook fails with SQLITE_BUSY here rather than
+// fork the chain. It fails on a PostgreSQL trail.
+func (t *Trail) AppendSQLiteTx(ctx context.Context, ex Executor, e Entry) (Entry, error) {
 	if t.dialect != DialectSQLite {
 		return Entry{}, errors.New("audit: append: a SQLite transaction given to a PostgreSQL trail")
 	}
@@ -283,10 +265,10 @@ func (t *Trail) AppendSQLiteTx(ctx context.Context, ex idemsqlite.Executor, e En
 
 // Append appends e in a transaction of its own and returns it as stored:
 // for what commits nothing else, such as a denied or conflicting attempt or
-// an audited read. Appends are serialised as for AppendTx. On SQLite it must
-// not be called while the same goroutine holds a write transaction (inside
-// WithinTx): it would wait for that transaction, which waits for it, until
-// the busy timeout; use AppendTx there.
+// an audited read. Appends are serialised as for AppendPgxTx. On SQLite it
+// must not be called while the same goroutine holds a write transaction: it
+// would wait for that transaction, which waits for it, until the busy
+// timeout; use AppendSQLiteTx there.
 func (t *Trail) Append(ctx context.Context, e Entry) (Entry, error) {
 	e, err := t.normalize(e)
 	if err != nil {

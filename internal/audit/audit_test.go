@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,9 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/idem/idemdriver"
-	"github.com/unstuckhq/unstuck/idem/idempgx"
-	"github.com/unstuckhq/unstuck/idem/idemsqlite"
+	"github.com/unstuckhq/unstuck/internal/migrate"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
 
@@ -44,19 +43,25 @@ func mustHash(t testing.TB, e Entry) []byte {
 	return h
 }
 
-// txStore is the part of a driver's store that tests use: its WithinTx,
-// which AppendTx joins.
-type txStore interface {
-	WithinTx(ctx context.Context, fn func(ctx context.Context, tx idemdriver.Store) error) error
+// testBundle is one migrated trail and its database.
+type testBundle struct {
+	trail *Trail
+	pool  *pgxpool.Pool // PostgreSQL only
+	sqlDB *sql.DB       // SQLite only
 }
 
-// testBundle is one migrated trail and the driver store whose transactions
-// decisions run in.
-type testBundle struct {
-	trail  *Trail
-	driver txStore
-	pool   *pgxpool.Pool // PostgreSQL only
-	sqlDB  *sql.DB       // SQLite only
+// withinTx runs fn in a transaction of the dialect's native type, begun as
+// a decision begins it (READ COMMITTED; BEGIN IMMEDIATE), and commits it if
+// fn returns nil. appendTx appends on that transaction.
+func (b testBundle) withinTx(ctx context.Context, fn func(appendTx func(Entry) (Entry, error)) error) error {
+	if b.pool != nil {
+		return pgx.BeginTxFunc(ctx, b.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+			return fn(func(e Entry) (Entry, error) { return b.trail.AppendPgxTx(ctx, tx, e) })
+		})
+	}
+	return migrate.Immediate(ctx, b.sqlDB, func(conn *sql.Conn) error {
+		return fn(func(e Entry) (Entry, error) { return b.trail.AppendSQLiteTx(ctx, conn, e) })
+	})
 }
 
 func setupPostgres(t testing.TB) testBundle {
@@ -64,17 +69,29 @@ func setupPostgres(t testing.TB) testBundle {
 	pool := pgtest.Schema(t)
 	trail := NewPostgres(pool, WithKeys(testKeys))
 	require.NoError(t, trail.Migrate(context.Background()))
-	return testBundle{trail: trail, driver: idempgx.New(pool), pool: pool}
+	return testBundle{trail: trail, pool: pool}
 }
 
 func setupSQLite(t testing.TB) testBundle {
 	t.Helper()
-	db, err := idemsqlite.Open(filepath.Join(t.TempDir(), "audit.db"))
+	db, err := openSQLite(filepath.Join(t.TempDir(), "audit.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, db.Close()) })
 	trail := NewSQLite(db, WithKeys(testKeys))
 	require.NoError(t, trail.Migrate(context.Background()))
-	return testBundle{trail: trail, driver: idemsqlite.New(db), sqlDB: db}
+	return testBundle{trail: trail, sqlDB: db}
+}
+
+// openSQLite opens the SQLite file at path with the settings of
+// idem/idemsqlite's Open that the trail relies on: a busy timeout and WAL
+// on every connection.
+func openSQLite(path string) (*sql.DB, error) {
+	q := url.Values{"_pragma": {"busy_timeout(10000)", "journal_mode(WAL)", "foreign_keys(1)", "synchronous(NORMAL)"}}
+	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: filepath.ToSlash(path), RawQuery: q.Encode()}).String())
+	if err != nil {
+		return nil, err
+	}
+	return db, db.Ping()
 }
 
 // eachDialect runs fn as a parallel subtest per dialect, on fresh state.
@@ -324,13 +341,10 @@ func TestAppendTx(t *testing.T) {
 	t.Parallel()
 	eachDialect(t, func(t *testing.T, b testBundle) {
 		ctx := t.Context()
-		_, err := b.trail.AppendTx(ctx, entry(entryOpts{}))
-		require.ErrorIs(t, err, ErrNoTx, "no transaction in the context")
-
 		var committed Entry
-		require.NoError(t, b.driver.WithinTx(ctx, func(ctx context.Context, _ idemdriver.Store) error {
+		require.NoError(t, b.withinTx(ctx, func(appendTx func(Entry) (Entry, error)) error {
 			var err error
-			committed, err = b.trail.AppendTx(ctx, entry(entryOpts{Reason: "committed"}))
+			committed, err = appendTx(entry(entryOpts{Reason: "committed"}))
 			return err
 		}))
 		require.Equal(t, int64(1), committed.Seq)
@@ -339,9 +353,9 @@ func TestAppendTx(t *testing.T) {
 		// gap: the next append takes its seq.
 		errRollback := errors.New("the transition failed")
 		var rolledBack Entry
-		err = b.driver.WithinTx(ctx, func(ctx context.Context, _ idemdriver.Store) error {
+		err := b.withinTx(ctx, func(appendTx func(Entry) (Entry, error)) error {
 			var err error
-			rolledBack, err = b.trail.AppendTx(ctx, entry(entryOpts{Reason: "rolled back"}))
+			rolledBack, err = appendTx(entry(entryOpts{Reason: "rolled back"}))
 			require.NoError(t, err)
 			return errRollback
 		})
@@ -631,7 +645,7 @@ func TestVerifyAcrossPages(t *testing.T) {
 
 func TestNotMigrated(t *testing.T) {
 	t.Parallel()
-	db, err := idemsqlite.Open(filepath.Join(t.TempDir(), "empty.db"))
+	db, err := openSQLite(filepath.Join(t.TempDir(), "empty.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, db.Close()) })
 	_, err = NewSQLite(db, WithKeys(testKeys)).Verify(t.Context())

@@ -11,17 +11,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/idem/idemdriver"
-	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
 
 // BenchmarkAppend measures appends per second on PostgreSQL with 8
 // concurrent appenders (8 operators deciding at once), in a decision's
-// transaction (AppendTx in the driver's WithinTx) and in their own
+// transaction (AppendPgxTx in a READ COMMITTED transaction) and in their own
 // (Append), with the server's synchronous_commit and with it off for
 // comparison: the append lock is held until COMMIT returns, so with
 // synchronous_commit on, appends run one WAL flush at a time.
@@ -29,20 +28,20 @@ import (
 //	go test -run '^$' -bench BenchmarkAppend -benchtime 5s ./internal/audit/
 func BenchmarkAppend(b *testing.B) {
 	for _, syncCommit := range []string{"on", "off"} {
-		for _, mode := range []string{"AppendTx", "Append"} {
+		for _, mode := range []string{"AppendPgxTx", "Append"} {
 			for _, workers := range []int{1, 8} {
 				name := fmt.Sprintf("sync_commit=%s/%s/workers=%d", syncCommit, mode, workers)
 				b.Run(name, func(b *testing.B) {
 					pool := benchPool(b, syncCommit, int32(workers))
-					trail, driver := NewPostgres(pool, WithKeys(testKeys)), idempgx.New(pool)
+					trail := NewPostgres(pool, WithKeys(testKeys))
 					require.NoError(b, trail.Migrate(context.Background()))
 					appendOne := func(ctx context.Context, e Entry) error {
 						if mode == "Append" {
 							_, err := trail.Append(ctx, e)
 							return err
 						}
-						return driver.WithinTx(ctx, func(ctx context.Context, _ idemdriver.Store) error {
-							_, err := trail.AppendTx(ctx, e)
+						return pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+							_, err := trail.AppendPgxTx(ctx, tx, e)
 							return err
 						})
 					}

@@ -10,14 +10,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
-
-	"github.com/unstuckhq/unstuck/idem/idemdriver"
-	"github.com/unstuckhq/unstuck/idem/idempgx"
 )
 
 // TestConcurrentAppends is reliability scenario 13's setup: many appenders
-// at once, half in a decision's transaction (AppendTx inside the driver's
-// WithinTx), half in their own (Append). The chain must come out whole:
+// at once, half in a decision's transaction (AppendPgxTx or
+// AppendSQLiteTx), half in their own (Append). The chain must come out whole:
 // seq 1..N with no gap, no fork (every prev_hash distinct), Verify OK.
 func TestConcurrentAppends(t *testing.T) {
 	t.Parallel()
@@ -49,8 +46,8 @@ func TestConcurrentAppends(t *testing.T) {
 						e := entry(entryOpts{Actor: fmt.Sprintf("op%02d", g), TargetID: fmt.Sprint(i)})
 						var err error
 						if g%2 == 0 {
-							err = b.driver.WithinTx(ctx, func(ctx context.Context, _ idemdriver.Store) error {
-								_, err := b.trail.AppendTx(ctx, e)
+							err = b.withinTx(ctx, func(appendTx func(Entry) (Entry, error)) error {
+								_, err := appendTx(e)
 								return err
 							})
 						} else {
@@ -105,7 +102,7 @@ func fastCommits(t *testing.T, b testBundle, maxConns int32) testBundle {
 	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	return testBundle{trail: NewPostgres(pool, WithKeys(testKeys)), driver: idempgx.New(pool), pool: pool}
+	return testBundle{trail: NewPostgres(pool, WithKeys(testKeys)), pool: pool}
 }
 
 // seedPostgres writes n entries after the current head of an empty trail,

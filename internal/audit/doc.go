@@ -14,25 +14,27 @@
 // # Recording decisions
 //
 // An applied decision is recorded in the transaction that applies it, so
-// that the entry and the change commit together or not at all:
+// that the entry and the change commit together or not at all. The caller
+// begins and owns that transaction, in the database's native type, and
+// passes it, River style: [Trail.AppendPgxTx] takes a pgx.Tx,
+// [Trail.AppendSQLiteTx] a database/sql transaction ([Executor]):
 //
-//	err := engine.WithinTx(ctx, func(ctx context.Context, tx idem.Store) error {
-//		before, err := … // check the version, apply the transition through tx
-//		…
-//		_, err = trail.AppendTx(ctx, audit.Entry{
-//			Actor: user, Role: role, Action: "key.forget", TargetKind: "key", TargetID: id,
-//			Reason: reason, Before: before, After: after, Outcome: audit.OutcomeApplied,
-//			RequestID: reqID, ClientAddr: addr, UserAgent: ua,
-//		})
-//		return err // WithinTx commits both, or neither
+//	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+//	…
+//	defer tx.Rollback(ctx)
+//	… // check the version, apply the transition on tx (idempgx's Store.Tx(tx), a saga runner's …Tx)
+//	_, err = trail.AppendPgxTx(ctx, tx, audit.Entry{
+//		Actor: user, Role: role, Action: "key.forget", TargetKind: "key", TargetID: id,
+//		Reason: reason, Before: before, After: after, Outcome: audit.OutcomeApplied,
+//		RequestID: reqID, ClientAddr: addr, UserAgent: ua,
 //	})
+//	…
+//	err = tx.Commit(ctx) // both, or neither
 //
-// [Trail.AppendTx] finds the transaction with idempgx.TxFrom or idemsqlite.TxFrom;
-// [Trail.AppendPgxTx] and [Trail.AppendSQLiteTx] take one explicitly (the
-// saga runner's). What commits nothing else — a denied (403) or conflicting
-// (409) attempt, a viewed stored response, an export — is recorded with
-// [Trail.Append], in a transaction of its own. Every append needs the
-// audit key ([WithKeys]).
+// The console's decisions (package internal/ops) are built so. What commits
+// nothing else — a denied (403) or conflicting (409) attempt, a viewed
+// stored response, an export — is recorded with [Trail.Append], in a
+// transaction of its own. Every append needs the audit key ([WithKeys]).
 //
 // Appends are serialised, so that the chain never forks: on PostgreSQL by
 // pg_advisory_xact_lock(0x756e737461756474) taken in the caller's
@@ -130,7 +132,6 @@
 // # Errors
 //
 // A refused entry, filter, anchor or checkpoint text is a *[FieldError]
-// matching [ErrInvalid]; AppendTx without a transaction matches [ErrNoTx];
-// a database without the table matches [ErrNotMigrated]; a trail without
+// matching [ErrInvalid]; a database without the table matches [ErrNotMigrated]; a trail without
 // keys [ErrNoKey].
 package audit

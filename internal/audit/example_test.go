@@ -2,27 +2,30 @@ package audit_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"log"
+	"net/url"
 	"os"
 	"path/filepath"
 
-	"github.com/unstuckhq/unstuck/idem/idemdriver"
-	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/audit"
 )
 
-// A decision and its audit entry commit in one transaction: the driver's
-// WithinTx, which AppendTx joins through the context.
-func ExampleTrail_AppendTx() {
+// A decision and its audit entry commit in one transaction that the caller
+// begins, passes to the transition and to AppendSQLiteTx, and commits.
+func ExampleTrail_AppendSQLiteTx() {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "audit-example-")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	db, err := idemsqlite.Open(filepath.Join(dir, "console.db"))
+	// _txlock=immediate: every write transaction takes the write lock at
+	// BEGIN, which serialises the appends.
+	q := url.Values{"_pragma": {"busy_timeout(10000)", "journal_mode(WAL)"}, "_txlock": {"immediate"}}
+	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: filepath.Join(dir, "console.db"), RawQuery: q.Encode()}).String())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -33,17 +36,19 @@ func ExampleTrail_AppendTx() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	store, trail := idemsqlite.New(db), audit.NewSQLite(db, audit.WithKeys(keys))
-	if err := store.Migrate(ctx); err != nil {
-		log.Fatal(err)
-	}
+	trail := audit.NewSQLite(db, audit.WithKeys(keys))
 	if err := trail.Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}
 
-	err = store.WithinTx(ctx, func(ctx context.Context, tx idemdriver.Store) error {
-		// … check the version and apply the transition through tx …
-		e, err := trail.AppendTx(ctx, audit.Entry{
+	err = func() error {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback() // a no-op once committed
+		// … check the version and apply the transition on tx …
+		e, err := trail.AppendSQLiteTx(ctx, tx, audit.Entry{
 			Actor: "ada", Role: "support", Action: "key.forget", TargetKind: "key", TargetID: "42",
 			Reason:  "the customer confirmed the charge never happened",
 			Before:  json.RawMessage(`{"status":"unavailable","version":3}`),
@@ -54,8 +59,8 @@ func ExampleTrail_AppendTx() {
 			return err
 		}
 		fmt.Println("appended seq", e.Seq)
-		return nil // WithinTx commits the decision and its entry together
-	})
+		return tx.Commit() // the decision and its entry together
+	}()
 	if err != nil {
 		log.Fatal(err)
 	}

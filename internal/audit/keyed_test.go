@@ -13,8 +13,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/idem/idempgx"
-	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/migrate"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
@@ -188,13 +186,13 @@ func legacyBundle(t *testing.T, dialect string, n int) testBundle {
 	if dialect == DialectPostgres {
 		pool := pgtest.Schema(t)
 		require.NoError(t, migrate.Postgres(ctx, pool, migrationLine, v1))
-		b = testBundle{trail: NewPostgres(pool, WithKeys(testKeys)), driver: idempgx.New(pool), pool: pool}
+		b = testBundle{trail: NewPostgres(pool, WithKeys(testKeys)), pool: pool}
 	} else {
-		db, err := idemsqlite.Open(filepath.Join(t.TempDir(), "audit.db"))
+		db, err := openSQLite(filepath.Join(t.TempDir(), "audit.db"))
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, db.Close()) })
 		require.NoError(t, migrate.SQLite(ctx, db, migrationLine, v1))
-		b = testBundle{trail: NewSQLite(db, WithKeys(testKeys)), driver: idemsqlite.New(db), sqlDB: db}
+		b = testBundle{trail: NewSQLite(db, WithKeys(testKeys)), sqlDB: db}
 	}
 	prev := make([]byte, 32)
 	start := time.Now().Add(-time.Hour).Truncate(time.Microsecond).UTC()

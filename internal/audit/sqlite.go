@@ -15,8 +15,6 @@ import (
 
 	modernc "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
-
-	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 )
 
 const sqliteHeadSQL = `SELECT seq, hash FROM unstuck_audit_entry ORDER BY seq DESC LIMIT 1`
@@ -27,7 +25,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 // sqliteAppend reads the head and inserts e after it, MACed with keys, on
 // ex, which must be inside a write transaction: SQLite's single writer is
 // what serialises appends there.
-func sqliteAppend(ctx context.Context, ex idemsqlite.Executor, e Entry, keys *Keyring) (Entry, error) {
+func sqliteAppend(ctx context.Context, ex Executor, e Entry, keys *Keyring) (Entry, error) {
 	var (
 		headSeq  int64
 		headHash []byte

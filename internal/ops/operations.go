@@ -2,15 +2,12 @@ package ops
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/saga"
@@ -112,7 +109,7 @@ func (d *OperationDecision) Validate() error {
 // Operations decides on saga operations: retry a step, confirm a step's
 // outcome, start compensation, resolve a review. Each decision runs the
 // saga runner's operator action (its state machine and version check) and
-// appends the audit entry in one transaction of the runner's driver.
+// appends the audit entry in one transaction.
 type Operations struct {
 	trail  *audit.Trail
 	log    *slog.Logger
@@ -127,49 +124,25 @@ func (o *Operations) SetLogger(log *slog.Logger) {
 	}
 }
 
-// NewOperations returns the operation decisions of runner, audited in
-// trail. The runner's transaction type must be pgx.Tx (saga/sagapgx, with a
-// PostgreSQL trail on the same database) or *sql.Tx (saga/sagasqlite, with
-// a SQLite trail on the same file).
+// NewOperations returns the operation decisions of runner on db: each
+// runs the runner's operator action (its state machine and version check,
+// the …Tx methods) and appends the audit entry in one transaction of db,
+// which must be on the runner's database.
 //
 // The runner needs a River client able to insert jobs (an insert-only
 // client is enough: the application's workers run them, on the runner's
-// Queue) but no definitions: operator actions use only the records. On
-// SQLite, the runner's handle must begin its transactions IMMEDIATE
-// (_txlock=immediate), as cmd/console opens it, so that a decision holds
-// the write lock from its first read to its audit entry.
-func NewOperations[TTx any](runner *saga.Runner[TTx], trail *audit.Trail) (*Operations, error) {
-	if runner == nil || trail == nil {
-		return nil, errors.New("ops: operations need a saga runner and an audit trail")
+// Queue) but no definitions: operator actions use only the records.
+func NewOperations[TTx any](db *DB[TTx], runner *saga.Runner[TTx]) (*Operations, error) {
+	if db == nil || runner == nil {
+		return nil, errors.New("ops: operations need a database and a saga runner")
 	}
-	var appendTx func(ctx context.Context, tx TTx, e audit.Entry) error
-	switch any((*TTx)(nil)).(type) {
-	case *pgx.Tx:
-		if trail.Dialect() != audit.DialectPostgres {
-			return nil, errors.New("ops: a PostgreSQL saga runner needs a PostgreSQL audit trail")
-		}
-		appendTx = func(ctx context.Context, tx TTx, e audit.Entry) error {
-			_, err := trail.AppendPgxTx(ctx, any(tx).(pgx.Tx), e)
-			return err
-		}
-	case **sql.Tx:
-		if trail.Dialect() != audit.DialectSQLite {
-			return nil, errors.New("ops: a SQLite saga runner needs a SQLite audit trail")
-		}
-		appendTx = func(ctx context.Context, tx TTx, e audit.Entry) error {
-			_, err := trail.AppendSQLiteTx(ctx, any(tx).(*sql.Tx), e)
-			return err
-		}
-	default:
-		return nil, fmt.Errorf("ops: saga runner of transaction type %T: want pgx.Tx or *sql.Tx", (*TTx)(nil))
-	}
-	o := operationTx[TTx]{runner: runner, appendTx: appendTx}
-	return &Operations{trail: trail, log: slog.Default(), decide: o.decide}, nil
+	o := operationTx[TTx]{db: db, runner: runner}
+	return &Operations{trail: db.trail, log: slog.Default(), decide: o.decide}, nil
 }
 
-// Decide applies d as actor: in one transaction of the runner's driver it
-// reads and locks the operation, refuses the decision if its version is
-// not d.Version (ErrStale) or the saga's state machine forbids it
+// Decide applies d as actor: in one transaction of its DB it reads and
+// locks the operation, refuses the decision if its version is not
+// d.Version (ErrStale) or the saga's state machine forbids it
 // (ErrIllegal), applies it through the runner (its records, events and
 // River jobs), and appends the audit entry. A refused attempt is audited
 // as a conflict; an invalid one (a *FieldError) is not a decision and is
@@ -225,16 +198,16 @@ func (o *Operations) refused(ctx context.Context, actor Actor, d OperationDecisi
 	appendRefusal(ctx, o.trail, o.log, operationEntry(actor, d, before, nil, audit.OutcomeConflict), why)
 }
 
-// operationTx is the decision on a runner of transaction type TTx.
+// operationTx is the operation decision on a DB of transaction type TTx.
 type operationTx[TTx any] struct {
-	runner   *saga.Runner[TTx]
-	appendTx func(ctx context.Context, tx TTx, e audit.Entry) error
+	db     *DB[TTx]
+	runner *saga.Runner[TTx]
 }
 
 // decide runs d in one transaction. seen is the operation as read in it,
 // when it was read, for the audit entry of a refusal.
 func (o operationTx[TTx]) decide(ctx context.Context, actor Actor, d OperationDecision) (res OperationResult, seen *saga.Operation, err error) {
-	err = o.runner.WithinTx(ctx, func(ctx context.Context, tx TTx) error {
+	err = o.db.within(ctx, func(ctx context.Context, tx TTx) error {
 		cur, err := o.runner.GetTx(ctx, tx, d.ID)
 		switch {
 		case errors.Is(err, saga.ErrNotFound):
@@ -277,7 +250,8 @@ func (o operationTx[TTx]) decide(ctx context.Context, actor Actor, d OperationDe
 		res = OperationResult{Before: ch.Before, After: ch.After}
 		// Last, just before the commit: the append serialises with every
 		// other append until this transaction ends.
-		return o.appendTx(ctx, tx, operationEntry(actor, d, operationSnapshot(ch.Before), operationSnapshot(ch.After), audit.OutcomeApplied))
+		_, err = o.db.appendTx(ctx, tx, operationEntry(actor, d, operationSnapshot(ch.Before), operationSnapshot(ch.After), audit.OutcomeApplied))
+		return err
 	})
 	return res, seen, err
 }

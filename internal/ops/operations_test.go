@@ -2,18 +2,14 @@ package ops_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -46,28 +42,10 @@ type sagaBundle struct {
 	// try runs one operator action in a transaction that is rolled back,
 	// and returns the engine's answer (for TestLegalMatchesTheEngine).
 	try func(t *testing.T, op saga.Operation, d ops.OperationDecision) error
-	// failCommits makes the runner's transactions fail at their commit
-	// (errCommitFailed) while set.
-	failCommits func(bool)
-}
-
-// commitFailingDriver is a saga driver whose WithinTx, while fail is set,
-// runs fn and then rolls back as a failed commit leaves it.
-type commitFailingDriver[TTx any] struct {
-	sagadriver.Driver[TTx]
-	fail atomic.Bool
-}
-
-func (d *commitFailingDriver[TTx]) WithinTx(ctx context.Context, fn func(ctx context.Context, tx TTx) error) error {
-	if !d.fail.Load() {
-		return d.Driver.WithinTx(ctx, fn)
-	}
-	return d.Driver.WithinTx(ctx, func(ctx context.Context, tx TTx) error {
-		if err := fn(ctx, tx); err != nil {
-			return err
-		}
-		return errCommitFailed
-	})
+	// exec runs a statement on the test's own database, as its owner;
+	// names runs a query of one text column there.
+	exec  func(t testing.TB, query string)
+	names func(t testing.TB, query string) []string
 }
 
 var sagaBackends = map[string]func(t *testing.T) *sagaBundle{
@@ -76,9 +54,19 @@ var sagaBackends = map[string]func(t *testing.T) *sagaBundle{
 		db, err := idemsqlite.Open(path)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = db.Close() })
-		riverDB := openImmediate(t, path)
+		riverDB, err := ops.OpenImmediate(t.Context(), db)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = riverDB.Close() })
 		trail := audit.NewSQLite(db, audit.WithKeys(testAuditKeys))
-		b := newSagaBundle[*sql.Tx](t, riversqlite.New(riverDB), sagasqlite.New(riverDB), trail)
+		decisions, err := ops.SQLite(riverDB, trail)
+		require.NoError(t, err)
+		b := newSagaBundle(t, riversqlite.New(riverDB), sagasqlite.New(riverDB), decisions, trail)
+		b.exec = func(t testing.TB, query string) {
+			t.Helper()
+			_, err := db.ExecContext(context.Background(), query)
+			require.NoError(t, err, query)
+		}
+		b.names = func(t testing.TB, query string) []string { return sqlNames(t, db, query) }
 		b.jobs = func(t *testing.T, kind string) int {
 			var n int
 			require.NoError(t, db.QueryRowContext(t.Context(), `SELECT count(*) FROM river_job WHERE kind = ?`, kind).Scan(&n))
@@ -88,7 +76,16 @@ var sagaBackends = map[string]func(t *testing.T) *sagaBundle{
 	},
 	"PostgreSQL": func(t *testing.T) *sagaBundle {
 		pool := pgtest.Schema(t)
-		b := newSagaBundle[pgx.Tx](t, riverpgxv5.New(pool), sagapgx.New(pool), audit.NewPostgres(pool, audit.WithKeys(testAuditKeys)))
+		trail := audit.NewPostgres(pool, audit.WithKeys(testAuditKeys))
+		decisions, err := ops.Postgres(pool, trail)
+		require.NoError(t, err)
+		b := newSagaBundle(t, riverpgxv5.New(pool), sagapgx.New(pool), decisions, trail)
+		b.exec = func(t testing.TB, query string) {
+			t.Helper()
+			_, err := pool.Exec(context.Background(), query)
+			require.NoError(t, err, query)
+		}
+		b.names = func(t testing.TB, query string) []string { return pgNames(t, pool, query) }
 		b.jobs = func(t *testing.T, kind string) int {
 			var n int
 			require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM river_job WHERE kind = $1`, kind).Scan(&n))
@@ -98,23 +95,9 @@ var sagaBackends = map[string]func(t *testing.T) *sagaBundle{
 	},
 }
 
-// openImmediate opens a second handle on the SQLite file at path as
-// cmd/console does for River and the saga records: one connection, and
-// BEGIN IMMEDIATE.
-func openImmediate(t *testing.T, path string) *sql.DB {
-	t.Helper()
-	q := url.Values{"_pragma": {"busy_timeout(10000)", "journal_mode(WAL)", "foreign_keys(1)", "synchronous(NORMAL)"}, "_txlock": {"immediate"}}
-	dsn := (&url.URL{Scheme: "file", Path: filepath.ToSlash(path), RawQuery: q.Encode()}).String()
-	db, err := sql.Open("sqlite", dsn)
-	require.NoError(t, err)
-	db.SetMaxOpenConns(1)
-	t.Cleanup(func() { _ = db.Close() })
-	return db
-}
-
 var errRollback = errors.New("roll back")
 
-func newSagaBundle[TTx any](t *testing.T, rd riverdriver.Driver[TTx], sd sagadriver.Driver[TTx], trail *audit.Trail) *sagaBundle {
+func newSagaBundle[TTx any](t *testing.T, rd riverdriver.Driver[TTx], sd sagadriver.Driver[TTx], db *ops.DB[TTx], trail *audit.Trail) *sagaBundle {
 	t.Helper()
 	ctx := t.Context()
 	migrator, err := rivermigrate.New(rd, nil)
@@ -123,16 +106,15 @@ func newSagaBundle[TTx any](t *testing.T, rd riverdriver.Driver[TTx], sd sagadri
 	require.NoError(t, err)
 	require.NoError(t, sd.Migrate(ctx))
 	require.NoError(t, trail.Migrate(ctx))
-	cf := &commitFailingDriver[TTx]{Driver: sd}
 	// No definitions: operator actions need only the records.
-	runner, err := saga.NewRunner[TTx](cf, saga.Config{Logger: slog.New(slog.DiscardHandler)})
+	runner, err := saga.NewRunner(sd, saga.Config{Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	client, err := river.NewClient(rd, &river.Config{Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	runner.SetClient(client)
-	decisions, err := ops.NewOperations(runner, trail)
+	decisions, err := ops.NewOperations(db, runner)
 	require.NoError(t, err)
-	return &sagaBundle{ops: decisions, trail: trail, failCommits: cf.fail.Store,
+	return &sagaBundle{ops: decisions, trail: trail,
 		insert: func(t *testing.T, op saga.Operation) {
 			require.NoError(t, sd.WithinTx(t.Context(), func(ctx context.Context, tx TTx) error {
 				return sd.InsertOperation(ctx, tx, &op)
@@ -369,6 +351,27 @@ func TestOperationDecisions(t *testing.T) {
 				require.Equal(t, 0, b.jobs(t, "saga.step"), "no job either")
 			})
 
+			t.Run("TheDatabaseRefusesTheEntry", func(t *testing.T) {
+				t.Parallel()
+				b := backend(t)
+				breakAudit(t, b.trail.Dialect(), b.exec)
+				op := uncertainPivot("op-insert-fails")
+				b.insert(t, op)
+				// The entry's INSERT fails in the database, after the
+				// transition was applied in the same transaction: it rolls
+				// back (an append after the commit would leave it applied).
+				_, err := b.ops.Decide(context.Background(), ops.Actor{Username: "ada", Role: "oncall"}, ops.OperationDecision{ID: op.ID, Version: op.Version,
+					Action: ops.OperationRetry, Step: "workspace", Reason: "the provider is back up after the outage" + failAppend})
+				require.ErrorContains(t, err, "the test refuses this audit entry")
+				got := b.get(t, op.ID)
+				require.Equal(t, op.Version, got.Version, "nothing applied without its audit entry")
+				require.Equal(t, saga.StatusReviewRequired, got.Status)
+				require.Equal(t, 0, b.jobs(t, "saga.step"), "no job either")
+				hist, err := b.ops.History(context.Background(), op.ID, 10)
+				require.NoError(t, err)
+				require.Zero(t, len(hist), "no audit entry")
+			})
+
 			t.Run("NoEntryWhenTheCommitFails", func(t *testing.T) {
 				t.Parallel()
 				b := backend(t)
@@ -377,11 +380,11 @@ func TestOperationDecisions(t *testing.T) {
 				// Everything in the decision's transaction succeeds, its
 				// commit fails: an entry appended in a transaction of its
 				// own would stay behind (issue 11).
-				b.failCommits(true)
+				restore := failCommits(t, b.trail.Dialect(), b.exec, b.names)
 				_, err := b.ops.Decide(context.Background(), ops.Actor{Username: "ada", Role: "oncall"}, ops.OperationDecision{ID: op.ID, Version: op.Version,
 					Action: ops.OperationRetry, Step: "workspace", Reason: "the provider is back up after the outage"})
-				b.failCommits(false)
-				require.ErrorIs(t, err, errCommitFailed)
+				restore()
+				require.ErrorContains(t, err, "commit: ", "the COMMIT failed")
 				got := b.get(t, op.ID)
 				require.Equal(t, op.Version, got.Version, "nothing applied")
 				require.Equal(t, saga.StatusReviewRequired, got.Status)

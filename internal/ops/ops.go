@@ -1,8 +1,3 @@
-// Package ops applies operator decisions. Every decision is one
-// transaction: read the item, check its version and the engine's
-// transition rules, apply the transition through the engine, append the
-// audit entry, commit. Refused attempts (stale, illegal, forbidden) are
-// audited too, in a transaction of their own.
 package ops
 
 import (
@@ -54,8 +49,7 @@ type Actor struct {
 	UserAgent  string
 }
 
-// recordFinder finds a key record by its console ID: the driver's
-// idemdriver.Admin.
+// recordFinder finds a key record by its console ID.
 type recordFinder interface {
 	KeyByID(ctx context.Context, id int64) (idemdriver.Record, bool, error)
 }
@@ -63,11 +57,11 @@ type recordFinder interface {
 // Keys decides on idempotency keys: forget, confirm happened, confirm not
 // happened.
 type Keys struct {
-	engine  *idem.Engine
-	store   idemdriver.TxStore
 	records recordFinder
 	trail   *audit.Trail
 	log     *slog.Logger
+	// decide runs the decision in one transaction of the DB's type.
+	decide func(ctx context.Context, actor Actor, d KeyDecision, target string, found idemdriver.Record) (KeyResult, error)
 }
 
 // SetLogger makes k log there the audit entries of refused decisions it
@@ -78,14 +72,17 @@ func (k *Keys) SetLogger(log *slog.Logger) {
 	}
 }
 
-// NewKeys returns the key decisions over the engine's store, which must be
-// an idemdriver.TxStore so that the decision and its audit entry commit together.
-func NewKeys(engine *idem.Engine, records recordFinder, trail *audit.Trail) (*Keys, error) {
-	ts, ok := engine.Store().(idemdriver.TxStore)
-	if !ok {
-		return nil, errors.New("ops: the engine's store is not an idemdriver.TxStore")
+// NewKeys returns the key decisions of engine on db. store binds the
+// idempotency driver's primitives to a transaction of db (idempgx's or
+// idemsqlite's Store.Tx, on the database of the engine's store), so that
+// each decision's read, transition and audit entry commit together in
+// db's transaction. records finds a key record by its console ID.
+func NewKeys[TTx any](db *DB[TTx], engine *idem.Engine, store func(tx TTx) idemdriver.Store, records recordFinder) (*Keys, error) {
+	if db == nil || engine == nil || store == nil || records == nil {
+		return nil, errors.New("ops: key decisions need a database, an engine, a store and a record finder")
 	}
-	return &Keys{engine: engine, store: ts, records: records, trail: trail, log: slog.Default()}, nil
+	kt := keyTx[TTx]{db: db, engine: engine, store: store}
+	return &Keys{records: records, trail: db.trail, log: slog.Default(), decide: kt.decide}, nil
 }
 
 // KeyDecision is an operator's decision on one key record, as the form
@@ -148,9 +145,29 @@ func (k *Keys) Decide(ctx context.Context, actor Actor, d KeyDecision) (KeyResul
 		k.refused(ctx, actor, d, target, nil, "the record no longer exists")
 		return KeyResult{}, ErrNotFound
 	}
-	var res KeyResult
-	err = k.store.WithinTx(ctx, func(ctx context.Context, tx idemdriver.Store) error {
-		cur, ok, err := tx.Get(ctx, found.Ident)
+	res, err := k.decide(ctx, actor, d, target, found)
+	switch {
+	case errors.Is(err, ErrStale), errors.Is(err, ErrIllegal):
+		k.refused(ctx, actor, d, target, snapshot(found), err.Error())
+		return KeyResult{}, err
+	case err != nil:
+		return KeyResult{}, fmt.Errorf("ops: %s key %d: %w", d.Action, d.RecordID, err)
+	}
+	return res, nil
+}
+
+// keyTx is the key decision on a DB of transaction type TTx.
+type keyTx[TTx any] struct {
+	db     *DB[TTx]
+	engine *idem.Engine
+	store  func(tx TTx) idemdriver.Store
+}
+
+// decide runs d, on the record found by its ID, in one transaction.
+func (k keyTx[TTx]) decide(ctx context.Context, actor Actor, d KeyDecision, target string, found idemdriver.Record) (res KeyResult, err error) {
+	err = k.db.within(ctx, func(ctx context.Context, tx TTx) error {
+		store := k.store(tx)
+		cur, ok, err := store.Get(ctx, found.Ident)
 		switch {
 		case err != nil:
 			return err
@@ -159,7 +176,7 @@ func (k *Keys) Decide(ctx context.Context, actor Actor, d KeyDecision) (KeyResul
 		case cur.Version != d.Version:
 			return ErrStale
 		}
-		after, kept, err := k.engine.Settle(ctx, tx, cur, d.Action, d.ExternalRef, d.Reason)
+		after, kept, err := k.engine.Settle(ctx, store, cur, d.Action, d.ExternalRef, d.Reason)
 		switch {
 		case errors.Is(err, idemdriver.ErrStale):
 			return ErrStale
@@ -174,17 +191,12 @@ func (k *Keys) Decide(ctx context.Context, actor Actor, d KeyDecision) (KeyResul
 			res.After = &after
 			afterState = snapshot(after)
 		}
-		_, err = k.trail.AppendTx(ctx, entry(actor, d, target, snapshot(cur), afterState, audit.OutcomeApplied))
+		// Last, just before the commit: the append serialises with every
+		// other append until this transaction ends.
+		_, err = k.db.appendTx(ctx, tx, entry(actor, d, target, snapshot(cur), afterState, audit.OutcomeApplied))
 		return err
 	})
-	switch {
-	case errors.Is(err, ErrStale), errors.Is(err, ErrIllegal):
-		k.refused(ctx, actor, d, target, snapshot(found), err.Error())
-		return KeyResult{}, err
-	case err != nil:
-		return KeyResult{}, fmt.Errorf("ops: %s key %d: %w", d.Action, d.RecordID, err)
-	}
-	return res, nil
+	return res, err
 }
 
 // RecordDenied audits an attempt the authorization refused.

@@ -3,14 +3,16 @@ package ops_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem"
@@ -27,22 +29,71 @@ func TestMain(m *testing.M) { pgtest.RunMain(m) }
 
 type bundle struct {
 	engine *idem.Engine
+	db     *store.DB
 	// records reads the engine's records, as the console does.
 	records idemdriver.Admin
 	trail   *audit.Trail
 	keys    *ops.Keys
+	// exec runs a statement on the test's own database, as its owner;
+	// names runs a query of one text column there.
+	exec  func(t testing.TB, query string)
+	names func(t testing.TB, query string) []string
+	// dialect is the trail's.
+	dialect string
 }
 
-var backends = map[string]func(t testing.TB) (idemdriver.Store, *store.DB, *audit.Trail){
-	"SQLite": func(t testing.TB) (idemdriver.Store, *store.DB, *audit.Trail) {
+// backend is a migrated-to-be database: the engine's store, the console's
+// store, the trail, and the key decisions of an engine on it.
+type backend struct {
+	store   idemdriver.Store
+	db      *store.DB
+	trail   *audit.Trail
+	newKeys func(engine *idem.Engine) (*ops.Keys, error)
+	exec    func(t testing.TB, query string)
+	names   func(t testing.TB, query string) []string
+}
+
+var backends = map[string]func(t testing.TB) backend{
+	"SQLite": func(t testing.TB) backend {
 		db, err := idemsqlite.Open(filepath.Join(t.TempDir(), "ops.db"))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = db.Close() })
-		return idemsqlite.New(db), store.NewSQLite(db), audit.NewSQLite(db, audit.WithKeys(testAuditKeys))
+		imm, err := ops.OpenImmediate(context.Background(), db)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = imm.Close() })
+		s, cdb, trail := idemsqlite.New(db), store.NewSQLite(db), audit.NewSQLite(db, audit.WithKeys(testAuditKeys))
+		return backend{store: s, db: cdb, trail: trail,
+			newKeys: func(engine *idem.Engine) (*ops.Keys, error) {
+				d, err := ops.SQLite(imm, trail)
+				if err != nil {
+					return nil, err
+				}
+				return ops.NewKeys(d, engine, s.Tx, s)
+			},
+			exec: func(t testing.TB, query string) {
+				t.Helper()
+				_, err := db.ExecContext(context.Background(), query)
+				require.NoError(t, err, query)
+			},
+			names: func(t testing.TB, query string) []string { return sqlNames(t, db, query) }}
 	},
-	"PostgreSQL": func(t testing.TB) (idemdriver.Store, *store.DB, *audit.Trail) {
+	"PostgreSQL": func(t testing.TB) backend {
 		pool := pgtest.Schema(t)
-		return idempgx.New(pool), store.NewPostgres(pool), audit.NewPostgres(pool, audit.WithKeys(testAuditKeys))
+		s, cdb, trail := idempgx.New(pool), store.NewPostgres(pool), audit.NewPostgres(pool, audit.WithKeys(testAuditKeys))
+		return backend{store: s, db: cdb, trail: trail,
+			newKeys: func(engine *idem.Engine) (*ops.Keys, error) {
+				d, err := ops.Postgres(pool, trail)
+				if err != nil {
+					return nil, err
+				}
+				return ops.NewKeys(d, engine, s.Tx, s)
+			},
+			exec: func(t testing.TB, query string) {
+				t.Helper()
+				_, err := pool.Exec(context.Background(), query)
+				require.NoError(t, err, query)
+			},
+			names: func(t testing.TB, query string) []string { return pgNames(t, pool, query) }}
 	},
 }
 
@@ -55,28 +106,44 @@ var testAuditKeys = func() *audit.Keyring {
 	return k
 }()
 
-func setup(t testing.TB, backend func(t testing.TB) (idemdriver.Store, *store.DB, *audit.Trail)) bundle {
-	t.Helper()
-	return setupWith(t, backend, nil)
-}
-
-// setupWith is setup with the engine's store wrapped by wrap, when not nil.
-func setupWith(t testing.TB, backend func(t testing.TB) (idemdriver.Store, *store.DB, *audit.Trail), wrap func(idemdriver.Store) idemdriver.Store) bundle {
+func setup(t testing.TB, newBackend func(t testing.TB) backend) bundle {
 	t.Helper()
 	ctx := context.Background()
-	s, db, trail := backend(t)
-	require.NoError(t, s.(interface{ Migrate(context.Context) error }).Migrate(ctx))
-	require.NoError(t, db.Migrate(ctx))
-	require.NoError(t, trail.Migrate(ctx))
-	records := s.(idemdriver.Admin)
-	if wrap != nil {
-		s = wrap(s)
+	be := newBackend(t)
+	require.NoError(t, be.store.(interface{ Migrate(context.Context) error }).Migrate(ctx))
+	require.NoError(t, be.db.Migrate(ctx))
+	require.NoError(t, be.trail.Migrate(ctx))
+	e, err := idem.New(be.store, idem.WithSecret([]byte("ops-test-secret-0123456789abcdefgh")))
+	require.NoError(t, err)
+	keys, err := be.newKeys(e)
+	require.NoError(t, err)
+	return bundle{engine: e, db: be.db, records: be.store.(idemdriver.Admin), trail: be.trail, keys: keys, exec: be.exec, names: be.names, dialect: be.trail.Dialect()}
+}
+
+// sqlNames runs query on db and returns its one text column.
+func sqlNames(t testing.TB, db *sql.DB, query string) []string {
+	t.Helper()
+	rows, err := db.QueryContext(context.Background(), query)
+	require.NoError(t, err, query)
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		out = append(out, s)
 	}
-	e, err := idem.New(s, idem.WithSecret([]byte("ops-test-secret-0123456789abcdefgh")))
-	require.NoError(t, err)
-	keys, err := ops.NewKeys(e, records, trail)
-	require.NoError(t, err)
-	return bundle{engine: e, records: records, trail: trail, keys: keys}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// pgNames runs query on pool and returns its one text column.
+func pgNames(t testing.TB, pool *pgxpool.Pool, query string) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), query)
+	require.NoError(t, err, query)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err, query)
+	return out
 }
 
 // pending makes a pending record (a provider timed out) and returns it.
@@ -197,45 +264,19 @@ func TestKeyDecisions(t *testing.T) {
 	}
 }
 
-// errCommitFailed stands for a commit that failed after everything in the
-// transaction succeeded.
-var errCommitFailed = errors.New("the commit failed")
-
-// commitFailingStore is an idemdriver.TxStore whose WithinTx, while fail is
-// set, runs fn and then rolls back as a failed commit leaves it.
-type commitFailingStore struct {
-	idemdriver.TxStore
-	fail atomic.Bool
-}
-
-func (s *commitFailingStore) WithinTx(ctx context.Context, fn func(ctx context.Context, tx idemdriver.Store) error) error {
-	if !s.fail.Load() {
-		return s.TxStore.WithinTx(ctx, fn)
-	}
-	return s.TxStore.WithinTx(ctx, func(ctx context.Context, tx idemdriver.Store) error {
-		if err := fn(ctx, tx); err != nil {
-			return err
-		}
-		return errCommitFailed
-	})
-}
-
 // TestKeyDecisionAndItsEntryCommitTogether breaks the one transaction of a
 // key decision and its audit entry (SPEC CON K5, issue 11): an entry the
-// trail refuses leaves the key as it was (an append after the commit
-// would not), and a commit that fails leaves no entry (an append in a
-// transaction of its own would).
+// trail refuses, or that the database refuses at its INSERT, leaves the
+// key as it was (an append after the commit would not), and a commit that
+// fails leaves no entry (an append in a transaction of its own would).
 func TestKeyDecisionAndItsEntryCommitTogether(t *testing.T) {
 	t.Parallel()
 	for name, backend := range backends {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			var cf *commitFailingStore
-			b := setupWith(t, backend, func(s idemdriver.Store) idemdriver.Store {
-				cf = &commitFailingStore{TxStore: s.(idemdriver.TxStore)}
-				return cf
-			})
+			b := setup(t, backend)
+			breakAudit(t, b.dialect, b.exec)
 			unchanged := func(t *testing.T, rec idemdriver.Record) {
 				t.Helper()
 				got, ok, err := b.records.KeyByID(ctx, rec.ID)
@@ -260,13 +301,23 @@ func TestKeyDecisionAndItsEntryCommitTogether(t *testing.T) {
 						unchanged(t, rec)
 					})
 
+					t.Run("TheDatabaseRefusesTheEntry", func(t *testing.T) {
+						rec := pending(t, b, "k-insert-"+string(action))
+						d.RecordID, d.Version = rec.ID, rec.Version
+						d := d
+						d.Reason += failAppend
+						_, err := b.keys.Decide(ctx, ops.Actor{Username: "ada", Role: "oncall"}, d)
+						require.ErrorContains(t, err, "the test refuses this audit entry")
+						unchanged(t, rec)
+					})
+
 					t.Run("TheCommitFails", func(t *testing.T) {
 						rec := pending(t, b, "k-commit-"+string(action))
 						d.RecordID, d.Version = rec.ID, rec.Version
-						cf.fail.Store(true)
+						restore := failCommits(t, b.dialect, b.exec, b.names)
 						_, err := b.keys.Decide(ctx, ops.Actor{Username: "ada", Role: "oncall"}, d)
-						cf.fail.Store(false)
-						require.ErrorIs(t, err, errCommitFailed)
+						restore()
+						require.ErrorContains(t, err, "commit: ", "the COMMIT failed")
 						unchanged(t, rec)
 					})
 				})

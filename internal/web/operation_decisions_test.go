@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -25,36 +24,30 @@ import (
 )
 
 // operationDecisions wires the operation decisions as cmd/console does on
-// SQLite: a second handle on the console's file with one connection and
-// BEGIN IMMEDIATE for the saga records and River, an insert-only River
+// SQLite: the decisions' handle (ops.OpenImmediate) for the saga records
+// and River, an insert-only River
 // client (no workers: inserted jobs stay queued) and a runner without
 // definitions. River's tables, which a decision inserting a job needs, are
 // made by migrateRiver, in the tests that decide: its migrations would
 // double the time of every other test's setup.
-func operationDecisions(t *testing.T, db *sql.DB, trail *audit.Trail) *ops.Operations {
+func operationDecisions(t *testing.T, riverDB *sql.DB, dec *ops.DB[*sql.Tx]) *ops.Operations {
 	t.Helper()
-	riverDB := immediateHandle(t, db)
 	rd := riversqlite.New(riverDB)
 	runner, err := saga.NewRunner(sagasqlite.New(riverDB), saga.Config{Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	client, err := river.NewClient(rd, &river.Config{Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	runner.SetClient(client)
-	decisions, err := ops.NewOperations(runner, trail)
+	decisions, err := ops.NewOperations(dec, runner)
 	require.NoError(t, err)
 	return decisions
 }
 
-// immediateHandle opens a second handle on the file of db, with one
-// connection and BEGIN IMMEDIATE.
+// immediateHandle is ops.OpenImmediate on db, closed at t's end.
 func immediateHandle(t *testing.T, db *sql.DB) *sql.DB {
 	t.Helper()
-	var path string
-	require.NoError(t, db.QueryRowContext(t.Context(), `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&path))
-	q := url.Values{"_pragma": {"busy_timeout(10000)", "journal_mode(WAL)", "foreign_keys(1)", "synchronous(NORMAL)"}, "_txlock": {"immediate"}}
-	h, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: filepath.ToSlash(path), RawQuery: q.Encode()}).String())
+	h, err := ops.OpenImmediate(t.Context(), db)
 	require.NoError(t, err)
-	h.SetMaxOpenConns(1)
 	t.Cleanup(func() { _ = h.Close() })
 	return h
 }

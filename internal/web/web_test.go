@@ -112,10 +112,15 @@ func setup(t *testing.T, opts ...func(*web.Config)) *bundle {
 	cfg := web.Config{Store: db, Records: idemStore, Sagas: sagaDriver, Engine: engine, Enforcer: enf, Static: static, Trail: trail,
 		Sessions: web.NewSessionManager(db.SessionStore(), 30*time.Minute, 12*time.Hour, false),
 		Log:      slog.New(slog.NewTextHandler(io.Discard, nil))}
-	keys, err := ops.NewKeys(engine, idemStore, trail)
+	// The decisions as cmd/console makes them on SQLite: one handle whose
+	// transactions begin IMMEDIATE, for keys and operations alike.
+	imm := immediateHandle(t, sqlDB)
+	dec, err := ops.SQLite(imm, trail)
+	require.NoError(t, err)
+	keys, err := ops.NewKeys(dec, engine, idemStore.Tx, idemStore)
 	require.NoError(t, err)
 	cfg.Keys = keys
-	cfg.Operations = operationDecisions(t, sqlDB, trail)
+	cfg.Operations = operationDecisions(t, imm, dec)
 	for _, o := range opts {
 		o(&cfg)
 	}
