@@ -22,6 +22,18 @@ func Digest(scope, operation, key string) string {
 	return hexSum(sha256.Sum256(b))
 }
 
+// KeyHash returns the look-up form of a raw key alone: the hex SHA-256 of
+// the key under a domain prefix of its own. Stores keep it beside the
+// digest (which binds scope and operation too) so that an operator who has
+// only the raw key — support, quoting a customer — finds its records in
+// every scope and operation (SPEC K11). Like the digest it does not reveal
+// the key. Records written before a store kept it have none.
+func KeyHash(key string) string {
+	var stack [320]byte
+	b := appendPart(stack[:0], "unstuck/idem/key/v1")
+	return hexSum(sha256.Sum256(appendPart(b, key)))
+}
+
 // appendPart appends s to b with its length before it (8 bytes, big
 // endian), so that no two sequences of parts encode alike.
 func appendPart(b []byte, s string) []byte {

@@ -14,3 +14,13 @@ func TestDigestIsUnambiguous(t *testing.T) {
 	require.Equal(t, Digest("s", "op", "k"), Digest("s", "op", "k"))
 	require.Len(t, Digest("s", "op", "k"), 64)
 }
+
+func TestKeyHashIsTheKeyAlone(t *testing.T) {
+	t.Parallel()
+	// SPEC K11: one hash per raw key, whatever the scope and operation,
+	// and never equal to a digest of the same key.
+	require.Len(t, KeyHash("k"), 64)
+	require.Equal(t, KeyHash("k"), KeyHash("k"))
+	require.NotEqual(t, KeyHash("k1"), KeyHash("k2"))
+	require.NotEqual(t, KeyHash("k"), Digest("", "", "k"))
+}

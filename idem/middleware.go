@@ -340,7 +340,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	x := new(exchange) // one allocation for the body reader, the recorder and its buffer
 	x.body.Reset(body)
 	r.Body = &x.body
-	rq := request{route: route, scope: scope, req: decide.Request{Fingerprint: fp},
+	rq := request{route: route, scope: scope, req: decide.Request{Fingerprint: fp, KeyHash: KeyHash(key)},
 		id: idemdriver.Ident{Scope: scope, Operation: route, KeyDigest: Digest(scope, route, key)}}
 
 	if m.cfg.Transactional {

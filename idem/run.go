@@ -137,7 +137,7 @@ func Run[T any](ctx context.Context, e *Engine, key, scope string, fn func(ctx c
 		return zero, errors.New("idem: nil callback")
 	}
 	id := idemdriver.Ident{Scope: scope, Operation: cfg.operation, KeyDigest: Digest(scope, cfg.operation, key)}
-	req := decide.Request{Fingerprint: cfg.fingerprint}
+	req := decide.Request{Fingerprint: cfg.fingerprint, KeyHash: KeyHash(key)}
 	recovery := e.recovery
 	if cfg.recovery != nil {
 		recovery = *cfg.recovery
@@ -197,7 +197,7 @@ func (e *Engine) acquire(ctx context.Context, s idemdriver.Store, id idemdriver.
 	defer cancel()
 	for range maxTakeoverRounds {
 		token := newOwnerToken()
-		rec, created, err := s.Reserve(bctx, idemdriver.ReserveParams{Ident: id, Fingerprint: req.Fingerprint, Owner: token, Lease: lease, TTL: ttl, Now: e.now()})
+		rec, created, err := s.Reserve(bctx, idemdriver.ReserveParams{Ident: id, KeyHash: req.KeyHash, Fingerprint: req.Fingerprint, Owner: token, Lease: lease, TTL: ttl, Now: e.now()})
 		if err != nil {
 			if !inTx {
 				e.disown(s, id, token)

@@ -125,6 +125,10 @@ type KeyFilter struct {
 	// look-up. It needs Scope and Operation too, so that it is answered by
 	// the unique index on the three.
 	KeyDigest string
+	// KeyHash is idem.KeyHash(raw key): the raw key's look-up in every
+	// scope and operation (answered by an index of its own). Records
+	// reserved before the store kept the hash are not found by it.
+	KeyHash string
 	// From and To bound UpdatedAt: From <= UpdatedAt < To. A zero time
 	// leaves that side open. Times are compared to the microsecond.
 	From time.Time
@@ -176,6 +180,9 @@ func (f KeyFilter) Check() (KeyQuery, error) {
 	if f.KeyDigest != "" && (f.Scope == "" || f.Operation == "") {
 		return q, &FieldError{Field: "key_digest", Reason: "a key look-up needs the scope and the operation too"}
 	}
+	if f.KeyHash != "" && !isHex64(f.KeyHash) {
+		return q, &FieldError{Field: "key_hash", Reason: "not a key hash (64 lowercase hex digits)"}
+	}
 	q.Limit = ClampLimit(f.Limit)
 	if f.After != "" {
 		at, id, err := DecodeCursor(f.After)
@@ -185,6 +192,19 @@ func (f KeyFilter) Check() (KeyQuery, error) {
 		q.AfterSet, q.AfterUpdatedAt, q.AfterID = true, at, id
 	}
 	return q, nil
+}
+
+// isHex64 reports whether s is 64 lowercase hex digits: a SHA-256 in hex.
+func isHex64(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // ClampLimit returns n as a page size: DefaultLimit when n <= 0, at most

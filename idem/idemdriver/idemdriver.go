@@ -65,6 +65,9 @@ type Record struct {
 	// ID is the store's surrogate identifier, stable for the record's life.
 	ID int64
 	Ident
+	// KeyHash is idem.KeyHash of the raw key: its look-up across scopes
+	// and operations. "" for a record reserved before its store kept it.
+	KeyHash string
 	// Fingerprint is the hash of the normalized request, or "" when the
 	// caller gave none.
 	Fingerprint string
@@ -114,6 +117,9 @@ func (r Record) Expired() bool {
 // ReserveParams describes a new record for [Store.Reserve].
 type ReserveParams struct {
 	Ident
+	// KeyHash is stored with the new record (see Record.KeyHash); "" when
+	// the caller has no raw key.
+	KeyHash     string
 	Fingerprint string
 	Owner       string // the new owner's token; the store assigns the fence
 	Lease       time.Duration

@@ -92,6 +92,9 @@ func listKeysSQL(q idemdriver.KeyQuery) (string, []any) {
 	if q.KeyDigest != "" {
 		conds = append(conds, "key_digest = "+arg(q.KeyDigest))
 	}
+	if q.KeyHash != "" {
+		conds = append(conds, "key_hash = "+arg(q.KeyHash))
+	}
 	if q.CorrelationID != "" {
 		conds = append(conds, "correlation_id = "+arg(q.CorrelationID)+" AND correlation_id <> ''")
 	}
@@ -323,10 +326,18 @@ func (s *Store) Analyze(ctx context.Context) error {
 	return nil
 }
 
+// nullText is s, or NULL when s is "".
+func nullText(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
 // seedColumns are the columns SeedRecords copies, in seedRow's order.
 var seedColumns = []string{"scope", "operation", "key_digest", "fingerprint", "status", "result", "response_code",
 	"correlation_id", "external_ref", "resource_ids", "last_error", "owner_token", "fence", "lease_expires_at",
-	"attempts", "version", "created_at", "updated_at", "expires_at"}
+	"attempts", "version", "created_at", "updated_at", "expires_at", "key_hash"}
 
 // seedLockID serialises the fence sequence's catch-up of concurrent
 // SeedRecords calls ("unstuck" then 's').
@@ -364,7 +375,7 @@ func (s *Store) SeedRecords(ctx context.Context, recs []idemdriver.Record) error
 			}
 			return []any{r.Scope, r.Operation, r.KeyDigest, r.Fingerprint, string(r.Status), r.Result, int32(r.ResponseCode),
 				r.CorrelationID, r.ExternalRef, ids, r.LastError, r.Token, r.Fence, lease,
-				int32(r.Attempts), r.Version, r.CreatedAt, r.UpdatedAt, r.ExpiresAt}, nil
+				int32(r.Attempts), r.Version, r.CreatedAt, r.UpdatedAt, r.ExpiresAt, nullText(r.KeyHash)}, nil
 		}))
 		if err != nil {
 			return fmt.Errorf("copy: %w", err)

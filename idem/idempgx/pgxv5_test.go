@@ -3,6 +3,8 @@ package idempgx
 import (
 	"context"
 	"crypto/rand"
+	"io/fs"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -112,7 +114,7 @@ func TestMigrateTwiceIsANoOp(t *testing.T) {
 	}
 	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
 	require.NoError(t, err)
-	require.Equal(t, []row{{"idem", 1, "records"}, {"idem", 2, "admin_indexes"}}, got)
+	require.Equal(t, []row{{"idem", 1, "records"}, {"idem", 2, "admin_indexes"}, {"idem", 3, "key_hash"}}, got)
 
 	b.reserve(t, reserveOpts{})
 }
@@ -134,16 +136,22 @@ func TestMigrateConcurrently(t *testing.T) {
 	}
 	var n int
 	require.NoError(t, pool.QueryRow(t.Context(), "SELECT count(*) FROM unstuck_migration").Scan(&n))
-	require.Equal(t, 2, n, "one row per migration of the idem line")
+	require.Equal(t, 3, n, "one row per migration of the idem line")
 }
 
 func TestMigrationDownUndoesUp(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	down, err := idemMigrations.ReadFile("migration/idem/001_records.down.sql")
+	downs, err := fs.Glob(idemMigrations, "migration/idem/*.down.sql")
 	require.NoError(t, err)
-	b.exec(t, string(down))
-	b.exec(t, "DELETE FROM unstuck_migration WHERE line = 'idem' AND version = 1")
+	slices.Sort(downs)
+	slices.Reverse(downs) // newest first, as a rollback runs them
+	for _, name := range downs {
+		down, err := idemMigrations.ReadFile(name)
+		require.NoError(t, err)
+		b.exec(t, string(down))
+	}
+	b.exec(t, "DELETE FROM unstuck_migration WHERE line = 'idem'")
 
 	var table, seq *string
 	require.NoError(t, b.pool.QueryRow(t.Context(),

@@ -24,7 +24,7 @@ package idempgx
 // statement returning a record appends the clock as read_at.
 const recordColumns = `id, scope, operation, key_digest, fingerprint, status, result, response_code,
     correlation_id, external_ref, resource_ids, last_error, owner_token, fence, lease_expires_at,
-    attempts, version, created_at, updated_at, expires_at`
+    attempts, version, created_at, updated_at, expires_at, key_hash`
 
 // reserveOrGetSQL is the first step of Reserve, one round trip whether
 // the key is new or not: it reads the record and, only when the read finds
@@ -40,7 +40,7 @@ const recordColumns = `id, scope, operation, key_digest, fingerprint, status, re
 // they only need to increase strictly.
 //
 // $1 scope, $2 operation, $3 key_digest, $4 fingerprint, $5 owner_token,
-// $6 lease µs, $7 ttl µs, $8 now.
+// $6 lease µs, $7 ttl µs, $8 now, $9 key_hash ("" stores NULL).
 const reserveOrGetSQL = `WITH existing AS (
     SELECT ` + recordColumns + `
     FROM unstuck_idem_record
@@ -48,13 +48,14 @@ const reserveOrGetSQL = `WITH existing AS (
 inserted AS (
     INSERT INTO unstuck_idem_record (
         scope, operation, key_digest, fingerprint, status, owner_token, fence,
-        lease_expires_at, attempts, version, created_at, updated_at, expires_at)
+        lease_expires_at, attempts, version, created_at, updated_at, expires_at, key_hash)
     SELECT $1::text, $2::text, $3::text, $4::text, 'processing', $5::text, nextval('unstuck_idem_fence_seq'),
         coalesce($8::timestamptz, statement_timestamp()) + $6::bigint * interval '1 microsecond',
         1, 1,
         coalesce($8::timestamptz, statement_timestamp()),
         coalesce($8::timestamptz, statement_timestamp()),
-        coalesce($8::timestamptz, statement_timestamp()) + greatest($6::bigint, $7::bigint) * interval '1 microsecond'
+        coalesce($8::timestamptz, statement_timestamp()) + greatest($6::bigint, $7::bigint) * interval '1 microsecond',
+        nullif($9::text, '')
     WHERE NOT EXISTS (SELECT 1 FROM existing)
     ON CONFLICT (scope, operation, key_digest) DO NOTHING
     RETURNING ` + recordColumns + `)

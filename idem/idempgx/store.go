@@ -160,7 +160,7 @@ func reserve(ctx context.Context, db dbtx, p idemdriver.ReserveParams) (idemdriv
 		var created bool
 		rec, err := scanRecord(db.QueryRow(ctx, reserveOrGetSQL,
 			p.Scope, p.Operation, p.KeyDigest, p.Fingerprint, p.Owner,
-			p.Lease.Microseconds(), p.TTL.Microseconds(), now), &created)
+			p.Lease.Microseconds(), p.TTL.Microseconds(), now, p.KeyHash), &created)
 		if err == nil {
 			return rec, created, nil
 		}
@@ -331,12 +331,13 @@ func scanRecord(row pgx.Row, extra ...any) (idemdriver.Record, error) {
 		r      idemdriver.Record
 		status string
 		lease  *time.Time
+		hash   *string
 	)
-	dest := make([]any, 0, 22)
+	dest := make([]any, 0, 23)
 	dest = append(dest, &r.ID, &r.Scope, &r.Operation, &r.KeyDigest, &r.Fingerprint, &status, &r.Result,
 		&r.ResponseCode, &r.CorrelationID, &r.ExternalRef, &r.ResourceIDs, &r.LastError,
 		&r.Token, &r.Fence, &lease, &r.Attempts, &r.Version,
-		&r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt)
+		&r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt, &hash)
 	dest = append(dest, extra...)
 	err := row.Scan(append(dest, &r.ReadAt)...)
 	if err != nil {
@@ -348,6 +349,9 @@ func scanRecord(row pgx.Row, extra ...any) (idemdriver.Record, error) {
 	}
 	if lease != nil {
 		r.LeaseExpiresAt = lease.UTC()
+	}
+	if hash != nil {
+		r.KeyHash = *hash
 	}
 	if len(r.ResourceIDs) == 0 {
 		r.ResourceIDs = nil

@@ -50,6 +50,9 @@ func listKeysSQL(q idemdriver.KeyQuery, now time.Time) (string, []any) {
 	if q.KeyDigest != "" {
 		conds = append(conds, "key_digest = "+arg(q.KeyDigest))
 	}
+	if q.KeyHash != "" {
+		conds = append(conds, "key_hash = "+arg(q.KeyHash))
+	}
 	if q.CorrelationID != "" {
 		conds = append(conds, "correlation_id = "+arg(q.CorrelationID)+" AND correlation_id <> ''")
 	}
@@ -223,8 +226,8 @@ func (s *Store) keyOverview(ctx context.Context) (idemdriver.KeyOverview, error)
 const querySeed = `INSERT INTO unstuck_idem_record (
     scope, operation, key_digest, fingerprint, status, result, response_code,
     correlation_id, external_ref, resource_ids, last_error, owner_token, fence, lease_expires_at,
-    attempts, version, created_at, updated_at, expires_at
-) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)`
+    attempts, version, created_at, updated_at, expires_at, key_hash
+) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, nullif(?20, ''))`
 
 // SeedRecords implements [idemdriver.Seeder]: it inserts recs in one write
 // transaction, holding the store's writer like every write; the fence
@@ -258,7 +261,7 @@ func (s *Store) SeedRecords(ctx context.Context, recs []idemdriver.Record) error
 			}
 			if _, err := st.ExecContext(ctx, r.Scope, r.Operation, r.KeyDigest, r.Fingerprint, string(r.Status), result,
 				r.ResponseCode, r.CorrelationID, r.ExternalRef, string(ids), r.LastError, r.Token, r.Fence, lease,
-				r.Attempts, r.Version, r.CreatedAt.UnixMicro(), r.UpdatedAt.UnixMicro(), r.ExpiresAt.UnixMicro()); err != nil {
+				r.Attempts, r.Version, r.CreatedAt.UnixMicro(), r.UpdatedAt.UnixMicro(), r.ExpiresAt.UnixMicro(), r.KeyHash); err != nil {
 				return fmt.Errorf("record %s/%s: %w", r.Scope, r.Operation, err)
 			}
 		}

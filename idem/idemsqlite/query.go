@@ -8,7 +8,7 @@ package idemsqlite
 const recordColumns = `id, scope, operation, key_digest, fingerprint, status, result,
     response_code, correlation_id, external_ref, resource_ids, last_error,
     owner_token, fence, lease_expires_at, attempts, version,
-    created_at, updated_at, expires_at`
+    created_at, updated_at, expires_at, key_hash`
 
 const (
 	// queryGet takes scope, operation, key_digest.
@@ -26,12 +26,12 @@ WHERE scope = ? AND operation = ? AND key_digest = ?`
 	// lock. It returns no row when the ident has a record; the trigger
 	// does not run then, so no fence is burnt. It takes scope, operation,
 	// key_digest, fingerprint, owner_token, lease_expires_at, created_at
-	// (also updated_at), expires_at.
+	// (also updated_at), expires_at, key_hash ("" stores NULL).
 	queryInsert = `INSERT INTO unstuck_idem_record (
     scope, operation, key_digest, fingerprint, status, owner_token, fence,
-    lease_expires_at, attempts, version, created_at, updated_at, expires_at
+    lease_expires_at, attempts, version, created_at, updated_at, expires_at, key_hash
 ) VALUES (?1, ?2, ?3, ?4, 'processing', ?5,
-    (SELECT value + 1 FROM unstuck_idem_fence WHERE id = 1), ?6, 1, 1, ?7, ?7, ?8)
+    (SELECT value + 1 FROM unstuck_idem_fence WHERE id = 1), ?6, 1, 1, ?7, ?7, ?8, nullif(?9, ''))
 ON CONFLICT (scope, operation, key_digest) DO NOTHING
 RETURNING ` + recordColumns
 

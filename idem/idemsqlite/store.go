@@ -68,7 +68,7 @@ func (s *Store) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdr
 func insertArgs(p idemdriver.ReserveParams, now time.Time) []any {
 	at := now.UnixMicro()
 	return []any{p.Scope, p.Operation, p.KeyDigest, p.Fingerprint, p.Owner,
-		at + p.Lease.Microseconds(), at, at + max(p.TTL, p.Lease).Microseconds()}
+		at + p.Lease.Microseconds(), at, at + max(p.TTL, p.Lease).Microseconds(), p.KeyHash}
 }
 
 // insert is Reserve inside a write transaction on ex: it returns the
@@ -444,14 +444,16 @@ func scanRecord(row interface{ Scan(dest ...any) error }, readAt time.Time) (ide
 		responseCode, attempts         int64
 		leaseExpiresAt                 sql.NullInt64
 		createdAt, updatedAt, expireAt int64
+		keyHash                        sql.NullString
 	)
 	err := row.Scan(&rec.ID, &rec.Scope, &rec.Operation, &rec.KeyDigest, &rec.Fingerprint,
 		&status, &result, &responseCode, &rec.CorrelationID, &rec.ExternalRef, &resourceIDs,
 		&rec.LastError, &rec.Token, &rec.Fence, &leaseExpiresAt, &attempts, &rec.Version,
-		&createdAt, &updatedAt, &expireAt)
+		&createdAt, &updatedAt, &expireAt, &keyHash)
 	if err != nil {
 		return idemdriver.Record{}, err
 	}
+	rec.KeyHash = keyHash.String
 	rec.Status = idemdriver.Status(status)
 	if !rec.Status.Valid() {
 		return idemdriver.Record{}, fmt.Errorf("record %d: unknown status %q", rec.ID, status)

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,7 +102,7 @@ func (b adminBundle) record(t *testing.T, o recordOpts) idemdriver.Record {
 	ctx := t.Context()
 	id := idemdriver.Ident{Scope: o.Scope, Operation: o.Operation, KeyDigest: idem.Digest(o.Scope, o.Operation, o.Key)}
 	rec, created, err := b.Store.Reserve(ctx, idemdriver.ReserveParams{
-		Ident: id, Fingerprint: "fp", Owner: rand.Text(), Lease: o.Lease, TTL: 72 * time.Hour, Now: o.At})
+		Ident: id, KeyHash: idem.KeyHash(o.Key), Fingerprint: "fp", Owner: rand.Text(), Lease: o.Lease, TTL: 72 * time.Hour, Now: o.At})
 	require.NoError(t, err)
 	require.True(t, created, "record created")
 	if o.CorrelationID != "" || o.ExternalRef != "" {
@@ -149,14 +150,22 @@ func testAdminFilters(t *testing.T, b adminBundle) {
 	r5 := b.record(t, recordOpts{Status: idemdriver.StatusProcessing, At: b.at(5)}) // past its lease
 	r6 := b.record(t, recordOpts{Status: idemdriver.StatusProcessing, At: time.Now().UTC(), Lease: time.Hour})
 	r7 := b.record(t, recordOpts{Scope: "globex", At: b.at(7), CorrelationID: "corr-1"})
+	// The same raw key in two scopes and operations: the key hash finds both
+	// (SPEC K11), the digest only its own.
+	r8 := b.record(t, recordOpts{Scope: "initech", Operation: "payout", Key: "k3", At: b.at(8)})
+	for _, r := range []idemdriver.Record{r1, r3, r8} {
+		require.Len(t, r.KeyHash, 64, "Reserve stores the key hash")
+	}
+	require.Equal(t, r3.KeyHash, r8.KeyHash, "one raw key, one hash")
+	require.NotEqual(t, r1.KeyHash, r3.KeyHash)
 
 	for _, tc := range []struct {
 		name string
 		f    idemdriver.KeyFilter
 		want []idemdriver.Record
 	}{
-		{"all", idemdriver.KeyFilter{}, []idemdriver.Record{r6, r7, r5, r4, r3, r2, r1}},
-		{"status completed", idemdriver.KeyFilter{Status: idemdriver.StatusCompleted}, []idemdriver.Record{r7, r1}},
+		{"all", idemdriver.KeyFilter{}, []idemdriver.Record{r6, r8, r7, r5, r4, r3, r2, r1}},
+		{"status completed", idemdriver.KeyFilter{Status: idemdriver.StatusCompleted}, []idemdriver.Record{r8, r7, r1}},
 		{"status processing", idemdriver.KeyFilter{Status: idemdriver.StatusProcessing}, []idemdriver.Record{r6, r5}},
 		{"stuck", idemdriver.KeyFilter{Stuck: true}, []idemdriver.Record{r5}},
 		{"stuck processing", idemdriver.KeyFilter{Stuck: true, Status: idemdriver.StatusProcessing}, []idemdriver.Record{r5}},
@@ -172,9 +181,12 @@ func testAdminFilters(t *testing.T, b adminBundle) {
 		{"key digest in another scope", idemdriver.KeyFilter{Scope: "acme", Operation: "charge", KeyDigest: idem.Digest("globex", "charge", "k3")},
 			nil},
 		{"from and to", idemdriver.KeyFilter{From: b.at(2), To: b.at(4)}, []idemdriver.Record{r3, r2}},
-		{"from", idemdriver.KeyFilter{From: b.at(4)}, []idemdriver.Record{r6, r7, r5, r4}},
+		{"key hash in every scope", idemdriver.KeyFilter{KeyHash: idem.KeyHash("k3")}, []idemdriver.Record{r8, r3}},
+		{"key hash and scope", idemdriver.KeyFilter{KeyHash: idem.KeyHash("k3"), Scope: "initech"}, []idemdriver.Record{r8}},
+		{"key hash of no key", idemdriver.KeyFilter{KeyHash: idem.KeyHash("nobody")}, nil},
+		{"from", idemdriver.KeyFilter{From: b.at(4)}, []idemdriver.Record{r6, r8, r7, r5, r4}},
 		{"to", idemdriver.KeyFilter{To: b.at(2)}, []idemdriver.Record{r1}},
-		{"limit", idemdriver.KeyFilter{Limit: 2}, []idemdriver.Record{r6, r7}},
+		{"limit", idemdriver.KeyFilter{Limit: 2}, []idemdriver.Record{r6, r8}},
 	} {
 		page, err := b.Admin.ListKeys(t.Context(), tc.f)
 		require.NoError(t, err, tc.name)
@@ -209,6 +221,8 @@ func testAdminFieldErrors(t *testing.T, b adminBundle) {
 		{"key without scope", idemdriver.KeyFilter{Operation: "charge", KeyDigest: digest}, "key_digest"},
 		{"key without operation", idemdriver.KeyFilter{Scope: "globex", KeyDigest: digest}, "key_digest"},
 		{"bad cursor", idemdriver.KeyFilter{After: "!!!"}, "after"},
+		{"key hash not a hash", idemdriver.KeyFilter{KeyHash: "yourkey-123"}, "key_hash"},
+		{"key hash in upper case", idemdriver.KeyFilter{KeyHash: strings.ToUpper(idem.KeyHash("k"))}, "key_hash"},
 	} {
 		_, err := b.Admin.ListKeys(t.Context(), tc.f)
 		require.ErrorIs(t, err, idemdriver.ErrInvalidFilter, tc.name)

@@ -71,6 +71,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idemdriver.Store) {
 		require.True(t, ok)
 		require.Equal(t, idemdriver.StatusCompleted, rec.Status)
 		require.NotContains(t, string(rec.Result), "o-1", "H14: the stored result is sealed")
+		require.Equal(t, idem.KeyHash("key-1"), rec.KeyHash, "K11: the raw key's look-up hash is stored")
 	})
 
 	t.Run("R2InvalidArgumentsNameTheField", func(t *testing.T) {

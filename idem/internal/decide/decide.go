@@ -67,6 +67,9 @@ func (a Action) String() string {
 // Request is what a caller brings to a key.
 type Request struct {
 	Fingerprint string
+	// KeyHash is the raw key's look-up hash (idem.KeyHash), stored with a
+	// new record; it plays no part in the decision.
+	KeyHash string
 	// Recovery is what this caller may do with a record abandoned by its
 	// owner (processing, lease ended). The zero value escalates.
 	Recovery RecoveryMode

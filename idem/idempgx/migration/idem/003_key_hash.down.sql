@@ -1,0 +1,2 @@
+DROP INDEX IF EXISTS unstuck_idem_record_key_hash_idx;
+ALTER TABLE unstuck_idem_record DROP COLUMN IF EXISTS key_hash;
