@@ -169,7 +169,7 @@ func NewMiddleware(e *Engine, cfg MiddlewareConfig) (*Middleware, error) {
 		return nil, fmt.Errorf("idem: middleware: WaitInFlight %s is not in [0, 30s]", cfg.WaitInFlight)
 	}
 	if _, ok := e.store.(idemdriver.TxStore); cfg.Transactional && !ok {
-		return nil, errors.New("idem: middleware: Transactional needs a store that implements idem.TxStore")
+		return nil, errors.New("idem: middleware: Transactional needs a store that implements idemdriver.TxStore")
 	}
 	m := &Middleware{engine: e, cfg: cfg, methods: map[string]bool{}, replay: map[string]string{}, log: e.log}
 	for _, meth := range cfg.Methods {

@@ -1,5 +1,5 @@
 // Package idempgx is the PostgreSQL driver of unstuck on pgx v5: an
-// [idem.Store] over a [pgxpool.Pool].
+// [idemdriver.Store] over a [pgxpool.Pool].
 //
 // # Use
 //
@@ -80,14 +80,14 @@
 // when it loses a race for a new key); no transaction is held across calls
 // or across the caller's work.
 //
-// The Store is also an [idem.TxStore]. [Store.WithinTx] begins a READ
-// COMMITTED transaction and hands fn an idem.Store that writes the record
+// The Store is also an [idemdriver.TxStore]. [Store.WithinTx] begins a READ
+// COMMITTED transaction and hands fn an idemdriver.Store that writes the record
 // inside it; the application reaches the same transaction with [TxFrom]
 // and writes its own rows through it, so that the record and the business
 // write commit together (SPEC IDEM-H17). WithinTx commits when fn returns
 // nil and rolls back otherwise:
 //
-//	err := store.WithinTx(ctx, func(ctx context.Context, tx idem.Store) error {
+//	err := store.WithinTx(ctx, func(ctx context.Context, tx idemdriver.Store) error {
 //		pgtx, _ := idempgx.TxFrom(ctx)
 //		if _, err := pgtx.Exec(ctx, "INSERT INTO orders (id) VALUES ($1)", id); err != nil {
 //			return err

@@ -1,4 +1,4 @@
-// Package idemsqlite is the SQLite driver of unstuck: an [idem.Store] on
+// Package idemsqlite is the SQLite driver of unstuck: an [idemdriver.Store] on
 // modernc.org/sqlite, a pure-Go SQLite that needs no cgo.
 //
 // SQLite is the embedded, single-host default. Every process that uses the
@@ -21,7 +21,7 @@
 //	if err := store.Migrate(ctx); err != nil {
 //		return err
 //	}
-//	// store is the idem.Store to give the engine.
+//	// store is the idemdriver.Store to give the engine.
 //
 // A caller that opens the *sql.DB itself, with driver name "sqlite", must
 // set busy_timeout on every connection, for instance with the DSN parameter
@@ -40,11 +40,11 @@
 //
 // Every call honours its context's deadline: waiting for the store's
 // writer slot, for SQLite's write lock (the busy timeout) and for the
-// statement itself. The Store is an idem.LocalStore: the idem engine does
+// statement itself. The Store is an idemdriver.LocalStore: the idem engine does
 // not set a context deadline on its calls (which would make database/sql
 // and modernc.org/sqlite start a goroutine per statement) but passes its
 // store timeout (idem.WithStoreTimeout, 5 s by default) as an
-// idem.CallDeadline, which bounds the wait for the writer slot; the wait
+// idemdriver.CallDeadline, which bounds the wait for the writer slot; the wait
 // for another handle's write lock is bounded by the busy timeout (10 s
 // with [Open]). A context deadline on the write statements as well was
 // measured at +70 % CPU per first request (issue 12), so it is not set.
@@ -66,14 +66,14 @@
 //
 // # Transactional mode
 //
-// The Store is also an [idem.TxStore]. [Store.WithinTx] begins a BEGIN
-// IMMEDIATE transaction on one connection and hands fn an idem.Store that
+// The Store is also an [idemdriver.TxStore]. [Store.WithinTx] begins a BEGIN
+// IMMEDIATE transaction on one connection and hands fn an idemdriver.Store that
 // writes the record on that connection; the application reaches the same
 // connection with [TxFrom] and writes its own rows through it, so that the
 // record and the business write commit together (SPEC IDEM-H17). WithinTx
 // commits when fn returns nil and rolls back otherwise:
 //
-//	err := store.WithinTx(ctx, func(ctx context.Context, tx idem.Store) error {
+//	err := store.WithinTx(ctx, func(ctx context.Context, tx idemdriver.Store) error {
 //		conn, _ := idemsqlite.TxFrom(ctx)
 //		if _, err := conn.ExecContext(ctx, "INSERT INTO orders (id) VALUES (?)", id); err != nil {
 //			return err

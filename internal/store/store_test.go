@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"encoding/base64"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -70,10 +69,6 @@ func eachDialect(t *testing.T, fn func(t *testing.T, b testBundle)) {
 		})
 	}
 }
-
-// base is a day ago, to the second: records stamped near it are long past
-// any one-minute lease, by either database's clock.
-var base = time.Now().Add(-24 * time.Hour).Truncate(time.Second).UTC()
 
 func TestMigrate(t *testing.T) {
 	t.Parallel()
@@ -241,13 +236,6 @@ func TestValidRole(t *testing.T) {
 	}
 	require.False(t, ValidRole(""))
 	require.False(t, ValidRole("Admin"))
-}
-
-func mustDecode(t *testing.T, s string) string {
-	t.Helper()
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	require.NoError(t, err)
-	return string(b)
 }
 
 func TestSessions(t *testing.T) {
