@@ -316,4 +316,3 @@ func handleLogout(sm *scs.SessionManager, sd *ssoDeps, log *slog.Logger) http.Ha
 		render(w, r, http.StatusOK, pageFor(r, "Signed out", ""), views.SignedOut(vm))
 	})
 }
-
