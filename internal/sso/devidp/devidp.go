@@ -147,8 +147,8 @@ func newHandler(issuer string, cfg Config) (http.Handler, *storage, error) {
 		tokens: map[string]token{}}
 	var crypto [32]byte
 	_, _ = rand.Read(crypto[:])
-	provider, err := op.NewOpenIDProvider(issuer, &op.Config{CryptoKey: crypto, CodeMethodS256: true, AuthMethodPost: true,
-		DefaultLogoutRedirectURI: "/signed-out"}, st, op.WithAllowInsecure(), op.WithLogger(log))
+	provider, err := op.NewProvider(&op.Config{CryptoKey: crypto, CodeMethodS256: true, AuthMethodPost: true,
+		DefaultLogoutRedirectURI: "/signed-out"}, st, op.StaticIssuer(issuer), op.WithAllowInsecure(), op.WithLogger(log))
 	if err != nil {
 		return nil, nil, fmt.Errorf("devidp: %w", err)
 	}
@@ -285,7 +285,7 @@ func (s *storage) rewriteAudience(next http.Handler) http.Handler {
 }
 
 func (s *storage) resign(raw string, aud []string) (string, error) {
-	jws, err := jose.ParseSigned(raw, []jose.SignatureAlgorithm{jose.RS256})
+	jws, err := jose.ParseSignedCompact(raw, []jose.SignatureAlgorithm{jose.RS256})
 	if err != nil {
 		return "", err
 	}
