@@ -1,6 +1,7 @@
 package store
 
 import (
+	"github.com/alexedwards/scs/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -73,4 +74,35 @@ func TestSSOUsername(t *testing.T) {
 		require.Equal(t, c.want, got, "SSOUsername(%q, %q)", c.wish, c.subject)
 		require.NoError(t, ValidateUsername(got))
 	}
+}
+
+func TestEndUserSessions(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, b testBundle) {
+		ctx := t.Context()
+		u, _, err := b.db.UpsertSSOUser(ctx, SSOUser{Subject: "sub-9", Username: "olga", Role: RoleOncall})
+		require.NoError(t, err)
+		other, err := b.db.CreateUser(ctx, "sam", RoleSupport, "hash")
+		require.NoError(t, err)
+		ss := b.db.SessionStore()
+		sm := scs.New()
+		sm.Store = ss
+		session := func(id int64) string {
+			sctx, err := sm.Load(ctx, "")
+			require.NoError(t, err)
+			sm.Put(sctx, SessionUserKey, id)
+			token, _, err := sm.Commit(sctx)
+			require.NoError(t, err)
+			return token
+		}
+		a, c, keep := session(u.ID), session(u.ID), session(other.ID)
+		n, err := b.db.EndUserSessions(ctx, u.ID)
+		require.NoError(t, err)
+		require.Equal(t, int64(2), n, "sessions ended")
+		for token, want := range map[string]bool{a: false, c: false, keep: true} {
+			_, found, err := ss.Find(token)
+			require.NoError(t, err)
+			require.Equal(t, want, found, "session of the other user kept, the user's gone")
+		}
+	})
 }
