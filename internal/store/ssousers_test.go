@@ -1,9 +1,9 @@
 package store
 
 import (
-	"github.com/alexedwards/scs/v2"
 	"testing"
 
+	"github.com/alexedwards/scs/v2"
 	"github.com/stretchr/testify/require"
 )
 
