@@ -277,13 +277,11 @@ func groupsOf(raw json.RawMessage) []string {
 
 // EndSessionURL returns the provider's end_session_endpoint with this
 // client's ID and postLogout (registered at the provider) as where to come
-// back, when the provider offers one and was reached before; ok is false
-// otherwise.
-func (c *Client) EndSessionURL(postLogout string) (string, bool) {
-	c.mu.Lock()
-	d := c.p
-	c.mu.Unlock()
-	if d == nil || d.endSession == "" {
+// back; ok is false when the provider offers none or cannot be reached
+// (its discovery document is read if it was not yet).
+func (c *Client) EndSessionURL(ctx context.Context, postLogout string) (string, bool) {
+	d, err := c.discover(ctx)
+	if err != nil || d.endSession == "" {
 		return "", false
 	}
 	u, err := url.Parse(d.endSession)

@@ -163,14 +163,16 @@ func TestFinish(t *testing.T) {
 	t.Run("end session URL", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		_, ok := b.client.EndSessionURL("http://console.test/login")
-		require.False(t, ok, "before discovery")
-		_, _, err := b.client.Begin(t.Context())
-		require.NoError(t, err)
-		u, ok := b.client.EndSessionURL("http://console.test/login")
-		require.True(t, ok)
-		require.Contains(t, u, b.idp.Issuer())
+		u, ok := b.client.EndSessionURL(t.Context(), "http://console.test/login")
+		require.True(t, ok, "discovered on demand")
+		require.Contains(t, u, b.idp.Issuer()+"/end_session?")
 		require.Contains(t, u, "client_id=console")
+		require.Contains(t, u, "post_logout_redirect_uri=http%3A%2F%2Fconsole.test%2Flogin")
+		require.NoError(t, b.idp.Close())
+		c, err := sso.New(sso.Config{Issuer: b.idp.Issuer(), ClientID: "console", ClientSecret: "s3cret", RedirectURL: redirect})
+		require.NoError(t, err)
+		_, ok = c.EndSessionURL(t.Context(), "")
+		require.False(t, ok, "provider down: no link")
 	})
 }
 

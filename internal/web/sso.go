@@ -310,7 +310,7 @@ func handleLogout(sm *scs.SessionManager, sd *ssoDeps, log *slog.Logger) http.Ha
 			log.Error("sso: sign-out: reading the user", "error", err.Error())
 		}
 		vm := views.SignedOutVM{}
-		if u, ok := sd.cfg.Client.EndSessionURL(sd.cfg.PostLogoutURL); ok {
+		if u, ok := sd.cfg.Client.EndSessionURL(ctx, sd.cfg.PostLogoutURL); ok {
 			vm.EndSessionURL = u
 		}
 		render(w, r, http.StatusOK, pageFor(r, "Signed out", ""), views.SignedOut(vm))
