@@ -310,7 +310,11 @@ func handleLogout(sm *scs.SessionManager, sd *ssoDeps, log *slog.Logger) http.Ha
 			log.Error("sso: sign-out: reading the user", "error", err.Error())
 		}
 		vm := views.SignedOutVM{}
-		if u, ok := sd.cfg.Client.EndSessionURL(ctx, sd.cfg.PostLogoutURL); ok {
+		// A provider that does not answer soon costs the link, not the
+		// sign-out.
+		dctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		if u, ok := sd.cfg.Client.EndSessionURL(dctx, sd.cfg.PostLogoutURL); ok {
 			vm.EndSessionURL = u
 		}
 		render(w, r, http.StatusOK, pageFor(r, "Signed out", ""), views.SignedOut(vm))
