@@ -18,6 +18,12 @@ var RBACModel string
 //go:embed rbac_policy.csv
 var RBACPolicy string
 
+// OIDCRoles is the example mapping of an identity provider's groups to
+// console roles (oidc_roles.csv), which "console demo --oidc-demo" uses.
+//
+//go:embed oidc_roles.csv
+var OIDCRoles string
+
 // Static holds static/: served under /static/.
 //
 //go:embed static

@@ -19,6 +19,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/internal/auth"
 	"github.com/unstuckhq/unstuck/internal/demo"
+	"github.com/unstuckhq/unstuck/internal/sso/devidp"
 	"github.com/unstuckhq/unstuck/internal/store"
 )
 
@@ -37,9 +38,11 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	dbURL := fs.String("db", "sqlite:"+filepath.Join(os.TempDir(), "unstuck-demo.db"), "database `URL`: sqlite:PATH or postgres://…")
 	traffic := fs.Bool("traffic", true, "generate demo traffic that keeps records in every state")
 	fresh := fs.Bool("fresh", false, "start from an empty database: delete the demo's SQLite file first (only a file the demo created)")
+	oidcDemo := fs.Bool("oidc-demo", false, "also start a demo OpenID provider in the process, with test users in groups, and offer single sign-on through it")
+	oidcAddr := fs.String("oidc-demo-addr", "127.0.0.1:0", "listen `address` of the demo OpenID provider (with --oidc-demo)")
 	resetUsers := fs.Bool("reset-demo-users", false, "run on a database the demo did not create, or that has other accounts, and give admin, oncall, support and auditor their public demo passwords again")
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), `Usage: console demo [--addr ADDR] [--db URL] [--traffic=false] [--fresh]
+		fmt.Fprint(fs.Output(), `Usage: console demo [--addr ADDR] [--db URL] [--traffic=false] [--fresh] [--oidc-demo]
 
 Runs the console and the demo shop on the embedded SQLite default. The
 database is kept between runs (records, accounts and their passwords);
@@ -122,12 +125,20 @@ refuses to start while they are enabled.
 		return fmt.Errorf("listen: %w", err)
 	}
 	loopback := isLoopback(ln.Addr())
-	h, err := consoleHandler(db, engine, consoleOptions{secureCookies: !loopback, idle: 30 * time.Minute, absolute: 12 * time.Hour, registry: reg,
-		mount: func(r chi.Router) { shop.Routes(r); mountSignups(r) }, operations: decisions, clockSkew: skew}, log)
+	base := "http://" + ln.Addr().String()
+	opts := consoleOptions{secureCookies: !loopback, idle: 30 * time.Minute, absolute: 12 * time.Hour, registry: reg,
+		mount: func(r chi.Router) { shop.Routes(r); mountSignups(r) }, operations: decisions, clockSkew: skew}
+	var idp *devidp.Provider
+	if *oidcDemo {
+		if idp, opts.sso, err = startDemoSSO(*oidcAddr, base, log); err != nil {
+			return fmt.Errorf("demo identity provider: %w", err)
+		}
+		defer func() { _ = idp.Close() }()
+	}
+	h, err := consoleHandler(db, engine, opts, log)
 	if err != nil {
 		return err
 	}
-	base := "http://" + ln.Addr().String()
 	fmt.Fprintf(stdout, `unstuck demo — database %s
   (kept between runs, with its records and accounts; --fresh starts from an empty one)
 listening on %s
@@ -143,6 +154,21 @@ Shop:
 `, db.Redacted, base)
 	if len(kept) > 0 {
 		fmt.Fprintf(stdout, "  (%s existed already and keep the password they had)\n", strings.Join(kept, ", "))
+	}
+	if idp != nil {
+		fmt.Fprintf(stdout, `
+Single sign-on: the demo identity provider runs at %s
+  On the console's sign-in page choose "Sign in with the demo identity provider",
+  then sign in at the provider as one of (password demo-sso):
+`, idp.Issuer())
+		for _, u := range demoSSOUsers {
+			role, ok := opts.sso.Roles.Role(u.Groups)
+			if !ok {
+				role = "no access (no mapped group)"
+			}
+			fmt.Fprintf(stdout, "    %-6s groups %-34s -> %s\n", u.Username, strings.Join(u.Groups, ","), role)
+		}
+		fmt.Fprintln(stdout, "  Groups map to roles through oidc_roles.csv.")
 	}
 	if !loopback {
 		log.Warn("not on loopback: session cookies are Secure, so sign-in needs https in front of the demo")

@@ -55,6 +55,10 @@ Configuration (flags override the environment):
   UNSTUCK_TRUSTED_PROXIES  CIDRs of reverse proxies whose X-Forwarded-For is believed (serve)
   UNSTUCK_METRICS_ADDR     serve /metrics on its own listen address (serve)
   UNSTUCK_METRICS_TOKEN    bearer token /metrics requires (serve; never a flag)
+  UNSTUCK_OIDC_ISSUER, UNSTUCK_OIDC_CLIENT_ID, UNSTUCK_OIDC_REDIRECT_URL
+                    single sign-on through an OpenID provider (serve --help)
+  UNSTUCK_OIDC_CLIENT_SECRET or UNSTUCK_OIDC_CLIENT_SECRET_FILE
+                    its client secret (serve; never a flag)
 
 Run "console <command> --help" for a command's flags.
 `

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strings"
 	"time"
 
@@ -40,6 +41,10 @@ type consoleOptions struct {
 	operations *ops.Operations
 	// clockSkew, if not nil, fails /readyz above maxReadySkew.
 	clockSkew clockSkew
+	// sso, if not nil, signs users in through the OpenID provider;
+	// noLocalSignIn then turns the local form off.
+	sso           *web.SSO
+	noLocalSignIn bool
 }
 
 // consoleHandler builds the console's HTTP handler over db and engine.
@@ -76,6 +81,9 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 		Trail:    db.Trail,
 		Keys:     keys,
 		Ready:    db.CheckSchema,
+
+		SSO:           o.sso,
+		NoLocalSignIn: o.noLocalSignIn,
 	}
 	if o.operations != nil {
 		cfg.Operations = o.operations
@@ -153,6 +161,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	trustedProxies := fs.String("trusted-proxies", getenv("UNSTUCK_TRUSTED_PROXIES"), "comma-separated `CIDRs` of reverse proxies whose X-Forwarded-For gives the client address (env UNSTUCK_TRUSTED_PROXIES)")
 	metricsAddr := fs.String("metrics-addr", getenv("UNSTUCK_METRICS_ADDR"), "serve /metrics on this listen `address` instead of the console's (env UNSTUCK_METRICS_ADDR); a bearer token from UNSTUCK_METRICS_TOKEN guards it either way")
 	allowDemoUsers := fs.Bool("allow-demo-users", false, "start even while admin, oncall, support or auditor is enabled with its public demo password (a demo database)")
+	ssoF := defineSSOFlags(fs, getenv)
 	sagaQueue := fs.String("saga-queue", envOr(getenv, "UNSTUCK_SAGA_QUEUE", saga.QueueDefault), "River `queue` of the applications' saga jobs, where operator decisions insert theirs (env UNSTUCK_SAGA_QUEUE)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: console serve --db URL [flags]
@@ -168,10 +177,22 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 `)
 		fs.PrintDefaults()
 	}
+	if err := refuseSecretFlag(args); err != nil {
+		fmt.Fprintln(stderr, "console serve:", err)
+		return errUsage
+	}
 	if help, err := parseFlags(fs, args, stdout, stderr); help || err != nil {
 		return err
 	}
+	single, err := ssoF.build(getenv, os.ReadFile)
+	if err != nil {
+		fmt.Fprintln(stderr, "console serve: single sign-on:", err)
+		return errUsage
+	}
 	switch {
+	case *ssoF.noLocal && single == nil:
+		fmt.Fprintln(stderr, "console serve: --no-local-sign-in needs single sign-on (--oidc-issuer): nobody could sign in")
+		return errUsage
 	case fs.NArg() > 0:
 		fmt.Fprintf(stderr, "console serve: unexpected argument %q\n", fs.Arg(0))
 		return errUsage
@@ -237,7 +258,8 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 	}
 	opts := consoleOptions{secureCookies: !*insecure, idle: *idle, absolute: *absolute, operations: decisions,
 		registry: reg, clockSkew: skew,
-		trustedProxies: proxies, metricsToken: getenv("UNSTUCK_METRICS_TOKEN"), noMetricsRoute: *metricsAddr != ""}
+		trustedProxies: proxies, metricsToken: getenv("UNSTUCK_METRICS_TOKEN"), noMetricsRoute: *metricsAddr != "",
+		sso: single, noLocalSignIn: *ssoF.noLocal}
 	h, err := consoleHandler(db, engine, opts, log)
 	if err != nil {
 		return err
@@ -261,6 +283,10 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 		return fmt.Errorf("listen: %w", err)
 	}
 	fmt.Fprintf(stdout, "console listening on http://%s\n", ln.Addr())
+	if single != nil {
+		fmt.Fprintf(stdout, "single sign-on through %s (%d groups mapped to roles; local sign-in %s)\n",
+			single.Client.Issuer(), single.Roles.Len(), map[bool]string{true: "off", false: "on"}[*ssoF.noLocal])
+	}
 	log.Info("serving", "addr", ln.Addr().String(), "db", db.Redacted)
 	return serveHTTP(ctx, ln, h, log, sweeper(engine, db, log))
 }

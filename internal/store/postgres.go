@@ -39,7 +39,8 @@ func pgDeleteExpiredSessions(ctx context.Context, db pgExecutor) (int64, error) 
 
 // ---- users
 
-const pgUserColumns = `id, username, role, password_hash, disabled, created_at, updated_at`
+const pgUserColumns = `id, username, role, password_hash, disabled, created_at, updated_at,
+    source, coalesce(subject, ''), email, display_name`
 
 // $1 username, $2 role, $3 password_hash.
 const pgCreateUserSQL = `INSERT INTO unstuck_console_user (username, role, password_hash, created_at, updated_at)
@@ -128,7 +129,8 @@ func pgListUsers(ctx context.Context, db pgExecutor) ([]User, error) {
 
 func pgScanUser(row pgx.Row) (User, error) {
 	var u User
-	if err := row.Scan(&u.ID, &u.Username, &u.Role, &u.PasswordHash, &u.Disabled, &u.CreatedAt, &u.UpdatedAt); err != nil {
+	if err := row.Scan(&u.ID, &u.Username, &u.Role, &u.PasswordHash, &u.Disabled, &u.CreatedAt, &u.UpdatedAt,
+		&u.Source, &u.Subject, &u.Email, &u.DisplayName); err != nil {
 		return User{}, err
 	}
 	u.CreatedAt = u.CreatedAt.UTC()
@@ -146,7 +148,7 @@ func pgMapError(err error) error {
 	}
 	switch pgErr.Code {
 	case "23505": // unique_violation
-		if pgErr.ConstraintName == "unstuck_console_user_username_key" {
+		if pgErr.ConstraintName == "unstuck_console_user_username_key" || pgErr.ConstraintName == "unstuck_console_user_subject_key" {
 			return fmt.Errorf("%w: %w", ErrConflict, err)
 		}
 	case "23514": // check_violation

@@ -165,7 +165,8 @@ func sameSession(a, b []byte) bool {
 
 // $1 token.
 const pgFindSessionSQL = `SELECT s.data, s.expiry, s.user_id,
-    u.id, u.username, u.role, u.password_hash, u.disabled, u.created_at, u.updated_at
+    u.id, u.username, u.role, u.password_hash, u.disabled, u.created_at, u.updated_at,
+    u.source, coalesce(u.subject, ''), u.email, u.display_name
 FROM sessions s LEFT JOIN unstuck_console_user u ON u.id = s.user_id
 WHERE s.token = $1 AND current_timestamp < s.expiry`
 
@@ -183,8 +184,10 @@ func pgFindSession(db pgExecutor) func(context.Context, string) (sessionRow, boo
 			hash       *string
 			disabled   *bool
 			c, u       *time.Time
+			ext        userExtra
 		)
-		err := db.QueryRow(ctx, pgFindSessionSQL, token).Scan(&r.data, &r.expiry, &r.userID, &uid, &name, &role, &hash, &disabled, &c, &u)
+		err := db.QueryRow(ctx, pgFindSessionSQL, token).Scan(&r.data, &r.expiry, &r.userID, &uid, &name, &role, &hash, &disabled, &c, &u,
+			&ext.source, &ext.subject, &ext.email, &ext.displayName)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return sessionRow{}, false, nil
 		}
@@ -194,6 +197,7 @@ func pgFindSession(db pgExecutor) func(context.Context, string) (sessionRow, boo
 		if uid != nil && name != nil && role != nil && hash != nil && disabled != nil && c != nil && u != nil {
 			r.user = &User{ID: *uid, Username: *name, Role: *role, PasswordHash: *hash, Disabled: *disabled,
 				CreatedAt: c.UTC(), UpdatedAt: u.UTC()}
+			ext.fill(r.user)
 		}
 		return r, true, nil
 	}
@@ -209,7 +213,8 @@ func pgCommitSession(db pgExecutor) func(context.Context, string, []byte, time.T
 // ?1 token; the expiry (a Julian day, as sqlite3store writes it) in Unix
 // milliseconds.
 const sqliteFindSessionSQL = `SELECT s.data, CAST(round((s.expiry - 2440587.5) * 86400000.0) AS INTEGER), s.user_id,
-    u.id, u.username, u.role, u.password_hash, u.disabled, u.created_at, u.updated_at
+    u.id, u.username, u.role, u.password_hash, u.disabled, u.created_at, u.updated_at,
+    u.source, coalesce(u.subject, ''), u.email, u.display_name
 FROM sessions s LEFT JOIN unstuck_console_user u ON u.id = s.user_id
 WHERE s.token = ?1 AND julianday('now') < s.expiry`
 
@@ -225,8 +230,10 @@ func sqliteFindSession(db sqliteExecutor) func(context.Context, string) (session
 			uid                *int64
 			name, role, hash   *string
 			disabled, cAt, uAt *int64
+			ext                userExtra
 		)
-		err := db.QueryRowContext(ctx, sqliteFindSessionSQL, token).Scan(&r.data, &ms, &r.userID, &uid, &name, &role, &hash, &disabled, &cAt, &uAt)
+		err := db.QueryRowContext(ctx, sqliteFindSessionSQL, token).Scan(&r.data, &ms, &r.userID, &uid, &name, &role, &hash, &disabled, &cAt, &uAt,
+			&ext.source, &ext.subject, &ext.email, &ext.displayName)
 		if errors.Is(err, sql.ErrNoRows) {
 			return sessionRow{}, false, nil
 		}
@@ -237,6 +244,7 @@ func sqliteFindSession(db sqliteExecutor) func(context.Context, string) (session
 		if uid != nil && name != nil && role != nil && hash != nil && disabled != nil && cAt != nil && uAt != nil {
 			r.user = &User{ID: *uid, Username: *name, Role: *role, PasswordHash: *hash, Disabled: *disabled != 0,
 				CreatedAt: micros(*cAt), UpdatedAt: micros(*uAt)}
+			ext.fill(r.user)
 		}
 		return r, true, nil
 	}
@@ -246,5 +254,19 @@ func sqliteCommitSession(db sqliteExecutor) func(context.Context, string, []byte
 	return func(ctx context.Context, token string, b []byte, expiry time.Time, userID *int64) error {
 		_, err := db.ExecContext(ctx, sqliteCommitSessionSQL, token, b, expiry.UTC().Format("2006-01-02T15:04:05.999"), userID)
 		return err
+	}
+}
+
+// userExtra holds the single sign-on columns of a user read beside a
+// session (NULL when the session has no user).
+type userExtra struct {
+	source, subject, email, displayName *string
+}
+
+func (x userExtra) fill(u *User) {
+	for dst, src := range map[*string]*string{&u.Source: x.source, &u.Subject: x.subject, &u.Email: x.email, &u.DisplayName: x.displayName} {
+		if src != nil {
+			*dst = *src
+		}
 	}
 }

@@ -57,7 +57,8 @@ func sqliteDeleteExpiredSessions(ctx context.Context, db sqliteExecutor) (int64,
 
 // ---- users
 
-const sqliteUserColumns = `id, username, role, password_hash, disabled, created_at, updated_at`
+const sqliteUserColumns = `id, username, role, password_hash, disabled, created_at, updated_at,
+    source, coalesce(subject, ''), email, display_name`
 
 // ?1 username, ?2 role, ?3 password_hash, ?4 now (µs).
 const sqliteCreateUserSQL = `INSERT INTO unstuck_console_user (username, role, password_hash, disabled, created_at, updated_at)
@@ -167,7 +168,8 @@ func sqliteScanUser(row scanner) (User, error) {
 		disabled             int64
 		createdAt, updatedAt int64
 	)
-	if err := row.Scan(&u.ID, &u.Username, &u.Role, &u.PasswordHash, &disabled, &createdAt, &updatedAt); err != nil {
+	if err := row.Scan(&u.ID, &u.Username, &u.Role, &u.PasswordHash, &disabled, &createdAt, &updatedAt,
+		&u.Source, &u.Subject, &u.Email, &u.DisplayName); err != nil {
 		return User{}, err
 	}
 	u.Disabled = disabled != 0

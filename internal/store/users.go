@@ -73,6 +73,15 @@ type User struct {
 	Disabled  bool
 	CreatedAt time.Time
 	UpdatedAt time.Time
+	// Source is SourceLocal for an account with a console password,
+	// SourceOIDC for one created at sign-in through the OpenID provider
+	// (its PasswordHash is NoPassword). Subject is the provider's subject
+	// of an oidc user, empty for a local one; Email and DisplayName are
+	// the provider's claims at the last sign-in.
+	Source      string
+	Subject     string
+	Email       string
+	DisplayName string
 }
 
 // CreateUser adds an enabled user. It returns a *[FieldError] (matching

@@ -85,7 +85,11 @@ func sessionMemo(next http.Handler) http.Handler {
 // requireUser loads the signed-in user on every request — so a disabled
 // account or a changed role takes effect at once — and sends anyone else to
 // the sign-in page.
-func requireUser(sm *scs.SessionManager, users userFinder, az *authorizer, log *slog.Logger) func(http.Handler) http.Handler {
+//
+// A session signed in through the identity provider longer ago than
+// SSO.ReauthAfter ends, and the user goes through the provider again: their
+// role is evaluated again from their groups at least that often.
+func requireUser(sm *scs.SessionManager, users userFinder, az *authorizer, sd *ssoDeps, log *slog.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			ctx := r.Context()
@@ -105,12 +109,17 @@ func requireUser(sm *scs.SessionManager, users userFinder, az *authorizer, log *
 					}
 				}
 			}
-			if !ok || u.Disabled {
+			reauth := ok && sd.expired(ctx)
+			if !ok || u.Disabled || reauth {
 				if id != 0 {
 					_ = sm.Destroy(ctx)
 				}
 				if r.Method == http.MethodGet && !wantsJSON(r) {
-					http.Redirect(w, r, "/login", http.StatusSeeOther)
+					to := "/login"
+					if reauth && !u.Disabled {
+						to = "/login/sso"
+					}
+					http.Redirect(w, r, to, http.StatusSeeOther)
 					return
 				}
 				writeError(w, r, log, appError(EUnauthorized, "Sign in first."))
@@ -190,6 +199,19 @@ type loginDeps struct {
 	byAddress *auth.Limiter // per client address
 	hashing   *auth.Gate
 	log       *slog.Logger
+	// sso, when not nil, is offered on the sign-in page; noLocal turns
+	// the local form off.
+	sso     *SSO
+	noLocal bool
+}
+
+// loginForm is the sign-in page's model with the options d offers.
+func (d loginDeps) loginForm(username, msg string) views.LoginForm {
+	f := views.LoginForm{Username: username, Error: msg, NoLocal: d.noLocal}
+	if d.sso != nil {
+		f.SSO = &views.SSOOption{Label: ssoDeps{cfg: *d.sso}.label()}
+	}
+	return f
 }
 
 func newLoginDeps(sm *scs.SessionManager, users userFinder, hashes int, hashWait time.Duration, log *slog.Logger) loginDeps {
@@ -214,7 +236,7 @@ func handleLoginPage(d loginDeps) http.Handler {
 			http.Redirect(w, r, "/", http.StatusSeeOther)
 			return
 		}
-		render(w, r, http.StatusOK, pageFor(r, "Sign in", ""), views.Login(views.LoginForm{}))
+		render(w, r, http.StatusOK, pageFor(r, "Sign in", ""), views.Login(d.loginForm("", "")))
 	})
 }
 
@@ -234,7 +256,11 @@ func handleLogin(d loginDeps) http.Handler {
 		ctx := r.Context()
 		var username string
 		fail := func(status int, msg string) {
-			render(w, r, status, pageFor(r, "Sign in", ""), views.Login(views.LoginForm{Username: username, Error: msg}))
+			render(w, r, status, pageFor(r, "Sign in", ""), views.Login(d.loginForm(username, msg)))
+		}
+		if d.noLocal {
+			fail(http.StatusForbidden, "Local sign-in is turned off: sign in with the identity provider.")
+			return
 		}
 		if r.ContentLength > maxLoginBody {
 			fail(http.StatusRequestEntityTooLarge, "The form is too large.")
@@ -306,7 +332,7 @@ func handleLogin(d loginDeps) http.Handler {
 			_ = auth.Verify(dummyHash(), password) // same work for unknown users
 		}
 		leave()
-		if verr != nil || u.Disabled {
+		if verr != nil || u.Disabled || u.Source == store.SourceOIDC {
 			d.log.Info("sign-in failed", "username", auth.LogName(username), "addr", addr)
 			fail(http.StatusUnauthorized, badCredentials)
 			return
@@ -321,16 +347,6 @@ func handleLogin(d loginDeps) http.Handler {
 		d.sm.Put(ctx, "role", u.Role)
 		d.log.Info("signed in", "username", u.Username, "role", u.Role, "addr", addr)
 		http.Redirect(w, r, "/", http.StatusSeeOther)
-	})
-}
-
-func handleLogout(sm *scs.SessionManager, log *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := sm.Destroy(r.Context()); err != nil {
-			writeError(w, r, log, err)
-			return
-		}
-		http.Redirect(w, r, "/login", http.StatusSeeOther)
 	})
 }
 

@@ -89,6 +89,12 @@ type Config struct {
 	// Ready, if set, is asked by /readyz after the database answers: an
 	// error (e.g. a schema behind the binary) answers 503 with its text.
 	Ready func(context.Context) error
+	// SSO, when not nil, signs users in through the company's OpenID
+	// provider at /login/sso (Store must then also satisfy ssoUsers, as
+	// *store.DB does).
+	SSO *SSO
+	// NoLocalSignIn turns the local sign-in form off (SSO only).
+	NoLocalSignIn bool
 }
 
 // NewHandler returns the console: every route of the surface is listed
@@ -102,6 +108,18 @@ func NewHandler(cfg Config) http.Handler {
 	}
 	reg.MustRegister(newKeyCollector(cfg.Records, log))
 	logins := newLoginDeps(cfg.Sessions, cfg.Store, cfg.SignInHashes, cfg.SignInHashWait, log)
+	logins.sso, logins.noLocal = cfg.SSO, cfg.NoLocalSignIn && cfg.SSO != nil
+	var ssoD *ssoDeps
+	if cfg.SSO != nil {
+		users, ok := cfg.Store.(ssoUsers)
+		if !ok {
+			panic("web: Config.SSO needs a Store with the single sign-on users (*store.DB)")
+		}
+		ssoD = &ssoDeps{cfg: *cfg.SSO, sm: cfg.Sessions, users: users, noLocal: logins.noLocal, log: log}
+		if cfg.Trail != nil {
+			ssoD.trail = cfg.Trail
+		}
+	}
 
 	az := &authorizer{enf: cfg.Enforcer}
 	r := chi.NewRouter()
@@ -125,10 +143,14 @@ func NewHandler(cfg Config) http.Handler {
 		r.Use(http.NewCrossOriginProtection().Handler, sessionMemo, cfg.Sessions.LoadAndSave)
 		r.Method(http.MethodGet, "/login", handleLoginPage(logins))
 		r.Method(http.MethodPost, "/login", handleLogin(logins))
-		r.Method(http.MethodPost, "/logout", handleLogout(cfg.Sessions, log))
+		r.Method(http.MethodPost, "/logout", handleLogout(cfg.Sessions, ssoD, log))
+		if ssoD != nil {
+			r.Method(http.MethodGet, "/login/sso", handleSSOStart(*ssoD))
+			r.Method(http.MethodGet, "/login/sso/callback", handleSSOCallback(*ssoD))
+		}
 
 		r.Group(func(r chi.Router) {
-			r.Use(requireUser(cfg.Sessions, cfg.Store, az, log), authorize(az, log, deniedAuditor(cfg.Keys, cfg.Operations, log)))
+			r.Use(requireUser(cfg.Sessions, cfg.Store, az, ssoD, log), authorize(az, log, deniedAuditor(cfg.Keys, cfg.Operations, log)))
 			r.Method(http.MethodGet, "/", handleOverview(cfg.Records, cfg.Sagas, log))
 			r.Method(http.MethodGet, "/keys", handleKeyList(cfg.Records, log))
 			r.Method(http.MethodGet, "/keys/{id}", handleKeyDetail(cfg.Records, cfg.Keys, cfg.Engine, log))

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/unstuckhq/unstuck"
+	"github.com/unstuckhq/unstuck/internal/sso"
+	"github.com/unstuckhq/unstuck/internal/sso/devidp"
+	"github.com/unstuckhq/unstuck/internal/web"
+)
+
+// ssoFlags are serve's single sign-on settings (SPEC K16). The client
+// secret is not among them: it comes from UNSTUCK_OIDC_CLIENT_SECRET or the
+// file UNSTUCK_OIDC_CLIENT_SECRET_FILE names, never from a flag.
+type ssoFlags struct {
+	issuer, clientID, redirectURL, groupsClaim, roles, scopes, label *string
+	reauth                                                           *time.Duration
+	noLocal                                                          *bool
+}
+
+func defineSSOFlags(fs *flag.FlagSet, getenv func(string) string) ssoFlags {
+	reauth := web.DefaultSSOReauth
+	if v, err := time.ParseDuration(getenv("UNSTUCK_OIDC_REAUTH")); err == nil {
+		reauth = v
+	}
+	return ssoFlags{
+		issuer:      fs.String("oidc-issuer", getenv("UNSTUCK_OIDC_ISSUER"), "OpenID provider's issuer `URL`; turns single sign-on on (env UNSTUCK_OIDC_ISSUER)"),
+		clientID:    fs.String("oidc-client-id", getenv("UNSTUCK_OIDC_CLIENT_ID"), "the console's client `ID` at the provider (env UNSTUCK_OIDC_CLIENT_ID); the secret comes from UNSTUCK_OIDC_CLIENT_SECRET or UNSTUCK_OIDC_CLIENT_SECRET_FILE, never a flag"),
+		redirectURL: fs.String("oidc-redirect-url", getenv("UNSTUCK_OIDC_REDIRECT_URL"), "the console's callback `URL` registered at the provider, https://HOST/login/sso/callback (env UNSTUCK_OIDC_REDIRECT_URL)"),
+		groupsClaim: fs.String("oidc-groups-claim", envOr(getenv, "UNSTUCK_OIDC_GROUPS_CLAIM", sso.DefaultGroupsClaim), "ID token `claim` that carries the user's groups (env UNSTUCK_OIDC_GROUPS_CLAIM)"),
+		roles:       fs.String("oidc-roles", envOr(getenv, "UNSTUCK_OIDC_ROLES", "oidc_roles.csv"), "`file` mapping the provider's groups to roles, lines group,role (env UNSTUCK_OIDC_ROLES)"),
+		scopes:      fs.String("oidc-scopes", envOr(getenv, "UNSTUCK_OIDC_SCOPES", "profile,email"), "comma-separated `scopes` asked beside openid (add groups where the provider wants it) (env UNSTUCK_OIDC_SCOPES)"),
+		label:       fs.String("oidc-label", getenv("UNSTUCK_OIDC_LABEL"), "`text` of the sign-in button (env UNSTUCK_OIDC_LABEL)"),
+		reauth:      fs.Duration("oidc-reauth", reauth, "send a single sign-on session through the provider again after this long, to read its groups again (env UNSTUCK_OIDC_REAUTH)"),
+		noLocal:     fs.Bool("no-local-sign-in", getenv("UNSTUCK_NO_LOCAL_SIGN_IN") == "true", "turn the local accounts' sign-in off: single sign-on only (env UNSTUCK_NO_LOCAL_SIGN_IN=true)"),
+	}
+}
+
+// errSecretFlag refuses a client secret given as a flag: flags show in ps
+// and in shell histories.
+var errSecretFlag = errors.New("the OpenID client secret is never a flag: set UNSTUCK_OIDC_CLIENT_SECRET, or UNSTUCK_OIDC_CLIENT_SECRET_FILE to a file that holds it")
+
+// refuseSecretFlag returns errSecretFlag when args try to pass the client
+// secret as a flag.
+func refuseSecretFlag(args []string) error {
+	for _, a := range args {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && strings.Contains(name, "secret") {
+			return errSecretFlag
+		}
+	}
+	return nil
+}
+
+// build returns the single sign-on of the flags, nil when no issuer is
+// set. readFile reads the roles and the secret file.
+func (f ssoFlags) build(getenv func(string) string, readFile func(string) ([]byte, error)) (*web.SSO, error) {
+	if *f.issuer == "" {
+		for name, v := range map[string]string{"--oidc-client-id": *f.clientID, "--oidc-redirect-url": *f.redirectURL} {
+			if v != "" {
+				return nil, fmt.Errorf("%s is set but --oidc-issuer is not", name)
+			}
+		}
+		return nil, nil
+	}
+	secret := getenv("UNSTUCK_OIDC_CLIENT_SECRET")
+	if file := getenv("UNSTUCK_OIDC_CLIENT_SECRET_FILE"); file != "" {
+		if secret != "" {
+			return nil, errors.New("set UNSTUCK_OIDC_CLIENT_SECRET or UNSTUCK_OIDC_CLIENT_SECRET_FILE, not both")
+		}
+		b, err := readFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("UNSTUCK_OIDC_CLIENT_SECRET_FILE: %w", err)
+		}
+		secret = strings.TrimSpace(string(b))
+	}
+	if secret == "" {
+		return nil, errors.New("single sign-on needs the client secret: set UNSTUCK_OIDC_CLIENT_SECRET or UNSTUCK_OIDC_CLIENT_SECRET_FILE")
+	}
+	var scopes []string
+	for _, s := range strings.Split(*f.scopes, ",") {
+		if s = strings.TrimSpace(s); s != "" && s != "openid" {
+			scopes = append(scopes, s)
+		}
+	}
+	client, err := sso.New(sso.Config{Issuer: *f.issuer, ClientID: *f.clientID, ClientSecret: secret, RedirectURL: *f.redirectURL,
+		Scopes: scopes, GroupsClaim: *f.groupsClaim})
+	if err != nil {
+		return nil, err
+	}
+	text, err := readFile(*f.roles)
+	if err != nil {
+		return nil, fmt.Errorf("--oidc-roles: %w", err)
+	}
+	roles, err := sso.ParseRoleMap(strings.NewReader(string(text)))
+	if err != nil {
+		return nil, fmt.Errorf("--oidc-roles %s: %w", *f.roles, err)
+	}
+	if roles.Len() == 0 {
+		return nil, fmt.Errorf("--oidc-roles %s maps no group: nobody could sign in", *f.roles)
+	}
+	if *f.reauth <= 0 {
+		return nil, errors.New("--oidc-reauth must be positive")
+	}
+	return &web.SSO{Client: client, Roles: roles, Label: *f.label, ReauthAfter: *f.reauth, PostLogoutURL: postLogoutURL(*f.redirectURL)}, nil
+}
+
+// postLogoutURL is the console's sign-in page on the callback's origin:
+// where the provider's end-session endpoint sends the browser back.
+func postLogoutURL(redirect string) string {
+	u, err := url.Parse(redirect)
+	if err != nil {
+		return ""
+	}
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/login"}).String()
+}
+
+// demoSSOUsers are the users of the demo's identity provider: one per role
+// through the groups of oidc_roles.csv, and one in no mapped group.
+var demoSSOUsers = []devidp.User{
+	{Subject: "demo-sso-ada", Username: "ada", Password: "demo-sso", Name: "Ada Admin", Email: "ada@example.com", Groups: []string{"unstuck-admins", "engineering"}},
+	{Subject: "demo-sso-otto", Username: "otto", Password: "demo-sso", Name: "Otto Oncall", Email: "otto@example.com", Groups: []string{"unstuck-oncall", "unstuck-support"}},
+	{Subject: "demo-sso-sue", Username: "sue", Password: "demo-sso", Name: "Sue Support", Email: "sue@example.com", Groups: []string{"unstuck-support"}},
+	{Subject: "demo-sso-aldo", Username: "aldo", Password: "demo-sso", Name: "Aldo Auditor", Email: "aldo@example.com", Groups: []string{"unstuck-auditors"}},
+	{Subject: "demo-sso-mia", Username: "mia", Password: "demo-sso", Name: "Mia Marketing", Email: "mia@example.com", Groups: []string{"marketing"}},
+}
+
+// startDemoSSO starts the demo's identity provider on addr for the console
+// at base, and returns the console's single sign-on over it.
+func startDemoSSO(addr, base string, log *slog.Logger) (*devidp.Provider, *web.SSO, error) {
+	secret := make([]byte, 24)
+	_, _ = rand.Read(secret)
+	clientSecret := hex.EncodeToString(secret)
+	idp, err := devidp.Start(addr, devidp.Config{ClientID: "unstuck-console", ClientSecret: clientSecret,
+		RedirectURIs: []string{base + "/login/sso/callback"}, PostLogoutRedirectURIs: []string{base + "/login"},
+		Users: demoSSOUsers, ShowUsers: true, Log: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := sso.New(sso.Config{Issuer: idp.Issuer(), ClientID: "unstuck-console", ClientSecret: clientSecret,
+		RedirectURL: base + "/login/sso/callback"})
+	if err != nil {
+		return nil, nil, errors.Join(err, idp.Close())
+	}
+	roles, err := sso.ParseRoleMap(strings.NewReader(unstuck.OIDCRoles))
+	if err != nil {
+		return nil, nil, errors.Join(err, idp.Close())
+	}
+	return idp, &web.SSO{Client: client, Roles: roles, Label: "Sign in with the demo identity provider", PostLogoutURL: base + "/login"}, nil
+}
