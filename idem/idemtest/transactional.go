@@ -715,10 +715,23 @@ func runMiddlewareTx(t *testing.T, newHarness func(t *testing.T) TxHarness) {
 
 	// The COMMIT itself is slow: the handler has returned its 201, but the
 	// client must not get it while COMMIT is still running, since COMMIT
-	// could still fail.
+	// could still fail. The response is larger than net/http's write
+	// buffer, so that one delivered before the COMMIT would reach the
+	// client at once.
 	t.Run("ResponseWaitsForSlowCommit", func(t *testing.T) {
 		t.Parallel()
-		b, h := setup(t, create(created))
+		b, h := setup(t, func(h TxHarness) func(w http.ResponseWriter, r *http.Request, run int) {
+			return func(w http.ResponseWriter, r *http.Request, run int) {
+				id, err := txInsert(h, r)
+				if err != nil {
+					http.Error(w, "insert: "+err.Error(), http.StatusInternalServerError)
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusCreated)
+				_, _ = fmt.Fprintf(w, `{"id":%d,"run":%d,"pad":%q}`, id, run, txPad)
+			}
+		})
 		if h.HoldCommit == nil {
 			t.Skip("the driver cannot hold a COMMIT (TxHarness.HoldCommit)")
 		}
