@@ -456,9 +456,9 @@ func runMiddlewareTx(t *testing.T, newHarness func(t *testing.T) TxHarness) {
 		b := httpHarness{}.setup(t, httpOpts{cfg: idem.MiddlewareConfig{Transactional: true}, store: h.Store, handler: app(h)})
 		return b, h
 	}
-	// create inserts the order and answers status(run), or 500 naming
-	// the error.
-	create := func(status func(run int) int) func(h TxHarness) func(w http.ResponseWriter, r *http.Request, run int) {
+	// ordering is the application handler: it inserts the order, or
+	// answers 500 naming the error, then calls then with the order's id.
+	ordering := func(then func(w http.ResponseWriter, r *http.Request, id int64, run int)) func(h TxHarness) func(w http.ResponseWriter, r *http.Request, run int) {
 		return func(h TxHarness) func(w http.ResponseWriter, r *http.Request, run int) {
 			return func(w http.ResponseWriter, r *http.Request, run int) {
 				id, err := txInsert(h, r)
@@ -466,9 +466,23 @@ func runMiddlewareTx(t *testing.T, newHarness func(t *testing.T) TxHarness) {
 					http.Error(w, "insert: "+err.Error(), http.StatusInternalServerError)
 					return
 				}
-				txRespond(w, status(run), id, run)
+				then(w, r, id, run)
 			}
 		}
+	}
+	// create answers status(run) about the order.
+	create := func(status func(run int) int) func(h TxHarness) func(w http.ResponseWriter, r *http.Request, run int) {
+		return ordering(func(w http.ResponseWriter, _ *http.Request, id int64, run int) { txRespond(w, status(run), id, run) })
+	}
+	// padded answers 201 with the order and more than net/http's write
+	// buffer, then calls wait.
+	padded := func(wait func(r *http.Request)) func(h TxHarness) func(w http.ResponseWriter, r *http.Request, run int) {
+		return ordering(func(w http.ResponseWriter, r *http.Request, id int64, run int) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusCreated)
+			_, _ = fmt.Fprintf(w, `{"id":%d,"run":%d,"pad":%q}`, id, run, txPad) // the whole response, before the wait
+			wait(r)
+		})
 	}
 	created := func(int) int { return http.StatusCreated }
 	body := `{"note":"n"}`
@@ -485,17 +499,10 @@ func runMiddlewareTx(t *testing.T, newHarness func(t *testing.T) TxHarness) {
 	// no 409 can appear.
 	t.Run("ConcurrentDuplicates", func(t *testing.T) {
 		t.Parallel()
-		b, h := setup(t, func(h TxHarness) func(w http.ResponseWriter, r *http.Request, run int) {
-			return func(w http.ResponseWriter, r *http.Request, run int) {
-				id, err := txInsert(h, r)
-				if err != nil {
-					http.Error(w, "insert: "+err.Error(), http.StatusInternalServerError)
-					return
-				}
-				time.Sleep(100 * time.Millisecond) // keep the transaction open while the duplicates arrive
-				txRespond(w, http.StatusCreated, id, run)
-			}
-		})
+		b, h := setup(t, ordering(func(w http.ResponseWriter, _ *http.Request, id int64, run int) {
+			time.Sleep(100 * time.Millisecond) // keep the transaction open while the duplicates arrive
+			txRespond(w, http.StatusCreated, id, run)
+		}))
 		key := newKey()
 		const n = 20
 		results := make([]callResult, n)
@@ -571,19 +578,12 @@ func runMiddlewareTx(t *testing.T, newHarness func(t *testing.T) TxHarness) {
 	t.Run("PanicRollsBack", func(t *testing.T) {
 		t.Parallel()
 		const msg = "idemtest: handler panic after its write"
-		b, h := setup(t, func(h TxHarness) func(w http.ResponseWriter, r *http.Request, run int) {
-			return func(w http.ResponseWriter, r *http.Request, run int) {
-				id, err := txInsert(h, r)
-				if err != nil {
-					http.Error(w, "insert: "+err.Error(), http.StatusInternalServerError)
-					return
-				}
-				if run == 1 {
-					panic(msg)
-				}
-				txRespond(w, http.StatusCreated, id, run)
+		b, h := setup(t, ordering(func(w http.ResponseWriter, _ *http.Request, id int64, run int) {
+			if run == 1 {
+				panic(msg)
 			}
-		})
+			txRespond(w, http.StatusCreated, id, run)
+		}))
 		key := newKey()
 		_, err := b.send(t.Context(), httpCall{key: key, body: body})
 		require.Error(t, err, "the server recovered the panic and broke the connection")
@@ -669,23 +669,13 @@ func runMiddlewareTx(t *testing.T, newHarness func(t *testing.T) TxHarness) {
 	t.Run("ResponseAfterCommit", func(t *testing.T) {
 		t.Parallel()
 		entered, release := make(chan struct{}), make(chan struct{})
-		b, h := setup(t, func(h TxHarness) func(w http.ResponseWriter, r *http.Request, run int) {
-			return func(w http.ResponseWriter, r *http.Request, run int) {
-				id, err := txInsert(h, r)
-				if err != nil {
-					http.Error(w, "insert: "+err.Error(), http.StatusInternalServerError)
-					return
-				}
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusCreated)
-				_, _ = fmt.Fprintf(w, `{"id":%d,"run":%d,"pad":%q}`, id, run, txPad) // the whole response, before the wait
-				close(entered)
-				select {
-				case <-release:
-				case <-r.Context().Done():
-				}
+		b, h := setup(t, padded(func(r *http.Request) {
+			close(entered)
+			select {
+			case <-release:
+			case <-r.Context().Done():
 			}
-		})
+		}))
 		t.Cleanup(func() {
 			select {
 			case <-release:
@@ -720,18 +710,7 @@ func runMiddlewareTx(t *testing.T, newHarness func(t *testing.T) TxHarness) {
 	// client at once.
 	t.Run("ResponseWaitsForSlowCommit", func(t *testing.T) {
 		t.Parallel()
-		b, h := setup(t, func(h TxHarness) func(w http.ResponseWriter, r *http.Request, run int) {
-			return func(w http.ResponseWriter, r *http.Request, run int) {
-				id, err := txInsert(h, r)
-				if err != nil {
-					http.Error(w, "insert: "+err.Error(), http.StatusInternalServerError)
-					return
-				}
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusCreated)
-				_, _ = fmt.Fprintf(w, `{"id":%d,"run":%d,"pad":%q}`, id, run, txPad)
-			}
-		})
+		b, h := setup(t, padded(func(*http.Request) {}))
 		if h.HoldCommit == nil {
 			t.Skip("the driver cannot hold a COMMIT (TxHarness.HoldCommit)")
 		}
