@@ -74,12 +74,7 @@ func runHTTPTx(t *testing.T, h httpHarness) {
 	t.Run("H17DuplicateWaitsForTheCommitThenReplays", func(t *testing.T) {
 		t.Parallel()
 		g := newGate(t)
-		b := h.setup(t, txOpts(func(w http.ResponseWriter, r *http.Request, run int) {
-			if run == 1 {
-				g.hold(r)
-			}
-			respondCreated(w, r, run)
-		}))
+		b := h.setup(t, txOpts(g.holdFirst))
 		key := newKey()
 		pending := b.start(t, httpCall{key: key})
 		g.waitEntered(t)
