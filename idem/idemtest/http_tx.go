@@ -15,7 +15,8 @@ import (
 // seam shows it: the record commits with the handler's transaction, or not
 // at all. Each subtest is skipped when the store is not an [idemdriver.TxStore].
 // The application's own writes through the transaction need the driver's
-// accessor (idempgx.TxFrom, idemsqlite.TxFrom), so the drivers test those.
+// accessor (idempgx.TxFrom, idemsqlite.TxFrom): [RunTransactional] tests
+// those, with the driver's [TxHarness].
 func runHTTPTx(t *testing.T, h httpHarness) {
 	txOpts := func(handler func(w http.ResponseWriter, r *http.Request, run int)) httpOpts {
 		return httpOpts{cfg: idem.MiddlewareConfig{Transactional: true}, handler: handler}
