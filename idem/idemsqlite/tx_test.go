@@ -2,7 +2,6 @@ package idemsqlite_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -17,51 +16,12 @@ import (
 // idemtest.RunTransactional (transactional_test.go); here are those that
 // only SQLite has.
 
-// setupTx is setup plus the application's own table, app_order, that the
-// tests write through TxFrom.
-func setupTx(t *testing.T) *testBundle {
-	t.Helper()
-	b := setup(t)
-	_, err := b.db.ExecContext(t.Context(), "CREATE TABLE app_order (id TEXT PRIMARY KEY)")
-	require.NoError(t, err)
-	return b
-}
-
-// writeOrder inserts an app_order row through the transaction in ctx.
-func writeOrder(ctx context.Context, id string) error {
-	ex, ok := idemsqlite.TxFrom(ctx)
-	if !ok {
-		return errors.New("no transaction in ctx")
-	}
-	_, err := ex.ExecContext(ctx, "INSERT INTO app_order (id) VALUES (?)", id)
-	return err
-}
-
-// orders counts the committed app_order rows with id.
-func orders(t *testing.T, b *testBundle, id string) int {
-	t.Helper()
-	var n int
-	require.NoError(t, b.db.QueryRowContext(t.Context(), "SELECT count(*) FROM app_order WHERE id = ?", id).Scan(&n))
-	return n
-}
-
-func requireGone(t *testing.T, b *testBundle, id idemdriver.Ident) {
-	t.Helper()
-	_, ok, err := b.store.Get(t.Context(), id)
-	require.NoError(t, err)
-	require.False(t, ok, "record %v exists", id)
-}
-
-func reserveParams(id idemdriver.Ident, owner string) idemdriver.ReserveParams {
-	return idemdriver.ReserveParams{Ident: id, Fingerprint: "fp", Owner: owner, Lease: time.Minute, TTL: time.Hour}
-}
-
 // TestWithinTxStoreWritesWait pins the documented trap: inside fn, a write
 // through the Store itself, not through tx, waits for the transaction, and
 // so gives up only when its ctx ends.
 func TestWithinTxStoreWritesWait(t *testing.T) {
 	t.Parallel()
-	b := setupTx(t)
+	b := setup(t)
 	err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idemdriver.Store) error {
 		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		defer cancel()
@@ -84,7 +44,7 @@ func TestTxFromOutsideWithinTx(t *testing.T) {
 // at each call. (By Now: idemtest.RunTransactional, WithinTx/ClockByNow.)
 func TestWithinTxProcessClock(t *testing.T) {
 	t.Parallel()
-	b := setupTx(t)
+	b := setup(t)
 	err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idemdriver.Store) error {
 		rec, _, err := tx.Reserve(ctx, idemdriver.ReserveParams{
 			Ident: ident("fixed"), Owner: "o", Lease: time.Minute, TTL: time.Hour, Now: t0})
@@ -103,7 +63,7 @@ func TestWithinTxProcessClock(t *testing.T) {
 // here the application broke the rule and committed through TxFrom.
 func TestWithinTxCommitError(t *testing.T) {
 	t.Parallel()
-	b := setupTx(t)
+	b := setup(t)
 	err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idemdriver.Store) error {
 		ex, _ := idemsqlite.TxFrom(ctx)
 		_, err := ex.ExecContext(ctx, "COMMIT")
