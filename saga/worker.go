@@ -196,23 +196,36 @@ func call[R any](ctx context.Context, step Step, fn func(ctx context.Context) (R
 // transactions.
 func (r *Runner[TTx]) jobTimeout(step Step) time.Duration { return 2*step.timeout() + r.cfg.JobMargin }
 
+// timeoutOf is River's Timeout for every job on ref's step (zero, River's
+// default, for a step the runner does not know).
+func (r *Runner[TTx]) timeoutOf(ref JobRef) time.Duration {
+	if s, ok := r.stepOf(ref); ok {
+		return r.jobTimeout(s)
+	}
+	return 0
+}
+
+// retryAt is River's NextRetry after a job's attempt on ref's step, by the
+// step's policy that policy picks (zero, River's default, for a step the
+// runner does not know).
+func (r *Runner[TTx]) retryAt(ref JobRef, attempt int, policy func(Step) RetryPolicy) time.Time {
+	if s, ok := r.stepOf(ref); ok {
+		return time.Now().Add(policy(s).Backoff(attempt))
+	}
+	return time.Time{}
+}
+
 type stepWorker[TTx any] struct {
 	river.WorkerDefaults[StepArgs]
 	r *Runner[TTx]
 }
 
 func (w *stepWorker[TTx]) Timeout(job *river.Job[StepArgs]) time.Duration {
-	if s, ok := w.r.stepOf(job.Args.JobRef); ok {
-		return w.r.jobTimeout(s)
-	}
-	return 0
+	return w.r.timeoutOf(job.Args.JobRef)
 }
 
 func (w *stepWorker[TTx]) NextRetry(job *river.Job[StepArgs]) time.Time {
-	if s, ok := w.r.stepOf(job.Args.JobRef); ok {
-		return time.Now().Add(s.Retry.Backoff(job.Attempt))
-	}
-	return time.Time{}
+	return w.r.retryAt(job.Args.JobRef, job.Attempt, func(s Step) RetryPolicy { return s.Retry })
 }
 
 func (w *stepWorker[TTx]) Work(ctx context.Context, job *river.Job[StepArgs]) error {
@@ -255,10 +268,7 @@ type verifyWorker[TTx any] struct {
 }
 
 func (w *verifyWorker[TTx]) Timeout(job *river.Job[VerifyArgs]) time.Duration {
-	if s, ok := w.r.stepOf(job.Args.JobRef); ok {
-		return w.r.jobTimeout(s)
-	}
-	return 0
+	return w.r.timeoutOf(job.Args.JobRef)
 }
 
 func (w *verifyWorker[TTx]) Work(ctx context.Context, job *river.Job[VerifyArgs]) error {
@@ -312,17 +322,11 @@ type compensateWorker[TTx any] struct {
 }
 
 func (w *compensateWorker[TTx]) Timeout(job *river.Job[CompensateArgs]) time.Duration {
-	if s, ok := w.r.stepOf(job.Args.JobRef); ok {
-		return w.r.jobTimeout(s)
-	}
-	return 0
+	return w.r.timeoutOf(job.Args.JobRef)
 }
 
 func (w *compensateWorker[TTx]) NextRetry(job *river.Job[CompensateArgs]) time.Time {
-	if s, ok := w.r.stepOf(job.Args.JobRef); ok {
-		return time.Now().Add(s.CompensationRetry.Backoff(job.Attempt))
-	}
-	return time.Time{}
+	return w.r.retryAt(job.Args.JobRef, job.Attempt, func(s Step) RetryPolicy { return s.CompensationRetry })
 }
 
 func (w *compensateWorker[TTx]) Work(ctx context.Context, job *river.Job[CompensateArgs]) error {

@@ -43,20 +43,7 @@ func TestExplainAdmin(t *testing.T) {
 
 	explain := func(sql string, args ...any) string {
 		t.Helper()
-		var lines []string
-		err := pgx.BeginFunc(t.Context(), b.pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(t.Context(), "SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off"); err != nil {
-				return err
-			}
-			rows, err := tx.Query(t.Context(), "EXPLAIN "+sql, args...)
-			if err != nil {
-				return err
-			}
-			lines, err = pgx.CollectRows(rows, pgx.RowTo[string])
-			return err
-		})
-		require.NoError(t, err)
-		return strings.Join(lines, "\n")
+		return pgtest.Explain(t, b.pool, sql, args...)
 	}
 
 	for _, tc := range []struct {

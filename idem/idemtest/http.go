@@ -394,6 +394,14 @@ func (g *gate) hold(r *http.Request) {
 
 func (g *gate) open() { g.once.Do(func() { close(g.release) }) }
 
+// holdFirst is respondCreated with its first run held at g.
+func (g *gate) holdFirst(w http.ResponseWriter, r *http.Request, run int) {
+	if run == 1 {
+		g.hold(r)
+	}
+	respondCreated(w, r, run)
+}
+
 func (g *gate) waitEntered(t *testing.T) {
 	t.Helper()
 	select {

@@ -264,12 +264,7 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 		t.Parallel()
 		g := newGate(t)
 		b := h.setup(t, httpOpts{route: []idem.RouteOption{idem.RouteLease(20 * time.Second)},
-			handler: func(w http.ResponseWriter, r *http.Request, run int) {
-				if run == 1 {
-					g.hold(r)
-				}
-				respondCreated(w, r, run)
-			}})
+			handler: g.holdFirst})
 		key := newKey()
 		pending := b.start(t, httpCall{key: key})
 		g.waitEntered(t)
@@ -300,12 +295,7 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 		t.Parallel()
 		g := newGate(t)
 		b := h.setup(t, httpOpts{cfg: idem.MiddlewareConfig{WaitInFlight: 2 * time.Second},
-			handler: func(w http.ResponseWriter, r *http.Request, run int) {
-				if run == 1 {
-					g.hold(r)
-				}
-				respondCreated(w, r, run)
-			}})
+			handler: g.holdFirst})
 		key := newKey()
 		pending := b.start(t, httpCall{key: key})
 		g.waitEntered(t)
@@ -325,12 +315,7 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 		t.Parallel()
 		g := newGate(t)
 		b := h.setup(t, httpOpts{cfg: idem.MiddlewareConfig{AcceptedWhileInProgress: true},
-			handler: func(w http.ResponseWriter, r *http.Request, run int) {
-				if run == 1 {
-					g.hold(r)
-				}
-				respondCreated(w, r, run)
-			}})
+			handler: g.holdFirst})
 		key := newKey()
 		pending := b.start(t, httpCall{key: key})
 		g.waitEntered(t)
@@ -624,12 +609,7 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 		t.Parallel()
 		g := newGate(t)
 		b := h.setup(t, httpOpts{route: []idem.RouteOption{idem.RouteTTL(time.Minute), idem.RouteLease(2 * time.Minute)},
-			handler: func(w http.ResponseWriter, r *http.Request, run int) {
-				if run == 1 {
-					g.hold(r)
-				}
-				respondCreated(w, r, run)
-			}})
+			handler: g.holdFirst})
 		key := newKey()
 		pending := b.start(t, httpCall{key: key})
 		g.waitEntered(t)
@@ -694,12 +674,7 @@ func stuckRequest(t *testing.T, h httpHarness, opts ...idem.RouteOption) (b *htt
 	t.Helper()
 	g = newGate(t)
 	b = h.setup(t, httpOpts{route: append([]idem.RouteOption{idem.RouteLease(5 * time.Second)}, opts...),
-		handler: func(w http.ResponseWriter, r *http.Request, run int) {
-			if run == 1 {
-				g.hold(r)
-			}
-			respondCreated(w, r, run)
-		}})
+		handler: g.holdFirst})
 	key = newKey()
 	stuck = b.start(t, httpCall{key: key})
 	g.waitEntered(t)

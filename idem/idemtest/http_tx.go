@@ -15,7 +15,8 @@ import (
 // seam shows it: the record commits with the handler's transaction, or not
 // at all. Each subtest is skipped when the store is not an [idemdriver.TxStore].
 // The application's own writes through the transaction need the driver's
-// accessor (idempgx.TxFrom, idemsqlite.TxFrom), so the drivers test those.
+// accessor (idempgx.TxFrom, idemsqlite.TxFrom): [RunTransactional] tests
+// those, with the driver's [TxHarness].
 func runHTTPTx(t *testing.T, h httpHarness) {
 	txOpts := func(handler func(w http.ResponseWriter, r *http.Request, run int)) httpOpts {
 		return httpOpts{cfg: idem.MiddlewareConfig{Transactional: true}, handler: handler}
@@ -74,12 +75,7 @@ func runHTTPTx(t *testing.T, h httpHarness) {
 	t.Run("H17DuplicateWaitsForTheCommitThenReplays", func(t *testing.T) {
 		t.Parallel()
 		g := newGate(t)
-		b := h.setup(t, txOpts(func(w http.ResponseWriter, r *http.Request, run int) {
-			if run == 1 {
-				g.hold(r)
-			}
-			respondCreated(w, r, run)
-		}))
+		b := h.setup(t, txOpts(g.holdFirst))
 		key := newKey()
 		pending := b.start(t, httpCall{key: key})
 		g.waitEntered(t)

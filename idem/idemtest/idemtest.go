@@ -25,6 +25,19 @@
 //			return idemtest.AdminHarness{Store: s, Admin: s, Seeder: s}
 //		})
 //	}
+//
+// [RunTransactional] is the conformance suite of transactional mode (SPEC
+// H17) for an [idemdriver.TxStore]: the application's own writes, made
+// through the driver's transaction, commit with the record or not at all,
+// through WithinTx, a caller-owned transaction and the HTTP middleware.
+// The driver gives a [TxHarness]: the application's two tables in its
+// dialect and the few calls the suite cannot make without it.
+//
+//	func TestTransactionalConformance(t *testing.T) {
+//		idemtest.RunTransactional(t, func(t *testing.T) idemtest.TxHarness {
+//			return newTxHarnessOnFreshTables(t)
+//		})
+//	}
 package idemtest
 
 import (

@@ -115,17 +115,7 @@ func (d *DB) CreateUser(ctx context.Context, username, role, passwordHash string
 
 // UserByUsername reads a user; ok is false when there is none.
 func (d *DB) UserByUsername(ctx context.Context, username string) (User, bool, error) {
-	var (
-		u   User
-		ok  bool
-		err error
-	)
-	switch d.dialect {
-	case DialectPostgres:
-		u, ok, err = pgUserBy(ctx, d.pool, "username", username)
-	default:
-		u, ok, err = sqliteUserBy(ctx, d.sqlite, "username", username)
-	}
+	u, ok, err := d.userBy(ctx, "username", username)
 	if err != nil {
 		return User{}, false, fmt.Errorf("store: user %q: %w", username, err)
 	}
@@ -134,21 +124,20 @@ func (d *DB) UserByUsername(ctx context.Context, username string) (User, bool, e
 
 // UserByID reads a user; ok is false when there is none.
 func (d *DB) UserByID(ctx context.Context, id int64) (User, bool, error) {
-	var (
-		u   User
-		ok  bool
-		err error
-	)
-	switch d.dialect {
-	case DialectPostgres:
-		u, ok, err = pgUserBy(ctx, d.pool, "id", id)
-	default:
-		u, ok, err = sqliteUserBy(ctx, d.sqlite, "id", id)
-	}
+	u, ok, err := d.userBy(ctx, "id", id)
 	if err != nil {
 		return User{}, false, fmt.Errorf("store: user %d: %w", id, err)
 	}
 	return u, ok, nil
+}
+
+// userBy reads the user whose column (id or username) is value, in the
+// database's dialect.
+func (d *DB) userBy(ctx context.Context, column string, value any) (User, bool, error) {
+	if d.dialect == DialectPostgres {
+		return pgUserBy(ctx, d.pool, column, value)
+	}
+	return sqliteUserBy(ctx, d.sqlite, column, value)
 }
 
 // SetUserDisabled disables or enables a user. It returns an error matching

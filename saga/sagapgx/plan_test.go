@@ -2,7 +2,6 @@ package sagapgx
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -29,20 +28,7 @@ func TestExplainAdmin(t *testing.T) {
 	require.NoError(t, d.WithinTx(t.Context(), func(ctx context.Context, tx pgx.Tx) error { return d.InsertOperation(ctx, tx, &op) }))
 	explain := func(sql string, args ...any) string {
 		t.Helper()
-		var lines []string
-		err := pgx.BeginFunc(t.Context(), pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(t.Context(), "SET LOCAL enable_seqscan = off; SET LOCAL enable_sort = off"); err != nil {
-				return err
-			}
-			rows, err := tx.Query(t.Context(), "EXPLAIN "+sql, args...)
-			if err != nil {
-				return err
-			}
-			lines, err = pgx.CollectRows(rows, pgx.RowTo[string])
-			return err
-		})
-		require.NoError(t, err)
-		return strings.Join(lines, "\n")
+		return pgtest.Explain(t, pool, sql, args...)
 	}
 	after := sagadriver.Cursor(op)
 	for _, tc := range []struct {

@@ -22,16 +22,26 @@ var (
 )
 
 // Driver is a [sagadriver.Driver] on a PostgreSQL pool. It is safe for
-// concurrent use; it never closes the pool.
+// concurrent use; it never closes the pool. Its [sagadriver.Admin] reads
+// (PageOperations, ReadOperation, CountOperations, ReviewRequired,
+// EachOperation) are described in the package documentation.
 type Driver struct {
 	pool  *pgxpool.Pool
 	store sqlstore.Store
+	// admin is sagadriver.Admin, on store, each read in a transaction of
+	// read (the package documentation says how).
+	admin
 }
+
+// admin names the embedded sqlstore.Admin, whose methods are the
+// driver's: the admin reads are the same on every SQL database but for
+// their read transaction.
+type admin = sqlstore.Admin
 
 // New returns a driver on pool, whose tables must be created with
 // [Driver.Migrate] before use.
 func New(pool *pgxpool.Pool) *Driver {
-	return &Driver{pool: pool, store: sqlstore.Store{D: sqlstore.Dialect{
+	d := &Driver{pool: pool, store: sqlstore.Store{D: sqlstore.Dialect{
 		Time:      func(t time.Time) any { return t.UTC() },
 		JSON:      jsonArg,
 		ForUpdate: " FOR UPDATE",
@@ -42,6 +52,8 @@ func New(pool *pgxpool.Pool) *Driver {
 		NowSQL:     `SELECT statement_timestamp()`,
 		Statistics: statistics,
 	}}}
+	d.admin = sqlstore.Admin{Store: d.store, Read: d.read}
+	return d
 }
 
 // statisticsSQL reads what the planner knows of unstuck_saga_operation:
@@ -84,56 +96,6 @@ func (d *Driver) read(ctx context.Context, fn func(q sqlstore.Querier) error) er
 		return fmt.Errorf("sagapgx: %w", err)
 	}
 	return nil
-}
-
-// PageOperations implements [sagadriver.Admin].
-func (d *Driver) PageOperations(ctx context.Context, f sagadriver.OperationFilter) (page sagadriver.OperationPage, err error) {
-	if _, err := f.Check(); err != nil {
-		return page, err
-	}
-	err = d.read(ctx, func(q sqlstore.Querier) error {
-		page, err = d.store.PageOperations(ctx, q, f)
-		return err
-	})
-	return page, err
-}
-
-// ReadOperation implements [sagadriver.Admin], in one snapshot.
-func (d *Driver) ReadOperation(ctx context.Context, id string, maxEvents int) (det sagadriver.OperationDetail, err error) {
-	err = d.read(ctx, func(q sqlstore.Querier) error {
-		det, err = d.store.ReadOperation(ctx, q, id, maxEvents)
-		return err
-	})
-	return det, err
-}
-
-// CountOperations implements [sagadriver.Admin]: exactly up to exactUpTo
-// per status by an index-only scan that stops there, beyond it estimated
-// from the statistics of the last ANALYZE (Exact false, AsOf the time of
-// that ANALYZE); without statistics the capped count, a lower bound.
-func (d *Driver) CountOperations(ctx context.Context, exactUpTo int) (c sagadriver.OperationCounts, err error) {
-	err = d.read(ctx, func(q sqlstore.Querier) error {
-		c, err = d.store.CountOperations(ctx, q, exactUpTo)
-		return err
-	})
-	return c, err
-}
-
-// ReviewRequired implements [sagadriver.Admin].
-func (d *Driver) ReviewRequired(ctx context.Context, limit int) (ops []sagadriver.Operation, err error) {
-	err = d.read(ctx, func(q sqlstore.Querier) error {
-		ops, err = d.store.ReviewRequired(ctx, q, limit)
-		return err
-	})
-	return ops, err
-}
-
-// EachOperation implements [sagadriver.Admin]: one read transaction per
-// batch, so that no snapshot is held while fn runs.
-func (d *Driver) EachOperation(ctx context.Context, f sagadriver.OperationFilter, batchSize int, fn func([]sagadriver.Operation) error) error {
-	return d.store.EachOperation(ctx, func(ctx context.Context, read func(q sqlstore.Querier) error) error {
-		return d.read(ctx, read)
-	}, f, batchSize, fn)
 }
 
 // jsonArg passes raw JSON as text, which PostgreSQL casts to jsonb.

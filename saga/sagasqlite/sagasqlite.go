@@ -23,17 +23,27 @@ var (
 )
 
 // Driver is a [sagadriver.Driver] on a SQLite database. It is safe for
-// concurrent use; it never closes the handle.
+// concurrent use; it never closes the handle. Its [sagadriver.Admin] reads
+// (PageOperations, ReadOperation, CountOperations, ReviewRequired,
+// EachOperation) are described in the package documentation.
 type Driver struct {
 	db    *sql.DB
 	store sqlstore.Store
+	// admin is sagadriver.Admin, on store, each read in a transaction of
+	// read (the package documentation says how).
+	admin
 }
+
+// admin names the embedded sqlstore.Admin, whose methods are the
+// driver's: the admin reads are the same on every SQL database but for
+// their read transaction.
+type admin = sqlstore.Admin
 
 // New returns a driver on db, whose tables must be created with
 // [Driver.Migrate] before use. See the package documentation for the
 // connection settings.
 func New(db *sql.DB) *Driver {
-	return &Driver{db: db, store: sqlstore.Store{D: sqlstore.Dialect{
+	d := &Driver{db: db, store: sqlstore.Store{D: sqlstore.Dialect{
 		// ?NNN is SQLite's numbered parameter: $1 becomes ?1.
 		Rebind: func(q string) string { return strings.ReplaceAll(q, "$", "?") },
 		Time:   func(t time.Time) any { return t.UnixMicro() },
@@ -48,6 +58,8 @@ func New(db *sql.DB) *Driver {
 			return errors.As(err, &serr) && (serr.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || serr.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY)
 		},
 	}}}
+	d.admin = sqlstore.Admin{Store: d.store, Read: d.read}
+	return d
 }
 
 // read runs fn in a read-only transaction on the handle: one snapshot (in
@@ -63,56 +75,6 @@ func (d *Driver) read(ctx context.Context, fn func(q sqlstore.Querier) error) (e
 		}
 	}()
 	return fn(querier{tx})
-}
-
-// PageOperations implements [sagadriver.Admin].
-func (d *Driver) PageOperations(ctx context.Context, f sagadriver.OperationFilter) (page sagadriver.OperationPage, err error) {
-	if _, err := f.Check(); err != nil {
-		return page, err
-	}
-	err = d.read(ctx, func(q sqlstore.Querier) error {
-		page, err = d.store.PageOperations(ctx, q, f)
-		return err
-	})
-	return page, err
-}
-
-// ReadOperation implements [sagadriver.Admin], in one snapshot.
-func (d *Driver) ReadOperation(ctx context.Context, id string, maxEvents int) (det sagadriver.OperationDetail, err error) {
-	err = d.read(ctx, func(q sqlstore.Querier) error {
-		det, err = d.store.ReadOperation(ctx, q, id, maxEvents)
-		return err
-	})
-	return det, err
-}
-
-// CountOperations implements [sagadriver.Admin]: always exactly (Exact
-// true), in one pass over the status index; an embedded database holds
-// few enough operations for that, so exactUpTo is not used.
-func (d *Driver) CountOperations(ctx context.Context, exactUpTo int) (c sagadriver.OperationCounts, err error) {
-	err = d.read(ctx, func(q sqlstore.Querier) error {
-		c, err = d.store.CountOperations(ctx, q, exactUpTo)
-		return err
-	})
-	return c, err
-}
-
-// ReviewRequired implements [sagadriver.Admin].
-func (d *Driver) ReviewRequired(ctx context.Context, limit int) (ops []sagadriver.Operation, err error) {
-	err = d.read(ctx, func(q sqlstore.Querier) error {
-		ops, err = d.store.ReviewRequired(ctx, q, limit)
-		return err
-	})
-	return ops, err
-}
-
-// EachOperation implements [sagadriver.Admin]: one read transaction per
-// batch, so that no snapshot is held (and, with one connection, no
-// connection taken) while fn runs.
-func (d *Driver) EachOperation(ctx context.Context, f sagadriver.OperationFilter, batchSize int, fn func([]sagadriver.Operation) error) error {
-	return d.store.EachOperation(ctx, func(ctx context.Context, read func(q sqlstore.Querier) error) error {
-		return d.read(ctx, read)
-	}, f, batchSize, fn)
 }
 
 // Migrate applies the migrations of the "saga" line that the
