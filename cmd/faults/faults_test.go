@@ -49,9 +49,35 @@ func TestNoEffectRunsTwiceUnderFaults(t *testing.T) {
 	if pgtest.IsUnavailable(err) && os.Getenv("CI") != "true" {
 		t.Skipf("no throwaway PostgreSQL cluster on this machine: %v", err)
 	}
-	t.Logf("\n%s", table(rows))
 	require.NoError(t, err)
 	require.Len(t, rows, len(xs))
+	// The plans inject faults at random moments: on a loaded machine a
+	// short experiment can finish before its fault lands. Such an
+	// experiment proved nothing, so it runs again (at most twice more)
+	// rather than pass or fail on a run without a fault.
+	for attempt := 0; attempt < 2; attempt++ {
+		var again []experiment
+		for _, r := range rows {
+			for _, x := range xs {
+				if r.Faults == 0 && x.name == r.Name {
+					again = append(again, x)
+				}
+			}
+		}
+		if len(again) == 0 {
+			break
+		}
+		more, err := h.run(t.Context(), again)
+		require.NoError(t, err)
+		for _, m := range more {
+			for i := range rows {
+				if rows[i].Name == m.Name {
+					rows[i] = m
+				}
+			}
+		}
+	}
+	t.Logf("\n%s", table(rows))
 	for _, r := range rows {
 		assert.Positive(t, r.Faults, "%s: faults were injected", r.Name)
 		assert.Zero(t, r.RanTwice, "%s: keys whose effect ran twice", r.Name)
