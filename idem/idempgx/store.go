@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/unstuckhq/unstuck/idem"
@@ -156,6 +157,9 @@ func (s *Store) Sweep(ctx context.Context, p idemdriver.SweepParams) (idemdriver
 // committed while the INSERT waited for it.
 func reserve(ctx context.Context, db dbtx, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
 	now := clock(p.Now)
+	if p.Lean {
+		return reserveLean(ctx, db, p, now)
+	}
 	for range maxReserveTries {
 		var created bool
 		rec, err := scanRecord(db.QueryRow(ctx, reserveOrGetSQL,
@@ -178,6 +182,64 @@ func reserve(ctx context.Context, db dbtx, p idemdriver.ReserveParams) (idemdriv
 		}
 	}
 	return idemdriver.Record{}, false, fmt.Errorf("idempgx: reserve: the record was deleted between insert and read %d times", maxReserveTries)
+}
+
+// reserveLean is reserve for p.Lean: the same statements, narrowed to
+// leanColumns (see reserveLeanSQL).
+func reserveLean(ctx context.Context, db dbtx, p idemdriver.ReserveParams, now any) (idemdriver.Record, bool, error) {
+	for range maxReserveTries {
+		rec, created, err := scanLean(db.QueryRow(ctx, reserveLeanSQL,
+			p.Scope, p.Operation, p.KeyDigest, p.Fingerprint, p.Owner,
+			p.Lease.Microseconds(), p.TTL.Microseconds(), now, p.KeyHash), p)
+		if err == nil {
+			return rec, created, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return idemdriver.Record{}, false, mapError("reserve", err)
+		}
+		rec, _, err = scanLean(db.QueryRow(ctx, getLeanSQL, p.Scope, p.Operation, p.KeyDigest, now), p)
+		if err == nil {
+			return rec, false, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return idemdriver.Record{}, false, mapError("reserve", err)
+		}
+	}
+	return idemdriver.Record{}, false, fmt.Errorf("idempgx: reserve: the record was deleted between insert and read %d times", maxReserveTries)
+}
+
+// scanLean reads one row of leanColumns, created and read_at for the
+// Reserve of p. A created record is completed from p and the values the
+// insert fixes, so that it is whole; a found one has idemdriver.LeanFields
+// only. Times are returned in UTC.
+func scanLean(row pgx.Row, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
+	var (
+		r       idemdriver.Record
+		status  string
+		lease   pgtype.Timestamptz
+		created bool
+	)
+	if err := row.Scan(&r.ID, &r.Fingerprint, &status, &r.Result, &r.Token, &r.Fence, &lease,
+		&r.CreatedAt, &r.ExpiresAt, &created, &r.ReadAt); err != nil {
+		return idemdriver.Record{}, false, err
+	}
+	r.Ident = p.Ident
+	r.Status = idemdriver.Status(status)
+	if !r.Status.Valid() {
+		return idemdriver.Record{}, false, fmt.Errorf("record %d has unknown status %q", r.ID, status)
+	}
+	if lease.Valid {
+		r.LeaseExpiresAt = lease.Time.UTC()
+	}
+	r.CreatedAt = r.CreatedAt.UTC()
+	r.ExpiresAt = r.ExpiresAt.UTC()
+	r.ReadAt = r.ReadAt.UTC()
+	if created {
+		r.KeyHash = p.KeyHash
+		r.Attempts, r.Version = 1, 1
+		r.UpdatedAt = r.CreatedAt
+	}
+	return r, created, nil
 }
 
 // takeover is [Store.Takeover] on db.

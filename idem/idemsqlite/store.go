@@ -28,6 +28,9 @@ const maxReserveTries = 5
 // returned. The record expires after the longer of p.TTL and p.Lease.
 func (s *Store) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
 	now := clock(p.Now)
+	if p.Lean {
+		return s.reserveLean(ctx, p, now)
+	}
 	for range maxReserveTries {
 		rec, ok, err := s.lookup(ctx, p.Ident, now)
 		if err != nil {
@@ -62,6 +65,113 @@ func (s *Store) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdr
 		}
 	}
 	return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: reserve: the record was deleted between insert and read %d times", maxReserveTries)
+}
+
+// reserveLean is Reserve for p.Lean: the same steps on statements narrowed
+// to leanColumns (queryGetLean, queryInsertLean).
+func (s *Store) reserveLean(ctx context.Context, p idemdriver.ReserveParams, now time.Time) (idemdriver.Record, bool, error) {
+	get, err := s.prepared(ctx, &s.getLeanStmt, queryGetLean)
+	if err != nil {
+		return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: reserve: prepare: %w", err)
+	}
+	lookup := func() (idemdriver.Record, bool, error) {
+		rows, err := get.QueryContext(ctx, p.Scope, p.Operation, p.KeyDigest)
+		return scanLean(rows, err, p, now, false)
+	}
+	for range maxReserveTries {
+		rec, ok, err := lookup()
+		if err != nil {
+			return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: reserve: %w", err)
+		}
+		if ok {
+			return rec, false, nil
+		}
+		ins, err := s.prepared(ctx, &s.insertLeanStmt, queryInsertLean)
+		if err != nil {
+			return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: reserve: prepare: %w", err)
+		}
+		created := false
+		err = s.writeAfterWait(ctx, func(waited bool) error {
+			if waited {
+				// As in Reserve: the first of a queue usually committed.
+				if rec, ok, err = lookup(); err != nil || ok {
+					return err
+				}
+			}
+			rows, err := ins.QueryContext(ctx, insertArgs(p, now)...)
+			rec, ok, err = scanLean(rows, err, p, now, true)
+			created = ok
+			return err
+		})
+		if err != nil {
+			return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: reserve: %w", err)
+		}
+		if ok {
+			return rec, created, nil
+		}
+	}
+	return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: reserve: the record was deleted between insert and read %d times", maxReserveTries)
+}
+
+// scanLean reads the one row of leanColumns of rows (or returns qerr, the
+// error of the query), if any, for the Reserve of p, stamped with readAt,
+// and closes rows. A created record is completed from p and the values the insert
+// fixes, so that it is whole; a found one has idemdriver.LeanFields only.
+// The status is matched in place, without a string of its own.
+func scanLean(rows *sql.Rows, qerr error, p idemdriver.ReserveParams, readAt time.Time, created bool) (idemdriver.Record, bool, error) {
+	if qerr != nil {
+		return idemdriver.Record{}, false, qerr
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return idemdriver.Record{}, false, rows.Err()
+	}
+	var (
+		rec                  idemdriver.Record
+		status               sql.RawBytes
+		result               sql.Null[[]byte]
+		lease                sql.NullInt64
+		createdAt, expiresAt int64
+	)
+	if err := rows.Scan(&rec.ID, &rec.Fingerprint, &status, &result, &rec.Token, &rec.Fence, &lease, &createdAt, &expiresAt); err != nil {
+		return idemdriver.Record{}, false, err
+	}
+	rec.Status = statusOf(status)
+	if rec.Status == "" {
+		return idemdriver.Record{}, false, fmt.Errorf("record %d: unknown status %q", rec.ID, status)
+	}
+	if err := rows.Close(); err != nil {
+		return idemdriver.Record{}, false, err
+	}
+	rec.Ident = p.Ident
+	if result.Valid {
+		rec.Result = result.V
+		if rec.Result == nil {
+			rec.Result = []byte{}
+		}
+	}
+	if lease.Valid {
+		rec.LeaseExpiresAt = micros(lease.Int64)
+	}
+	rec.CreatedAt = micros(createdAt)
+	rec.ExpiresAt = micros(expiresAt)
+	rec.ReadAt = readAt
+	if created {
+		rec.KeyHash = p.KeyHash
+		rec.Attempts, rec.Version = 1, 1
+		rec.UpdatedAt = rec.CreatedAt
+	}
+	return rec, true, nil
+}
+
+// statusOf returns the defined status spelled b, or "" if none is.
+func statusOf(b []byte) idemdriver.Status {
+	for _, st := range idemdriver.Statuses {
+		if string(b) == string(st) {
+			return st
+		}
+	}
+	return ""
 }
 
 // insertArgs are the arguments of queryInsert for p at now.
