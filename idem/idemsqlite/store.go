@@ -126,16 +126,19 @@ func scanLean(rows *sql.Rows, qerr error, p idemdriver.ReserveParams, readAt tim
 	if !rows.Next() {
 		return idemdriver.Record{}, false, rows.Err()
 	}
-	var (
+	// One variable holds every destination: each one of its own would
+	// escape to the heap through Scan's []any.
+	var v struct {
 		rec                  idemdriver.Record
 		status               sql.RawBytes
 		result               sql.Null[[]byte]
 		lease                sql.NullInt64
 		createdAt, expiresAt int64
-	)
-	if err := rows.Scan(&rec.ID, &rec.Fingerprint, &status, &result, &rec.Token, &rec.Fence, &lease, &createdAt, &expiresAt); err != nil {
+	}
+	if err := rows.Scan(&v.rec.ID, &v.rec.Fingerprint, &v.status, &v.result, &v.rec.Token, &v.rec.Fence, &v.lease, &v.createdAt, &v.expiresAt); err != nil {
 		return idemdriver.Record{}, false, err
 	}
+	rec, status, result, lease, createdAt, expiresAt := v.rec, v.status, v.result, v.lease, v.createdAt, v.expiresAt
 	rec.Status = statusOf(status)
 	if rec.Status == "" {
 		return idemdriver.Record{}, false, fmt.Errorf("record %d: unknown status %q", rec.ID, status)
