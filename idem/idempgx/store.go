@@ -1,10 +1,13 @@
 package idempgx
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -188,16 +191,18 @@ func reserve(ctx context.Context, db dbtx, p idemdriver.ReserveParams) (idemdriv
 // leanColumns (see reserveLeanSQL).
 func reserveLean(ctx context.Context, db dbtx, p idemdriver.ReserveParams, now any) (idemdriver.Record, bool, error) {
 	for range maxReserveTries {
-		rec, created, err := scanLean(db.QueryRow(ctx, reserveLeanSQL,
+		rows, err := db.Query(ctx, reserveLeanSQL,
 			p.Scope, p.Operation, p.KeyDigest, p.Fingerprint, p.Owner,
-			p.Lease.Microseconds(), p.TTL.Microseconds(), now, p.KeyHash), p)
+			p.Lease.Microseconds(), p.TTL.Microseconds(), now, p.KeyHash)
+		rec, created, err := scanLean(rows, err, p)
 		if err == nil {
 			return rec, created, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return idemdriver.Record{}, false, mapError("reserve", err)
 		}
-		rec, _, err = scanLean(db.QueryRow(ctx, getLeanSQL, p.Scope, p.Operation, p.KeyDigest, now), p)
+		rows, err = db.Query(ctx, getLeanSQL, p.Scope, p.Operation, p.KeyDigest, now)
+		rec, _, err = scanLean(rows, err, p)
 		if err == nil {
 			return rec, false, nil
 		}
@@ -208,38 +213,130 @@ func reserveLean(ctx context.Context, db dbtx, p idemdriver.ReserveParams, now a
 	return idemdriver.Record{}, false, fmt.Errorf("idempgx: reserve: the record was deleted between insert and read %d times", maxReserveTries)
 }
 
-// scanLean reads one row of leanColumns, created and read_at for the
-// Reserve of p. A created record is completed from p and the values the
-// insert fixes, so that it is whole; a found one has idemdriver.LeanFields
-// only. Times are returned in UTC.
-func scanLean(row pgx.Row, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
-	var (
-		r       idemdriver.Record
-		status  string
-		lease   pgtype.Timestamptz
-		created bool
-	)
-	if err := row.Scan(&r.ID, &r.Fingerprint, &status, &r.Result, &r.Token, &r.Fence, &lease,
-		&r.CreatedAt, &r.ExpiresAt, &created, &r.ReadAt); err != nil {
+// scanLean reads the one row of leanColumns, created and read_at that q
+// returns (pgx.ErrNoRows when none) for the Reserve of p. A created record
+// is completed from p and the values the insert fixes, so that it is
+// whole; a found one has idemdriver.LeanFields only. Times are returned in
+// UTC. It decodes the row's binary values itself (decodeLean): pgx's Scan
+// plans every column on every call, which costs a repeat more than the
+// rest of its decoding.
+func scanLean(rows pgx.Rows, err error, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
+	if err != nil {
+		return idemdriver.Record{}, false, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return idemdriver.Record{}, false, err
+		}
+		return idemdriver.Record{}, false, pgx.ErrNoRows
+	}
+	r, created, err := decodeLean(rows.FieldDescriptions(), rows.RawValues())
+	if err != nil {
+		return idemdriver.Record{}, false, err
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
 		return idemdriver.Record{}, false, err
 	}
 	r.Ident = p.Ident
-	r.Status = idemdriver.Status(status)
-	if !r.Status.Valid() {
-		return idemdriver.Record{}, false, fmt.Errorf("record %d has unknown status %q", r.ID, status)
-	}
-	if lease.Valid {
-		r.LeaseExpiresAt = lease.Time.UTC()
-	}
-	r.CreatedAt = r.CreatedAt.UTC()
-	r.ExpiresAt = r.ExpiresAt.UTC()
-	r.ReadAt = r.ReadAt.UTC()
 	if created {
 		r.KeyHash = p.KeyHash
 		r.Attempts, r.Version = 1, 1
 		r.UpdatedAt = r.CreatedAt
 	}
 	return r, created, nil
+}
+
+// leanTypes are the types of leanColumns, created and read_at, in order.
+var leanTypes = [...]uint32{pgtype.Int8OID, pgtype.TextOID, pgtype.TextOID, pgtype.ByteaOID, pgtype.TextOID,
+	pgtype.Int8OID, pgtype.TimestamptzOID, pgtype.TimestamptzOID, pgtype.TimestamptzOID, pgtype.BoolOID, pgtype.TimestamptzOID}
+
+// decodeLean decodes one row of leanColumns, created and read_at in
+// PostgreSQL's binary format, which pgx asks for every one of these types
+// but text.
+// A row in any other shape (another type, the text format, a NULL where
+// the table has none, an unknown status) is an error, never a guess.
+func decodeLean(fds []pgconn.FieldDescription, vals [][]byte) (r idemdriver.Record, created bool, err error) {
+	if len(fds) != len(leanTypes) || len(vals) != len(leanTypes) {
+		return r, false, fmt.Errorf("lean row: %d columns, want %d", len(vals), len(leanTypes))
+	}
+	for i, fd := range fds {
+		// A text value is its bytes in either format; pgx asks for text.
+		if fd.DataTypeOID != leanTypes[i] || fd.Format != pgtype.BinaryFormatCode && fd.DataTypeOID != pgtype.TextOID {
+			return r, false, fmt.Errorf("lean row: column %s has type %d in format %d, want type %d in binary", fd.Name, fd.DataTypeOID, fd.Format, leanTypes[i])
+		}
+		if vals[i] == nil && i != 3 && i != 6 { // result and lease_expires_at may be NULL
+			return r, false, fmt.Errorf("lean row: column %s is NULL", fd.Name)
+		}
+	}
+	int8At := func(i int) (int64, error) {
+		if len(vals[i]) != 8 {
+			return 0, fmt.Errorf("lean row: column %s has %d bytes, want 8", fds[i].Name, len(vals[i]))
+		}
+		return int64(binary.BigEndian.Uint64(vals[i])), nil
+	}
+	timeAt := func(i int) (time.Time, error) {
+		us, err := int8At(i)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if us == math.MaxInt64 || us == math.MinInt64 {
+			return time.Time{}, fmt.Errorf("lean row: column %s is infinite", fds[i].Name)
+		}
+		return pgEpoch.Add(time.Duration(us) * time.Microsecond), nil
+	}
+	if r.ID, err = int8At(0); err != nil {
+		return r, false, err
+	}
+	r.Fingerprint = string(vals[1])
+	r.Status = statusOf(vals[2])
+	if r.Status == "" {
+		return r, false, fmt.Errorf("record %d has unknown status %q", r.ID, vals[2])
+	}
+	if vals[3] != nil {
+		r.Result = bytes.Clone(vals[3])
+		if r.Result == nil {
+			r.Result = []byte{}
+		}
+	}
+	r.Token = string(vals[4])
+	if r.Fence, err = int8At(5); err != nil {
+		return r, false, err
+	}
+	if vals[6] != nil {
+		if r.LeaseExpiresAt, err = timeAt(6); err != nil {
+			return r, false, err
+		}
+	}
+	if r.CreatedAt, err = timeAt(7); err != nil {
+		return r, false, err
+	}
+	if r.ExpiresAt, err = timeAt(8); err != nil {
+		return r, false, err
+	}
+	if len(vals[9]) != 1 {
+		return r, false, fmt.Errorf("lean row: column %s has %d bytes, want 1", fds[9].Name, len(vals[9]))
+	}
+	created = vals[9][0] != 0
+	if r.ReadAt, err = timeAt(10); err != nil {
+		return r, false, err
+	}
+	return r, created, nil
+}
+
+// pgEpoch is the origin of PostgreSQL's binary timestamps.
+var pgEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// statusOf returns the defined status spelled b, or "" if none is; it
+// makes no string.
+func statusOf(b []byte) idemdriver.Status {
+	for _, st := range idemdriver.Statuses {
+		if string(b) == string(st) {
+			return st
+		}
+	}
+	return ""
 }
 
 // takeover is [Store.Takeover] on db.
