@@ -47,13 +47,12 @@ func (s *sharedDeadlines) slot(timeout time.Duration) *deadlineSlot {
 	return d
 }
 
-// sharedBound is a caller's context (which can never be cancelled: its
-// Done is nil) bounded by a shared deadline: the caller's values, the
-// slot's deadline, Done and Err. Its Value answers for the slot's context
-// where the caller's has no value, so that the context package sees the
-// slot's cancellation (context.AfterFunc and WithCancel on it register
-// with the slot instead of starting a goroutine, and context.Cause gives
-// the slot's cause).
+// sharedBound is a caller's context bounded by a shared deadline and
+// detached from the caller's cancellation, if any: the caller's values,
+// the slot's deadline, Done and Err. Its Value lets the context package
+// see the slot's cancellation (context.AfterFunc and WithCancel on it
+// register with the slot instead of starting a goroutine, and
+// context.Cause gives the slot's cause).
 type sharedBound struct {
 	parent context.Context
 	slot   *deadlineSlot
@@ -63,9 +62,12 @@ func (c *sharedBound) Deadline() (time.Time, bool) { return c.slot.at, true }
 func (c *sharedBound) Done() <-chan struct{}       { return c.slot.ctx.Done() }
 func (c *sharedBound) Err() error                  { return c.slot.ctx.Err() }
 func (c *sharedBound) Value(key any) any {
-	if v := c.parent.Value(key); v != nil {
+	// The slot's context answers only the context package's own key, with
+	// its cancellation; that answer must win over a parent's (a detached
+	// parent may be cancellable), every other key is the parent's.
+	if v := c.slot.ctx.Value(key); v != nil {
 		return v
 	}
-	return c.slot.ctx.Value(key)
+	return c.parent.Value(key)
 }
 func (c *sharedBound) String() string { return "idem.sharedBound" }

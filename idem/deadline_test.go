@@ -72,3 +72,30 @@ func TestSharedDeadlineBoundsLikeATimeout(t *testing.T) {
 	<-own.Done()
 	require.ErrorIs(t, own.Err(), context.Canceled)
 }
+
+// Issue 12: an outcome write's bound is detached from the caller's
+// cancellation (as context.WithoutCancel) and shares a deadline, in the
+// run state's own storage: cancelling the caller does not end it, its
+// values stay, and the store timeout does.
+func TestDetachedBoundOutlivesTheCaller(t *testing.T) {
+	t.Parallel()
+	const d = 320 * time.Millisecond
+	e, err := New(remoteStore{}, WithoutSealing(), WithStoreTimeout(d))
+	require.NoError(t, err)
+	caller, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
+	var buf sharedBound
+	ctx := e.boundDetached(caller, &buf)
+	require.Same(t, &buf, ctx.(*sharedBound), "no allocation: the given storage")
+	cancel()
+	require.NoError(t, ctx.Err(), "the caller's cancellation does not reach an outcome write")
+	require.Equal(t, "v", ctx.Value(ctxKey{}))
+	derived, stop := context.WithCancel(ctx)
+	defer stop()
+	select {
+	case <-derived.Done():
+	case <-time.After(10 * d):
+		t.Fatal("the store timeout never ended the write")
+	}
+	require.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)
+	require.ErrorIs(t, derived.Err(), context.DeadlineExceeded)
+}

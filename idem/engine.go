@@ -218,6 +218,20 @@ func (e *Engine) bound(ctx context.Context) (context.Context, context.CancelFunc
 	return context.WithTimeout(ctx, e.storeTimeout)
 }
 
+// boundDetached is bound(context.WithoutCancel(ctx)) for an outcome write,
+// with the bound in buf when buf is not nil (the run state's, so that
+// the write allocates nothing for it).
+func (e *Engine) boundDetached(ctx context.Context, buf *sharedBound) context.Context {
+	if e.local {
+		return idemdriver.ContextWithCallDeadline(context.WithoutCancel(ctx), time.Now().Add(e.storeTimeout))
+	}
+	if buf == nil {
+		buf = new(sharedBound)
+	}
+	*buf = sharedBound{parent: ctx, slot: e.deadlines.slot(e.storeTimeout)}
+	return buf
+}
+
 // noCancel is the CancelFunc of a bound that set no deadline.
 func noCancel() {}
 
