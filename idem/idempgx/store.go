@@ -187,24 +187,27 @@ func reserve(ctx context.Context, db dbtx, p idemdriver.ReserveParams) (idemdriv
 	return idemdriver.Record{}, false, fmt.Errorf("idempgx: reserve: the record was deleted between insert and read %d times", maxReserveTries)
 }
 
-// reserveLean is reserve for p.Lean: the same statements, narrowed to
-// leanColumns (see reserveLeanSQL).
+// reserveLean is reserve for p.Lean: a read of leanColumns first, then on
+// a miss an insert that does nothing if a record exists (see
+// insertLeanSQL); the unique constraint, not the read, decides who owns
+// the key. An insert that meets a record reads again, in a new statement
+// and so, inside a transaction in READ COMMITTED, a new snapshot.
 func reserveLean(ctx context.Context, db dbtx, p idemdriver.ReserveParams, now any) (idemdriver.Record, bool, error) {
 	for range maxReserveTries {
-		rows, err := db.Query(ctx, reserveLeanSQL,
+		rows, err := db.Query(ctx, getLeanSQL, p.Scope, p.Operation, p.KeyDigest, now)
+		rec, _, err := scanLean(rows, err, p)
+		if err == nil {
+			return rec, false, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return idemdriver.Record{}, false, mapError("reserve", err)
+		}
+		rows, err = db.Query(ctx, insertLeanSQL,
 			p.Scope, p.Operation, p.KeyDigest, p.Fingerprint, p.Owner,
 			p.Lease.Microseconds(), p.TTL.Microseconds(), now, p.KeyHash)
 		rec, created, err := scanLean(rows, err, p)
 		if err == nil {
 			return rec, created, nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return idemdriver.Record{}, false, mapError("reserve", err)
-		}
-		rows, err = db.Query(ctx, getLeanSQL, p.Scope, p.Operation, p.KeyDigest, now)
-		rec, _, err = scanLean(rows, err, p)
-		if err == nil {
-			return rec, false, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return idemdriver.Record{}, false, mapError("reserve", err)
