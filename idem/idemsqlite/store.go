@@ -76,7 +76,7 @@ func (s *Store) reserveLean(ctx context.Context, p idemdriver.ReserveParams, now
 	}
 	lookup := func() (idemdriver.Record, bool, error) {
 		rows, err := get.QueryContext(ctx, p.Scope, p.Operation, p.KeyDigest)
-		return scanLean(rows, err, p, now, false)
+		return scanLean(rows, err, p, now)
 	}
 	for range maxReserveTries {
 		rec, ok, err := lookup()
@@ -98,8 +98,7 @@ func (s *Store) reserveLean(ctx context.Context, p idemdriver.ReserveParams, now
 					return err
 				}
 			}
-			rows, err := ins.QueryContext(ctx, insertArgs(p, now)...)
-			rec, ok, err = scanLean(rows, err, p, now, true)
+			rec, ok, err = insertLean(ctx, ins, p, now)
 			created = ok
 			return err
 		})
@@ -113,12 +112,32 @@ func (s *Store) reserveLean(ctx context.Context, p idemdriver.ReserveParams, now
 	return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: reserve: the record was deleted between insert and read %d times", maxReserveTries)
 }
 
+// insertLean runs queryInsertLean for p at now and returns the record it
+// created, whole: the database chose its id and fence, the rest is what
+// was bound (see insertArgs) and what the insert fixes. ok is false when a
+// record existed.
+func insertLean(ctx context.Context, ins *sql.Stmt, p idemdriver.ReserveParams, now time.Time) (rec idemdriver.Record, ok bool, err error) {
+	var v struct{ id, fence int64 } // one variable: see scanLean
+	err = ins.QueryRowContext(ctx, insertArgs(p, now)...).Scan(&v.id, &v.fence)
+	if errors.Is(err, sql.ErrNoRows) {
+		return idemdriver.Record{}, false, nil
+	}
+	if err != nil {
+		return idemdriver.Record{}, false, err
+	}
+	at := now.UnixMicro()
+	rec = idemdriver.Record{ID: v.id, Ident: p.Ident, KeyHash: p.KeyHash, Fingerprint: p.Fingerprint,
+		Status: idemdriver.StatusProcessing, Owner: idemdriver.Owner{Token: p.Owner, Fence: v.fence},
+		LeaseExpiresAt: micros(at + p.Lease.Microseconds()), Attempts: 1, Version: 1,
+		CreatedAt: micros(at), UpdatedAt: micros(at), ExpiresAt: micros(at + max(p.TTL, p.Lease).Microseconds()), ReadAt: now}
+	return rec, true, nil
+}
+
 // scanLean reads the one row of leanColumns of rows (or returns qerr, the
 // error of the query), if any, for the Reserve of p, stamped with readAt,
-// and closes rows. A created record is completed from p and the values the insert
-// fixes, so that it is whole; a found one has idemdriver.LeanFields only.
+// and closes rows: an existing record with idemdriver.LeanFields only.
 // The status is matched in place, without a string of its own.
-func scanLean(rows *sql.Rows, qerr error, p idemdriver.ReserveParams, readAt time.Time, created bool) (idemdriver.Record, bool, error) {
+func scanLean(rows *sql.Rows, qerr error, p idemdriver.ReserveParams, readAt time.Time) (idemdriver.Record, bool, error) {
 	if qerr != nil {
 		return idemdriver.Record{}, false, qerr
 	}
@@ -159,11 +178,6 @@ func scanLean(rows *sql.Rows, qerr error, p idemdriver.ReserveParams, readAt tim
 	rec.CreatedAt = micros(createdAt)
 	rec.ExpiresAt = micros(expiresAt)
 	rec.ReadAt = readAt
-	if created {
-		rec.KeyHash = p.KeyHash
-		rec.Attempts, rec.Version = 1, 1
-		rec.UpdatedAt = rec.CreatedAt
-	}
 	return rec, true, nil
 }
 
