@@ -49,6 +49,10 @@ type runState struct {
 
 	mu        sync.Mutex
 	uncertain string // set by MarkUncertain: the reason
+
+	// bound is the store-timeout bound of the first outcome write (see
+	// Engine.boundDetached), kept here so that it costs no allocation.
+	bound sharedBound
 }
 
 func (e *Engine) newRunState(s idemdriver.Store, rec idemdriver.Record) *runState {

@@ -49,7 +49,8 @@ type Engine struct {
 	maxResultBytes int
 	policy         decide.Policy
 	storeTimeout   time.Duration
-	local          bool          // store is a idemdriver.LocalStore: bound passes no deadline
+	local          bool // store is a idemdriver.LocalStore: bound passes no deadline
+	deadlines      sharedDeadlines
 	recordWindow   time.Duration // 0: per run, max(2 × lease, MinRecordingWindow)
 	recovery       Recovery
 	late           lateRecordings
@@ -119,7 +120,10 @@ func WithPendingRetryAfter(d time.Duration) Option {
 
 // WithStoreTimeout bounds every store call the engine makes (default 5 s;
 // it must be positive): each call ends, or fails with an error matching
-// [context.DeadlineExceeded], at most d after it began. The bound is set
+// [context.DeadlineExceeded], at most d after it began (a call whose
+// context can never be cancelled, such as an outcome write, shares its
+// deadline with the calls that begin close to it and may be cut up to
+// d/64 sooner, so that no call pays a timer of its own). The bound is set
 // once per phase, and every call of the phase shares its deadline, d after
 // the phase began: the reservation (Reserve, and the Takeover of a record
 // whose lease ended, over all rounds of a lost race), one outcome write
@@ -201,12 +205,31 @@ func (e *Engine) DefaultRecovery() Recovery { return e.recovery }
 
 // bound returns ctx bounded by the store timeout: with a deadline, or, for
 // a [LocalStore], with the end of the timeout as a value that the store
-// honours itself (see LocalStore).
+// honours itself (see LocalStore). A ctx that can never be cancelled gets
+// a deadline shared with the calls that begin close to it (see
+// sharedDeadlines): no timer of its own.
 func (e *Engine) bound(ctx context.Context) (context.Context, context.CancelFunc) {
 	if e.local {
 		return idemdriver.ContextWithCallDeadline(ctx, time.Now().Add(e.storeTimeout)), noCancel
 	}
+	if ctx.Done() == nil {
+		return &sharedBound{parent: ctx, slot: e.deadlines.slot(e.storeTimeout)}, noCancel
+	}
 	return context.WithTimeout(ctx, e.storeTimeout)
+}
+
+// boundDetached is bound(context.WithoutCancel(ctx)) for an outcome write,
+// with the bound in buf when buf is not nil (the run state's, so that
+// the write allocates nothing for it).
+func (e *Engine) boundDetached(ctx context.Context, buf *sharedBound) context.Context {
+	if e.local {
+		return idemdriver.ContextWithCallDeadline(context.WithoutCancel(ctx), time.Now().Add(e.storeTimeout))
+	}
+	if buf == nil {
+		buf = new(sharedBound)
+	}
+	*buf = sharedBound{parent: ctx, slot: e.deadlines.slot(e.storeTimeout)}
+	return buf
 }
 
 // noCancel is the CancelFunc of a bound that set no deadline.

@@ -105,7 +105,7 @@ type outcomeWrite struct {
 // error. Inside a transaction ([TxStore.WithinTx]) the error is returned
 // as it is: the whole transaction fails together.
 func (e *Engine) writeOutcome(ctx context.Context, st *runState, w outcomeWrite) error {
-	err := e.tryWrite(context.WithoutCancel(ctx), st, w)
+	err := e.tryWrite(e.boundDetached(ctx, &st.bound), st, w)
 	if err == nil || errors.Is(err, idemdriver.ErrFenced) || st.inTx {
 		return err
 	}
@@ -123,10 +123,8 @@ func (e *Engine) writeOutcome(ctx context.Context, st *runState, w outcomeWrite)
 	return fmt.Errorf("%w: %s: %w", ErrOutcomeUnrecorded, op, err)
 }
 
-// tryWrite makes one bounded attempt at w.
+// tryWrite makes one attempt at w under ctx, which boundDetached made.
 func (e *Engine) tryWrite(ctx context.Context, st *runState, w outcomeWrite) error {
-	ctx, cancel := e.bound(ctx)
-	defer cancel()
 	if w.release {
 		return st.store.Release(ctx, st.id, st.owner)
 	}
@@ -157,7 +155,7 @@ func (e *Engine) recordLate(st *runState, w outcomeWrite, window time.Duration) 
 		case <-t.C:
 		}
 		pause = min(2*pause, recordMaxPause)
-		err := e.tryWrite(context.Background(), st, w)
+		err := e.tryWrite(e.boundDetached(context.Background(), nil), st, w)
 		if err == nil {
 			e.late.recordedLate.Add(1)
 			log.Info("idem: outcome recorded late", "attempts", attempt)

@@ -162,8 +162,9 @@ func Run[T any](ctx context.Context, e *Engine, key, scope string, fn func(ctx c
 }
 
 // claim is what acquire found: either ownership of rec (outcome reserve,
-// take over or restart: the caller must complete or release it) or an
-// answer to give without running.
+// take over or restart: the caller must complete or release it; rec is
+// whole) or an answer to give without running (rec has the
+// idemdriver.LeanFields only: acquire reserves with Lean).
 type claim struct {
 	rec     idemdriver.Record
 	outcome decide.Outcome
@@ -197,7 +198,7 @@ func (e *Engine) acquire(ctx context.Context, s idemdriver.Store, id idemdriver.
 	defer cancel()
 	for range maxTakeoverRounds {
 		token := newOwnerToken()
-		rec, created, err := s.Reserve(bctx, idemdriver.ReserveParams{Ident: id, KeyHash: req.KeyHash, Fingerprint: req.Fingerprint, Owner: token, Lease: lease, TTL: ttl, Now: e.now()})
+		rec, created, err := s.Reserve(bctx, idemdriver.ReserveParams{Ident: id, KeyHash: req.KeyHash, Fingerprint: req.Fingerprint, Owner: token, Lease: lease, TTL: ttl, Now: e.now(), Lean: true})
 		if err != nil {
 			if !inTx {
 				e.disown(s, id, token)

@@ -126,7 +126,18 @@ type ReserveParams struct {
 	TTL         time.Duration // retention from now; the store keeps at least the lease
 	// Now replaces the store's clock when non-zero (tests only).
 	Now time.Time
+	// Lean lets the store return, for a record that exists (created =
+	// false), only the fields a decision and a replay read (see
+	// [LeanFields]); every other field may be zero. A created record is
+	// always whole. The engine sets it on every Reserve: a repeat then
+	// reads a narrow row. A store may ignore it and return whole records.
+	Lean bool
 }
+
+// LeanFields names the fields of a [Record] that [Store.Reserve] fills for
+// an existing record when [ReserveParams.Lean] is set: those the engine's
+// decision, a takeover and a replay read.
+const LeanFields = "ID, Ident, Fingerprint, Status, Result, Owner (Token, Fence), LeaseExpiresAt, CreatedAt, ExpiresAt, ReadAt"
 
 // TakeoverParams describes a compare-and-swap takeover for [Store.Takeover].
 type TakeoverParams struct {
@@ -226,7 +237,8 @@ var ErrFenced = errors.New("idem: fenced out: the record has another owner")
 type Store interface {
 	// Reserve inserts a processing record owned by p.Owner if none exists for
 	// p.Ident, and returns it with created = true. If a record exists it is
-	// returned unchanged with created = false. The existence check and the
+	// returned unchanged with created = false (with p.Lean, only its
+	// [LeanFields] need be set). The existence check and the
 	// insert are one atomic step (a unique constraint, never select-then-insert
 	// alone): a store may read first, so that a repeat writes nothing, but on
 	// a miss the insert's constraint decides who owns the key.

@@ -63,6 +63,44 @@ SELECT ` + recordColumns + `, true, coalesce($8::timestamptz, statement_timestam
 UNION ALL
 SELECT ` + recordColumns + `, false, coalesce($8::timestamptz, statement_timestamp()) FROM existing`
 
+// leanColumns are the columns of a lean Reserve (idemdriver.LeanFields
+// without the ident, which the caller gave), scanned by scanLean.
+const leanColumns = `id, fingerprint, status, result, owner_token, fence, lease_expires_at, created_at, expires_at`
+
+// insertLeanSQL is the insert of a lean Reserve, which reads first
+// (getLeanSQL) and inserts only on a miss: a processing record with a
+// fence from the sequence, returning leanColumns, created (true) and the
+// clock, or no row when a record exists (ON CONFLICT DO NOTHING; the
+// sequence value is burnt then, which is allowed: fences only need to
+// increase). A record it inserts has every other column at a value the
+// insert fixes (the defaults, attempts and version 1, updated_at =
+// created_at, the key hash given), so scanLean rebuilds it whole. A
+// replay is then one plain SELECT, the least the database can do; a new
+// key pays that SELECT, which misses, before its insert.
+//
+// Same parameters as reserveOrGetSQL.
+const insertLeanSQL = `INSERT INTO unstuck_idem_record (
+    scope, operation, key_digest, fingerprint, status, owner_token, fence,
+    lease_expires_at, attempts, version, created_at, updated_at, expires_at, key_hash)
+VALUES ($1::text, $2::text, $3::text, $4::text, 'processing', $5::text, nextval('unstuck_idem_fence_seq'),
+    coalesce($8::timestamptz, statement_timestamp()) + $6::bigint * interval '1 microsecond',
+    1, 1,
+    coalesce($8::timestamptz, statement_timestamp()),
+    coalesce($8::timestamptz, statement_timestamp()),
+    coalesce($8::timestamptz, statement_timestamp()) + greatest($6::bigint, $7::bigint) * interval '1 microsecond',
+    nullif($9::text, ''))
+ON CONFLICT (scope, operation, key_digest) DO NOTHING
+RETURNING ` + leanColumns + `, true, coalesce($8::timestamptz, statement_timestamp())`
+
+// getLeanSQL reads leanColumns of one record, created (false) and the
+// clock: the first step of a lean Reserve, and its read after an insert
+// that met a record.
+//
+// $1 scope, $2 operation, $3 key_digest, $4 now.
+const getLeanSQL = `SELECT ` + leanColumns + `, false, coalesce($4::timestamptz, statement_timestamp())
+FROM unstuck_idem_record
+WHERE scope = $1 AND operation = $2 AND key_digest = $3`
+
 // getSQL reads one record.
 //
 // $1 scope, $2 operation, $3 key_digest, $4 now.

@@ -1,15 +1,19 @@
 package idempgx
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/unstuckhq/unstuck/idem"
@@ -156,6 +160,9 @@ func (s *Store) Sweep(ctx context.Context, p idemdriver.SweepParams) (idemdriver
 // committed while the INSERT waited for it.
 func reserve(ctx context.Context, db dbtx, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
 	now := clock(p.Now)
+	if p.Lean {
+		return reserveLean(ctx, db, p, now)
+	}
 	for range maxReserveTries {
 		var created bool
 		rec, err := scanRecord(db.QueryRow(ctx, reserveOrGetSQL,
@@ -178,6 +185,161 @@ func reserve(ctx context.Context, db dbtx, p idemdriver.ReserveParams) (idemdriv
 		}
 	}
 	return idemdriver.Record{}, false, fmt.Errorf("idempgx: reserve: the record was deleted between insert and read %d times", maxReserveTries)
+}
+
+// reserveLean is reserve for p.Lean: a read of leanColumns first, then on
+// a miss an insert that does nothing if a record exists (see
+// insertLeanSQL); the unique constraint, not the read, decides who owns
+// the key. An insert that meets a record reads again, in a new statement
+// and so, inside a transaction in READ COMMITTED, a new snapshot.
+func reserveLean(ctx context.Context, db dbtx, p idemdriver.ReserveParams, now any) (idemdriver.Record, bool, error) {
+	for range maxReserveTries {
+		rows, err := db.Query(ctx, getLeanSQL, p.Scope, p.Operation, p.KeyDigest, now)
+		rec, _, err := scanLean(rows, err, p)
+		if err == nil {
+			return rec, false, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return idemdriver.Record{}, false, mapError("reserve", err)
+		}
+		rows, err = db.Query(ctx, insertLeanSQL,
+			p.Scope, p.Operation, p.KeyDigest, p.Fingerprint, p.Owner,
+			p.Lease.Microseconds(), p.TTL.Microseconds(), now, p.KeyHash)
+		rec, created, err := scanLean(rows, err, p)
+		if err == nil {
+			return rec, created, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return idemdriver.Record{}, false, mapError("reserve", err)
+		}
+	}
+	return idemdriver.Record{}, false, fmt.Errorf("idempgx: reserve: the record was deleted between insert and read %d times", maxReserveTries)
+}
+
+// scanLean reads the one row of leanColumns, created and read_at that q
+// returns (pgx.ErrNoRows when none) for the Reserve of p. A created record
+// is completed from p and the values the insert fixes, so that it is
+// whole; a found one has idemdriver.LeanFields only. Times are returned in
+// UTC. It decodes the row's binary values itself (decodeLean): pgx's Scan
+// plans every column on every call, which costs a repeat more than the
+// rest of its decoding.
+func scanLean(rows pgx.Rows, err error, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
+	if err != nil {
+		return idemdriver.Record{}, false, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return idemdriver.Record{}, false, err
+		}
+		return idemdriver.Record{}, false, pgx.ErrNoRows
+	}
+	r, created, err := decodeLean(rows.FieldDescriptions(), rows.RawValues())
+	if err != nil {
+		return idemdriver.Record{}, false, err
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return idemdriver.Record{}, false, err
+	}
+	r.Ident = p.Ident
+	if created {
+		r.KeyHash = p.KeyHash
+		r.Attempts, r.Version = 1, 1
+		r.UpdatedAt = r.CreatedAt
+	}
+	return r, created, nil
+}
+
+// leanTypes are the types of leanColumns, created and read_at, in order.
+var leanTypes = [...]uint32{pgtype.Int8OID, pgtype.TextOID, pgtype.TextOID, pgtype.ByteaOID, pgtype.TextOID,
+	pgtype.Int8OID, pgtype.TimestamptzOID, pgtype.TimestamptzOID, pgtype.TimestamptzOID, pgtype.BoolOID, pgtype.TimestamptzOID}
+
+// decodeLean decodes one row of leanColumns, created and read_at in
+// PostgreSQL's binary format, which pgx asks for every one of these types
+// but text.
+// A row in any other shape (another type, the text format, a NULL where
+// the table has none, an unknown status) is an error, never a guess.
+func decodeLean(fds []pgconn.FieldDescription, vals [][]byte) (r idemdriver.Record, created bool, err error) {
+	if len(fds) != len(leanTypes) || len(vals) != len(leanTypes) {
+		return r, false, fmt.Errorf("lean row: %d columns, want %d", len(vals), len(leanTypes))
+	}
+	for i, fd := range fds {
+		// A text value is its bytes in either format; pgx asks for text.
+		if fd.DataTypeOID != leanTypes[i] || fd.Format != pgtype.BinaryFormatCode && fd.DataTypeOID != pgtype.TextOID {
+			return r, false, fmt.Errorf("lean row: column %s has type %d in format %d, want type %d in binary", fd.Name, fd.DataTypeOID, fd.Format, leanTypes[i])
+		}
+		if vals[i] == nil && i != 3 && i != 6 { // result and lease_expires_at may be NULL
+			return r, false, fmt.Errorf("lean row: column %s is NULL", fd.Name)
+		}
+	}
+	int8At := func(i int) (int64, error) {
+		if len(vals[i]) != 8 {
+			return 0, fmt.Errorf("lean row: column %s has %d bytes, want 8", fds[i].Name, len(vals[i]))
+		}
+		return int64(binary.BigEndian.Uint64(vals[i])), nil
+	}
+	timeAt := func(i int) (time.Time, error) {
+		us, err := int8At(i)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if us == math.MaxInt64 || us == math.MinInt64 {
+			return time.Time{}, fmt.Errorf("lean row: column %s is infinite", fds[i].Name)
+		}
+		return pgEpoch.Add(time.Duration(us) * time.Microsecond), nil
+	}
+	if r.ID, err = int8At(0); err != nil {
+		return r, false, err
+	}
+	r.Fingerprint = string(vals[1])
+	r.Status = statusOf(vals[2])
+	if r.Status == "" {
+		return r, false, fmt.Errorf("record %d has unknown status %q", r.ID, vals[2])
+	}
+	if vals[3] != nil {
+		r.Result = bytes.Clone(vals[3])
+		if r.Result == nil {
+			r.Result = []byte{}
+		}
+	}
+	r.Token = string(vals[4])
+	if r.Fence, err = int8At(5); err != nil {
+		return r, false, err
+	}
+	if vals[6] != nil {
+		if r.LeaseExpiresAt, err = timeAt(6); err != nil {
+			return r, false, err
+		}
+	}
+	if r.CreatedAt, err = timeAt(7); err != nil {
+		return r, false, err
+	}
+	if r.ExpiresAt, err = timeAt(8); err != nil {
+		return r, false, err
+	}
+	if len(vals[9]) != 1 {
+		return r, false, fmt.Errorf("lean row: column %s has %d bytes, want 1", fds[9].Name, len(vals[9]))
+	}
+	created = vals[9][0] != 0
+	if r.ReadAt, err = timeAt(10); err != nil {
+		return r, false, err
+	}
+	return r, created, nil
+}
+
+// pgEpoch is the origin of PostgreSQL's binary timestamps.
+var pgEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// statusOf returns the defined status spelled b, or "" if none is; it
+// makes no string.
+func statusOf(b []byte) idemdriver.Status {
+	for _, st := range idemdriver.Statuses {
+		if string(b) == string(st) {
+			return st
+		}
+	}
+	return ""
 }
 
 // takeover is [Store.Takeover] on db.

@@ -11,7 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
+	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
 
 // blackhole accepts connections and never answers, like a server behind a
@@ -72,5 +74,40 @@ func TestStoreCallsAreBoundedByTheStoreTimeout(t *testing.T) {
 		took := time.Since(began)
 		require.ErrorIs(t, err, context.DeadlineExceeded, name)
 		require.Less(t, took, 10*bound, "%s: returned after %s, bound %s", name, took, bound)
+	}
+}
+
+// sleepyStore runs a statement that outlasts the store timeout, under the
+// context the engine gives Reserve, before reserving.
+type sleepyStore struct {
+	*idempgx.Store
+	pool *pgxpool.Pool
+}
+
+func (s sleepyStore) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
+	if _, err := s.pool.Exec(ctx, "SELECT pg_sleep(30)"); err != nil {
+		return idemdriver.Record{}, false, err
+	}
+	return s.Store.Reserve(ctx, p)
+}
+
+// Issue 12: a caller whose context can never be cancelled gets a deadline
+// shared with other calls (no timer per call); pgx still cancels a
+// statement running on the server when it ends.
+func TestSharedDeadlineCancelsARunningStatement(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Schema(t)
+	store := idempgx.New(pool)
+	require.NoError(t, store.Migrate(context.Background()))
+	const bound = 500 * time.Millisecond
+	e, err := idem.New(sleepyStore{store, pool}, idem.WithoutSealing(), idem.WithStoreTimeout(bound))
+	require.NoError(t, err)
+	for _, ctx := range []context.Context{context.Background(), context.WithoutCancel(t.Context())} {
+		began := time.Now()
+		_, err = idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 1, nil })
+		took := time.Since(began)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Less(t, took, 10*bound, "returned after %s, bound %s", took, bound)
+		require.GreaterOrEqual(t, took, bound-bound/64)
 	}
 }

@@ -10,6 +10,11 @@ const recordColumns = `id, scope, operation, key_digest, fingerprint, status, re
     owner_token, fence, lease_expires_at, attempts, version,
     created_at, updated_at, expires_at, key_hash`
 
+// leanColumns are the columns of a lean Reserve (idemdriver.LeanFields
+// without the ident, which the caller gave), in the order scanLean reads
+// them.
+const leanColumns = `id, fingerprint, status, result, owner_token, fence, lease_expires_at, created_at, expires_at`
+
 const (
 	// queryGet takes scope, operation, key_digest.
 	queryGet = `SELECT ` + recordColumns + `
@@ -34,6 +39,22 @@ WHERE scope = ? AND operation = ? AND key_digest = ?`
     (SELECT value + 1 FROM unstuck_idem_fence WHERE id = 1), ?6, 1, 1, ?7, ?7, ?8, nullif(?9, ''))
 ON CONFLICT (scope, operation, key_digest) DO NOTHING
 RETURNING ` + recordColumns
+
+	// queryGetLean is queryGet narrowed to leanColumns.
+	queryGetLean = `SELECT ` + leanColumns + `
+FROM unstuck_idem_record
+WHERE scope = ? AND operation = ? AND key_digest = ?`
+
+	// queryInsertLean is queryInsert returning only what the database
+	// chooses, the id and the fence: every other column of the record it
+	// creates is a value the caller bound or the insert fixes.
+	queryInsertLean = `INSERT INTO unstuck_idem_record (
+    scope, operation, key_digest, fingerprint, status, owner_token, fence,
+    lease_expires_at, attempts, version, created_at, updated_at, expires_at, key_hash
+) VALUES (?1, ?2, ?3, ?4, 'processing', ?5,
+    (SELECT value + 1 FROM unstuck_idem_fence WHERE id = 1), ?6, 1, 1, ?7, ?7, ?8, nullif(?9, ''))
+ON CONFLICT (scope, operation, key_digest) DO NOTHING
+RETURNING id, fence`
 
 	// queryTakeoverCheck finds the id of a record that may be taken over:
 	// still under the seen owner and fence, with no live lease, and not

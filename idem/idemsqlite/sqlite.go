@@ -43,6 +43,7 @@ type Store struct {
 	// The statements of the common path, prepared on db on first use; see
 	// prepared.
 	getStmt, insertStmt, completeStmt atomic.Pointer[sql.Stmt]
+	getLeanStmt, insertLeanStmt       atomic.Pointer[sql.Stmt]
 }
 
 // New returns a store on db, which must have been migrated with

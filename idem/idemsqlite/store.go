@@ -28,6 +28,9 @@ const maxReserveTries = 5
 // returned. The record expires after the longer of p.TTL and p.Lease.
 func (s *Store) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
 	now := clock(p.Now)
+	if p.Lean {
+		return s.reserveLean(ctx, p, now)
+	}
 	for range maxReserveTries {
 		rec, ok, err := s.lookup(ctx, p.Ident, now)
 		if err != nil {
@@ -62,6 +65,130 @@ func (s *Store) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdr
 		}
 	}
 	return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: reserve: the record was deleted between insert and read %d times", maxReserveTries)
+}
+
+// reserveLean is Reserve for p.Lean: the same steps on statements narrowed
+// to leanColumns (queryGetLean, queryInsertLean).
+func (s *Store) reserveLean(ctx context.Context, p idemdriver.ReserveParams, now time.Time) (idemdriver.Record, bool, error) {
+	get, err := s.prepared(ctx, &s.getLeanStmt, queryGetLean)
+	if err != nil {
+		return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: reserve: prepare: %w", err)
+	}
+	lookup := func() (idemdriver.Record, bool, error) {
+		rows, err := get.QueryContext(ctx, p.Scope, p.Operation, p.KeyDigest)
+		return scanLean(rows, err, p, now)
+	}
+	for range maxReserveTries {
+		rec, ok, err := lookup()
+		if err != nil {
+			return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: reserve: %w", err)
+		}
+		if ok {
+			return rec, false, nil
+		}
+		ins, err := s.prepared(ctx, &s.insertLeanStmt, queryInsertLean)
+		if err != nil {
+			return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: reserve: prepare: %w", err)
+		}
+		created := false
+		err = s.writeAfterWait(ctx, func(waited bool) error {
+			if waited {
+				// As in Reserve: the first of a queue usually committed.
+				if rec, ok, err = lookup(); err != nil || ok {
+					return err
+				}
+			}
+			rec, ok, err = insertLean(ctx, ins, p, now)
+			created = ok
+			return err
+		})
+		if err != nil {
+			return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: reserve: %w", err)
+		}
+		if ok {
+			return rec, created, nil
+		}
+	}
+	return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: reserve: the record was deleted between insert and read %d times", maxReserveTries)
+}
+
+// insertLean runs queryInsertLean for p at now and returns the record it
+// created, whole: the database chose its id and fence, the rest is what
+// was bound (see insertArgs) and what the insert fixes. ok is false when a
+// record existed.
+func insertLean(ctx context.Context, ins *sql.Stmt, p idemdriver.ReserveParams, now time.Time) (rec idemdriver.Record, ok bool, err error) {
+	var v struct{ id, fence int64 } // one variable: see scanLean
+	err = ins.QueryRowContext(ctx, insertArgs(p, now)...).Scan(&v.id, &v.fence)
+	if errors.Is(err, sql.ErrNoRows) {
+		return idemdriver.Record{}, false, nil
+	}
+	if err != nil {
+		return idemdriver.Record{}, false, err
+	}
+	at := now.UnixMicro()
+	rec = idemdriver.Record{ID: v.id, Ident: p.Ident, KeyHash: p.KeyHash, Fingerprint: p.Fingerprint,
+		Status: idemdriver.StatusProcessing, Owner: idemdriver.Owner{Token: p.Owner, Fence: v.fence},
+		LeaseExpiresAt: micros(at + p.Lease.Microseconds()), Attempts: 1, Version: 1,
+		CreatedAt: micros(at), UpdatedAt: micros(at), ExpiresAt: micros(at + max(p.TTL, p.Lease).Microseconds()), ReadAt: now}
+	return rec, true, nil
+}
+
+// scanLean reads the one row of leanColumns of rows (or returns qerr, the
+// error of the query), if any, for the Reserve of p, stamped with readAt,
+// and closes rows: an existing record with idemdriver.LeanFields only.
+// The status is matched in place, without a string of its own.
+func scanLean(rows *sql.Rows, qerr error, p idemdriver.ReserveParams, readAt time.Time) (idemdriver.Record, bool, error) {
+	if qerr != nil {
+		return idemdriver.Record{}, false, qerr
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return idemdriver.Record{}, false, rows.Err()
+	}
+	// One variable holds every destination: each one of its own would
+	// escape to the heap through Scan's []any.
+	var v struct {
+		rec                  idemdriver.Record
+		status               sql.RawBytes
+		result               sql.Null[[]byte]
+		lease                sql.NullInt64
+		createdAt, expiresAt int64
+	}
+	if err := rows.Scan(&v.rec.ID, &v.rec.Fingerprint, &v.status, &v.result, &v.rec.Token, &v.rec.Fence, &v.lease, &v.createdAt, &v.expiresAt); err != nil {
+		return idemdriver.Record{}, false, err
+	}
+	rec, status, result, lease, createdAt, expiresAt := v.rec, v.status, v.result, v.lease, v.createdAt, v.expiresAt
+	rec.Status = statusOf(status)
+	if rec.Status == "" {
+		return idemdriver.Record{}, false, fmt.Errorf("record %d: unknown status %q", rec.ID, status)
+	}
+	if err := rows.Close(); err != nil {
+		return idemdriver.Record{}, false, err
+	}
+	rec.Ident = p.Ident
+	if result.Valid {
+		rec.Result = result.V
+		if rec.Result == nil {
+			rec.Result = []byte{}
+		}
+	}
+	if lease.Valid {
+		rec.LeaseExpiresAt = micros(lease.Int64)
+	}
+	rec.CreatedAt = micros(createdAt)
+	rec.ExpiresAt = micros(expiresAt)
+	rec.ReadAt = readAt
+	return rec, true, nil
+}
+
+// statusOf returns the defined status spelled b, or "" if none is.
+func statusOf(b []byte) idemdriver.Status {
+	for _, st := range idemdriver.Statuses {
+		if string(b) == string(st) {
+			return st
+		}
+	}
+	return ""
 }
 
 // insertArgs are the arguments of queryInsert for p at now.

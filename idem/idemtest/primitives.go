@@ -1,6 +1,7 @@
 package idemtest
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -71,6 +72,75 @@ func runPrimitives(t *testing.T, newStore func(t *testing.T) idemdriver.Store) {
 		require.Equal(t, "fp", again.Fingerprint)
 		require.Equal(t, first.Version, again.Version)
 		require.True(t, b.now.Add(time.Second).Equal(again.ReadAt), "read_at must be the reading call's clock")
+	})
+
+	t.Run("LeanReserveCreatesAWholeRecord", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		id := ident("a")
+		rec, created, err := b.store.Reserve(ctxT(t), idemdriver.ReserveParams{Ident: id, KeyHash: strings.Repeat("c", 64), Fingerprint: "fp",
+			Owner: "owner-a", Lease: time.Minute, TTL: time.Hour, Now: b.now, Lean: true})
+		require.NoError(t, err)
+		require.True(t, created)
+		stored := get(t, b, id)
+		stored.ReadAt = rec.ReadAt // Get reads by the store's clock, not by Now
+		require.Equal(t, stored, rec, "a record that Reserve creates is whole, Lean or not")
+		require.True(t, b.now.Equal(rec.ReadAt))
+	})
+
+	t.Run("LeanReserveOfExistingReturnsItsLeanFields", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// One record in every state a repeat can meet, with the fields
+		// outside the lean set filled in, so that none leaks into another.
+		blob := []byte{0, 1, 2, 0xff, 'x'}
+		states := map[string]func(id idemdriver.Ident, o idemdriver.Owner){
+			"processing": func(idemdriver.Ident, idemdriver.Owner) {},
+			"completed": func(id idemdriver.Ident, o idemdriver.Owner) {
+				require.NoError(t, b.store.Complete(ctxT(t), id, o, idemdriver.Completion{Status: idemdriver.StatusCompleted, Result: blob, ResponseCode: 201, Now: b.now.Add(time.Second)}))
+			},
+			"failed": func(id idemdriver.Ident, o idemdriver.Owner) {
+				require.NoError(t, b.store.Complete(ctxT(t), id, o, idemdriver.Completion{Status: idemdriver.StatusFailed, Result: []byte{}, ResponseCode: 422, Now: b.now.Add(time.Second)}))
+			},
+			"pending": func(id idemdriver.Ident, o idemdriver.Owner) {
+				require.NoError(t, b.store.Complete(ctxT(t), id, o, idemdriver.Completion{Status: idemdriver.StatusPending, LastError: "timeout", Now: b.now.Add(time.Second)}))
+			},
+			"unavailable": func(id idemdriver.Ident, o idemdriver.Owner) {
+				require.NoError(t, b.store.Complete(ctxT(t), id, o, idemdriver.Completion{Status: idemdriver.StatusUnavailable, LastError: "too big", Now: b.now.Add(time.Second)}))
+			},
+			"taken over": func(id idemdriver.Ident, o idemdriver.Owner) {
+				_, err := b.store.Takeover(ctxT(t), idemdriver.TakeoverParams{Ident: id, Seen: o, NewOwner: "owner-2", Lease: time.Minute, Now: b.now.Add(2 * time.Minute)})
+				require.NoError(t, err)
+			},
+		}
+		for name, to := range states {
+			id := ident("lean-" + name)
+			rec, created, err := b.store.Reserve(ctxT(t), idemdriver.ReserveParams{Ident: id, KeyHash: strings.Repeat("d", 64), Fingerprint: "fp-" + name,
+				Owner: "owner-1", Lease: time.Minute, TTL: time.Hour, Now: b.now})
+			require.NoError(t, err)
+			require.True(t, created)
+			require.NoError(t, b.store.Annotate(ctxT(t), id, rec.Owner, idemdriver.Annotation{CorrelationID: "corr", ExternalRef: "ext", ResourceIDs: []string{"r1"}, Now: b.now}))
+			to(id, rec.Owner)
+			want := get(t, b, id)
+			at := b.now.Add(3 * time.Minute)
+			got, created, err := b.store.Reserve(ctxT(t), idemdriver.ReserveParams{Ident: id, Fingerprint: "other", Owner: "owner-3",
+				Lease: time.Minute, TTL: time.Hour, Now: at, Lean: true})
+			require.NoError(t, err, name)
+			require.False(t, created, name)
+			require.Equal(t, want.ID, got.ID, name)
+			require.Equal(t, want.Ident, got.Ident, name)
+			require.Equal(t, want.Fingerprint, got.Fingerprint, name)
+			require.Equal(t, want.Status, got.Status, name)
+			require.Equal(t, want.Result, got.Result, name)
+			require.Equal(t, want.Owner, got.Owner, name)
+			require.True(t, want.LeaseExpiresAt.Equal(got.LeaseExpiresAt), "%s: lease %s, want %s", name, got.LeaseExpiresAt, want.LeaseExpiresAt)
+			require.True(t, want.CreatedAt.Equal(got.CreatedAt), "%s: created_at %s, want %s", name, got.CreatedAt, want.CreatedAt)
+			require.True(t, want.ExpiresAt.Equal(got.ExpiresAt), "%s: expires_at %s, want %s", name, got.ExpiresAt, want.ExpiresAt)
+			require.True(t, at.Equal(got.ReadAt), "%s: read_at %s, want the call's clock %s", name, got.ReadAt, at)
+			after := get(t, b, id)
+			after.ReadAt = want.ReadAt
+			require.Equal(t, want, after, "%s: a lean Reserve of an existing record changes nothing", name)
+		}
 	})
 
 	t.Run("ReserveKeepsRecordAtLeastAsLongAsLease", func(t *testing.T) {
