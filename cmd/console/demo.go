@@ -37,6 +37,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	dbURL := fs.String("db", "sqlite:"+filepath.Join(os.TempDir(), "unstuck-demo.db"), "database `URL`: sqlite:PATH or postgres://…")
 	traffic := fs.Bool("traffic", true, "generate demo traffic that keeps records in every state")
 	fresh := fs.Bool("fresh", false, "start from an empty database: delete the demo's SQLite file first (only a file the demo created)")
+	bulkOpts := addBulkFlags(fs, getenv)
 	resetUsers := fs.Bool("reset-demo-users", false, "run on a database the demo did not create, or that has other accounts, and give admin, oncall, support and auditor their public demo passwords again")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: console demo [--addr ADDR] [--db URL] [--traffic=false] [--fresh]
@@ -56,6 +57,11 @@ refuses to start while they are enabled.
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "console demo: unexpected argument %q\n", fs.Arg(0))
+		return errUsage
+	}
+	bulkCfg, err := bulkOpts.config()
+	if err != nil {
+		fmt.Fprintf(stderr, "console demo: %v\n", err)
 		return errUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -112,7 +118,8 @@ refuses to start while they are enabled.
 		return fmt.Errorf("metrics: %w", err)
 	}
 	var skew clockSkew
-	mountSignups, decisions, stopSagas, err := startSagas(ctx, db, shop, reg, &skew, log)
+	bulk := &bulkRunner{}
+	mountSignups, decisions, stopSagas, err := startSagas(ctx, db, shop, reg, &skew, bulk, log)
 	if err != nil {
 		return fmt.Errorf("signups: %w", err)
 	}
@@ -123,7 +130,8 @@ refuses to start while they are enabled.
 	}
 	loopback := isLoopback(ln.Addr())
 	h, err := consoleHandler(db, engine, consoleOptions{secureCookies: !loopback, idle: 30 * time.Minute, absolute: 12 * time.Hour, registry: reg,
-		mount: func(r chi.Router) { shop.Routes(r); mountSignups(r) }, operations: decisions, clockSkew: skew}, log)
+		mount: func(r chi.Router) { shop.Routes(r); mountSignups(r) }, operations: decisions, clockSkew: skew,
+		bulk: bulk, bulkConfig: bulkCfg}, log)
 	if err != nil {
 		return err
 	}

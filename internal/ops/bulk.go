@@ -143,9 +143,9 @@ type keyIterator interface {
 	EachKey(ctx context.Context, f idemdriver.KeyFilter, batch int, fn func([]idemdriver.Record) error) error
 }
 
-// operationIterator reads the operations a filter selects
+// OperationIterator reads the operations a filter selects
 // (sagadriver.Admin).
-type operationIterator interface {
+type OperationIterator interface {
 	EachOperation(ctx context.Context, f sagadriver.OperationFilter, batchSize int, fn func([]sagadriver.Operation) error) error
 }
 
@@ -160,7 +160,7 @@ type Bulks struct {
 	keys    *Keys
 	ops     *Operations
 	keyList keyIterator
-	opList  operationIterator
+	opList  OperationIterator
 	trail   *audit.Trail
 	cfg     BulkConfig
 	log     *slog.Logger
@@ -173,7 +173,7 @@ type Bulks struct {
 // NewBulks returns the bulk decisions over st, deciding keys with keys
 // (listed with keyList) and operations with operations (listed with
 // opList); operations and opList may be nil (no saga records).
-func NewBulks(st bulkStore, keys *Keys, keyList keyIterator, operations *Operations, opList operationIterator, cfg BulkConfig) (*Bulks, error) {
+func NewBulks(st bulkStore, keys *Keys, keyList keyIterator, operations *Operations, opList OperationIterator, cfg BulkConfig) (*Bulks, error) {
 	if st == nil || keys == nil || keyList == nil {
 		return nil, errors.New("ops: bulk decisions need a store, key decisions and a key iterator")
 	}
@@ -685,4 +685,9 @@ func BulkRequestID(id int64) string { return "bulk-" + strconv.FormatInt(id, 10)
 func (b *Bulks) entry(actor Actor, req store.Bulk, action, reason string, after map[string]any, outcome string) audit.Entry {
 	return audit.Entry{Actor: actor.Username, Role: actor.Role, Action: action, TargetKind: "bulk", TargetID: strconv.FormatInt(req.ID, 10),
 		Reason: reason, After: mustJSON(after), Outcome: outcome, RequestID: BulkRequestID(req.ID), ClientAddr: actor.ClientAddr, UserAgent: actor.UserAgent}
+}
+
+// Denied audits a bulk or approval step the authorization refused.
+func (b *Bulks) Denied(ctx context.Context, actor Actor, action, targetKind, targetID string) error {
+	return RecordDenied(ctx, b.trail, actor, action, targetKind, targetID)
 }
