@@ -260,7 +260,7 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 		return fmt.Errorf("operation decisions: %w", err)
 	}
 	defer stopRiver() // after the server, before the database closes
-	opts := consoleOptions{bulk: bulk, bulkConfig: bulkCfg,secureCookies: !*insecure, idle: *idle, absolute: *absolute, operations: decisions,
+	opts := consoleOptions{bulk: bulk, bulkConfig: bulkCfg, secureCookies: !*insecure, idle: *idle, absolute: *absolute, operations: decisions,
 		registry: reg, clockSkew: skew,
 		trustedProxies: proxies, metricsToken: getenv("UNSTUCK_METRICS_TOKEN"), noMetricsRoute: *metricsAddr != ""}
 	h, err := consoleHandler(db, engine, opts, log)
