@@ -104,7 +104,7 @@ func TestBulkCrash(t *testing.T) {
 			for i := range recs {
 				recs[i] = idemdriver.Record{Ident: idemdriver.Ident{Scope: "tenant:crash", Operation: "POST /charges", KeyDigest: fmt.Sprintf("%064x", i)},
 					Fingerprint: "fp", Status: idemdriver.StatusPending, LastError: "provider timeout", Attempts: 1, Version: 1,
-					Owner: idemdriver.Owner{Token: fmt.Sprintf("owner-%d", i), Fence: int64(i + 1)},
+					Owner:     idemdriver.Owner{Token: fmt.Sprintf("owner-%d", i), Fence: int64(i + 1)},
 					CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(24 * time.Hour)}
 			}
 			require.NoError(t, db.Records.(idemdriver.Seeder).SeedRecords(ctx, recs))
