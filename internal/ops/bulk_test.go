@@ -246,3 +246,60 @@ func TestBulkApprovalK13(t *testing.T) {
 		})
 	}
 }
+
+// TestBulkCancelMidway: a cancel in the middle of a run stops it within a
+// batch; the items decided stay decided, the others stay as they were,
+// and the counts, the records and the trail agree (SPEC K12).
+func TestBulkCancelMidway(t *testing.T) {
+	t.Parallel()
+	for name, backend := range backends {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			b := setup(t, backend)
+			bulks, err := ops.NewBulks(b.db, b.keys, b.records, nil, nil, ops.BulkConfig{Approval: ops.Approval{}, Batch: 5, Pause: 300 * time.Millisecond})
+			require.NoError(t, err)
+			const n = 40
+			for i := range n {
+				pending(t, b, fmt.Sprintf("cancel-%02d", i))
+			}
+			req, _, err := bulks.Request(ctx, alice, forgetSpec("tenant:ops"), "provider outage, keys safe to rerun", n)
+			require.NoError(t, err)
+			ran := make(chan error, 1)
+			go func() {
+				_, err := bulks.Run(ctx, req.ID, 0)
+				ran <- err
+			}()
+			for {
+				got, _, err := bulks.Get(ctx, req.ID)
+				require.NoError(t, err)
+				if got.Counts[store.ItemApplied] >= 5 {
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			_, err = bulks.Cancel(ctx, alice, req.ID, false)
+			require.NoError(t, err)
+			require.NoError(t, <-ran)
+			got, _, err := bulks.Get(ctx, req.ID)
+			require.NoError(t, err)
+			require.Equal(t, store.BulkCancelled, got.Status)
+			applied := got.Counts[store.ItemApplied]
+			require.Less(t, applied, int64(n), "stopped in the middle")
+			require.Equal(t, map[string]int64{store.ItemApplied: applied, store.ItemPending: n - applied}, got.Counts)
+			left, err := b.records.ListKeys(ctx, idemdriver.KeyFilter{Scope: "tenant:ops", Limit: 100})
+			require.NoError(t, err)
+			require.Len(t, left.Records, int(n-applied), "the undecided records are untouched")
+			var decided int64
+			for _, e := range bulkEntries(t, b, req.ID) {
+				if e.Action == "key.forget" {
+					decided++
+				}
+			}
+			require.Equal(t, applied, decided, "one entry per decided item")
+			done, err := bulks.Run(ctx, req.ID, 0)
+			require.NoError(t, err)
+			require.True(t, done, "a cancelled request does not run again")
+		})
+	}
+}
