@@ -130,6 +130,7 @@ type BulkConfig struct {
 type bulkStore interface {
 	CreateBulk(ctx context.Context, b store.Bulk, items []store.BulkItem) (store.Bulk, error)
 	BulkByID(ctx context.Context, id int64) (store.Bulk, bool, error)
+	BulkStatus(ctx context.Context, id int64) (string, bool, error)
 	ListBulk(ctx context.Context, status string, limit int) ([]store.Bulk, error)
 	CountBulk(ctx context.Context, status string) (int64, error)
 	SetBulkStatus(ctx context.Context, id int64, from []string, to, by, reason string) (bool, error)

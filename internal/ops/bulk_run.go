@@ -59,11 +59,11 @@ func (b *Bulks) Run(ctx context.Context, id int64, slice time.Duration) (bool, e
 			}
 			// A cancel is seen within 50 items.
 			if i > 0 && i%50 == 0 {
-				cur, ok, err := b.store.BulkByID(ctx, id)
+				status, ok, err := b.store.BulkStatus(ctx, id)
 				if err != nil {
 					return false, err
 				}
-				if !ok || cur.Status != store.BulkRunning {
+				if !ok || status != store.BulkRunning {
 					return true, nil
 				}
 			}

@@ -426,3 +426,17 @@ func wrapBulk(what string, err error) error {
 	}
 	return fmt.Errorf("store: %s: %w", what, err)
 }
+
+// BulkStatus returns the status of request id alone: what a run checks
+// between items, without counting them.
+func (d *DB) BulkStatus(ctx context.Context, id int64) (string, bool, error) {
+	var (
+		status string
+		found  bool
+	)
+	err := bulkConn{d}.each(ctx, `SELECT status FROM unstuck_console_bulk WHERE id = $1`, []any{id}, func(scan func(...any) error) error {
+		found = true
+		return scan(&status)
+	})
+	return status, found, wrapBulk("read bulk status", err)
+}
