@@ -1631,6 +1631,9 @@ func BulkLinks(p Page, kind, self string) []BulkHidden {
 	q := u.Query()
 	q.Del("after")
 	q.Del("live")
+	if q.Get("key") != "" {
+		return nil // a raw key selects one record, and stays out of URLs
+	}
 	for k, v := range q {
 		if len(v) == 0 || v[0] == "" {
 			q.Del(k)

@@ -64,18 +64,25 @@ func singlePath(kind, action string) string {
 	return "/operations/0/" + action
 }
 
-// bulkControlFields are the fields of a bulk form that are not the list's
-// filter.
-var bulkControlFields = []string{"action", "all", "resolve_to", "reason", "confirm_count", "form_key", "after", "live"}
+// bulkFilterFields are the list filters a bulk request takes, per kind.
+// The raw key of the key list is not one of them: it would be stored with
+// the request and written in its audit entry (SPEC K11).
+var bulkFilterFields = map[string][]string{
+	ops.BulkKeys:       {"state", "scope", "operation", "correlation_id", "external_ref", "from", "to"},
+	ops.BulkOperations: {"status", "type", "correlation_id", "external_id", "from", "to"},
+}
 
 // bulkSpec reads a bulk action and the list's filter from q (a query or a
 // form); an invalid field is an AppError naming it.
 func bulkSpec(kind string, q url.Values) (ops.BulkSpec, *AppError) {
 	spec := ops.BulkSpec{Kind: kind, Action: q.Get("action"), All: q.Get("all") == "1", ResolveTo: saga.Status(q.Get("resolve_to"))}
+	if q.Get("key") != "" {
+		return spec, &AppError{Code: EInvalid, Field: "key", Message: "A raw key selects one record: decide it on its own page."}
+	}
 	filter := url.Values{}
-	for k, v := range q {
-		if !slices.Contains(bulkControlFields, k) && len(v) > 0 && v[0] != "" {
-			filter.Set(k, v[0])
+	for _, k := range bulkFilterFields[kind] {
+		if v := q.Get(k); v != "" {
+			filter.Set(k, v)
 		}
 	}
 	spec.FilterQuery = filter.Encode()

@@ -61,6 +61,7 @@ func TestBulkKeysWithApproval(t *testing.T) {
 		"/keys/bulk?action=forget":                  "all",
 		"/keys/bulk?action=explode&scope=x":         "action",
 		"/keys/bulk?action=forget&state=bogus":      "state",
+		"/keys/bulk?action=forget&key=raw-key-1234": "key",
 		"/keys/bulk?action=confirm&scope=" + "%ff":  "scope",
 		"/operations/bulk?action=resolve&status=ok": "status",
 	} {
