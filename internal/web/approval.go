@@ -11,9 +11,11 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/internal/views"
+	"github.com/unstuckhq/unstuck/saga"
 )
 
 func handleApprovals(bulks bulkService, log *slog.Logger) http.Handler {
@@ -141,6 +143,28 @@ func approvalGate(kind, action string, bulks bulkService, log *slog.Logger) func
 			}
 			if action == "resolve" {
 				params["resolve_to"] = f.Get("status")
+			}
+			// The decision is checked now as it will be when it runs, so
+			// that bad input is a 400 naming the field, not a failed item.
+			var verr error
+			if kind == ops.BulkKeys {
+				n, _ := strconv.ParseInt(id, 10, 64)
+				d := ops.KeyDecision{RecordID: n, Version: version, Action: idem.OperatorForget, Reason: f.Get("reason"), ExternalRef: f.Get("external_ref")}
+				if action == "confirm" {
+					d.Action = idem.OperatorConfirmNotHappened
+					if params["happened"] == "true" {
+						d.Action = idem.OperatorConfirmHappened
+					}
+				}
+				verr = d.Validate()
+			} else {
+				d := ops.OperationDecision{ID: id, Version: version, Action: ops.OperationAction(action), Step: f.Get("step"), Reason: f.Get("reason"),
+					ResolveTo: saga.Status(f.Get("status")), Happened: params["happened"] == "true", ExternalID: f.Get("external_ref")}
+				verr = d.Validate()
+			}
+			if verr != nil {
+				writeError(w, r, log, bulkAppError(verr))
+				return
 			}
 			req, err := bulks.RequestSingle(r.Context(), actorOf(r), kind, action, id, version, strings.TrimSpace(f.Get("step")), params, f.Get("reason"))
 			if err != nil {

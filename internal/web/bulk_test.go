@@ -173,6 +173,13 @@ func TestSingleDecisionApproval(t *testing.T) {
 	ctx := context.Background()
 	support := signIn(t, b, store.RoleSupport)
 	oncall := signIn(t, b, store.RoleOncall)
+	bad, _ := pendingKey(t, b, "single-bad")
+	resp, body := do(t, support, http.MethodPost, b.srv.URL+"/keys/"+strconv.FormatInt(bad, 10)+"/forget", url.Values{"version": {"1"},
+		"reason": {"short"}, "form_key": {"form-key-single-bad-reason"}})
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "checked when held, not when run: %s", body)
+	waiting, err := bulks.Waiting(ctx)
+	require.NoError(t, err)
+	require.Zero(t, waiting, "no request for an invalid decision")
 	for _, stale := range []bool{false, true} {
 		id, version := pendingKey(t, b, "single-"+strconv.FormatBool(stale))
 		path := "/keys/" + strconv.FormatInt(id, 10)
