@@ -40,6 +40,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	fresh := fs.Bool("fresh", false, "start from an empty database: delete the demo's SQLite file first (only a file the demo created)")
 	oidcDemo := fs.Bool("oidc-demo", false, "also start a demo OpenID provider in the process, with test users in groups, and offer single sign-on through it")
 	oidcAddr := fs.String("oidc-demo-addr", "127.0.0.1:0", "listen `address` of the demo OpenID provider (with --oidc-demo)")
+	bulkOpts := addBulkFlags(fs, getenv)
 	resetUsers := fs.Bool("reset-demo-users", false, "run on a database the demo did not create, or that has other accounts, and give admin, oncall, support and auditor their public demo passwords again")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: console demo [--addr ADDR] [--db URL] [--traffic=false] [--fresh] [--oidc-demo]
@@ -59,6 +60,11 @@ refuses to start while they are enabled.
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "console demo: unexpected argument %q\n", fs.Arg(0))
+		return errUsage
+	}
+	bulkCfg, err := bulkOpts.config()
+	if err != nil {
+		fmt.Fprintf(stderr, "console demo: %v\n", err)
 		return errUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -115,7 +121,8 @@ refuses to start while they are enabled.
 		return fmt.Errorf("metrics: %w", err)
 	}
 	var skew clockSkew
-	mountSignups, decisions, stopSagas, err := startSagas(ctx, db, shop, reg, &skew, log)
+	bulk := &bulkRunner{}
+	mountSignups, decisions, stopSagas, err := startSagas(ctx, db, shop, reg, &skew, bulk, log)
 	if err != nil {
 		return fmt.Errorf("signups: %w", err)
 	}
@@ -127,7 +134,8 @@ refuses to start while they are enabled.
 	loopback := isLoopback(ln.Addr())
 	base := "http://" + ln.Addr().String()
 	opts := consoleOptions{secureCookies: !loopback, idle: 30 * time.Minute, absolute: 12 * time.Hour, registry: reg,
-		mount: func(r chi.Router) { shop.Routes(r); mountSignups(r) }, operations: decisions, clockSkew: skew}
+		mount: func(r chi.Router) { shop.Routes(r); mountSignups(r) }, operations: decisions, clockSkew: skew,
+		bulk: bulk, bulkConfig: bulkCfg}
 	var idp *devidp.Provider
 	if *oidcDemo {
 		if idp, opts.sso, err = startDemoSSO(*oidcAddr, base, log); err != nil {

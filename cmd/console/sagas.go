@@ -46,7 +46,9 @@ var sagaOverrides sagaSettings
 // stop, which stops River (waiting for running jobs, then cancelling them)
 // and must be called before the database closes. It sets *skew to the
 // runner's clock skew, for /readyz.
-func startSagas(ctx context.Context, db *database, shop *demo.Shop, reg prometheus.Registerer, skew *clockSkew, log *slog.Logger) (mount func(chi.Router), decisions *ops.Operations, stop func(), err error) {
+//
+// bulk's worker runs on that River client (the console's bulk requests).
+func startSagas(ctx context.Context, db *database, shop *demo.Shop, reg prometheus.Registerer, skew *clockSkew, bulk *bulkRunner, log *slog.Logger) (mount func(chi.Router), decisions *ops.Operations, stop func(), err error) {
 	set := sagaOverrides
 	var sdb demo.SignupDB = sqlSignupDB{db.SQL}
 	if db.Pool != nil {
@@ -64,7 +66,7 @@ func startSagas(ctx context.Context, db *database, shop *demo.Shop, reg promethe
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		decisions, stop, err := runSagas(ctx, reg, riverpgxv5.New(db.Pool), sagapgx.New(db.Pool), dec, signups, set, skew, log)
+		decisions, stop, err := runSagas(ctx, reg, riverpgxv5.New(db.Pool), sagapgx.New(db.Pool), dec, signups, set, skew, bulk, log)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -79,7 +81,7 @@ func startSagas(ctx context.Context, db *database, shop *demo.Shop, reg promethe
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	decisions, stop, err = runSagas(ctx, reg, riversqlite.New(db.Immediate), sagasqlite.New(db.Immediate), dec, signups, set, skew, log)
+	decisions, stop, err = runSagas(ctx, reg, riversqlite.New(db.Immediate), sagasqlite.New(db.Immediate), dec, signups, set, skew, bulk, log)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -93,7 +95,7 @@ func demoWorkspaces(ctx context.Context, sdb demo.SignupDB) (demo.WorkspaceAPI, 
 	return demo.NewWorkspaceProviderDB(ctx, sdb)
 }
 
-func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverdriver.Driver[TTx], sd sagadriver.Driver[TTx], dec *ops.DB[TTx], signups *demo.Signups, set sagaSettings, skew *clockSkew, log *slog.Logger) (decisions *ops.Operations, stop func(), err error) {
+func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverdriver.Driver[TTx], sd sagadriver.Driver[TTx], dec *ops.DB[TTx], signups *demo.Signups, set sagaSettings, skew *clockSkew, bulk *bulkRunner, log *slog.Logger) (decisions *ops.Operations, stop func(), err error) {
 	if err := riverMigrate(ctx, rd); err != nil {
 		return nil, nil, err
 	}
@@ -129,10 +131,14 @@ func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverd
 	if err := runner.ConfigureRiver(cfg); err != nil {
 		return nil, nil, err
 	}
+	if err := bulk.register(workers, cfg); err != nil {
+		return nil, nil, err
+	}
 	client, err := river.NewClient(rd, cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("river client: %w", err)
 	}
+	bulk.insert = bulkInsert(client)
 	runner.SetClient(client)
 	demo.UseRunner(signups, runner)
 	// The console's decisions on operations go through the same runner:
@@ -150,7 +156,13 @@ func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverd
 	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
 		return nil, nil, fmt.Errorf("start river: %w", err)
 	}
-	return decisions, func() {
+	return decisions, stopRiver(client, log), nil
+}
+
+// stopRiver returns the stop of client: waiting up to 10 s for its
+// running jobs, then cancelling them.
+func stopRiver[TTx any](client *river.Client[TTx], log *slog.Logger) func() {
+	return func() {
 		soft, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := client.Stop(soft); err == nil {
@@ -162,7 +174,15 @@ func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverd
 		if err := client.StopAndCancel(hard); err != nil {
 			log.Error("river did not stop", "error", err.Error())
 		}
-	}, nil
+	}
+}
+
+// bulkInsert inserts the job of a bulk request's run on client.
+func bulkInsert[TTx any](client *river.Client[TTx]) func(ctx context.Context, args ops.BulkArgs) error {
+	return func(ctx context.Context, args ops.BulkArgs) error {
+		_, err := client.Insert(ctx, args, nil)
+		return err
+	}
 }
 
 // operationDecisions builds the decisions of "console serve" on saga
@@ -171,45 +191,57 @@ func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverd
 // insert) and an insert-only River client (no workers): the jobs a
 // decision inserts, on queue, are run by the application's River workers.
 // It registers the saga metrics in reg and sets *skew to the runner's clock skew, for /readyz.
-func operationDecisions(ctx context.Context, db *database, queue string, reg prometheus.Registerer, skew *clockSkew, log *slog.Logger) (*ops.Operations, error) {
+// The same client works the console's own queue, ops.BulkQueue, with
+// bulk's worker; stop stops it and must be called before the database
+// closes.
+func operationDecisions(ctx context.Context, db *database, queue string, reg prometheus.Registerer, skew *clockSkew, bulk *bulkRunner, log *slog.Logger) (*ops.Operations, func(), error) {
 	cfg := saga.Config{Queue: queue, Logger: log}
 	if db.Pool != nil {
 		dec, err := db.postgresDecisions()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return insertOnlyDecisions(ctx, riverpgxv5.New(db.Pool), sagapgx.New(db.Pool), dec, cfg, reg, skew, log)
+		return insertOnlyDecisions(ctx, riverpgxv5.New(db.Pool), sagapgx.New(db.Pool), dec, cfg, reg, skew, bulk, log)
 	}
 	// As the demo: the handle with one connection and BEGIN IMMEDIATE, so
 	// that a decision holds the write lock from its read to its audit
 	// entry.
 	dec, err := db.sqliteDecisions()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return insertOnlyDecisions(ctx, riversqlite.New(db.Immediate), sagasqlite.New(db.Immediate), dec, cfg, reg, skew, log)
+	return insertOnlyDecisions(ctx, riversqlite.New(db.Immediate), sagasqlite.New(db.Immediate), dec, cfg, reg, skew, bulk, log)
 }
 
-func insertOnlyDecisions[TTx any](ctx context.Context, rd riverdriver.Driver[TTx], sd sagadriver.Driver[TTx], dec *ops.DB[TTx], cfg saga.Config, reg prometheus.Registerer, skew *clockSkew, log *slog.Logger) (*ops.Operations, error) {
+func insertOnlyDecisions[TTx any](ctx context.Context, rd riverdriver.Driver[TTx], sd sagadriver.Driver[TTx], dec *ops.DB[TTx], cfg saga.Config, reg prometheus.Registerer, skew *clockSkew, bulk *bulkRunner, log *slog.Logger) (*ops.Operations, func(), error) {
 	runner, err := saga.NewRunner(sd, cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	client, err := river.NewClient(rd, &river.Config{Logger: log.With("component", "river")})
+	workers := river.NewWorkers()
+	rcfg := &river.Config{Logger: log.With("component", "river"), Workers: workers, FetchPollInterval: 250 * time.Millisecond}
+	if err := bulk.register(workers, rcfg); err != nil {
+		return nil, nil, err
+	}
+	client, err := river.NewClient(rd, rcfg)
 	if err != nil {
-		return nil, fmt.Errorf("river client: %w", err)
+		return nil, nil, fmt.Errorf("river client: %w", err)
 	}
+	bulk.insert = bulkInsert(client)
 	runner.SetClient(client)
 	if err := reg.Register(saga.NewCollector(runner, 5*time.Second)); err != nil {
-		return nil, fmt.Errorf("saga metrics: %w", err)
+		return nil, nil, fmt.Errorf("saga metrics: %w", err)
 	}
 	*skew = checkClock(ctx, runner, log)
 	decisions, err := ops.NewOperations(dec, runner)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	decisions.SetLogger(log)
-	return decisions, nil
+	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
+		return nil, nil, fmt.Errorf("start river: %w", err)
+	}
+	return decisions, stopRiver(client, log), nil
 }
 
 // pgxSignupDB runs the signups' SQL on the pool.

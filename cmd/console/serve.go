@@ -45,6 +45,10 @@ type consoleOptions struct {
 	// noLocalSignIn then turns the local form off.
 	sso           *web.SSO
 	noLocalSignIn bool
+	// bulk runs bulk requests on the River client; nil serves no bulk
+	// decisions or approvals. bulkConfig bounds them.
+	bulk       *bulkRunner
+	bulkConfig ops.BulkConfig
 }
 
 // consoleHandler builds the console's HTTP handler over db and engine.
@@ -87,6 +91,19 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 	}
 	if o.operations != nil {
 		cfg.Operations = o.operations
+	}
+	if o.bulk != nil {
+		var opList ops.OperationIterator
+		if db.Sagas != nil {
+			opList = db.Sagas
+		}
+		bulks, err := ops.NewBulks(db.Console, keys, db.Records, o.operations, opList, o.bulkConfig)
+		if err != nil {
+			return nil, err
+		}
+		bulks.SetLogger(log)
+		o.bulk.use(context.Background(), bulks, log)
+		cfg.Bulks = bulks
 	}
 	if o.clockSkew != nil {
 		return readyClock(web.NewHandler(cfg), o.clockSkew, log), nil
@@ -162,6 +179,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	metricsAddr := fs.String("metrics-addr", getenv("UNSTUCK_METRICS_ADDR"), "serve /metrics on this listen `address` instead of the console's (env UNSTUCK_METRICS_ADDR); a bearer token from UNSTUCK_METRICS_TOKEN guards it either way")
 	allowDemoUsers := fs.Bool("allow-demo-users", false, "start even while admin, oncall, support or auditor is enabled with its public demo password (a demo database)")
 	ssoF := defineSSOFlags(fs, getenv)
+	bulkOpts := addBulkFlags(fs, getenv)
 	sagaQueue := fs.String("saga-queue", envOr(getenv, "UNSTUCK_SAGA_QUEUE", saga.QueueDefault), "River `queue` of the applications' saga jobs, where operator decisions insert theirs (env UNSTUCK_SAGA_QUEUE)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: console serve --db URL [flags]
@@ -201,6 +219,11 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 		return errUsage
 	case *idle <= 0 || *absolute <= 0 || *idle > *absolute:
 		fmt.Fprintln(stderr, "console serve: --session-idle and --session-absolute must be positive, idle at most absolute")
+		return errUsage
+	}
+	bulkCfg, err := bulkOpts.config()
+	if err != nil {
+		fmt.Fprintf(stderr, "console serve: %v\n", err)
 		return errUsage
 	}
 	proxies, err := web.ParseTrustedProxies(*trustedProxies)
@@ -252,11 +275,13 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 	// on; the applications' River workers run them.
 	reg := prometheus.NewRegistry()
 	var skew clockSkew
-	decisions, err := operationDecisions(ctx, db, *sagaQueue, reg, &skew, log)
+	bulk := &bulkRunner{}
+	decisions, stopRiver, err := operationDecisions(ctx, db, *sagaQueue, reg, &skew, bulk, log)
 	if err != nil {
 		return fmt.Errorf("operation decisions: %w", err)
 	}
-	opts := consoleOptions{secureCookies: !*insecure, idle: *idle, absolute: *absolute, operations: decisions,
+	defer stopRiver() // after the server, before the database closes
+	opts := consoleOptions{bulk: bulk, bulkConfig: bulkCfg, secureCookies: !*insecure, idle: *idle, absolute: *absolute, operations: decisions,
 		registry: reg, clockSkew: skew,
 		trustedProxies: proxies, metricsToken: getenv("UNSTUCK_METRICS_TOKEN"), noMetricsRoute: *metricsAddr != "",
 		sso: single, noLocalSignIn: *ssoF.noLocal}

@@ -113,7 +113,11 @@ func (d *OperationDecision) Validate() error {
 type Operations struct {
 	trail  *audit.Trail
 	log    *slog.Logger
-	decide func(ctx context.Context, actor Actor, d OperationDecision) (OperationResult, *saga.Operation, error)
+	decide func(ctx context.Context, actor Actor, d OperationDecision, first txHook) (OperationResult, *saga.Operation, error)
+	// tx runs a function in one transaction of the DB (bulk refusals).
+	tx txRunner
+	// get reads an operation with its steps (bulk previews).
+	get func(ctx context.Context, id string) (saga.Operation, error)
 }
 
 // SetLogger makes o log there the audit entries of refused decisions it
@@ -137,7 +141,7 @@ func NewOperations[TTx any](db *DB[TTx], runner *saga.Runner[TTx]) (*Operations,
 		return nil, errors.New("ops: operations need a database and a saga runner")
 	}
 	o := operationTx[TTx]{db: db, runner: runner}
-	return &Operations{trail: db.trail, log: slog.Default(), decide: o.decide}, nil
+	return &Operations{trail: db.trail, log: slog.Default(), decide: o.decide, tx: db, get: runner.Get}, nil
 }
 
 // Decide applies d as actor: in one transaction of its DB it reads and
@@ -151,7 +155,7 @@ func (o *Operations) Decide(ctx context.Context, actor Actor, d OperationDecisio
 	if err := d.Validate(); err != nil {
 		return OperationResult{}, err
 	}
-	res, seen, err := o.decide(ctx, actor, d)
+	res, seen, err := o.decide(ctx, actor, d, nil)
 	var fe *FieldError
 	switch {
 	case errors.As(err, &fe):
@@ -206,8 +210,15 @@ type operationTx[TTx any] struct {
 
 // decide runs d in one transaction. seen is the operation as read in it,
 // when it was read, for the audit entry of a refusal.
-func (o operationTx[TTx]) decide(ctx context.Context, actor Actor, d OperationDecision) (res OperationResult, seen *saga.Operation, err error) {
+// first, if not nil, runs first in the transaction (a bulk item's
+// outcome).
+func (o operationTx[TTx]) decide(ctx context.Context, actor Actor, d OperationDecision, first txHook) (res OperationResult, seen *saga.Operation, err error) {
 	err = o.db.within(ctx, func(ctx context.Context, tx TTx) error {
+		if first != nil {
+			if err := first(ctx, tx); err != nil {
+				return err
+			}
+		}
 		cur, err := o.runner.GetTx(ctx, tx, d.ID)
 		switch {
 		case errors.Is(err, saga.ErrNotFound):

@@ -61,7 +61,9 @@ type Keys struct {
 	trail   *audit.Trail
 	log     *slog.Logger
 	// decide runs the decision in one transaction of the DB's type.
-	decide func(ctx context.Context, actor Actor, d KeyDecision, target string, found idemdriver.Record) (KeyResult, error)
+	decide func(ctx context.Context, actor Actor, d KeyDecision, target string, found idemdriver.Record, first txHook) (KeyResult, error)
+	// tx runs a function in one transaction of the DB (bulk refusals).
+	tx txRunner
 }
 
 // SetLogger makes k log there the audit entries of refused decisions it
@@ -82,7 +84,7 @@ func NewKeys[TTx any](db *DB[TTx], engine *idem.Engine, store func(tx TTx) idemd
 		return nil, errors.New("ops: key decisions need a database, an engine, a store and a record finder")
 	}
 	kt := keyTx[TTx]{db: db, engine: engine, store: store}
-	return &Keys{records: records, trail: db.trail, log: slog.Default(), decide: kt.decide}, nil
+	return &Keys{records: records, trail: db.trail, log: slog.Default(), decide: kt.decide, tx: db}, nil
 }
 
 // KeyDecision is an operator's decision on one key record, as the form
@@ -145,7 +147,7 @@ func (k *Keys) Decide(ctx context.Context, actor Actor, d KeyDecision) (KeyResul
 		k.refused(ctx, actor, d, target, nil, "the record no longer exists")
 		return KeyResult{}, ErrNotFound
 	}
-	res, err := k.decide(ctx, actor, d, target, found)
+	res, err := k.decide(ctx, actor, d, target, found, nil)
 	switch {
 	case errors.Is(err, ErrStale), errors.Is(err, ErrIllegal):
 		k.refused(ctx, actor, d, target, snapshot(found), err.Error())
@@ -164,8 +166,15 @@ type keyTx[TTx any] struct {
 }
 
 // decide runs d, on the record found by its ID, in one transaction.
-func (k keyTx[TTx]) decide(ctx context.Context, actor Actor, d KeyDecision, target string, found idemdriver.Record) (res KeyResult, err error) {
+// first, if not nil, runs first in the transaction (a bulk item's
+// outcome).
+func (k keyTx[TTx]) decide(ctx context.Context, actor Actor, d KeyDecision, target string, found idemdriver.Record, first txHook) (res KeyResult, err error) {
 	err = k.db.within(ctx, func(ctx context.Context, tx TTx) error {
+		if first != nil {
+			if err := first(ctx, tx); err != nil {
+				return err
+			}
+		}
 		store := k.store(tx)
 		cur, ok, err := store.Get(ctx, found.Ident)
 		switch {

@@ -150,3 +150,23 @@ func (d *DB[TTx]) within(ctx context.Context, fn func(ctx context.Context, tx TT
 	}
 	return nil
 }
+
+// txHook is a statement a decision runs first in its transaction, which it
+// gets as a pgx.Tx or a *sql.Tx: a bulk item's outcome (store.DB's
+// MarkBulkItemTx), so that it commits with the decision or not at all.
+type txHook func(ctx context.Context, tx any) error
+
+// txRunner runs fn in one transaction of a DB, with the audit append
+// bound to it, and commits if fn returns nil.
+type txRunner interface {
+	run(ctx context.Context, fn func(ctx context.Context, tx any, appendEntry func(audit.Entry) error) error) error
+}
+
+func (d *DB[TTx]) run(ctx context.Context, fn func(ctx context.Context, tx any, appendEntry func(audit.Entry) error) error) error {
+	return d.within(ctx, func(ctx context.Context, tx TTx) error {
+		return fn(ctx, tx, func(e audit.Entry) error {
+			_, err := d.appendTx(ctx, tx, e)
+			return err
+		})
+	})
+}

@@ -26,6 +26,21 @@ type Page struct {
 	Nav    string // "overview", "keys", "operations", "audit", "users"
 	Viewer *Viewer
 	Now    time.Time
+	// Approvals counts the requests waiting for a second person's
+	// approval (SPEC K13): the title and the navigation show it.
+	Approvals int64
+	// BulkEnabled says the console serves bulk decisions (the list
+	// pages link to them).
+	BulkEnabled bool
+}
+
+// FullTitle is the document title: the count of requests waiting for
+// approval first, when there are any.
+func (p Page) FullTitle() string {
+	if p.Approvals > 0 {
+		return "(" + strconv.FormatInt(p.Approvals, 10) + " waiting approval) " + p.Title + " · unstuck"
+	}
+	return p.Title + " · unstuck"
 }
 
 func (p Page) can(obj, act string) bool {

@@ -12,7 +12,8 @@ import (
 
 // pageFor builds the layout's model for r.
 func pageFor(r *http.Request, title, nav string) views.Page {
-	return views.Page{Title: title, Nav: nav, Viewer: viewerFrom(r.Context()), Now: time.Now().UTC()}
+	n, bulk := waitingApprovals(r.Context())
+	return views.Page{Title: title, Nav: nav, Viewer: viewerFrom(r.Context()), Now: time.Now().UTC(), Approvals: n, BulkEnabled: bulk}
 }
 
 // render writes content inside the layout, or only the named fragments

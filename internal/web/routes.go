@@ -86,6 +86,9 @@ type Config struct {
 	// Sagas reads the saga records for the operation pages and the
 	// overview (a sagapgx.Driver or sagasqlite.Driver); it must not be nil.
 	Sagas OperationReader
+	// Bulks runs bulk decisions and approvals (an *ops.Bulks); nil serves
+	// neither.
+	Bulks bulkService
 	// Ready, if set, is asked by /readyz after the database answers: an
 	// error (e.g. a schema behind the binary) answers 503 with its text.
 	Ready func(context.Context) error
@@ -151,6 +154,10 @@ func NewHandler(cfg Config) http.Handler {
 
 		r.Group(func(r chi.Router) {
 			r.Use(requireUser(cfg.Sessions, cfg.Store, az, ssoD, log), authorize(az, log, deniedAuditor(cfg.Keys, cfg.Operations, log)))
+			if cfg.Bulks != nil {
+				r.Use(countWaiting(cfg.Bulks, log))
+				bulkRoutes(r, cfg.Bulks, cfg.Engine, log)
+			}
 			r.Method(http.MethodGet, "/", handleOverview(cfg.Records, cfg.Sagas, log))
 			r.Method(http.MethodGet, "/keys", handleKeyList(cfg.Records, log))
 			r.Method(http.MethodGet, "/keys/{id}", handleKeyDetail(cfg.Records, cfg.Keys, cfg.Engine, log))
@@ -158,9 +165,9 @@ func NewHandler(cfg Config) http.Handler {
 				// Decisions: one idempotency key per rendered form, so a
 				// double submit applies once and gets the same redirect.
 				decided := decisionMiddleware(cfg.Engine)
-				r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST /keys/{id}/forget"), idem.RouteTTL(time.Hour))).
+				r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST /keys/{id}/forget"), idem.RouteTTL(time.Hour)), gate(cfg.Bulks, "keys", "forget", log)).
 					Method(http.MethodPost, "/keys/{id}/forget", handleKeyDecision("forget", cfg.Records, cfg.Keys, cfg.Engine, log))
-				r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST /keys/{id}/confirm"), idem.RouteTTL(time.Hour))).
+				r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST /keys/{id}/confirm"), idem.RouteTTL(time.Hour)), gate(cfg.Bulks, "keys", "confirm", log)).
 					Method(http.MethodPost, "/keys/{id}/confirm", handleKeyDecision("confirm", cfg.Records, cfg.Keys, cfg.Engine, log))
 			}
 			r.Method(http.MethodGet, "/operations", handleOperationList(cfg.Sagas, log))
@@ -173,7 +180,7 @@ func NewHandler(cfg Config) http.Handler {
 				decided := decisionMiddleware(cfg.Engine)
 				for _, action := range []ops.OperationAction{ops.OperationRetry, ops.OperationConfirm, ops.OperationCompensate, ops.OperationResolve} {
 					pattern := "/operations/{id}/" + string(action)
-					r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST "+pattern), idem.RouteTTL(time.Hour))).
+					r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST "+pattern), idem.RouteTTL(time.Hour)), gate(cfg.Bulks, "operations", string(action), log)).
 						Method(http.MethodPost, pattern, handleOperationDecision(action, cfg.Sagas, cfg.Operations, log))
 				}
 			}

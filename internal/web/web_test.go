@@ -47,6 +47,8 @@ type bundle struct {
 	keyID   int64  // a completed HTTP record with a stored response
 	opID    string // an operation under review, with steps and events
 	sagas   *sagasqlite.Driver
+	// bulks runs the bulk requests (no River: tests call Run).
+	bulks *ops.Bulks
 }
 
 func password(role string) string { return "password-for-" + role }
@@ -121,13 +123,17 @@ func setup(t *testing.T, opts ...func(*web.Config)) *bundle {
 	require.NoError(t, err)
 	cfg.Keys = keys
 	cfg.Operations = operationDecisions(t, imm, dec)
+	bulks, err := ops.NewBulks(db, keys, idemStore, cfg.Operations.(*ops.Operations), sagaDriver, ops.BulkConfig{})
+	require.NoError(t, err)
+	cfg.Bulks = bulks
 	for _, o := range opts {
 		o(&cfg)
 	}
 	h := web.NewHandler(cfg)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &bundle{srv: srv, db: db, records: idemStore, engine: engine, router: h.(chi.Routes), sqlDB: sqlDB, trail: trail, keyID: page.Records[0].ID, opID: opID, sagas: sagaDriver}
+	return &bundle{srv: srv, db: db, records: idemStore, engine: engine, router: h.(chi.Routes), sqlDB: sqlDB, trail: trail, keyID: page.Records[0].ID, opID: opID, sagas: sagaDriver,
+		bulks: bulks}
 }
 
 // seedOperation records, through the saga driver as the engine does, an
@@ -209,6 +215,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	key := "/keys/" + itoa(b.keyID)
+	seeded, _, err := b.bulks.Request(context.Background(), ops.Actor{Username: store.RoleOncall, Role: store.RoleOncall},
+		ops.BulkSpec{Kind: ops.BulkKeys, Action: "forget", All: true}, "seeded request for the route tests", 1)
+	require.NoError(t, err)
 	type cell struct {
 		method, path, pattern string
 		allowed               []string // roles that get 200
@@ -224,6 +233,10 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"GET", "/audit", "/audit", []string{store.RoleAuditor, store.RoleAdmin}, false},
 		{"GET", "/audit/export?format=csv", "/audit/export", []string{store.RoleAuditor, store.RoleAdmin}, false},
 		{"GET", "/audit/export?format=jsonl", "/audit/export", []string{store.RoleAuditor, store.RoleAdmin}, false},
+		{"GET", "/keys/bulk?action=forget&all=1", "/keys/bulk", []string{store.RoleSupport, store.RoleOncall, store.RoleAdmin}, false},
+		{"GET", "/operations/bulk?action=resolve&resolve_to=failed&status=review_required", "/operations/bulk", []string{store.RoleOncall, store.RoleAdmin}, false},
+		{"GET", "/bulk/" + itoa(seeded.ID), "/bulk/{id}", roles, false},
+		{"GET", "/approvals", "/approvals", roles, false},
 		{"GET", "/login", "/login", nil, true},
 		{"GET", "/healthz", "/healthz", nil, true},
 		{"GET", "/readyz", "/readyz", nil, true},
@@ -234,7 +247,9 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"POST /keys/{id}/forget": true, "POST /keys/{id}/confirm": true, // tested in TestKeyDecisions
 		"POST /operations/{id}/retry": true, "POST /operations/{id}/confirm": true, // tested in TestOperationDecisions
 		"POST /operations/{id}/compensate": true, "POST /operations/{id}/resolve": true,
-		"POST /users/{username}/unlock": true} // tested in TestAdminUnlock
+		"POST /users/{username}/unlock": true,                                                                // tested in TestAdminUnlock
+		"POST /keys/bulk":               true, "POST /operations/bulk": true, "POST /bulk/{id}/cancel": true, // tested in TestBulk…
+		"POST /approvals/{id}/approve": true, "POST /approvals/{id}/reject": true}
 	covered := map[string]bool{}
 	for _, c := range matrix {
 		covered[c.method+" "+c.pattern] = true

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/unstuckhq/unstuck/internal/ops"
+)
+
+// bulkRunner is the console's bulk work on River (SPEC K12): the worker
+// that the console's River client runs on ops.BulkQueue, and the insert
+// that starts a request's run. The client is built before the decisions
+// the worker needs, so the worker finds its ops.Bulks through use.
+type bulkRunner struct {
+	mu     sync.Mutex
+	bulks  *ops.Bulks
+	insert func(ctx context.Context, args ops.BulkArgs) error
+}
+
+// register adds the bulk worker and its queue (one job at a time: the
+// runs of several requests take turns, bounding their load) to cfg.
+func (b *bulkRunner) register(workers *river.Workers, cfg *river.Config) error {
+	if cfg.Queues == nil {
+		cfg.Queues = map[string]river.QueueConfig{}
+	}
+	cfg.Queues[ops.BulkQueue] = river.QueueConfig{MaxWorkers: 1}
+	return river.AddWorkerSafely(workers, river.WorkFunc(func(ctx context.Context, job *river.Job[ops.BulkArgs]) error {
+		b.mu.Lock()
+		bulks := b.bulks
+		b.mu.Unlock()
+		if bulks == nil {
+			return river.JobSnooze(time.Second)
+		}
+		return ops.NewBulkWorker(bulks).Work(ctx, job)
+	}))
+}
+
+// use sets the decisions the worker runs, and resumes the requests a
+// stopped process left running.
+func (b *bulkRunner) use(ctx context.Context, bulks *ops.Bulks, log *slog.Logger) {
+	b.mu.Lock()
+	b.bulks = bulks
+	b.mu.Unlock()
+	bulks.SetEnqueue(func(ctx context.Context, id int64) error {
+		if b.insert == nil {
+			return errors.New("no River client runs bulk requests")
+		}
+		return b.insert(ctx, ops.BulkArgs{BulkID: id})
+	})
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := bulks.Resume(ctx); err != nil {
+		log.Error("bulk requests not resumed", "error", err.Error())
+	}
+}
+
+// bulkFlags are the settings of bulk decisions and approvals.
+type bulkFlags struct {
+	approval *string
+	cap      *int
+	expiry   *time.Duration
+	batch    *int
+	pause    *time.Duration
+}
+
+func addBulkFlags(fs *flag.FlagSet, getenv func(string) string) bulkFlags {
+	return bulkFlags{
+		approval: fs.String("approval-required", envOr(getenv, "UNSTUCK_APPROVAL_REQUIRED", "bulk"), "decisions that need a second person's approval: none, or a comma `list` of bulk, keys.forget, keys.confirm, operations.retry, operations.confirm, operations.compensate, operations.resolve (env UNSTUCK_APPROVAL_REQUIRED)"),
+		cap:      fs.Int("bulk-cap", ops.DefaultBulkCap, "the most items one bulk request may decide"),
+		expiry:   fs.Duration("approval-expiry", ops.DefaultBulkExpiry, "how long a request waits for approval before it expires"),
+		batch:    fs.Int("bulk-batch", ops.DefaultBulkBatch, "items a bulk run decides per batch"),
+		pause:    fs.Duration("bulk-pause", 0, "pause between two batches of a bulk run, to bound its load on the database"),
+	}
+}
+
+func (f bulkFlags) config() (ops.BulkConfig, error) {
+	a, err := ops.ParseApproval(*f.approval)
+	if err != nil {
+		return ops.BulkConfig{}, err
+	}
+	if *f.cap <= 0 || *f.batch <= 0 || *f.expiry <= 0 || *f.pause < 0 {
+		return ops.BulkConfig{}, errors.New("--bulk-cap, --bulk-batch and --approval-expiry must be positive, --bulk-pause at least 0")
+	}
+	return ops.BulkConfig{Approval: a, Cap: *f.cap, Expiry: *f.expiry, Batch: *f.batch, Pause: *f.pause}, nil
+}

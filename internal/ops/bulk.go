@@ -1,0 +1,694 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/internal/audit"
+	"github.com/unstuckhq/unstuck/internal/store"
+	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
+)
+
+// Kinds of bulk request: what its items are.
+const (
+	BulkKeys       = "keys"
+	BulkOperations = "operations"
+)
+
+// Defaults of [BulkConfig].
+const (
+	DefaultBulkCap    = 10000
+	DefaultBulkBatch  = 500
+	DefaultBulkExpiry = 24 * time.Hour
+	// SampleSize is how many items a preview shows.
+	SampleSize = 20
+)
+
+// Errors of bulk requests and approvals, matched with errors.Is.
+var (
+	// ErrCountChanged: the typed count is not the count of items the
+	// action is legal for now (a *CountError says the count).
+	ErrCountChanged = errors.New("ops: the number of matching items changed since the preview")
+	// ErrSelfApproval: the requester tried to approve or reject their own
+	// request (SPEC K13).
+	ErrSelfApproval = errors.New("ops: the requester cannot approve or reject their own request")
+	// ErrForbidden: the actor may not cancel this request.
+	ErrForbidden = errors.New("ops: not allowed")
+	// ErrNotWaiting: the request is not (or no longer) in a state that
+	// allows the step: approved, rejected, expired, cancelled or done.
+	ErrNotWaiting = errors.New("ops: the request is not in a state that allows this")
+)
+
+// CountError is an [ErrCountChanged] with the count as it is now.
+type CountError struct{ Now int64 }
+
+func (e *CountError) Error() string {
+	return ErrCountChanged.Error() + " (now " + strconv.FormatInt(e.Now, 10) + ")"
+}
+func (e *CountError) Is(err error) bool { return err == ErrCountChanged }
+
+// errAlreadyDecided: a bulk item was decided by another run; its
+// transaction rolls back and nothing is counted twice.
+var errAlreadyDecided = errors.New("ops: bulk item already decided")
+
+// Approval says which decisions need a second person's approval (SPEC
+// K13): "bulk" (every bulk request), and single decisions by name:
+// keys.forget, keys.confirm, operations.retry, operations.compensate,
+// operations.resolve.
+type Approval map[string]bool
+
+// ApprovalNames are the names an [Approval] may hold.
+var ApprovalNames = []string{"bulk", "keys.forget", "keys.confirm", "operations.retry", "operations.confirm", "operations.compensate", "operations.resolve"}
+
+// ParseApproval reads a comma list of [ApprovalNames]; "" is the default,
+// "bulk", and "none" turns approval off.
+func ParseApproval(s string) (Approval, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return Approval{"bulk": true}, nil
+	}
+	a := Approval{}
+	if s == "none" {
+		return a, nil
+	}
+	for _, n := range strings.Split(s, ",") {
+		n = strings.TrimSpace(n)
+		if !slices.Contains(ApprovalNames, n) {
+			return nil, fmt.Errorf("unknown approval %q: use none or a comma list of %s", n, strings.Join(ApprovalNames, ", "))
+		}
+		a[n] = true
+	}
+	return a, nil
+}
+
+// Bulk reports whether bulk requests need approval.
+func (a Approval) Bulk() bool { return a["bulk"] }
+
+// Single reports whether a single decision of action on kind ("keys",
+// "operations") needs approval.
+func (a Approval) Single(kind, action string) bool { return a[kind+"."+action] }
+
+// String is the comma list, sorted.
+func (a Approval) String() string {
+	names := slices.Sorted(maps.Keys(a))
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ",")
+}
+
+// BulkConfig bounds bulk work.
+type BulkConfig struct {
+	// Cap is the most items one request may decide; DefaultBulkCap when
+	// <= 0.
+	Cap int
+	// Batch is how many items a run reads and decides at a time;
+	// DefaultBulkBatch when <= 0.
+	Batch int
+	// Pause is how long a run waits between batches, so that the
+	// applications' requests keep their latency (0: none).
+	Pause time.Duration
+	// Expiry is how long a request waits for approval;
+	// DefaultBulkExpiry when <= 0.
+	Expiry time.Duration
+	// Approval says which decisions need a second person.
+	Approval Approval
+}
+
+// bulkStore is the console store's bulk tables (a *store.DB).
+type bulkStore interface {
+	CreateBulk(ctx context.Context, b store.Bulk, items []store.BulkItem) (store.Bulk, error)
+	BulkByID(ctx context.Context, id int64) (store.Bulk, bool, error)
+	BulkStatus(ctx context.Context, id int64) (string, bool, error)
+	ListBulk(ctx context.Context, status string, limit int) ([]store.Bulk, error)
+	CountBulk(ctx context.Context, status string) (int64, error)
+	SetBulkStatus(ctx context.Context, id int64, from []string, to, by, reason string) (bool, error)
+	ExpireBulk(ctx context.Context, now time.Time) ([]int64, error)
+	BulkItems(ctx context.Context, id int64, outcome string, after, limit int) ([]store.BulkItem, error)
+	MarkBulkItemTx(ctx context.Context, tx any, id int64, seq int, outcome, detail string) (bool, error)
+}
+
+// keyIterator reads the key records a filter selects (idemdriver.Admin).
+type keyIterator interface {
+	EachKey(ctx context.Context, f idemdriver.KeyFilter, batch int, fn func([]idemdriver.Record) error) error
+}
+
+// OperationIterator reads the operations a filter selects
+// (sagadriver.Admin).
+type OperationIterator interface {
+	EachOperation(ctx context.Context, f sagadriver.OperationFilter, batchSize int, fn func([]sagadriver.Operation) error) error
+}
+
+// Bulks runs bulk decisions and approvals: a request fixes its items and
+// their versions, and each item is then decided through the same one
+// transaction as a single decision (Keys.Decide, Operations.Decide), with
+// the item's outcome set first in that transaction, so that a stale item
+// is skipped, never forced, and a resumed run decides no item twice. It is
+// safe for concurrent use.
+type Bulks struct {
+	store   bulkStore
+	keys    *Keys
+	ops     *Operations
+	keyList keyIterator
+	opList  OperationIterator
+	trail   *audit.Trail
+	cfg     BulkConfig
+	log     *slog.Logger
+	// enqueue starts the durable run of a request (a River job); nil
+	// leaves requests to Run.
+	enqueue func(ctx context.Context, id int64) error
+	now     func() time.Time
+}
+
+// NewBulks returns the bulk decisions over st, deciding keys with keys
+// (listed with keyList) and operations with operations (listed with
+// opList); operations and opList may be nil (no saga records).
+func NewBulks(st bulkStore, keys *Keys, keyList keyIterator, operations *Operations, opList OperationIterator, cfg BulkConfig) (*Bulks, error) {
+	if st == nil || keys == nil || keyList == nil {
+		return nil, errors.New("ops: bulk decisions need a store, key decisions and a key iterator")
+	}
+	if cfg.Cap <= 0 {
+		cfg.Cap = DefaultBulkCap
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = DefaultBulkBatch
+	}
+	if cfg.Expiry <= 0 {
+		cfg.Expiry = DefaultBulkExpiry
+	}
+	if cfg.Approval == nil {
+		cfg.Approval = Approval{"bulk": true}
+	}
+	return &Bulks{store: st, keys: keys, keyList: keyList, ops: operations, opList: opList, trail: keys.trail, cfg: cfg,
+		log: slog.Default(), now: time.Now}, nil
+}
+
+// SetLogger sets where b logs; call it before b is used.
+func (b *Bulks) SetLogger(log *slog.Logger) {
+	if log != nil {
+		b.log = log
+	}
+}
+
+// SetEnqueue sets how a request's run is started (a River insert of
+// [BulkArgs]); call it before b is used.
+func (b *Bulks) SetEnqueue(fn func(ctx context.Context, id int64) error) { b.enqueue = fn }
+
+// Config returns b's configuration, defaults filled in.
+func (b *Bulks) Config() BulkConfig { return b.cfg }
+
+// BulkSpec is what a bulk request acts on: an action on the items of one
+// list's filter.
+type BulkSpec struct {
+	Kind   string // BulkKeys or BulkOperations
+	Action string // keys: forget, confirm; operations: retry, compensate, resolve
+	// KeyFilter or OperationFilter is the list's filter (After and Limit
+	// ignored); FilterQuery is the same as the list's query string.
+	KeyFilter       idemdriver.KeyFilter
+	OperationFilter sagadriver.OperationFilter
+	FilterQuery     string
+	// All must be set when the filter is empty: the action then applies to
+	// every item.
+	All bool
+	// ResolveTo is a resolve's terminal status.
+	ResolveTo saga.Status
+}
+
+// BulkSample is one item of a preview.
+type BulkSample struct {
+	ID, Label string
+	Version   int64
+}
+
+// BulkPreview is what a request would do now.
+type BulkPreview struct {
+	// Legal is the number of items the action is legal for (at most
+	// Cap+1: OverCap says there are more than Cap).
+	Legal   int64
+	OverCap bool
+	Cap     int
+	// NotLegal counts the others by reason.
+	NotLegal map[string]int64
+	Sample   []BulkSample
+	// Consequence says what the action does.
+	Consequence string
+	// Approval says whether the request will wait for a second person.
+	Approval bool
+
+	items []store.BulkItem
+}
+
+// NotLegalTotal is the sum of NotLegal.
+func (p BulkPreview) NotLegalTotal() int64 {
+	var n int64
+	for _, c := range p.NotLegal {
+		n += c
+	}
+	return n
+}
+
+// Validate checks the spec's action and that an empty filter says All.
+func (s *BulkSpec) Validate() error {
+	switch s.Kind {
+	case BulkKeys:
+		if s.Action != "forget" && s.Action != "confirm" {
+			return invalid("action", "choose forget or confirm (did not happen); a confirmation that it happened needs each key's own reference")
+		}
+	case BulkOperations:
+		switch OperationAction(s.Action) {
+		case OperationRetry, OperationCompensate:
+		case OperationResolve:
+			switch s.ResolveTo {
+			case saga.StatusCompleted, saga.StatusFailed, saga.StatusCompensated:
+			default:
+				return invalid("status", "resolve as completed, failed or compensated")
+			}
+		default:
+			return invalid("action", "choose retry, compensate or resolve")
+		}
+	default:
+		return invalid("kind", "keys or operations")
+	}
+	if s.FilterQuery == "" && !s.All {
+		return invalid("all", "the filter is empty: tick \"all\" to act on every item")
+	}
+	return nil
+}
+
+var consequences = map[string]string{
+	"keys/forget":           "Deletes each record: the next request with its key runs again, as if it had never been seen.",
+	"keys/confirm":          "Records that each effect did not happen: each key is released and the next request with it runs.",
+	"operations/retry":      "Retries each operation's failed, uncertain or stuck step (or failed compensation) with fresh attempts and the same key.",
+	"operations/compensate": "Starts compensation of each operation: its completed steps are undone in reverse order.",
+	"operations/resolve":    "Closes each review with the chosen terminal status and the reason as its resolution; the engine changes nothing else.",
+}
+
+// Preview returns what the request of spec would do now.
+func (b *Bulks) Preview(ctx context.Context, spec BulkSpec) (BulkPreview, error) {
+	if err := spec.Validate(); err != nil {
+		return BulkPreview{}, err
+	}
+	p := BulkPreview{Cap: b.cfg.Cap, NotLegal: map[string]int64{}, Consequence: consequences[spec.Kind+"/"+spec.Action], Approval: b.cfg.Approval.Bulk()}
+	full := errors.New("full")
+	add := func(it store.BulkItem, label string) error {
+		p.Legal++
+		if p.Legal > int64(b.cfg.Cap) {
+			p.OverCap, p.Legal = true, int64(b.cfg.Cap)+1
+			return full
+		}
+		p.items = append(p.items, it)
+		if len(p.Sample) < SampleSize {
+			p.Sample = append(p.Sample, BulkSample{ID: it.TargetID, Label: label, Version: it.Version})
+		}
+		return nil
+	}
+	var err error
+	switch spec.Kind {
+	case BulkKeys:
+		act := keyAction(spec.Action)
+		f := spec.KeyFilter
+		f.After, f.Limit = "", 0
+		err = b.keyList.EachKey(ctx, f, idemdriver.MaxLimit, func(recs []idemdriver.Record) error {
+			for _, r := range recs {
+				if cerr := idem.CheckOperator(r, act); cerr != nil {
+					p.NotLegal[notLegalReason(r, cerr)]++
+					continue
+				}
+				if err := add(store.BulkItem{TargetID: strconv.FormatInt(r.ID, 10), Version: r.Version},
+					r.Scope+" · "+r.Operation+" · "+string(r.Status)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	case BulkOperations:
+		if b.ops == nil || b.opList == nil {
+			return BulkPreview{}, invalid("kind", "this console has no saga records")
+		}
+		f := spec.OperationFilter
+		f.After, f.Limit = "", 0
+		err = b.opList.EachOperation(ctx, f, sagadriver.MaxLimit, func(list []sagadriver.Operation) error {
+			for _, o := range list {
+				op, err := b.ops.get(ctx, o.ID)
+				if errors.Is(err, saga.ErrNotFound) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				step, why := operationLegal(op, OperationAction(spec.Action))
+				if why != "" {
+					p.NotLegal[why]++
+					continue
+				}
+				if err := add(store.BulkItem{TargetID: op.ID, Version: op.Version, Step: step}, op.Type+" · "+string(op.Status)+stepLabel(step)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err != nil && !errors.Is(err, full) {
+		return BulkPreview{}, err
+	}
+	return p, nil
+}
+
+func stepLabel(step string) string {
+	if step == "" {
+		return ""
+	}
+	return " · step " + step
+}
+
+func keyAction(a string) idem.OperatorAction {
+	if a == "confirm" {
+		return idem.OperatorConfirmNotHappened
+	}
+	return idem.OperatorForget
+}
+
+// notLegalReason groups a refused key by its state and the rule.
+func notLegalReason(r idemdriver.Record, err error) string {
+	var te *idem.TransitionError
+	if errors.As(err, &te) {
+		return te.Status + ": " + te.Reason
+	}
+	return string(r.Status) + ": " + err.Error()
+}
+
+// operationLegal says whether act is legal on op now ("" why), and the
+// step a retry takes.
+func operationLegal(op saga.Operation, act OperationAction) (step, why string) {
+	l := Legal(op)
+	switch act {
+	case OperationRetry:
+		switch len(l.Retry) {
+		case 0:
+			return "", string(op.Status) + ": no step to retry"
+		case 1:
+			return l.Retry[0].Name, ""
+		default:
+			return "", string(op.Status) + ": several steps could be retried; decide it on its own page"
+		}
+	case OperationCompensate:
+		if !l.Compensate {
+			return "", string(op.Status) + ": compensation cannot start (not running or under review, or already started)"
+		}
+	case OperationResolve:
+		if !l.Resolve {
+			return "", string(op.Status) + ": only an operation under review can be resolved"
+		}
+	}
+	return "", ""
+}
+
+// validReason checks an operator's reason.
+func validReason(field, reason string) (string, error) {
+	reason = strings.TrimSpace(reason)
+	switch {
+	case utf8.RuneCountInString(reason) < MinReason:
+		return "", invalid(field, fmt.Sprintf("give a reason of at least %d characters", MinReason))
+	case len(reason) > MaxReason || !utf8.ValidString(reason):
+		return "", invalid(field, fmt.Sprintf("the reason must be valid text of at most %d bytes", MaxReason))
+	}
+	return reason, nil
+}
+
+// Request records a bulk request of spec by actor with reason, for the
+// items the action is legal for now, if there are confirmCount of them
+// (else a *CountError) and no more than the cap. It waits for approval if
+// the configuration says so; else its run starts. The request is audited.
+func (b *Bulks) Request(ctx context.Context, actor Actor, spec BulkSpec, reason string, confirmCount int64) (store.Bulk, BulkPreview, error) {
+	reason, err := validReason("reason", reason)
+	if err != nil {
+		return store.Bulk{}, BulkPreview{}, err
+	}
+	p, err := b.Preview(ctx, spec)
+	if err != nil {
+		return store.Bulk{}, p, err
+	}
+	switch {
+	case p.OverCap:
+		return store.Bulk{}, p, invalid("filter", fmt.Sprintf("more than %d items match: narrow the filter", b.cfg.Cap))
+	case p.Legal == 0:
+		return store.Bulk{}, p, invalid("filter", "the action is legal for no matching item")
+	case confirmCount != p.Legal:
+		return store.Bulk{}, p, &CountError{Now: p.Legal}
+	}
+	params := map[string]any{}
+	if spec.ResolveTo != "" {
+		params["resolve_to"] = string(spec.ResolveTo)
+	}
+	req := store.Bulk{Kind: spec.Kind, Action: spec.Action, Filter: spec.FilterQuery, Params: string(mustJSON(params)), Reason: reason,
+		RequestedBy: actor.Username, RequestedRole: actor.Role, Status: store.BulkRunning, NotLegal: p.NotLegalTotal()}
+	if b.cfg.Approval.Bulk() {
+		req.Status, req.ExpiresAt = store.BulkWaitingApproval, b.now().Add(b.cfg.Expiry)
+	}
+	return b.create(ctx, actor, req, p)
+}
+
+// RequestSingle records a single decision that needs approval as a
+// request of one item: the key record or operation id at version, with
+// its parameters (a confirm's outcome and reference, a retry's step, a
+// resolve's status). It runs, through the same path as a bulk item, once
+// approved.
+func (b *Bulks) RequestSingle(ctx context.Context, actor Actor, kind, action, id string, version int64, step string, params map[string]any, reason string) (store.Bulk, error) {
+	reason, err := validReason("reason", reason)
+	if err != nil {
+		return store.Bulk{}, err
+	}
+	if version <= 0 {
+		return store.Bulk{}, invalid("version", "the form has no version; reload the page")
+	}
+	req := store.Bulk{Kind: kind, Action: action, Single: true, Params: string(mustJSON(params)), Reason: reason,
+		RequestedBy: actor.Username, RequestedRole: actor.Role, Status: store.BulkWaitingApproval, ExpiresAt: b.now().Add(b.cfg.Expiry)}
+	p := BulkPreview{Legal: 1, items: []store.BulkItem{{TargetID: id, Version: version, Step: step}}}
+	req, _, err = b.create(ctx, actor, req, p)
+	return req, err
+}
+
+func (b *Bulks) create(ctx context.Context, actor Actor, req store.Bulk, p BulkPreview) (store.Bulk, BulkPreview, error) {
+	req, err := b.store.CreateBulk(ctx, req, p.items)
+	if err != nil {
+		return store.Bulk{}, p, err
+	}
+	after := map[string]any{"kind": req.Kind, "action": req.Action, "filter": req.Filter, "params": req.Params, "count": req.Total,
+		"not_legal": req.NotLegal, "status": req.Status, "single": req.Single}
+	if req.Single && len(p.items) == 1 {
+		after["target"], after["version"] = p.items[0].TargetID, p.items[0].Version
+	}
+	if _, err := b.trail.Append(ctx, b.entry(actor, req, "bulk.request", req.Reason, after, audit.OutcomeApplied)); err != nil {
+		return req, p, err
+	}
+	if req.Status == store.BulkRunning {
+		if err := b.start(ctx, req.ID); err != nil {
+			return req, p, err
+		}
+	}
+	return req, p, nil
+}
+
+func (b *Bulks) start(ctx context.Context, id int64) error {
+	if b.enqueue == nil {
+		return nil
+	}
+	if err := b.enqueue(ctx, id); err != nil {
+		return fmt.Errorf("ops: start bulk request %d: %w", id, err)
+	}
+	return nil
+}
+
+// Get returns request id with its counts.
+func (b *Bulks) Get(ctx context.Context, id int64) (store.Bulk, bool, error) {
+	req, ok, err := b.store.BulkByID(ctx, id)
+	if err != nil || !ok {
+		return req, ok, err
+	}
+	if req.Status == store.BulkWaitingApproval && !req.ExpiresAt.IsZero() && !b.now().Before(req.ExpiresAt) {
+		if _, err := b.expire(ctx); err != nil {
+			return req, ok, err
+		}
+		return b.store.BulkByID(ctx, id)
+	}
+	return req, ok, nil
+}
+
+// List returns up to limit requests in status ("" every one), newest
+// first, after expiring those past their time.
+func (b *Bulks) List(ctx context.Context, status string, limit int) ([]store.Bulk, error) {
+	if _, err := b.expire(ctx); err != nil {
+		return nil, err
+	}
+	return b.store.ListBulk(ctx, status, limit)
+}
+
+// Waiting counts the requests waiting for approval.
+func (b *Bulks) Waiting(ctx context.Context) (int64, error) {
+	if _, err := b.expire(ctx); err != nil {
+		return 0, err
+	}
+	return b.store.CountBulk(ctx, store.BulkWaitingApproval)
+}
+
+// Items returns up to limit items of request id with outcome ("" every
+// one) after seq after.
+func (b *Bulks) Items(ctx context.Context, id int64, outcome string, after, limit int) ([]store.BulkItem, error) {
+	return b.store.BulkItems(ctx, id, outcome, after, limit)
+}
+
+// expire moves the requests past their time to expired, audited.
+func (b *Bulks) expire(ctx context.Context) ([]int64, error) {
+	ids, err := b.store.ExpireBulk(ctx, b.now())
+	for _, id := range ids {
+		e := audit.Entry{Actor: "system", Role: "system", Action: "bulk.expire", TargetKind: "bulk", TargetID: strconv.FormatInt(id, 10),
+			Reason: "no approval before the request expired", Outcome: audit.OutcomeApplied, RequestID: BulkRequestID(id)}
+		if _, aerr := b.trail.Append(ctx, e); aerr != nil {
+			err = errors.Join(err, aerr)
+		}
+	}
+	return ids, err
+}
+
+// Approve approves request id as actor, a different person than the
+// requester (else ErrSelfApproval, audited as denied), and starts its run:
+// each item is decided then, its version checked at that moment. The
+// caller checks that actor's role may perform the action.
+func (b *Bulks) Approve(ctx context.Context, actor Actor, id int64, reason string) (store.Bulk, error) {
+	return b.decide(ctx, actor, id, reason, true)
+}
+
+// Reject rejects request id as actor, with a reason, under the rules of
+// Approve.
+func (b *Bulks) Reject(ctx context.Context, actor Actor, id int64, reason string) (store.Bulk, error) {
+	return b.decide(ctx, actor, id, reason, false)
+}
+
+func (b *Bulks) decide(ctx context.Context, actor Actor, id int64, reason string, approve bool) (store.Bulk, error) {
+	action, to := "bulk.approve", store.BulkRunning
+	if !approve {
+		action, to = "bulk.reject", store.BulkRejected
+	}
+	if approve {
+		reason = strings.TrimSpace(reason)
+		if len(reason) > MaxReason || !utf8.ValidString(reason) {
+			return store.Bulk{}, invalid("reason", fmt.Sprintf("the reason must be valid text of at most %d bytes", MaxReason))
+		}
+	} else {
+		var err error
+		if reason, err = validReason("reason", reason); err != nil {
+			return store.Bulk{}, err
+		}
+	}
+	req, ok, err := b.Get(ctx, id)
+	switch {
+	case err != nil:
+		return store.Bulk{}, err
+	case !ok:
+		return store.Bulk{}, ErrNotFound
+	case req.RequestedBy == actor.Username:
+		e := b.entry(actor, req, action, "refused: the requester cannot approve or reject their own request", nil, audit.OutcomeDenied)
+		if _, aerr := b.trail.Append(context.WithoutCancel(ctx), e); aerr != nil {
+			return req, errors.Join(ErrSelfApproval, aerr)
+		}
+		return req, ErrSelfApproval
+	case req.Status != store.BulkWaitingApproval:
+		return req, fmt.Errorf("%w: it is %s", ErrNotWaiting, req.Status)
+	}
+	moved, err := b.store.SetBulkStatus(ctx, id, []string{store.BulkWaitingApproval}, to, actor.Username, reason)
+	if err != nil {
+		return req, err
+	}
+	if !moved {
+		return req, fmt.Errorf("%w: it was decided meanwhile", ErrNotWaiting)
+	}
+	req.Status, req.DecidedBy, req.DecisionReason = to, actor.Username, reason
+	after := map[string]any{"status": to, "requested_by": req.RequestedBy, "approver": actor.Username, "count": req.Total}
+	if _, err := b.trail.Append(ctx, b.entry(actor, req, action, reason, after, audit.OutcomeApplied)); err != nil {
+		return req, err
+	}
+	if approve {
+		return req, b.start(ctx, id)
+	}
+	return req, nil
+}
+
+// Cancel stops request id: items already decided stay decided, the others
+// are not decided. Only the requester or an admin (isAdmin) may cancel.
+func (b *Bulks) Cancel(ctx context.Context, actor Actor, id int64, isAdmin bool) (store.Bulk, error) {
+	req, ok, err := b.Get(ctx, id)
+	switch {
+	case err != nil:
+		return store.Bulk{}, err
+	case !ok:
+		return store.Bulk{}, ErrNotFound
+	case req.RequestedBy != actor.Username && !isAdmin:
+		return req, ErrForbidden
+	}
+	moved, err := b.store.SetBulkStatus(ctx, id, []string{store.BulkWaitingApproval, store.BulkRunning}, store.BulkCancelled, actor.Username, "")
+	if err != nil {
+		return req, err
+	}
+	if !moved {
+		return req, fmt.Errorf("%w: it is %s", ErrNotWaiting, req.Status)
+	}
+	req.Status = store.BulkCancelled
+	if _, err := b.trail.Append(ctx, b.entry(actor, req, "bulk.cancel", "cancelled by "+actor.Username, map[string]any{"status": req.Status}, audit.OutcomeApplied)); err != nil {
+		return req, err
+	}
+	return req, nil
+}
+
+// Running lists the IDs of the requests whose run is not finished, for a
+// restarted process to resume them.
+func (b *Bulks) Running(ctx context.Context) ([]int64, error) {
+	list, err := b.store.ListBulk(ctx, store.BulkRunning, 1000)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]int64, 0, len(list))
+	for _, r := range list {
+		ids = append(ids, r.ID)
+	}
+	return ids, nil
+}
+
+// Resume starts the run of every request still running: after a crash,
+// a run resumes at its first pending item.
+func (b *Bulks) Resume(ctx context.Context) error {
+	ids, err := b.Running(ctx)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := b.start(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// BulkRequestID is the audit request ID of a bulk request's entries: each
+// item's entry points at its request by it.
+func BulkRequestID(id int64) string { return "bulk-" + strconv.FormatInt(id, 10) }
+
+func (b *Bulks) entry(actor Actor, req store.Bulk, action, reason string, after map[string]any, outcome string) audit.Entry {
+	return audit.Entry{Actor: actor.Username, Role: actor.Role, Action: action, TargetKind: "bulk", TargetID: strconv.FormatInt(req.ID, 10),
+		Reason: reason, After: mustJSON(after), Outcome: outcome, RequestID: BulkRequestID(req.ID), ClientAddr: actor.ClientAddr, UserAgent: actor.UserAgent}
+}
+
+// Denied audits a bulk or approval step the authorization refused.
+func (b *Bulks) Denied(ctx context.Context, actor Actor, action, targetKind, targetID string) error {
+	return RecordDenied(ctx, b.trail, actor, action, targetKind, targetID)
+}

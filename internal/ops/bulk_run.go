@@ -1,0 +1,200 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/internal/audit"
+	"github.com/unstuckhq/unstuck/internal/store"
+	"github.com/unstuckhq/unstuck/saga"
+)
+
+// Run decides the pending items of request id, a batch at a time, for at
+// most slice (no bound when <= 0), and reports whether the run is over
+// (the request is done, or not running: cancelled, or never approved). It
+// stops early, without error, when ctx ends. Each item is decided in one
+// transaction that first sets its outcome (if still pending: else it rolls
+// back, another run decided it), then reads the item, checks its version
+// against the one fixed at the request, applies the engine's transition
+// and appends the item's audit entry, pointing at the request
+// ([BulkRequestID]). A stale item is skipped and an illegal one refused,
+// each with its outcome and a conflict entry in a transaction of their own.
+// Runs of the same request may overlap (a crashed run's job rescued beside
+// its resumption): no item is decided twice.
+func (b *Bulks) Run(ctx context.Context, id int64, slice time.Duration) (bool, error) {
+	start := b.now()
+	for {
+		req, ok, err := b.store.BulkByID(ctx, id)
+		switch {
+		case err != nil:
+			return false, err
+		case !ok || req.Status != store.BulkRunning:
+			return true, nil
+		}
+		items, err := b.store.BulkItems(ctx, id, store.ItemPending, 0, b.cfg.Batch)
+		if err != nil {
+			return false, err
+		}
+		if len(items) == 0 {
+			if _, err := b.store.SetBulkStatus(ctx, id, []string{store.BulkRunning}, store.BulkDone, "", ""); err != nil {
+				return false, err
+			}
+			return true, nil
+		}
+		var params map[string]string
+		if req.Params != "" {
+			if err := json.Unmarshal([]byte(req.Params), &params); err != nil {
+				return false, fmt.Errorf("ops: bulk request %d: params: %w", id, err)
+			}
+		}
+		for i, it := range items {
+			if ctx.Err() != nil {
+				return false, nil
+			}
+			// A cancel is seen within 50 items.
+			if i > 0 && i%50 == 0 {
+				status, ok, err := b.store.BulkStatus(ctx, id)
+				if err != nil {
+					return false, err
+				}
+				if !ok || status != store.BulkRunning {
+					return true, nil
+				}
+			}
+			if err := b.item(ctx, req, params, it); err != nil {
+				return false, err
+			}
+		}
+		if slice > 0 && b.now().Sub(start) >= slice {
+			return false, nil
+		}
+		if b.cfg.Pause > 0 {
+			t := time.NewTimer(b.cfg.Pause)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return false, nil
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// item decides one item of req.
+func (b *Bulks) item(ctx context.Context, req store.Bulk, params map[string]string, it store.BulkItem) error {
+	actor := Actor{Username: req.RequestedBy, Role: req.RequestedRole, RequestID: BulkRequestID(req.ID)}
+	reason := req.Reason + " (bulk request " + strconv.FormatInt(req.ID, 10) + ")"
+	if req.Single {
+		reason = req.Reason + " (approved request " + strconv.FormatInt(req.ID, 10) + ")"
+	}
+	if req.DecidedBy != "" {
+		reason += ", approved by " + req.DecidedBy
+	}
+	mark := func(outcome, detail string) txHook {
+		return func(ctx context.Context, tx any) error {
+			ok, err := b.store.MarkBulkItemTx(ctx, tx, req.ID, it.Seq, outcome, detail)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return errAlreadyDecided
+			}
+			return nil
+		}
+	}
+	var (
+		err     error
+		refusal audit.Entry
+		before  any
+	)
+	switch req.Kind {
+	case BulkKeys:
+		d := KeyDecision{Version: it.Version, Action: keyAction(req.Action), Reason: reason}
+		if req.Single && req.Action == "confirm" && params["happened"] == "true" {
+			d.Action, d.ExternalRef = idem.OperatorConfirmHappened, params["external_ref"]
+		}
+		d.RecordID, err = strconv.ParseInt(it.TargetID, 10, 64)
+		if err == nil {
+			err = d.Validate()
+		}
+		if err != nil {
+			return b.refuse(ctx, req, it, store.ItemFailed, err.Error(), nil, mark)
+		}
+		refusal = entry(actor, d, it.TargetID, nil, nil, audit.OutcomeConflict)
+		found, ok, ferr := b.keys.records.KeyByID(ctx, d.RecordID)
+		switch {
+		case ferr != nil:
+			return ferr
+		case !ok:
+			err = fmt.Errorf("%w: the record no longer exists", ErrStale)
+		default:
+			before = snapshot(found)
+			_, err = b.keys.decide(ctx, actor, d, it.TargetID, found, mark(store.ItemApplied, ""))
+		}
+	case BulkOperations:
+		if b.ops == nil {
+			return b.refuse(ctx, req, it, store.ItemFailed, "this console has no saga records", nil, mark)
+		}
+		d := OperationDecision{ID: it.TargetID, Version: it.Version, Action: OperationAction(req.Action), Step: it.Step,
+			ResolveTo: saga.Status(params["resolve_to"]), Happened: params["happened"] == "true", ExternalID: params["external_id"], Reason: reason}
+		if err := d.Validate(); err != nil {
+			return b.refuse(ctx, req, it, store.ItemFailed, err.Error(), nil, mark)
+		}
+		refusal = operationEntry(actor, d, nil, nil, audit.OutcomeConflict)
+		var seen *saga.Operation
+		_, seen, err = b.ops.decide(ctx, actor, d, mark(store.ItemApplied, ""))
+		if seen != nil {
+			before = operationSnapshot(*seen)
+		}
+	default:
+		return b.refuse(ctx, req, it, store.ItemFailed, "unknown kind "+req.Kind, nil, mark)
+	}
+	var fe *FieldError
+	switch {
+	case err == nil, errors.Is(err, errAlreadyDecided):
+		return nil
+	case errors.Is(err, ErrStale), errors.Is(err, ErrNotFound):
+		refusal.Before = mustJSON(before)
+		return b.refuse(ctx, req, it, store.ItemSkipped, "changed since the request: "+err.Error(), &refusal, mark)
+	case errors.Is(err, ErrIllegal), errors.As(err, &fe):
+		refusal.Before = mustJSON(before)
+		return b.refuse(ctx, req, it, store.ItemRefused, err.Error(), &refusal, mark)
+	case ctx.Err() != nil:
+		return nil
+	default:
+		b.log.ErrorContext(ctx, "ops: bulk item failed", "bulk", req.ID, "target", it.TargetID, "error", err.Error())
+		return b.refuse(ctx, req, it, store.ItemFailed, err.Error(), nil, mark)
+	}
+}
+
+// refuse sets an item's outcome other than applied, with its conflict
+// entry if e is not nil, in one transaction of the decisions' database.
+func (b *Bulks) refuse(ctx context.Context, req store.Bulk, it store.BulkItem, outcome, why string, e *audit.Entry, mark func(outcome, detail string) txHook) error {
+	runner := b.keys.tx
+	if req.Kind == BulkOperations && b.ops != nil {
+		runner = b.ops.tx
+	}
+	err := runner.run(ctx, func(ctx context.Context, tx any, appendEntry func(audit.Entry) error) error {
+		if err := mark(outcome, why)(ctx, tx); err != nil {
+			return err
+		}
+		if e == nil {
+			return nil
+		}
+		e.Reason += " — refused: " + why
+		if len(e.Reason) > 4000 {
+			e.Reason = strings.ToValidUTF8(e.Reason[:4000], "")
+		}
+		return appendEntry(*e)
+	})
+	if errors.Is(err, errAlreadyDecided) || (err != nil && ctx.Err() != nil) {
+		return nil
+	}
+	return err
+}
