@@ -6,11 +6,10 @@ package views
 
 //lint:file-ignore SA4006 This context is only used if a nested component is present.
 
-import (
-	"github.com/a-h/templ"
-	templruntime "github.com/a-h/templ/runtime"
-	"github.com/unstuckhq/unstuck/idem/idemdriver"
-)
+import "github.com/a-h/templ"
+import templruntime "github.com/a-h/templ/runtime"
+
+import "github.com/unstuckhq/unstuck/idem/idemdriver"
 
 // Keys is the key list: filters in the URL, keyset pages, and the results
 // table as the fragment "results" for HTMX swaps (SPEC CON K2).

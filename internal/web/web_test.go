@@ -221,6 +221,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"GET", "/operations", "/operations", roles, false},
 		{"GET", "/operations/" + b.opID, "/operations/{id}", roles, false},
 		{"GET", "/users", "/users", []string{store.RoleAdmin}, false},
+		{"GET", "/search", "/search", roles, false},
 		{"GET", "/audit", "/audit", []string{store.RoleAuditor, store.RoleAdmin}, false},
 		{"GET", "/audit/export?format=csv", "/audit/export", []string{store.RoleAuditor, store.RoleAdmin}, false},
 		{"GET", "/audit/export?format=jsonl", "/audit/export", []string{store.RoleAuditor, store.RoleAdmin}, false},
@@ -234,7 +235,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"POST /keys/{id}/forget": true, "POST /keys/{id}/confirm": true, // tested in TestKeyDecisions
 		"POST /operations/{id}/retry": true, "POST /operations/{id}/confirm": true, // tested in TestOperationDecisions
 		"POST /operations/{id}/compensate": true, "POST /operations/{id}/resolve": true,
-		"POST /users/{username}/unlock": true} // tested in TestAdminUnlock
+		"POST /users/{username}/unlock": true, // tested in TestAdminUnlock
+		"POST /search": true} // tested in TestSearch
 	covered := map[string]bool{}
 	for _, c := range matrix {
 		covered[c.method+" "+c.pattern] = true
