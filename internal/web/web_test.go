@@ -236,7 +236,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"POST /operations/{id}/retry": true, "POST /operations/{id}/confirm": true, // tested in TestOperationDecisions
 		"POST /operations/{id}/compensate": true, "POST /operations/{id}/resolve": true,
 		"POST /users/{username}/unlock": true, // tested in TestAdminUnlock
-		"POST /search": true} // tested in TestSearch
+		"POST /search":                  true} // tested in TestSearch
 	covered := map[string]bool{}
 	for _, c := range matrix {
 		covered[c.method+" "+c.pattern] = true
