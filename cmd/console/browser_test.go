@@ -110,9 +110,12 @@ type tab struct {
 // open opens a page in a new browser context, signed in as role when role
 // is not empty. When the test ends, it fails the test for every CSP
 // violation and script error seen on any page the tab visited.
-func (c *console) open(t *testing.T, role string) *tab {
+func (c *console) open(t *testing.T, role string, adjust ...func(*playwright.BrowserNewContextOptions)) *tab {
 	t.Helper()
 	opts := playwright.BrowserNewContextOptions{BaseURL: playwright.String(c.base)}
+	for _, a := range adjust {
+		a(&opts)
+	}
 	if role != "" {
 		state, ok := c.sessions[role]
 		if !ok {

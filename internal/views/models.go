@@ -45,7 +45,6 @@ type KeyFilterVM struct {
 	ExternalRef   string
 	From          string
 	To            string
-	Key           string // raw key lookup, with Scope and Operation
 	Live          bool
 }
 
