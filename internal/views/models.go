@@ -34,7 +34,16 @@ type OverviewVM struct {
 	// Review lists operations in review_required, the longest waiting
 	// first: they come first under "Needs a human".
 	Review []saga.Operation
+	// ReviewCount counts the operations in review_required and
+	// AttentionCount the keys pending, unavailable or stuck; a count whose
+	// Exact is false is an estimate or a lower bound, shown as "≥ N".
+	ReviewCount, AttentionCount int64
+	ReviewExact, AttentionExact bool
 }
+
+// NeedsHuman is what the page title counts: operations under review and
+// keys that need a human.
+func (vm OverviewVM) NeedsHuman() int64 { return vm.ReviewCount + vm.AttentionCount }
 
 // KeyFilterVM is the key list's filter form, as the URL carries it.
 type KeyFilterVM struct {

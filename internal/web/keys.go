@@ -42,9 +42,14 @@ func handleOverview(keys keyReader, sagas operationReader, log *slog.Logger) htt
 			writeError(w, r, log, err)
 			return
 		}
-		vm := views.OverviewVM{StuckProcessing: ov.StuckProcessing, StuckExact: ov.StuckExact, Attention: attention}
+		vm := views.OverviewVM{StuckProcessing: ov.StuckProcessing, StuckExact: ov.StuckExact, Attention: attention,
+			AttentionCount: ov.StuckProcessing, AttentionExact: ov.StuckExact, ReviewExact: true}
 		exact := true
 		for _, c := range ov.Counts {
+			if c.Status == idemdriver.StatusPending || c.Status == idemdriver.StatusUnavailable {
+				vm.AttentionCount += c.Count
+				vm.AttentionExact = vm.AttentionExact && c.Exact
+			}
 			vm.Keys = append(vm.Keys, views.StatusCount{Status: string(c.Status), Count: c.Count, Exact: c.Exact, Oldest: c.Oldest,
 				Href: "/keys?state=" + url.QueryEscape(string(c.Status))})
 			exact = exact && c.Exact
@@ -56,7 +61,12 @@ func handleOverview(keys keyReader, sagas operationReader, log *slog.Logger) htt
 			writeError(w, r, log, err)
 			return
 		}
-		render(w, r, http.StatusOK, pageFor(r, "Overview", "overview"), views.Overview(pageFor(r, "Overview", "overview"), vm))
+		page := pageFor(r, "Overview", "overview")
+		if n := vm.NeedsHuman(); n > 0 {
+			// The tab says how many need a human ("(3) Overview · unstuck").
+			page.Title = "(" + strconv.FormatInt(n, 10) + ") Overview"
+		}
+		render(w, r, http.StatusOK, page, views.Overview(page, vm))
 	})
 }
 

@@ -166,6 +166,9 @@ func operationsOverview(ctx context.Context, ops operationReader, vm *views.Over
 		vm.Operations = append(vm.Operations, views.StatusCount{Status: string(c.Status), Count: c.Count, Exact: c.Exact,
 			Oldest: c.Oldest, Href: "/operations?status=" + url.QueryEscape(string(c.Status))})
 		exact = exact && c.Exact
+		if c.Status == saga.StatusReviewRequired {
+			vm.ReviewCount, vm.ReviewExact = c.Count, c.Exact
+		}
 	}
 	if !exact {
 		vm.OperationsAsOf = ov.AsOf

@@ -1,0 +1,55 @@
+package web_test
+
+import (
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/unstuckhq/unstuck/internal/store"
+)
+
+// The console under pressure (issue 13): the defects that need no browser.
+
+// TestStaleForgetSaysWhoForgot (defect 10): a forget form left open after
+// someone forgot the key answers 409 naming who forgot it and when, as the
+// operations do, not a bare 404.
+func TestStaleForgetSaysWhoForgot(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id, version := pendingKey(t, b, "web-forget-twice")
+	path := "/keys/" + strconv.FormatInt(id, 10)
+	support, oncall := signIn(t, b, store.RoleSupport), signIn(t, b, store.RoleOncall)
+	_, first := do(t, support, http.MethodGet, b.srv.URL+path, nil)
+	_, second := do(t, oncall, http.MethodGet, b.srv.URL+path, nil)
+	resp, _ := do(t, support, http.MethodPost, b.srv.URL+path+"/forget", url.Values{"version": {strconv.FormatInt(version, 10)},
+		"reason": {"the provider has no such charge"}, "form_key": {formKeyOf(t, first, path+"/forget")}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+
+	resp, body := do(t, oncall, http.MethodPost, b.srv.URL+path+"/forget", url.Values{"version": {strconv.FormatInt(version, 10)},
+		"reason": {"the customer asked to retry"}, "form_key": {formKeyOf(t, second, path+"/forget")}})
+	require.Equal(t, http.StatusConflict, resp.StatusCode, body)
+	require.Regexp(t, regexp.MustCompile(`forgotten by support \d+s ago`), body)
+	require.Contains(t, body, "Nothing was changed")
+}
+
+// TestOverviewCountsWhatNeedsAHuman (defect 8): the page title starts with
+// the count that needs a human, the headings carry counts and the lists
+// say their order.
+func TestOverviewCountsWhatNeedsAHuman(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pendingKey(t, b, "web-overview-pending")
+	c := signIn(t, b, store.RoleOncall)
+	resp, body := do(t, c, http.MethodGet, b.srv.URL+"/", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	// One operation under review (seedOperation) and one pending key.
+	require.Contains(t, body, "<title>(2) Overview · unstuck</title>")
+	require.Regexp(t, `Operations under review <span class="count">\(1\)</span>`, body)
+	require.Regexp(t, `Keys <span class="count">\(1\)</span>`, body)
+	require.Contains(t, body, "Longest waiting first")
+	require.Contains(t, body, "longest unchanged first")
+}
