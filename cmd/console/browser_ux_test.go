@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -169,6 +170,7 @@ func TestBrowserUX(t *testing.T) {
 	}
 	key := fmt.Sprintf("yourkey-%d", time.Now().UnixNano())
 	w.jobs.unavailable(t, key)
+	w.jobs.unavailable(t, key+"-spare") // left for the page checks after support forgets the first
 	w.rawKey = `"` + key + `"`
 
 	t.Run("SignIn", func(t *testing.T) {
@@ -176,6 +178,13 @@ func TestBrowserUX(t *testing.T) {
 			t.Run(role, func(t *testing.T) { signInAs(t, c, role) })
 		}
 	})
+	t.Run("FilterLabelsStayWithTheirControls", func(t *testing.T) { testFilterLabels(t, c) })
+	t.Run("FilterErrorThroughHTMXIsShown", func(t *testing.T) { testFilterError(t, c) })
+	t.Run("LiveRefreshKeepsFocus", func(t *testing.T) { testLiveRefresh(t, c) })
+	t.Run("RefusedDecisionFocusesTheField", func(t *testing.T) { testRefusedDecision(t, c, w) })
+	t.Run("SupportFindsAQuotedRawKeyAndForgetsIt", func(t *testing.T) { testSupportFindsKey(t, c, w) })
+	t.Run("OncallResolvesTheOldestReview", func(t *testing.T) { testOncallOldestReview(t, c, w) })
+	t.Run("AuditorFindsBothDecisionsAndExportsThem", func(t *testing.T) { testAuditorFindsDecisions(t, c, w) })
 	t.Run("EveryPagePhoneAndAxe", func(t *testing.T) {
 		for _, scheme := range []*playwright.ColorScheme{playwright.ColorSchemeLight, playwright.ColorSchemeDark} {
 			t.Run(string(*scheme), func(t *testing.T) { testEveryPage(t, c, w, scheme) })
@@ -193,6 +202,8 @@ func testEveryPage(t *testing.T, c *console, w *uxWorld, scheme *playwright.Colo
 	anon.ok(anon.GetByLabel("Password", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("wrong-password"), "fill Password")
 	anon.ok(anon.role("button", "Sign in").Click(), "sign in with a wrong password")
 	anon.ok(expect.Locator(anon.GetByRole("alert")).ToBeVisible(), "the error")
+	// Defect 14: the username is kept, the focus is on the password.
+	anon.ok(expect.Locator(anon.GetByLabel("Password", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)})).ToBeFocused(), "the password has the focus")
 	anon.checkPage("/login after a wrong password")
 
 	p := c.open(t, "admin", themed(scheme))
@@ -234,5 +245,192 @@ func (p *tab) search(q string) {
 	p.ok(p.WaitForLoadState(playwright.PageWaitForLoadStateOptions{State: playwright.LoadStateLoad}), "the answer")
 }
 
-var _ = regexp.MustCompile
-var _ = http.StatusOK
+// clicks counts the pointer clicks and Enter presses of a walk-through.
+type clicks struct {
+	t *testing.T
+	n int
+}
+
+func (c *clicks) click(l playwright.Locator, what string) {
+	c.t.Helper()
+	c.n++
+	require.NoError(c.t, l.Click(), "click %d: %s", c.n, what)
+}
+
+// testFilterLabels (defect 1): on the three filter forms every label sits
+// right above its own control, at a desktop width and at 390 px.
+func testFilterLabels(t *testing.T, c *console) {
+	for _, size := range []*playwright.Size{{Width: 1280, Height: 900}, phone} {
+		p := c.open(t, "admin", func(o *playwright.BrowserNewContextOptions) { o.Viewport = size })
+		for _, path := range []string{"/audit", "/keys", "/operations"} {
+			p.goTo(path)
+			out, err := p.Evaluate(`() => {
+				const bad = [];
+				for (const label of document.querySelectorAll(".filters label[for]")) {
+					const control = document.getElementById(label.htmlFor);
+					if (!control || control.type === "checkbox") continue;
+					const l = label.getBoundingClientRect(), c = control.getBoundingClientRect();
+					if (Math.abs(l.left - c.left) > 2 || c.top < l.bottom - 1 || c.top - l.bottom > 12)
+						bad.push(label.textContent.trim() + " at " + Math.round(l.left) + "," + Math.round(l.bottom) + " vs its control at " + Math.round(c.left) + "," + Math.round(c.top));
+				}
+				return bad.join("; ");
+			}`)
+			require.NoError(t, err)
+			require.Empty(t, out, "%s at %.0f px: labels apart from their controls", path, float64(size.Width))
+		}
+	}
+}
+
+// testFilterError (defect 2): a filter the server refuses (400) through
+// HTMX shows its message in place of the list.
+func testFilterError(t *testing.T, c *console) {
+	p := c.open(t, "oncall")
+	p.goTo("/keys")
+	p.ok(p.GetByLabel("Scope", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)}).Fill(strings.Repeat("s", 300)), "a scope longer than any")
+	resp, err := p.ExpectResponse(regexp.MustCompile(`/keys\?`), func() error { return p.role("button", "Apply filters").Click() })
+	require.NoError(t, err)
+	require.Equal(t, http.StatusBadRequest, resp.Status())
+	alert := p.Locator("#results").GetByRole("alert")
+	p.ok(expect.Locator(alert).ToContainText(`Field "scope" must be text`), "the refusal is shown")
+	p.ok(expect.Locator(p.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Keys"})).ToHaveCount(0), "the old list is gone")
+	// Chromium logs the 400 of the request made on purpose.
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	kept := p.errs[:0]
+	for _, e := range p.errs {
+		if !strings.Contains(e, "status of 400 (Bad Request) ("+c.base+"/keys?") {
+			kept = append(kept, e)
+		}
+	}
+	p.errs = kept
+}
+
+// testLiveRefresh (defect 3): with live refresh on, a focused result link
+// keeps the focus across refreshes, the list is not an aria-live region,
+// and the refresh can be paused.
+func testLiveRefresh(t *testing.T, c *console) {
+	p := c.open(t, "oncall")
+	p.goTo("/keys?live=1")
+	results := p.Locator("#results")
+	p.ok(expect.Locator(results).Not().ToHaveAttribute("aria-live", regexp.MustCompile(".")), "the whole list is not aria-live")
+	link := p.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Keys"}).GetByRole("link").First()
+	p.ok(link.Focus(), "focus the first result")
+	href, err := link.GetAttribute("href")
+	require.NoError(t, err)
+	time.Sleep(6500 * time.Millisecond) // past the next poll (5 s)
+	focused, err := p.Evaluate(`() => document.activeElement && document.activeElement.getAttribute("href")`)
+	require.NoError(t, err)
+	require.Equal(t, href, focused, "the focused link keeps the focus")
+	pause := p.role("button", "Pause live refresh")
+	p.ok(pause.Click(), "pause")
+	p.ok(expect.Locator(p.role("button", "Resume live refresh")).ToHaveAttribute("aria-pressed", "true"), "paused, and it says so")
+}
+
+// testRefusedDecision (defect 9): a decision refused for its reason puts
+// the focus on the reason, marked invalid and described by the error, and
+// the address bar shows the operation, so that a reload does not post.
+func testRefusedDecision(t *testing.T, c *console, w *uxWorld) {
+	p := c.open(t, "oncall")
+	path := "/operations/" + w.review[1]
+	p.goTo(path)
+	retry := p.role("region", "Decide").Locator(`details[data-action="retry"]`)
+	p.ok(retry.Locator("summary").Click(), "open the retry")
+	_, err := retry.GetByLabel("Step", playwright.LocatorGetByLabelOptions{Exact: playwright.Bool(true)}).SelectOption(playwright.SelectOptionValues{Values: &[]string{"welcome"}})
+	require.NoError(t, err)
+	reason := retry.GetByLabel("Reason", playwright.LocatorGetByLabelOptions{Exact: playwright.Bool(true)})
+	p.ok(reason.Fill("short"), "a reason too short")
+	_, err = retry.Locator("form").Evaluate(`f => f.noValidate = true`, nil) // as a browser without form validation
+	require.NoError(t, err)
+	p.ok(retry.GetByRole("button", playwright.LocatorGetByRoleOptions{Name: "Retry a step of operation " + w.review[1], Exact: playwright.Bool(true)}).Click(), "submit")
+	p.ok(expect.Locator(p.GetByRole("alert")).ToContainText("at least 10 characters"), "the error")
+	reason = p.Locator(`details[data-action="retry"] textarea[name="reason"]`)
+	p.ok(expect.Locator(reason).ToBeFocused(), "the reason has the focus")
+	p.ok(expect.Locator(reason).ToHaveAttribute("aria-invalid", "true"), "marked invalid")
+	p.ok(expect.Locator(reason).ToHaveAccessibleDescription(regexp.MustCompile("at least 10 characters")), "described by the error")
+	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(regexp.QuoteMeta(path)+`$`)), "the address is the operation's, not /retry")
+}
+
+// testSupportFindsKey: support is given a raw key quoted as the client
+// sent it, finds its record from the header's search box in two steps
+// (type, Enter) without knowing its scope or operation, and forgets it.
+// The key is in no URL the browser visited.
+func testSupportFindsKey(t *testing.T, c *console, w *uxWorld) {
+	p := c.open(t, "support")
+	p.goTo("/")
+	n := &clicks{t: t}
+	box := p.GetByRole("search").GetByRole("searchbox", playwright.LocatorGetByRoleOptions{Name: "Search", Exact: playwright.Bool(true)})
+	p.ok(box.Fill(w.rawKey), "type the key with its quotes")
+	n.n++
+	p.ok(box.Press("Enter"), "Enter")
+	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/keys/\d+$`)), "straight to the record")
+	p.ok(expect.Locator(p.GetByRole("heading", playwright.PageGetByRoleOptions{Level: playwright.Int(1)})).ToContainText("unavailable"), "the unavailable key")
+	id := regexp.MustCompile(`/keys/(\d+)$`).FindStringSubmatch(p.URL())[1]
+	t.Logf("support: search → record in 2 steps (type, Enter), %d click", n.n)
+
+	forget := p.role("region", "Decide").Locator(`details:has(form[action="/keys/` + id + `/forget"])`)
+	n.click(forget.Locator("summary"), "open Forget")
+	p.ok(forget.GetByLabel("Reason", playwright.LocatorGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("the customer's receipt was never sent: let it run again"), "reason")
+	n.click(forget.GetByRole("button", playwright.LocatorGetByRoleOptions{Name: "Forget key " + id, Exact: playwright.Bool(true)}), "Forget")
+	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/keys\?released=`+id+`$`)), "forgotten")
+	t.Logf("support walk-through: %d clicks (Enter counted) from the overview to the key forgotten", n.n)
+	require.LessOrEqual(t, n.n, 3)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	key := strings.Trim(w.rawKey, `"`)
+	for _, u := range p.visited {
+		require.NotContains(t, u, key, "the raw key is in no URL")
+	}
+}
+
+// testOncallOldestReview: on-call resolves the oldest operation under
+// review from the overview: the list under "Needs a human" is oldest
+// first and says so, the decisions come right after the banner.
+func testOncallOldestReview(t *testing.T, c *console, w *uxWorld) {
+	p := c.open(t, "oncall")
+	p.goTo("/")
+	n := &clicks{t: t}
+	needs := p.role("region", "Needs a human")
+	p.ok(expect.Locator(needs).ToContainText("Longest waiting first"), "the order is stated")
+	n.click(needs.GetByRole("table").First().GetByRole("link").First(), "the first (oldest) operation under review")
+	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(regexp.QuoteMeta("/operations/"+w.review[0])+`$`)), "the oldest review")
+	decide := p.role("region", "Decide")
+	banner, err := p.GetByTestId("review").BoundingBox()
+	require.NoError(t, err)
+	box, err := decide.BoundingBox()
+	require.NoError(t, err)
+	require.Less(t, box.Y-(banner.Y+banner.Height), 200.0, "Decide follows the banner (was ~1,400 px below)")
+	retry := decide.Locator(`details[data-action="retry"]`)
+	n.click(retry.Locator("summary"), "open Retry")
+	_, err = retry.GetByLabel("Step", playwright.LocatorGetByLabelOptions{Exact: playwright.Bool(true)}).SelectOption(playwright.SelectOptionValues{Values: &[]string{"welcome"}})
+	require.NoError(t, err)
+	p.ok(retry.GetByLabel("Reason", playwright.LocatorGetByLabelOptions{Exact: playwright.Bool(true)}).Fill(retryReason), "reason")
+	n.click(retry.GetByRole("button", playwright.LocatorGetByRoleOptions{Name: "Retry a step of operation " + w.review[0], Exact: playwright.Bool(true)}), "Retry")
+	p.ok(expect.Locator(p.GetByRole("status").Filter(playwright.LocatorFilterOptions{HasText: "Retry applied"})).ToBeVisible(), "applied")
+	t.Logf("on-call walk-through: %d clicks from the overview to the oldest review retried", n.n)
+	require.LessOrEqual(t, n.n, 4)
+}
+
+// testAuditorFindsDecisions: the auditor finds both decisions (the
+// forget and the retry) and exports them.
+func testAuditorFindsDecisions(t *testing.T, c *console, w *uxWorld) {
+	p := c.open(t, "auditor")
+	p.goTo("/")
+	n := &clicks{t: t}
+	n.click(p.GetByRole("navigation", playwright.PageGetByRoleOptions{Name: "Main"}).GetByRole("link", playwright.LocatorGetByRoleOptions{Name: "Audit", Exact: playwright.Bool(true)}), "Audit")
+	_, err := p.GetByLabel("Outcome", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)}).SelectOption(playwright.SelectOptionValues{Values: &[]string{"applied"}})
+	require.NoError(t, err)
+	n.click(p.role("button", "Apply filters"), "Apply filters")
+	trail := p.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Audit trail"})
+	p.ok(expect.Locator(trail.GetByRole("row").Filter(playwright.LocatorFilterOptions{HasText: "key.forget"})).ToHaveCount(1), "the forget")
+	p.ok(expect.Locator(trail.GetByRole("row").Filter(playwright.LocatorFilterOptions{HasText: "operation.retry"})).ToHaveCount(1), "the retry")
+	n.n++
+	download, err := p.ExpectDownload(func() error { return p.role("link", "Export as CSV").Click() })
+	require.NoError(t, err)
+	file, err := download.Path()
+	require.NoError(t, err)
+	raw, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.Contains(t, string(raw), "key.forget")
+	require.Contains(t, string(raw), "operation.retry")
+	t.Logf("auditor walk-through: %d clicks from the overview to both decisions exported", n.n)
+}

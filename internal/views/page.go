@@ -26,6 +26,10 @@ type Page struct {
 	Nav    string // "overview", "keys", "operations", "audit", "users"
 	Viewer *Viewer
 	Now    time.Time
+	// URL, when set, is the page's own address: a page rendered as the
+	// answer to a POST (a refused decision) puts it in the address bar, so
+	// that a reload shows the page instead of posting again.
+	URL string
 }
 
 func (p Page) can(obj, act string) bool {

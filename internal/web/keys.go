@@ -217,6 +217,7 @@ func renderKeyDetail(w http.ResponseWriter, r *http.Request, status int, id int6
 	}
 	adjust(&vm)
 	page := pageFor(r, "Key "+strconv.FormatInt(id, 10), "keys")
+	page.URL = "/keys/" + strconv.FormatInt(id, 10)
 	render(w, r, status, page, views.KeyDetail(page, vm))
 }
 
