@@ -53,3 +53,19 @@ func TestOverviewCountsWhatNeedsAHuman(t *testing.T) {
 	require.Contains(t, body, "Longest waiting first")
 	require.Contains(t, body, "longest unchanged first")
 }
+
+// TestKeyDetailReadsCleanly (defect 6): times and their UTC form are
+// apart, empty fields show "—", a stored JSON response is pretty-printed
+// with a copy button.
+func TestKeyDetailReadsCleanly(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := signIn(t, b, store.RoleOncall)
+	_, body := do(t, c, http.MethodGet, b.srv.URL+"/keys/"+itoa(b.keyID), nil)
+	require.NotRegexp(t, `ago</time><span>`, body, "no time runs into its UTC form")
+	require.Regexp(t, `ago</time>\s+<span class="muted">\(\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ\)</span>`, body)
+	require.Regexp(t, `<dt>Correlation ID</dt><dd>—</dd>`, body)
+	require.Regexp(t, `<dt>Last error</dt><dd>—</dd>`, body)
+	require.Contains(t, body, "{\n  &#34;id&#34;: &#34;ord_secret_body&#34;\n}", "the JSON body is indented")
+	require.Contains(t, body, `aria-label="Copy the stored response body"`)
+}
