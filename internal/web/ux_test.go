@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -68,4 +69,19 @@ func TestKeyDetailReadsCleanly(t *testing.T) {
 	require.Regexp(t, `<dt>Last error</dt><dd>—</dd>`, body)
 	require.Contains(t, body, "{\n  &#34;id&#34;: &#34;ord_secret_body&#34;\n}", "the JSON body is indented")
 	require.Contains(t, body, `aria-label="Copy the stored response body"`)
+}
+
+// TestReadsApartFromDecisions (defect 11): viewing a stored response is
+// audited as a read, listed under "Reads", not under "Decisions".
+func TestReadsApartFromDecisions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := signIn(t, b, store.RoleOncall)
+	do(t, c, http.MethodGet, b.srv.URL+"/keys/"+itoa(b.keyID), nil) // one view, audited
+	_, body := do(t, c, http.MethodGet, b.srv.URL+"/keys/"+itoa(b.keyID), nil)
+	decisions, reads, ok := strings.Cut(body, `<h2 id="reads-title">Reads</h2>`)
+	require.True(t, ok, "a Reads section")
+	require.NotContains(t, decisions[strings.Index(decisions, `id="history-title"`):], "key.view_response", "no read under Decisions")
+	require.Contains(t, decisions, "No operator has decided on this item.")
+	require.Contains(t, reads, "key.view_response")
 }
