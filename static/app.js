@@ -85,3 +85,13 @@ document.addEventListener("click", function (event) {
     before = null;
   });
 })();
+
+// Filter forms (hx-get): empty fields stay out of the URL, so that a
+// list's address carries only the filters in use.
+document.addEventListener("htmx:configRequest", function (event) {
+  var detail = event.detail;
+  if (!detail || detail.verb !== "get" || !detail.formData) return;
+  var empty = [];
+  detail.formData.forEach(function (value, name) { if (value === "") empty.push(name); });
+  empty.forEach(function (name) { detail.formData.delete(name); });
+});

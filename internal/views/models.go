@@ -63,6 +63,7 @@ type KeysVM struct {
 	States   []string
 	Records  []idemdriver.Record
 	NextURL  string
+	FirstURL string // set on a later page
 	SelfURL  string // this page's URL, polled when Live
 	Error    string
 	FieldErr string // the filter field the error is about
@@ -129,6 +130,7 @@ type OperationsVM struct {
 	Filter     OperationFilterVM
 	Statuses   []string
 	Operations []saga.Operation
+	FirstURL   string // set on a later page
 	NextURL    string
 	SelfURL    string // this page's URL, polled when Live
 	Error      string

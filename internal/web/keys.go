@@ -102,7 +102,12 @@ func handleKeyList(keys keyReader, log *slog.Logger) http.Handler {
 				if res.Next != "" {
 					next := r.URL.Query()
 					next.Set("after", res.Next)
-					vm.NextURL = "/keys?" + next.Encode()
+					vm.NextURL = listURL("/keys", next)
+				}
+				if q.Get("after") != "" {
+					first := r.URL.Query()
+					first.Del("after")
+					vm.FirstURL = listURL("/keys", first)
 				}
 			}
 		}

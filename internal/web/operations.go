@@ -75,7 +75,12 @@ func handleOperationList(ops operationReader, log *slog.Logger) http.Handler {
 				if res.Next != "" {
 					next := r.URL.Query()
 					next.Set("after", res.Next)
-					vm.NextURL = "/operations?" + next.Encode()
+					vm.NextURL = listURL("/operations", next)
+				}
+				if q.Get("after") != "" {
+					first := r.URL.Query()
+					first.Del("after")
+					vm.FirstURL = listURL("/operations", first)
 				}
 			}
 		}

@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/store"
 )
 
@@ -84,4 +86,23 @@ func TestReadsApartFromDecisions(t *testing.T) {
 	require.NotContains(t, decisions[strings.Index(decisions, `id="history-title"`):], "key.view_response", "no read under Decisions")
 	require.Contains(t, decisions, "No operator has decided on this item.")
 	require.Contains(t, reads, "key.view_response")
+}
+
+// TestListsSayTheirOrderAndLinkTheFirstPage (defect 7): the lists state
+// their order, a later page links the first one, and links carry no
+// empty parameters.
+func TestListsSayTheirOrderAndLinkTheFirstPage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pendingKey(t, b, "web-order-1")
+	pendingKey(t, b, "web-order-2")
+	page, err := b.records.ListKeys(context.Background(), idemdriver.KeyFilter{Limit: 1})
+	require.NoError(t, err)
+	require.NotEmpty(t, page.Next)
+	c := signIn(t, b, store.RoleOncall)
+	_, body := do(t, c, http.MethodGet, b.srv.URL+"/keys?scope=&operation=&after="+url.QueryEscape(page.Next), nil)
+	require.Contains(t, body, "Most recently updated first.")
+	require.Contains(t, body, `<a href="/keys">First page</a>`)
+	_, body = do(t, c, http.MethodGet, b.srv.URL+"/operations", nil)
+	require.Contains(t, body, "Most recently updated first.")
 }
