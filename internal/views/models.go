@@ -65,6 +65,10 @@ type KeysVM struct {
 	NextURL  string
 	FirstURL string // set on a later page
 	SelfURL  string // this page's URL, polled when Live
+	// HiddenConsole counts the console's own decision records left out of
+	// this page; ShowConsoleURL shows them.
+	HiddenConsole  int
+	ShowConsoleURL string
 	Error    string
 	FieldErr string // the filter field the error is about
 	Notice   string // the outcome of a decision that removed a record

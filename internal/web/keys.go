@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -99,6 +100,17 @@ func handleKeyList(keys keyReader, log *slog.Logger) http.Handler {
 				return
 			default:
 				vm.Records = res.Records
+				if q.Get("console") != "1" {
+					// The console's own decision records (idempotency of
+					// its forms) are not customers' keys: kept out of the
+					// list unless asked for (issue 13 defect 13).
+					vm.Records, vm.HiddenConsole = withoutConsoleRecords(res.Records)
+					if vm.HiddenConsole > 0 {
+						show := r.URL.Query()
+						show.Set("console", "1")
+						vm.ShowConsoleURL = listURL("/keys", show)
+					}
+				}
 				if res.Next != "" {
 					next := r.URL.Query()
 					next.Set("after", res.Next)
@@ -237,4 +249,21 @@ func openForView(opener resultOpener, rec idemdriver.Record, log *slog.Logger) (
 		return &views.StoredResponse{Status: resp.Status, Header: resp.Header, Body: string(resp.Body)}, ""
 	}
 	return &views.StoredResponse{Body: string(plain)}, ""
+}
+
+// consoleOperationPrefix starts the operation name of the console's own
+// decision records ("console POST /keys/{id}/forget", see routes.go).
+const consoleOperationPrefix = "console "
+
+// withoutConsoleRecords drops the console's own decision records from
+// recs and counts them.
+func withoutConsoleRecords(recs []idemdriver.Record) ([]idemdriver.Record, int) {
+	kept := recs[:0:0]
+	for _, rec := range recs {
+		if strings.HasPrefix(rec.Operation, consoleOperationPrefix) {
+			continue
+		}
+		kept = append(kept, rec)
+	}
+	return kept, len(recs) - len(kept)
 }

@@ -106,3 +106,25 @@ func TestListsSayTheirOrderAndLinkTheFirstPage(t *testing.T) {
 	_, body = do(t, c, http.MethodGet, b.srv.URL+"/operations", nil)
 	require.Contains(t, body, "Most recently updated first.")
 }
+
+// TestConsoleRecordsApartFromCustomersKeys (defect 13): the records the
+// console keeps for its own decision forms are not listed among the
+// customers' keys unless asked for.
+func TestConsoleRecordsApartFromCustomersKeys(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id, version := pendingKey(t, b, "web-console-records")
+	path := "/keys/" + strconv.FormatInt(id, 10)
+	support := signIn(t, b, store.RoleSupport)
+	_, page := do(t, support, http.MethodGet, b.srv.URL+path, nil)
+	resp, _ := do(t, support, http.MethodPost, b.srv.URL+path+"/forget", url.Values{"version": {strconv.FormatInt(version, 10)},
+		"reason": {"the provider has no such charge"}, "form_key": {formKeyOf(t, page, path+"/forget")}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+
+	_, body := do(t, support, http.MethodGet, b.srv.URL+"/keys", nil)
+	require.NotContains(t, body, "console POST /keys/{id}/forget", "the console's record is not among the keys")
+	require.Contains(t, body, "POST /orders", "the customers' keys are")
+	require.Contains(t, body, "1 of the console's own decision records on this page are not shown.")
+	_, body = do(t, support, http.MethodGet, b.srv.URL+"/keys?console=1", nil)
+	require.Contains(t, body, "console POST /keys/{id}/forget", "shown when asked for")
+}
