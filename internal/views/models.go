@@ -69,9 +69,9 @@ type KeysVM struct {
 	// this page; ShowConsoleURL shows them.
 	HiddenConsole  int
 	ShowConsoleURL string
-	Error    string
-	FieldErr string // the filter field the error is about
-	Notice   string // the outcome of a decision that removed a record
+	Error          string
+	FieldErr       string // the filter field the error is about
+	Notice         string // the outcome of a decision that removed a record
 }
 
 // StoredResponse is a decrypted stored response, for roles allowed to see it.
