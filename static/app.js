@@ -95,3 +95,48 @@ document.addEventListener("htmx:configRequest", function (event) {
   detail.formData.forEach(function (value, name) { if (value === "") empty.push(name); });
   empty.forEach(function (name) { detail.formData.delete(name); });
 });
+
+// Times: the server writes UTC; the viewer may see them in their own zone
+// (the default) or in UTC, with the other form on hover (title). The
+// choice is kept in localStorage.
+(function () {
+  var pad = function (n) { return (n < 10 ? "0" : "") + n; };
+  var utc = function (d) {
+    return d.getUTCFullYear() + "-" + pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate()) + " " +
+      pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes()) + ":" + pad(d.getUTCSeconds()) + "Z";
+  };
+  var local = function (d) {
+    var off = -d.getTimezoneOffset();
+    var sign = off < 0 ? "-" : "+";
+    off = Math.abs(off);
+    return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " +
+      pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()) +
+      " UTC" + sign + pad(Math.floor(off / 60)) + ":" + pad(off % 60);
+  };
+  var mode = function () {
+    try { return localStorage.getItem("unstuck.times") === "utc" ? "utc" : "local"; } catch (e) { return "local"; }
+  };
+  var apply = function () {
+    var m = mode();
+    document.querySelectorAll("time[datetime]").forEach(function (el) {
+      var d = new Date(el.getAttribute("datetime"));
+      if (isNaN(d)) return;
+      el.title = m === "utc" ? utc(d) + " · " + local(d) : local(d) + " · " + utc(d);
+    });
+    document.querySelectorAll("[data-at]").forEach(function (el) {
+      var d = new Date(el.getAttribute("data-at"));
+      if (isNaN(d)) return;
+      el.textContent = "(" + (m === "utc" ? utc(d) : local(d)) + ")";
+      el.title = m === "utc" ? local(d) : utc(d);
+    });
+    var b = document.querySelector("button[data-times-toggle]");
+    if (b) b.setAttribute("aria-pressed", String(m === "utc"));
+  };
+  document.addEventListener("click", function (event) {
+    if (!event.target.closest("button[data-times-toggle]")) return;
+    try { localStorage.setItem("unstuck.times", mode() === "utc" ? "local" : "utc"); } catch (e) { /* private mode */ }
+    apply();
+  });
+  document.addEventListener("htmx:afterSettle", apply);
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", apply); else apply();
+})();

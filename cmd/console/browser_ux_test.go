@@ -185,6 +185,7 @@ func TestBrowserUX(t *testing.T) {
 	t.Run("SupportFindsAQuotedRawKeyAndForgetsIt", func(t *testing.T) { testSupportFindsKey(t, c, w) })
 	t.Run("OncallResolvesTheOldestReview", func(t *testing.T) { testOncallOldestReview(t, c, w) })
 	t.Run("AuditorFindsBothDecisionsAndExportsThem", func(t *testing.T) { testAuditorFindsDecisions(t, c, w) })
+	t.Run("TimesInTheViewersZone", func(t *testing.T) { testTimes(t, c, w) })
 	t.Run("EveryPagePhoneAndAxe", func(t *testing.T) {
 		for _, scheme := range []*playwright.ColorScheme{playwright.ColorSchemeLight, playwright.ColorSchemeDark} {
 			t.Run(string(*scheme), func(t *testing.T) { testEveryPage(t, c, w, scheme) })
@@ -434,4 +435,20 @@ func testAuditorFindsDecisions(t *testing.T, c *console, w *uxWorld) {
 	require.Contains(t, string(raw), "key.forget")
 	require.Contains(t, string(raw), "operation.retry")
 	t.Logf("auditor walk-through: %d clicks from the overview to both decisions exported", n.n)
+}
+
+// testTimes: times show in the viewer's zone with UTC on hover, and a
+// toggle shows them in UTC (SPEC K17).
+func testTimes(t *testing.T, c *console, w *uxWorld) {
+	p := c.open(t, "oncall", func(o *playwright.BrowserNewContextOptions) { o.TimezoneId = playwright.String("Asia/Tokyo") })
+	p.goTo("/operations/" + w.review[1])
+	created := p.Locator("[data-at]").First()
+	p.ok(expect.Locator(created).ToHaveText(regexp.MustCompile(`^\(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\+09:00\)$`)), "in the viewer's zone")
+	p.ok(expect.Locator(created).ToHaveAttribute("title", regexp.MustCompile(`Z$`)), "UTC on hover")
+	toggle := p.role("button", "UTC times")
+	p.ok(toggle.Click(), "switch to UTC")
+	p.ok(expect.Locator(toggle).ToHaveAttribute("aria-pressed", "true"), "the toggle says it is on")
+	p.ok(expect.Locator(created).ToHaveText(regexp.MustCompile(`^\(\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ\)$`)), "in UTC")
+	p.goTo("/operations/" + w.review[1])
+	p.ok(expect.Locator(p.Locator("[data-at]").First()).ToHaveText(regexp.MustCompile(`Z\)$`)), "the choice is kept")
 }
