@@ -140,3 +140,28 @@ document.addEventListener("htmx:configRequest", function (event) {
   document.addEventListener("htmx:afterSettle", apply);
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", apply); else apply();
 })();
+
+// The overview's tab title ("(3) Overview · unstuck") follows what needs a
+// human: the page is read again every data-title-refresh seconds, its
+// title taken, and a change announced; the page itself does not move.
+(function () {
+  var h1 = document.querySelector("h1[data-title-refresh]");
+  if (!h1 || !window.fetch || !window.DOMParser) return;
+  var every = parseInt(h1.getAttribute("data-title-refresh"), 10) * 1000;
+  if (!(every > 0)) return;
+  setInterval(function () {
+    if (document.hidden) return;
+    fetch(location.pathname + location.search, { credentials: "same-origin", headers: { Accept: "text/html" } })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        if (!html) return;
+        var title = new DOMParser().parseFromString(html, "text/html").title;
+        if (title && title !== document.title) {
+          document.title = title;
+          var status = document.getElementById("announce");
+          if (status) status.textContent = title.replace(/ · unstuck$/, "");
+        }
+      })
+      .catch(function () { /* offline: try again later */ });
+  }, every);
+})();

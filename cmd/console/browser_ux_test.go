@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -183,6 +184,7 @@ func TestBrowserUX(t *testing.T) {
 	t.Run("LiveRefreshKeepsFocus", func(t *testing.T) { testLiveRefresh(t, c) })
 	t.Run("RefusedDecisionFocusesTheField", func(t *testing.T) { testRefusedDecision(t, c, w) })
 	t.Run("SupportFindsAQuotedRawKeyAndForgetsIt", func(t *testing.T) { testSupportFindsKey(t, c, w) })
+	t.Run("OverviewTitleCountsAndRefreshes", func(t *testing.T) { testOverviewTitle(t, c, w) })
 	t.Run("OncallResolvesTheOldestReview", func(t *testing.T) { testOncallOldestReview(t, c, w) })
 	t.Run("AuditorFindsBothDecisionsAndExportsThem", func(t *testing.T) { testAuditorFindsDecisions(t, c, w) })
 	t.Run("TimesInTheViewersZone", func(t *testing.T) { testTimes(t, c, w) })
@@ -451,4 +453,20 @@ func testTimes(t *testing.T, c *console, w *uxWorld) {
 	p.ok(expect.Locator(created).ToHaveText(regexp.MustCompile(`^\(\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ\)$`)), "in UTC")
 	p.goTo("/operations/" + w.review[1])
 	p.ok(expect.Locator(p.Locator("[data-at]").First()).ToHaveText(regexp.MustCompile(`Z\)$`)), "the choice is kept")
+}
+
+// testOverviewTitle (defect 8): the overview's tab title starts with the
+// count that needs a human, and follows it without a reload.
+func testOverviewTitle(t *testing.T, c *console, w *uxWorld) {
+	p := c.open(t, "oncall")
+	p.goTo("/")
+	title, err := p.Title()
+	require.NoError(t, err)
+	m := regexp.MustCompile(`^\((\d+)\) Overview · unstuck$`).FindStringSubmatch(title)
+	require.NotNil(t, m, "title %q", title)
+	n, err := strconv.Atoi(m[1])
+	require.NoError(t, err)
+	// One more key needs a human: the open tab's title follows.
+	w.jobs.unavailable(t, fmt.Sprintf("title-%d", time.Now().UnixNano()))
+	p.ok(expect.Page(p.Page).ToHaveTitle(fmt.Sprintf("(%d) Overview · unstuck", n+1), playwright.PageAssertionsToHaveTitleOptions{Timeout: playwright.Float(25_000)}), "the title follows")
 }

@@ -28,7 +28,7 @@ func Overview(p Page, vm OverviewVM) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<h1>Overview</h1><section aria-labelledby=\"keys-title\"><h2 id=\"keys-title\">Idempotency keys</h2><table class=\"counts\"><caption class=\"muted\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<h1 data-title-refresh=\"15\">Overview</h1><section aria-labelledby=\"keys-title\"><h2 id=\"keys-title\">Idempotency keys</h2><table class=\"counts\"><caption class=\"muted\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
