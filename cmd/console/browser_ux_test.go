@@ -146,13 +146,11 @@ func (p *tab) checkPage(what string) {
 
 // uxWorld is what the UX journeys share.
 type uxWorld struct {
-	base      string
-	jobs      receiptJobs
-	seed      seeded
-	review    []string // operations under review, oldest first
-	rawKey    string   // the receipt key support is given, as the client sent it (quoted)
-	keyID     string
-	completed string // URL of a completed key with a stored response
+	base   string
+	jobs   receiptJobs
+	seed   seeded
+	review []string // operations under review, oldest first
+	rawKey string   // the receipt key support is given, as the client sent it (quoted)
 }
 
 func TestBrowserUX(t *testing.T) {

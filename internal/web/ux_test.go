@@ -66,7 +66,7 @@ func TestKeyDetailReadsCleanly(t *testing.T) {
 	c := signIn(t, b, store.RoleOncall)
 	_, body := do(t, c, http.MethodGet, b.srv.URL+"/keys/"+itoa(b.keyID), nil)
 	require.NotRegexp(t, `ago</time><span>`, body, "no time runs into its UTC form")
-	require.Regexp(t, `ago</time>\s+<span class="muted">\(\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ\)</span>`, body)
+	require.Regexp(t, `ago</time>\s+<span class="muted abs" data-at="[^"]+">\(\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ\)</span>`, body)
 	require.Regexp(t, `<dt>Correlation ID</dt><dd>—</dd>`, body)
 	require.Regexp(t, `<dt>Last error</dt><dd>—</dd>`, body)
 	require.Contains(t, body, "{\n  &#34;id&#34;: &#34;ord_secret_body&#34;\n}", "the JSON body is indented")
