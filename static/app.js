@@ -10,3 +10,158 @@ document.addEventListener("click", function (event) {
     setTimeout(function () { button.textContent = label; if (status) status.textContent = ""; }, 1200);
   });
 });
+
+// A page rendered as the answer to a POST (a refused decision) names its
+// own address in <main data-url>: put it in the address bar, so that a
+// reload shows the page instead of posting the form again.
+(function () {
+  var main = document.getElementById("main");
+  var url = main && main.getAttribute("data-url");
+  if (url && url.charAt(0) === "/" && location.pathname !== url && window.history && history.replaceState) {
+    history.replaceState(null, "", url);
+  }
+})();
+
+// Live refresh (lists with "Live refresh" on): the list is polled every
+// 5 s, but not while the reader points at it, has the focus or a
+// selection in it, or has paused it; new rows are announced ("2 new"),
+// the list is not an aria-live region. Results of a filter are announced
+// by their count.
+(function () {
+  var paused = false;
+  var announce = function (text) {
+    var status = document.getElementById("announce");
+    if (!status) return;
+    status.textContent = "";
+    setTimeout(function () { status.textContent = text; }, 50);
+  };
+  var sync = function () {
+    var b = document.querySelector("button[data-pause-live]");
+    if (!b) return;
+    b.setAttribute("aria-pressed", String(paused));
+    b.textContent = paused ? "Resume live refresh" : "Pause live refresh";
+  };
+  var rows = function (el) {
+    var keys = {};
+    if (!el) return keys;
+    el.querySelectorAll("tbody tr a[href]").forEach(function (a) { keys[a.getAttribute("href")] = true; });
+    return keys;
+  };
+  var busy = function (el) {
+    var active = document.activeElement;
+    if (active && active !== document.body && el.contains(active)) return true;
+    if (el.matches(":hover")) return true;
+    var sel = window.getSelection && window.getSelection();
+    return !!(sel && !sel.isCollapsed && el.contains(sel.anchorNode));
+  };
+  var before = null;
+  document.addEventListener("click", function (event) {
+    if (!event.target.closest("button[data-pause-live]")) return;
+    paused = !paused;
+    sync();
+    announce(paused ? "Live refresh paused" : "Live refresh resumed");
+  });
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var elt = event.detail && event.detail.elt;
+    if (!elt || elt.id !== "results" || !elt.hasAttribute("data-live")) return;
+    if (paused || busy(elt)) event.preventDefault();
+  });
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var target = event.detail && event.detail.target;
+    before = target && target.id === "results" ? { live: event.detail.requestConfig && event.detail.requestConfig.elt === target, rows: rows(target) } : null;
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    var el = document.getElementById("results");
+    if (!el || !before) return;
+    sync();
+    var now = rows(el);
+    if (before.live) {
+      var added = 0;
+      for (var k in now) if (!before.rows[k]) added++;
+      if (added > 0) announce(added + " new");
+    } else if (!el.querySelector("[role=alert]")) {
+      announce(Object.keys(now).length + " shown");
+    }
+    before = null;
+  });
+})();
+
+// Filter forms (hx-get): empty fields stay out of the URL, so that a
+// list's address carries only the filters in use.
+document.addEventListener("htmx:configRequest", function (event) {
+  var detail = event.detail;
+  if (!detail || detail.verb !== "get" || !detail.formData) return;
+  var empty = [];
+  detail.formData.forEach(function (value, name) { if (value === "") empty.push(name); });
+  empty.forEach(function (name) { detail.formData.delete(name); });
+});
+
+// Times: the server writes UTC; the viewer may see them in their own zone
+// (the default) or in UTC, with the other form on hover (title). The
+// choice is kept in localStorage.
+(function () {
+  var pad = function (n) { return (n < 10 ? "0" : "") + n; };
+  var utc = function (d) {
+    return d.getUTCFullYear() + "-" + pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate()) + " " +
+      pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes()) + ":" + pad(d.getUTCSeconds()) + "Z";
+  };
+  var local = function (d) {
+    var off = -d.getTimezoneOffset();
+    var sign = off < 0 ? "-" : "+";
+    off = Math.abs(off);
+    return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " +
+      pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()) +
+      " UTC" + sign + pad(Math.floor(off / 60)) + ":" + pad(off % 60);
+  };
+  var mode = function () {
+    try { return localStorage.getItem("unstuck.times") === "utc" ? "utc" : "local"; } catch (e) { return "local"; }
+  };
+  var apply = function () {
+    var m = mode();
+    document.querySelectorAll("time[datetime]").forEach(function (el) {
+      var d = new Date(el.getAttribute("datetime"));
+      if (isNaN(d)) return;
+      el.title = m === "utc" ? utc(d) + " · " + local(d) : local(d) + " · " + utc(d);
+    });
+    document.querySelectorAll("[data-at]").forEach(function (el) {
+      var d = new Date(el.getAttribute("data-at"));
+      if (isNaN(d)) return;
+      el.textContent = "(" + (m === "utc" ? utc(d) : local(d)) + ")";
+      el.title = m === "utc" ? local(d) : utc(d);
+    });
+    var b = document.querySelector("button[data-times-toggle]");
+    if (b) b.setAttribute("aria-pressed", String(m === "utc"));
+  };
+  document.addEventListener("click", function (event) {
+    if (!event.target.closest("button[data-times-toggle]")) return;
+    try { localStorage.setItem("unstuck.times", mode() === "utc" ? "local" : "utc"); } catch (e) { /* private mode */ }
+    apply();
+  });
+  document.addEventListener("htmx:afterSettle", apply);
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", apply); else apply();
+})();
+
+// The overview's tab title ("(3) Overview · unstuck") follows what needs a
+// human: the page is read again every data-title-refresh seconds, its
+// title taken, and a change announced; the page itself does not move.
+(function () {
+  var h1 = document.querySelector("h1[data-title-refresh]");
+  if (!h1 || !window.fetch || !window.DOMParser) return;
+  var every = parseInt(h1.getAttribute("data-title-refresh"), 10) * 1000;
+  if (!(every > 0)) return;
+  setInterval(function () {
+    if (document.hidden) return;
+    fetch(location.pathname + location.search, { credentials: "same-origin", headers: { Accept: "text/html" } })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        if (!html) return;
+        var title = new DOMParser().parseFromString(html, "text/html").title;
+        if (title && title !== document.title) {
+          document.title = title;
+          var status = document.getElementById("announce");
+          if (status) status.textContent = title.replace(/ · unstuck$/, "");
+        }
+      })
+      .catch(function () { /* offline: try again later */ });
+  }, every);
+})();

@@ -34,7 +34,16 @@ type OverviewVM struct {
 	// Review lists operations in review_required, the longest waiting
 	// first: they come first under "Needs a human".
 	Review []saga.Operation
+	// ReviewCount counts the operations in review_required and
+	// AttentionCount the keys pending, unavailable or stuck; a count whose
+	// Exact is false is an estimate or a lower bound, shown as "≥ N".
+	ReviewCount, AttentionCount int64
+	ReviewExact, AttentionExact bool
 }
+
+// NeedsHuman is what the page title counts: operations under review and
+// keys that need a human.
+func (vm OverviewVM) NeedsHuman() int64 { return vm.ReviewCount + vm.AttentionCount }
 
 // KeyFilterVM is the key list's filter form, as the URL carries it.
 type KeyFilterVM struct {
@@ -45,7 +54,6 @@ type KeyFilterVM struct {
 	ExternalRef   string
 	From          string
 	To            string
-	Key           string // raw key lookup, with Scope and Operation
 	Live          bool
 }
 
@@ -55,10 +63,15 @@ type KeysVM struct {
 	States   []string
 	Records  []idemdriver.Record
 	NextURL  string
+	FirstURL string // set on a later page
 	SelfURL  string // this page's URL, polled when Live
-	Error    string
-	FieldErr string // the filter field the error is about
-	Notice   string // the outcome of a decision that removed a record
+	// HiddenConsole counts the console's own decision records left out of
+	// this page; ShowConsoleURL shows them.
+	HiddenConsole  int
+	ShowConsoleURL string
+	Error          string
+	FieldErr       string // the filter field the error is about
+	Notice         string // the outcome of a decision that removed a record
 }
 
 // StoredResponse is a decrypted stored response, for roles allowed to see it.
@@ -121,6 +134,7 @@ type OperationsVM struct {
 	Filter     OperationFilterVM
 	Statuses   []string
 	Operations []saga.Operation
+	FirstURL   string // set on a later page
 	NextURL    string
 	SelfURL    string // this page's URL, polled when Live
 	Error      string

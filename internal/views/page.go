@@ -32,6 +32,10 @@ type Page struct {
 	// BulkEnabled says the console serves bulk decisions (the list
 	// pages link to them).
 	BulkEnabled bool
+	// URL, when set, is the page's own address: a page rendered as the
+	// answer to a POST (a refused decision) puts it in the address bar, so
+	// that a reload shows the page instead of posting again.
+	URL string
 }
 
 // FullTitle is the document title: the count of requests waiting for

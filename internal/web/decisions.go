@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
@@ -117,7 +118,9 @@ func handleKeyDecision(action string, keys keyReader, decider keyDecider, opener
 				vm.Error, vm.FieldErr, vm.Reason = "Not applied: "+fe.Reason+".", fe.Field, d.Reason
 			})
 		case errors.Is(err, ops.ErrNotFound):
-			writeError(w, r, log, appError(ENotFound, "There is no key with this ID; it may have expired or been forgotten."))
+			// A stale form: say who removed the key and when, as the
+			// operations do with a 409, not a bare 404 (issue 13 defect 10).
+			writeError(w, r, log, appError(EConflict, goneMessage(r.Context(), decider, id, log)))
 		case errors.Is(err, ops.ErrStale), errors.Is(err, ops.ErrIllegal):
 			msg := "Not applied: the record changed since you opened the page. This is its current state; decide again if still needed."
 			if errors.Is(err, ops.ErrIllegal) {
@@ -183,4 +186,25 @@ func auditText(s string, max int) string {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// goneMessage says why key id is no longer there: forgotten by whom and
+// when, from its audit history, or expired.
+func goneMessage(ctx context.Context, decider keyDecider, id int64, log *slog.Logger) string {
+	msg := "Not applied: key " + strconv.FormatInt(id, 10) + " is no longer there"
+	hist, err := decider.History(ctx, id, 50)
+	if err != nil {
+		log.Warn("history of a removed key", "record_id", id, "error", err.Error())
+	}
+	var last *audit.Entry
+	for i, e := range hist {
+		if e.Action == "key.forget" && e.Outcome == audit.OutcomeApplied && (last == nil || e.Seq > last.Seq) {
+			last = &hist[i]
+		}
+	}
+	if last == nil {
+		return msg + ": it expired or was removed. Nothing was changed."
+	}
+	return msg + ": it was forgotten by " + last.Actor + " " + views.Ago(time.Now(), last.At) + " (" + views.UTC(last.At) +
+		", audit entry " + strconv.FormatInt(last.Seq, 10) + "). Nothing was changed."
 }

@@ -26,3 +26,17 @@ func textFilters(q url.Values, names ...string) *AppError {
 	}
 	return nil
 }
+
+// listURL is path with q without its empty parameters: a list's links
+// carry only the filters in use.
+func listURL(path string, q url.Values) string {
+	for k, vs := range q {
+		if len(vs) == 0 || (len(vs) == 1 && vs[0] == "") {
+			q.Del(k)
+		}
+	}
+	if len(q) == 0 {
+		return path
+	}
+	return path + "?" + q.Encode()
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -42,9 +43,14 @@ func handleOverview(keys keyReader, sagas operationReader, log *slog.Logger) htt
 			writeError(w, r, log, err)
 			return
 		}
-		vm := views.OverviewVM{StuckProcessing: ov.StuckProcessing, StuckExact: ov.StuckExact, Attention: attention}
+		vm := views.OverviewVM{StuckProcessing: ov.StuckProcessing, StuckExact: ov.StuckExact, Attention: attention,
+			AttentionCount: ov.StuckProcessing, AttentionExact: ov.StuckExact, ReviewExact: true}
 		exact := true
 		for _, c := range ov.Counts {
+			if c.Status == idemdriver.StatusPending || c.Status == idemdriver.StatusUnavailable {
+				vm.AttentionCount += c.Count
+				vm.AttentionExact = vm.AttentionExact && c.Exact
+			}
 			vm.Keys = append(vm.Keys, views.StatusCount{Status: string(c.Status), Count: c.Count, Exact: c.Exact, Oldest: c.Oldest,
 				Href: "/keys?state=" + url.QueryEscape(string(c.Status))})
 			exact = exact && c.Exact
@@ -56,7 +62,12 @@ func handleOverview(keys keyReader, sagas operationReader, log *slog.Logger) htt
 			writeError(w, r, log, err)
 			return
 		}
-		render(w, r, http.StatusOK, pageFor(r, "Overview", "overview"), views.Overview(pageFor(r, "Overview", "overview"), vm))
+		page := pageFor(r, "Overview", "overview")
+		if n := vm.NeedsHuman(); n > 0 {
+			// The tab says how many need a human ("(3) Overview · unstuck").
+			page.Title = "(" + strconv.FormatInt(n, 10) + ") Overview"
+		}
+		render(w, r, http.StatusOK, page, views.Overview(page, vm))
 	})
 }
 
@@ -69,7 +80,7 @@ func handleKeyList(keys keyReader, log *slog.Logger) http.Handler {
 		q := r.URL.Query()
 		fvm := views.KeyFilterVM{State: q.Get("state"), Scope: q.Get("scope"), Operation: q.Get("operation"),
 			CorrelationID: q.Get("correlation_id"), ExternalRef: q.Get("external_ref"), From: q.Get("from"), To: q.Get("to"),
-			Key: q.Get("key"), Live: q.Get("live") == "1"}
+			Live: q.Get("live") == "1"}
 		vm := views.KeysVM{Filter: fvm, States: keyStates, SelfURL: r.URL.RequestURI()}
 		if id, err := strconv.ParseInt(q.Get("released"), 10, 64); err == nil && id > 0 {
 			vm.Notice = "Key " + strconv.FormatInt(id, 10) + " released and recorded in the audit trail: the next request with its key runs."
@@ -89,10 +100,26 @@ func handleKeyList(keys keyReader, log *slog.Logger) http.Handler {
 				return
 			default:
 				vm.Records = res.Records
+				if q.Get("console") != "1" {
+					// The console's own decision records (idempotency of
+					// its forms) are not customers' keys: kept out of the
+					// list unless asked for (issue 13 defect 13).
+					vm.Records, vm.HiddenConsole = withoutConsoleRecords(res.Records)
+					if vm.HiddenConsole > 0 {
+						show := r.URL.Query()
+						show.Set("console", "1")
+						vm.ShowConsoleURL = listURL("/keys", show)
+					}
+				}
 				if res.Next != "" {
 					next := r.URL.Query()
 					next.Set("after", res.Next)
-					vm.NextURL = "/keys?" + next.Encode()
+					vm.NextURL = listURL("/keys", next)
+				}
+				if q.Get("after") != "" {
+					first := r.URL.Query()
+					first.Del("after")
+					vm.FirstURL = listURL("/keys", first)
 				}
 			}
 		}
@@ -132,11 +159,10 @@ func keyFilter(q url.Values) (idemdriver.KeyFilter, *AppError) {
 		}
 		*tf.dst = t
 	}
-	if key := q.Get("key"); key != "" {
-		if f.Scope == "" || f.Operation == "" {
-			return f, &AppError{Code: EInvalid, Field: "key", Message: "A raw key lookup needs the scope and the operation too."}
-		}
-		f.KeyDigest = idem.Digest(f.Scope, f.Operation, key)
+	if q.Get("key") != "" {
+		// A raw key in a URL ends up in the history and access logs: the
+		// search box takes it by POST (handleSearch).
+		return f, &AppError{Code: EInvalid, Field: "key", Message: "A raw key is not taken in a URL: use Search at the top of the page, which sends it by POST."}
 	}
 	return f, nil
 }
@@ -208,6 +234,7 @@ func renderKeyDetail(w http.ResponseWriter, r *http.Request, status int, id int6
 	}
 	adjust(&vm)
 	page := pageFor(r, "Key "+strconv.FormatInt(id, 10), "keys")
+	page.URL = "/keys/" + strconv.FormatInt(id, 10)
 	render(w, r, status, page, views.KeyDetail(page, vm))
 }
 
@@ -222,4 +249,21 @@ func openForView(opener resultOpener, rec idemdriver.Record, log *slog.Logger) (
 		return &views.StoredResponse{Status: resp.Status, Header: resp.Header, Body: string(resp.Body)}, ""
 	}
 	return &views.StoredResponse{Body: string(plain)}, ""
+}
+
+// consoleOperationPrefix starts the operation name of the console's own
+// decision records ("console POST /keys/{id}/forget", see routes.go).
+const consoleOperationPrefix = "console "
+
+// withoutConsoleRecords drops the console's own decision records from
+// recs and counts them.
+func withoutConsoleRecords(recs []idemdriver.Record) ([]idemdriver.Record, int) {
+	kept := recs[:0:0]
+	for _, rec := range recs {
+		if strings.HasPrefix(rec.Operation, consoleOperationPrefix) {
+			continue
+		}
+		kept = append(kept, rec)
+	}
+	return kept, len(recs) - len(kept)
 }

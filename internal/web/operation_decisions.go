@@ -168,6 +168,7 @@ func renderOperationDetail(w http.ResponseWriter, r *http.Request, status int, i
 		d.Actions[i].Open = d.Action != "" && d.Actions[i].Name == d.Action
 	}
 	page := pageFor(r, "Operation "+id, "operations")
+	page.URL = views.OperationURL(id)
 	render(w, r, status, page, views.OperationPage(page, vm, d))
 }
 

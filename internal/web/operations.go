@@ -75,7 +75,12 @@ func handleOperationList(ops operationReader, log *slog.Logger) http.Handler {
 				if res.Next != "" {
 					next := r.URL.Query()
 					next.Set("after", res.Next)
-					vm.NextURL = "/operations?" + next.Encode()
+					vm.NextURL = listURL("/operations", next)
+				}
+				if q.Get("after") != "" {
+					first := r.URL.Query()
+					first.Del("after")
+					vm.FirstURL = listURL("/operations", first)
 				}
 			}
 		}
@@ -166,6 +171,9 @@ func operationsOverview(ctx context.Context, ops operationReader, vm *views.Over
 		vm.Operations = append(vm.Operations, views.StatusCount{Status: string(c.Status), Count: c.Count, Exact: c.Exact,
 			Oldest: c.Oldest, Href: "/operations?status=" + url.QueryEscape(string(c.Status))})
 		exact = exact && c.Exact
+		if c.Status == saga.StatusReviewRequired {
+			vm.ReviewCount, vm.ReviewExact = c.Count, c.Exact
+		}
 	}
 	if !exact {
 		vm.OperationsAsOf = ov.AsOf

@@ -160,6 +160,8 @@ func NewHandler(cfg Config) http.Handler {
 			}
 			r.Method(http.MethodGet, "/", handleOverview(cfg.Records, cfg.Sagas, log))
 			r.Method(http.MethodGet, "/keys", handleKeyList(cfg.Records, log))
+			r.Method(http.MethodGet, "/search", handleSearch(cfg.Records, cfg.Sagas, log))
+			r.Method(http.MethodPost, "/search", handleSearch(cfg.Records, cfg.Sagas, log))
 			r.Method(http.MethodGet, "/keys/{id}", handleKeyDetail(cfg.Records, cfg.Keys, cfg.Engine, log))
 			if cfg.Keys != nil {
 				// Decisions: one idempotency key per rendered form, so a

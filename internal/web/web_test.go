@@ -230,6 +230,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"GET", "/operations", "/operations", roles, false},
 		{"GET", "/operations/" + b.opID, "/operations/{id}", roles, false},
 		{"GET", "/users", "/users", []string{store.RoleAdmin}, false},
+		{"GET", "/search", "/search", roles, false},
 		{"GET", "/audit", "/audit", []string{store.RoleAuditor, store.RoleAdmin}, false},
 		{"GET", "/audit/export?format=csv", "/audit/export", []string{store.RoleAuditor, store.RoleAdmin}, false},
 		{"GET", "/audit/export?format=jsonl", "/audit/export", []string{store.RoleAuditor, store.RoleAdmin}, false},
@@ -249,7 +250,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"POST /operations/{id}/compensate": true, "POST /operations/{id}/resolve": true,
 		"POST /users/{username}/unlock": true,                                                                // tested in TestAdminUnlock
 		"POST /keys/bulk":               true, "POST /operations/bulk": true, "POST /bulk/{id}/cancel": true, // tested in TestBulk…
-		"POST /approvals/{id}/approve": true, "POST /approvals/{id}/reject": true}
+		"POST /approvals/{id}/approve": true, "POST /approvals/{id}/reject": true,
+		"POST /search": true} // tested in TestSearch
 	covered := map[string]bool{}
 	for _, c := range matrix {
 		covered[c.method+" "+c.pattern] = true
@@ -457,13 +459,13 @@ func TestKeyPages(t *testing.T) {
 	resp, _ = do(t, oncall, http.MethodGet, b.srv.URL+"/keys?after=garbage", nil)
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 
-	// Raw key lookup: scope + operation + key → digest.
+	// A raw key is not taken in a URL (history, logs): the search box
+	// takes it by POST (TestSearch).
 	q := url.Values{"key": {"web-test-key-000001"}, "scope": {"ip:127.0.0.1"}, "operation": {"POST /orders"}}
-	_, body = do(t, oncall, http.MethodGet, b.srv.URL+"/keys?"+q.Encode(), nil)
-	require.Contains(t, body, "/keys/"+itoa(b.keyID))
-	resp, body = do(t, oncall, http.MethodGet, b.srv.URL+"/keys?key=x", nil)
+	resp, body = do(t, oncall, http.MethodGet, b.srv.URL+"/keys?"+q.Encode(), nil)
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
-	require.Contains(t, body, "needs the scope and the operation")
+	require.Contains(t, body, "use Search")
+	require.NotContains(t, body, "/keys/"+itoa(b.keyID))
 
 	// HTMX gets only the results fragment.
 	req, err := http.NewRequest(http.MethodGet, b.srv.URL+"/keys?state=completed", nil)
