@@ -21,8 +21,9 @@ import (
 // the database. The conformance suite is idemtest.RunAdmin.
 type Admin interface {
 	// ListKeys returns one page of the records that f selects, most
-	// recently updated first (ties by ID, highest first), paged by keyset
-	// on (UpdatedAt, ID), never by offset: a page costs the same at any
+	// recently updated first (ties by ID, highest first), or least
+	// recently first (ties by ID, lowest first) when f.Order is
+	// OrderOldest, paged by keyset on (UpdatedAt, ID), never by offset: a page costs the same at any
 	// depth. Each record's ReadAt is the query's clock. An invalid f is a
 	// *[FieldError]. Records updated while a caller pages move to the head
 	// of the list: paging never shows a record twice or skips one that did
@@ -133,17 +134,40 @@ type KeyFilter struct {
 	// leaves that side open. Times are compared to the microsecond.
 	From time.Time
 	To   time.Time
+	// Order is the list's order: OrderNewest (or "") lists the most
+	// recently updated first, OrderOldest the least recently updated
+	// first (the longest unchanged, for anything stuck).
+	Order Order
 	// After is KeyPage.Next of the previous page; "" asks for the first
-	// page. A cursor is only a position (UpdatedAt, ID): under another
-	// filter it still pages correctly from that position.
+	// page. A cursor is a position (UpdatedAt, ID) in one order: under
+	// another filter it still pages correctly from that position, but a
+	// cursor of the other order is refused (field "after").
 	After string
 	// Limit is the page size: DefaultLimit when <= 0, at most MaxLimit.
 	Limit int
 }
 
+// Order is the order of a key list, by UpdatedAt then ID.
+type Order string
+
+// The orders of [KeyFilter.Order]; "" is OrderNewest.
+const (
+	OrderNewest Order = "newest"
+	OrderOldest Order = "oldest"
+)
+
+// Valid reports whether o is "" or one of the orders.
+func (o Order) Valid() bool {
+	return o == "" || o == OrderNewest || o == OrderOldest
+}
+
+// Oldest reports whether o lists the least recently updated first.
+func (o Order) Oldest() bool { return o == OrderOldest }
+
 // KeyPage is one page of [Admin.ListKeys].
 type KeyPage struct {
-	// Records, most recently updated first (ties by ID, highest first).
+	// Records in the filter's order: most recently updated first (ties by
+	// ID, highest first), or the reverse for OrderOldest.
 	Records []Record
 	// Next is the KeyFilter.After of the following page, "" when this page
 	// is the last.
@@ -151,14 +175,14 @@ type KeyPage struct {
 }
 
 // KeyQuery is a [KeyFilter] checked by [KeyFilter.Check]: what a driver
-// turns into its query. Its Status is processing when Stuck is set, and
-// its Limit is in [1, MaxLimit].
+// turns into its query. Its Status is processing when Stuck is set, its
+// Order is OrderNewest or OrderOldest, and its Limit is in [1, MaxLimit].
 type KeyQuery struct {
 	KeyFilter
 	// AfterSet tells whether After decoded to a position, which is then
 	// AfterUpdatedAt (to the microsecond, UTC) and AfterID: the query
-	// returns only records before it in list order, (updated_at, id) <
-	// (AfterUpdatedAt, AfterID).
+	// returns only records after it in list order, (updated_at, id) <
+	// (AfterUpdatedAt, AfterID) newest first, > oldest first.
 	AfterSet       bool
 	AfterUpdatedAt time.Time
 	AfterID        int64
@@ -183,11 +207,20 @@ func (f KeyFilter) Check() (KeyQuery, error) {
 	if f.KeyHash != "" && !isHex64(f.KeyHash) {
 		return q, &FieldError{Field: "key_hash", Reason: "not a key hash (64 lowercase hex digits)"}
 	}
+	if !f.Order.Valid() {
+		return q, &FieldError{Field: "order", Reason: fmt.Sprintf("%q is not an order (newest or oldest)", f.Order)}
+	}
+	if f.Order == "" {
+		q.Order = OrderNewest
+	}
 	q.Limit = ClampLimit(f.Limit)
 	if f.After != "" {
-		at, id, err := DecodeCursor(f.After)
+		at, id, order, err := DecodeCursorOrder(f.After)
 		if err != nil {
 			return q, err
+		}
+		if order != q.Order {
+			return q, &FieldError{Field: "after", Reason: "a cursor of the " + string(order) + "-first list, not the " + string(q.Order) + "-first one"}
 		}
 		q.AfterSet, q.AfterUpdatedAt, q.AfterID = true, at, id
 	}
@@ -217,15 +250,29 @@ func ClampLimit(n int) int {
 }
 
 // cursorVersion is the first byte of an encoded cursor, so that the format
-// can change without old cursors being misread.
-const cursorVersion = 1
+// can change without old cursors being misread; cursorVersionOldest marks
+// a position in the oldest-first list. Operation cursors (sagadriver) use
+// 2 and 4, so that a cursor of one list is refused by the other.
+const (
+	cursorVersion       = 1
+	cursorVersionOldest = 3
+)
 
-// EncodeCursor returns the position of rec in list order as a
-// KeyPage.Next: base64url without padding of a version byte, then
-// UpdatedAt (Unix µs) and ID as big-endian int64.
+// EncodeCursor returns the position of rec in the newest-first list as a
+// KeyPage.Next: EncodeCursorOrder(rec, OrderNewest).
 func EncodeCursor(rec Record) string {
+	return EncodeCursorOrder(rec, OrderNewest)
+}
+
+// EncodeCursorOrder returns the position of rec in the list of order o as
+// a KeyPage.Next: base64url without padding of a version byte (which
+// carries the order), then UpdatedAt (Unix µs) and ID as big-endian int64.
+func EncodeCursorOrder(rec Record, o Order) string {
 	var b [17]byte
 	b[0] = cursorVersion
+	if o.Oldest() {
+		b[0] = cursorVersionOldest
+	}
 	binary.BigEndian.PutUint64(b[1:9], uint64(rec.UpdatedAt.UnixMicro()))
 	binary.BigEndian.PutUint64(b[9:], uint64(rec.ID))
 	return base64.RawURLEncoding.EncodeToString(b[:])
@@ -233,16 +280,31 @@ func EncodeCursor(rec Record) string {
 
 // DecodeCursor parses what EncodeCursor made into the position (UpdatedAt,
 // UTC, and ID), and returns a *[FieldError] for field "after", matching
-// [ErrInvalidCursor], for anything else.
+// [ErrInvalidCursor], for anything else (an oldest-first cursor too).
 func DecodeCursor(s string) (updatedAt time.Time, id int64, err error) {
-	bad := func(reason string) (time.Time, int64, error) {
-		return time.Time{}, 0, &FieldError{Field: "after", Reason: reason}
+	updatedAt, id, o, err := DecodeCursorOrder(s)
+	if err == nil && o != OrderNewest {
+		err = &FieldError{Field: "after", Reason: "a cursor of the oldest-first list"}
+	}
+	if err != nil {
+		return time.Time{}, 0, err
+	}
+	return updatedAt, id, nil
+}
+
+// DecodeCursorOrder parses what EncodeCursorOrder made into the position
+// (UpdatedAt, UTC, and ID) and its list's order, and returns a
+// *[FieldError] for field "after", matching [ErrInvalidCursor], for
+// anything else.
+func DecodeCursorOrder(s string) (updatedAt time.Time, id int64, o Order, err error) {
+	bad := func(reason string) (time.Time, int64, Order, error) {
+		return time.Time{}, 0, "", &FieldError{Field: "after", Reason: reason}
 	}
 	b, derr := base64.RawURLEncoding.DecodeString(s)
 	if derr != nil {
 		return bad("not base64url")
 	}
-	if len(b) != 17 || b[0] != cursorVersion {
+	if len(b) != 17 || (b[0] != cursorVersion && b[0] != cursorVersionOldest) {
 		return bad("not a cursor of this store")
 	}
 	us := int64(binary.BigEndian.Uint64(b[1:9]))
@@ -250,7 +312,11 @@ func DecodeCursor(s string) (updatedAt time.Time, id int64, err error) {
 	if id <= 0 {
 		return bad("not a cursor of this store")
 	}
-	return time.UnixMicro(us).UTC(), id, nil
+	o = OrderNewest
+	if b[0] == cursorVersionOldest {
+		o = OrderOldest
+	}
+	return time.UnixMicro(us).UTC(), id, o, nil
 }
 
 // StatusCount is the number of records in one status.

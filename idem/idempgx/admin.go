@@ -62,7 +62,7 @@ func (s *Store) overviewCaps() overviewCaps {
 }
 
 // listKeysSQL returns the list query of q and its arguments: newest change
-// first, keyset on (updated_at, id), one row more than the page. Each
+// first (oldest first for OrderOldest), keyset on (updated_at, id), one row more than the page. Each
 // filter has an index that returns rows in this order, so the query stops
 // after the page (see the EXPLAIN tests).
 func listKeysSQL(q idemdriver.KeyQuery) (string, []any) {
@@ -108,7 +108,15 @@ func listKeysSQL(q idemdriver.KeyQuery) (string, []any) {
 		conds = append(conds, "updated_at < "+arg(q.To))
 	}
 	if q.AfterSet {
-		conds = append(conds, "(updated_at, id) < ("+arg(q.AfterUpdatedAt)+", "+arg(q.AfterID)+")")
+		cmp := "<"
+		if q.Order.Oldest() {
+			cmp = ">"
+		}
+		conds = append(conds, "(updated_at, id) "+cmp+" ("+arg(q.AfterUpdatedAt)+", "+arg(q.AfterID)+")")
+	}
+	dir := "DESC"
+	if q.Order.Oldest() {
+		dir = "ASC"
 	}
 	where := ""
 	if len(conds) > 0 {
@@ -116,7 +124,7 @@ func listKeysSQL(q idemdriver.KeyQuery) (string, []any) {
 	}
 	sql := `SELECT ` + recordColumns + `, statement_timestamp()
 FROM unstuck_idem_record
-` + where + `ORDER BY updated_at DESC, id DESC
+` + where + `ORDER BY updated_at ` + dir + `, id ` + dir + `
 LIMIT ` + arg(q.Limit+1)
 	return sql, args
 }
@@ -189,7 +197,7 @@ func (s *Store) ListKeys(ctx context.Context, f idemdriver.KeyFilter) (idemdrive
 	page := idemdriver.KeyPage{Records: recs}
 	if len(recs) > q.Limit {
 		page.Records = recs[:q.Limit]
-		page.Next = idemdriver.EncodeCursor(page.Records[q.Limit-1])
+		page.Next = idemdriver.EncodeCursorOrder(page.Records[q.Limit-1], q.Order)
 	}
 	return page, nil
 }

@@ -21,7 +21,7 @@ import (
 )
 
 // listKeysSQL returns the list query of q and its arguments, with now as
-// the clock that judges leases: newest change first, keyset on
+// the clock that judges leases: newest change first (oldest first for OrderOldest), keyset on
 // (updated_at, id), one row more than the page.
 func listKeysSQL(q idemdriver.KeyQuery, now time.Time) (string, []any) {
 	var (
@@ -66,7 +66,15 @@ func listKeysSQL(q idemdriver.KeyQuery, now time.Time) (string, []any) {
 		conds = append(conds, "updated_at < "+arg(q.To.UnixMicro()))
 	}
 	if q.AfterSet {
-		conds = append(conds, "(updated_at, id) < ("+arg(q.AfterUpdatedAt.UnixMicro())+", "+arg(q.AfterID)+")")
+		cmp := "<"
+		if q.Order.Oldest() {
+			cmp = ">"
+		}
+		conds = append(conds, "(updated_at, id) "+cmp+" ("+arg(q.AfterUpdatedAt.UnixMicro())+", "+arg(q.AfterID)+")")
+	}
+	dir := "DESC"
+	if q.Order.Oldest() {
+		dir = "ASC"
 	}
 	where := ""
 	if len(conds) > 0 {
@@ -74,7 +82,7 @@ func listKeysSQL(q idemdriver.KeyQuery, now time.Time) (string, []any) {
 	}
 	query := `SELECT ` + recordColumns + `
 FROM unstuck_idem_record
-` + where + `ORDER BY updated_at DESC, id DESC
+` + where + `ORDER BY updated_at ` + dir + `, id ` + dir + `
 LIMIT ` + arg(q.Limit+1)
 	return query, args
 }
@@ -128,7 +136,7 @@ func (s *Store) ListKeys(ctx context.Context, f idemdriver.KeyFilter) (idemdrive
 	page := idemdriver.KeyPage{Records: recs}
 	if len(recs) > q.Limit {
 		page.Records = recs[:q.Limit]
-		page.Next = idemdriver.EncodeCursor(page.Records[q.Limit-1])
+		page.Next = idemdriver.EncodeCursorOrder(page.Records[q.Limit-1], q.Order)
 	}
 	return page, nil
 }

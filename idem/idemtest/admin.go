@@ -221,6 +221,11 @@ func testAdminFieldErrors(t *testing.T, b adminBundle) {
 		{"key without scope", idemdriver.KeyFilter{Operation: "charge", KeyDigest: digest}, "key_digest"},
 		{"key without operation", idemdriver.KeyFilter{Scope: "globex", KeyDigest: digest}, "key_digest"},
 		{"bad cursor", idemdriver.KeyFilter{After: "!!!"}, "after"},
+		{"unknown order", idemdriver.KeyFilter{Order: "sideways"}, "order"},
+		{"newest cursor oldest first", idemdriver.KeyFilter{Order: idemdriver.OrderOldest,
+			After: idemdriver.EncodeCursor(idemdriver.Record{ID: 1, UpdatedAt: b.base})}, "after"},
+		{"oldest cursor newest first", idemdriver.KeyFilter{
+			After: idemdriver.EncodeCursorOrder(idemdriver.Record{ID: 1, UpdatedAt: b.base}, idemdriver.OrderOldest)}, "after"},
 		{"key hash not a hash", idemdriver.KeyFilter{KeyHash: "yourkey-123"}, "key_hash"},
 		{"key hash in upper case", idemdriver.KeyFilter{KeyHash: strings.ToUpper(idem.KeyHash("k"))}, "key_hash"},
 	} {
@@ -256,6 +261,9 @@ func testAdminPaging(t *testing.T, b adminBundle) {
 		}
 	}
 	require.Len(t, failed, 10)
+	oldest, oldestFailed := slices.Clone(all), slices.Clone(failed)
+	slices.Reverse(oldest)
+	slices.Reverse(oldestFailed)
 
 	// walk pages through the whole list and returns the pages' IDs.
 	walk := func(f idemdriver.KeyFilter) [][]int64 {
@@ -286,12 +294,24 @@ func testAdminPaging(t *testing.T, b adminBundle) {
 		{idemdriver.KeyFilter{Limit: 1000}, all, 1},
 		{idemdriver.KeyFilter{Limit: 3, Status: idemdriver.StatusFailed}, failed, 4},
 		{idemdriver.KeyFilter{Limit: 4, Operation: "charge", Scope: "acme"}, all, 30},
+		{idemdriver.KeyFilter{Limit: 4, Order: idemdriver.OrderNewest}, all, 30},
+		// Oldest first: the reverse, paging through the same ties.
+		{idemdriver.KeyFilter{Limit: 25, Order: idemdriver.OrderOldest}, oldest, 5},
+		{idemdriver.KeyFilter{Limit: 7, Order: idemdriver.OrderOldest}, oldest, 18},
+		{idemdriver.KeyFilter{Limit: 1, Order: idemdriver.OrderOldest}, oldest, 120},
+		{idemdriver.KeyFilter{Limit: 3, Order: idemdriver.OrderOldest, Status: idemdriver.StatusFailed}, oldestFailed, 4},
 	} {
 		pages := walk(tc.f)
 		require.Len(t, pages, tc.pages, "%+v", tc.f)
 		require.Equal(t, recordIDs(tc.want), slices.Concat(pages...), "%+v: every record once, in order", tc.f)
 		require.Equal(t, pages, walk(tc.f), "%+v: paging again gives the same pages", tc.f)
 	}
+	var each []int64
+	require.NoError(t, b.Admin.EachKey(t.Context(), idemdriver.KeyFilter{Order: idemdriver.OrderOldest}, 9, func(recs []idemdriver.Record) error {
+		each = append(each, recordIDs(recs)...)
+		return nil
+	}))
+	require.Equal(t, recordIDs(oldest), each, "EachKey in the filter's order")
 }
 
 func testAdminBadCursor(t *testing.T, b adminBundle) {
