@@ -18,7 +18,9 @@ import (
 // transaction (see the package documentation for why).
 type Admin interface {
 	// PageOperations returns one page of the operations f selects, most
-	// recently updated first (ties by ID, highest first), paged by keyset
+	// recently updated first (ties by ID, highest first), or least
+	// recently first (ties by ID, lowest first) when f.Order is
+	// OrderOldest, paged by keyset
 	// on (UpdatedAt, ID), never by OFFSET. The operations carry neither
 	// Steps nor Input. It returns a *[FieldError] for an invalid filter
 	// (see [OperationFilter.Check]).
@@ -39,7 +41,7 @@ type Admin interface {
 	ReviewRequired(ctx context.Context, limit int) ([]Operation, error)
 	// EachOperation calls fn with every operation f selects, in batches of
 	// at most batchSize (DefaultLimit when <= 0, at most MaxLimit), in
-	// order of ID, without Steps and Input. It pages by keyset on the ID,
+	// order of ID (whatever f.Order), without Steps and Input. It pages by keyset on the ID,
 	// which never changes, so that under concurrent updates no operation
 	// comes twice and none is skipped that matched f throughout. f.After
 	// must be empty and f.Limit is ignored. It stops at the first error of
@@ -118,17 +120,41 @@ type OperationFilter struct {
 	// leaves that side open. Times are compared to the microsecond.
 	From time.Time
 	To   time.Time
+	// Order is the list's order: OrderNewest (or "") lists the most
+	// recently updated first, OrderOldest the least recently updated
+	// first (the longest waiting, for anything stuck).
+	Order Order
 	// After is OperationPage.Next of the previous page; "" asks for the
-	// first page. It is only a position (UpdatedAt, ID): under another
-	// filter it still pages correctly from that position.
+	// first page. It is a position (UpdatedAt, ID) in one order: under
+	// another filter it still pages correctly from that position, but a
+	// cursor of the other order is refused (field "after").
 	After string
 	// Limit is the page size: DefaultLimit when <= 0, at most MaxLimit.
 	Limit int
 }
 
+// Order is the order of the operation list, by UpdatedAt then ID.
+type Order string
+
+// The orders of [OperationFilter.Order]; "" is OrderNewest.
+const (
+	OrderNewest Order = "newest"
+	OrderOldest Order = "oldest"
+)
+
+// Valid reports whether o is "" or one of the orders.
+func (o Order) Valid() bool {
+	return o == "" || o == OrderNewest || o == OrderOldest
+}
+
+// Oldest reports whether o lists the least recently updated first.
+func (o Order) Oldest() bool { return o == OrderOldest }
+
 // OperationQuery is an [OperationFilter] checked by
-// [OperationFilter.Check], for drivers: Limit is clamped and the cursor
-// decoded.
+// [OperationFilter.Check], for drivers: Order is OrderNewest or
+// OrderOldest, Limit is clamped and the cursor decoded (its position is
+// after the page in list order: (updated_at, id) < (AfterUpdatedAt,
+// AfterID) newest first, > oldest first).
 type OperationQuery struct {
 	OperationFilter
 	// HasAfter tells whether AfterUpdatedAt and AfterID hold a position.
@@ -138,18 +164,27 @@ type OperationQuery struct {
 }
 
 // Check validates f, clamps its Limit and decodes its cursor. It returns a
-// *[FieldError] for an unknown status or a cursor no driver made. Drivers
-// call it first.
+// *[FieldError] for an unknown status or order, a cursor no driver made,
+// or a cursor of the other order. Drivers call it first.
 func (f OperationFilter) Check() (OperationQuery, error) {
 	q := OperationQuery{OperationFilter: f}
 	if f.Status != "" && !slices.Contains(Statuses, f.Status) {
 		return q, &FieldError{Field: "status", Reason: fmt.Sprintf("%q is not an operation status", f.Status)}
+	}
+	if !f.Order.Valid() {
+		return q, &FieldError{Field: "order", Reason: fmt.Sprintf("%q is not an order (newest or oldest)", f.Order)}
+	}
+	if f.Order == "" {
+		q.Order = OrderNewest
 	}
 	q.Limit = ClampLimit(f.Limit)
 	if f.After != "" {
 		c, err := decodeCursor(f.After)
 		if err != nil {
 			return q, err
+		}
+		if c.order != q.Order {
+			return q, &FieldError{Field: "after", Reason: "a cursor of the " + string(c.order) + "-first list, not the " + string(q.Order) + "-first one", cursor: true}
 		}
 		q.HasAfter, q.AfterUpdatedAt, q.AfterID = true, time.UnixMicro(c.updatedAt).UTC(), c.id
 	}
@@ -158,8 +193,9 @@ func (f OperationFilter) Check() (OperationQuery, error) {
 
 // OperationPage is one page of [Admin.PageOperations].
 type OperationPage struct {
-	// Operations, most recently updated first (ties by ID, highest first),
-	// without their Steps and Input.
+	// Operations in the filter's order, most recently updated first (ties
+	// by ID, highest first) or the reverse for OrderOldest, without their
+	// Steps and Input.
 	Operations []Operation
 	// Next is the OperationFilter.After of the following page, "" when
 	// this page is the last.
@@ -173,32 +209,48 @@ func NewOperationPage(q OperationQuery, ops []Operation) OperationPage {
 	page := OperationPage{Operations: ops}
 	if len(ops) > q.Limit {
 		page.Operations = ops[:q.Limit]
-		page.Next = Cursor(page.Operations[q.Limit-1])
+		page.Next = CursorOrder(page.Operations[q.Limit-1], q.Order)
 	}
 	return page
 }
 
 // cursor is a keyset position in the operation list: the last operation
-// of a page, in the list's order (updated_at DESC, id DESC).
+// of a page, in the list's order (updated_at DESC, id DESC, or ASC for
+// OrderOldest).
 type cursor struct {
 	updatedAt int64 // Unix microseconds
 	id        string
+	order     Order
 }
 
-// cursorVersion is the first byte of an encoded operation cursor. It
-// differs from the console's key cursors, so a cursor of one list is
-// refused by the other.
-const cursorVersion = 2
+// cursorVersion is the first byte of an encoded operation cursor of the
+// newest-first list, cursorVersionOldest of the oldest-first one. They
+// differ from the console's key cursors (1 and 3), so a cursor of one list
+// is refused by the other.
+const (
+	cursorVersion       = 2
+	cursorVersionOldest = 4
+)
 
 // maxCursorID bounds the operation ID a cursor may carry.
 const maxCursorID = 512
 
-// Cursor returns the position just after op in the list's order, as
-// OperationFilter.After takes it: base64url without padding of a version
-// byte, UpdatedAt (Unix µs) as a big-endian int64, then the ID's bytes.
+// Cursor returns the position just after op in the newest-first list:
+// CursorOrder(op, OrderNewest).
 func Cursor(op Operation) string {
+	return CursorOrder(op, OrderNewest)
+}
+
+// CursorOrder returns the position just after op in the list of order o,
+// as OperationFilter.After takes it: base64url without padding of a
+// version byte (which carries the order), UpdatedAt (Unix µs) as a
+// big-endian int64, then the ID's bytes.
+func CursorOrder(op Operation, o Order) string {
 	b := make([]byte, 9, 9+len(op.ID))
 	b[0] = cursorVersion
+	if o.Oldest() {
+		b[0] = cursorVersionOldest
+	}
 	binary.BigEndian.PutUint64(b[1:9], uint64(op.UpdatedAt.UnixMicro()))
 	b = append(b, op.ID...)
 	return base64.RawURLEncoding.EncodeToString(b)
@@ -214,10 +266,14 @@ func decodeCursor(s string) (cursor, error) {
 	if err != nil {
 		return bad("not base64url")
 	}
-	if len(b) < 10 || len(b) > 9+maxCursorID || b[0] != cursorVersion || !utf8.Valid(b[9:]) {
+	if len(b) < 10 || len(b) > 9+maxCursorID || (b[0] != cursorVersion && b[0] != cursorVersionOldest) || !utf8.Valid(b[9:]) {
 		return bad("not an operation cursor")
 	}
-	return cursor{updatedAt: int64(binary.BigEndian.Uint64(b[1:9])), id: string(b[9:])}, nil
+	o := OrderNewest
+	if b[0] == cursorVersionOldest {
+		o = OrderOldest
+	}
+	return cursor{updatedAt: int64(binary.BigEndian.Uint64(b[1:9])), id: string(b[9:]), order: o}, nil
 }
 
 // OperationDetail is one operation with everything a console shows of it,

@@ -34,6 +34,9 @@ func runAdmin[TTx any](t *testing.T, newFixture func(t *testing.T) Fixture[TTx])
 			want ops
 		}{
 			{"all, newest first", F{}, ops{comp, done, review, running}},
+			{"all, newest first by name", F{Order: sagadriver.OrderNewest}, ops{comp, done, review, running}},
+			{"all, oldest first", F{Order: sagadriver.OrderOldest}, ops{running, review, done, comp}},
+			{"correlation, oldest first", F{CorrelationID: "order-1", Order: sagadriver.OrderOldest}, ops{running, done}},
 			{"status", F{Status: sagadriver.StatusReviewRequired}, ops{review}},
 			{"status without match", F{Status: sagadriver.StatusFailed}, nil},
 			{"type", F{Type: "refund"}, ops{done}},
@@ -60,6 +63,10 @@ func runAdmin[TTx any](t *testing.T, newFixture func(t *testing.T) Fixture[TTx])
 		var fe *sagadriver.FieldError
 		require.ErrorAs(t, err, &fe)
 		require.Equal(t, "status", fe.Field)
+		_, err = b.Driver.PageOperations(t.Context(), F{Order: "sideways"})
+		require.ErrorIs(t, err, sagadriver.ErrInvalid)
+		require.ErrorAs(t, err, &fe)
+		require.Equal(t, "order", fe.Field)
 	})
 
 	t.Run("PageKeysetWithTies", func(t *testing.T) {
@@ -83,6 +90,9 @@ func runAdmin[TTx any](t *testing.T, newFixture func(t *testing.T) Fixture[TTx])
 				review = append(review, op)
 			}
 		}
+		oldest, oldestReview := slices.Clone(all), slices.Clone(review)
+		slices.Reverse(oldest)
+		slices.Reverse(oldestReview)
 		walk := func(f sagadriver.OperationFilter) [][]string {
 			var pages [][]string
 			for {
@@ -108,6 +118,10 @@ func runAdmin[TTx any](t *testing.T, newFixture func(t *testing.T) Fixture[TTx])
 			{sagadriver.OperationFilter{}, all, 2},
 			{sagadriver.OperationFilter{Limit: 5, Status: sagadriver.StatusReviewRequired}, review, 3},
 			{sagadriver.OperationFilter{Limit: 4, Type: "signup"}, all, 15},
+			// Oldest first: the reverse, paging through the same ties.
+			{sagadriver.OperationFilter{Limit: 25, Order: sagadriver.OrderOldest}, oldest, 3},
+			{sagadriver.OperationFilter{Limit: 1, Order: sagadriver.OrderOldest}, oldest, 60},
+			{sagadriver.OperationFilter{Limit: 5, Order: sagadriver.OrderOldest, Status: sagadriver.StatusReviewRequired}, oldestReview, 3},
 		} {
 			pages := walk(tc.f)
 			require.Len(t, pages, tc.pages, "%+v", tc.f)
@@ -140,6 +154,24 @@ func runAdmin[TTx any](t *testing.T, newFixture func(t *testing.T) Fixture[TTx])
 		page, err = b.Driver.PageOperations(t.Context(), sagadriver.OperationFilter{After: sagadriver.Cursor(op)})
 		require.NoError(t, err)
 		require.Empty(t, page.Operations, "nothing after the only operation")
+
+		// A cursor of one order is refused by the other, not read as a
+		// position in the wrong direction.
+		oldestCursor := sagadriver.CursorOrder(sagadriver.Operation{ID: "op-0", UpdatedAt: base}, sagadriver.OrderOldest)
+		page, err = b.Driver.PageOperations(t.Context(), sagadriver.OperationFilter{Order: sagadriver.OrderOldest, After: oldestCursor})
+		require.NoError(t, err)
+		require.Equal(t, []string{op.ID}, ids(page.Operations), "op-a sorts after (base, op-0) oldest first")
+		for _, f := range []sagadriver.OperationFilter{
+			{After: oldestCursor},
+			{Order: sagadriver.OrderNewest, After: oldestCursor},
+			{Order: sagadriver.OrderOldest, After: good},
+		} {
+			_, err := b.Driver.PageOperations(t.Context(), f)
+			require.ErrorIs(t, err, sagadriver.ErrInvalidCursor, "%+v", f)
+			var fe *sagadriver.FieldError
+			require.ErrorAs(t, err, &fe)
+			require.Equal(t, "after", fe.Field)
+		}
 	})
 
 	t.Run("ReadOperation", func(t *testing.T) {

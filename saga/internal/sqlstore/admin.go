@@ -104,17 +104,21 @@ func (w *filter) where() string {
 }
 
 // ListSQL returns the list query of q and its arguments: newest change
-// first, keyset on (updated_at, id), one row more than the page. Exported
+// first (oldest first for OrderOldest), keyset on (updated_at, id), one row more than the page. Exported
 // for the drivers' query-plan tests.
 func (s Store) ListSQL(q sagadriver.OperationQuery) (string, []any) {
 	w := filter{s: s}
 	w.add(q.OperationFilter)
+	cmp, dir := "<", "DESC"
+	if q.Order.Oldest() {
+		cmp, dir = ">", "ASC"
+	}
 	if q.HasAfter {
-		w.conds = append(w.conds, "(updated_at, id) < ("+w.arg(s.D.Time(q.AfterUpdatedAt))+", "+w.arg(q.AfterID)+")")
+		w.conds = append(w.conds, "(updated_at, id) "+cmp+" ("+w.arg(s.D.Time(q.AfterUpdatedAt))+", "+w.arg(q.AfterID)+")")
 	}
 	return s.q(`SELECT ` + listColumns + `
 FROM unstuck_saga_operation` + w.where() + `
-ORDER BY updated_at DESC, id DESC
+ORDER BY updated_at ` + dir + `, id ` + dir + `
 LIMIT ` + w.arg(q.Limit+1)), w.args
 }
 
