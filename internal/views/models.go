@@ -55,11 +55,24 @@ type KeyFilterVM struct {
 	From          string
 	To            string
 	Live          bool
+	// Order is the URL's valid order parameter ("" for the default),
+	// which the form keeps.
+	Order string
+}
+
+// SortVM is a list's order and the links to its first page in each
+// order.
+type SortVM struct {
+	// Oldest tells that the list is least recently updated first.
+	Oldest    bool
+	NewestURL string
+	OldestURL string
 }
 
 // KeysVM is the key list page's model.
 type KeysVM struct {
 	Filter   KeyFilterVM
+	Sort     SortVM
 	States   []string
 	Records  []idemdriver.Record
 	NextURL  string
@@ -127,11 +140,15 @@ type OperationFilterVM struct {
 	From          string
 	To            string
 	Live          bool
+	// Order is the URL's valid order parameter ("" for the default),
+	// which the form keeps.
+	Order string
 }
 
 // OperationsVM is the operation list page's model.
 type OperationsVM struct {
 	Filter     OperationFilterVM
+	Sort       SortVM
 	Statuses   []string
 	Operations []saga.Operation
 	FirstURL   string // set on a later page

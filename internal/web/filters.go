@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/unstuckhq/unstuck/internal/views"
 )
 
 // maxFilterBytes bounds a text filter of the list pages: no stored name is
@@ -25,6 +27,39 @@ func textFilters(q url.Values, names ...string) *AppError {
 		}
 	}
 	return nil
+}
+
+// listOrder reads a list's order from the URL parameter "order":
+// "newest" or "oldest", and when it is absent oldest first if the list
+// shows what is stuck (defaultOldest), else newest first. A bad value is
+// an error naming the field.
+func listOrder(q url.Values, defaultOldest bool) (order string, err *AppError) {
+	switch o := q.Get("order"); o {
+	case "newest", "oldest":
+		return o, nil
+	case "":
+		if defaultOldest {
+			return "oldest", nil
+		}
+		return "newest", nil
+	default:
+		return "newest", &AppError{Code: EInvalid, Field: "order", Message: "Unknown order " + strconv.Quote(o) + ": newest or oldest."}
+	}
+}
+
+// orderURLs returns the list's first page in each order, the other
+// filters kept.
+func orderURLs(path string, q url.Values) views.SortVM {
+	at := func(o string) string {
+		u := url.Values{}
+		for k, vs := range q {
+			u[k] = vs
+		}
+		u.Del("after")
+		u.Set("order", o)
+		return listURL(path, u)
+	}
+	return views.SortVM{NewestURL: at("newest"), OldestURL: at("oldest")}
 }
 
 // listURL is path with q without its empty parameters: a list's links

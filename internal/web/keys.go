@@ -81,12 +81,22 @@ func handleKeyList(keys keyReader, log *slog.Logger) http.Handler {
 		fvm := views.KeyFilterVM{State: q.Get("state"), Scope: q.Get("scope"), Operation: q.Get("operation"),
 			CorrelationID: q.Get("correlation_id"), ExternalRef: q.Get("external_ref"), From: q.Get("from"), To: q.Get("to"),
 			Live: q.Get("live") == "1"}
-		vm := views.KeysVM{Filter: fvm, States: keyStates, SelfURL: r.URL.RequestURI()}
+		vm := views.KeysVM{Filter: fvm, States: keyStates, SelfURL: r.URL.RequestURI(), Sort: orderURLs("/keys", q)}
 		if id, err := strconv.ParseInt(q.Get("released"), 10, 64); err == nil && id > 0 {
 			vm.Notice = "Key " + strconv.FormatInt(id, 10) + " released and recorded in the audit trail: the next request with its key runs."
 		}
 		page := pageFor(r, "Keys", "keys")
 		f, ferr := keyFilter(q)
+		if ferr == nil {
+			// Anything stuck is listed the longest waiting first.
+			var order string
+			order, ferr = listOrder(q, q.Get("state") == "stuck")
+			f.Order = idemdriver.Order(order)
+			vm.Sort.Oldest = f.Order.Oldest()
+			if ferr == nil {
+				vm.Filter.Order = q.Get("order") // kept by the filter form
+			}
+		}
 		status := http.StatusOK
 		if ferr != nil {
 			vm.Error, vm.FieldErr, status = ferr.Message, ferr.Field, http.StatusBadRequest

@@ -56,9 +56,19 @@ func handleOperationList(ops operationReader, log *slog.Logger) http.Handler {
 		q := r.URL.Query()
 		fvm := views.OperationFilterVM{Status: q.Get("status"), Type: q.Get("type"), CorrelationID: q.Get("correlation_id"),
 			ExternalID: q.Get("external_id"), From: q.Get("from"), To: q.Get("to"), Live: q.Get("live") == "1"}
-		vm := views.OperationsVM{Filter: fvm, Statuses: operationStatuses(), SelfURL: r.URL.RequestURI()}
+		vm := views.OperationsVM{Filter: fvm, Statuses: operationStatuses(), SelfURL: r.URL.RequestURI(), Sort: orderURLs("/operations", q)}
 		page := pageFor(r, "Operations", "operations")
 		f, ferr := operationFilter(q)
+		if ferr == nil {
+			// Operations under review are listed the longest waiting first.
+			var order string
+			order, ferr = listOrder(q, q.Get("status") == string(saga.StatusReviewRequired))
+			f.Order = sagadriver.Order(order)
+			vm.Sort.Oldest = f.Order.Oldest()
+			if ferr == nil {
+				vm.Filter.Order = q.Get("order") // kept by the filter form
+			}
+		}
 		status := http.StatusOK
 		if ferr != nil {
 			vm.Error, vm.FieldErr, status = ferr.Message, ferr.Field, http.StatusBadRequest
