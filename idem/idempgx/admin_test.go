@@ -46,7 +46,7 @@ func TestExplainAdmin(t *testing.T) {
 		return pgtest.Explain(t, b.pool, sql, args...)
 	}
 
-	for _, tc := range []struct {
+	cases := []struct {
 		name string
 		f    idemdriver.KeyFilter
 		// index is the index the plan must use; "" when several would do.
@@ -70,7 +70,17 @@ func TestExplainAdmin(t *testing.T) {
 		{"correlation", idemdriver.KeyFilter{CorrelationID: "c"}, "", true},
 		{"external ref", idemdriver.KeyFilter{ExternalRef: "e"}, "", true},
 		{"key", idemdriver.KeyFilter{Scope: "acme", Operation: "charge", KeyDigest: id.KeyDigest}, "", true},
-	} {
+	}
+	// Oldest first, each query again: the same index, read backward.
+	for _, tc := range cases {
+		tc.name += ", oldest first"
+		tc.f.Order = idemdriver.OrderOldest
+		if tc.f.After != "" {
+			tc.f.After = idemdriver.EncodeCursorOrder(page.Records[0], idemdriver.OrderOldest)
+		}
+		cases = append(cases, tc)
+	}
+	for _, tc := range cases {
 		q, err := tc.f.Check()
 		require.NoError(t, err, tc.name)
 		sql, args := listKeysSQL(q)

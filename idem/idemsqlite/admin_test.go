@@ -41,7 +41,7 @@ func TestExplainAdmin(t *testing.T) {
 	base := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
 	id := idemdriver.Ident{Scope: "acme", Operation: "charge", KeyDigest: idem.Digest("acme", "charge", "k")}
 	after := idemdriver.EncodeCursor(idemdriver.Record{ID: 1, UpdatedAt: base})
-	for _, tc := range []struct {
+	cases := []struct {
 		name   string
 		f      idemdriver.KeyFilter
 		index  string
@@ -58,7 +58,17 @@ func TestExplainAdmin(t *testing.T) {
 		{"correlation", idemdriver.KeyFilter{CorrelationID: "c"}, "unstuck_idem_record_correlation_idx", true},
 		{"external ref", idemdriver.KeyFilter{ExternalRef: "e"}, "unstuck_idem_record_external_ref_idx", true},
 		{"key", idemdriver.KeyFilter{Scope: "acme", Operation: "charge", KeyDigest: id.KeyDigest}, "(scope=? AND operation=? AND key_digest=?)", false},
-	} {
+	}
+	// Oldest first, each query again: the same index, read backward.
+	for _, tc := range cases {
+		tc.name += ", oldest first"
+		tc.f.Order = idemdriver.OrderOldest
+		if tc.f.After != "" {
+			tc.f.After = idemdriver.EncodeCursorOrder(idemdriver.Record{ID: 1, UpdatedAt: base}, idemdriver.OrderOldest)
+		}
+		cases = append(cases, tc)
+	}
+	for _, tc := range cases {
 		q, err := tc.f.Check()
 		require.NoError(t, err, tc.name)
 		query, args := listKeysSQL(q, time.Now())

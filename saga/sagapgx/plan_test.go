@@ -31,7 +31,7 @@ func TestExplainAdmin(t *testing.T) {
 		return pgtest.Explain(t, pool, sql, args...)
 	}
 	after := sagadriver.Cursor(op)
-	for _, tc := range []struct {
+	cases := []struct {
 		name   string
 		f      sagadriver.OperationFilter
 		index  string
@@ -45,7 +45,17 @@ func TestExplainAdmin(t *testing.T) {
 		{"type", sagadriver.OperationFilter{Type: "signup"}, "unstuck_console_saga_operation_type_idx", false},
 		{"correlation", sagadriver.OperationFilter{CorrelationID: "c"}, "", true},
 		{"external id", sagadriver.OperationFilter{ExternalID: "e"}, "unstuck_console_saga_step_external_idx", true},
-	} {
+	}
+	// Oldest first, each query again: the same index, read backward.
+	for _, tc := range cases {
+		tc.name += ", oldest first"
+		tc.f.Order = sagadriver.OrderOldest
+		if tc.f.After != "" {
+			tc.f.After = sagadriver.CursorOrder(op, sagadriver.OrderOldest)
+		}
+		cases = append(cases, tc)
+	}
+	for _, tc := range cases {
 		q, err := tc.f.Check()
 		require.NoError(t, err, tc.name)
 		sql, args := d.store.ListSQL(q)

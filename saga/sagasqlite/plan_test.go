@@ -44,7 +44,7 @@ func TestExplainAdmin(t *testing.T) {
 		require.NoError(t, rows.Err())
 		return strings.Join(lines, "\n")
 	}
-	for _, tc := range []struct {
+	cases := []struct {
 		name   string
 		f      sagadriver.OperationFilter
 		sorted bool
@@ -56,7 +56,17 @@ func TestExplainAdmin(t *testing.T) {
 		{"time range", sagadriver.OperationFilter{From: at, To: at.Add(time.Hour)}, false},
 		{"correlation", sagadriver.OperationFilter{CorrelationID: "c"}, true},
 		{"external id", sagadriver.OperationFilter{ExternalID: "e"}, true},
-	} {
+	}
+	// Oldest first, each query again: the same index, read backward.
+	for _, tc := range cases {
+		tc.name += ", oldest first"
+		tc.f.Order = sagadriver.OrderOldest
+		if tc.f.After != "" {
+			tc.f.After = sagadriver.CursorOrder(op, sagadriver.OrderOldest)
+		}
+		cases = append(cases, tc)
+	}
+	for _, tc := range cases {
 		q, err := tc.f.Check()
 		require.NoError(t, err, tc.name)
 		query, args := d.store.ListSQL(q)
