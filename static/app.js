@@ -26,7 +26,10 @@ document.addEventListener("click", function (event) {
 // 5 s, but not while the reader points at it, has the focus or a
 // selection in it, or has paused it; new rows are announced ("2 new"),
 // the list is not an aria-live region. Results of a filter are announced
-// by their count.
+// by their count. An operation's page refreshes its live part (#live)
+// the same way while the operation moves, but not while the reader points
+// at its decisions or has typed in one of their forms; a status change is
+// announced ("Status: compensated").
 (function () {
   var paused = false;
   var announce = function (text) {
@@ -47,10 +50,21 @@ document.addEventListener("click", function (event) {
     el.querySelectorAll("tbody tr a[href]").forEach(function (a) { keys[a.getAttribute("href")] = true; });
     return keys;
   };
+  var typed = function (el) {
+    return Array.prototype.some.call(el.querySelectorAll("form textarea, form input, form option"), function (f) {
+      if (f.tagName === "OPTION") return f.selected !== f.defaultSelected;
+      if (f.type === "radio" || f.type === "checkbox") return f.checked !== f.defaultChecked;
+      return f.type !== "hidden" && f.value !== f.defaultValue;
+    });
+  };
   var busy = function (el) {
+    if (el.id === "live") {
+      var decide = el.querySelector("[data-decide]");
+      if (typed(el) || (decide && decide.matches(":hover"))) return true;
+    }
     var active = document.activeElement;
     if (active && active !== document.body && el.contains(active)) return true;
-    if (el.matches(":hover")) return true;
+    if (el.id !== "live" && el.matches(":hover")) return true;
     var sel = window.getSelection && window.getSelection();
     return !!(sel && !sel.isCollapsed && el.contains(sel.anchorNode));
   };
@@ -63,14 +77,26 @@ document.addEventListener("click", function (event) {
   });
   document.addEventListener("htmx:beforeRequest", function (event) {
     var elt = event.detail && event.detail.elt;
-    if (!elt || elt.id !== "results" || !elt.hasAttribute("data-live")) return;
+    if (!elt || (elt.id !== "results" && elt.id !== "live") || !elt.hasAttribute("data-live")) return;
     if (paused || busy(elt)) event.preventDefault();
   });
   document.addEventListener("htmx:beforeSwap", function (event) {
     var target = event.detail && event.detail.target;
+    if (target && target.id === "live") {
+      before = { status: target.getAttribute("data-status") };
+      return;
+    }
     before = target && target.id === "results" ? { live: event.detail.requestConfig && event.detail.requestConfig.elt === target, rows: rows(target) } : null;
   });
   document.addEventListener("htmx:afterSettle", function () {
+    var live = document.getElementById("live");
+    if (live && before && before.status !== undefined) {
+      sync();
+      var status = live.getAttribute("data-status");
+      if (status !== before.status) announce("Status: " + status);
+      before = null;
+      return;
+    }
     var el = document.getElementById("results");
     if (!el || !before) return;
     sync();

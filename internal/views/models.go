@@ -172,4 +172,8 @@ type OperationVM struct {
 	// for them.
 	DataNote string
 	DataURL  string
+	// Live: the page refreshes its live part from LiveURL (the page's
+	// own address) while the operation moves.
+	Live    bool
+	LiveURL string
 }

@@ -167,9 +167,13 @@ func renderOperationDetail(w http.ResponseWriter, r *http.Request, status int, i
 	for i := range d.Actions {
 		d.Actions[i].Open = d.Action != "" && d.Actions[i].Name == d.Action
 	}
+	if d.Error == "" {
+		// A refused decision's page keeps what the form held: no refresh.
+		liveOperation(r, &vm)
+	}
 	page := pageFor(r, "Operation "+id, "operations")
 	page.URL = views.OperationURL(id)
-	render(w, r, status, page, views.OperationPage(page, vm, d))
+	render(w, r, status, page, views.OperationPage(page, vm, d), "live")
 }
 
 // handleOperationDecision applies a decision posted from an operation's

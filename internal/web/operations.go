@@ -158,9 +158,30 @@ func handleOperationDetail(ops operationReader, log *slog.Logger) http.Handler {
 		}
 		vm := views.OperationVM{Operation: det.Operation, Events: det.Events, EventsOmitted: det.EventsOmitted, Findings: det.Findings}
 		gateOperationData(r, &vm, nil, log)
+		liveOperation(r, &vm)
 		page := pageFor(r, "Operation "+id, "operations")
-		render(w, r, http.StatusOK, page, views.OperationDetail(page, vm))
+		render(w, r, http.StatusOK, page, views.OperationDetail(page, vm), "live")
 	})
+}
+
+// liveOperation sets vm to refresh the page's live part (the fragment
+// "live", asked for with HX-Request) from the page's own address while
+// the operation moves, and on the page right after a decision (?done=),
+// which the engine may not have picked up yet; a refresh that finds the
+// operation final or under review stops (issue 13). A page showing the
+// operation's data (?data=show) does not refresh: each showing is audited.
+func liveOperation(r *http.Request, vm *views.OperationVM) {
+	switch st := vm.Operation.Status; {
+	case r.URL.Query().Get("data") == "show":
+	case st == saga.StatusPending, st == saga.StatusRunning, st == saga.StatusCompensating:
+		vm.Live = true
+	case st.Terminal():
+	default:
+		vm.Live = r.URL.Query().Get("done") != "" && r.Header.Get("HX-Request") != "true"
+	}
+	if vm.Live {
+		vm.LiveURL = r.URL.RequestURI()
+	}
 }
 
 // countCap is how many operations of one status the overview counts

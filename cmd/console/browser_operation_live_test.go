@@ -1,0 +1,133 @@
+package main
+
+import (
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/mxschmitt/playwright-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/unstuckhq/unstuck/saga"
+)
+
+// The operation page's live refresh (issue 13: "after a retry the page
+// still says 'compensating' until reloaded"), on the real program in
+// Chromium, with the harness of browser_test.go:
+//
+//	eval "$(bash scripts/playwright-setup.sh)" && go test -run BrowserOperationLive ./cmd/console/
+func TestBrowserOperationLive(t *testing.T) {
+	browser := launchChromium(t)
+	base := startDemo(t, "sqlite:"+filepath.Join(t.TempDir(), "browser-live.db"))
+	waitReady(t, base)
+	c := &console{browser: browser, base: base, sessions: map[string]string{}, dir: t.TempDir()}
+	signInAs(t, c, "oncall")
+
+	// One signup whose workspace's compensation fails, one whose welcome
+	// email is refused: both review_required.
+	undone := postSignup(t, base, signupKey(t, "undone"), `{"email":"una@example.com","fail":"workspace_compensation_fails"}`)
+	typing := postSignup(t, base, signupKey(t, "typing"), `{"email":"tia@example.com","fail":"welcome_permanent"}`)
+	waitSignup(t, base, undone, saga.StatusReviewRequired, 30*time.Second)
+	waitSignup(t, base, typing, saga.StatusReviewRequired, 30*time.Second)
+
+	t.Run("RetriedOperationShowsItsStatusWithoutReload", func(t *testing.T) { testLiveAfterRetry(t, c, undone) })
+	t.Run("DecideFormIsNotReplacedWhileTypedIn", func(t *testing.T) { testLiveKeepsTypedForm(t, c, typing) })
+}
+
+// markPage sets a mark on the page's window that a reload would lose.
+func markPage(p *tab) {
+	_, err := p.Evaluate(`() => { window.unstuckLiveMark = "kept"; }`)
+	require.NoError(p.t, err)
+}
+
+// requireNotReloaded fails unless the mark of markPage is still there.
+func requireNotReloaded(p *tab) {
+	mark, err := p.Evaluate(`() => window.unstuckLiveMark || ""`)
+	require.NoError(p.t, err)
+	require.Equal(p.t, "kept", mark, "the page was not reloaded")
+}
+
+// retryFromPage retries step of the operation on p's page with a reason.
+func retryFromPage(t *testing.T, p *tab, id, step string) {
+	t.Helper()
+	retry := p.role("region", "Decide").Locator(`details[data-action="retry"]`)
+	p.ok(retry.Locator("summary").Click(), "open the retry")
+	if step != "" {
+		_, err := retry.GetByLabel("Step", playwright.LocatorGetByLabelOptions{Exact: playwright.Bool(true)}).SelectOption(playwright.SelectOptionValues{Values: &[]string{step}})
+		require.NoError(t, err)
+	}
+	p.ok(retry.GetByLabel("Reason", playwright.LocatorGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("the provider is back: run it again"), "fill Reason")
+	p.ok(retry.GetByRole("button", playwright.LocatorGetByRoleOptions{Name: "Retry a step of operation " + id, Exact: playwright.Bool(true)}).Click(), "submit the retry")
+	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(regexp.QuoteMeta("/operations/"+id)+`\?done=retry$`)), "redirected to the operation")
+}
+
+// testLiveAfterRetry: oncall retries an operation whose compensation
+// failed; the page it lands on follows the operation to compensated
+// without a reload, and announces the change.
+func testLiveAfterRetry(t *testing.T, c *console, id string) {
+	p := c.open(t, "oncall")
+	require.Equal(t, http.StatusOK, p.goTo("/operations/"+id))
+	h1 := p.GetByRole("heading", playwright.PageGetByRoleOptions{Level: playwright.Int(1)})
+	p.ok(expect.Locator(h1).ToContainText("review_required"), "the operation is under review")
+	retryFromPage(t, p, id, "")
+	first, err := h1.TextContent()
+	require.NoError(t, err)
+	t.Logf("right after the retry the page says: %q", first)
+	markPage(p)
+	p.ok(p.Mouse().Move(0, 0), "point away from the decisions")
+
+	p.ok(expect.Locator(h1).ToContainText("compensated", playwright.LocatorAssertionsToContainTextOptions{Timeout: playwright.Float(30_000)}), "the page follows the operation to compensated")
+	p.ok(expect.Locator(p.Locator("#announce")).ToHaveText("Status: compensated"), "the change is announced")
+	p.ok(expect.Locator(p.role("region", "Decide")).ToHaveCount(0), "nothing left to decide")
+	p.ok(expect.Locator(p.Locator("#live")).Not().ToHaveAttribute("hx-trigger", regexp.MustCompile(".")), "a final operation is not refreshed any more")
+	p.ok(expect.Locator(p.GetByRole("status").Filter(playwright.LocatorFilterOptions{HasText: "Retry applied"})).ToBeVisible(), "the notice stays")
+	p.ok(expect.Locator(p.Locator("#live")).Not().ToHaveAttribute("aria-live", regexp.MustCompile(".")), "the live part is not itself a live region")
+	requireNotReloaded(p)
+}
+
+// testLiveKeepsTypedForm: oncall types a reason on the page of an
+// operation while another tab retries it; the form is not replaced while
+// its field has the focus or holds text; once left empty, the page
+// shows the completed operation.
+func testLiveKeepsTypedForm(t *testing.T, c *console, id string) {
+	p := c.open(t, "oncall")
+	// The page right after a decision refreshes even under review: the
+	// engine may not have taken the decision yet.
+	require.Equal(t, http.StatusOK, p.goTo("/operations/"+id+"?done=retry"))
+	p.ok(p.Mouse().Move(0, 0), "point away from the decisions")
+	resolve := p.role("region", "Decide").Locator(`details[data-action="resolve"]`)
+	p.ok(resolve.Locator("summary").Click(), "open the resolve form")
+	reason := resolve.GetByLabel("Reason", playwright.LocatorGetByLabelOptions{Exact: playwright.Bool(true)})
+	p.ok(reason.Focus(), "focus Reason")
+	_, err := reason.Evaluate(`el => { el.dataset.mark = "typed-here"; }`, nil)
+	require.NoError(t, err)
+	markPage(p)
+	p.ok(p.Mouse().Move(0, 0), "point away from the decisions")
+
+	other := c.open(t, "oncall")
+	require.Equal(t, http.StatusOK, other.goTo("/operations/"+id))
+	retryFromPage(t, other, id, "welcome")
+	waitSignup(t, c.base, id, saga.StatusCompleted, 30*time.Second)
+
+	// Focused and empty, then focused and typed in, then typed in and
+	// left: three refresh periods each, the form is the same element.
+	h1 := p.GetByRole("heading", playwright.PageGetByRoleOptions{Level: playwright.Int(1)})
+	time.Sleep(5 * time.Second)
+	p.ok(expect.Locator(reason).ToHaveAttribute("data-mark", "typed-here"), "the focused form is not replaced")
+	p.ok(reason.PressSequentially("the account was checked"), "type a reason")
+	time.Sleep(5 * time.Second)
+	p.ok(expect.Locator(reason).ToHaveAttribute("data-mark", "typed-here"), "the form being typed in is not replaced")
+	p.ok(reason.Blur(), "leave Reason")
+	time.Sleep(5 * time.Second)
+	p.ok(expect.Locator(reason).ToHaveAttribute("data-mark", "typed-here"), "a form holding text is not replaced")
+	p.ok(expect.Locator(reason).ToHaveValue("the account was checked"), "the text is kept")
+	p.ok(expect.Locator(h1).ToContainText("review_required"), "the page has not moved under the typing")
+
+	p.ok(reason.Fill(""), "empty Reason")
+	p.ok(reason.Blur(), "leave Reason")
+	p.ok(expect.Locator(h1).ToContainText("completed", playwright.LocatorAssertionsToContainTextOptions{Timeout: playwright.Float(15_000)}), "the page then shows the completed operation")
+	p.ok(expect.Locator(p.Locator("#announce")).ToHaveText("Status: completed"), "the change is announced")
+	requireNotReloaded(p)
+}
