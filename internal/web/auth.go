@@ -112,7 +112,9 @@ func requireUser(sm *scs.SessionManager, users userFinder, az *authorizer, sd *s
 			reauth := ok && sd.expired(ctx)
 			if !ok || u.Disabled || reauth {
 				if id != 0 {
-					_ = sm.Destroy(ctx)
+					if err := sm.Destroy(ctx); err != nil {
+						log.WarnContext(ctx, "web: the session of a missing or disabled user was not destroyed", "error", err.Error())
+					}
 				}
 				if r.Method == http.MethodGet && !wantsJSON(r) {
 					to := "/login"
