@@ -215,7 +215,7 @@ func (f KeyFilter) Check() (KeyQuery, error) {
 	}
 	q.Limit = ClampLimit(f.Limit)
 	if f.After != "" {
-		at, id, order, err := DecodeCursorOrder(f.After)
+		at, id, order, err := DecodeCursor(f.After)
 		if err != nil {
 			return q, err
 		}
@@ -258,16 +258,10 @@ const (
 	cursorVersionOldest = 3
 )
 
-// EncodeCursor returns the position of rec in the newest-first list as a
-// KeyPage.Next: EncodeCursorOrder(rec, OrderNewest).
-func EncodeCursor(rec Record) string {
-	return EncodeCursorOrder(rec, OrderNewest)
-}
-
-// EncodeCursorOrder returns the position of rec in the list of order o as
+// EncodeCursor returns the position of rec in the list of order o as
 // a KeyPage.Next: base64url without padding of a version byte (which
 // carries the order), then UpdatedAt (Unix µs) and ID as big-endian int64.
-func EncodeCursorOrder(rec Record, o Order) string {
+func EncodeCursor(rec Record, o Order) string {
 	var b [17]byte
 	b[0] = cursorVersion
 	if o.Oldest() {
@@ -278,25 +272,11 @@ func EncodeCursorOrder(rec Record, o Order) string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// DecodeCursor parses what EncodeCursor made into the position (UpdatedAt,
-// UTC, and ID), and returns a *[FieldError] for field "after", matching
-// [ErrInvalidCursor], for anything else (an oldest-first cursor too).
-func DecodeCursor(s string) (updatedAt time.Time, id int64, err error) {
-	updatedAt, id, o, err := DecodeCursorOrder(s)
-	if err == nil && o != OrderNewest {
-		err = &FieldError{Field: "after", Reason: "a cursor of the oldest-first list"}
-	}
-	if err != nil {
-		return time.Time{}, 0, err
-	}
-	return updatedAt, id, nil
-}
-
-// DecodeCursorOrder parses what EncodeCursorOrder made into the position
+// DecodeCursor parses what EncodeCursor made into the position
 // (UpdatedAt, UTC, and ID) and its list's order, and returns a
 // *[FieldError] for field "after", matching [ErrInvalidCursor], for
 // anything else.
-func DecodeCursorOrder(s string) (updatedAt time.Time, id int64, o Order, err error) {
+func DecodeCursor(s string) (updatedAt time.Time, id int64, o Order, err error) {
 	bad := func(reason string) (time.Time, int64, Order, error) {
 		return time.Time{}, 0, "", &FieldError{Field: "after", Reason: reason}
 	}

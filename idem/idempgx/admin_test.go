@@ -39,7 +39,7 @@ func TestExplainAdmin(t *testing.T) {
 	page, err := b.store.ListKeys(t.Context(), idemdriver.KeyFilter{})
 	require.NoError(t, err)
 	require.Len(t, page.Records, 1)
-	after := idemdriver.EncodeCursor(page.Records[0])
+	after := idemdriver.EncodeCursor(page.Records[0], idemdriver.OrderNewest)
 
 	explain := func(sql string, args ...any) string {
 		t.Helper()
@@ -76,7 +76,7 @@ func TestExplainAdmin(t *testing.T) {
 		tc.name += ", oldest first"
 		tc.f.Order = idemdriver.OrderOldest
 		if tc.f.After != "" {
-			tc.f.After = idemdriver.EncodeCursorOrder(page.Records[0], idemdriver.OrderOldest)
+			tc.f.After = idemdriver.EncodeCursor(page.Records[0], idemdriver.OrderOldest)
 		}
 		cases = append(cases, tc)
 	}

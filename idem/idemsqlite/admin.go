@@ -136,7 +136,7 @@ func (s *Store) ListKeys(ctx context.Context, f idemdriver.KeyFilter) (idemdrive
 	page := idemdriver.KeyPage{Records: recs}
 	if len(recs) > q.Limit {
 		page.Records = recs[:q.Limit]
-		page.Next = idemdriver.EncodeCursorOrder(page.Records[q.Limit-1], q.Order)
+		page.Next = idemdriver.EncodeCursor(page.Records[q.Limit-1], q.Order)
 	}
 	return page, nil
 }

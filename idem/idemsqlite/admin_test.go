@@ -40,7 +40,7 @@ func TestExplainAdmin(t *testing.T) {
 	s := newMigrated(t)
 	base := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
 	id := idemdriver.Ident{Scope: "acme", Operation: "charge", KeyDigest: idem.Digest("acme", "charge", "k")}
-	after := idemdriver.EncodeCursor(idemdriver.Record{ID: 1, UpdatedAt: base})
+	after := idemdriver.EncodeCursor(idemdriver.Record{ID: 1, UpdatedAt: base}, idemdriver.OrderNewest)
 	cases := []struct {
 		name   string
 		f      idemdriver.KeyFilter
@@ -64,7 +64,7 @@ func TestExplainAdmin(t *testing.T) {
 		tc.name += ", oldest first"
 		tc.f.Order = idemdriver.OrderOldest
 		if tc.f.After != "" {
-			tc.f.After = idemdriver.EncodeCursorOrder(idemdriver.Record{ID: 1, UpdatedAt: base}, idemdriver.OrderOldest)
+			tc.f.After = idemdriver.EncodeCursor(idemdriver.Record{ID: 1, UpdatedAt: base}, idemdriver.OrderOldest)
 		}
 		cases = append(cases, tc)
 	}

@@ -223,9 +223,9 @@ func testAdminFieldErrors(t *testing.T, b adminBundle) {
 		{"bad cursor", idemdriver.KeyFilter{After: "!!!"}, "after"},
 		{"unknown order", idemdriver.KeyFilter{Order: "sideways"}, "order"},
 		{"newest cursor oldest first", idemdriver.KeyFilter{Order: idemdriver.OrderOldest,
-			After: idemdriver.EncodeCursor(idemdriver.Record{ID: 1, UpdatedAt: b.base})}, "after"},
+			After: idemdriver.EncodeCursor(idemdriver.Record{ID: 1, UpdatedAt: b.base}, idemdriver.OrderNewest)}, "after"},
 		{"oldest cursor newest first", idemdriver.KeyFilter{
-			After: idemdriver.EncodeCursorOrder(idemdriver.Record{ID: 1, UpdatedAt: b.base}, idemdriver.OrderOldest)}, "after"},
+			After: idemdriver.EncodeCursor(idemdriver.Record{ID: 1, UpdatedAt: b.base}, idemdriver.OrderOldest)}, "after"},
 		{"key hash not a hash", idemdriver.KeyFilter{KeyHash: "yourkey-123"}, "key_hash"},
 		{"key hash in upper case", idemdriver.KeyFilter{KeyHash: strings.ToUpper(idem.KeyHash("k"))}, "key_hash"},
 	} {
@@ -317,9 +317,10 @@ func testAdminPaging(t *testing.T, b adminBundle) {
 func testAdminBadCursor(t *testing.T, b adminBundle) {
 	enc := base64.RawURLEncoding.EncodeToString
 	r := b.record(t, recordOpts{})
-	good := idemdriver.EncodeCursor(idemdriver.Record{ID: 42, UpdatedAt: b.base})
-	at, id, err := idemdriver.DecodeCursor(good)
+	good := idemdriver.EncodeCursor(idemdriver.Record{ID: 42, UpdatedAt: b.base}, idemdriver.OrderNewest)
+	at, id, order, err := idemdriver.DecodeCursor(good)
 	require.NoError(t, err)
+	require.Equal(t, idemdriver.OrderNewest, order)
 	require.Equal(t, b.base, at)
 	require.Equal(t, int64(42), id)
 
@@ -327,7 +328,7 @@ func testAdminBadCursor(t *testing.T, b adminBundle) {
 	require.NoError(t, err)
 	wrongVersion := slices.Clone(raw)
 	wrongVersion[0] = 2
-	zeroID, err := base64.RawURLEncoding.DecodeString(idemdriver.EncodeCursor(idemdriver.Record{UpdatedAt: b.base}))
+	zeroID, err := base64.RawURLEncoding.DecodeString(idemdriver.EncodeCursor(idemdriver.Record{UpdatedAt: b.base}, idemdriver.OrderNewest))
 	require.NoError(t, err)
 	for _, bad := range []string{
 		"!!!", good + "=", good[:len(good)-2], enc([]byte("hello")), enc(wrongVersion), enc(zeroID),
@@ -343,7 +344,7 @@ func testAdminBadCursor(t *testing.T, b adminBundle) {
 	page, err := b.Admin.ListKeys(t.Context(), idemdriver.KeyFilter{After: good})
 	require.NoError(t, err, "a well-formed cursor is only a position")
 	require.Equal(t, []int64{r.ID}, recordIDs(page.Records), "before (base, 42)")
-	page, err = b.Admin.ListKeys(t.Context(), idemdriver.KeyFilter{After: idemdriver.EncodeCursor(r)})
+	page, err = b.Admin.ListKeys(t.Context(), idemdriver.KeyFilter{After: idemdriver.EncodeCursor(r, idemdriver.OrderNewest)})
 	require.NoError(t, err)
 	require.Empty(t, page.Records, "nothing after the only record")
 }
@@ -515,7 +516,7 @@ func testAdminEachKey(t *testing.T, b adminBundle) {
 	// From a cursor, and stopped by fn.
 	stop := errors.New("stop")
 	got = nil
-	err = b.Admin.EachKey(t.Context(), idemdriver.KeyFilter{Status: idemdriver.StatusFailed, After: idemdriver.EncodeCursor(failed[5])}, 3,
+	err = b.Admin.EachKey(t.Context(), idemdriver.KeyFilter{Status: idemdriver.StatusFailed, After: idemdriver.EncodeCursor(failed[5], idemdriver.OrderNewest)}, 3,
 		func(recs []idemdriver.Record) error {
 			got = append(got, recordIDs(recs)...)
 			return stop
