@@ -61,20 +61,11 @@ func approvalRow(b store.Bulk) views.ApprovalRow {
 // requester (403, audited as denied, SPEC K13).
 func handleApprovalDecision(approve bool, bulks bulkService, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, ok := bulkID(r)
+		req, ok := loadBulk(w, r, bulks, log)
 		if !ok {
-			writeError(w, r, log, appError(ENotFound, "There is no such request."))
 			return
 		}
-		req, ok, err := bulks.Get(r.Context(), id)
-		switch {
-		case err != nil:
-			writeError(w, r, log, err)
-			return
-		case !ok:
-			writeError(w, r, log, appError(ENotFound, "There is no such request."))
-			return
-		}
+		id := req.ID
 		step := "bulk.approve"
 		if !approve {
 			step = "bulk.reject"
@@ -87,6 +78,7 @@ func handleApprovalDecision(approve bool, bulks bulkService, log *slog.Logger) h
 			writeError(w, r, log, appError(EInvalid, "The form could not be read."))
 			return
 		}
+		var err error
 		if approve {
 			_, err = bulks.Approve(r.Context(), actorOf(r), id, r.PostForm.Get("reason"))
 		} else {

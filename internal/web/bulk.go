@@ -271,22 +271,34 @@ func bulkID(r *http.Request) (int64, bool) {
 	return id, err == nil && id > 0
 }
 
+// loadBulk reads the bulk request the URL names; when there is none (or
+// the ID is not one), or the read fails, it answers the error itself and
+// ok is false.
+func loadBulk(w http.ResponseWriter, r *http.Request, bulks bulkService, log *slog.Logger) (req store.Bulk, ok bool) {
+	id, ok := bulkID(r)
+	if !ok {
+		writeError(w, r, log, appError(ENotFound, "There is no such request."))
+		return store.Bulk{}, false
+	}
+	req, ok, err := bulks.Get(r.Context(), id)
+	switch {
+	case err != nil:
+		writeError(w, r, log, err)
+		return store.Bulk{}, false
+	case !ok:
+		writeError(w, r, log, appError(ENotFound, "There is no such request."))
+		return store.Bulk{}, false
+	}
+	return req, true
+}
+
 func handleBulkStatus(bulks bulkService, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, ok := bulkID(r)
+		req, ok := loadBulk(w, r, bulks, log)
 		if !ok {
-			writeError(w, r, log, appError(ENotFound, "There is no such request."))
 			return
 		}
-		req, ok, err := bulks.Get(r.Context(), id)
-		switch {
-		case err != nil:
-			writeError(w, r, log, err)
-			return
-		case !ok:
-			writeError(w, r, log, appError(ENotFound, "There is no such request."))
-			return
-		}
+		id := req.ID
 		if wantsJSON(r) {
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Cache-Control", "no-store")
