@@ -98,4 +98,9 @@
 // While it is open, other callers that reserve a key it reserved wait for
 // it on the unique index, so keep fn short and make no network call inside
 // it.
+//
+// When the caller owns the transaction instead (River style), [Store.Tx]
+// binds the store's primitives to it: store.Tx(tx).Settle(…) runs inside tx,
+// never commits, and commits or rolls back with the caller's own writes.
+// The console uses it to commit a decision and its audit entry together.
 package idempgx

@@ -86,6 +86,13 @@
 // handle or process, waits for it. Keep fn short and make no network call
 // inside it.
 //
+// When the caller owns the transaction instead (River style), [Store.Tx]
+// binds the store's primitives to it: store.Tx(tx).Settle(…) runs inside
+// tx, never commits, and commits or rolls back with the caller's own
+// writes. tx must hold the write lock from BEGIN (a handle opened with the
+// DSN parameter _txlock=immediate begins its *sql.Tx so), or a read
+// followed by a write can fail with SQLITE_BUSY whatever the busy timeout.
+//
 // # Migrations
 //
 // The schema is kept in embedded migration files, migration/idem/NNN_name.up.sql
