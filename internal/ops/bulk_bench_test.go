@@ -22,15 +22,18 @@ import (
 	"github.com/unstuckhq/unstuck/internal/store"
 )
 
-// TestBulkScale is the measurement of BENCHMARKS.md, "Bulk forget of
-// 100,000 keys": it runs only with UNSTUCK_BULK_BENCH_DB, the URL of a
+// BenchmarkBulkScale is the measurement of BENCHMARKS.md, "Bulk forget
+// while the engine serves": a benchmark, so that the test suite never runs
+// (or skips) it; run it once with -bench BenchmarkBulkScale -benchtime 1x
+// and UNSTUCK_BULK_BENCH_DB, the URL of a
 // database seeded by "bench seed" (it forgets the keys it matches). It
 // measures the engine's own request rate and latency (Run of fresh keys
 // by UNSTUCK_BULK_BENCH_CLIENTS goroutines, default 4) for 20 s alone,
 // then while a bulk forget of every key of UNSTUCK_BULK_BENCH_SCOPE
 // (default tenant:00008) runs with UNSTUCK_BULK_BENCH_BATCH (500) and
 // UNSTUCK_BULK_BENCH_PAUSE (0), and reports both as Markdown.
-func TestBulkScale(t *testing.T) {
+func BenchmarkBulkScale(b *testing.B) {
+	t := b // one run that reports its own figures; b.N is not used
 	url := os.Getenv("UNSTUCK_BULK_BENCH_DB")
 	if url == "" {
 		t.Skip("set UNSTUCK_BULK_BENCH_DB to a seeded database of its own to measure a bulk run")
