@@ -51,6 +51,44 @@ type Admin interface {
 	// (it moved ahead of the position). It stops at the first error of
 	// fn, which it returns unwrapped, or of the store.
 	EachKey(ctx context.Context, f KeyFilter, batch int, fn func([]Record) error) error
+	// CountKeys counts the records that f selects (f.After, f.Order and
+	// f.Limit are ignored) exactly up to upTo (DefaultCountUpTo when <= 0,
+	// at most MaxCountUpTo) and stops there: above it the result is upTo
+	// with Exact false, "at least upTo". It reads at most upTo+1 index
+	// entries, so that a list can say how long it is at any table size. An
+	// invalid f is a *[FieldError].
+	CountKeys(ctx context.Context, f KeyFilter, upTo int) (KeyCount, error)
+}
+
+// KeyCount is what [Admin.CountKeys] returns: N records, or at least N
+// when Exact is false.
+type KeyCount struct {
+	N     int64
+	Exact bool
+}
+
+// Bounds of [Admin.CountKeys]'s upTo.
+const (
+	DefaultCountUpTo = 1000
+	MaxCountUpTo     = 100_000
+)
+
+// CappedCount is the KeyCount of n records counted up to upTo+1: exact
+// when n <= upTo, else "at least upTo".
+func CappedCount(n int64, upTo int) KeyCount {
+	if n > int64(upTo) {
+		return KeyCount{N: int64(upTo)}
+	}
+	return KeyCount{N: n, Exact: true}
+}
+
+// ClampCountUpTo returns n as CountKeys's upTo: DefaultCountUpTo when
+// n <= 0, at most MaxCountUpTo.
+func ClampCountUpTo(n int) int {
+	if n <= 0 {
+		return DefaultCountUpTo
+	}
+	return min(n, MaxCountUpTo)
 }
 
 // Seeder loads records as they are, for benchmarks and imports. It
@@ -122,14 +160,20 @@ type KeyFilter struct {
 	// attached (idem.Annotate).
 	CorrelationID string
 	ExternalRef   string
-	// KeyDigest is idem.Digest(scope, operation, raw key): a raw-key
-	// look-up. It needs Scope and Operation too, so that it is answered by
-	// the unique index on the three.
+	// KeyDigest is idem.Digest(scope, operation, raw key), or a prefix of
+	// it of at least ShortDigestLen hex digits (idem.SafeKeyID, the short
+	// key ID that logs show): it keeps the records whose digest starts
+	// with it, in any scope and operation (the digest binds both), from an
+	// index on the digest's first ShortDigestLen digits.
 	KeyDigest string
 	// KeyHash is idem.KeyHash(raw key): the raw key's look-up in every
 	// scope and operation (answered by an index of its own). Records
 	// reserved before the store kept the hash are not found by it.
 	KeyHash string
+	// SkipOperationPrefix leaves out the records whose Operation starts
+	// with it: the console leaves out its own decision records
+	// ("console …") from the lists of customers' keys. "" leaves out none.
+	SkipOperationPrefix string
 	// From and To bound UpdatedAt: From <= UpdatedAt < To. A zero time
 	// leaves that side open. Times are compared to the microsecond.
 	From time.Time
@@ -201,10 +245,13 @@ func (f KeyFilter) Check() (KeyQuery, error) {
 		}
 		q.Status = StatusProcessing
 	}
-	if f.KeyDigest != "" && (f.Scope == "" || f.Operation == "") {
-		return q, &FieldError{Field: "key_digest", Reason: "a key look-up needs the scope and the operation too"}
+	if f.KeyDigest != "" && (len(f.KeyDigest) < ShortDigestLen || !isHex(f.KeyDigest, 64)) {
+		return q, &FieldError{Field: "key_digest", Reason: fmt.Sprintf("not a key digest or a prefix of one (%d to 64 lowercase hex digits)", ShortDigestLen)}
 	}
-	if f.KeyHash != "" && !isHex64(f.KeyHash) {
+	if len(f.SkipOperationPrefix) > 255 {
+		return q, &FieldError{Field: "skip_operation_prefix", Reason: "longer than an operation (255 bytes)"}
+	}
+	if f.KeyHash != "" && (len(f.KeyHash) != 64 || !isHex(f.KeyHash, 64)) {
 		return q, &FieldError{Field: "key_hash", Reason: "not a key hash (64 lowercase hex digits)"}
 	}
 	if !f.Order.Valid() {
@@ -227,9 +274,13 @@ func (f KeyFilter) Check() (KeyQuery, error) {
 	return q, nil
 }
 
-// isHex64 reports whether s is 64 lowercase hex digits: a SHA-256 in hex.
-func isHex64(s string) bool {
-	if len(s) != 64 {
+// ShortDigestLen is the length of the shortest [KeyFilter.KeyDigest]
+// prefix, that of idem.SafeKeyID: 12 hex digits, 48 bits.
+const ShortDigestLen = 12
+
+// isHex reports whether s is at most max lowercase hex digits.
+func isHex(s string, max int) bool {
+	if len(s) > max {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

@@ -61,22 +61,17 @@ func (s *Store) overviewCaps() overviewCaps {
 	return overviewCaps{count: DefaultCountCap, stuck: DefaultStuckCap}
 }
 
-// listKeysSQL returns the list query of q and its arguments: newest change
-// first (oldest first for OrderOldest), keyset on (updated_at, id), one row more than the page. Each
-// filter has an index that returns rows in this order, so the query stops
-// after the page (see the EXPLAIN tests).
-func listKeysSQL(q idemdriver.KeyQuery) (string, []any) {
-	var (
-		conds []string
-		args  []any
-	)
+// keyWhere returns the WHERE clause (or "") of q's filters, with its
+// cursor when withCursor is set, appending the arguments to args. Each condition is written so
+// that an index serves it: the partial indexes on correlation_id and
+// external_ref are only usable when the query repeats their predicate, the
+// digest's prefix index only when the query says left(key_digest, 12).
+func keyWhere(q idemdriver.KeyQuery, args *[]any, withCursor bool) string {
 	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
+		*args = append(*args, v)
+		return "$" + strconv.Itoa(len(*args))
 	}
-	// Each condition is written so that an index serves it: the partial
-	// indexes on correlation_id and external_ref are only usable when the
-	// query repeats their predicate.
+	var conds []string
 	if q.Status != "" {
 		conds = append(conds, "status = "+arg(string(q.Status)))
 	}
@@ -89,8 +84,19 @@ func listKeysSQL(q idemdriver.KeyQuery) (string, []any) {
 	if q.Operation != "" {
 		conds = append(conds, "operation = "+arg(q.Operation))
 	}
-	if q.KeyDigest != "" {
-		conds = append(conds, "key_digest = "+arg(q.KeyDigest))
+	if q.SkipOperationPrefix != "" {
+		conds = append(conds, "NOT starts_with(operation, "+arg(q.SkipOperationPrefix)+")")
+	}
+	switch d := q.KeyDigest; {
+	case d == "":
+	case len(d) == 64 && q.Scope != "" && q.Operation != "":
+		conds = append(conds, "key_digest = "+arg(d)) // the unique index on the three
+	case len(d) == 64:
+		conds = append(conds, "left(key_digest, "+strconv.Itoa(idemdriver.ShortDigestLen)+") = "+arg(d[:idemdriver.ShortDigestLen]),
+			"key_digest = "+arg(d))
+	default:
+		conds = append(conds, "left(key_digest, "+strconv.Itoa(idemdriver.ShortDigestLen)+") = "+arg(d[:idemdriver.ShortDigestLen]),
+			"starts_with(key_digest, "+arg(d)+")")
 	}
 	if q.KeyHash != "" {
 		conds = append(conds, "key_hash = "+arg(q.KeyHash))
@@ -107,26 +113,45 @@ func listKeysSQL(q idemdriver.KeyQuery) (string, []any) {
 	if !q.To.IsZero() {
 		conds = append(conds, "updated_at < "+arg(q.To))
 	}
-	if q.AfterSet {
+	if q.AfterSet && withCursor {
 		cmp := "<"
 		if q.Order.Oldest() {
 			cmp = ">"
 		}
 		conds = append(conds, "(updated_at, id) "+cmp+" ("+arg(q.AfterUpdatedAt)+", "+arg(q.AfterID)+")")
 	}
+	if len(conds) == 0 {
+		return ""
+	}
+	return "WHERE " + strings.Join(conds, "\n  AND ") + "\n"
+}
+
+// listKeysSQL returns the list query of q and its arguments: newest change
+// first (oldest first for OrderOldest), keyset on (updated_at, id), one
+// row more than the page. Each filter has an index that returns rows in
+// this order, so the query stops after the page (see the EXPLAIN tests).
+func listKeysSQL(q idemdriver.KeyQuery) (string, []any) {
+	var args []any
+	where := keyWhere(q, &args, true)
 	dir := "DESC"
 	if q.Order.Oldest() {
 		dir = "ASC"
 	}
-	where := ""
-	if len(conds) > 0 {
-		where = "WHERE " + strings.Join(conds, "\n  AND ") + "\n"
-	}
-	sql := `SELECT ` + recordColumns + `, statement_timestamp()
+	args = append(args, q.Limit+1)
+	return `SELECT ` + recordColumns + `, statement_timestamp()
 FROM unstuck_idem_record
 ` + where + `ORDER BY updated_at ` + dir + `, id ` + dir + `
-LIMIT ` + arg(q.Limit+1)
-	return sql, args
+LIMIT $` + strconv.Itoa(len(args)), args
+}
+
+// countKeysSQL returns the query counting q's records up to upTo+1 (the
+// cursor is ignored): the scan stops there.
+func countKeysSQL(q idemdriver.KeyQuery, upTo int) (string, []any) {
+	var args []any
+	where := keyWhere(q, &args, false)
+	args = append(args, upTo+1)
+	return `SELECT count(*) FROM (SELECT 1 FROM unstuck_idem_record
+` + where + `LIMIT $` + strconv.Itoa(len(args)) + `) c`, args
 }
 
 // $1 id.
@@ -200,6 +225,22 @@ func (s *Store) ListKeys(ctx context.Context, f idemdriver.KeyFilter) (idemdrive
 		page.Next = idemdriver.EncodeCursor(page.Records[q.Limit-1], q.Order)
 	}
 	return page, nil
+}
+
+// CountKeys implements [idemdriver.Admin.CountKeys].
+func (s *Store) CountKeys(ctx context.Context, f idemdriver.KeyFilter, upTo int) (idemdriver.KeyCount, error) {
+	f.After = "" // ignored, as the contract says; not checked either
+	q, err := f.Check()
+	if err != nil {
+		return idemdriver.KeyCount{}, err
+	}
+	upTo = idemdriver.ClampCountUpTo(upTo)
+	sql, args := countKeysSQL(q, upTo)
+	var n int64
+	if err := s.pool.QueryRow(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...).Scan(&n); err != nil {
+		return idemdriver.KeyCount{}, mapError("count keys", err)
+	}
+	return idemdriver.CappedCount(n, upTo), nil
 }
 
 // KeyByID implements [idemdriver.Admin.KeyByID].

@@ -114,7 +114,7 @@ func TestMigrateTwiceIsANoOp(t *testing.T) {
 	}
 	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
 	require.NoError(t, err)
-	require.Equal(t, []row{{"idem", 1, "records"}, {"idem", 2, "admin_indexes"}, {"idem", 3, "key_hash"}}, got)
+	require.Equal(t, []row{{"idem", 1, "records"}, {"idem", 2, "admin_indexes"}, {"idem", 3, "key_hash"}, {"idem", 4, "short_digest"}}, got)
 
 	b.reserve(t, reserveOpts{})
 }
@@ -136,7 +136,9 @@ func TestMigrateConcurrently(t *testing.T) {
 	}
 	var n int
 	require.NoError(t, pool.QueryRow(t.Context(), "SELECT count(*) FROM unstuck_migration").Scan(&n))
-	require.Equal(t, 3, n, "one row per migration of the idem line")
+	ups, err := fs.Glob(idemMigrations, "migration/idem/*.up.sql")
+	require.NoError(t, err)
+	require.Equal(t, len(ups), n, "one row per migration of the idem line")
 }
 
 func TestMigrationDownUndoesUp(t *testing.T) {

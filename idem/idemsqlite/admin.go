@@ -16,25 +16,23 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
-// listKeysSQL returns the list query of q and its arguments, with now as
-// the clock that judges leases: newest change first (oldest first for OrderOldest), keyset on
-// (updated_at, id), one row more than the page.
-func listKeysSQL(q idemdriver.KeyQuery, now time.Time) (string, []any) {
-	var (
-		conds []string
-		args  []any
-	)
+// keyWhere returns the WHERE clause (or "") of q's filters, with its
+// cursor when withCursor is set, and now as the clock that judges leases,
+// appending the arguments to args. Each condition is written so that an
+// index serves it: the partial indexes on correlation_id and external_ref
+// are only usable when the query repeats their predicate, the digest's
+// prefix index only when it says substr(key_digest, 1, 12).
+func keyWhere(q idemdriver.KeyQuery, now time.Time, args *[]any, withCursor bool) string {
 	arg := func(v any) string {
-		args = append(args, v)
-		return "?" + strconv.Itoa(len(args))
+		*args = append(*args, v)
+		return "?" + strconv.Itoa(len(*args))
 	}
-	// Each condition is written so that an index serves it: the partial
-	// indexes on correlation_id and external_ref are only usable when the
-	// query repeats their predicate.
+	var conds []string
 	if q.Status != "" {
 		conds = append(conds, "status = "+arg(string(q.Status)))
 	}
@@ -47,8 +45,19 @@ func listKeysSQL(q idemdriver.KeyQuery, now time.Time) (string, []any) {
 	if q.Operation != "" {
 		conds = append(conds, "operation = "+arg(q.Operation))
 	}
-	if q.KeyDigest != "" {
-		conds = append(conds, "key_digest = "+arg(q.KeyDigest))
+	if p := q.SkipOperationPrefix; p != "" {
+		conds = append(conds, "substr(operation, 1, "+arg(utf8.RuneCountInString(p))+") <> "+arg(p))
+	}
+	switch d := q.KeyDigest; {
+	case d == "":
+	case len(d) == 64 && q.Scope != "" && q.Operation != "":
+		conds = append(conds, "key_digest = "+arg(d)) // the unique index on the three
+	case len(d) == 64:
+		conds = append(conds, "substr(key_digest, 1, "+strconv.Itoa(idemdriver.ShortDigestLen)+") = "+arg(d[:idemdriver.ShortDigestLen]),
+			"key_digest = "+arg(d))
+	default:
+		conds = append(conds, "substr(key_digest, 1, "+strconv.Itoa(idemdriver.ShortDigestLen)+") = "+arg(d[:idemdriver.ShortDigestLen]),
+			"substr(key_digest, 1, "+arg(len(d))+") = "+arg(d))
 	}
 	if q.KeyHash != "" {
 		conds = append(conds, "key_hash = "+arg(q.KeyHash))
@@ -65,26 +74,44 @@ func listKeysSQL(q idemdriver.KeyQuery, now time.Time) (string, []any) {
 	if !q.To.IsZero() {
 		conds = append(conds, "updated_at < "+arg(q.To.UnixMicro()))
 	}
-	if q.AfterSet {
+	if q.AfterSet && withCursor {
 		cmp := "<"
 		if q.Order.Oldest() {
 			cmp = ">"
 		}
 		conds = append(conds, "(updated_at, id) "+cmp+" ("+arg(q.AfterUpdatedAt.UnixMicro())+", "+arg(q.AfterID)+")")
 	}
+	if len(conds) == 0 {
+		return ""
+	}
+	return "WHERE " + strings.Join(conds, "\n  AND ") + "\n"
+}
+
+// listKeysSQL returns the list query of q and its arguments, with now as
+// the clock that judges leases: newest change first (oldest first for
+// OrderOldest), keyset on (updated_at, id), one row more than the page.
+func listKeysSQL(q idemdriver.KeyQuery, now time.Time) (string, []any) {
+	var args []any
+	where := keyWhere(q, now, &args, true)
 	dir := "DESC"
 	if q.Order.Oldest() {
 		dir = "ASC"
 	}
-	where := ""
-	if len(conds) > 0 {
-		where = "WHERE " + strings.Join(conds, "\n  AND ") + "\n"
-	}
-	query := `SELECT ` + recordColumns + `
+	args = append(args, q.Limit+1)
+	return `SELECT ` + recordColumns + `
 FROM unstuck_idem_record
 ` + where + `ORDER BY updated_at ` + dir + `, id ` + dir + `
-LIMIT ` + arg(q.Limit+1)
-	return query, args
+LIMIT ?` + strconv.Itoa(len(args)), args
+}
+
+// countKeysSQL returns the query counting q's records up to upTo+1 (the
+// cursor is ignored): the scan stops there.
+func countKeysSQL(q idemdriver.KeyQuery, now time.Time, upTo int) (string, []any) {
+	var args []any
+	where := keyWhere(q, now, &args, false)
+	args = append(args, upTo+1)
+	return `SELECT count(*) FROM (SELECT 1 FROM unstuck_idem_record
+` + where + `LIMIT ?` + strconv.Itoa(len(args)) + `)`, args
 }
 
 // ?1 id.
@@ -139,6 +166,22 @@ func (s *Store) ListKeys(ctx context.Context, f idemdriver.KeyFilter) (idemdrive
 		page.Next = idemdriver.EncodeCursor(page.Records[q.Limit-1], q.Order)
 	}
 	return page, nil
+}
+
+// CountKeys implements [idemdriver.Admin.CountKeys].
+func (s *Store) CountKeys(ctx context.Context, f idemdriver.KeyFilter, upTo int) (idemdriver.KeyCount, error) {
+	f.After = "" // ignored, as the contract says; not checked either
+	q, err := f.Check()
+	if err != nil {
+		return idemdriver.KeyCount{}, err
+	}
+	upTo = idemdriver.ClampCountUpTo(upTo)
+	query, args := countKeysSQL(q, clock(time.Time{}), upTo)
+	var n int64
+	if err := s.db.QueryRowContext(ctx, query, args...).Scan(&n); err != nil {
+		return idemdriver.KeyCount{}, fmt.Errorf("idemsqlite: count keys: %w", err)
+	}
+	return idemdriver.CappedCount(n, upTo), nil
 }
 
 // KeyByID implements [idemdriver.Admin.KeyByID].

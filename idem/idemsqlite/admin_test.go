@@ -58,6 +58,9 @@ func TestExplainAdmin(t *testing.T) {
 		{"correlation", idemdriver.KeyFilter{CorrelationID: "c"}, "unstuck_idem_record_correlation_idx", true},
 		{"external ref", idemdriver.KeyFilter{ExternalRef: "e"}, "unstuck_idem_record_external_ref_idx", true},
 		{"key", idemdriver.KeyFilter{Scope: "acme", Operation: "charge", KeyDigest: id.KeyDigest}, "(scope=? AND operation=? AND key_digest=?)", false},
+		{"digest alone", idemdriver.KeyFilter{KeyDigest: id.KeyDigest}, "unstuck_idem_record_short_digest_idx", true},
+		{"short key ID", idemdriver.KeyFilter{KeyDigest: id.KeyDigest[:12]}, "unstuck_idem_record_short_digest_idx", true},
+		{"digest prefix", idemdriver.KeyFilter{KeyDigest: id.KeyDigest[:30]}, "unstuck_idem_record_short_digest_idx", true},
 	}
 	// Oldest first, each query again: the same index, read backward.
 	for _, tc := range cases {

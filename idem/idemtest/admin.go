@@ -180,6 +180,13 @@ func testAdminFilters(t *testing.T, b adminBundle) {
 			[]idemdriver.Record{r3}},
 		{"key digest in another scope", idemdriver.KeyFilter{Scope: "acme", Operation: "charge", KeyDigest: idem.Digest("globex", "charge", "k3")},
 			nil},
+		// A digest alone, or its short form from a log line (SPEC K11).
+		{"key digest alone", idemdriver.KeyFilter{KeyDigest: idem.Digest("initech", "payout", "k3")}, []idemdriver.Record{r8}},
+		{"short key ID", idemdriver.KeyFilter{KeyDigest: idem.SafeKeyID(idem.Digest("globex", "charge", "k3"))}, []idemdriver.Record{r3}},
+		{"digest prefix of 20", idemdriver.KeyFilter{KeyDigest: idem.Digest("globex", "charge", "k3")[:20]}, []idemdriver.Record{r3}},
+		{"short key ID of no record", idemdriver.KeyFilter{KeyDigest: idem.SafeKeyID(idem.Digest("globex", "charge", "nobody"))}, nil},
+		{"skip operation prefix", idemdriver.KeyFilter{SkipOperationPrefix: "ref"}, []idemdriver.Record{r6, r8, r7, r5, r3, r1}},
+		{"skip operation prefix that is whole", idemdriver.KeyFilter{SkipOperationPrefix: "payout", Scope: "initech"}, nil},
 		{"from and to", idemdriver.KeyFilter{From: b.at(2), To: b.at(4)}, []idemdriver.Record{r3, r2}},
 		{"key hash in every scope", idemdriver.KeyFilter{KeyHash: idem.KeyHash("k3")}, []idemdriver.Record{r8, r3}},
 		{"key hash and scope", idemdriver.KeyFilter{KeyHash: idem.KeyHash("k3"), Scope: "initech"}, []idemdriver.Record{r8}},
@@ -194,7 +201,28 @@ func testAdminFilters(t *testing.T, b adminBundle) {
 		if tc.name != "limit" {
 			require.Empty(t, page.Next, tc.name)
 		}
+		// CountKeys counts what the list selects, whatever its limit.
+		want := int64(len(tc.want))
+		if tc.name == "limit" {
+			want = 8
+		}
+		n, err := b.Admin.CountKeys(t.Context(), tc.f, 0)
+		require.NoError(t, err, "count: %s", tc.name)
+		require.Equal(t, idemdriver.KeyCount{N: want, Exact: true}, n, "count: %s", tc.name)
 	}
+	// Counted up to a cap: exact at the cap, "at least" beyond it; a
+	// cursor is ignored.
+	for _, tc := range []struct {
+		upTo int
+		want idemdriver.KeyCount
+	}{{8, idemdriver.KeyCount{N: 8, Exact: true}}, {7, idemdriver.KeyCount{N: 7}}, {1, idemdriver.KeyCount{N: 1}}} {
+		n, err := b.Admin.CountKeys(t.Context(), idemdriver.KeyFilter{After: "not even a cursor"}, tc.upTo)
+		require.NoError(t, err)
+		require.Equal(t, tc.want, n, "count up to %d", tc.upTo)
+	}
+	n, err := b.Admin.CountKeys(t.Context(), idemdriver.KeyFilter{Stuck: true, Scope: "acme"}, 0)
+	require.NoError(t, err)
+	require.Equal(t, idemdriver.KeyCount{N: 1, Exact: true}, n, "stuck, by the store's clock")
 
 	// Records read as the store's Get reads them, stamped with the query's
 	// clock.
@@ -218,8 +246,11 @@ func testAdminFieldErrors(t *testing.T, b adminBundle) {
 	}{
 		{"unknown status", idemdriver.KeyFilter{Status: "stuck"}, "status"},
 		{"stuck but completed", idemdriver.KeyFilter{Stuck: true, Status: idemdriver.StatusCompleted}, "stuck"},
-		{"key without scope", idemdriver.KeyFilter{Operation: "charge", KeyDigest: digest}, "key_digest"},
-		{"key without operation", idemdriver.KeyFilter{Scope: "globex", KeyDigest: digest}, "key_digest"},
+		{"digest too short", idemdriver.KeyFilter{KeyDigest: digest[:idemdriver.ShortDigestLen-1]}, "key_digest"},
+		{"digest too long", idemdriver.KeyFilter{KeyDigest: digest + "0"}, "key_digest"},
+		{"digest in upper case", idemdriver.KeyFilter{KeyDigest: strings.ToUpper(digest)}, "key_digest"},
+		{"digest not hex", idemdriver.KeyFilter{KeyDigest: "yourkey-123456789"}, "key_digest"},
+		{"skip prefix too long", idemdriver.KeyFilter{SkipOperationPrefix: strings.Repeat("x", 256)}, "skip_operation_prefix"},
 		{"bad cursor", idemdriver.KeyFilter{After: "!!!"}, "after"},
 		{"unknown order", idemdriver.KeyFilter{Order: "sideways"}, "order"},
 		{"newest cursor oldest first", idemdriver.KeyFilter{Order: idemdriver.OrderOldest,
@@ -239,6 +270,12 @@ func testAdminFieldErrors(t *testing.T, b adminBundle) {
 		err = b.Admin.EachKey(t.Context(), tc.f, 10, func([]idemdriver.Record) error { return nil })
 		require.ErrorAs(t, err, &fe, "EachKey: %s", tc.name)
 		require.Equal(t, tc.field, fe.Field, "EachKey: %s", tc.name)
+
+		if tc.field != "after" { // CountKeys ignores the cursor
+			_, err = b.Admin.CountKeys(t.Context(), tc.f, 0)
+			require.ErrorAs(t, err, &fe, "CountKeys: %s", tc.name)
+			require.Equal(t, tc.field, fe.Field, "CountKeys: %s", tc.name)
+		}
 	}
 }
 

@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS unstuck_idem_record_short_digest_idx;
