@@ -47,7 +47,23 @@ type Admin interface {
 	// must be empty and f.Limit is ignored. It stops at the first error of
 	// fn and returns it.
 	EachOperation(ctx context.Context, f OperationFilter, batchSize int, fn func([]Operation) error) error
+	// CountFiltered counts the operations f selects (f.After, f.Order and
+	// f.Limit are ignored) exactly up to upTo (DefaultCountCap when <= 0,
+	// at most MaxCountCap) and stops there: above it the result is upTo
+	// with Exact false, "at least upTo". A list says how long it is with
+	// it at any table size. An invalid f is a *[FieldError].
+	CountFiltered(ctx context.Context, f OperationFilter, upTo int) (FilteredCount, error)
 }
+
+// FilteredCount is what [Admin.CountFiltered] returns: N operations, or
+// at least N when Exact is false.
+type FilteredCount struct {
+	N     int64
+	Exact bool
+}
+
+// MaxCountCap bounds the upTo of [Admin.CountFiltered].
+const MaxCountCap = 100_000
 
 // Page sizes of the lists.
 const (

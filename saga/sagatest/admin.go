@@ -56,9 +56,22 @@ func runAdmin[TTx any](t *testing.T, newFixture func(t *testing.T) Fixture[TTx])
 				want = append(want, listed(op))
 			}
 			require.Equal(t, want, page.Operations, tc.name)
+			n, err := b.Driver.CountFiltered(t.Context(), tc.f, 0)
+			require.NoError(t, err, "count: %s", tc.name)
+			require.Equal(t, sagadriver.FilteredCount{N: int64(len(tc.want)), Exact: true}, n, "count: %s", tc.name)
 		}
+		// Counted up to a cap: exact at it, "at least" beyond it.
+		for upTo, want := range map[int]sagadriver.FilteredCount{4: {N: 4, Exact: true}, 3: {N: 3}, 1: {N: 1}} {
+			n, err := b.Driver.CountFiltered(t.Context(), F{}, upTo)
+			require.NoError(t, err)
+			require.Equal(t, want, n, "count up to %d", upTo)
+		}
+		_, err := b.Driver.CountFiltered(t.Context(), F{Status: "stuck"}, 0)
+		var cfe *sagadriver.FieldError
+		require.ErrorAs(t, err, &cfe, "a filter is checked before it is counted")
+		require.Equal(t, "status", cfe.Field)
 
-		_, err := b.Driver.PageOperations(t.Context(), F{Status: "stuck"})
+		_, err = b.Driver.PageOperations(t.Context(), F{Status: "stuck"})
 		require.ErrorIs(t, err, sagadriver.ErrInvalid)
 		var fe *sagadriver.FieldError
 		require.ErrorAs(t, err, &fe)

@@ -122,6 +122,32 @@ ORDER BY updated_at ` + dir + `, id ` + dir + `
 LIMIT ` + w.arg(q.Limit+1)), w.args
 }
 
+// CountFiltered implements sagadriver.Admin: the filter's operations
+// counted up to upTo+1, a scan that stops there.
+func (s Store) CountFiltered(ctx context.Context, q Querier, f sagadriver.OperationFilter, upTo int) (sagadriver.FilteredCount, error) {
+	f.After = "" // ignored, as the contract says
+	qu, err := f.Check()
+	if err != nil {
+		return sagadriver.FilteredCount{}, err
+	}
+	if upTo <= 0 {
+		upTo = sagadriver.DefaultCountCap
+	}
+	upTo = min(upTo, sagadriver.MaxCountCap)
+	w := filter{s: s}
+	w.add(qu.OperationFilter)
+	var n int64
+	query := `SELECT count(*) FROM (SELECT 1 FROM unstuck_saga_operation` + w.where() + `
+LIMIT ` + w.arg(upTo+1) + `) c`
+	if err := s.count(ctx, q, &n, query, w.args...); err != nil {
+		return sagadriver.FilteredCount{}, err
+	}
+	if n > int64(upTo) {
+		return sagadriver.FilteredCount{N: int64(upTo)}, nil
+	}
+	return sagadriver.FilteredCount{N: n, Exact: true}, nil
+}
+
 // PageOperations implements sagadriver.Admin.
 func (s Store) PageOperations(ctx context.Context, q Querier, f sagadriver.OperationFilter) (sagadriver.OperationPage, error) {
 	qu, err := f.Check()

@@ -49,6 +49,15 @@ func (a Admin) CountOperations(ctx context.Context, exactUpTo int) (c sagadriver
 	return c, err
 }
 
+// CountFiltered implements [sagadriver.Admin].
+func (a Admin) CountFiltered(ctx context.Context, f sagadriver.OperationFilter, upTo int) (c sagadriver.FilteredCount, err error) {
+	err = a.Read(ctx, func(q Querier) error {
+		c, err = a.Store.CountFiltered(ctx, q, f, upTo)
+		return err
+	})
+	return c, err
+}
+
 // ReviewRequired implements [sagadriver.Admin].
 func (a Admin) ReviewRequired(ctx context.Context, limit int) (ops []sagadriver.Operation, err error) {
 	err = a.Read(ctx, func(q Querier) error {
