@@ -60,6 +60,23 @@ type KeyFilterVM struct {
 	Order string
 }
 
+// PagerVM are a list page's links: the first page, the previous and the
+// next; "" when there is none.
+type PagerVM struct {
+	FirstURL string
+	PrevURL  string
+	NextURL  string
+}
+
+// CountVM is how many items a list's filter selects: N, or at least N when
+// Exact is false (the count stops at a cap, so that it costs the same at
+// any table size). Known is false when it was not counted.
+type CountVM struct {
+	N     int64
+	Exact bool
+	Known bool
+}
+
 // SortVM is a list's order and the links to its first page in each
 // order.
 type SortVM struct {
@@ -75,12 +92,14 @@ type KeysVM struct {
 	Sort     SortVM
 	States   []string
 	Records  []idemdriver.Record
-	NextURL  string
-	FirstURL string // set on a later page
-	SelfURL  string // this page's URL, polled when Live
-	// HiddenConsole counts the console's own decision records left out of
-	// this page; ShowConsoleURL shows them.
-	HiddenConsole  int
+	Pager    PagerVM
+	// Total is how many records the filter selects, exact or "at least".
+	Total   CountVM
+	SelfURL string // this page's URL, polled when Live
+	// HiddenConsole counts the console's own decision records the filter
+	// would select too, left out of the list (exact up to the count's cap);
+	// ShowConsoleURL lists them with the rest.
+	HiddenConsole  int64
 	ShowConsoleURL string
 	Error          string
 	FieldErr       string // the filter field the error is about
@@ -151,9 +170,10 @@ type OperationsVM struct {
 	Sort       SortVM
 	Statuses   []string
 	Operations []saga.Operation
-	FirstURL   string // set on a later page
-	NextURL    string
-	SelfURL    string // this page's URL, polled when Live
+	Pager      PagerVM
+	// Total is how many operations the filter selects, exact or "at least".
+	Total   CountVM
+	SelfURL string // this page's URL, polled when Live
 	Error      string
 	FieldErr   string // the filter field the error is about
 }

@@ -89,7 +89,7 @@ func Search(p Page, vm SearchVM) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "<h1>Search</h1><p class=\"help\">Finds a raw key as the client sent it, quoted or not, in every scope and operation; a record ID; an operation ID; a correlation ID; an external reference. The text is sent by POST and is neither logged nor kept.</p><form class=\"search-page\" method=\"post\" action=\"/search\"><label for=\"search-q\">Search for</label> <input id=\"search-q\" type=\"search\" name=\"q\" value=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "<h1>Search</h1><p class=\"help\">Finds a raw key as the client sent it, quoted or not, in every scope and operation; a key digest or the short key ID that logs show (its first 12 hex digits); a record ID; an operation ID; a correlation ID; an external reference. The text is sent by POST and is neither logged nor kept.</p><form class=\"search-page\" method=\"post\" action=\"/search\"><label for=\"search-q\">Search for</label> <input id=\"search-q\" type=\"search\" name=\"q\" value=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

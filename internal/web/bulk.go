@@ -68,7 +68,7 @@ func singlePath(kind, action string) string {
 // The raw key of the key list is not one of them: it would be stored with
 // the request and written in its audit entry (SPEC K11).
 var bulkFilterFields = map[string][]string{
-	ops.BulkKeys:       {"state", "scope", "operation", "correlation_id", "external_ref", "from", "to"},
+	ops.BulkKeys:       {"state", "scope", "operation", "correlation_id", "external_ref", "from", "to", "console"},
 	ops.BulkOperations: {"status", "type", "correlation_id", "external_id", "from", "to"},
 }
 
@@ -89,6 +89,11 @@ func bulkSpec(kind string, q url.Values) (ops.BulkSpec, *AppError) {
 	var ae *AppError
 	if kind == ops.BulkKeys {
 		spec.KeyFilter, ae = keyFilter(filter)
+		if filter.Get("console") != "1" {
+			// The records the key list shows: without the console's own
+			// decision records unless the list included them.
+			spec.KeyFilter.SkipOperationPrefix = consoleOperationPrefix
+		}
 	} else {
 		spec.OperationFilter, ae = operationFilter(filter)
 	}

@@ -56,6 +56,7 @@ func orderURLs(path string, q url.Values) views.SortVM {
 			u[k] = vs
 		}
 		u.Del("after")
+		u.Del("before")
 		u.Set("order", o)
 		return listURL(path, u)
 	}

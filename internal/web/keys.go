@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -24,6 +23,15 @@ type keyReader interface {
 	KeyByID(ctx context.Context, id int64) (idemdriver.Record, bool, error)
 	KeyOverview(ctx context.Context) (idemdriver.KeyOverview, error)
 	NeedsAttention(ctx context.Context, limit int) ([]idemdriver.Record, error)
+	CountKeys(ctx context.Context, f idemdriver.KeyFilter, upTo int) (idemdriver.KeyCount, error)
+}
+
+// reversed is the other order of a key list.
+func reversed(o idemdriver.Order) idemdriver.Order {
+	if o.Oldest() {
+		return idemdriver.OrderNewest
+	}
+	return idemdriver.OrderOldest
 }
 
 // resultOpener opens stored results for roles allowed to see them.
@@ -97,39 +105,60 @@ func handleKeyList(keys keyReader, log *slog.Logger) http.Handler {
 				vm.Filter.Order = q.Get("order") // kept by the filter form
 			}
 		}
+		var backward bool
+		if ferr == nil {
+			f.After, backward, ferr = pageCursor(q)
+		}
+		if ferr == nil && q.Get("console") != "1" {
+			// The console's own decision records (idempotency of its
+			// forms) are not customers' keys: left out unless asked for
+			// (issue 13 defect 13), by the query, so that pages stay full
+			// and counts true.
+			f.SkipOperationPrefix = consoleOperationPrefix
+		}
 		status := http.StatusOK
 		if ferr != nil {
 			vm.Error, vm.FieldErr, status = ferr.Message, ferr.Field, http.StatusBadRequest
 		} else {
-			res, err := keys.ListKeys(r.Context(), f)
+			read := f
+			if backward {
+				read.Order = reversed(f.Order)
+			}
+			res, err := keys.ListKeys(r.Context(), read)
+			var total, all idemdriver.KeyCount
+			if err == nil {
+				total, err = keys.CountKeys(r.Context(), f, 0)
+			}
+			if err == nil && f.SkipOperationPrefix != "" {
+				unfiltered := f
+				unfiltered.SkipOperationPrefix = ""
+				all, err = keys.CountKeys(r.Context(), unfiltered, 0)
+			}
 			switch {
 			case errors.Is(err, idemdriver.ErrInvalidCursor):
-				vm.Error, vm.FieldErr, status = "The page link is not valid; start from the first page.", "after", http.StatusBadRequest
+				field := "after"
+				if backward {
+					field = "before"
+				}
+				vm.Error, vm.FieldErr, status = "The page link is not valid; start from the first page.", field, http.StatusBadRequest
 			case err != nil:
 				writeError(w, r, log, err)
 				return
 			default:
-				vm.Records = res.Records
-				if q.Get("console") != "1" {
-					// The console's own decision records (idempotency of
-					// its forms) are not customers' keys: kept out of the
-					// list unless asked for (issue 13 defect 13).
-					vm.Records, vm.HiddenConsole = withoutConsoleRecords(res.Records)
-					if vm.HiddenConsole > 0 {
-						show := r.URL.Query()
-						show.Set("console", "1")
-						vm.ShowConsoleURL = listURL("/keys", show)
+				vm.Records, vm.Pager = paged("/keys", q, res.Records, res.Next != "", backward, func(rec idemdriver.Record, rev bool) string {
+					if rev {
+						return idemdriver.EncodeCursor(rec, reversed(f.Order))
 					}
-				}
-				if res.Next != "" {
-					next := r.URL.Query()
-					next.Set("after", res.Next)
-					vm.NextURL = listURL("/keys", next)
-				}
-				if q.Get("after") != "" {
-					first := r.URL.Query()
-					first.Del("after")
-					vm.FirstURL = listURL("/keys", first)
+					return idemdriver.EncodeCursor(rec, f.Order)
+				})
+				vm.Total = views.CountVM{N: total.N, Exact: total.Exact, Known: true}
+				if hidden := all.N - total.N; hidden > 0 {
+					vm.HiddenConsole = hidden
+					show := r.URL.Query()
+					show.Del("after")
+					show.Del("before")
+					show.Set("console", "1")
+					vm.ShowConsoleURL = listURL("/keys", show)
 				}
 			}
 		}
@@ -265,15 +294,3 @@ func openForView(opener resultOpener, rec idemdriver.Record, log *slog.Logger) (
 // decision records ("console POST /keys/{id}/forget", see routes.go).
 const consoleOperationPrefix = "console "
 
-// withoutConsoleRecords drops the console's own decision records from
-// recs and counts them.
-func withoutConsoleRecords(recs []idemdriver.Record) ([]idemdriver.Record, int) {
-	kept := recs[:0:0]
-	for _, rec := range recs {
-		if strings.HasPrefix(rec.Operation, consoleOperationPrefix) {
-			continue
-		}
-		kept = append(kept, rec)
-	}
-	return kept, len(recs) - len(kept)
-}

@@ -25,6 +25,7 @@ type OperationReader interface {
 	PageOperations(ctx context.Context, f sagadriver.OperationFilter) (sagadriver.OperationPage, error)
 	ReadOperation(ctx context.Context, id string, maxEvents int) (sagadriver.OperationDetail, error)
 	CountOperations(ctx context.Context, exactUpTo int) (sagadriver.OperationCounts, error)
+	CountFiltered(ctx context.Context, f sagadriver.OperationFilter, upTo int) (sagadriver.FilteredCount, error)
 	ReviewRequired(ctx context.Context, limit int) ([]saga.Operation, error)
 }
 
@@ -69,29 +70,45 @@ func handleOperationList(ops operationReader, log *slog.Logger) http.Handler {
 				vm.Filter.Order = q.Get("order") // kept by the filter form
 			}
 		}
+		var backward bool
+		if ferr == nil {
+			f.After, backward, ferr = pageCursor(q)
+		}
 		status := http.StatusOK
 		if ferr != nil {
 			vm.Error, vm.FieldErr, status = ferr.Message, ferr.Field, http.StatusBadRequest
 		} else {
-			res, err := ops.PageOperations(r.Context(), f)
+			other := sagadriver.OrderOldest
+			if f.Order.Oldest() {
+				other = sagadriver.OrderNewest
+			}
+			read := f
+			if backward {
+				read.Order = other
+			}
+			res, err := ops.PageOperations(r.Context(), read)
+			var total sagadriver.FilteredCount
+			if err == nil {
+				total, err = ops.CountFiltered(r.Context(), f, 0)
+			}
 			switch {
 			case errors.Is(err, sagadriver.ErrInvalidCursor):
-				vm.Error, vm.FieldErr, status = "The page link is not valid; start from the first page.", "after", http.StatusBadRequest
+				field := "after"
+				if backward {
+					field = "before"
+				}
+				vm.Error, vm.FieldErr, status = "The page link is not valid; start from the first page.", field, http.StatusBadRequest
 			case err != nil:
 				writeError(w, r, log, err)
 				return
 			default:
-				vm.Operations = res.Operations
-				if res.Next != "" {
-					next := r.URL.Query()
-					next.Set("after", res.Next)
-					vm.NextURL = listURL("/operations", next)
-				}
-				if q.Get("after") != "" {
-					first := r.URL.Query()
-					first.Del("after")
-					vm.FirstURL = listURL("/operations", first)
-				}
+				vm.Operations, vm.Pager = paged("/operations", q, res.Operations, res.Next != "", backward, func(op sagadriver.Operation, rev bool) string {
+					if rev {
+						return sagadriver.CursorOrder(op, other)
+					}
+					return sagadriver.CursorOrder(op, f.Order)
+				})
+				vm.Total = views.CountVM{N: total.N, Exact: total.Exact, Known: true}
 			}
 		}
 		render(w, r, status, page, views.Operations(page, vm), "results")

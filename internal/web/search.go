@@ -26,7 +26,8 @@ const maxSearchBytes = 300
 // that a raw key never lands in a URL, the history or an access log; the
 // text is not logged and not audited. It looks the text up as a raw key
 // (quoted as sent in the header or not, through idem.KeyHash, in every
-// scope and operation), a record ID, an operation ID, a correlation ID and
+// scope and operation), a key digest or its short form from a log line, a
+// record ID, an operation ID, a correlation ID and
 // an external reference. One match is a 303 to its page; several are
 // listed; none says so.
 func handleSearch(keys keyReader, sagas operationReader, log *slog.Logger) http.Handler {
@@ -73,6 +74,16 @@ func handleSearch(keys keyReader, sagas operationReader, log *slog.Logger) http.
 		}
 		render(w, r, http.StatusOK, page, views.Search(page, vm))
 	})
+}
+
+// isHexDigits reports whether s is lowercase hex digits only.
+func isHexDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // unquote strips the quotes of a key given as the header sends it
@@ -152,6 +163,17 @@ func search(ctx context.Context, keys keyReader, sagas operationReader, q string
 		}
 	}
 	q = key
+	// A key digest, or the short key ID that logs show (idem.SafeKeyID:
+	// its first 12 hex digits), in any scope and operation.
+	if d := strings.ToLower(q); len(d) >= idemdriver.ShortDigestLen && len(d) <= 64 && isHexDigits(d) {
+		by := "key digest"
+		if len(d) < 64 {
+			by = "short key ID"
+		}
+		if err := listKeys(idemdriver.KeyFilter{KeyDigest: d}, by); err != nil {
+			return nil, rawKey, err
+		}
+	}
 	if id, err := strconv.ParseInt(strings.TrimPrefix(q, "#"), 10, 64); err == nil && id > 0 {
 		rec, ok, err := keys.KeyByID(ctx, id)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/internal/web"
@@ -57,19 +58,35 @@ func TestSearch(t *testing.T) {
 		}
 	}
 	c := signIn(t, b, store.RoleSupport)
+	rec, ok, err := b.records.KeyByID(context.Background(), b.keyID)
+	require.NoError(t, err)
+	require.True(t, ok)
 	for q, want := range map[string]string{
-		itoa(b.keyID):       "/keys/" + itoa(b.keyID),
-		b.opID:              "/operations/" + b.opID,
-		"order-77":          "/operations/" + b.opID, // the operation's correlation ID
-		`"` + b.opID + `"`:  "/operations/" + b.opID,
-		"#" + itoa(b.keyID): "/keys/" + itoa(b.keyID),
+		// The digest, the short key ID of a log line (idem.SafeKeyID), in
+		// either case, and a longer prefix.
+		rec.KeyDigest:                                  "/keys/" + itoa(b.keyID),
+		idem.SafeKeyID(rec.KeyDigest):                  "/keys/" + itoa(b.keyID),
+		strings.ToUpper(idem.SafeKeyID(rec.KeyDigest)): "/keys/" + itoa(b.keyID),
+		rec.KeyDigest[:20]:                             "/keys/" + itoa(b.keyID),
+		itoa(b.keyID):                                  "/keys/" + itoa(b.keyID),
+		b.opID:                                         "/operations/" + b.opID,
+		"order-77":                                     "/operations/" + b.opID, // the operation's correlation ID
+		`"` + b.opID + `"`:                             "/operations/" + b.opID,
+		"#" + itoa(b.keyID):                            "/keys/" + itoa(b.keyID),
 	} {
 		resp, body := do(t, c, http.MethodPost, b.srv.URL+"/search", url.Values{"q": {q}})
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "search %q: %s", q, body)
 		require.Equal(t, want, resp.Header.Get("Location"), "search %q", q)
 	}
 
-	resp, body := do(t, c, http.MethodPost, b.srv.URL+"/search", url.Values{"q": {`"no-such-key-000000"`}})
+	// Too short to be a short key ID: not a digest look-up, nothing found.
+	resp, body := do(t, c, http.MethodPost, b.srv.URL+"/search", url.Values{"q": {rec.KeyDigest[:11]}})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, "Nothing matches")
+	_, body = do(t, c, http.MethodGet, b.srv.URL+"/keys/"+itoa(b.keyID), nil)
+	require.Contains(t, body, idem.SafeKeyID(rec.KeyDigest), "the key page shows the short key ID logs carry")
+
+	resp, body = do(t, c, http.MethodPost, b.srv.URL+"/search", url.Values{"q": {`"no-such-key-000000"`}})
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, body, "Nothing matches")
 	require.Contains(t, body, "not found by their raw key", "the page says records before the key hash are not found")

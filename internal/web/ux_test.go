@@ -124,7 +124,30 @@ func TestConsoleRecordsApartFromCustomersKeys(t *testing.T) {
 	_, body := do(t, support, http.MethodGet, b.srv.URL+"/keys", nil)
 	require.NotContains(t, body, "console POST /keys/{id}/forget", "the console's record is not among the keys")
 	require.Contains(t, body, "POST /orders", "the customers' keys are")
-	require.Contains(t, body, "1 of the console's own decision records on this page are not shown.")
+	require.Contains(t, body, "1 of the console's own decision records is left out.")
+	require.Contains(t, body, "1 key matches.", "the total counts customers' keys only: the query leaves the console's out")
 	_, body = do(t, support, http.MethodGet, b.srv.URL+"/keys?console=1", nil)
 	require.Contains(t, body, "console POST /keys/{id}/forget", "shown when asked for")
+}
+
+// TestBulkSelectsWhatTheListShows (defect 13): "Act on all matching" on the
+// key list selects the list's records: the console's own decision records
+// only when the list includes them.
+func TestBulkSelectsWhatTheListShows(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id, version := pendingKey(t, b, "web-bulk-console-records")
+	path := "/keys/" + strconv.FormatInt(id, 10)
+	admin := signIn(t, b, store.RoleAdmin)
+	_, page := do(t, admin, http.MethodGet, b.srv.URL+path, nil)
+	resp, _ := do(t, admin, http.MethodPost, b.srv.URL+path+"/forget", url.Values{"version": {strconv.FormatInt(version, 10)},
+		"reason": {"the provider has no such charge"}, "form_key": {formKeyOf(t, page, path+"/forget")}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+
+	resp, body := do(t, admin, http.MethodGet, b.srv.URL+"/keys/bulk?action=forget&all=1", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.Contains(t, body, "POST /orders")
+	require.NotContains(t, body, "console POST /keys/{id}/forget", "the console's record is not selected")
+	_, body = do(t, admin, http.MethodGet, b.srv.URL+"/keys/bulk?action=forget&all=1&console=1", nil)
+	require.Contains(t, body, "console POST /keys/{id}/forget", "selected when the list includes it")
 }
