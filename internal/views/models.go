@@ -88,11 +88,11 @@ type SortVM struct {
 
 // KeysVM is the key list page's model.
 type KeysVM struct {
-	Filter   KeyFilterVM
-	Sort     SortVM
-	States   []string
-	Records  []idemdriver.Record
-	Pager    PagerVM
+	Filter  KeyFilterVM
+	Sort    SortVM
+	States  []string
+	Records []idemdriver.Record
+	Pager   PagerVM
 	// Total is how many records the filter selects, exact or "at least".
 	Total   CountVM
 	SelfURL string // this page's URL, polled when Live
@@ -172,10 +172,10 @@ type OperationsVM struct {
 	Operations []saga.Operation
 	Pager      PagerVM
 	// Total is how many operations the filter selects, exact or "at least".
-	Total   CountVM
-	SelfURL string // this page's URL, polled when Live
-	Error      string
-	FieldErr   string // the filter field the error is about
+	Total    CountVM
+	SelfURL  string // this page's URL, polled when Live
+	Error    string
+	FieldErr string // the filter field the error is about
 }
 
 // OperationVM is the operation detail page's model.

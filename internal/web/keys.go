@@ -293,4 +293,3 @@ func openForView(opener resultOpener, rec idemdriver.Record, log *slog.Logger) (
 // consoleOperationPrefix starts the operation name of the console's own
 // decision records ("console POST /keys/{id}/forget", see routes.go).
 const consoleOperationPrefix = "console "
-
