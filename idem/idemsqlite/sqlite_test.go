@@ -96,10 +96,10 @@ func TestMigrate(t *testing.T) {
 			n++
 		}
 		require.NoError(t, rows.Err())
-		require.Equal(t, 4, n, "bookkeeping rows")
+		require.Equal(t, 5, n, "bookkeeping rows")
 		require.Equal(t, "idem", line)
-		require.Equal(t, int64(4), version, "the last row read")
-		require.Equal(t, "key_hash", name)
+		require.Equal(t, int64(5), version, "the last row read")
+		require.Equal(t, "trace_id", name)
 		require.InDelta(t, time.Now().UnixMicro(), appliedAt, float64(time.Minute.Microseconds()), "applied_at in microseconds")
 
 		// The data and the fence counter survive.
@@ -130,7 +130,7 @@ func TestMigrate(t *testing.T) {
 		t.Cleanup(func() { require.NoError(t, db.Close()) })
 		var n, fences int
 		require.NoError(t, db.QueryRowContext(t.Context(), `SELECT count(*) FROM unstuck_migration`).Scan(&n))
-		require.Equal(t, 4, n, "bookkeeping rows")
+		require.Equal(t, 5, n, "bookkeeping rows")
 		require.NoError(t, db.QueryRowContext(t.Context(), `SELECT count(*) FROM unstuck_idem_fence`).Scan(&fences))
 		require.Equal(t, 1, fences, "fence rows")
 	})
