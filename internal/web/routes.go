@@ -98,6 +98,10 @@ type Config struct {
 	SSO *SSO
 	// NoLocalSignIn turns the local sign-in form off (SSO only).
 	NoLocalSignIn bool
+	// TraceURL, when set, links a key's trace ID to the tracing UI: a
+	// template checked by ParseTraceURL, TracePlaceholder replaced by the
+	// ID.
+	TraceURL string
 }
 
 // NewHandler returns the console: every route of the surface is listed
@@ -129,6 +133,9 @@ func NewHandler(cfg Config) http.Handler {
 	r.Use(requestID, middleware.Recoverer, secureHeaders(cfg.HSTS))
 
 	r.Use(clientAddresses(cfg.TrustedProxies), headAsGet)
+	if cfg.TraceURL != "" {
+		r.Use(withTraceURL(cfg.TraceURL))
+	}
 
 	// Public: health, metrics, static assets.
 	r.Method(http.MethodGet, "/healthz", handleHealth())
