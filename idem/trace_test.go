@@ -51,12 +51,12 @@ func requireNoSecrets(t *testing.T, spans []sdktrace.ReadOnlySpan, secrets ...st
 		var texts []string
 		texts = append(texts, s.Name(), s.Status().Description)
 		for _, kv := range s.Attributes() {
-			texts = append(texts, string(kv.Key), kv.Value.Emit())
+			texts = append(texts, string(kv.Key), kv.Value.String())
 		}
 		for _, ev := range s.Events() {
 			texts = append(texts, ev.Name)
 			for _, kv := range ev.Attributes {
-				texts = append(texts, string(kv.Key), kv.Value.Emit())
+				texts = append(texts, string(kv.Key), kv.Value.String())
 			}
 		}
 		for _, text := range texts {
