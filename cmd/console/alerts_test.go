@@ -56,7 +56,11 @@ var pendingMetrics = []string{"unstuck_incident_groups"}
 // parses (rulefmt, as Prometheus loads it), every metric and label matcher
 // of every rule selects series a running console exports, and, on metrics
 // scraped from a console holding records in each state, each alert that
-// should fire fires (and none fires on an empty console).
+// should fire fires (and none fires on an empty console); the alerts on
+// failures (stats down, clock skew, the target lost, an operation not
+// moving) fire on the same scrape with those gauges set as a failing
+// console sets them. UnstuckIncidentsGrowing needs counts that grow and
+// the incidents' gauges, which this branch does not export yet.
 //
 // A scrape is one instant; the test plays it forward: the state does not
 // change, so counts stay and every *_age_seconds gauge grows with the
@@ -109,6 +113,32 @@ func TestK18AlertRulesAgainstScrapedMetrics(t *testing.T) {
 			require.NotEmpty(t, a.Annotations.Get("summary"), name)
 		}
 	}
+	// The states a healthy test console cannot be put in, set on the
+	// scraped series as a console in them reports them (the gauges'
+	// failure values are tested in internal/web and saga): the records
+	// cannot be read, the clock is 5 s off, an operation has been running
+	// since 10 s and stays so, and then Prometheus loses the target.
+	broken := make([]sample, 0, len(series))
+	for _, s := range series {
+		switch name := s.labels.Get("__name__"); {
+		case name == "unstuck_idempotency_stats_up":
+			s.value = 0
+		case name == "unstuck_clock_skew_seconds":
+			s.value = 5
+		case name == "unstuck_saga_oldest_age_seconds" && s.labels.Get("status") == "running":
+			s.value = 10
+		case name == "up":
+			s.value = 0
+		}
+		broken = append(broken, s)
+	}
+	firing = firingAlerts(t, groups, broken, base)
+	for _, name := range []string{"UnstuckRecordStatsDown", "UnstuckClockSkew", "UnstuckOperationsNotMoving", "UnstuckConsoleDown"} {
+		require.Contains(t, firing, name)
+	}
+	require.Equal(t, "running", firing["UnstuckOperationsNotMoving"][0].Labels.Get("status"))
+	require.True(t, strings.HasSuffix(firing["UnstuckOperationsNotMoving"][0].Annotations.Get("runbook_url"), "/operations?status=running&order=oldest"))
+
 	resp, err := noRedirect.Get(base + "/no-such-page")
 	require.NoError(t, err)
 	resp.Body.Close()
