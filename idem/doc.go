@@ -25,4 +25,14 @@
 //     a [Recovery]: [RecoverByEscalating] by default (pending, for an
 //     operator), [RecoverByRerunning] or [RecoverByVerifying]. [Engine.Sweep]
 //     escalates such records past their retention instead of deleting them.
+//
+// # Tracing
+//
+// [WithTracerProvider] records OpenTelemetry spans ([SpanRun] around Run,
+// [SpanDecide] around each decision, the middleware's included) with safe
+// attributes only: the key's safe ID, the record's ID, the operation, the
+// decision, the fence and the attempt — never the raw key, the scope, a
+// payload or an error's text. The trace ID of the call that creates or
+// takes over a record is stored on it (Record.TraceID) for the console to
+// link. Without the option no tracing code runs.
 package idem

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/internal/decide"
 )
@@ -54,6 +56,7 @@ type Engine struct {
 	recordWindow   time.Duration // 0: per run, max(2 × lease, MinRecordingWindow)
 	recovery       Recovery
 	late           lateRecordings
+	tracer         trace.Tracer // nil: tracing off (WithTracerProvider)
 }
 
 type engineConfig struct {
@@ -67,6 +70,7 @@ type engineConfig struct {
 	storeTimeout   time.Duration
 	recordWindow   time.Duration
 	recovery       Recovery
+	tracerProvider trace.TracerProvider
 }
 
 // Option configures an [Engine].
@@ -188,6 +192,9 @@ func New(store idemdriver.Store, opts ...Option) (*Engine, error) {
 	}
 	if c.recordWindow != 0 && c.recordWindow < MinRecordingWindow {
 		return nil, fmt.Errorf("idem: recording window %s must be at least %s", c.recordWindow, MinRecordingWindow)
+	}
+	if c.tracerProvider != nil {
+		e.tracer = c.tracerProvider.Tracer(TracerName)
 	}
 	_, e.local = store.(idemdriver.LocalStore)
 	if e.log == nil {

@@ -143,6 +143,15 @@ func Run[T any](ctx context.Context, e *Engine, key, scope string, fn func(ctx c
 		recovery = *cfg.recovery
 	}
 
+	if e.tracer != nil {
+		return runTraced(ctx, e, id, req, cfg, recovery, fn)
+	}
+	return runKey(ctx, e, id, req, cfg, recovery, fn)
+}
+
+// runKey is Run after its arguments are checked.
+func runKey[T any](ctx context.Context, e *Engine, id idemdriver.Ident, req decide.Request, cfg runConfig, recovery Recovery, fn func(ctx context.Context) (T, error)) (Result[T], error) {
+	var zero Result[T]
 	claim, err := e.acquire(ctx, e.store, id, req, cfg.ttl, cfg.lease, recovery, false)
 	if err != nil {
 		return zero, err
@@ -193,12 +202,21 @@ func (c claim) owned() bool {
 // disowned in the background ([Engine.disown]); a takeover of an abandoned
 // record is not.
 func (e *Engine) acquire(ctx context.Context, s idemdriver.Store, id idemdriver.Ident, req decide.Request, ttl, lease time.Duration, rcv Recovery, inTx bool) (claim, error) {
+	if e.tracer != nil {
+		return e.acquireTraced(ctx, s, id, req, ttl, lease, rcv, inTx)
+	}
+	return e.acquireAs(ctx, s, id, req, ttl, lease, rcv, inTx, "")
+}
+
+// acquireAs is acquire storing traceID on the record it creates or takes
+// over.
+func (e *Engine) acquireAs(ctx context.Context, s idemdriver.Store, id idemdriver.Ident, req decide.Request, ttl, lease time.Duration, rcv Recovery, inTx bool, traceID string) (claim, error) {
 	req.Recovery = rcv.mode
 	bctx, cancel := e.bound(ctx)
 	defer cancel()
 	for range maxTakeoverRounds {
 		token := newOwnerToken()
-		rec, created, err := s.Reserve(bctx, idemdriver.ReserveParams{Ident: id, KeyHash: req.KeyHash, Fingerprint: req.Fingerprint, Owner: token, Lease: lease, TTL: ttl, Now: e.now(), Lean: true})
+		rec, created, err := s.Reserve(bctx, idemdriver.ReserveParams{Ident: id, KeyHash: req.KeyHash, Fingerprint: req.Fingerprint, Owner: token, Lease: lease, TTL: ttl, Now: e.now(), Lean: true, TraceID: traceID})
 		if err != nil {
 			if !inTx {
 				e.disown(s, id, token)
@@ -215,7 +233,7 @@ func (e *Engine) acquire(ctx context.Context, s idemdriver.Store, id idemdriver.
 			return claim{rec: rec, outcome: out}, nil
 		}
 		taken, err := s.Takeover(bctx, idemdriver.TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: token, Lease: lease,
-			Fresh: out.Action == decide.ActionRestart, Fingerprint: req.Fingerprint, TTL: ttl, Now: e.now()})
+			Fresh: out.Action == decide.ActionRestart, Fingerprint: req.Fingerprint, TTL: ttl, Now: e.now(), TraceID: traceID})
 		if errors.Is(err, idemdriver.ErrFenced) {
 			continue // someone else moved first: read again
 		}

@@ -107,4 +107,12 @@
 // raised again, and a new one reopens the operation with a finding that
 // names the accepted one and says what changed. [NewCollector] exports
 // Prometheus gauges.
+//
+// # Tracing
+//
+// [Config.TracerProvider] records an OpenTelemetry span around each call of
+// a step's Do ([SpanStep]), Compensate ([SpanCompensate]) and Verify
+// ([SpanVerify]), with the operation's ID and type, the step and the
+// attempt; never the input, a result or an error's text. Nil, the default,
+// runs no tracing code.
 package saga

@@ -17,6 +17,10 @@ import (
 //     changed operation changed (stuck work and old review items);
 //   - unstuck_saga_failed_compensations: steps in compensation_failed;
 //   - unstuck_saga_open_findings: reconciliation findings not resolved;
+//   - unstuck_saga_oldest_open_finding_age_seconds: the time since the
+//     oldest open finding was detected (0 when none is open);
+//   - unstuck_saga_stats_up: 1 if the scrape's read of the records
+//     succeeded, 0 if not (then only this and no other gauge is sent);
 //   - unstuck_clock_skew_seconds: the application's clock minus the
 //     database's, as [Runner.ClockSkew] measures it (alert on its
 //     absolute value: River's retries and rescues are off by as much).
@@ -28,7 +32,7 @@ type Collector struct {
 	stats   func(ctx context.Context) (reading, error)
 	timeout time.Duration
 
-	ops, age, comp, findings, up, skew *prometheus.Desc
+	ops, age, comp, findings, findingAge, up, skew *prometheus.Desc
 }
 
 // reading is one scrape: the stats, the database's clock and the skew.
@@ -57,19 +61,20 @@ func NewCollector[TTx any](runner *Runner[TTx], timeout time.Duration) *Collecto
 			})
 			return rd, err
 		},
-		timeout:  timeout,
-		ops:      prometheus.NewDesc("unstuck_saga_operations", "Operations per status.", []string{"status"}, nil),
-		age:      prometheus.NewDesc("unstuck_saga_oldest_age_seconds", "Seconds since the least recently changed operation of the status changed.", []string{"status"}, nil),
-		comp:     prometheus.NewDesc("unstuck_saga_failed_compensations", "Steps whose compensation failed.", nil, nil),
-		findings: prometheus.NewDesc("unstuck_saga_open_findings", "Open reconciliation findings.", nil, nil),
-		up:       prometheus.NewDesc("unstuck_saga_stats_up", "1 if the last read of the records succeeded.", nil, nil),
-		skew:     prometheus.NewDesc("unstuck_clock_skew_seconds", "The application's clock minus the database's, in seconds.", nil, nil),
+		timeout:    timeout,
+		ops:        prometheus.NewDesc("unstuck_saga_operations", "Operations per status.", []string{"status"}, nil),
+		age:        prometheus.NewDesc("unstuck_saga_oldest_age_seconds", "Seconds since the least recently changed operation of the status changed.", []string{"status"}, nil),
+		comp:       prometheus.NewDesc("unstuck_saga_failed_compensations", "Steps whose compensation failed.", nil, nil),
+		findings:   prometheus.NewDesc("unstuck_saga_open_findings", "Open reconciliation findings.", nil, nil),
+		findingAge: prometheus.NewDesc("unstuck_saga_oldest_open_finding_age_seconds", "Seconds since the oldest open reconciliation finding was detected; 0 when none is open.", nil, nil),
+		up:         prometheus.NewDesc("unstuck_saga_stats_up", "1 if the last read of the records succeeded.", nil, nil),
+		skew:       prometheus.NewDesc("unstuck_clock_skew_seconds", "The application's clock minus the database's, in seconds.", nil, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.ops, c.age, c.comp, c.findings, c.up, c.skew} {
+	for _, d := range []*prometheus.Desc{c.ops, c.age, c.comp, c.findings, c.findingAge, c.up, c.skew} {
 		ch <- d
 	}
 }
@@ -98,4 +103,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.comp, prometheus.GaugeValue, float64(st.FailedCompensations))
 	ch <- prometheus.MustNewConstMetric(c.findings, prometheus.GaugeValue, float64(st.OpenFindings))
+	findingAge := 0.0
+	if !st.OldestOpenFinding.IsZero() {
+		findingAge = max(now.Sub(st.OldestOpenFinding).Seconds(), 0)
+	}
+	ch <- prometheus.MustNewConstMetric(c.findingAge, prometheus.GaugeValue, findingAge)
 }

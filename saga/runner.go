@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // QueueDefault is the River queue of the engine's jobs unless
@@ -52,6 +53,10 @@ type Config struct {
 	// river.Config.RescueStuckJobsAfter, which Runner.ConfigureRiver sets
 	// from the leases: the two bound the recovery after a crash.
 	JobMargin time.Duration
+	// TracerProvider, when not nil, turns tracing on: a span around each
+	// call of a step's Do, Compensate and Verify (see SpanStep). Nil, the
+	// default, leaves it off and runs no tracing code.
+	TracerProvider trace.TracerProvider
 }
 
 // Runner starts operations and runs them on River. It is safe for
@@ -68,6 +73,7 @@ type Runner[TTx any] struct {
 	// skewWarned is when ClockSkew last warned (Unix nanoseconds), so
 	// that a probe calling it often logs once a minute.
 	skewWarned atomic.Int64
+	tracer     trace.Tracer // nil: tracing off
 }
 
 // NewRunner returns a runner over driver with cfg. It validates the
@@ -97,6 +103,9 @@ func NewRunner[TTx any](driver sagadriver.Driver[TTx], cfg Config) (*Runner[TTx]
 	}
 	if r.cfg.JobMargin <= 0 {
 		r.cfg.JobMargin = 30 * time.Second
+	}
+	if cfg.TracerProvider != nil {
+		r.tracer = cfg.TracerProvider.Tracer(TracerName)
 	}
 	if r.cfg.ClockSkewWarning <= 0 {
 		r.cfg.ClockSkewWarning = 2 * time.Second

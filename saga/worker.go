@@ -239,7 +239,9 @@ func (w *stepWorker[TTx]) Work(ctx context.Context, job *river.Job[StepArgs]) er
 	st, _ := op.Step(ref.Step)
 	in := inputFor(op, ref.Step, st.Key, st.Attempts)
 	if d.verifyFirst {
-		v, verr := call(ctx, step, func(ctx context.Context) (Verification, error) { return step.Verify(ctx, in) })
+		vctx, span := r.startCall(ctx, SpanVerify, op, ref.Step, st.Attempts, job.ID)
+		v, verr := call(vctx, step, func(ctx context.Context) (Verification, error) { return step.Verify(ctx, in) })
+		endCall(span, verr)
 		switch {
 		case verr == nil && v.Outcome == Applied:
 			return finish(ctx, r, job, ref, signal{kind: sigDone, result: v.Result}, nil)
@@ -254,7 +256,9 @@ func (w *stepWorker[TTx]) Work(ctx context.Context, job *river.Job[StepArgs]) er
 				hasVerify: true, verifyAfter: step.verifyAfter()}, nil)
 		}
 	}
-	res, err := call(ctx, step, func(ctx context.Context) (Result, error) { return step.Do(ctx, in) })
+	sctx, span := r.startCall(ctx, SpanStep, op, ref.Step, st.Attempts, job.ID)
+	res, err := call(sctx, step, func(ctx context.Context) (Result, error) { return step.Do(ctx, in) })
+	endCall(span, err)
 	if err == nil {
 		return finish(ctx, r, job, ref, signal{kind: sigDone, result: res}, nil)
 	}
@@ -306,9 +310,11 @@ func (w *verifyWorker[TTx]) Work(ctx context.Context, job *river.Job[VerifyArgs]
 		return river.JobSnooze(wait)
 	}
 	st, _ := op.Step(ref.Step)
-	v, verr := call(ctx, step, func(ctx context.Context) (Verification, error) {
+	vctx, span := r.startCall(ctx, SpanVerify, op, ref.Step, st.Attempts, job.ID)
+	v, verr := call(vctx, step, func(ctx context.Context) (Verification, error) {
 		return step.Verify(ctx, inputFor(op, ref.Step, st.Key, st.Attempts))
 	})
+	endCall(span, verr)
 	if verr != nil {
 		v = Verification{Outcome: Unknown, Detail: errText(verr)}
 	}
@@ -338,7 +344,9 @@ func (w *compensateWorker[TTx]) Work(ctx context.Context, job *river.Job[Compens
 	st, _ := op.Step(ref.Step)
 	in := inputFor(op, ref.Step, st.CompKey, st.CompAttempts)
 	in.Results[ref.Step] = Result{ExternalID: st.ExternalID, Data: st.Result}
-	_, err = call(ctx, step, func(ctx context.Context) (struct{}, error) { return struct{}{}, step.Compensate(ctx, in) })
+	cctx, span := r.startCall(ctx, SpanCompensate, op, ref.Step, st.CompAttempts, job.ID)
+	_, err = call(cctx, step, func(ctx context.Context) (struct{}, error) { return struct{}{}, step.Compensate(ctx, in) })
+	endCall(span, err)
 	if err == nil {
 		return finish(ctx, r, job, ref, signal{kind: sigCompDone}, nil)
 	}

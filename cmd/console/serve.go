@@ -49,6 +49,8 @@ type consoleOptions struct {
 	// decisions or approvals. bulkConfig bounds them.
 	bulk       *bulkRunner
 	bulkConfig ops.BulkConfig
+	// traceURL links a key's trace ID to the tracing UI (--trace-url).
+	traceURL string
 }
 
 // consoleHandler builds the console's HTTP handler over db and engine.
@@ -88,6 +90,7 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 
 		SSO:           o.sso,
 		NoLocalSignIn: o.noLocalSignIn,
+		TraceURL:      o.traceURL,
 	}
 	if o.operations != nil {
 		cfg.Operations = o.operations
@@ -177,6 +180,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	absolute := fs.Duration("session-absolute", 12*time.Hour, "sign out this long after sign-in, whatever happens")
 	trustedProxies := fs.String("trusted-proxies", getenv("UNSTUCK_TRUSTED_PROXIES"), "comma-separated `CIDRs` of reverse proxies whose X-Forwarded-For gives the client address (env UNSTUCK_TRUSTED_PROXIES)")
 	metricsAddr := fs.String("metrics-addr", getenv("UNSTUCK_METRICS_ADDR"), "serve /metrics on this listen `address` instead of the console's (env UNSTUCK_METRICS_ADDR); a bearer token from UNSTUCK_METRICS_TOKEN guards it either way")
+	traceURL := fs.String("trace-url", getenv("UNSTUCK_TRACE_URL"), "link a key's trace ID to your tracing UI: an http(s) `URL` template where "+web.TracePlaceholder+" stands for the ID, e.g. 'https://tempo.example.com/explore/trace/{trace_id}' (env UNSTUCK_TRACE_URL)")
 	allowDemoUsers := fs.Bool("allow-demo-users", false, "start even while admin, oncall, support or auditor is enabled with its public demo password (a demo database)")
 	ssoF := defineSSOFlags(fs, getenv)
 	bulkOpts := addBulkFlags(fs, getenv)
@@ -229,6 +233,11 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 	proxies, err := web.ParseTrustedProxies(*trustedProxies)
 	if err != nil {
 		fmt.Fprintf(stderr, "console serve: --trusted-proxies: %v\n", err)
+		return errUsage
+	}
+	traceTemplate, err := web.ParseTraceURL(*traceURL)
+	if err != nil {
+		fmt.Fprintf(stderr, "console serve: --trace-url %q: %v\n", *traceURL, err)
 		return errUsage
 	}
 	secret := getenv("UNSTUCK_SECRET")
@@ -284,7 +293,7 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 	opts := consoleOptions{bulk: bulk, bulkConfig: bulkCfg, secureCookies: !*insecure, idle: *idle, absolute: *absolute, operations: decisions,
 		registry: reg, clockSkew: skew,
 		trustedProxies: proxies, metricsToken: getenv("UNSTUCK_METRICS_TOKEN"), noMetricsRoute: *metricsAddr != "",
-		sso: single, noLocalSignIn: *ssoF.noLocal}
+		sso: single, noLocalSignIn: *ssoF.noLocal, traceURL: traceTemplate}
 	h, err := consoleHandler(db, engine, opts, log)
 	if err != nil {
 		return err

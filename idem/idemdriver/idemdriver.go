@@ -100,6 +100,11 @@ type Record struct {
 	// ReadAt is the store's clock when this copy was read. Leases are judged
 	// against it, never against the application's clock.
 	ReadAt time.Time
+	// TraceID is the OpenTelemetry trace ID (32 lowercase hex digits) of
+	// the call that created the record or last took it over, "" when that
+	// call was not traced (the engine traces only with
+	// idem.WithTracerProvider). Not among the LeanFields.
+	TraceID string
 }
 
 // LeaseLive reports whether the record is processing under a lease that had
@@ -132,6 +137,9 @@ type ReserveParams struct {
 	// always whole. The engine sets it on every Reserve: a repeat then
 	// reads a narrow row. A store may ignore it and return whole records.
 	Lean bool
+	// TraceID is stored with a new record (see Record.TraceID); "" when
+	// the call is not traced.
+	TraceID string
 }
 
 // LeanFields names the fields of a [Record] that [Store.Reserve] fills for
@@ -152,6 +160,9 @@ type TakeoverParams struct {
 	Fingerprint string        // used when Fresh
 	TTL         time.Duration // used when Fresh
 	Now         time.Time
+	// TraceID replaces the record's (see Record.TraceID): the takeover is
+	// the call that last touched it; "" when not traced.
+	TraceID string
 }
 
 // Completion is the final state an owner writes with [Store.Complete].

@@ -24,7 +24,7 @@ package idempgx
 // statement returning a record appends the clock as read_at.
 const recordColumns = `id, scope, operation, key_digest, fingerprint, status, result, response_code,
     correlation_id, external_ref, resource_ids, last_error, owner_token, fence, lease_expires_at,
-    attempts, version, created_at, updated_at, expires_at, key_hash`
+    attempts, version, created_at, updated_at, expires_at, key_hash, trace_id`
 
 // reserveOrGetSQL is the first step of Reserve, one round trip whether
 // the key is new or not: it reads the record and, only when the read finds
@@ -40,7 +40,7 @@ const recordColumns = `id, scope, operation, key_digest, fingerprint, status, re
 // they only need to increase strictly.
 //
 // $1 scope, $2 operation, $3 key_digest, $4 fingerprint, $5 owner_token,
-// $6 lease µs, $7 ttl µs, $8 now, $9 key_hash ("" stores NULL).
+// $6 lease µs, $7 ttl µs, $8 now, $9 key_hash ("" stores NULL), $10 trace_id.
 const reserveOrGetSQL = `WITH existing AS (
     SELECT ` + recordColumns + `
     FROM unstuck_idem_record
@@ -48,14 +48,14 @@ const reserveOrGetSQL = `WITH existing AS (
 inserted AS (
     INSERT INTO unstuck_idem_record (
         scope, operation, key_digest, fingerprint, status, owner_token, fence,
-        lease_expires_at, attempts, version, created_at, updated_at, expires_at, key_hash)
+        lease_expires_at, attempts, version, created_at, updated_at, expires_at, key_hash, trace_id)
     SELECT $1::text, $2::text, $3::text, $4::text, 'processing', $5::text, nextval('unstuck_idem_fence_seq'),
         coalesce($8::timestamptz, statement_timestamp()) + $6::bigint * interval '1 microsecond',
         1, 1,
         coalesce($8::timestamptz, statement_timestamp()),
         coalesce($8::timestamptz, statement_timestamp()),
         coalesce($8::timestamptz, statement_timestamp()) + greatest($6::bigint, $7::bigint) * interval '1 microsecond',
-        nullif($9::text, '')
+        nullif($9::text, ''), $10::text
     WHERE NOT EXISTS (SELECT 1 FROM existing)
     ON CONFLICT (scope, operation, key_digest) DO NOTHING
     RETURNING ` + recordColumns + `)
@@ -81,14 +81,14 @@ const leanColumns = `id, fingerprint, status, result, owner_token, fence, lease_
 // Same parameters as reserveOrGetSQL.
 const insertLeanSQL = `INSERT INTO unstuck_idem_record (
     scope, operation, key_digest, fingerprint, status, owner_token, fence,
-    lease_expires_at, attempts, version, created_at, updated_at, expires_at, key_hash)
+    lease_expires_at, attempts, version, created_at, updated_at, expires_at, key_hash, trace_id)
 VALUES ($1::text, $2::text, $3::text, $4::text, 'processing', $5::text, nextval('unstuck_idem_fence_seq'),
     coalesce($8::timestamptz, statement_timestamp()) + $6::bigint * interval '1 microsecond',
     1, 1,
     coalesce($8::timestamptz, statement_timestamp()),
     coalesce($8::timestamptz, statement_timestamp()),
     coalesce($8::timestamptz, statement_timestamp()) + greatest($6::bigint, $7::bigint) * interval '1 microsecond',
-    nullif($9::text, ''))
+    nullif($9::text, ''), $10::text)
 ON CONFLICT (scope, operation, key_digest) DO NOTHING
 RETURNING ` + leanColumns + `, true, coalesce($8::timestamptz, statement_timestamp())`
 
@@ -114,9 +114,10 @@ WHERE scope = $1 AND operation = $2 AND key_digest = $3`
 // an operator ends it. nextval runs only for the row updated.
 //
 // $1 scope, $2 operation, $3 key_digest, $4 seen owner_token, $5 seen fence,
-// $6 new owner_token, $7 lease µs, $8 now.
+// $6 new owner_token, $7 lease µs, $8 now, $9 trace_id.
 const takeoverSQL = `UPDATE unstuck_idem_record SET
     owner_token = $6,
+    trace_id = $9,
     fence = nextval('unstuck_idem_fence_seq'),
     status = 'processing',
     lease_expires_at = coalesce($8::timestamptz, statement_timestamp()) + $7::bigint * interval '1 microsecond',
@@ -135,9 +136,11 @@ RETURNING ` + recordColumns + `, coalesce($8::timestamptz, statement_timestamp()
 // 1, result and annotations cleared.
 //
 // $1 scope, $2 operation, $3 key_digest, $4 seen owner_token, $5 seen fence,
-// $6 new owner_token, $7 lease µs, $8 now, $9 fingerprint, $10 ttl µs.
+// $6 new owner_token, $7 lease µs, $8 now, $9 fingerprint, $10 ttl µs,
+// $11 trace_id.
 const takeoverFreshSQL = `UPDATE unstuck_idem_record SET
     owner_token = $6,
+    trace_id = $11,
     fence = nextval('unstuck_idem_fence_seq'),
     status = 'processing',
     lease_expires_at = coalesce($8::timestamptz, statement_timestamp()) + $7::bigint * interval '1 microsecond',

@@ -167,7 +167,7 @@ func reserve(ctx context.Context, db dbtx, p idemdriver.ReserveParams) (idemdriv
 		var created bool
 		rec, err := scanRecord(db.QueryRow(ctx, reserveOrGetSQL,
 			p.Scope, p.Operation, p.KeyDigest, p.Fingerprint, p.Owner,
-			p.Lease.Microseconds(), p.TTL.Microseconds(), now, p.KeyHash), &created)
+			p.Lease.Microseconds(), p.TTL.Microseconds(), now, p.KeyHash, p.TraceID), &created)
 		if err == nil {
 			return rec, created, nil
 		}
@@ -204,7 +204,7 @@ func reserveLean(ctx context.Context, db dbtx, p idemdriver.ReserveParams, now a
 		}
 		rows, err = db.Query(ctx, insertLeanSQL,
 			p.Scope, p.Operation, p.KeyDigest, p.Fingerprint, p.Owner,
-			p.Lease.Microseconds(), p.TTL.Microseconds(), now, p.KeyHash)
+			p.Lease.Microseconds(), p.TTL.Microseconds(), now, p.KeyHash, p.TraceID)
 		rec, created, err := scanLean(rows, err, p)
 		if err == nil {
 			return rec, created, nil
@@ -244,7 +244,7 @@ func scanLean(rows pgx.Rows, err error, p idemdriver.ReserveParams) (idemdriver.
 	}
 	r.Ident = p.Ident
 	if created {
-		r.KeyHash = p.KeyHash
+		r.KeyHash, r.TraceID = p.KeyHash, p.TraceID
 		r.Attempts, r.Version = 1, 1
 		r.UpdatedAt = r.CreatedAt
 	}
@@ -348,11 +348,11 @@ func takeover(ctx context.Context, db dbtx, p idemdriver.TakeoverParams) (idemdr
 	if p.Fresh {
 		row = db.QueryRow(ctx, takeoverFreshSQL,
 			p.Scope, p.Operation, p.KeyDigest, p.Seen.Token, p.Seen.Fence,
-			p.NewOwner, p.Lease.Microseconds(), clock(p.Now), p.Fingerprint, p.TTL.Microseconds())
+			p.NewOwner, p.Lease.Microseconds(), clock(p.Now), p.Fingerprint, p.TTL.Microseconds(), p.TraceID)
 	} else {
 		row = db.QueryRow(ctx, takeoverSQL,
 			p.Scope, p.Operation, p.KeyDigest, p.Seen.Token, p.Seen.Fence,
-			p.NewOwner, p.Lease.Microseconds(), clock(p.Now))
+			p.NewOwner, p.Lease.Microseconds(), clock(p.Now), p.TraceID)
 	}
 	rec, err := scanRecord(row)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -495,11 +495,11 @@ func scanRecord(row pgx.Row, extra ...any) (idemdriver.Record, error) {
 		lease  *time.Time
 		hash   *string
 	)
-	dest := make([]any, 0, 23)
+	dest := make([]any, 0, 24)
 	dest = append(dest, &r.ID, &r.Scope, &r.Operation, &r.KeyDigest, &r.Fingerprint, &status, &r.Result,
 		&r.ResponseCode, &r.CorrelationID, &r.ExternalRef, &r.ResourceIDs, &r.LastError,
 		&r.Token, &r.Fence, &lease, &r.Attempts, &r.Version,
-		&r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt, &hash)
+		&r.CreatedAt, &r.UpdatedAt, &r.ExpiresAt, &hash, &r.TraceID)
 	dest = append(dest, extra...)
 	err := row.Scan(append(dest, &r.ReadAt)...)
 	if err != nil {

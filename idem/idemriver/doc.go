@@ -117,4 +117,11 @@
 // The middleware logs nothing itself; the engine logs with its own logger
 // and a safe key id. Errors returned to River (and stored in the job's
 // errors) carry the safe key id, never the raw key.
+//
+// # Tracing
+//
+// [WithTracerProvider] records [SpanWork] around each keyed job, with the
+// job's ID, kind, attempt and outcome and the key's safe ID; give the
+// engine idem.WithTracerProvider too for the decision beneath it. River's
+// rivercontrib/otelriver traces every job, keyed or not.
 package idemriver

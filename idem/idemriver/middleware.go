@@ -9,6 +9,7 @@ import (
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/unstuckhq/unstuck/idem"
 )
@@ -53,6 +54,7 @@ type Middleware struct {
 	ttl            time.Duration
 	timeouts       map[string]func(*rivertype.JobRow) time.Duration
 	recovery       []idem.RunOption // WithRecovery, when set
+	tracer         trace.Tracer     // WithTracerProvider; nil: off
 }
 
 type config struct {
@@ -62,6 +64,7 @@ type config struct {
 	ttl            time.Duration
 	timeouts       map[string]func(*rivertype.JobRow) time.Duration
 	recovery       *idem.Recovery
+	tracerProvider trace.TracerProvider
 	errs           []error
 }
 
@@ -196,6 +199,9 @@ func New(engine *idem.Engine, opts ...Option) (*Middleware, error) {
 	if c.recovery != nil {
 		m.recovery = []idem.RunOption{idem.RunRecovery(*c.recovery)}
 	}
+	if c.tracerProvider != nil {
+		m.tracer = c.tracerProvider.Tracer(TracerName)
+	}
 	return m, nil
 }
 
@@ -265,6 +271,14 @@ func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner fu
 	if !ok {
 		return doInner(ctx)
 	}
+	if m.tracer != nil {
+		return m.workTraced(ctx, job, key, scope, doInner)
+	}
+	return m.work(ctx, job, key, scope, doInner)
+}
+
+// work is Work for a keyed job.
+func (m *Middleware) work(ctx context.Context, job *rivertype.JobRow, key, scope string, doInner func(context.Context) error) error {
 	op := Operation(job.Kind)
 	keyID := idem.SafeKeyID(idem.Digest(scope, op, key))
 	fp, err := fingerprint(job.EncodedArgs)

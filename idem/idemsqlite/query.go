@@ -8,7 +8,7 @@ package idemsqlite
 const recordColumns = `id, scope, operation, key_digest, fingerprint, status, result,
     response_code, correlation_id, external_ref, resource_ids, last_error,
     owner_token, fence, lease_expires_at, attempts, version,
-    created_at, updated_at, expires_at, key_hash`
+    created_at, updated_at, expires_at, key_hash, trace_id`
 
 // leanColumns are the columns of a lean Reserve (idemdriver.LeanFields
 // without the ident, which the caller gave), in the order scanLean reads
@@ -31,12 +31,12 @@ WHERE scope = ? AND operation = ? AND key_digest = ?`
 	// lock. It returns no row when the ident has a record; the trigger
 	// does not run then, so no fence is burnt. It takes scope, operation,
 	// key_digest, fingerprint, owner_token, lease_expires_at, created_at
-	// (also updated_at), expires_at, key_hash ("" stores NULL).
+	// (also updated_at), expires_at, key_hash ("" stores NULL), trace_id.
 	queryInsert = `INSERT INTO unstuck_idem_record (
     scope, operation, key_digest, fingerprint, status, owner_token, fence,
-    lease_expires_at, attempts, version, created_at, updated_at, expires_at, key_hash
+    lease_expires_at, attempts, version, created_at, updated_at, expires_at, key_hash, trace_id
 ) VALUES (?1, ?2, ?3, ?4, 'processing', ?5,
-    (SELECT value + 1 FROM unstuck_idem_fence WHERE id = 1), ?6, 1, 1, ?7, ?7, ?8, nullif(?9, ''))
+    (SELECT value + 1 FROM unstuck_idem_fence WHERE id = 1), ?6, 1, 1, ?7, ?7, ?8, nullif(?9, ''), ?10)
 ON CONFLICT (scope, operation, key_digest) DO NOTHING
 RETURNING ` + recordColumns
 
@@ -50,9 +50,9 @@ WHERE scope = ? AND operation = ? AND key_digest = ?`
 	// creates is a value the caller bound or the insert fixes.
 	queryInsertLean = `INSERT INTO unstuck_idem_record (
     scope, operation, key_digest, fingerprint, status, owner_token, fence,
-    lease_expires_at, attempts, version, created_at, updated_at, expires_at, key_hash
+    lease_expires_at, attempts, version, created_at, updated_at, expires_at, key_hash, trace_id
 ) VALUES (?1, ?2, ?3, ?4, 'processing', ?5,
-    (SELECT value + 1 FROM unstuck_idem_fence WHERE id = 1), ?6, 1, 1, ?7, ?7, ?8, nullif(?9, ''))
+    (SELECT value + 1 FROM unstuck_idem_fence WHERE id = 1), ?6, 1, 1, ?7, ?7, ?8, nullif(?9, ''), ?10)
 ON CONFLICT (scope, operation, key_digest) DO NOTHING
 RETURNING id, fence`
 
@@ -66,20 +66,21 @@ WHERE scope = ? AND operation = ? AND key_digest = ?
   AND (lease_expires_at IS NULL OR lease_expires_at <= ?)
   AND status <> 'pending'`
 
-	// queryTakeover takes owner_token, fence, lease_expires_at, now, id.
+	// queryTakeover takes owner_token, fence, lease_expires_at, now,
+	// trace_id, id.
 	queryTakeover = `UPDATE unstuck_idem_record SET
     owner_token = ?, fence = ?, status = 'processing', lease_expires_at = ?,
-    attempts = attempts + 1, version = version + 1, updated_at = ?
+    attempts = attempts + 1, version = version + 1, updated_at = ?, trace_id = ?
 WHERE id = ?
 RETURNING ` + recordColumns
 
 	// queryTakeoverFresh restarts the record as if first seen. It takes
 	// owner_token, fence, lease_expires_at, now (updated_at and created_at),
-	// fingerprint, expires_at, id.
+	// fingerprint, expires_at, trace_id, id.
 	queryTakeoverFresh = `UPDATE unstuck_idem_record SET
     owner_token = ?, fence = ?, status = 'processing', lease_expires_at = ?,
     attempts = 1, version = version + 1, updated_at = ?4, created_at = ?4,
-    fingerprint = ?, expires_at = ?,
+    fingerprint = ?, expires_at = ?, trace_id = ?,
     result = NULL, response_code = 0, correlation_id = '', external_ref = '',
     last_error = '', resource_ids = '[]'
 WHERE id = ?

@@ -126,7 +126,7 @@ func insertLean(ctx context.Context, ins *sql.Stmt, p idemdriver.ReserveParams, 
 		return idemdriver.Record{}, false, err
 	}
 	at := now.UnixMicro()
-	rec = idemdriver.Record{ID: v.id, Ident: p.Ident, KeyHash: p.KeyHash, Fingerprint: p.Fingerprint,
+	rec = idemdriver.Record{ID: v.id, Ident: p.Ident, KeyHash: p.KeyHash, TraceID: p.TraceID, Fingerprint: p.Fingerprint,
 		Status: idemdriver.StatusProcessing, Owner: idemdriver.Owner{Token: p.Owner, Fence: v.fence},
 		LeaseExpiresAt: micros(at + p.Lease.Microseconds()), Attempts: 1, Version: 1,
 		CreatedAt: micros(at), UpdatedAt: micros(at), ExpiresAt: micros(at + max(p.TTL, p.Lease).Microseconds()), ReadAt: now}
@@ -195,7 +195,7 @@ func statusOf(b []byte) idemdriver.Status {
 func insertArgs(p idemdriver.ReserveParams, now time.Time) []any {
 	at := now.UnixMicro()
 	return []any{p.Scope, p.Operation, p.KeyDigest, p.Fingerprint, p.Owner,
-		at + p.Lease.Microseconds(), at, at + max(p.TTL, p.Lease).Microseconds(), p.KeyHash}
+		at + p.Lease.Microseconds(), at, at + max(p.TTL, p.Lease).Microseconds(), p.KeyHash, p.TraceID}
 }
 
 // insert is Reserve inside a write transaction on ex: it returns the
@@ -256,9 +256,9 @@ func takeover(ctx context.Context, ex Executor, p idemdriver.TakeoverParams) (id
 	if p.Fresh {
 		row = ex.QueryRowContext(ctx, queryTakeoverFresh,
 			p.NewOwner, fence, leaseEnd, at,
-			p.Fingerprint, at+max(p.TTL, p.Lease).Microseconds(), id)
+			p.Fingerprint, at+max(p.TTL, p.Lease).Microseconds(), p.TraceID, id)
 	} else {
-		row = ex.QueryRowContext(ctx, queryTakeover, p.NewOwner, fence, leaseEnd, at, id)
+		row = ex.QueryRowContext(ctx, queryTakeover, p.NewOwner, fence, leaseEnd, at, p.TraceID, id)
 	}
 	rec, err := scanRecord(row, now)
 	if err != nil {
@@ -576,7 +576,7 @@ func scanRecord(row interface{ Scan(dest ...any) error }, readAt time.Time) (ide
 	err := row.Scan(&rec.ID, &rec.Scope, &rec.Operation, &rec.KeyDigest, &rec.Fingerprint,
 		&status, &result, &responseCode, &rec.CorrelationID, &rec.ExternalRef, &resourceIDs,
 		&rec.LastError, &rec.Token, &rec.Fence, &leaseExpiresAt, &attempts, &rec.Version,
-		&createdAt, &updatedAt, &expireAt, &keyHash)
+		&createdAt, &updatedAt, &expireAt, &keyHash, &rec.TraceID)
 	if err != nil {
 		return idemdriver.Record{}, err
 	}

@@ -54,6 +54,7 @@ func RunAdmin(t *testing.T, newHarness func(t *testing.T) AdminHarness) {
 	run("Paging", testAdminPaging)
 	run("BadCursor", testAdminBadCursor)
 	run("KeyByID", testAdminKeyByID)
+	run("TraceID", testAdminTraceID)
 	run("Overview", testAdminOverview)
 	run("OverviewCaps", testAdminOverviewCaps)
 	run("NeedsAttention", testAdminNeedsAttention)
@@ -402,6 +403,37 @@ func testAdminKeyByID(t *testing.T, b adminBundle) {
 	_, ok, err := b.Admin.KeyByID(t.Context(), completed.ID+1000)
 	require.NoError(t, err)
 	require.False(t, ok, "unknown id")
+}
+
+// testAdminTraceID: the trace ID given to Reserve is stored with the
+// record and read back by KeyByID, and a takeover replaces it with its
+// own (issue 15: the call that created or last took over the record).
+func testAdminTraceID(t *testing.T, b adminBundle) {
+	ctx := t.Context()
+	const first, second = "4bf92f3577b34da6a3ce929d0e0e4736", "0af7651916cd43dd8448eb211c80319c"
+	id := idemdriver.Ident{Scope: "acme", Operation: "charge", KeyDigest: idem.Digest("acme", "charge", rand.Text())}
+	for _, lean := range []bool{false, true} {
+		id.KeyDigest = idem.Digest("acme", "charge", rand.Text())
+		rec, created, err := b.Store.Reserve(ctx, idemdriver.ReserveParams{Ident: id, Fingerprint: "fp", Owner: rand.Text(),
+			Lease: time.Minute, TTL: time.Hour, Now: b.at(0), TraceID: first, Lean: lean})
+		require.NoError(t, err)
+		require.True(t, created)
+		require.Equal(t, first, rec.TraceID, "the created record is whole (lean %v)", lean)
+		got, ok, err := b.Admin.KeyByID(ctx, rec.ID)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, first, got.TraceID, "stored (lean %v)", lean)
+
+		taken, err := b.Store.Takeover(ctx, idemdriver.TakeoverParams{Ident: id, Seen: rec.Owner, NewOwner: rand.Text(),
+			Lease: time.Minute, Now: b.at(5), TraceID: second, Fresh: lean, Fingerprint: "fp", TTL: time.Hour})
+		require.NoError(t, err)
+		require.Equal(t, second, taken.TraceID, "the takeover's trace (fresh %v)", lean)
+		got, _, err = b.Admin.KeyByID(ctx, rec.ID)
+		require.NoError(t, err)
+		require.Equal(t, second, got.TraceID)
+	}
+	untraced := b.record(t, recordOpts{})
+	require.Empty(t, untraced.TraceID, "no trace: empty")
 }
 
 func testAdminOverview(t *testing.T, b adminBundle) {

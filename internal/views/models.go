@@ -116,6 +116,7 @@ type StoredResponse struct {
 // KeyVM is the key detail page's model.
 type KeyVM struct {
 	Record       idemdriver.Record
+	TraceURL     string // the record's trace in the tracing UI; "" for none
 	Response     *StoredResponse
 	ResponseNote string // why no response is shown
 	Actions      []ActionForm

@@ -242,7 +242,7 @@ func renderKeyDetail(w http.ResponseWriter, r *http.Request, status int, id int6
 		writeError(w, r, log, appError(ENotFound, "There is no key with this ID; it may have expired or been forgotten."))
 		return
 	}
-	vm := views.KeyVM{Record: rec}
+	vm := views.KeyVM{Record: rec, TraceURL: traceLink(r.Context(), rec.TraceID)}
 	v := viewerFrom(r.Context())
 	switch {
 	case !v.Can("response", "view"):

@@ -58,3 +58,24 @@ func TestReadinessAsksReady(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	require.Equal(t, "the database schema is behind: river (1) not applied\n", body)
 }
+
+// failingOverview is a driver whose key counts cannot be read.
+type failingOverview struct{ idemdriver.Admin }
+
+func (failingOverview) KeyOverview(context.Context) (idemdriver.KeyOverview, error) {
+	return idemdriver.KeyOverview{}, errors.New("the database is gone")
+}
+
+// Issue 15 part 3 (SPEC K18): a failed read of the key counts is a gauge
+// at 0 that the rule UnstuckRecordStatsDown watches, not a silent gap.
+func TestKeyStatsUpGauge(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, body := do(t, client(t), http.MethodGet, b.srv.URL+"/metrics", nil)
+	require.Contains(t, body, "\nunstuck_idempotency_stats_up 1\n")
+
+	down := setup(t, func(c *web.Config) { c.Records = failingOverview{c.Records} })
+	_, body = do(t, client(t), http.MethodGet, down.srv.URL+"/metrics", nil)
+	require.Contains(t, body, "\nunstuck_idempotency_stats_up 0\n")
+	require.NotContains(t, body, "unstuck_idempotency_records{", "no counts from a failed read")
+}

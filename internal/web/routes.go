@@ -98,6 +98,10 @@ type Config struct {
 	SSO *SSO
 	// NoLocalSignIn turns the local sign-in form off (SSO only).
 	NoLocalSignIn bool
+	// TraceURL, when set, links a key's trace ID to the tracing UI: a
+	// template checked by ParseTraceURL, TracePlaceholder replaced by the
+	// ID.
+	TraceURL string
 }
 
 // NewHandler returns the console: every route of the surface is listed
@@ -129,6 +133,9 @@ func NewHandler(cfg Config) http.Handler {
 	r.Use(requestID, middleware.Recoverer, secureHeaders(cfg.HSTS))
 
 	r.Use(clientAddresses(cfg.TrustedProxies), headAsGet)
+	if cfg.TraceURL != "" {
+		r.Use(withTraceURL(cfg.TraceURL))
+	}
 
 	// Public: health, metrics, static assets.
 	r.Method(http.MethodGet, "/healthz", handleHealth())
@@ -315,19 +322,22 @@ type keyCollector struct {
 	count *prometheus.Desc
 	age   *prometheus.Desc
 	stuck *prometheus.Desc
+	up    *prometheus.Desc
 }
 
 func newKeyCollector(keys keyReader, log *slog.Logger) *keyCollector {
 	return &keyCollector{keys: keys, log: log,
 		count: prometheus.NewDesc("unstuck_idempotency_records", `Idempotency records per status; exact="false" marks an estimate from the planner's statistics (PostgreSQL, above 1,000).`, []string{"status", "exact"}, nil),
 		age:   prometheus.NewDesc("unstuck_idempotency_oldest_age_seconds", "Age of the least recently updated record per status.", []string{"status"}, nil),
-		stuck: prometheus.NewDesc("unstuck_idempotency_stuck_records", `Processing records whose lease has ended; exact="false" marks a lower bound (PostgreSQL, above 10,000).`, []string{"exact"}, nil)}
+		stuck: prometheus.NewDesc("unstuck_idempotency_stuck_records", `Processing records whose lease has ended; exact="false" marks a lower bound (PostgreSQL, above 10,000).`, []string{"exact"}, nil),
+		up:    prometheus.NewDesc("unstuck_idempotency_stats_up", "1 if the last read of the key counts succeeded; 0 if not (the other key gauges are then absent).", nil, nil)}
 }
 
 func (c *keyCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.count
 	ch <- c.age
 	ch <- c.stuck
+	ch <- c.up
 }
 
 func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
@@ -336,8 +346,10 @@ func (c *keyCollector) Collect(ch chan<- prometheus.Metric) {
 	ov, err := c.keys.KeyOverview(ctx)
 	if err != nil {
 		c.log.Warn("metrics: key overview failed", "error", err.Error())
+		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 0)
 		return
 	}
+	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
 	now := time.Now()
 	for _, s := range ov.Counts {
 		ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(s.Count), string(s.Status), strconv.FormatBool(s.Exact))

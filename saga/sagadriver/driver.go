@@ -102,6 +102,9 @@ type Stats struct {
 	FailedCompensations int
 	// OpenFindings counts reconciliation findings not yet resolved.
 	OpenFindings int
+	// OldestOpenFinding is when the oldest open finding was detected;
+	// zero when none is open.
+	OldestOpenFinding time.Time
 }
 
 // Importer loads records in bulk. It is for benchmarks and imports only:

@@ -443,7 +443,6 @@ func (s Store) Stats(ctx context.Context, q Querier) (sagadriver.Stats, error) {
 		dst   *int
 	}{
 		{`SELECT COUNT(*) FROM unstuck_saga_step WHERE status = 'compensation_failed'`, &st.FailedCompensations},
-		{`SELECT COUNT(*) FROM unstuck_saga_finding WHERE resolved_at IS NULL`, &st.OpenFindings},
 	} {
 		rows, done, err := q.Query(ctx, c.query)
 		if err != nil {
@@ -457,6 +456,24 @@ func (s Store) Stats(ctx context.Context, q Querier) (sagadriver.Stats, error) {
 		if err != nil {
 			return st, fmt.Errorf("stats: %w", err)
 		}
+	}
+	// The open findings and the oldest one's detection, in one read of the
+	// open rows (the partial index unstuck_saga_finding_open_idx).
+	rows, done, err = q.Query(ctx, `SELECT COUNT(*), MIN(detected_at) FROM unstuck_saga_finding WHERE resolved_at IS NULL`)
+	if err != nil {
+		return st, fmt.Errorf("stats: %w", err)
+	}
+	var oldest *time.Time
+	if rows.Next() {
+		err = rows.Scan(&st.OpenFindings, nullTime{&oldest})
+	}
+	err = errors.Join(err, rows.Err())
+	done()
+	if err != nil {
+		return st, fmt.Errorf("stats: %w", err)
+	}
+	if oldest != nil {
+		st.OldestOpenFinding = *oldest
 	}
 	return st, nil
 }

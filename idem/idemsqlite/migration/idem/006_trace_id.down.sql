@@ -1,0 +1,1 @@
+ALTER TABLE unstuck_idem_record DROP COLUMN trace_id;
