@@ -23,8 +23,9 @@
 // # Guarantees
 //
 // Atomicity: the unique key on (scope, operation, key_digest) decides who
-// owns a key; a repeat reads the record and writes nothing. Fences come
-// from an AUTO_INCREMENT counter (table unstuck_idem_fence) and strictly
+// owns a key; a repeat reads the record and writes nothing; a first
+// request is one INSERT in autocommit, whose trigger takes the fence.
+// Fences come from an AUTO_INCREMENT counter (table unstuck_idem_fence) and strictly
 // increase across all records, even after a key is forgotten; MySQL 8 and
 // MariaDB 10.2.4+ keep the counter across restarts, and the table always
 // keeps its highest row besides. Every owner's write is a compare-and-swap
@@ -62,7 +63,12 @@
 // unstuck_migration, under the server-wide lock GET_LOCK('unstuck_migration').
 // MySQL commits each DDL statement on its own, so a migration is not
 // atomic: every statement of ours is safe to run again, and a Migrate
-// interrupted by a crash is finished by the next call.
+// interrupted by a crash is finished by the next call. The migration
+// creates a trigger (Reserve takes its fence in its INSERT): with binary
+// logging on (MySQL 8's default), the migrating user needs the SUPER (or,
+// on MySQL 8, SET_USER_ID) privilege, or the server
+// log_bin_trust_function_creators=ON, else it fails with error 1419. Use
+// row-based binary logging (MySQL 8's default).
 //
 // # MySQL 8 and MariaDB
 //

@@ -47,15 +47,21 @@ LOCK IN SHARE MODE`
 	queryMaxFence   = `SELECT COALESCE(MAX(fence), 0) FROM unstuck_idem_fence`
 	queryTrimFences = `DELETE FROM unstuck_idem_fence WHERE fence < ?`
 
-	// queryInsert creates a processing record. The unique key on the
-	// ident refuses a second one (error 1062). It takes scope, operation,
-	// key_digest, fingerprint, owner_token, fence, lease_expires_at,
-	// created_at (also updated_at), expires_at, key_hash ("" stores NULL).
+	// queryInsert creates a processing record with fence 0, which the
+	// trigger of migration 001 replaces with a new fence in the same
+	// statement. The unique key on the ident refuses a second record
+	// (error 1062). It takes scope, operation, key_digest, fingerprint,
+	// owner_token, lease_expires_at, created_at, updated_at, expires_at,
+	// key_hash ("" stores NULL).
 	queryInsert = `INSERT INTO unstuck_idem_record (
     scope, operation, key_digest, fingerprint, status, result, response_code,
     correlation_id, external_ref, resource_ids, last_error, owner_token, fence,
     lease_expires_at, attempts, version, created_at, updated_at, expires_at, key_hash
-) VALUES (?, ?, ?, ?, 'processing', NULL, 0, '', '', '[]', '', ?, ?, ?, 1, 1, ?, ?, ?, NULLIF(?, ''))`
+) VALUES (?, ?, ?, ?, 'processing', NULL, 0, '', '', '[]', '', ?, 0, ?, 1, 1, ?, ?, ?, NULLIF(?, ''))`
+
+	// queryFenceOf reads the fence the trigger gave a record; it takes
+	// the id.
+	queryFenceOf = `SELECT fence FROM unstuck_idem_record WHERE id = ?`
 
 	// queryTakeover gives a record to a new owner if it is still under the
 	// seen owner and fence, holds no live lease and is not pending. It

@@ -29,22 +29,23 @@ type Executor interface {
 
 // Reserve implements [idemdriver.Store.Reserve]. It reads first: a repeat
 // of an existing key is answered by one prepared read, which takes no lock
-// and also reads the database's clock. On a miss it takes a fence (an
-// AUTO_INCREMENT insert) and inserts the record, each in autocommit. The
-// unique key on (scope, operation, key_digest), not the read, decides who
-// owns the key: an insert refused as a duplicate (1062) reads the record
-// that won and returns it. The record expires after the longer of p.TTL and
-// p.Lease. p.Lean is ignored: the record is always whole.
+// and also reads the database's clock. On a miss it runs one prepared
+// INSERT in autocommit, whose trigger takes the fence from the counter in
+// the same statement, and reads the fence back by id. The unique key on
+// (scope, operation, key_digest), not the read, decides who owns the key:
+// an insert refused as a duplicate (1062) reads the record that won and
+// returns it. The record expires after the longer of p.TTL and p.Lease.
+// p.Lean is ignored: the record is always whole.
 func (s *Store) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
 	get, err := s.prepared(ctx, &s.getStmt, queryGet)
 	if err != nil {
 		return idemdriver.Record{}, false, fmt.Errorf("idemmysql: reserve: %w", err)
 	}
-	fence, err := s.prepared(ctx, &s.fenceStmt, queryNextFence)
+	ins, err := s.prepared(ctx, &s.insertStmt, queryInsert)
 	if err != nil {
 		return idemdriver.Record{}, false, fmt.Errorf("idemmysql: reserve: %w", err)
 	}
-	ins, err := s.prepared(ctx, &s.insertStmt, queryInsert)
+	fence, err := s.prepared(ctx, &s.fenceStmt, queryFenceOf)
 	if err != nil {
 		return idemdriver.Record{}, false, fmt.Errorf("idemmysql: reserve: %w", err)
 	}
@@ -56,7 +57,7 @@ func (s *Store) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdr
 		if ok {
 			return rec, false, nil
 		}
-		rec, ok, err = insert(ctx, stmtExec{fence}, stmtExec{ins}, p, now)
+		rec, ok, err = insert(ctx, stmtExec{ins}, stmtExec{fence}, p, now)
 		if IsError(err, errDeadlock) {
 			continue // rolled back: look again
 		}
@@ -96,17 +97,14 @@ func reserveTx(ctx context.Context, ex Executor, p idemdriver.ReserveParams) (id
 	return idemdriver.Record{}, false, fmt.Errorf("the record was deleted between insert and read %d times", maxReserveTries)
 }
 
-// insert takes a fence on fenceEx and inserts the record of p at now
-// (µs) on insEx, and returns it, whole; ok is false when a record existed
-// (the insert was refused as a duplicate).
-func insert(ctx context.Context, fenceEx, insEx Executor, p idemdriver.ReserveParams, now int64) (idemdriver.Record, bool, error) {
-	fence, err := nextFence(ctx, fenceEx)
-	if err != nil {
-		return idemdriver.Record{}, false, err
-	}
+// insert inserts the record of p at now (µs) on insEx, reads the fence
+// the trigger gave it on fenceEx, and returns the record, whole; ok is
+// false when a record existed (the insert was refused as a duplicate), or
+// when the new record was deleted before its fence could be read.
+func insert(ctx context.Context, insEx, fenceEx Executor, p idemdriver.ReserveParams, now int64) (idemdriver.Record, bool, error) {
 	lease, expires := now+p.Lease.Microseconds(), now+max(p.TTL, p.Lease).Microseconds()
 	res, err := insEx.ExecContext(ctx, queryInsert, p.Scope, p.Operation, p.KeyDigest, p.Fingerprint, p.Owner,
-		fence, lease, now, now, expires, p.KeyHash)
+		lease, now, now, expires, p.KeyHash)
 	if IsError(err, errDuplicate) {
 		return idemdriver.Record{}, false, nil
 	}
@@ -116,6 +114,14 @@ func insert(ctx context.Context, fenceEx, insEx Executor, p idemdriver.ReservePa
 	id, err := res.LastInsertId()
 	if err != nil {
 		return idemdriver.Record{}, false, err
+	}
+	var fence int64
+	err = fenceEx.QueryRowContext(ctx, queryFenceOf, id).Scan(&fence)
+	if errors.Is(err, sql.ErrNoRows) {
+		return idemdriver.Record{}, false, nil
+	}
+	if err != nil {
+		return idemdriver.Record{}, false, fmt.Errorf("read the fence: %w", err)
 	}
 	rec := idemdriver.Record{ID: id, Ident: p.Ident, KeyHash: p.KeyHash, Fingerprint: p.Fingerprint,
 		Status: idemdriver.StatusProcessing, Owner: idemdriver.Owner{Token: p.Owner, Fence: fence},

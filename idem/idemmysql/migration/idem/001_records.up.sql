@@ -29,7 +29,7 @@ CREATE TABLE IF NOT EXISTS unstuck_idem_record (
     resource_ids     MEDIUMTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
     last_error       BLOB            NOT NULL,
     owner_token      VARBINARY(255)  NOT NULL,
-    fence            BIGINT          NOT NULL,
+    fence            BIGINT          NOT NULL CHECK (fence > 0),
     lease_expires_at BIGINT          NULL,
     attempts         INT             NOT NULL,
     version          BIGINT          NOT NULL,
@@ -75,3 +75,13 @@ CREATE TABLE IF NOT EXISTS unstuck_idem_fence (
     fence BIGINT NOT NULL AUTO_INCREMENT,
     PRIMARY KEY (fence)
 ) ENGINE = InnoDB;
+
+-- Reserve inserts a record with fence 0: this trigger takes its fence from
+-- the counter in the same statement, so a reservation is one INSERT in
+-- autocommit (one commit) rather than a transaction of two; Reserve reads
+-- the fence back. A record inserted with a fence of its own (Seeder) keeps
+-- it. Its body is on one line: migrations split statements at a ';' that
+-- ends a line. Running it again fails with 1359 (trigger exists), which
+-- the migrator takes as done.
+CREATE TRIGGER unstuck_idem_record_fence BEFORE INSERT ON unstuck_idem_record FOR EACH ROW
+    BEGIN IF NEW.fence = 0 THEN INSERT INTO unstuck_idem_fence () VALUES (); SET NEW.fence = LAST_INSERT_ID(); END IF; END;
