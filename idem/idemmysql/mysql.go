@@ -64,7 +64,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("idemmysql: migrate: %w", err)
 	}
-	if err := migrate.MySQL(ctx, s.db, "idem", fsys, IsError); err != nil {
+	if err := migrate.MySQL(ctx, s.db, "idem", fsys); err != nil {
 		return fmt.Errorf("idemmysql: migrate: %w", err)
 	}
 	return nil
@@ -244,16 +244,7 @@ func contains(list []string, s string) bool {
 // IsError reports whether err is a MySQL server error with one of the
 // given numbers (1062 duplicate key, 1213 deadlock, …).
 func IsError(err error, numbers ...uint16) bool {
-	var me *mysql.MySQLError
-	if !errors.As(err, &me) {
-		return false
-	}
-	for _, n := range numbers {
-		if me.Number == n {
-			return true
-		}
-	}
-	return false
+	return migrate.IsMySQLError(err, numbers...)
 }
 
 // MySQL error numbers the store reacts to.

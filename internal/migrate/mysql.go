@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // mysqlCreateMigrationTable is the bookkeeping table on MySQL and MariaDB;
@@ -54,13 +56,9 @@ var mysqlRerunErrors = []uint16{1050, 1060, 1061, 1359, 1826, 3822}
 // Statements are split at a ';' that ends a line; a statement must not
 // contain one (a trigger is one statement, without BEGIN … END).
 //
-// isErr reports whether an error is a MySQL error with one of the given
-// numbers; the driver package passes it so that this package does not
-// import the MySQL driver.
-//
 // Under a context from [CheckOnly] it applies nothing and takes no lock:
 // it returns a [*BehindError] when a migration is not applied, else nil.
-func MySQL(ctx context.Context, db *sql.DB, line string, fsys fs.FS, isErr func(err error, numbers ...uint16) bool) (err error) {
+func MySQL(ctx context.Context, db *sql.DB, line string, fsys fs.FS) (err error) {
 	ms, err := readMigrations(fsys)
 	if err != nil {
 		return fmt.Errorf("read %s migrations: %w", line, err)
@@ -114,7 +112,7 @@ WHERE table_schema = DATABASE() AND table_name = 'unstuck_migration'`).Scan(&n);
 			continue
 		}
 		for i, stmt := range SplitStatements(m.sql) {
-			if _, err := conn.ExecContext(ctx, stmt); err != nil && !isErr(err, mysqlRerunErrors...) {
+			if _, err := conn.ExecContext(ctx, stmt); err != nil && !IsMySQLError(err, mysqlRerunErrors...) {
 				return fmt.Errorf("apply %s migration %03d_%s, statement %d: %w", line, m.version, m.name, i+1, err)
 			}
 		}
@@ -125,6 +123,22 @@ WHERE table_schema = DATABASE() AND table_name = 'unstuck_migration'`).Scan(&n);
 		}
 	}
 	return nil
+}
+
+// IsMySQLError reports whether err is a MySQL server error with one of
+// the given numbers (1062 duplicate key, 1146 no such table, 1213
+// deadlock, …).
+func IsMySQLError(err error, numbers ...uint16) bool {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return false
+	}
+	for _, n := range numbers {
+		if me.Number == n {
+			return true
+		}
+	}
+	return false
 }
 
 // mysqlApplied reads the versions of line that unstuck_migration lists.
