@@ -13,8 +13,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/unstuckhq/unstuck/idem/idemmysql"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
+	"github.com/unstuckhq/unstuck/internal/mysqltest"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
 
@@ -25,7 +27,7 @@ func TestMain(m *testing.M) { pgtest.RunMain(m) }
 type testBundle struct {
 	db    *DB
 	pool  *pgxpool.Pool // PostgreSQL only
-	sqlDB *sql.DB       // SQLite only
+	sqlDB *sql.DB       // SQLite and MySQL
 }
 
 // setupPostgres migrates a schema of its own: the driver first, then the
@@ -53,6 +55,18 @@ func setupSQLite(t *testing.T) testBundle {
 	return testBundle{db: db, sqlDB: sqlDB}
 }
 
+// setupMySQL migrates a MySQL database of its own (internal/mysqltest).
+func setupMySQL(t *testing.T) testBundle {
+	t.Helper()
+	sqlDB, err := idemmysql.Open(mysqltest.NewDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, sqlDB.Close()) })
+	require.NoError(t, idemmysql.New(sqlDB).Migrate(t.Context()))
+	db := NewMySQL(sqlDB)
+	require.NoError(t, db.Migrate(t.Context()))
+	return testBundle{db: db, sqlDB: sqlDB}
+}
+
 // eachDialect runs fn as a parallel subtest per dialect, on fresh state.
 func eachDialect(t *testing.T, fn func(t *testing.T, b testBundle)) {
 	t.Helper()
@@ -62,6 +76,7 @@ func eachDialect(t *testing.T, fn func(t *testing.T, b testBundle)) {
 	}{
 		{DialectPostgres, setupPostgres},
 		{DialectSQLite, setupSQLite},
+		{DialectMySQL, setupMySQL},
 	} {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
@@ -128,6 +143,10 @@ WHERE relnamespace = current_schema()::regnamespace AND relname LIKE 'unstuck_id
 				got = append(got, x)
 			}
 			require.NoError(t, rows.Err())
+		}
+		if b.db.Dialect() == DialectMySQL { // one migration per line so far
+			require.Equal(t, []row{{"console", 1, "console"}, {"idem", 1, "records"}}, got)
+			return
 		}
 		want := []row{{"console", 1, "console"}, {"console", 2, "processing_index"}, {"console", 3, "session_user"}, {"console", 4, "sso_user"}, {"console", 5, "bulk"}, {"idem", 1, "records"}}
 		if b.pool == nil { // SQLite's idem line takes fences in the INSERT since issue 12
