@@ -122,9 +122,12 @@ func splitList(s string) []string {
 // useAuditKeys makes d's trail one that appends, verifies and checkpoints
 // with keys.
 func (d *database) useAuditKeys(keys *audit.Keyring) {
-	if d.Pool != nil {
+	switch {
+	case d.MySQL != nil:
+		d.Trail = audit.NewMySQL(d.MySQL, audit.WithKeys(keys))
+	case d.Pool != nil:
 		d.Trail = audit.NewPostgres(d.Pool, audit.WithKeys(keys))
-	} else {
+	default:
 		d.Trail = audit.NewSQLite(d.SQL, audit.WithKeys(keys))
 	}
 }
