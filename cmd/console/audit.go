@@ -139,7 +139,7 @@ func (d *database) useAuditKeys(keys *audit.Keyring) {
 func openAudit(ctx context.Context, name string, args []string, getenv func(string) string, stdout, stderr io.Writer, flags func(*flag.FlagSet)) (*database, error) {
 	fs := flag.NewFlagSet("audit "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dbURL := dbFlag(fs, getenv, "database `URL`: postgres://… or sqlite:PATH (env UNSTUCK_DB)")
+	dbURL := dbFlag(fs, getenv, "database `URL`: postgres://…, mysql://… or sqlite:PATH (env UNSTUCK_DB)")
 	if flags != nil {
 		flags(fs)
 	}
