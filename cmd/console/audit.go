@@ -122,9 +122,12 @@ func splitList(s string) []string {
 // useAuditKeys makes d's trail one that appends, verifies and checkpoints
 // with keys.
 func (d *database) useAuditKeys(keys *audit.Keyring) {
-	if d.Pool != nil {
+	switch {
+	case d.MySQL != nil:
+		d.Trail = audit.NewMySQL(d.MySQL, audit.WithKeys(keys))
+	case d.Pool != nil:
 		d.Trail = audit.NewPostgres(d.Pool, audit.WithKeys(keys))
-	} else {
+	default:
 		d.Trail = audit.NewSQLite(d.SQL, audit.WithKeys(keys))
 	}
 }
@@ -136,7 +139,7 @@ func (d *database) useAuditKeys(keys *audit.Keyring) {
 func openAudit(ctx context.Context, name string, args []string, getenv func(string) string, stdout, stderr io.Writer, flags func(*flag.FlagSet)) (*database, error) {
 	fs := flag.NewFlagSet("audit "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dbURL := dbFlag(fs, getenv, "database `URL`: postgres://… or sqlite:PATH (env UNSTUCK_DB)")
+	dbURL := dbFlag(fs, getenv, "database `URL`: postgres://…, mysql://… or sqlite:PATH (env UNSTUCK_DB)")
 	if flags != nil {
 		flags(fs)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/idem/idemmysql"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/audit"
@@ -40,8 +41,9 @@ type database struct {
 	Records idemdriver.Admin
 	Console *store.DB
 	// Sagas reads the saga records for the console (the saga driver's
-	// admin contract).
-	Sagas sagadriver.Admin
+	// admin contract); nil on MySQL, where SagasUnavailable says why.
+	Sagas            sagadriver.Admin
+	SagasUnavailable string
 	// Trail is the audit trail of operator decisions.
 	Trail *audit.Trail
 	// Embedded is true for SQLite, the zero-setup default.
@@ -50,6 +52,9 @@ type database struct {
 	// (nil for PostgreSQL). For wiring River and the saga stores.
 	Pool *pgxpool.Pool
 	SQL  *sql.DB
+	// MySQL is the MySQL handle (nil otherwise): the engine's store, the
+	// console's tables and the trail share it.
+	MySQL *sql.DB
 	// Immediate is, on SQLite, a second handle on the file with one
 	// connection whose write transactions begin IMMEDIATE
 	// (ops.OpenImmediate): the console's decisions and River run on it.
@@ -58,6 +63,7 @@ type database struct {
 	// binding it to a decision's transaction.
 	pgStore     *idempgx.Store
 	sqliteStore *idemsqlite.Store
+	mysqlStore  *idemmysql.Store
 	migrate     []func(context.Context) error
 	Close       func()
 }
@@ -192,6 +198,8 @@ func openUnmigrated(ctx context.Context, rawURL string) (*database, error) {
 			migrate: []func(context.Context) error{s.Migrate, sd.Migrate,
 				func(ctx context.Context) error { return riverMigrate(ctx, riverpgxv5.New(pool)) },
 				c.Migrate, audit.NewPostgres(pool).Migrate}, Close: pool.Close}, nil
+	case isMySQL(rawURL):
+		return openMySQL(ctx, rawURL)
 	case strings.HasPrefix(rawURL, "sqlite:"):
 		path := strings.TrimPrefix(strings.TrimPrefix(rawURL, "sqlite:"), "//")
 		if path == "" {
@@ -216,7 +224,7 @@ func openUnmigrated(ctx context.Context, rawURL string) (*database, error) {
 			migrate: []func(context.Context) error{s.Migrate, sd.Migrate, riverMigrateSQLite(db),
 				c.Migrate, audit.NewSQLite(db).Migrate}, Close: func() { closeQuietly(imm); closeQuietly(db) }}, nil
 	default:
-		return nil, fmt.Errorf("database URL must start with postgres://, postgresql:// or sqlite: (got %q)", schemeOf(rawURL))
+		return nil, fmt.Errorf("database URL must start with postgres://, postgresql://, mysql:// or sqlite:, or be a go-sql-driver DSN user:pass@tcp(host:3306)/db (got %q)", schemeOf(rawURL))
 	}
 }
 
@@ -237,6 +245,13 @@ func (d *database) sqliteDecisions() (*ops.DB[*sql.Tx], error) {
 // keyDecisions returns the console's decisions on keys of engine, whose
 // store must be d.Store.
 func (d *database) keyDecisions(engine *idem.Engine) (*ops.Keys, error) {
+	if d.MySQL != nil {
+		db, err := d.mysqlDecisions()
+		if err != nil {
+			return nil, err
+		}
+		return ops.NewKeys(db, engine, d.mysqlStore.Tx, d.Records)
+	}
 	if d.Pool != nil {
 		db, err := d.postgresDecisions()
 		if err != nil {

@@ -63,6 +63,8 @@ func redactURL(raw string) string {
 	switch {
 	case raw == "", strings.HasPrefix(raw, "sqlite:"):
 		return raw
+	case isMySQL(raw):
+		return redactMySQL(raw)
 	case strings.HasPrefix(raw, "postgres://"), strings.HasPrefix(raw, "postgresql://"):
 		u, err := url.Parse(raw)
 		if err != nil {

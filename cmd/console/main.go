@@ -45,7 +45,7 @@ Commands:
   help      show this help
 
 Configuration (flags override the environment):
-  UNSTUCK_DB        database: postgres://user@host:5432/db or sqlite:PATH
+  UNSTUCK_DB        database: postgres://user@host:5432/db, mysql://user@host:3306/db or sqlite:PATH
   UNSTUCK_ADDR      listen address of serve (default 127.0.0.1:8080)
   UNSTUCK_SECRET    application secret, at least 32 bytes (serve; never a flag)
   UNSTUCK_PREVIOUS_SECRETS  earlier secrets during a rotation, comma-separated

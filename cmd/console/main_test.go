@@ -103,7 +103,8 @@ func TestDatabasePasswordNeverPrinted(t *testing.T) {
 		}
 	}
 	require.Equal(t, "sqlite:/var/lib/x.db", redactURL("sqlite:/var/lib/x.db"))
-	require.Equal(t, "mysql:…", redactURL("mysql://root:hunter2@h/db"))
+	require.Equal(t, "mysql://root:xxxxx@h:3306/db", redactURL("mysql://root:hunter2@h/db"))
+	require.Equal(t, "oracle:…", redactURL("oracle://root:hunter2@h/db"))
 	require.Equal(t, "postgres://h/db", redactURL("postgres://h/db"))
 }
 
@@ -148,8 +149,14 @@ func TestMigrateBadInput(t *testing.T) {
 	require.ErrorIs(t, err, errUsage)
 	require.Contains(t, errOut, "--db is required")
 
-	_, _, err = runConsole(t, nil, "migrate", "--db", "mysql://user:hunter2@host/db")
+	_, _, err = runConsole(t, nil, "migrate", "--db", "oracle://user:hunter2@host/db")
 	require.ErrorContains(t, err, "must start with postgres://")
+	require.NotContains(t, err.Error(), "hunter2", "a password is never echoed")
+
+	// MySQL is a store since issue 17: an unreachable server is an
+	// error naming the redacted URL.
+	_, _, err = runConsole(t, nil, "migrate", "--db", "mysql://user:hunter2@127.0.0.1:1/db?timeout=2s")
+	require.ErrorContains(t, err, "mysql://user:xxxxx@127.0.0.1:1/db")
 	require.NotContains(t, err.Error(), "hunter2", "a password is never echoed")
 
 	_, _, err = runConsole(t, nil, "migrate", "--db", "sqlite:")

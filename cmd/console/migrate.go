@@ -10,14 +10,16 @@ import (
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dbURL := dbFlag(fs, getenv, "database `URL`: postgres://… or sqlite:PATH (env UNSTUCK_DB)")
+	dbURL := dbFlag(fs, getenv, "database `URL`: postgres://…, mysql://… or sqlite:PATH (env UNSTUCK_DB)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: console migrate --db URL
 
 Applies every pending migration: the idempotency records, the sagas,
 River's job tables (rivermigrate), the console's tables and indexes, and
 the audit trail. Running it again changes nothing. "console serve" refuses
-to start until it has run; on SQLite every command runs it first.
+to start until it has run; on SQLite every command runs it first. On
+MySQL there are no sagas (River has no MySQL driver): it migrates the
+idempotency records, the console's tables and the audit trail.
 
 `)
 		fs.PrintDefaults()

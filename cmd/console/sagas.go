@@ -49,6 +49,9 @@ var sagaOverrides sagaSettings
 //
 // bulk's worker runs on that River client (the console's bulk requests).
 func startSagas(ctx context.Context, db *database, shop *demo.Shop, reg prometheus.Registerer, skew *clockSkew, bulk *bulkRunner, log *slog.Logger) (mount func(chi.Router), decisions *ops.Operations, stop func(), err error) {
+	if db.MySQL != nil {
+		return nil, nil, nil, errNoSagasOnMySQL
+	}
 	set := sagaOverrides
 	var sdb demo.SignupDB = sqlSignupDB{db.SQL}
 	if db.Pool != nil {
@@ -195,6 +198,10 @@ func bulkInsert[TTx any](client *river.Client[TTx]) func(ctx context.Context, ar
 // bulk's worker; stop stops it and must be called before the database
 // closes.
 func operationDecisions(ctx context.Context, db *database, queue string, reg prometheus.Registerer, skew *clockSkew, bulk *bulkRunner, log *slog.Logger) (*ops.Operations, func(), error) {
+	if db.MySQL != nil {
+		// No River, so no operations to decide on and no bulk runs.
+		return nil, func() {}, nil
+	}
 	cfg := saga.Config{Queue: queue, Logger: log}
 	if db.Pool != nil {
 		dec, err := db.postgresDecisions()

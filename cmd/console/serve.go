@@ -73,20 +73,22 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 		MetricsToken:   o.metricsToken,
 		NoMetricsRoute: o.noMetricsRoute,
 
-		Store:    db.Console,
-		Sagas:    db.Sagas,
-		Records:  db.Records,
-		Engine:   engine,
-		Sessions: web.NewSessionManager(db.Console.SessionStore(), o.idle, o.absolute, o.secureCookies),
-		Enforcer: enf,
-		Static:   static,
-		Log:      log,
-		HSTS:     o.secureCookies,
-		Mount:    o.mount,
-		Registry: o.registry,
-		Trail:    db.Trail,
-		Keys:     keys,
-		Ready:    db.CheckSchema,
+		Store: db.Console,
+		Sagas: db.Sagas,
+		// Set when Sagas is nil (MySQL): the operation pages say why.
+		SagasUnavailable: db.SagasUnavailable,
+		Records:          db.Records,
+		Engine:           engine,
+		Sessions:         web.NewSessionManager(db.Console.SessionStore(), o.idle, o.absolute, o.secureCookies),
+		Enforcer:         enf,
+		Static:           static,
+		Log:              log,
+		HSTS:             o.secureCookies,
+		Mount:            o.mount,
+		Registry:         o.registry,
+		Trail:            db.Trail,
+		Keys:             keys,
+		Ready:            db.CheckSchema,
 
 		SSO:           o.sso,
 		NoLocalSignIn: o.noLocalSignIn,
@@ -173,7 +175,7 @@ func sweeper(engine *idem.Engine, db *database, log *slog.Logger) func(context.C
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dbURL := dbFlag(fs, getenv, "database `URL`: postgres://… or sqlite:PATH (env UNSTUCK_DB)")
+	dbURL := dbFlag(fs, getenv, "database `URL`: postgres://…, mysql://… or sqlite:PATH (env UNSTUCK_DB)")
 	addr := fs.String("addr", envOr(getenv, "UNSTUCK_ADDR", "127.0.0.1:8080"), "listen `address` (env UNSTUCK_ADDR)")
 	insecure := fs.Bool("insecure-cookies", getenv("UNSTUCK_INSECURE_COOKIES") == "true", "session cookie without Secure, for plain http on loopback only (env UNSTUCK_INSECURE_COOKIES=true)")
 	idle := fs.Duration("session-idle", 30*time.Minute, "sign out after this long without a request")
@@ -285,6 +287,14 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 	reg := prometheus.NewRegistry()
 	var skew clockSkew
 	bulk := &bulkRunner{}
+	if db.MySQL != nil {
+		// Sagas and bulk runs need River, which has no MySQL driver.
+		if *sagaQueue != saga.QueueDefault {
+			return fmt.Errorf("--saga-queue %q: %w", *sagaQueue, errNoSagasOnMySQL)
+		}
+		bulk = nil
+		log.Info("serving keys, decisions and the audit trail on MySQL; " + errNoSagasOnMySQL.Error())
+	}
 	decisions, stopRiver, err := operationDecisions(ctx, db, *sagaQueue, reg, &skew, bulk, log)
 	if err != nil {
 		return fmt.Errorf("operation decisions: %w", err)

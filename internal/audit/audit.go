@@ -22,6 +22,7 @@ import (
 const (
 	DialectPostgres = "postgres"
 	DialectSQLite   = "sqlite"
+	DialectMySQL    = "mysql"
 )
 
 // Outcomes of the entries the console records. Outcome is free text to the
@@ -133,7 +134,7 @@ type Entry struct {
 type Trail struct {
 	dialect string
 	pool    *pgxpool.Pool // postgres
-	sqlite  *sql.DB       // sqlite
+	sqldb   *sql.DB       // sqlite, mysql
 	// writer is a semaphore of one that Append holds on SQLite, so that
 	// this process's own appends queue here and hand the write lock over
 	// at once, rather than poll in SQLite's busy handler.
@@ -170,14 +171,25 @@ func NewPostgres(pool *pgxpool.Pool, opts ...Option) *Trail {
 // other writers (the idem driver's, a decision's transaction) they wait in
 // SQLite's busy handler.
 func NewSQLite(db *sql.DB, opts ...Option) *Trail {
-	t := &Trail{dialect: DialectSQLite, sqlite: db, writer: make(chan struct{}, 1), exportPage: defaultExportPage}
+	t := &Trail{dialect: DialectSQLite, sqldb: db, writer: make(chan struct{}, 1), exportPage: defaultExportPage}
 	for _, o := range opts {
 		o(t)
 	}
 	return t
 }
 
-// Dialect reports [DialectPostgres] or [DialectSQLite].
+// NewMySQL returns a trail on db, a MySQL 8 or MariaDB 10.6+ database
+// opened with idem/idemmysql's Open (strict mode), which must not be nil.
+// Appends are serialised by a lock row (see [Trail.AppendMySQLTx]).
+func NewMySQL(db *sql.DB, opts ...Option) *Trail {
+	t := &Trail{dialect: DialectMySQL, sqldb: db, exportPage: defaultExportPage}
+	for _, o := range opts {
+		o(t)
+	}
+	return t
+}
+
+// Dialect reports [DialectPostgres], [DialectSQLite] or [DialectMySQL].
 func (t *Trail) Dialect() string { return t.dialect }
 
 // Migrate creates or upgrades the trail's table: it applies every migration
@@ -192,10 +204,13 @@ func (t *Trail) Migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("audit: migrate: %w", err)
 	}
-	if t.dialect == DialectPostgres {
+	switch t.dialect {
+	case DialectPostgres:
 		err = migrate.Postgres(ctx, t.pool, migrationLine, fsys)
-	} else {
-		err = migrate.SQLite(ctx, t.sqlite, migrationLine, fsys)
+	case DialectMySQL:
+		err = migrate.MySQL(ctx, t.sqldb, migrationLine, fsys)
+	default:
+		err = migrate.SQLite(ctx, t.sqldb, migrationLine, fsys)
 	}
 	if err != nil {
 		return fmt.Errorf("audit: migrate: %w", err)
@@ -228,7 +243,7 @@ type Executor interface {
 // append: seq has no gaps.
 func (t *Trail) AppendPgxTx(ctx context.Context, tx pgx.Tx, e Entry) (Entry, error) {
 	if t.dialect != DialectPostgres {
-		return Entry{}, errors.New("audit: append: a pgx transaction given to a SQLite trail")
+		return Entry{}, errors.New("audit: append: a pgx transaction given to a " + t.dialect + " trail")
 	}
 	e, err := t.normalize(e)
 	if err != nil {
@@ -250,7 +265,7 @@ func (t *Trail) AppendPgxTx(ctx context.Context, tx pgx.Tx, e Entry) (Entry, err
 // fork the chain. It fails on a PostgreSQL trail.
 func (t *Trail) AppendSQLiteTx(ctx context.Context, ex Executor, e Entry) (Entry, error) {
 	if t.dialect != DialectSQLite {
-		return Entry{}, errors.New("audit: append: a SQLite transaction given to a PostgreSQL trail")
+		return Entry{}, errors.New("audit: append: a SQLite transaction given to a " + t.dialect + " trail")
 	}
 	e, err := t.normalize(e)
 	if err != nil {
@@ -275,13 +290,16 @@ func (t *Trail) Append(ctx context.Context, e Entry) (Entry, error) {
 		return Entry{}, err
 	}
 	var out Entry
-	if t.dialect == DialectPostgres {
+	switch t.dialect {
+	case DialectPostgres:
 		err = pgx.BeginTxFunc(ctx, t.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 			var err error
 			out, err = pgAppend(ctx, tx, e, t.keys)
 			return err
 		})
-	} else {
+	case DialectMySQL:
+		out, err = t.mysqlAppendOwn(ctx, e)
+	default:
 		err = t.sqliteWrite(ctx, func(conn *sql.Conn) error {
 			var err error
 			out, err = sqliteAppend(ctx, conn, e, t.keys)
@@ -303,7 +321,7 @@ func (t *Trail) sqliteWrite(ctx context.Context, fn func(conn *sql.Conn) error) 
 		return ctx.Err()
 	}
 	defer func() { <-t.writer }()
-	return migrate.Immediate(ctx, t.sqlite, fn)
+	return migrate.Immediate(ctx, t.sqldb, fn)
 }
 
 // normalize checks that the trail has its keys and e's fields, and returns

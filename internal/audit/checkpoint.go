@@ -178,7 +178,7 @@ func (t *Trail) Checkpoint(ctx context.Context) (Checkpoint, Verification, error
 			c.Seq, c.Hash, c.At, c.KeyID, c.MAC)
 		err = pgMapError(err)
 	} else {
-		_, err = t.sqlite.ExecContext(ctx, `INSERT INTO unstuck_audit_checkpoint (seq, hash, at, key_id, mac) VALUES (?, ?, ?, ?, ?)`,
+		_, err = t.sqldb.ExecContext(ctx, `INSERT INTO unstuck_audit_checkpoint (seq, hash, at, key_id, mac) VALUES (?, ?, ?, ?, ?)`,
 			c.Seq, c.Hash, c.At.UnixMicro(), c.KeyID, c.MAC)
 		err = sqliteMapError(err)
 	}
@@ -200,7 +200,7 @@ func (t *Trail) LastCheckpoint(ctx context.Context) (c Checkpoint, ok bool, err 
 		err = pgMapError(err)
 	} else {
 		var at int64
-		err = t.sqlite.QueryRowContext(ctx, q).Scan(&c.Seq, &c.Hash, &at, &c.KeyID, &c.MAC)
+		err = t.sqldb.QueryRowContext(ctx, q).Scan(&c.Seq, &c.Hash, &at, &c.KeyID, &c.MAC)
 		if errors.Is(err, sql.ErrNoRows) {
 			return Checkpoint{}, false, nil
 		}
@@ -234,7 +234,7 @@ func (t *Trail) HeadSeq(ctx context.Context) (int64, error) {
 	if t.dialect == DialectPostgres {
 		err = pgMapError(t.pool.QueryRow(ctx, q).Scan(&n))
 	} else {
-		err = sqliteMapError(t.sqlite.QueryRowContext(ctx, q).Scan(&n))
+		err = sqliteMapError(t.sqldb.QueryRowContext(ctx, q).Scan(&n))
 	}
 	if err != nil {
 		return 0, fmt.Errorf("audit: read the head: %w", err)

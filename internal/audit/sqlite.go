@@ -46,7 +46,7 @@ func sqliteAppend(ctx context.Context, ex Executor, e Entry, keys *Keyring) (Ent
 // sqliteEach runs query on the handle and calls fn with each entry read, in
 // the query's order. fn's error stops the loop and is returned as is.
 func (t *Trail) sqliteEach(ctx context.Context, query string, args []any, fn func(*Entry) error) error {
-	rows, err := t.sqlite.QueryContext(ctx, query, args...)
+	rows, err := t.sqldb.QueryContext(ctx, query, args...)
 	if err != nil {
 		return sqliteMapError(err)
 	}
@@ -78,11 +78,12 @@ func nullState(s sql.NullString) []byte {
 }
 
 // sqliteMapError maps a missing table to ErrNotMigrated. SQLite reports it
-// with the generic SQLITE_ERROR code, so the message is what tells.
+// with the generic SQLITE_ERROR code, so the message is what tells. The
+// MySQL trail shares SQLite's reads, so its errors pass here too.
 func sqliteMapError(err error) error {
 	var serr *modernc.Error
 	if !errors.As(err, &serr) {
-		return err
+		return mysqlMapError(err)
 	}
 	switch serr.Code() {
 	case sqlite3.SQLITE_ERROR:

@@ -25,6 +25,11 @@ BEGIN RAISE EXCEPTION 'the test refuses this audit entry'; END $$`)
 WHEN (NEW.reason LIKE '%[the audit INSERT must fail]%') EXECUTE FUNCTION test_refuse_audit()`)
 		return
 	}
+	if dialect == audit.DialectMySQL {
+		exec(t, `CREATE TRIGGER test_refuse_audit BEFORE INSERT ON unstuck_audit_entry FOR EACH ROW
+BEGIN IF NEW.reason LIKE '%[the audit INSERT must fail]%' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'the test refuses this audit entry'; END IF; END`)
+		return
+	}
 	exec(t, `CREATE TRIGGER test_refuse_audit BEFORE INSERT ON unstuck_audit_entry
 WHEN NEW.reason LIKE '%[the audit INSERT must fail]%'
 BEGIN SELECT RAISE(ABORT, 'the test refuses this audit entry'); END`)
@@ -38,8 +43,13 @@ BEGIN SELECT RAISE(ABORT, 'the test refuses this audit entry'); END`)
 // engines' (and River's), which their drivers own. A decision's
 // transaction then does all its work and its audit entry, and fails at the
 // end: an entry appended in a transaction of its own would stay behind.
+// MySQL checks every constraint at once, so no COMMIT can be made to fail
+// there: the test is skipped on MySQL.
 func failCommits(t testing.TB, dialect string, exec func(t testing.TB, query string), names func(t testing.TB, query string) []string) (restore func()) {
 	t.Helper()
+	if dialect == audit.DialectMySQL {
+		t.Skip("InnoDB checks every constraint at once: no COMMIT can be made to fail")
+	}
 	if dialect == audit.DialectPostgres {
 		tables := names(t, `SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename <> 'unstuck_audit_entry'`)
 		exec(t, `CREATE OR REPLACE FUNCTION test_fail_commit() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -17,9 +17,11 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/idem/idemmysql"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/audit"
+	"github.com/unstuckhq/unstuck/internal/mysqltest"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 	"github.com/unstuckhq/unstuck/internal/store"
@@ -65,6 +67,26 @@ var backends = map[string]func(t testing.TB) backend{
 		return backend{store: s, db: cdb, trail: trail,
 			newKeys: func(engine *idem.Engine) (*ops.Keys, error) {
 				d, err := ops.SQLite(imm, trail)
+				if err != nil {
+					return nil, err
+				}
+				return ops.NewKeys(d, engine, s.Tx, s)
+			},
+			exec: func(t testing.TB, query string) {
+				t.Helper()
+				_, err := db.ExecContext(context.Background(), query)
+				require.NoError(t, err, query)
+			},
+			names: func(t testing.TB, query string) []string { return sqlNames(t, db, query) }}
+	},
+	"MySQL": func(t testing.TB) backend {
+		db, err := idemmysql.Open(mysqltest.NewDatabase(t))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = db.Close() })
+		s, cdb, trail := idemmysql.New(db), store.NewMySQL(db), audit.NewMySQL(db, audit.WithKeys(testAuditKeys))
+		return backend{store: s, db: cdb, trail: trail,
+			newKeys: func(engine *idem.Engine) (*ops.Keys, error) {
+				d, err := ops.MySQL(db, trail)
 				if err != nil {
 					return nil, err
 				}

@@ -11,6 +11,7 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -88,6 +89,15 @@ func (c bulkConn) q(query string) string {
 	return bulkParam.ReplaceAllString(query, "?$1")
 }
 
+// sqlArgs is query and args as the database/sql dialect takes them:
+// ?n markers on SQLite, positional ? with the arguments in order on MySQL.
+func (c bulkConn) sqlArgs(query string, args []any) (string, []any) {
+	if c.d.dialect == DialectMySQL {
+		return mysqlRebind(mysqlConcatSQL(query), args)
+	}
+	return c.q(query), args
+}
+
 func (c bulkConn) ts(t time.Time) any {
 	if t.IsZero() {
 		return nil
@@ -106,7 +116,8 @@ func (c bulkConn) exec(ctx context.Context, query string, args ...any) (int64, e
 		}
 		return tag.RowsAffected(), nil
 	}
-	res, err := c.d.sqlite.ExecContext(ctx, c.q(query), args...)
+	query, args = c.sqlArgs(query, args)
+	res, err := c.d.sqlite.ExecContext(ctx, query, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -127,7 +138,8 @@ func (c bulkConn) each(ctx context.Context, query string, args []any, scan func(
 		}
 		return rows.Err()
 	}
-	rows, err := c.d.sqlite.QueryContext(ctx, c.q(query), args...)
+	query, args = c.sqlArgs(query, args)
+	rows, err := c.d.sqlite.QueryContext(ctx, query, args...)
 	if err != nil {
 		return err
 	}
@@ -232,7 +244,17 @@ total, not_legal, created_at, updated_at, expires_at) VALUES ($1, $2, $3, $4, $5
 		return Bulk{}, fmt.Errorf("store: create bulk request: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	if err := tx.QueryRowContext(ctx, c.q(ins), args...).Scan(&b.ID); err != nil {
+	if d.dialect == DialectMySQL {
+		// No RETURNING: the id is the insert's AUTO_INCREMENT.
+		q, a := c.sqlArgs(strings.TrimSuffix(ins, " RETURNING id"), args)
+		res, err := tx.ExecContext(ctx, q, a...)
+		if err == nil {
+			b.ID, err = res.LastInsertId()
+		}
+		if err != nil {
+			return Bulk{}, fmt.Errorf("store: create bulk request: %w", err)
+		}
+	} else if err := tx.QueryRowContext(ctx, c.q(ins), args...).Scan(&b.ID); err != nil {
 		return Bulk{}, fmt.Errorf("store: create bulk request: %w", err)
 	}
 	st, err := tx.PrepareContext(ctx, `INSERT INTO unstuck_console_bulk_item (bulk_id, seq, target_id, version, step) VALUES (?, ?, ?, ?, ?)`)
@@ -409,7 +431,8 @@ WHERE bulk_id = $1 AND seq = $2 AND outcome = 'pending'`
 		}
 		return tag.RowsAffected() == 1, nil
 	case *sql.Tx:
-		res, err := t.ExecContext(ctx, c.q(upd), args...)
+		q, a := c.sqlArgs(upd, args)
+		res, err := t.ExecContext(ctx, q, a...)
 		if err != nil {
 			return false, wrapBulk("mark bulk item", err)
 		}

@@ -6,7 +6,7 @@ import "embed"
 // only works on a package-level variable; it is read-only and so is not
 // shared state.
 //
-//go:embed migration/postgres/*.sql migration/sqlite/*.sql
+//go:embed migration/postgres/*.sql migration/sqlite/*.sql migration/mysql/*.sql
 var migrations embed.FS
 
 // migrationLine is the console's line in unstuck_migration.

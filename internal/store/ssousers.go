@@ -53,6 +53,8 @@ func (d *DB) UserBySubject(ctx context.Context, subject string) (User, bool, err
 	switch d.dialect {
 	case DialectPostgres:
 		u, ok, err = pgUserBySubject(ctx, d.pool, subject)
+	case DialectMySQL:
+		u, ok, err = mysqlUserBy(ctx, d.sqlite, "subject", subject)
 	default:
 		u, ok, err = sqliteUserBySubject(ctx, d.sqlite, subject)
 	}
@@ -108,6 +110,9 @@ func (d *DB) UpsertSSOUser(ctx context.Context, s SSOUser) (u User, previousRole
 }
 
 func (d *DB) insertSSOUser(ctx context.Context, name string, s SSOUser) (User, error) {
+	if d.dialect == DialectMySQL {
+		return mysqlInsertSSOUser(ctx, d.sqlite, name, s)
+	}
 	if d.dialect == DialectPostgres {
 		u, err := pgScanUser(d.pool.QueryRow(ctx, pgInsertSSOUserSQL, name, s.Role, s.Subject, s.Email, s.DisplayName))
 		return u, pgMapError(err)
@@ -117,6 +122,9 @@ func (d *DB) insertSSOUser(ctx context.Context, name string, s SSOUser) (User, e
 }
 
 func (d *DB) updateSSOUser(ctx context.Context, s SSOUser) (User, error) {
+	if d.dialect == DialectMySQL {
+		return mysqlUpdateSSOUser(ctx, d.sqlite, s)
+	}
 	if d.dialect == DialectPostgres {
 		u, err := pgScanUser(d.pool.QueryRow(ctx, pgUpdateSSOUserSQL, s.Subject, s.Role, s.Email, s.DisplayName))
 		return u, pgMapError(err)
@@ -243,7 +251,11 @@ func (d *DB) EndUserSessions(ctx context.Context, id int64) (int64, error) {
 		}
 		return tag.RowsAffected(), nil
 	}
-	res, err := d.sqlite.ExecContext(ctx, `DELETE FROM sessions WHERE user_id = ?1`, id)
+	q := `DELETE FROM sessions WHERE user_id = ?1`
+	if d.dialect == DialectMySQL {
+		q = `DELETE FROM sessions WHERE user_id = ?`
+	}
+	res, err := d.sqlite.ExecContext(ctx, q, id)
 	if err != nil {
 		return 0, fmt.Errorf("store: end sessions of user %d: %w", id, sqliteMapError(err))
 	}

@@ -19,6 +19,7 @@ import (
 const (
 	DialectPostgres = "postgres"
 	DialectSQLite   = "sqlite"
+	DialectMySQL    = "mysql"
 )
 
 // Errors of the store's calls, matched with errors.Is.
@@ -70,7 +71,7 @@ const defaultCountCap = 1000
 type DB struct {
 	dialect string
 	pool    *pgxpool.Pool // postgres
-	sqlite  *sql.DB       // sqlite
+	sqlite  *sql.DB       // sqlite, mysql (the database/sql handle)
 
 	// countCap bounds the exact count of one status in OperationOverview;
 	// tests lower it to reach the estimate path.
@@ -88,7 +89,7 @@ func NewSQLite(db *sql.DB) *DB {
 	return &DB{dialect: DialectSQLite, sqlite: db, countCap: defaultCountCap}
 }
 
-// Dialect reports [DialectPostgres] or [DialectSQLite].
+// Dialect reports [DialectPostgres], [DialectSQLite] or [DialectMySQL].
 func (d *DB) Dialect() string { return d.dialect }
 
 // Ping checks that the database answers.
@@ -123,8 +124,11 @@ func (d *DB) Migrate(ctx context.Context) error {
 // migrateLine applies (or, under migrate.CheckOnly, checks) one migration
 // line of the console.
 func (d *DB) migrateLine(ctx context.Context, line string, fsys fs.FS) error {
-	if d.dialect == DialectPostgres {
+	switch d.dialect {
+	case DialectPostgres:
 		return migrate.Postgres(ctx, d.pool, line, fsys)
+	case DialectMySQL:
+		return migrate.MySQL(ctx, d.sqlite, line, fsys)
 	}
 	return migrate.SQLite(ctx, d.sqlite, line, fsys)
 }
@@ -145,8 +149,11 @@ func (d *DB) migrate(ctx context.Context) error {
 // returned by Find, and are deleted from the table by
 // [DB.DeleteExpiredSessions], which the caller runs periodically.
 func (d *DB) SessionStore() scs.Store {
-	if d.dialect == DialectPostgres {
+	switch d.dialect {
+	case DialectPostgres:
 		return &sessionStore{base: pgxstore.NewWithCleanupInterval(d.pool, 0), find: pgFindSession(d.pool), commit: pgCommitSession(d.pool)}
+	case DialectMySQL:
+		return &sessionStore{base: mysqlSessionBase{d.sqlite}, find: mysqlFindSession(d.sqlite), commit: mysqlCommitSession(d.sqlite)}
 	}
 	return &sessionStore{base: sqlite3store.NewWithCleanupInterval(d.sqlite, 0), find: sqliteFindSession(d.sqlite),
 		commit: sqliteCommitSession(d.sqlite)}
@@ -162,6 +169,8 @@ func (d *DB) DeleteExpiredSessions(ctx context.Context) (int64, error) {
 	switch d.dialect {
 	case DialectPostgres:
 		n, err = pgDeleteExpiredSessions(ctx, d.pool)
+	case DialectMySQL:
+		n, err = mysqlDeleteExpiredSessions(ctx, d.sqlite)
 	default:
 		n, err = sqliteDeleteExpiredSessions(ctx, d.sqlite)
 	}

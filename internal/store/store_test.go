@@ -14,8 +14,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/unstuckhq/unstuck/idem/idemmysql"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
+	"github.com/unstuckhq/unstuck/internal/mysqltest"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
 
@@ -26,7 +28,7 @@ func TestMain(m *testing.M) { pgtest.RunMain(m) }
 type testBundle struct {
 	db    *DB
 	pool  *pgxpool.Pool // PostgreSQL only
-	sqlDB *sql.DB       // SQLite only
+	sqlDB *sql.DB       // SQLite and MySQL
 }
 
 // setupPostgres migrates a schema of its own: the driver first, then the
@@ -54,6 +56,18 @@ func setupSQLite(t *testing.T) testBundle {
 	return testBundle{db: db, sqlDB: sqlDB}
 }
 
+// setupMySQL migrates a MySQL database of its own (internal/mysqltest).
+func setupMySQL(t *testing.T) testBundle {
+	t.Helper()
+	sqlDB, err := idemmysql.Open(mysqltest.NewDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, sqlDB.Close()) })
+	require.NoError(t, idemmysql.New(sqlDB).Migrate(t.Context()))
+	db := NewMySQL(sqlDB)
+	require.NoError(t, db.Migrate(t.Context()))
+	return testBundle{db: db, sqlDB: sqlDB}
+}
+
 // eachDialect runs fn as a parallel subtest per dialect, on fresh state.
 func eachDialect(t *testing.T, fn func(t *testing.T, b testBundle)) {
 	t.Helper()
@@ -63,6 +77,7 @@ func eachDialect(t *testing.T, fn func(t *testing.T, b testBundle)) {
 	}{
 		{DialectPostgres, setupPostgres},
 		{DialectSQLite, setupSQLite},
+		{DialectMySQL, setupMySQL},
 	} {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
@@ -133,6 +148,9 @@ WHERE relnamespace = current_schema()::regnamespace AND relname LIKE 'unstuck_id
 		// The console's line, whole; the idem driver's line (applied by
 		// the setup) is the driver's to test.
 		want := []row{{"console", 1, "console"}, {"console", 2, "processing_index"}, {"console", 3, "session_user"}, {"console", 4, "sso_user"}, {"console", 5, "bulk"}}
+		if b.db.Dialect() == DialectMySQL { // one migration so far
+			want = want[:1]
+		}
 		got = slices.DeleteFunc(got, func(r row) bool { return r.Line != "console" })
 		require.Equal(t, want, got)
 	})

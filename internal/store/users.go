@@ -104,6 +104,8 @@ func (d *DB) CreateUser(ctx context.Context, username, role, passwordHash string
 	switch d.dialect {
 	case DialectPostgres:
 		u, err = pgCreateUser(ctx, d.pool, username, role, passwordHash)
+	case DialectMySQL:
+		u, err = mysqlCreateUser(ctx, d.sqlite, username, role, passwordHash)
 	default:
 		u, err = sqliteCreateUser(ctx, d.sqlite, username, role, passwordHash)
 	}
@@ -134,8 +136,11 @@ func (d *DB) UserByID(ctx context.Context, id int64) (User, bool, error) {
 // userBy reads the user whose column (id or username) is value, in the
 // database's dialect.
 func (d *DB) userBy(ctx context.Context, column string, value any) (User, bool, error) {
-	if d.dialect == DialectPostgres {
+	switch d.dialect {
+	case DialectPostgres:
 		return pgUserBy(ctx, d.pool, column, value)
+	case DialectMySQL:
+		return mysqlUserBy(ctx, d.sqlite, column, value)
 	}
 	return sqliteUserBy(ctx, d.sqlite, column, value)
 }
@@ -185,6 +190,8 @@ func (d *DB) updateUser(ctx context.Context, op, username, column string, value 
 	switch d.dialect {
 	case DialectPostgres:
 		ok, err = pgUpdateUser(ctx, d.pool, username, column, value)
+	case DialectMySQL:
+		ok, err = mysqlUpdateUser(ctx, d.sqlite, username, column, value)
 	default:
 		ok, err = sqliteUpdateUser(ctx, d.sqlite, username, column, value)
 	}
@@ -206,6 +213,8 @@ func (d *DB) ListUsers(ctx context.Context) ([]User, error) {
 	switch d.dialect {
 	case DialectPostgres:
 		us, err = pgListUsers(ctx, d.pool)
+	case DialectMySQL:
+		us, err = mysqlListUsers(ctx, d.sqlite)
 	default:
 		us, err = sqliteListUsers(ctx, d.sqlite)
 	}

@@ -30,7 +30,10 @@ type OverviewVM struct {
 	// when some count is an estimate.
 	Operations          []StatusCount
 	OperationsAvailable bool
-	OperationsAsOf      time.Time
+	// OperationsUnavailable, when set, says why the database has no
+	// operations at all (MySQL: no sagas).
+	OperationsUnavailable string
+	OperationsAsOf        time.Time
 	// Review lists operations in review_required, the longest waiting
 	// first: they come first under "Needs a human".
 	Review []saga.Operation

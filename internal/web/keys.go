@@ -39,7 +39,7 @@ type resultOpener interface {
 	OpenResult(rec idemdriver.Record) ([]byte, error)
 }
 
-func handleOverview(keys keyReader, sagas operationReader, log *slog.Logger) http.Handler {
+func handleOverview(keys keyReader, sagas operationReader, sagasUnavailable string, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ov, err := keys.KeyOverview(r.Context())
 		if err != nil {
@@ -66,7 +66,9 @@ func handleOverview(keys keyReader, sagas operationReader, log *slog.Logger) htt
 		if !exact {
 			vm.AsOf = ov.AsOf
 		}
-		if err := operationsOverview(r.Context(), sagas, &vm); err != nil {
+		if sagas == nil {
+			vm.OperationsUnavailable = sagasUnavailable
+		} else if err := operationsOverview(r.Context(), sagas, &vm); err != nil {
 			writeError(w, r, log, err)
 			return
 		}

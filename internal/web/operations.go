@@ -33,8 +33,11 @@ type OperationReader interface {
 type operationReader = OperationReader
 
 // readOperation reads the detail of operation id; ok is false when there
-// is none.
+// is none, or no sagas at all (ops nil: MySQL).
 func readOperation(ctx context.Context, ops operationReader, id string) (sagadriver.OperationDetail, bool, error) {
+	if ops == nil {
+		return sagadriver.OperationDetail{}, false, nil
+	}
 	det, err := ops.ReadOperation(ctx, id, sagadriver.DefaultMaxEvents)
 	if errors.Is(err, sagadriver.ErrNotFound) {
 		return det, false, nil
@@ -50,6 +53,17 @@ func operationStatuses() []string {
 		out[i] = string(s)
 	}
 	return out
+}
+
+// handleSagasUnavailable answers the operation pages of a console whose
+// database has no sagas (MySQL) with 404 and why.
+func handleSagasUnavailable(why string, log *slog.Logger) http.Handler {
+	if why == "" {
+		why = "Sagas are not available on this database."
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, log, appError(ENotFound, why))
+	})
 }
 
 func handleOperationList(ops operationReader, log *slog.Logger) http.Handler {

@@ -84,8 +84,12 @@ type Config struct {
 	// nil serves the operation pages read-only.
 	Operations operationDecider
 	// Sagas reads the saga records for the operation pages and the
-	// overview (a sagapgx.Driver or sagasqlite.Driver); it must not be nil.
-	Sagas OperationReader
+	// overview (a sagapgx.Driver or sagasqlite.Driver). It is nil on a
+	// database without sagas (MySQL): the operation pages then answer 404
+	// with SagasUnavailable, the overview shows it and search finds keys
+	// only.
+	Sagas            OperationReader
+	SagasUnavailable string
 	// Bulks runs bulk decisions and approvals (an *ops.Bulks); nil serves
 	// neither.
 	Bulks bulkService
@@ -165,7 +169,7 @@ func NewHandler(cfg Config) http.Handler {
 				r.Use(countWaiting(cfg.Bulks, log))
 				bulkRoutes(r, cfg.Bulks, cfg.Engine, log)
 			}
-			r.Method(http.MethodGet, "/", handleOverview(cfg.Records, cfg.Sagas, log))
+			r.Method(http.MethodGet, "/", handleOverview(cfg.Records, cfg.Sagas, cfg.SagasUnavailable, log))
 			r.Method(http.MethodGet, "/keys", handleKeyList(cfg.Records, log))
 			r.Method(http.MethodGet, "/search", handleSearch(cfg.Records, cfg.Sagas, log))
 			r.Method(http.MethodPost, "/search", handleSearch(cfg.Records, cfg.Sagas, log))
@@ -179,10 +183,16 @@ func NewHandler(cfg Config) http.Handler {
 				r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST /keys/{id}/confirm"), idem.RouteTTL(time.Hour)), gate(cfg.Bulks, "keys", "confirm", log)).
 					Method(http.MethodPost, "/keys/{id}/confirm", handleKeyDecision("confirm", cfg.Records, cfg.Keys, cfg.Engine, log))
 			}
-			r.Method(http.MethodGet, "/operations", handleOperationList(cfg.Sagas, log))
-			if cfg.Operations == nil {
+			switch {
+			case cfg.Sagas == nil:
+				unavailable := handleSagasUnavailable(cfg.SagasUnavailable, log)
+				r.Method(http.MethodGet, "/operations", unavailable)
+				r.Method(http.MethodGet, "/operations/{id}", unavailable)
+			case cfg.Operations == nil:
+				r.Method(http.MethodGet, "/operations", handleOperationList(cfg.Sagas, log))
 				r.Method(http.MethodGet, "/operations/{id}", handleOperationDetail(cfg.Sagas, log))
-			} else {
+			default:
+				r.Method(http.MethodGet, "/operations", handleOperationList(cfg.Sagas, log))
 				r.Method(http.MethodGet, "/operations/{id}", handleOperationDetailDecisions(cfg.Sagas, cfg.Operations, log))
 				// Decisions on operations, keyed per rendered form as the
 				// key decisions are.

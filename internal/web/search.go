@@ -133,6 +133,9 @@ func search(ctx context.Context, keys keyReader, sagas operationReader, q string
 		return nil
 	}
 	listOps := func(f sagadriver.OperationFilter, by string) error {
+		if sagas == nil {
+			return nil // a database without sagas (MySQL): keys only
+		}
 		f.Limit = searchLimit
 		page, err := sagas.PageOperations(ctx, f)
 		var fe *sagadriver.FieldError
