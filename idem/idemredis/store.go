@@ -180,6 +180,9 @@ func atLeast(v string, major, minor int) bool {
 	return a > major || (a == major && b >= minor)
 }
 
+// Prefix returns the prefix of the store's keys.
+func (s *Store) Prefix() string { return s.prefix }
+
 // Cluster reports whether the store runs on a Redis Cluster, where a write
 // and its index change are two steps (see the package documentation).
 func (s *Store) Cluster() bool { return s.cluster }
@@ -239,43 +242,66 @@ func (s *Store) index(ctx context.Context, chg ...any) error {
 	return err
 }
 
-// eval runs sc by EVALSHA (loading it on NOSCRIPT), then WAIT when the
-// store was built WithWait, on the same connection.
+// eval runs sc by EVALSHA (loading it on NOSCRIPT). When the store was
+// built WithWait, a script that wrote is followed by WAIT on the same
+// connection; one that changed nothing is not waited for.
 func (s *Store) eval(ctx context.Context, sc *redis.Script, keys []string, args ...any) (any, error) {
 	if s.waitN <= 0 {
 		return sc.Run(ctx, s.c, keys, args...).Result()
 	}
-	var node redis.Cmdable = s.c
-	if cc, ok := s.c.(*redis.ClusterClient); ok {
-		m, err := cc.MasterForKey(ctx, keys[0])
+	var node *redis.Client
+	switch c := s.c.(type) {
+	case *redis.ClusterClient:
+		m, err := c.MasterForKey(ctx, keys[0])
 		if err != nil {
 			return nil, err
 		}
 		node = m
+	case *redis.Client:
+		node = c
+	default:
+		return nil, fmt.Errorf("%w: WithWait needs a *redis.Client or *redis.ClusterClient, not %T", ErrUnsupported, s.c)
 	}
-	for try := 0; ; try++ {
-		var ev *redis.Cmd
-		var wait *redis.IntCmd
-		_, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
-			ev = sc.EvalSha(ctx, p, keys, args...)
-			wait = redis.NewIntCmd(ctx, "WAIT", s.waitN, s.waitT.Milliseconds())
-			_ = p.Process(ctx, wait)
-			return nil
-		})
-		if err != nil && try == 0 && redis.HasErrorPrefix(ev.Err(), "NOSCRIPT") {
-			if err := sc.Load(ctx, node.(redis.Scripter)).Err(); err != nil {
-				return nil, err
-			}
-			continue
+	conn := node.Conn()
+	defer conn.Close()
+	res, err := sc.Run(ctx, conn, keys, args...).Result()
+	if err != nil {
+		var rerr redis.Error
+		if cc, ok := s.c.(*redis.ClusterClient); ok && !errors.As(err, &rerr) {
+			// The node is unreachable (a failover?): the cluster
+			// client, which routed nothing here, learns the new map.
+			cc.ReloadState(ctx)
 		}
-		if ev.Err() != nil {
-			return nil, ev.Err()
-		}
-		if n, err := wait.Result(); err != nil || n < int64(s.waitN) {
-			return nil, fmt.Errorf("WAIT: %d of %d replicas acknowledged the write within %s (%v); it stands on the master and may be lost in a failover", n, s.waitN, s.waitT, err)
-		}
-		return ev.Val(), nil
+		return nil, err
 	}
+	if !wrote(res) {
+		return res, nil
+	}
+	if n, err := conn.Wait(ctx, s.waitN, s.waitT).Result(); err != nil || n < int64(s.waitN) {
+		return nil, fmt.Errorf("WAIT: %d of %d replicas acknowledged the write within %s (%v); it stands on the master and may be lost in a failover", n, s.waitN, s.waitT, err)
+	}
+	return res, nil
+}
+
+// wrote reports whether a script's reply may follow a write: not for an
+// answer that found nothing to change (code 0, a refusal or an existing
+// record; code 2, a request for a fence), whose WAIT result is moot.
+func wrote(v any) bool {
+	out, _ := v.([]any)
+	if len(out) > 0 {
+		if inner, ok := out[0].([]any); ok {
+			out = inner
+		}
+	}
+	if len(out) > 0 {
+		if n, ok := out[0].(int64); ok && (n == 0 || n == 2) {
+			return false
+		}
+		if _, ok := out[0].(string); ok {
+			return false // Get: {now, fields}
+		}
+	}
+	return true
 }
 
 // now returns the µs argument of a script for a params' Now: "" for the

@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -217,9 +218,12 @@ func startCluster(ctx context.Context, masters, replicas int) (*Cluster, error) 
 		}
 		if strings.HasPrefix(out, "master") {
 			c.Masters = append(c.Masters, n)
-		} else {
-			c.Replicas = append(c.Replicas, n)
+			continue
 		}
+		if err := waitFor(ctx, n, "INFO replication", "master_link_status:up"); err != nil {
+			return nil, err
+		}
+		c.Replicas = append(c.Replicas, n)
 	}
 	return c, nil
 }
@@ -347,4 +351,34 @@ func readReply(r *bufio.Reader) (string, error) {
 		return strings.Join(parts, "\n"), nil
 	}
 	return "", fmt.Errorf("unexpected reply %q", line)
+}
+
+// WaitFailover waits until every live node of c sees killed as failed
+// and reports cluster_state:ok again: a replica of killed was promoted.
+func (c *Cluster) WaitFailover(t testing.TB, killed *Node) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for _, n := range append(append([]*Node{}, c.Masters...), c.Replicas...) {
+		if n == killed {
+			continue
+		}
+		if err := waitFor(ctx, n, "CLUSTER NODES", fmt.Sprintf("127.0.0.1:%d@%d master,fail", killed.Port, killed.Port+10000)); err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+		if err := waitFor(ctx, n, "CLUSTER INFO", "cluster_state:ok"); err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+		for {
+			out, err := cli(ctx, n, "CLUSTER", "SLOTS")
+			if err == nil && !slices.Contains(strings.Split(out, "\n"), strconv.Itoa(killed.Port)) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("redistest: CLUSTER SLOTS of %s still names %s", n.Addr, killed.Addr)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
 }
