@@ -81,6 +81,13 @@ var process struct {
 // binary die first.
 func RunMain(m *testing.M) {
 	code := m.Run()
+	Stop()
+	os.Exit(code)
+}
+
+// Stop kills every node this package started and removes their
+// directories: for a TestMain that has its own RunMain to call.
+func Stop() {
 	process.mu.Lock()
 	for _, n := range process.nodes {
 		n.Kill()
@@ -88,7 +95,6 @@ func RunMain(m *testing.M) {
 	}
 	process.nodes = nil
 	process.mu.Unlock()
-	os.Exit(code)
 }
 
 // Server returns the address of this process's throwaway single server,
