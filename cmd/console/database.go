@@ -19,6 +19,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
+	"github.com/unstuckhq/unstuck/idem/idemredis"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/migrate"
@@ -60,6 +61,9 @@ type database struct {
 	sqliteStore *idemsqlite.Store
 	migrate     []func(context.Context) error
 	Close       func()
+
+	// redisKeys, when set (--keys), is Store and Records: see useRedisKeys.
+	redisKeys *idemredis.Store
 }
 
 // Migrate applies the engines' migrations (idempotency records, sagas,
@@ -237,6 +241,9 @@ func (d *database) sqliteDecisions() (*ops.DB[*sql.Tx], error) {
 // keyDecisions returns the console's decisions on keys of engine, whose
 // store must be d.Store.
 func (d *database) keyDecisions(engine *idem.Engine) (*ops.Keys, error) {
+	if d.redisKeys != nil {
+		return d.redisKeyDecisions(engine)
+	}
 	if d.Pool != nil {
 		db, err := d.postgresDecisions()
 		if err != nil {
