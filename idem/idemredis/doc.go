@@ -100,7 +100,9 @@
 // transaction with the application's SQL writes, so the HTTP
 // middleware's transactional mode refuses it when it is built. An
 // operator's decision on a Redis key and its audit entry in SQL cannot be
-// one transaction either; see internal/ops for how the console records
-// the intent, applies the decision by [Store.Settle]'s compare-and-swap
-// on the record's version, and records the outcome.
+// one transaction either: the console (console serve --keys) records the
+// intent in its audit trail, applies the decision by [Store.Settle]'s
+// compare-and-swap on the record's version, records the outcome, and at
+// start-up gives every intent left without an outcome one from the
+// record's state (see the README's "Stores").
 package idemredis
