@@ -108,12 +108,18 @@ end
 // Reserve: ARGV now, lease µs, ttl µs, scope, operation, digest, key hash,
 // fingerprint, owner, fence ("" takes one from the counter on a single
 // server; on a cluster the script answers {2} and the store retries with
-// one). Answers {0, now, fields} for an existing record, {1, now, id}
-// for a created one.
+// one), lean ("1"). Answers {0, now, fields} for an existing record ({3,
+// now, lean values} when lean: see leanFields), {1, now, id} for a
+// created one.
 const luaReserve = `
 local now = clock(ARGV[1])
-local e = redis.call('HGETALL', rk)
-if #e > 0 then return fin({0, f(now), e}, nil) end
+if ARGV[11] == '1' then
+  local l = redis.call('HMGET', rk, 'id', 'fp', 'st', 'res', 'tok', 'fen', 'lease', 'ca', 'ea')
+  if l[1] then return fin({3, f(now), l}, nil) end
+else
+  local e = redis.call('HGETALL', rk)
+  if #e > 0 then return fin({0, f(now), e}, nil) end
+end
 local fence = ARGV[10]
 if fence == '' then
   if CLUSTER then return fin({2}, nil) end

@@ -347,20 +347,30 @@ func wrap(op string, err error) error {
 // the existing record, or creates it with the next fence (its ID is that
 // fence). On a cluster a creation takes the fence from the counter first,
 // a second round trip, and the index change a third (see the package
-// documentation). p.Lean is ignored: records are read whole.
+// documentation). With p.Lean an existing record is read with its
+// idemdriver.LeanFields only (one HMGET).
 func (s *Store) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
 	if err := checkIdent(p.Ident); err != nil {
 		return idemdriver.Record{}, false, wrap("reserve", err)
 	}
 	rk := s.recordKey(p.Ident)
-	fence := ""
+	fence, lean := "", "0"
+	if p.Lean {
+		lean = "1"
+	}
 	for {
 		out, err := s.run(ctx, scriptReserve, rk, nowArg(p.Now), us(p.Lease), us(p.TTL),
-			p.Scope, p.Operation, p.KeyDigest, p.KeyHash, p.Fingerprint, p.Owner, fence)
+			p.Scope, p.Operation, p.KeyDigest, p.KeyHash, p.Fingerprint, p.Owner, fence, lean)
 		if err != nil {
 			return idemdriver.Record{}, false, wrap("reserve", err)
 		}
 		switch code(out) {
+		case 3:
+			rec, err := decodeLean(p.Ident, out[2], out[1])
+			if err != nil {
+				return idemdriver.Record{}, false, wrap("reserve", err)
+			}
+			return rec, false, nil
 		case 0:
 			rec, err := decodeAt(out[2], out[1])
 			if err != nil {
@@ -566,6 +576,29 @@ func decodeAt(fields, readAt any) (idemdriver.Record, error) {
 		m[str(list[i])] = str(list[i+1])
 	}
 	return decodeMap(m, micros(str(readAt)))
+}
+
+// decodeLean decodes the lean values of an existing record of ident id
+// (id, fp, st, res, tok, fen, lease, ca, ea; nil when absent), read at
+// the µs time readAt.
+func decodeLean(id idemdriver.Ident, vals, readAt any) (idemdriver.Record, error) {
+	v, _ := vals.([]any)
+	if len(v) != 9 {
+		return idemdriver.Record{}, fmt.Errorf("lean record: %d values, want 9", len(v))
+	}
+	rec := idemdriver.Record{ID: atoi(str(v[0])), Ident: id, Fingerprint: str(v[1]), Status: idemdriver.Status(str(v[2])),
+		Owner: idemdriver.Owner{Token: str(v[4]), Fence: atoi(str(v[5]))}, CreatedAt: micros(str(v[7])), ExpiresAt: micros(str(v[8])),
+		ReadAt: micros(str(readAt))}
+	if !rec.Status.Valid() {
+		return idemdriver.Record{}, fmt.Errorf("record %d: unknown status %q", rec.ID, str(v[2]))
+	}
+	if r, ok := v[3].(string); ok {
+		rec.Result = []byte(r)
+	}
+	if l, ok := v[6].(string); ok {
+		rec.LeaseExpiresAt = micros(l)
+	}
+	return rec, nil
 }
 
 // decodeMap decodes a record's hash.
