@@ -314,9 +314,21 @@ func recordKey(t *testing.T, c redis.UniversalClient, p string, id int64) string
 func TestWaitNeedsReplicas(t *testing.T) {
 	t.Parallel()
 	s := newStore(t, singleClient(t), idemredis.WithWait(1, 50*time.Millisecond))
-	_, _, err := s.Reserve(t.Context(), idemdriver.ReserveParams{Ident: idemdriver.Ident{Scope: "s", Operation: "o", KeyDigest: "d"},
-		Owner: "o", Lease: time.Minute, TTL: time.Hour})
+	p := idemdriver.ReserveParams{Ident: idemdriver.Ident{Scope: "s", Operation: "o", KeyDigest: "d"},
+		Owner: "o", Lease: time.Minute, TTL: time.Hour}
+	_, _, err := s.Reserve(t.Context(), p)
 	require.ErrorContains(t, err, "0 of 1 replicas acknowledged")
+	// A call that writes nothing does not wait: a repeat (whole or lean)
+	// and a read answer without replicas.
+	for _, lean := range []bool{false, true} {
+		p.Lean = lean
+		_, created, err := s.Reserve(t.Context(), p)
+		require.NoError(t, err, "lean %v", lean)
+		require.False(t, created)
+	}
+	_, ok, err := s.Get(t.Context(), p.Ident)
+	require.NoError(t, err)
+	require.True(t, ok)
 }
 
 // TestFailoverKeepsAcknowledgedKeys: on a cluster of 3 masters with a

@@ -24,7 +24,7 @@ import "github.com/redis/go-redis/v9"
 const (
 	ixCounter = iota // fences and IDs
 	ixKeys           // hash id -> record key
-	ixVers           // hash id -> indexed version
+	ixVers           // hash id -> indexed version:status
 	ixUpdated        // zset of every record by updated_at
 	ixLease          // zset of processing records by lease end
 	ixExpires        // zset of records but pending ones by expires_at
@@ -47,12 +47,20 @@ local function K(i) return KEYS[X + i] end
 local SS = {processing = 6, pending = 7, unavailable = 8, failed = 9, completed = 10}
 local function idx(c)
   local m = string.rep('0', 19 - #c[2]) .. c[2]
-  if c[1] == 'set' then
-    local v = redis.call('HGET', K(2), c[2])
-    if v and tonumber(v) > tonumber(c[8]) then return end
+  local v = redis.call('HGET', K(2), c[2])
+  local old = nil
+  if v then
+    local sep = string.find(v, ':', 1, true)
+    if c[1] == 'set' and tonumber(string.sub(v, 1, sep - 1)) > tonumber(c[8]) then return end
+    old = string.sub(v, sep + 1)
   end
-  for _, i in pairs(SS) do redis.call('ZREM', K(i), m) end
-  redis.call('ZREM', K(4), m)
+  if old then
+    redis.call('ZREM', K(SS[old]), m)
+    if old == 'processing' then redis.call('ZREM', K(4), m) end
+  elseif c[1] == 'del' then
+    for _, i in pairs(SS) do redis.call('ZREM', K(i), m) end
+    redis.call('ZREM', K(4), m)
+  end
   if c[1] == 'del' then
     redis.call('ZREM', K(3), m)
     redis.call('ZREM', K(5), m)
@@ -64,8 +72,8 @@ local function idx(c)
   redis.call('ZADD', K(SS[c[4]]), c[5], m)
   if c[4] == 'processing' then redis.call('ZADD', K(4), c[6], m) end
   if c[4] == 'pending' then redis.call('ZREM', K(5), m) else redis.call('ZADD', K(5), c[7], m) end
-  redis.call('HSET', K(1), c[2], c[3])
-  redis.call('HSET', K(2), c[2], c[8])
+  if not old then redis.call('HSET', K(1), c[2], c[3]) end
+  redis.call('HSET', K(2), c[2], c[8] .. ':' .. c[4])
 end
 `
 

@@ -285,7 +285,8 @@ func (s *Store) eval(ctx context.Context, sc *redis.Script, keys []string, args 
 
 // wrote reports whether a script's reply may follow a write: not for an
 // answer that found nothing to change (code 0, a refusal or an existing
-// record; code 2, a request for a fence), whose WAIT result is moot.
+// record; 2, a request for a fence; 3, an existing record read lean),
+// whose WAIT result is moot.
 func wrote(v any) bool {
 	out, _ := v.([]any)
 	if len(out) > 0 {
@@ -294,7 +295,7 @@ func wrote(v any) bool {
 		}
 	}
 	if len(out) > 0 {
-		if n, ok := out[0].(int64); ok && (n == 0 || n == 2) {
+		if n, ok := out[0].(int64); ok && (n == 0 || n == 2 || n == 3) {
 			return false
 		}
 		if _, ok := out[0].(string); ok {
