@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idemredis"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/idem/idemtest"
 	"github.com/unstuckhq/unstuck/internal/redistest"
 )
@@ -386,5 +388,66 @@ func TestFailoverKeepsAcknowledgedKeys(t *testing.T) {
 		}
 		require.Equal(t, "done "+key, out)
 		require.Equal(t, 1, runs[key], "key %s ran once", key)
+	}
+}
+
+// TestBadInputSameAsSQL: keys, scopes and operations at and past their
+// limits, binary and Unicode keys, and leases and TTLs of 0, negative or
+// beyond the maximum get the same answer from the Redis store as from
+// the SQL stores (SQLite here, as the reference that needs no server):
+// the same validation error naming the same field, or the same success.
+func TestBadInputSameAsSQL(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	engines := map[string]*idem.Engine{}
+	rs := newStore(t, singleClient(t))
+	db, err := idemsqlite.Open(filepath.Join(t.TempDir(), "ref.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	ss := idemsqlite.New(db)
+	require.NoError(t, ss.Migrate(ctx))
+	for name, s := range map[string]idemdriver.Store{"redis": rs, "sqlite": ss} {
+		e, err := idem.New(s, idem.WithSecret(idemtest.Secret))
+		require.NoError(t, err)
+		engines[name] = e
+	}
+	long := strings.Repeat("k", idem.MaxKeyBytes)
+	cases := []struct {
+		name, key, scope string
+		opts             []idem.RunOption
+		field            string // "" for success
+	}{
+		{"empty key", "", "s", nil, "key"},
+		{"key at the limit", long, "s", nil, ""},
+		{"key past the limit", long + "k", "s", nil, "key"},
+		{"binary key", "\x00\xff\xfe{}\r\n", "s", nil, ""},
+		{"unicode key and scope", "clé-✓-日本", "tenant:ü", nil, ""},
+		{"empty scope", "k", "", nil, "scope"},
+		{"scope past the limit", "k", strings.Repeat("s", idem.MaxScopeBytes+1), nil, "scope"},
+		{"ttl 0", "k", "s", []idem.RunOption{idem.RunTTL(0)}, "ttl"},
+		{"ttl negative", "k", "s", []idem.RunOption{idem.RunTTL(-time.Hour)}, "ttl"},
+		{"ttl beyond the maximum", "k", "s", []idem.RunOption{idem.RunTTL(idem.MaxTTL + time.Second)}, "ttl"},
+		{"ttl at the maximum", "k-max", "s", []idem.RunOption{idem.RunTTL(idem.MaxTTL)}, ""},
+		{"lease 0", "k", "s", []idem.RunOption{idem.RunLease(0)}, "lease"},
+		{"lease negative", "k", "s", []idem.RunOption{idem.RunLease(-time.Second)}, "lease"},
+	}
+	for _, c := range cases {
+		answers := map[string]string{}
+		for name, e := range engines {
+			for i := range 2 { // the second call replays a success
+				res, err := idem.Run(ctx, e, c.key, c.scope, func(context.Context) (string, error) { return fmt.Sprintf("v:%x", c.key), nil }, c.opts...)
+				if c.field == "" {
+					require.NoError(t, err, "%s on %s", c.name, name)
+					require.Equal(t, fmt.Sprintf("v:%x", c.key), res.Value)
+					require.Equal(t, i == 1, res.Replayed, "%s on %s, call %d", c.name, name, i)
+					continue
+				}
+				var ve *idem.ValidationError
+				require.ErrorAs(t, err, &ve, "%s on %s", c.name, name)
+				require.Equal(t, c.field, ve.Field, "%s on %s", c.name, name)
+				answers[name] = err.Error()
+			}
+		}
+		require.Equal(t, answers["sqlite"], answers["redis"], c.name)
 	}
 }
