@@ -20,6 +20,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idemmysql"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
+	"github.com/unstuckhq/unstuck/idem/idemredis"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/migrate"
@@ -66,6 +67,9 @@ type database struct {
 	mysqlStore  *idemmysql.Store
 	migrate     []func(context.Context) error
 	Close       func()
+
+	// redisKeys, when set (--keys), is Store and Records: see useRedisKeys.
+	redisKeys *idemredis.Store
 }
 
 // Migrate applies the engines' migrations (idempotency records, sagas,
@@ -245,6 +249,9 @@ func (d *database) sqliteDecisions() (*ops.DB[*sql.Tx], error) {
 // keyDecisions returns the console's decisions on keys of engine, whose
 // store must be d.Store.
 func (d *database) keyDecisions(engine *idem.Engine) (*ops.Keys, error) {
+	if d.redisKeys != nil {
+		return d.redisKeyDecisions(engine)
+	}
 	if d.MySQL != nil {
 		db, err := d.mysqlDecisions()
 		if err != nil {

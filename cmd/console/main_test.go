@@ -18,9 +18,10 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
+	"github.com/unstuckhq/unstuck/internal/redistest"
 )
 
-func TestMain(m *testing.M) { pgtest.RunMain(m) }
+func TestMain(m *testing.M) { pgtest.RunMain(m); redistest.Stop() }
 
 func runConsole(t *testing.T, env map[string]string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()

@@ -176,6 +176,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dbURL := dbFlag(fs, getenv, "database `URL`: postgres://…, mysql://… or sqlite:PATH (env UNSTUCK_DB)")
+	keys := keysFlag(fs, getenv)
 	addr := fs.String("addr", envOr(getenv, "UNSTUCK_ADDR", "127.0.0.1:8080"), "listen `address` (env UNSTUCK_ADDR)")
 	insecure := fs.Bool("insecure-cookies", getenv("UNSTUCK_INSECURE_COOKIES") == "true", "session cookie without Secure, for plain http on loopback only (env UNSTUCK_INSECURE_COOKIES=true)")
 	idle := fs.Duration("session-idle", 30*time.Minute, "sign out after this long without a request")
@@ -270,6 +271,9 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 	// "console migrate" as a deliberate step, and serve refuses a schema
 	// behind the binary rather than answer 500s.
 	if err := db.CheckSchema(ctx); err != nil {
+		return err
+	}
+	if err := db.useRedisKeys(ctx, *keys, log); err != nil {
 		return err
 	}
 	if !*allowDemoUsers {

@@ -24,10 +24,11 @@ import (
 	"github.com/unstuckhq/unstuck/internal/mysqltest"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
+	"github.com/unstuckhq/unstuck/internal/redistest"
 	"github.com/unstuckhq/unstuck/internal/store"
 )
 
-func TestMain(m *testing.M) { pgtest.RunMain(m) }
+func TestMain(m *testing.M) { pgtest.RunMain(m); redistest.Stop() }
 
 type bundle struct {
 	engine *idem.Engine

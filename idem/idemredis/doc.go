@@ -1,0 +1,108 @@
+// Package idemredis is the Redis driver of unstuck on go-redis v9: an
+// [idemdriver.Store], [idemdriver.Admin] and [idemdriver.Seeder] over a
+// single server (a *redis.Client, also a Sentinel failover client) or a
+// Redis Cluster (a *redis.ClusterClient).
+//
+// # Use
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+//	// or redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds})
+//	store, err := idemredis.New(ctx, rdb) // checks the server; nothing to migrate
+//	engine, err := idem.New(store, idem.WithSecret(secret))
+//
+// New refuses, with an error matching [ErrUnsupported] that says what to
+// change: Redis before 6.2; a server or proxy that does not run scripts by
+// EVALSHA (every primitive is one Lua script, which Redis runs atomically);
+// a cluster node reached by a plain client; and a maxmemory-policy other
+// than noeviction (allkeys-* and volatile-* may evict a finished record,
+// and a repeat of its key would run again) unless [WithEvictionAllowed],
+// which logs a warning instead. Keys start with [DefaultPrefix] or
+// [WithPrefix].
+//
+// # Records, fences and time
+//
+// A record is one hash, prefix{h}, where h is derived from (scope,
+// operation, key digest): the braces are a hash tag, so every key a record
+// script touches is in one slot and runs unchanged on a cluster. Every
+// primitive (reserve if absent, takeover by compare-and-swap on owner and
+// fence, complete, annotate, release, extend, settle by version, sweep of
+// one record) is one script on that hash. A repeat of a key is one
+// EVALSHA.
+//
+// Fences come from one counter (INCR), strictly increasing for every
+// record; a record's ID is the fence of its first reservation. Times are
+// the server's clock (TIME inside the script, Unix microseconds) unless
+// the params carry Now.
+//
+// Retention is native for finished records: Complete and Settle set
+// PEXPIREAT at ExpiresAt plus a grace ([DefaultExpiryGrace],
+// [WithExpiryGrace]), a backstop should no sweeper run. Processing and
+// pending records never carry an expiry: [Store.Sweep] escalates an
+// abandoned record to pending instead of dropping it.
+//
+// # Indexes, and a cluster
+//
+// The admin reads (the console's lists, counts and look-ups) use sorted
+// sets by updated_at (all records, and one per status), by lease end and
+// by retention end, and a hash from ID to record key. They live in one
+// slot of their own, prefix{prefix idx}, which in a cluster cannot be the
+// record's slot:
+//
+//   - on a single server each record script updates the indexes in the
+//     same script: record and indexes change atomically, and
+//     [Store.KeyOverview]'s counts are exact;
+//   - on a cluster a write is two steps: the record script, then an index
+//     script with the change it returned (guarded by the record's
+//     version, so that late steps do not undo newer ones). A reservation
+//     takes its fence from the counter in a round trip of its own first:
+//     a first request costs 3 round trips, a completion 2, a repeat 1.
+//     Between the two steps, and forever if the process dies between
+//     them, the index lags the record. The record is the truth: every
+//     list reads the records its index entries name and checks each; an
+//     entry whose record is gone, or has moved on and was written more
+//     than 10 s ago, is repaired by that read; a younger one is skipped
+//     (its index step is presumably in flight). Counts are exact as of
+//     the index: a record whose index step has not run is not counted
+//     yet.
+//
+// On both, a finished record that Redis expired natively keeps its index
+// entries until a read or a sweep meets them; KeyOverview then flags the
+// counts of the finished statuses not exact (they are an upper bound)
+// while any entry is past its retention plus the grace. Filters other
+// than status, stuck and key digest (scope, operation, references, key
+// hash, time range) walk the updated_at index and test each record: their
+// cost grows with the records they pass over. The index slot takes every
+// write's index step: on a cluster it is one master's load.
+//
+// # Durability
+//
+// Redis acknowledges a write once the master applied it in memory. With
+// AOF and appendfsync everysec (the usual setting) a crash of the server
+// loses up to about a second of acknowledged writes; with replication a
+// failover loses what the replica had not received. For idempotency a
+// lost write means: a lost reservation lets a repeat of the key run again
+// while the first run may still be going (no fence protects its
+// effect); a lost completion lets the key be taken over after its lease
+// and, by default, escalated to pending (it never replays a result it
+// does not have). Use appendfsync always for a single server that must
+// not lose acknowledged keys, or [WithWait] (WAIT after every write
+// that changed something: a write that fewer replicas than asked
+// acknowledged returns an error) so that a failover to an acknowledging
+// replica keeps them; the test TestFailoverKeepsAcknowledgedKeys kills a
+// master of a 3-master cluster with replicas and checks that every key
+// acknowledged under WithWait(1, …) replays. WAIT is not a consensus:
+// a replica that acknowledged may still lose the election to one that did
+// not, in rare double failures. WAITAOF (Redis 7.2) is not used.
+//
+// # Not offered
+//
+// The store is not an [idemdriver.TxStore]: Redis cannot share a
+// transaction with the application's SQL writes, so the HTTP
+// middleware's transactional mode refuses it when it is built. An
+// operator's decision on a Redis key and its audit entry in SQL cannot be
+// one transaction either: the console (console serve --keys) records the
+// intent in its audit trail, applies the decision by [Store.Settle]'s
+// compare-and-swap on the record's version, records the outcome, and at
+// start-up gives every intent left without an outcome one from the
+// record's state (see the README's "Stores").
+package idemredis

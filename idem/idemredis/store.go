@@ -1,0 +1,628 @@
+package idemredis
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
+)
+
+// DefaultPrefix is the prefix of every key the store writes unless
+// [WithPrefix] sets another.
+const DefaultPrefix = "unstuck:"
+
+// DefaultExpiryGrace is how long after its retention ends a finished
+// record is removed by Redis itself when no sweep removed it first (see
+// [WithExpiryGrace]).
+const DefaultExpiryGrace = 24 * time.Hour
+
+// ErrUnsupported is matched (errors.Is) by the error of [New] for a
+// server or configuration the store cannot run on safely.
+var ErrUnsupported = errors.New("idemredis: unsupported server or configuration")
+
+// Store is the Redis driver: an [idemdriver.Store], [idemdriver.Admin] and
+// [idemdriver.Seeder] over a go-redis client. It is safe for concurrent
+// use. It is not an [idemdriver.TxStore]: Redis has no transaction to
+// share with the application's SQL writes.
+type Store struct {
+	c         redis.UniversalClient
+	prefix    string
+	cluster   bool
+	grace     time.Duration // 0: no native expiry
+	graceSet  bool
+	eviction  bool // allow an evicting maxmemory-policy, with a warning
+	logger    *slog.Logger
+	waitN     int
+	waitT     time.Duration
+	idxKeys   []string
+	repairAge time.Duration
+}
+
+// Option configures [New].
+type Option func(*Store)
+
+// WithPrefix sets the prefix of every key the store writes (DefaultPrefix
+// when unset). It must not contain '{' or '}': the store adds hash tags of
+// its own after it.
+func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
+
+// WithExpiryGrace sets how long after a finished record's retention
+// (Record.ExpiresAt) Redis removes it by itself, with PEXPIREAT, should no
+// Sweep have removed it first: a backstop that bounds memory when no
+// sweeper runs. 0 turns native expiry off (only Sweep removes records).
+// Processing and pending records never carry a native expiry: Sweep
+// escalates an abandoned record instead of removing it.
+func WithExpiryGrace(d time.Duration) Option {
+	return func(s *Store) { s.grace, s.graceSet = max(d, 0), true }
+}
+
+// WithEvictionAllowed lets [New] accept a maxmemory-policy other than
+// noeviction, logging a warning instead of refusing: Redis may then drop a
+// finished record under memory pressure, and a repeat of its key runs
+// again.
+func WithEvictionAllowed() Option { return func(s *Store) { s.eviction = true } }
+
+// WithLogger sets where start-up warnings go (slog.Default when unset).
+func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.logger = l } }
+
+// WithWait makes every write wait, with WAIT, until replicas replicas
+// acknowledged it, or timeout passed; a write that reached fewer returns
+// an error (the write itself stands). Without it a write is acknowledged
+// once the master applied it, and a failover may lose it: see the package
+// documentation.
+func WithWait(replicas int, timeout time.Duration) Option {
+	return func(s *Store) { s.waitN, s.waitT = replicas, timeout }
+}
+
+// New returns a store on c, after checking that the server can run it:
+// Redis 6.2 or later, scripts run by EVALSHA (a proxy that refuses them is
+// refused), a maxmemory-policy of noeviction (others are refused unless
+// [WithEvictionAllowed]) on every master, and a client of the right kind
+// (a *redis.ClusterClient for a cluster). The error of a refusal matches
+// [ErrUnsupported] and says what to change. New makes a few round trips;
+// call it once at start-up.
+func New(ctx context.Context, c redis.UniversalClient, opts ...Option) (*Store, error) {
+	s := &Store{c: c, prefix: DefaultPrefix, grace: DefaultExpiryGrace, logger: slog.Default(), repairAge: 10 * time.Second}
+	for _, o := range opts {
+		o(s)
+	}
+	if strings.ContainsAny(s.prefix, "{}") {
+		return nil, fmt.Errorf("idemredis: prefix %q: must not contain '{' or '}'", s.prefix)
+	}
+	_, s.cluster = c.(*redis.ClusterClient)
+	tag := s.prefix + "{" + s.prefix + "idx}:"
+	s.idxKeys = []string{tag + "n", tag + "k", tag + "v", tag + "u", tag + "l", tag + "e"}
+	for _, st := range idemdriver.Statuses {
+		s.idxKeys = append(s.idxKeys, tag+"u:"+string(st))
+	}
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// check is the start-up check of New.
+func (s *Store) check(ctx context.Context) error {
+	each := func(fn func(ctx context.Context, c *redis.Client) error) error {
+		switch c := s.c.(type) {
+		case *redis.ClusterClient:
+			return c.ForEachMaster(ctx, fn)
+		case *redis.Client:
+			return fn(ctx, c)
+		default:
+			return fmt.Errorf("%w: client %T: use a *redis.Client or *redis.ClusterClient", ErrUnsupported, s.c)
+		}
+	}
+	return each(func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "server", "memory", "cluster").Result()
+		if err != nil {
+			return fmt.Errorf("idemredis: INFO on %s: %w", c.Options().Addr, err)
+		}
+		fields := parseInfo(info)
+		if v := fields["redis_version"]; !atLeast(v, 6, 2) {
+			return fmt.Errorf("%w: %s runs Redis %q; the store needs 6.2 or later", ErrUnsupported, c.Options().Addr, v)
+		}
+		if fields["cluster_enabled"] == "1" && !s.cluster {
+			return fmt.Errorf("%w: %s is a cluster node: connect with redis.NewClusterClient", ErrUnsupported, c.Options().Addr)
+		}
+		if p := fields["maxmemory_policy"]; p != "" && p != "noeviction" {
+			msg := fmt.Sprintf("%s has maxmemory-policy %s: Redis may evict idempotency records under memory pressure, and a repeat of an evicted key runs again; set maxmemory-policy noeviction", c.Options().Addr, p)
+			if !s.eviction {
+				return fmt.Errorf("%w: %s (or pass idemredis.WithEvictionAllowed to accept it)", ErrUnsupported, msg)
+			}
+			s.logger.Warn("idemredis: " + msg)
+		}
+		probe := redis.NewScript(`return ARGV[1]`)
+		if err := probe.Load(ctx, c).Err(); err != nil {
+			return fmt.Errorf("%w: SCRIPT LOAD on %s: %v: the store runs every primitive as one Lua script", ErrUnsupported, c.Options().Addr, err)
+		}
+		got, err := probe.EvalSha(ctx, c, nil, "ok").Text()
+		if err != nil || got != "ok" {
+			return fmt.Errorf("%w: EVALSHA on %s: %v (reply %q): the store needs scripts run atomically by EVALSHA", ErrUnsupported, c.Options().Addr, err, got)
+		}
+		return nil
+	})
+}
+
+// parseInfo parses the text of INFO into its fields.
+func parseInfo(s string) map[string]string {
+	out := map[string]string{}
+	for line := range strings.SplitSeq(s, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// atLeast reports whether version v is at least major.minor.
+func atLeast(v string, major, minor int) bool {
+	parts := strings.Split(v, ".")
+	if len(parts) < 2 {
+		return false
+	}
+	a, err1 := strconv.Atoi(parts[0])
+	b, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return a > major || (a == major && b >= minor)
+}
+
+// Prefix returns the prefix of the store's keys.
+func (s *Store) Prefix() string { return s.prefix }
+
+// Cluster reports whether the store runs on a Redis Cluster, where a write
+// and its index change are two steps (see the package documentation).
+func (s *Store) Cluster() bool { return s.cluster }
+
+// recordKey is the key of the record of id: the prefix and a hash tag of
+// the ident's SHA-256, so that every key of one record is in one slot.
+func (s *Store) recordKey(id idemdriver.Ident) string {
+	h := sha256.New()
+	for _, part := range []string{id.Scope, id.Operation, id.KeyDigest} {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+		h.Write(n[:])
+		h.Write([]byte(part))
+	}
+	return s.prefix + "{" + hex.EncodeToString(h.Sum(nil)[:16]) + "}"
+}
+
+// run runs the record script sc on rk with args, and its index change:
+// in the same script on a single server, as a second script on the index
+// slot on a cluster. It returns the script's answer.
+func (s *Store) run(ctx context.Context, sc scriptPair, rk string, args ...any) ([]any, error) {
+	if !s.cluster {
+		res, err := s.eval(ctx, sc.single, append([]string{rk}, s.idxKeys...), args...)
+		if err != nil {
+			return nil, err
+		}
+		out, ok := res.([]any)
+		if !ok {
+			return nil, fmt.Errorf("unexpected script reply %T", res)
+		}
+		return out, nil
+	}
+	res, err := s.eval(ctx, sc.cluster, []string{rk}, args...)
+	if err != nil {
+		return nil, err
+	}
+	pair, ok := res.([]any)
+	if !ok || len(pair) < 1 {
+		return nil, fmt.Errorf("unexpected script reply %v", res)
+	}
+	out, ok := pair[0].([]any)
+	if !ok {
+		return nil, fmt.Errorf("unexpected script reply %v", res)
+	}
+	if len(pair) > 1 && pair[1] != nil {
+		chg, _ := pair[1].([]any)
+		if err := s.index(ctx, chg...); err != nil {
+			return nil, fmt.Errorf("index: %w (the record is written; a read repairs its index entry)", err)
+		}
+	}
+	return out, nil
+}
+
+// index applies one index change on a cluster.
+func (s *Store) index(ctx context.Context, chg ...any) error {
+	_, err := s.eval(ctx, scriptIndex, s.idxKeys, chg...)
+	return err
+}
+
+// eval runs sc by EVALSHA (loading it on NOSCRIPT). When the store was
+// built WithWait, a script that wrote is followed by WAIT on the same
+// connection; one that changed nothing is not waited for.
+func (s *Store) eval(ctx context.Context, sc *redis.Script, keys []string, args ...any) (any, error) {
+	if s.waitN <= 0 {
+		return sc.Run(ctx, s.c, keys, args...).Result()
+	}
+	var node *redis.Client
+	switch c := s.c.(type) {
+	case *redis.ClusterClient:
+		m, err := c.MasterForKey(ctx, keys[0])
+		if err != nil {
+			return nil, err
+		}
+		node = m
+	case *redis.Client:
+		node = c
+	default:
+		return nil, fmt.Errorf("%w: WithWait needs a *redis.Client or *redis.ClusterClient, not %T", ErrUnsupported, s.c)
+	}
+	conn := node.Conn()
+	defer conn.Close()
+	res, err := sc.Run(ctx, conn, keys, args...).Result()
+	if err != nil {
+		var rerr redis.Error
+		if cc, ok := s.c.(*redis.ClusterClient); ok && !errors.As(err, &rerr) {
+			// The node is unreachable (a failover?): the cluster
+			// client, which routed nothing here, learns the new map.
+			cc.ReloadState(ctx)
+		}
+		return nil, err
+	}
+	if !wrote(res) {
+		return res, nil
+	}
+	if n, err := conn.Wait(ctx, s.waitN, s.waitT).Result(); err != nil || n < int64(s.waitN) {
+		return nil, fmt.Errorf("WAIT: %d of %d replicas acknowledged the write within %s (%v); it stands on the master and may be lost in a failover", n, s.waitN, s.waitT, err)
+	}
+	return res, nil
+}
+
+// wrote reports whether a script's reply may follow a write: not for an
+// answer that found nothing to change (code 0, a refusal or an existing
+// record; 2, a request for a fence; 3, an existing record read lean),
+// whose WAIT result is moot.
+func wrote(v any) bool {
+	out, _ := v.([]any)
+	if len(out) > 0 {
+		if inner, ok := out[0].([]any); ok {
+			out = inner
+		}
+	}
+	if len(out) > 0 {
+		if n, ok := out[0].(int64); ok && (n == 0 || n == 2 || n == 3) {
+			return false
+		}
+		if _, ok := out[0].(string); ok {
+			return false // Get: {now, fields}
+		}
+	}
+	return true
+}
+
+// now returns the µs argument of a script for a params' Now: "" for the
+// server's clock.
+func nowArg(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(t.UnixMicro(), 10)
+}
+
+func us(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) }
+
+func (s *Store) graceArg() string {
+	if s.grace <= 0 {
+		return ""
+	}
+	return us(s.grace)
+}
+
+// checkIdent refuses an ident with an empty part, as the SQL stores'
+// constraints do.
+func checkIdent(id idemdriver.Ident) error {
+	switch {
+	case id.Scope == "":
+		return errors.New("empty scope")
+	case id.Operation == "":
+		return errors.New("empty operation")
+	case id.KeyDigest == "":
+		return errors.New("empty key digest")
+	}
+	return nil
+}
+
+func wrap(op string, err error) error {
+	if errors.Is(err, idemdriver.ErrFenced) || errors.Is(err, idemdriver.ErrStale) {
+		return fmt.Errorf("idemredis: %s: %w", op, err)
+	}
+	return fmt.Errorf("idemredis: %s: %w", op, err)
+}
+
+// Reserve implements [idemdriver.Store.Reserve] in one script: it returns
+// the existing record, or creates it with the next fence (its ID is that
+// fence). On a cluster a creation takes the fence from the counter first,
+// a second round trip, and the index change a third (see the package
+// documentation). With p.Lean an existing record is read with its
+// idemdriver.LeanFields only (one HMGET).
+func (s *Store) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
+	if err := checkIdent(p.Ident); err != nil {
+		return idemdriver.Record{}, false, wrap("reserve", err)
+	}
+	rk := s.recordKey(p.Ident)
+	fence, lean := "", "0"
+	if p.Lean {
+		lean = "1"
+	}
+	for {
+		out, err := s.run(ctx, scriptReserve, rk, nowArg(p.Now), us(p.Lease), us(p.TTL),
+			p.Scope, p.Operation, p.KeyDigest, p.KeyHash, p.Fingerprint, p.Owner, fence, lean, p.TraceID)
+		if err != nil {
+			return idemdriver.Record{}, false, wrap("reserve", err)
+		}
+		switch code(out) {
+		case 3:
+			rec, err := decodeLean(p.Ident, out[2], out[1])
+			if err != nil {
+				return idemdriver.Record{}, false, wrap("reserve", err)
+			}
+			return rec, false, nil
+		case 0:
+			rec, err := decodeAt(out[2], out[1])
+			if err != nil {
+				return idemdriver.Record{}, false, wrap("reserve", err)
+			}
+			return rec, false, nil
+		case 2:
+			if fence != "" {
+				return idemdriver.Record{}, false, wrap("reserve", errors.New("the script asked for a fence twice"))
+			}
+			n, err := s.c.Incr(ctx, s.idxKeys[ixCounter]).Result()
+			if err != nil {
+				return idemdriver.Record{}, false, wrap("reserve: next fence", err)
+			}
+			fence = strconv.FormatInt(n, 10)
+			continue
+		}
+		at, id := micros(str(out[1])), atoi(str(out[2]))
+		return idemdriver.Record{ID: id, Ident: p.Ident, KeyHash: p.KeyHash, TraceID: p.TraceID, Fingerprint: p.Fingerprint,
+			Status: idemdriver.StatusProcessing, Owner: idemdriver.Owner{Token: p.Owner, Fence: id},
+			LeaseExpiresAt: at.Add(trunc(p.Lease)), Attempts: 1, Version: 1, CreatedAt: at, UpdatedAt: at,
+			ExpiresAt: at.Add(trunc(max(p.TTL, p.Lease))), ReadAt: at}, true, nil
+	}
+}
+
+// trunc truncates d to the microseconds the store keeps.
+func trunc(d time.Duration) time.Duration { return d.Truncate(time.Microsecond) }
+
+// Takeover implements [idemdriver.Store.Takeover] in one script. On a
+// cluster a takeover that passes the check takes its fence from the
+// counter and runs the script again, so a takeover lost to a concurrent
+// one burns a fence.
+func (s *Store) Takeover(ctx context.Context, p idemdriver.TakeoverParams) (idemdriver.Record, error) {
+	rk := s.recordKey(p.Ident)
+	fresh := "0"
+	if p.Fresh {
+		fresh = "1"
+	}
+	fence := ""
+	for {
+		out, err := s.run(ctx, scriptTakeover, rk, nowArg(p.Now), p.Seen.Token, strconv.FormatInt(p.Seen.Fence, 10),
+			p.NewOwner, us(p.Lease), fresh, p.Fingerprint, us(p.TTL), fence, p.TraceID)
+		if err != nil {
+			return idemdriver.Record{}, wrap("takeover", err)
+		}
+		switch code(out) {
+		case 0:
+			return idemdriver.Record{}, wrap("takeover", idemdriver.ErrFenced)
+		case 2:
+			if fence != "" {
+				return idemdriver.Record{}, wrap("takeover", errors.New("the script asked for a fence twice"))
+			}
+			n, err := s.c.Incr(ctx, s.idxKeys[ixCounter]).Result()
+			if err != nil {
+				return idemdriver.Record{}, wrap("takeover: next fence", err)
+			}
+			fence = strconv.FormatInt(n, 10)
+			continue
+		}
+		rec, err := decodeAt(out[2], out[1])
+		if err != nil {
+			return idemdriver.Record{}, wrap("takeover", err)
+		}
+		return rec, nil
+	}
+}
+
+// Complete implements [idemdriver.Store.Complete]. A completed, failed or
+// unavailable record gets a native expiry at ExpiresAt plus the expiry
+// grace (see [WithExpiryGrace]).
+func (s *Store) Complete(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, c idemdriver.Completion) error {
+	if !c.Status.Valid() || c.Status == idemdriver.StatusProcessing {
+		return wrap("complete", fmt.Errorf("status %q is not a final status", c.Status))
+	}
+	has := "0"
+	if c.Result != nil {
+		has = "1"
+	}
+	out, err := s.run(ctx, scriptComplete, s.recordKey(id), nowArg(c.Now), o.Token, strconv.FormatInt(o.Fence, 10),
+		string(c.Status), has, c.Result, strconv.Itoa(c.ResponseCode), c.LastError, s.graceArg())
+	return casErr("complete", out, err, idemdriver.ErrFenced)
+}
+
+// Annotate implements [idemdriver.Store.Annotate].
+func (s *Store) Annotate(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, a idemdriver.Annotation) error {
+	ids := []byte("[]")
+	if len(a.ResourceIDs) > 0 {
+		var err error
+		if ids, err = json.Marshal(a.ResourceIDs); err != nil {
+			return wrap("annotate", err)
+		}
+	}
+	out, err := s.run(ctx, scriptAnnotate, s.recordKey(id), nowArg(a.Now), o.Token, strconv.FormatInt(o.Fence, 10),
+		a.CorrelationID, a.ExternalRef, string(ids))
+	return casErr("annotate", out, err, idemdriver.ErrFenced)
+}
+
+// Release implements [idemdriver.Store.Release].
+func (s *Store) Release(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner) error {
+	out, err := s.run(ctx, scriptRelease, s.recordKey(id), o.Token, strconv.FormatInt(o.Fence, 10))
+	return casErr("release", out, err, idemdriver.ErrFenced)
+}
+
+// Extend implements [idemdriver.Store.Extend].
+func (s *Store) Extend(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, lease time.Duration, now time.Time) (time.Time, error) {
+	out, err := s.run(ctx, scriptExtend, s.recordKey(id), nowArg(now), o.Token, strconv.FormatInt(o.Fence, 10), us(lease))
+	if err := casErr("extend", out, err, idemdriver.ErrFenced); err != nil {
+		return time.Time{}, err
+	}
+	return micros(str(out[1])), nil
+}
+
+// Get implements [idemdriver.Store.Get]; ReadAt is the server's clock.
+func (s *Store) Get(ctx context.Context, id idemdriver.Ident) (idemdriver.Record, bool, error) {
+	out, err := s.run(ctx, scriptGet, s.recordKey(id), "")
+	if err != nil {
+		return idemdriver.Record{}, false, wrap("get", err)
+	}
+	if fields, _ := out[1].([]any); len(fields) == 0 {
+		return idemdriver.Record{}, false, nil
+	}
+	rec, err := decodeAt(out[1], out[0])
+	if err != nil {
+		return idemdriver.Record{}, false, wrap("get", err)
+	}
+	return rec, true, nil
+}
+
+// Delete implements [idemdriver.Store.Delete].
+func (s *Store) Delete(ctx context.Context, id idemdriver.Ident) (bool, error) {
+	out, err := s.run(ctx, scriptDelete, s.recordKey(id))
+	if err != nil {
+		return false, wrap("delete", err)
+	}
+	return code(out) == 1, nil
+}
+
+// Settle implements [idemdriver.Store.Settle].
+func (s *Store) Settle(ctx context.Context, id idemdriver.Ident, st idemdriver.Settlement) (idemdriver.Record, bool, error) {
+	del := "0"
+	if st.Delete {
+		del = "1"
+	} else if !st.Status.Terminal() {
+		return idemdriver.Record{}, false, wrap("settle", fmt.Errorf("status %q is not a terminal status", st.Status))
+	}
+	out, err := s.run(ctx, scriptSettle, s.recordKey(id), nowArg(st.Now), strconv.FormatInt(st.Version, 10), del,
+		string(st.Status), st.ExternalRef, st.LastError, s.graceArg())
+	if err := casErr("settle", out, err, idemdriver.ErrStale); err != nil {
+		if errors.Is(err, idemdriver.ErrStale) {
+			return idemdriver.Record{}, false, idemdriver.ErrStale
+		}
+		return idemdriver.Record{}, false, err
+	}
+	if st.Delete {
+		return idemdriver.Record{}, false, nil
+	}
+	rec, err := decodeAt(out[2], out[1])
+	if err != nil {
+		return idemdriver.Record{}, false, wrap("settle", err)
+	}
+	return rec, true, nil
+}
+
+// casErr turns the answer of a compare-and-swap script into an error:
+// refused when its code is 0.
+func casErr(op string, out []any, err error, refused error) error {
+	if err != nil {
+		return wrap(op, err)
+	}
+	if code(out) != 1 {
+		return wrap(op, refused)
+	}
+	return nil
+}
+
+func code(out []any) int64 {
+	if len(out) == 0 {
+		return -1
+	}
+	n, _ := out[0].(int64)
+	return n
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+func atoi(s string) int64 {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
+}
+
+// micros parses stored Unix microseconds into a UTC time.
+func micros(s string) time.Time { return time.UnixMicro(atoi(s)).UTC() }
+
+// decodeAt decodes the HGETALL reply fields of a record, read at the µs
+// time readAt.
+func decodeAt(fields, readAt any) (idemdriver.Record, error) {
+	list, _ := fields.([]any)
+	m := make(map[string]string, len(list)/2)
+	for i := 0; i+1 < len(list); i += 2 {
+		m[str(list[i])] = str(list[i+1])
+	}
+	return decodeMap(m, micros(str(readAt)))
+}
+
+// decodeLean decodes the lean values of an existing record of ident id
+// (id, fp, st, res, tok, fen, lease, ca, ea; nil when absent), read at
+// the µs time readAt.
+func decodeLean(id idemdriver.Ident, vals, readAt any) (idemdriver.Record, error) {
+	v, _ := vals.([]any)
+	if len(v) != 9 {
+		return idemdriver.Record{}, fmt.Errorf("lean record: %d values, want 9", len(v))
+	}
+	rec := idemdriver.Record{ID: atoi(str(v[0])), Ident: id, Fingerprint: str(v[1]), Status: idemdriver.Status(str(v[2])),
+		Owner: idemdriver.Owner{Token: str(v[4]), Fence: atoi(str(v[5]))}, CreatedAt: micros(str(v[7])), ExpiresAt: micros(str(v[8])),
+		ReadAt: micros(str(readAt))}
+	if !rec.Status.Valid() {
+		return idemdriver.Record{}, fmt.Errorf("record %d: unknown status %q", rec.ID, str(v[2]))
+	}
+	if r, ok := v[3].(string); ok {
+		rec.Result = []byte(r)
+	}
+	if l, ok := v[6].(string); ok {
+		rec.LeaseExpiresAt = micros(l)
+	}
+	return rec, nil
+}
+
+// decodeMap decodes a record's hash.
+func decodeMap(m map[string]string, readAt time.Time) (idemdriver.Record, error) {
+	rec := idemdriver.Record{ID: atoi(m["id"]), Ident: idemdriver.Ident{Scope: m["s"], Operation: m["o"], KeyDigest: m["d"]},
+		KeyHash: m["kh"], TraceID: m["tr"], Fingerprint: m["fp"], Status: idemdriver.Status(m["st"]), ResponseCode: int(atoi(m["rc"])),
+		CorrelationID: m["cid"], ExternalRef: m["ext"], LastError: m["err"],
+		Owner:    idemdriver.Owner{Token: m["tok"], Fence: atoi(m["fen"])},
+		Attempts: int(atoi(m["att"])), Version: atoi(m["ver"]),
+		CreatedAt: micros(m["ca"]), UpdatedAt: micros(m["ua"]), ExpiresAt: micros(m["ea"]), ReadAt: readAt}
+	if !rec.Status.Valid() {
+		return idemdriver.Record{}, fmt.Errorf("record %d: unknown status %q", rec.ID, m["st"])
+	}
+	if r, ok := m["res"]; ok {
+		rec.Result = []byte(r)
+	}
+	if l, ok := m["lease"]; ok {
+		rec.LeaseExpiresAt = micros(l)
+	}
+	if ids := m["rids"]; ids != "" && ids != "[]" {
+		if err := json.Unmarshal([]byte(ids), &rec.ResourceIDs); err != nil || rec.ResourceIDs == nil {
+			return idemdriver.Record{}, fmt.Errorf("record %d: resource ids are not a JSON array: %v", rec.ID, err)
+		}
+	}
+	return rec, nil
+}
