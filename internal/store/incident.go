@@ -44,7 +44,7 @@ type TrendPoint struct {
 // IncidentGroup is one incident group as the snapshots keep it.
 type IncidentGroup struct {
 	// Key is the group's identity (incident.Fields.Key).
-	Key                                                   string
+	Key                                                  string
 	Kind, State, Operation, Step, Class, Message, System string
 	// Sample is one member's own message, not normalized.
 	Sample string
