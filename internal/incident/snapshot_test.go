@@ -82,8 +82,8 @@ func seed(t *testing.T, b testBundle) {
 		rec("POST /payments", idemdriver.StatusPending, "provider timed out after 12s", 0, time.Time{}),
 		rec("POST /payments", idemdriver.StatusFailed, "", 402, time.Time{}),
 		rec("job:sync", idemdriver.StatusProcessing, "", 0, now.Add(time.Minute)),            // stuck
-		rec("job:export", idemdriver.StatusProcessing, "", 0, time.Now().Add(24*time.Hour)), // live lease: none
-		rec("POST /orders", idemdriver.StatusCompleted, "", 201, time.Time{}),               // none
+		rec("job:export", idemdriver.StatusProcessing, "", 0, time.Now().Add(24*time.Hour)),  // live lease: none
+		rec("POST /orders", idemdriver.StatusCompleted, "", 201, time.Time{}),                // none
 		rec("console POST /keys/{id}/forget", idemdriver.StatusPending, "x", 0, time.Time{}), // the console's own: none
 	)
 	require.NoError(t, b.seeder.SeedRecords(t.Context(), recs))
@@ -136,8 +136,12 @@ func TestSnapshotterK14(t *testing.T) {
 			{"key", "stuck", "job:sync", "", "processing past its lease: its owner is presumably gone", "", 1},
 			{"operation", "review_required", "signup", "workspace", "workspace: quota exceeded", "workspace-api", 1},
 		}
-		slices.SortFunc(got, func(a, b row) int { return cmpRow(a.count, b.count, a.kind+a.state+a.op+a.msg, b.kind+b.state+b.op+b.msg) })
-		slices.SortFunc(want, func(a, b row) int { return cmpRow(a.count, b.count, a.kind+a.state+a.op+a.msg, b.kind+b.state+b.op+b.msg) })
+		slices.SortFunc(got, func(a, b row) int {
+			return cmpRow(a.count, b.count, a.kind+a.state+a.op+a.msg, b.kind+b.state+b.op+b.msg)
+		})
+		slices.SortFunc(want, func(a, b row) int {
+			return cmpRow(a.count, b.count, a.kind+a.state+a.op+a.msg, b.kind+b.state+b.op+b.msg)
+		})
 		require.Equal(t, want, got)
 
 		trends, err := b.db.Trends(t.Context(), clock.Now().Add(-time.Hour), time.Minute, false)
