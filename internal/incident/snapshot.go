@@ -272,7 +272,9 @@ func (s *Snapshotter) operationGroups(ctx context.Context, acc *accumulator) err
 // reading one operation per (type, step) with its steps: a type's steps
 // and their systems come from its definition.
 type SystemCache struct {
-	Ops  sagadriver.Admin
+	Ops interface {
+		ReadOperation(ctx context.Context, id string, maxEvents int) (sagadriver.OperationDetail, error)
+	}
 	seen map[[2]string]string
 }
 

@@ -367,3 +367,35 @@ func (d *DB) LastSnapshot(ctx context.Context) (at time.Time, ok bool, err error
 	}
 	return time.Unix(v.Int64, 0).UTC(), true, nil
 }
+
+// IncidentTotal sums the current groups of one kind.
+type IncidentTotal struct {
+	Kind   string
+	Groups int64
+	Items  int64
+	// Exact is false when some group's count is a lower bound.
+	Exact bool
+}
+
+// IncidentTotals returns the number of current groups and their items per
+// kind (kinds without a group are absent).
+func (d *DB) IncidentTotals(ctx context.Context) ([]IncidentTotal, error) {
+	var out []IncidentTotal
+	err := bulkConn{d}.each(ctx, `SELECT kind, count(*), CAST(sum(count) AS BIGINT), CAST(sum(CASE WHEN exact THEN 0 ELSE 1 END) AS BIGINT)
+FROM unstuck_console_incident WHERE count > 0 GROUP BY kind ORDER BY kind`, nil, func(scan func(...any) error) error {
+		var (
+			t       IncidentTotal
+			inexact int64
+		)
+		if err := scan(&t.Kind, &t.Groups, &t.Items, &inexact); err != nil {
+			return err
+		}
+		t.Exact = inexact == 0
+		out = append(out, t)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: incident totals: %w", err)
+	}
+	return out, nil
+}
