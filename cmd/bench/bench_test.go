@@ -100,7 +100,7 @@ func TestSeedAndMeasure(t *testing.T) {
 	out.Reset()
 	pages, err := measurePages(ctx, dbURL, pagesConfig{Rounds: 2, N: 1, Out: &out})
 	require.NoError(t, err)
-	require.Len(t, pages, 3)
+	require.Len(t, pages, 4)
 	for _, p := range pages {
 		require.Len(t, p.rate, 2, p.row.name)
 		require.Positive(t, p.rate[0], p.row.name)

@@ -216,7 +216,7 @@ func serveConsole(ctx context.Context, pool *pgxpool.Pool, db readers, log io.Wr
 	if log == nil {
 		log = io.Discard
 	}
-	h := web.NewHandler(web.Config{Store: db.DB, Records: db.keys, Sagas: db.sagas, Engine: engine, Enforcer: enf, Static: static,
+	h := web.NewHandler(web.Config{Store: db.DB, Records: db.keys, Sagas: db.sagas, Engine: engine, Enforcer: enf, Static: static, Incidents: db.DB,
 		Sessions: web.NewSessionManager(db.SessionStore(), 30*time.Minute, 12*time.Hour, false),
 		Log:      slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -399,3 +399,71 @@ FROM unstuck_console_incident WHERE count > 0 GROUP BY kind ORDER BY kind`, nil,
 	}
 	return out, nil
 }
+
+// TrendRow is one stored count of the trend table, for [DB.ImportTrends].
+type TrendRow struct {
+	// Hourly is true for an hourly count, false for a minute's.
+	Hourly bool
+	// At is the start of the minute or hour (truncated to it).
+	At    time.Time
+	Kind  string
+	State string
+	Count int64
+	Exact bool
+}
+
+// ImportTrends loads past counts as given, for benchmarks and imports:
+// rows whose (resolution, At, Kind, State) exist already are skipped. It
+// bypasses the snapshotter and its retention.
+func (d *DB) ImportTrends(ctx context.Context, rows []TrendRow) error {
+	res := func(r TrendRow) (string, int64) {
+		if r.Hourly {
+			return "h", r.At.Unix() - r.At.Unix()%3600
+		}
+		return "m", r.At.Unix() - r.At.Unix()%60
+	}
+	if d.dialect == DialectPostgres {
+		tx, err := d.pool.Begin(ctx)
+		if err != nil {
+			return fmt.Errorf("store: import trends: %w", err)
+		}
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+		if _, err := tx.Exec(ctx, `CREATE TEMP TABLE trend_import (LIKE unstuck_console_trend) ON COMMIT DROP`); err != nil {
+			return fmt.Errorf("store: import trends: %w", err)
+		}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"trend_import"}, []string{"res", "at", "kind", "state", "count", "exact"},
+			pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
+				r, at := res(rows[i])
+				return []any{r, at, rows[i].Kind, rows[i].State, rows[i].Count, rows[i].Exact}, nil
+			})); err != nil {
+			return fmt.Errorf("store: import trends: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO unstuck_console_trend SELECT * FROM trend_import ON CONFLICT DO NOTHING`); err != nil {
+			return fmt.Errorf("store: import trends: %w", err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return fmt.Errorf("store: import trends: %w", err)
+		}
+		return nil
+	}
+	tx, err := d.sqlite.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: import trends: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	for _, r := range rows {
+		rs, at := res(r)
+		exact := int64(0)
+		if r.Exact {
+			exact = 1
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO unstuck_console_trend (res, at, kind, state, count, exact) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT DO NOTHING`, rs, at, r.Kind, r.State, r.Count, exact); err != nil {
+			return fmt.Errorf("store: import trends: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: import trends: %w", err)
+	}
+	return nil
+}

@@ -145,3 +145,23 @@ func TestSnapshotRaceK15(t *testing.T) {
 		require.Equal(t, int64(7), list[0].Count)
 	})
 }
+
+// ImportTrends loads past counts that the trend reads return, and skips
+// what is there.
+func TestImportTrends(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, b testBundle) {
+		at := time.Date(2026, 11, 30, 10, 7, 0, 0, time.UTC)
+		rows := []TrendRow{{At: at, Kind: "key", State: "failed", Count: 5, Exact: true},
+			{Hourly: true, At: at.Truncate(time.Hour), Kind: "key", State: "failed", Count: 9}}
+		require.NoError(t, b.db.ImportTrends(t.Context(), rows))
+		rows[0].Count = 6
+		require.NoError(t, b.db.ImportTrends(t.Context(), rows), "again: skipped")
+		mins, err := b.db.Trends(t.Context(), at.Add(-time.Hour), time.Minute, false)
+		require.NoError(t, err)
+		require.Equal(t, []TrendSample{{Kind: "key", State: "failed", At: at, Count: 5}}, mins)
+		hours, err := b.db.Trends(t.Context(), at.Add(-time.Hour), time.Hour, true)
+		require.NoError(t, err)
+		require.Equal(t, []TrendSample{{Kind: "key", State: "failed", At: at.Truncate(time.Hour), Count: 9}}, hours)
+	})
+}
