@@ -187,18 +187,23 @@ func handleIncidentItems(st IncidentStore, keys idemdriver.Admin, sagas operatio
 // errEnough stops an item search.
 var errEnough = errors.New("enough items")
 
-func keyItems(ctx context.Context, keys idemdriver.Admin, g store.IncidentGroup) (items []idemdriver.Record, scanned int, capped bool, err error) {
-	f := incident.KeyStateFilter(g.State)
-	f.Operation = g.Operation
-	err = keys.EachKey(ctx, f, idemdriver.MaxLimit, func(recs []idemdriver.Record) error {
-		for _, rec := range recs {
+// scanItems runs iterate (an EachKey or EachOperation) and keeps the
+// records match accepts, reading at most maxItemScan and keeping at most
+// maxItems; capped tells that it stopped early.
+func scanItems[T any](iterate func(fn func([]T) error) error, match func(T) (bool, error)) (items []T, scanned int, capped bool, err error) {
+	err = iterate(func(batch []T) error {
+		for _, x := range batch {
 			if scanned >= maxItemScan {
 				capped = true
 				return errEnough
 			}
 			scanned++
-			if fl, ok := incident.KeyFields(rec); ok && fl.Key() == g.Key {
-				items = append(items, rec)
+			ok, err := match(x)
+			if err != nil {
+				return err
+			}
+			if ok {
+				items = append(items, x)
 				if len(items) >= maxItems {
 					capped = true
 					return errEnough
@@ -213,40 +218,36 @@ func keyItems(ctx context.Context, keys idemdriver.Admin, g store.IncidentGroup)
 	return items, scanned, capped, err
 }
 
-func operationItems(ctx context.Context, sagas operationIterator, g store.IncidentGroup) (items []saga.Operation, scanned int, capped bool, err error) {
+func keyItems(ctx context.Context, keys idemdriver.Admin, g store.IncidentGroup) ([]idemdriver.Record, int, bool, error) {
+	f := incident.KeyStateFilter(g.State)
+	f.Operation = g.Operation
+	return scanItems(func(fn func([]idemdriver.Record) error) error { return keys.EachKey(ctx, f, idemdriver.MaxLimit, fn) },
+		func(rec idemdriver.Record) (bool, error) {
+			fl, ok := incident.KeyFields(rec)
+			return ok && fl.Key() == g.Key, nil
+		})
+}
+
+func operationItems(ctx context.Context, sagas operationIterator, g store.IncidentGroup) ([]saga.Operation, int, bool, error) {
 	if sagas == nil {
 		return nil, 0, false, nil
 	}
 	systems := incident.SystemCache{Ops: sagas}
-	err = sagas.EachOperation(ctx, sagadriver.OperationFilter{Status: sagadriver.Status(g.State), Type: g.Operation}, sagadriver.MaxLimit,
-		func(ops []sagadriver.Operation) error {
-			for _, op := range ops {
-				if scanned >= maxItemScan {
-					capped = true
-					return errEnough
-				}
-				scanned++
-				if op.CurrentStep != g.Step {
-					continue
-				}
-				sys, err := systems.System(ctx, op)
-				if err != nil {
-					return err
-				}
-				if fl, ok := incident.OperationFields(op, sys); ok && fl.Key() == g.Key {
-					items = append(items, op)
-					if len(items) >= maxItems {
-						capped = true
-						return errEnough
-					}
-				}
+	f := sagadriver.OperationFilter{Status: sagadriver.Status(g.State), Type: g.Operation}
+	return scanItems(func(fn func([]sagadriver.Operation) error) error {
+		return sagas.EachOperation(ctx, f, sagadriver.MaxLimit, fn)
+	},
+		func(op sagadriver.Operation) (bool, error) {
+			if op.CurrentStep != g.Step {
+				return false, nil
 			}
-			return nil
+			sys, err := systems.System(ctx, op)
+			if err != nil {
+				return false, err
+			}
+			fl, ok := incident.OperationFields(op, sys)
+			return ok && fl.Key() == g.Key, nil
 		})
-	if errors.Is(err, errEnough) {
-		err = nil
-	}
-	return items, scanned, capped, err
 }
 
 // overviewTrends fills the overview's sparklines from the snapshots: 24 h

@@ -92,6 +92,12 @@ func TestIncidentsPageK14(t *testing.T) {
 	require.Equal(t, mailboxIDs, got, "exactly the group's items")
 	require.Contains(t, body, "(includes other groups)")
 
+	review := byMsg["workspace: timeout after <n>s"]
+	require.Equal(t, "workspace-provider", review.System, "the system of the operation's current step")
+	resp, body = do(t, auditor, http.MethodGet, b.srv.URL+"/incidents/"+review.Key, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, `href="/operations/`+b.opID+`"`, "the operation under review is the group's item")
+
 	for _, path := range []string{"/incidents/not-a-group", "/incidents/0123456789abcdef01234567"} {
 		resp, _ = do(t, auditor, http.MethodGet, b.srv.URL+path, nil)
 		require.Equal(t, http.StatusNotFound, resp.StatusCode, path)
