@@ -21,7 +21,7 @@ const DefaultEvery = time.Minute
 
 // SnapshotWriter is where snapshots go (a *store.DB).
 type SnapshotWriter interface {
-	WriteSnapshot(ctx context.Context, compute func(ctx context.Context) (store.Snapshot, error)) (leader bool, err error)
+	WriteSnapshot(ctx context.Context, compute func(ctx context.Context) (store.Snapshot, error)) (store.SnapshotResult, error)
 }
 
 // Snapshotter takes the periodic snapshots of counts and incident groups.
@@ -37,12 +37,11 @@ type Snapshotter struct {
 	ScanCap int
 	// Log receives failures; slog.Default() when nil.
 	Log *slog.Logger
-	// OnNewGroups, when set, is called after a snapshot with the groups
-	// that it found and the previous snapshot of this process did not
-	// (not on the first snapshot of the process).
+	// OnNewGroups, when set, is called after a snapshot this process
+	// wrote with the groups that were not current before it (see
+	// store.SnapshotResult.New): of several consoles, only the one that
+	// wrote a group first calls it for that group.
 	OnNewGroups func(ctx context.Context, groups []store.IncidentGroup)
-
-	seen map[string]bool
 }
 
 // errCapped stops an iteration at the scan cap.
@@ -88,29 +87,15 @@ func (s *Snapshotter) Run(ctx context.Context, every time.Duration) {
 }
 
 // Once takes one snapshot if this process is the leader (see
-// store.DB.WriteSnapshot) and reports whether it was.
+// store.DB.WriteSnapshot) and reports whether it was; then it calls
+// OnNewGroups with the groups the snapshot made current.
 func (s *Snapshotter) Once(ctx context.Context) (leader bool, err error) {
-	var groups []store.IncidentGroup
-	leader, err = s.Store.WriteSnapshot(ctx, func(ctx context.Context) (store.Snapshot, error) {
-		snap, err := s.Compute(ctx)
-		groups = snap.Groups
-		return snap, err
-	})
-	if err != nil || !leader {
-		return leader, err
+	res, err := s.Store.WriteSnapshot(ctx, s.Compute)
+	if err != nil || !res.Leader {
+		return res.Leader, err
 	}
-	seen := make(map[string]bool, len(groups))
-	var fresh []store.IncidentGroup
-	for _, g := range groups {
-		seen[g.Key] = true
-		if s.seen != nil && !s.seen[g.Key] {
-			fresh = append(fresh, g)
-		}
-	}
-	first := s.seen == nil
-	s.seen = seen
-	if !first && len(fresh) > 0 && s.OnNewGroups != nil {
-		s.OnNewGroups(ctx, fresh)
+	if len(res.New) > 0 && s.OnNewGroups != nil {
+		s.OnNewGroups(ctx, res.New)
 	}
 	return true, nil
 }

@@ -73,6 +73,32 @@ type snapExec struct {
 	lite *sql.Tx
 }
 
+// strings runs a query of one text column.
+func (e snapExec) strings(ctx context.Context, query string) ([]string, error) {
+	var out []string
+	if e.pg != nil {
+		rows, err := e.pg.Query(ctx, query)
+		if err != nil {
+			return nil, pgMapError(err)
+		}
+		out, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return out, pgMapError(err)
+	}
+	rows, err := e.lite.QueryContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
 func (e snapExec) exec(ctx context.Context, query string, args ...any) error {
 	if e.pg != nil {
 		_, err := e.pg.Exec(ctx, query, args...)
@@ -82,58 +108,72 @@ func (e snapExec) exec(ctx context.Context, query string, args ...any) error {
 	return err
 }
 
+// SnapshotResult is what [DB.WriteSnapshot] did.
+type SnapshotResult struct {
+	// Leader is false when another console held the snapshot lock: nothing
+	// was computed or written.
+	Leader bool
+	// New are the groups of the snapshot that were not current before it
+	// (absent, or gone to 0): read in the writing transaction, so that of
+	// two consoles only the one that wrote a group first reports it.
+	New []IncidentGroup
+}
+
 // WriteSnapshot takes a snapshot as the leader: on PostgreSQL it begins a
 // transaction and takes the advisory lock of the snapshots with
 // pg_try_advisory_xact_lock; when another console holds it, it returns
-// leader = false without calling compute. Otherwise (and always on
+// Leader false without calling compute. Otherwise (and always on
 // SQLite, whose writes are serialized) it calls compute, outside any
 // transaction of the engine's tables, and writes its result in one
 // transaction, together with the retention deletes. Every write is an
 // idempotent upsert (a minute's counts are inserted once, hourly counts
 // keep the highest, a group's count is replaced), so a snapshot written
 // twice, or by two racing consoles, never double-counts.
-func (d *DB) WriteSnapshot(ctx context.Context, compute func(ctx context.Context) (Snapshot, error)) (leader bool, err error) {
+func (d *DB) WriteSnapshot(ctx context.Context, compute func(ctx context.Context) (Snapshot, error)) (SnapshotResult, error) {
+	var res SnapshotResult
 	if d.dialect == DialectPostgres {
 		tx, err := d.pool.Begin(ctx)
 		if err != nil {
-			return false, fmt.Errorf("store: snapshot: %w", err)
+			return res, fmt.Errorf("store: snapshot: %w", err)
 		}
 		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 		var got bool
 		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, snapshotLockID).Scan(&got); err != nil {
-			return false, fmt.Errorf("store: snapshot lock: %w", pgMapError(err))
+			return res, fmt.Errorf("store: snapshot lock: %w", pgMapError(err))
 		}
 		if !got {
-			return false, nil
+			return res, nil
 		}
+		res.Leader = true
 		snap, err := compute(ctx)
 		if err != nil {
-			return true, err
+			return res, err
 		}
-		if err := writeSnapshot(ctx, snapExec{pg: tx}, snap); err != nil {
-			return true, fmt.Errorf("store: snapshot: %w", err)
+		if res.New, err = writeSnapshot(ctx, snapExec{pg: tx}, snap); err != nil {
+			return res, fmt.Errorf("store: snapshot: %w", err)
 		}
 		if err := tx.Commit(ctx); err != nil {
-			return true, fmt.Errorf("store: snapshot: %w", err)
+			return res, fmt.Errorf("store: snapshot: %w", err)
 		}
-		return true, nil
+		return res, nil
 	}
+	res.Leader = true
 	snap, err := compute(ctx)
 	if err != nil {
-		return true, err
+		return res, err
 	}
 	tx, err := d.sqlite.BeginTx(ctx, nil)
 	if err != nil {
-		return true, fmt.Errorf("store: snapshot: %w", err)
+		return res, fmt.Errorf("store: snapshot: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	if err := writeSnapshot(ctx, snapExec{lite: tx}, snap); err != nil {
-		return true, fmt.Errorf("store: snapshot: %w", err)
+	if res.New, err = writeSnapshot(ctx, snapExec{lite: tx}, snap); err != nil {
+		return res, fmt.Errorf("store: snapshot: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
-		return true, fmt.Errorf("store: snapshot: %w", err)
+		return res, fmt.Errorf("store: snapshot: %w", err)
 	}
-	return true, nil
+	return res, nil
 }
 
 const (
@@ -164,9 +204,23 @@ ON CONFLICT (group_key, hour) DO UPDATE SET count = CASE WHEN excluded.count > h
 	deleteIncidentHourSQL = `DELETE FROM unstuck_console_incident_hour WHERE hour < $1`
 )
 
-func writeSnapshot(ctx context.Context, e snapExec, s Snapshot) error {
+func writeSnapshot(ctx context.Context, e snapExec, s Snapshot) ([]IncidentGroup, error) {
 	if s.At.IsZero() {
-		return errors.New("snapshot without a time")
+		return nil, errors.New("snapshot without a time")
+	}
+	current, err := e.strings(ctx, `SELECT group_key FROM unstuck_console_incident WHERE count > 0`)
+	if err != nil {
+		return nil, err
+	}
+	cur := make(map[string]bool, len(current))
+	for _, k := range current {
+		cur[k] = true
+	}
+	var fresh []IncidentGroup
+	for _, g := range s.Groups {
+		if !cur[g.Key] {
+			fresh = append(fresh, g)
+		}
 	}
 	at := s.At.Unix()
 	minute, hour := at-at%60, at-at%3600
@@ -181,10 +235,10 @@ func writeSnapshot(ctx context.Context, e snapExec, s Snapshot) error {
 	}
 	for _, p := range s.Trends {
 		if err := e.exec(ctx, insertTrendMinuteSQL, "m", minute, p.Kind, p.State, p.Count, b(p.Exact)); err != nil {
-			return err
+			return nil, err
 		}
 		if err := e.exec(ctx, upsertTrendHourSQL, "h", hour, p.Kind, p.State, p.Count, b(p.Exact)); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for _, g := range s.Groups {
@@ -197,10 +251,10 @@ func writeSnapshot(ctx context.Context, e snapExec, s Snapshot) error {
 		}
 		if err := e.exec(ctx, upsertIncidentSQL, g.Key, g.Kind, g.State, g.Operation, g.Step, g.Class, g.Message, g.System, g.Sample,
 			g.Count, b(g.Exact), first.Unix(), last.Unix(), at); err != nil {
-			return err
+			return nil, err
 		}
 		if err := e.exec(ctx, upsertIncidentHourSQL, g.Key, hour, g.Count); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for _, st := range []struct {
@@ -214,10 +268,10 @@ func writeSnapshot(ctx context.Context, e snapExec, s Snapshot) error {
 		{deleteIncidentHourSQL, []any{at - int64(IncidentRetention/time.Second)}},
 	} {
 		if err := e.exec(ctx, st.q, st.args...); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return fresh, nil
 }
 
 // TrendSample is one bucket of a trend: the highest count of Kind/State

@@ -28,14 +28,16 @@ func TestSnapshotK15(t *testing.T) {
 			Message: "provider timed out after <n>s", Sample: "provider timed out after 30s", Count: 3, Exact: true,
 			FirstSeen: t0.Add(-time.Hour), LastSeen: t0.Add(-time.Minute)}
 
-		leader, err := b.db.WriteSnapshot(ctx, snap(t0, 12, g1))
+		res, err := b.db.WriteSnapshot(ctx, snap(t0, 12, g1))
 		require.NoError(t, err)
-		require.True(t, leader)
+		require.True(t, res.Leader)
+		require.Len(t, res.New, 1, "a group not seen before is new")
 		// The same minute again (a second console, a restart): ignored for
 		// the minute, the hour keeps its highest.
-		leader, err = b.db.WriteSnapshot(ctx, snap(t0.Add(20*time.Second), 99, g1))
+		res, err = b.db.WriteSnapshot(ctx, snap(t0.Add(20*time.Second), 99, g1))
 		require.NoError(t, err)
-		require.True(t, leader)
+		require.True(t, res.Leader)
+		require.Empty(t, res.New, "a current group is not new")
 		// The next minute: fewer stuck; the group grew.
 		g1b := g1
 		g1b.Count, g1b.FirstSeen, g1b.LastSeen = 5, t0.Add(-30*time.Minute), t0.Add(30*time.Second)
@@ -114,14 +116,16 @@ func TestSnapshotRaceK15(t *testing.T) {
 		var (
 			wg      sync.WaitGroup
 			leaders atomic.Int32
+			news    atomic.Int32
 		)
 		for range 2 {
 			wg.Go(func() {
-				leader, err := b.db.WriteSnapshot(ctx, compute)
+				res, err := b.db.WriteSnapshot(ctx, compute)
 				require.NoError(t, err)
-				if leader {
+				if res.Leader {
 					leaders.Add(1)
 				}
+				news.Add(int32(len(res.New)))
 			})
 		}
 		if b.pool != nil {
@@ -133,6 +137,7 @@ func TestSnapshotRaceK15(t *testing.T) {
 		close(release)
 		wg.Wait()
 		if b.pool != nil {
+			require.Equal(t, int32(1), news.Load(), "the new group is reported once")
 			require.Equal(t, int32(1), leaders.Load(), "one leader on PostgreSQL")
 			require.Equal(t, int32(1), computed.Load())
 		}

@@ -129,7 +129,7 @@ WHERE relnamespace = current_schema()::regnamespace AND relname LIKE 'unstuck_id
 			}
 			require.NoError(t, rows.Err())
 		}
-		want := []row{{"console", 1, "console"}, {"console", 2, "processing_index"}, {"console", 3, "session_user"}, {"console", 4, "sso_user"}, {"console", 5, "bulk"}, {"idem", 1, "records"}}
+		want := []row{{"console", 1, "console"}, {"console", 2, "processing_index"}, {"console", 3, "session_user"}, {"console", 4, "sso_user"}, {"console", 5, "bulk"}, {"console", 6, "incident"}, {"idem", 1, "records"}}
 		if b.pool == nil { // SQLite's idem line takes fences in the INSERT since issue 12
 			want = append(want, row{"idem", 2, "fence_on_insert"}, row{"idem", 3, "admin_indexes"}, row{"idem", 4, "key_hash"})
 		} else {
