@@ -63,6 +63,10 @@ refuses to start while they are enabled.
 		fmt.Fprintf(stderr, "console demo: unexpected argument %q\n", fs.Arg(0))
 		return errUsage
 	}
+	if err := incidentOpts.check(); err != nil {
+		fmt.Fprintf(stderr, "console demo: %v\n", err)
+		return errUsage
+	}
 	bulkCfg, err := bulkOpts.config()
 	if err != nil {
 		fmt.Fprintf(stderr, "console demo: %v\n", err)

@@ -225,6 +225,10 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 		fmt.Fprintln(stderr, "console serve: --session-idle and --session-absolute must be positive, idle at most absolute")
 		return errUsage
 	}
+	if err := incidentOpts.check(); err != nil {
+		fmt.Fprintf(stderr, "console serve: %v\n", err)
+		return errUsage
+	}
 	bulkCfg, err := bulkOpts.config()
 	if err != nil {
 		fmt.Fprintf(stderr, "console serve: %v\n", err)
