@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"net/http"
 	"log/slog"
+	"net/http"
 	"sync"
 	"time"
 
