@@ -91,6 +91,7 @@ func TestSeedAndMeasure(t *testing.T) {
 	}
 	report := out.String()
 	require.Contains(t, report, "| overview |")
+	require.Contains(t, report, "| incidents |")
 	require.Contains(t, report, "#### keys: first page")
 	if !strings.Contains(report, "no plan:") {
 		require.Contains(t, report, "Index Scan", "auto_explain plans")
