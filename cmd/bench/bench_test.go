@@ -91,6 +91,7 @@ func TestSeedAndMeasure(t *testing.T) {
 	}
 	report := out.String()
 	require.Contains(t, report, "| overview |")
+	require.Contains(t, report, "| incidents |")
 	require.Contains(t, report, "#### keys: first page")
 	if !strings.Contains(report, "no plan:") {
 		require.Contains(t, report, "Index Scan", "auto_explain plans")
@@ -100,7 +101,7 @@ func TestSeedAndMeasure(t *testing.T) {
 	out.Reset()
 	pages, err := measurePages(ctx, dbURL, pagesConfig{Rounds: 2, N: 1, Out: &out})
 	require.NoError(t, err)
-	require.Len(t, pages, 3)
+	require.Len(t, pages, 4)
 	for _, p := range pages {
 		require.Len(t, p.rate, 2, p.row.name)
 		require.Positive(t, p.rate[0], p.row.name)

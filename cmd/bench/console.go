@@ -95,7 +95,7 @@ result envelopes.
 // benchCase is one page: the store calls behind it and its URL.
 type benchCase struct {
 	name  string
-	kind  string // overview, list, detail or part (of the overview): which target applies
+	kind  string // overview, list, detail, incidents or part (of the overview): which target applies
 	path  string // "" for a part: its store call only
 	htmx  bool   // ask for the HTMX fragment (the table swap) instead of the page
 	db    func(ctx context.Context, d readers) (rows int, err error)
@@ -133,6 +133,9 @@ func measureConsole(ctx context.Context, pool *pgxpool.Pool, cfg consoleConfig) 
 		}
 	}
 	db := newReaders(pool)
+	if err := prepareSnapshots(ctx, db, cfg.Log); err != nil {
+		return nil, err
+	}
 	base, client, stop, err := serveConsole(ctx, pool, db, cfg.Log)
 	if err != nil {
 		return nil, err
@@ -216,7 +219,7 @@ func serveConsole(ctx context.Context, pool *pgxpool.Pool, db readers, log io.Wr
 	if log == nil {
 		log = io.Discard
 	}
-	h := web.NewHandler(web.Config{Store: db.DB, Records: db.keys, Sagas: db.sagas, Engine: engine, Enforcer: enf, Static: static,
+	h := web.NewHandler(web.Config{Store: db.DB, Records: db.keys, Sagas: db.sagas, Engine: engine, Enforcer: enf, Static: static, Incidents: db.DB,
 		Sessions: web.NewSessionManager(db.SessionStore(), 30*time.Minute, 12*time.Hour, false),
 		Log:      slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -415,8 +418,18 @@ func buildCases(ctx context.Context, pool *pgxpool.Pool, db readers, deepPages i
 	}
 	scopeNote := func(s string) string { return fmt.Sprintf("%s: %d records", s, f.scopes[s]) }
 	cases := []benchCase{
-		{name: "overview", kind: "overview", path: "/", db: overviewCalls,
-			notes: "KeyOverview, NeedsAttention(20), OperationOverview, ReviewRequired(20)"},
+		{name: "overview", kind: "overview", path: "/", notes: "KeyOverview, NeedsAttention(20), OperationOverview, ReviewRequired(20), trends",
+			db: func(ctx context.Context, d readers) (int, error) {
+				n, err := overviewCalls(ctx, d)
+				if err != nil {
+					return n, err
+				}
+				return n, trendCalls(ctx, d)
+			}},
+		{name: "overview part: trends", kind: "part", notes: "24 h of minute counts in 15-minute buckets, 7 d of hourly counts",
+			db: func(ctx context.Context, d readers) (int, error) { return 0, trendCalls(ctx, d) }},
+		{name: "incidents", kind: "incidents", path: "/incidents", notes: "groups, their hours, the latest snapshot (snapshot tables only)",
+			db: func(ctx context.Context, d readers) (int, error) { return 0, incidentCalls(ctx, d) }},
 		{name: "overview part: KeyOverview", kind: "part", notes: "counts per status (capped at 10 000, then estimates), oldest, stuck count",
 			db: func(ctx context.Context, d readers) (int, error) { _, err := d.keys.KeyOverview(ctx); return 0, err }},
 		{name: "overview part: NeedsAttention(20)", kind: "part", notes: "pending, unavailable, stuck: oldest first",
@@ -794,6 +807,8 @@ const (
 	targetOverviewDB = 20 * time.Millisecond
 	targetListDB     = 10 * time.Millisecond
 	targetHTMLp95    = 50 * time.Millisecond
+	// issue 15: /incidents in at most 50 ms of database time.
+	targetIncidentsDB = 50 * time.Millisecond
 )
 
 func verdict(r *result) string {
@@ -807,6 +822,10 @@ func verdict(r *result) string {
 	case "list":
 		if dbp95 > targetListDB {
 			miss = append(miss, "DB > 10")
+		}
+	case "incidents":
+		if dbp95 > targetIncidentsDB {
+			miss = append(miss, "DB > 50")
 		}
 	}
 	if r.c.kind == "part" {

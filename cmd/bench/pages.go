@@ -58,11 +58,14 @@ func runPages(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 Serves the real console (web.NewHandler over store.NewPostgres) on a
 loopback port, signs in as "bench" (role oncall), and times each page —
-the overview, /keys?state=failed, /operations?status=review_required —
+the overview (with its trends), /incidents, /keys?state=failed,
+/operations?status=review_required —
 against its limit: the least SQL that reads the page's content, prepared,
 on one pgx connection, rows read raw. Both are client wall times over
 loopback, interleaved in rounds whose order alternates; each round keeps
 the median of each and their ratio. Prints min/median/max of the ratio.
+First it takes a snapshot of trends and incident groups (timed), and on a
+database without snapshots imports 7 days of trend history shaped on it.
 
 `)
 		fs.PrintDefaults()
@@ -111,9 +114,17 @@ func pageRows() []pageRow {
 		}
 	}
 	return []pageRow{
-		{name: "/", path: "/", limitNote: "the page's own four store calls (KeyOverview, NeedsAttention, OperationOverview, ReviewRequired): " +
-			"capped exact counts with estimates above the cap have no simpler SQL",
-			limitStore: func(ctx context.Context, d readers) error { _, err := overviewCalls(ctx, d); return err }},
+		{name: "/", path: "/", limitNote: "the page's own six store calls (KeyOverview, NeedsAttention, OperationOverview, ReviewRequired, " +
+			"and the two trend reads): capped exact counts with estimates above the cap have no simpler SQL",
+			limitStore: func(ctx context.Context, d readers) error {
+				if _, err := overviewCalls(ctx, d); err != nil {
+					return err
+				}
+				return trendCalls(ctx, d)
+			}},
+		{name: "/incidents", path: "/incidents", limitNote: "the page's own three store calls (groups, their hours, the latest snapshot): " +
+			"each one indexed read of the snapshot tables",
+			limitStore: incidentCalls},
 		{name: "/keys?state=failed", path: "/keys?state=failed", limitNote: "one SELECT of the 51 rows' shown columns by (status, updated_at, id)",
 			limit: one(limitKeysByStatusSQL, "failed")},
 		{name: "/operations?status=review_required", path: "/operations?status=review_required",
@@ -135,6 +146,9 @@ func measurePages(ctx context.Context, dbURL string, cfg pagesConfig) ([]*pageRe
 	defer conn.Close(context.WithoutCancel(ctx))
 
 	db := newReaders(pool)
+	if err := prepareSnapshots(ctx, db, cfg.Log); err != nil {
+		return nil, err
+	}
 	base, client, stop, err := serveConsole(ctx, pool, db, cfg.Log)
 	if err != nil {
 		return nil, err

@@ -156,7 +156,9 @@ type uxWorld struct {
 func TestBrowserUX(t *testing.T) {
 	browser := launchChromium(t)
 	path := filepath.Join(t.TempDir(), "browser-ux.db")
-	base := startDemo(t, "sqlite:"+path)
+	// Snapshots every second, so that /incidents and the overview's
+	// trends have content when axe checks them.
+	base, _ := startDemoWith(t, "sqlite:"+path, "--snapshot-every", "1s")
 	waitReady(t, base)
 	c := &console{browser: browser, base: base, sessions: map[string]string{}, dir: t.TempDir()}
 	w := &uxWorld{base: base, jobs: openReceiptJobs(t, path), seed: seedShop(t, base)}
@@ -209,10 +211,16 @@ func testEveryPage(t *testing.T, c *console, w *uxWorld, scheme *playwright.Colo
 
 	p := c.open(t, "admin", themed(scheme))
 	for _, path := range []string{"/", "/keys", "/keys?state=completed", "/keys?state=bogus", "/operations",
-		"/operations?status=review_required", "/operations/" + w.review[0], "/audit", "/users", "/search", "/no-such-page"} {
+		"/operations?status=review_required", "/operations/" + w.review[0], "/audit", "/users", "/search", "/no-such-page", "/incidents"} {
 		p.goTo(path)
 		p.checkPage(path)
 	}
+	// A group's items page (the signups under review are a group).
+	p.goTo("/incidents")
+	group, err := p.Locator(`table[aria-label="Incident groups"] a:text-is("Items")`).First().GetAttribute("href")
+	require.NoError(t, err, "an incident group on /incidents")
+	p.goTo(group)
+	p.checkPage(group)
 	// A key with its stored response, and the search's results page.
 	p.goTo("/keys?state=completed")
 	href, err := p.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Keys"}).GetByRole("link").First().GetAttribute("href")

@@ -41,6 +41,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	oidcDemo := fs.Bool("oidc-demo", false, "also start a demo OpenID provider in the process, with test users in groups, and offer single sign-on through it")
 	oidcAddr := fs.String("oidc-demo-addr", "127.0.0.1:0", "listen `address` of the demo OpenID provider (with --oidc-demo)")
 	bulkOpts := addBulkFlags(fs, getenv)
+	incidentOpts := addIncidentFlags(fs, getenv)
 	resetUsers := fs.Bool("reset-demo-users", false, "run on a database the demo did not create, or that has other accounts, and give admin, oncall, support and auditor their public demo passwords again")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: console demo [--addr ADDR] [--db URL] [--traffic=false] [--fresh] [--oidc-demo]
@@ -60,6 +61,10 @@ refuses to start while they are enabled.
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "console demo: unexpected argument %q\n", fs.Arg(0))
+		return errUsage
+	}
+	if err := incidentOpts.check(); err != nil {
+		fmt.Fprintf(stderr, "console demo: %v\n", err)
 		return errUsage
 	}
 	bulkCfg, err := bulkOpts.config()
@@ -186,6 +191,8 @@ Single sign-on: the demo identity provider runs at %s
 		defer stopTraffic()
 		go demo.Traffic(trafficCtx, base, engine, log)
 	}
+	stopSnapshots := startSnapshots(ctx, db, incidentOpts, log)
+	defer stopSnapshots() // before the database closes
 	return serveHTTP(ctx, ln, h, log, sweeper(engine, db, log))
 }
 

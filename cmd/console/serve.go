@@ -89,6 +89,9 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 		Trail:            db.Trail,
 		Keys:             keys,
 		Ready:            db.CheckSchema,
+		// Trends and incident groups, from the snapshots startSnapshots
+		// takes (none on MySQL yet: see database.incidents).
+		Incidents: db.incidents(),
 
 		SSO:           o.sso,
 		NoLocalSignIn: o.noLocalSignIn,
@@ -187,6 +190,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	allowDemoUsers := fs.Bool("allow-demo-users", false, "start even while admin, oncall, support or auditor is enabled with its public demo password (a demo database)")
 	ssoF := defineSSOFlags(fs, getenv)
 	bulkOpts := addBulkFlags(fs, getenv)
+	incidentOpts := addIncidentFlags(fs, getenv)
 	sagaQueue := fs.String("saga-queue", envOr(getenv, "UNSTUCK_SAGA_QUEUE", saga.QueueDefault), "River `queue` of the applications' saga jobs, where operator decisions insert theirs (env UNSTUCK_SAGA_QUEUE)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: console serve --db URL [flags]
@@ -226,6 +230,10 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 		return errUsage
 	case *idle <= 0 || *absolute <= 0 || *idle > *absolute:
 		fmt.Fprintln(stderr, "console serve: --session-idle and --session-absolute must be positive, idle at most absolute")
+		return errUsage
+	}
+	if err := incidentOpts.check(); err != nil {
+		fmt.Fprintf(stderr, "console serve: %v\n", err)
 		return errUsage
 	}
 	bulkCfg, err := bulkOpts.config()
@@ -336,6 +344,8 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 			single.Client.Issuer(), single.Roles.Len(), map[bool]string{true: "off", false: "on"}[*ssoF.noLocal])
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "db", db.Redacted)
+	stopSnapshots := startSnapshots(ctx, db, incidentOpts, log)
+	defer stopSnapshots() // before the database closes
 	return serveHTTP(ctx, ln, h, log, sweeper(engine, db, log))
 }
 

@@ -42,6 +42,9 @@ type OverviewVM struct {
 	// Exact is false is an estimate or a lower bound, shown as "≥ N".
 	ReviewCount, AttentionCount int64
 	ReviewExact, AttentionExact bool
+	// KeyTrends and OperationTrends draw each state's counts over 24 h and
+	// 7 d from the console's snapshots (SPEC K15); empty without them.
+	KeyTrends, OperationTrends []TrendVM
 }
 
 // NeedsHuman is what the page title counts: operations under review and

@@ -39,7 +39,7 @@ type resultOpener interface {
 	OpenResult(rec idemdriver.Record) ([]byte, error)
 }
 
-func handleOverview(keys keyReader, sagas operationReader, sagasUnavailable string, log *slog.Logger) http.Handler {
+func handleOverview(keys keyReader, sagas operationReader, sagasUnavailable string, trends IncidentStore, now func() time.Time, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ov, err := keys.KeyOverview(r.Context())
 		if err != nil {
@@ -71,6 +71,12 @@ func handleOverview(keys keyReader, sagas operationReader, sagasUnavailable stri
 		} else if err := operationsOverview(r.Context(), sagas, &vm); err != nil {
 			writeError(w, r, log, err)
 			return
+		}
+		if trends != nil {
+			if err := overviewTrends(r.Context(), trends, now().UTC(), &vm); err != nil {
+				writeError(w, r, log, err)
+				return
+			}
 		}
 		page := pageFor(r, "Overview", "overview")
 		if n := vm.NeedsHuman(); n > 0 {

@@ -106,6 +106,13 @@ type Config struct {
 	// template checked by ParseTraceURL, TracePlaceholder replaced by the
 	// ID.
 	TraceURL string
+	// Incidents reads the snapshots of incident groups and trends (a
+	// *store.DB): /incidents, the overview's trends and the incident
+	// gauges; nil serves none of them.
+	Incidents IncidentStore
+	// NowFunc is the clock of the trend and incident windows; time.Now
+	// when nil.
+	NowFunc func() time.Time
 }
 
 // NewHandler returns the console: every route of the surface is listed
@@ -118,6 +125,13 @@ func NewHandler(cfg Config) http.Handler {
 		reg = prometheus.NewRegistry()
 	}
 	reg.MustRegister(newKeyCollector(cfg.Records, log))
+	if cfg.Incidents != nil {
+		reg.MustRegister(newIncidentCollector(cfg.Incidents, log))
+	}
+	now := cfg.NowFunc
+	if now == nil {
+		now = time.Now
+	}
 	logins := newLoginDeps(cfg.Sessions, cfg.Store, cfg.SignInHashes, cfg.SignInHashWait, log)
 	logins.sso, logins.noLocal = cfg.SSO, cfg.NoLocalSignIn && cfg.SSO != nil
 	var ssoD *ssoDeps
@@ -169,7 +183,12 @@ func NewHandler(cfg Config) http.Handler {
 				r.Use(countWaiting(cfg.Bulks, log))
 				bulkRoutes(r, cfg.Bulks, cfg.Engine, log)
 			}
-			r.Method(http.MethodGet, "/", handleOverview(cfg.Records, cfg.Sagas, cfg.SagasUnavailable, log))
+			r.Method(http.MethodGet, "/", handleOverview(cfg.Records, cfg.Sagas, cfg.SagasUnavailable, cfg.Incidents, now, log))
+			if cfg.Incidents != nil {
+				r.Method(http.MethodGet, "/incidents", handleIncidents(cfg.Incidents, now, log))
+				opIter, _ := cfg.Sagas.(operationIterator) // nil: no operation items
+				r.Method(http.MethodGet, "/incidents/{key}", handleIncidentItems(cfg.Incidents, cfg.Records, opIter, now, log))
+			}
 			r.Method(http.MethodGet, "/keys", handleKeyList(cfg.Records, log))
 			r.Method(http.MethodGet, "/search", handleSearch(cfg.Records, cfg.Sagas, log))
 			r.Method(http.MethodPost, "/search", handleSearch(cfg.Records, cfg.Sagas, log))

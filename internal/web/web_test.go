@@ -26,6 +26,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/auth"
+	"github.com/unstuckhq/unstuck/internal/incident"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/internal/web"
@@ -111,7 +112,7 @@ func setup(t *testing.T, opts ...func(*web.Config)) *bundle {
 	require.NoError(t, err)
 	static, err := fs.Sub(unstuck.Static, "static")
 	require.NoError(t, err)
-	cfg := web.Config{Store: db, Records: idemStore, Sagas: sagaDriver, Engine: engine, Enforcer: enf, Static: static, Trail: trail,
+	cfg := web.Config{Store: db, Records: idemStore, Sagas: sagaDriver, Engine: engine, Enforcer: enf, Static: static, Trail: trail, Incidents: db,
 		Sessions: web.NewSessionManager(db.SessionStore(), 30*time.Minute, 12*time.Hour, false),
 		Log:      slog.New(slog.NewTextHandler(io.Discard, nil))}
 	// The decisions as cmd/console makes them on SQLite: one handle whose
@@ -218,6 +219,11 @@ func TestAuthorizationMatrix(t *testing.T) {
 	seeded, _, err := b.bulks.Request(context.Background(), ops.Actor{Username: store.RoleOncall, Role: store.RoleOncall},
 		ops.BulkSpec{Kind: ops.BulkKeys, Action: "forget", All: true}, "seeded request for the route tests", 1)
 	require.NoError(t, err)
+	_, err = (&incident.Snapshotter{Keys: b.records, Ops: b.sagas, Store: b.db}).Once(context.Background())
+	require.NoError(t, err)
+	groups, err := b.db.IncidentGroups(context.Background(), 0)
+	require.NoError(t, err)
+	require.NotEmpty(t, groups, "the operation under review is an incident")
 	type cell struct {
 		method, path, pattern string
 		allowed               []string // roles that get 200
@@ -226,6 +232,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 	matrix := []cell{
 		{"GET", "/", "/", roles, false},
 		{"GET", "/keys", "/keys", roles, false},
+		{"GET", "/incidents", "/incidents", roles, false},
+		{"GET", "/incidents/" + groups[0].Key, "/incidents/{key}", roles, false},
 		{"GET", key, "/keys/{id}", roles, false},
 		{"GET", "/operations", "/operations", roles, false},
 		{"GET", "/operations/" + b.opID, "/operations/{id}", roles, false},

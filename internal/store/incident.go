@@ -1,0 +1,523 @@
+package store
+
+// Trends and incident groups (SPEC K14, K15): the tables of migration 006,
+// unstuck_console_trend, unstuck_console_incident and
+// unstuck_console_incident_hour. This file is the only one that reads or
+// writes them. Their times are Unix seconds in both dialects, so that the
+// same SQL buckets them.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Retention of the snapshots.
+const (
+	// TrendMinuteRetention is how long minute counts are kept.
+	TrendMinuteRetention = 7 * 24 * time.Hour
+	// TrendHourRetention is how long hourly counts are kept.
+	TrendHourRetention = 90 * 24 * time.Hour
+	// IncidentRetention is how long a group that has gone (count 0) is
+	// kept, with its hourly counts.
+	IncidentRetention = 7 * 24 * time.Hour
+)
+
+// snapshotLockID is the PostgreSQL advisory lock of the snapshot leader
+// ("unstuck snapshot" in a bigint).
+const snapshotLockID int64 = 0x756e73745f736e70
+
+// TrendPoint is one count of a snapshot: how many keys or operations
+// (Kind "key" or "operation") were in State.
+type TrendPoint struct {
+	Kind  string
+	State string
+	Count int64
+	// Exact is false for an estimate or a lower bound.
+	Exact bool
+}
+
+// IncidentGroup is one incident group as the snapshots keep it.
+type IncidentGroup struct {
+	// Key is the group's identity (incident.Fields.Key).
+	Key                                                  string
+	Kind, State, Operation, Step, Class, Message, System string
+	// Sample is one member's own message, not normalized.
+	Sample string
+	// Count is how many members the latest snapshot found; a lower bound
+	// when Exact is false (the scan was capped).
+	Count int64
+	Exact bool
+	// FirstSeen is the earliest UpdatedAt of a member any snapshot saw;
+	// LastSeen the latest. UpdatedAt is the latest snapshot that counted
+	// the group.
+	FirstSeen, LastSeen, UpdatedAt time.Time
+}
+
+// Snapshot is what one snapshot writes: the counts per state and every
+// current incident group, as of At.
+type Snapshot struct {
+	At     time.Time
+	Trends []TrendPoint
+	Groups []IncidentGroup
+}
+
+// snapExec runs statements on a transaction of either dialect, rewriting
+// $n to ?n for SQLite.
+type snapExec struct {
+	pg   pgx.Tx
+	lite *sql.Tx
+}
+
+// strings runs a query of one text column.
+func (e snapExec) strings(ctx context.Context, query string) ([]string, error) {
+	var out []string
+	if e.pg != nil {
+		rows, err := e.pg.Query(ctx, query)
+		if err != nil {
+			return nil, pgMapError(err)
+		}
+		out, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return out, pgMapError(err)
+	}
+	rows, err := e.lite.QueryContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+func (e snapExec) exec(ctx context.Context, query string, args ...any) error {
+	if e.pg != nil {
+		_, err := e.pg.Exec(ctx, query, args...)
+		return pgMapError(err)
+	}
+	_, err := e.lite.ExecContext(ctx, bulkParam.ReplaceAllString(query, "?$1"), args...)
+	return err
+}
+
+// SnapshotResult is what [DB.WriteSnapshot] did.
+type SnapshotResult struct {
+	// Leader is false when another console held the snapshot lock: nothing
+	// was computed or written.
+	Leader bool
+	// New are the groups of the snapshot that were not current before it
+	// (absent, or gone to 0): read in the writing transaction, so that of
+	// two consoles only the one that wrote a group first reports it.
+	New []IncidentGroup
+}
+
+// WriteSnapshot takes a snapshot as the leader: on PostgreSQL it begins a
+// transaction and takes the advisory lock of the snapshots with
+// pg_try_advisory_xact_lock; when another console holds it, it returns
+// Leader false without calling compute. Otherwise (and always on
+// SQLite, whose writes are serialized) it calls compute, outside any
+// transaction of the engine's tables, and writes its result in one
+// transaction, together with the retention deletes. Every write is an
+// idempotent upsert (a minute's counts are inserted once, hourly counts
+// keep the highest, a group's count is replaced), so a snapshot written
+// twice, or by two racing consoles, never double-counts.
+func (d *DB) WriteSnapshot(ctx context.Context, compute func(ctx context.Context) (Snapshot, error)) (SnapshotResult, error) {
+	var res SnapshotResult
+	if d.dialect == DialectPostgres {
+		tx, err := d.pool.Begin(ctx)
+		if err != nil {
+			return res, fmt.Errorf("store: snapshot: %w", err)
+		}
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+		var got bool
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, snapshotLockID).Scan(&got); err != nil {
+			return res, fmt.Errorf("store: snapshot lock: %w", pgMapError(err))
+		}
+		if !got {
+			return res, nil
+		}
+		res.Leader = true
+		snap, err := compute(ctx)
+		if err != nil {
+			return res, err
+		}
+		if res.New, err = writeSnapshot(ctx, snapExec{pg: tx}, snap); err != nil {
+			return res, fmt.Errorf("store: snapshot: %w", err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return res, fmt.Errorf("store: snapshot: %w", err)
+		}
+		return res, nil
+	}
+	res.Leader = true
+	snap, err := compute(ctx)
+	if err != nil {
+		return res, err
+	}
+	tx, err := d.sqlite.BeginTx(ctx, nil)
+	if err != nil {
+		return res, fmt.Errorf("store: snapshot: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if res.New, err = writeSnapshot(ctx, snapExec{lite: tx}, snap); err != nil {
+		return res, fmt.Errorf("store: snapshot: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return res, fmt.Errorf("store: snapshot: %w", err)
+	}
+	return res, nil
+}
+
+const (
+	// $1 res, $2 at, $3 kind, $4 state, $5 count, $6 exact.
+	insertTrendMinuteSQL = `INSERT INTO unstuck_console_trend (res, at, kind, state, count, exact) VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (res, at, kind, state) DO NOTHING`
+	upsertTrendHourSQL = `INSERT INTO unstuck_console_trend AS t (res, at, kind, state, count, exact) VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (res, at, kind, state) DO UPDATE SET
+    exact = CASE WHEN excluded.count > t.count THEN excluded.exact ELSE t.exact END,
+    count = CASE WHEN excluded.count > t.count THEN excluded.count ELSE t.count END`
+	// $1 key … $14 updated_at. An older snapshot never overwrites a newer one.
+	upsertIncidentSQL = `INSERT INTO unstuck_console_incident AS g (group_key, kind, state, operation, step, class, message, system, sample,
+    count, exact, first_seen, last_seen, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+ON CONFLICT (group_key) DO UPDATE SET
+    sample = CASE WHEN excluded.updated_at >= g.updated_at THEN excluded.sample ELSE g.sample END,
+    count = CASE WHEN excluded.updated_at >= g.updated_at THEN excluded.count ELSE g.count END,
+    exact = CASE WHEN excluded.updated_at >= g.updated_at THEN excluded.exact ELSE g.exact END,
+    first_seen = CASE WHEN excluded.first_seen < g.first_seen THEN excluded.first_seen ELSE g.first_seen END,
+    last_seen = CASE WHEN excluded.last_seen > g.last_seen THEN excluded.last_seen ELSE g.last_seen END,
+    updated_at = CASE WHEN excluded.updated_at > g.updated_at THEN excluded.updated_at ELSE g.updated_at END`
+	// $1 the snapshot's time: groups it did not count have gone.
+	closeIncidentsSQL = `UPDATE unstuck_console_incident SET count = 0, updated_at = $1 WHERE updated_at < $1 AND count > 0`
+	// $1 key, $2 hour, $3 count.
+	upsertIncidentHourSQL = `INSERT INTO unstuck_console_incident_hour AS h (group_key, hour, count) VALUES ($1, $2, $3)
+ON CONFLICT (group_key, hour) DO UPDATE SET count = CASE WHEN excluded.count > h.count THEN excluded.count ELSE h.count END`
+	deleteTrendsSQL       = `DELETE FROM unstuck_console_trend WHERE res = $1 AND at < $2`
+	deleteIncidentsSQL    = `DELETE FROM unstuck_console_incident WHERE count = 0 AND updated_at < $1`
+	deleteIncidentHourSQL = `DELETE FROM unstuck_console_incident_hour WHERE hour < $1`
+)
+
+func writeSnapshot(ctx context.Context, e snapExec, s Snapshot) ([]IncidentGroup, error) {
+	if s.At.IsZero() {
+		return nil, errors.New("snapshot without a time")
+	}
+	current, err := e.strings(ctx, `SELECT group_key FROM unstuck_console_incident WHERE count > 0`)
+	if err != nil {
+		return nil, err
+	}
+	cur := make(map[string]bool, len(current))
+	for _, k := range current {
+		cur[k] = true
+	}
+	var fresh []IncidentGroup
+	for _, g := range s.Groups {
+		if !cur[g.Key] {
+			fresh = append(fresh, g)
+		}
+	}
+	at := s.At.Unix()
+	minute, hour := at-at%60, at-at%3600
+	b := func(v bool) any {
+		if e.pg != nil {
+			return v
+		}
+		if v {
+			return int64(1)
+		}
+		return int64(0)
+	}
+	for _, p := range s.Trends {
+		if err := e.exec(ctx, insertTrendMinuteSQL, "m", minute, p.Kind, p.State, p.Count, b(p.Exact)); err != nil {
+			return nil, err
+		}
+		if err := e.exec(ctx, upsertTrendHourSQL, "h", hour, p.Kind, p.State, p.Count, b(p.Exact)); err != nil {
+			return nil, err
+		}
+	}
+	for _, g := range s.Groups {
+		first, last := g.FirstSeen, g.LastSeen
+		if first.IsZero() {
+			first = s.At
+		}
+		if last.IsZero() {
+			last = s.At
+		}
+		if err := e.exec(ctx, upsertIncidentSQL, g.Key, g.Kind, g.State, g.Operation, g.Step, g.Class, g.Message, g.System, g.Sample,
+			g.Count, b(g.Exact), first.Unix(), last.Unix(), at); err != nil {
+			return nil, err
+		}
+		if err := e.exec(ctx, upsertIncidentHourSQL, g.Key, hour, g.Count); err != nil {
+			return nil, err
+		}
+	}
+	for _, st := range []struct {
+		q    string
+		args []any
+	}{
+		{closeIncidentsSQL, []any{at}},
+		{deleteTrendsSQL, []any{"m", at - int64(TrendMinuteRetention/time.Second)}},
+		{deleteTrendsSQL, []any{"h", at - int64(TrendHourRetention/time.Second)}},
+		{deleteIncidentsSQL, []any{at - int64(IncidentRetention/time.Second)}},
+		{deleteIncidentHourSQL, []any{at - int64(IncidentRetention/time.Second)}},
+	} {
+		if err := e.exec(ctx, st.q, st.args...); err != nil {
+			return nil, err
+		}
+	}
+	return fresh, nil
+}
+
+// TrendSample is one bucket of a trend: the highest count of Kind/State
+// seen in the bucket that starts At.
+type TrendSample struct {
+	Kind, State string
+	At          time.Time
+	Count       int64
+}
+
+const (
+	// $1 since, $2 bucket seconds: minute rows, the highest per bucket.
+	trendMinutesSQL = `SELECT kind, state, at - at % $2 AS bucket, max(count) FROM unstuck_console_trend
+WHERE res = 'm' AND at >= $1 GROUP BY kind, state, bucket ORDER BY kind, state, bucket`
+	trendHoursSQL = `SELECT kind, state, at - at % $2 AS bucket, max(count) FROM unstuck_console_trend
+WHERE res = 'h' AND at >= $1 GROUP BY kind, state, bucket ORDER BY kind, state, bucket`
+)
+
+// Trends returns the counts since since, per kind and state, in buckets
+// of bucket (at least a minute; whole minutes): from the minute counts when
+// hourly is false, else from the hourly ones (bucket at least an hour).
+// Buckets with no snapshot are absent.
+func (d *DB) Trends(ctx context.Context, since time.Time, bucket time.Duration, hourly bool) ([]TrendSample, error) {
+	q := trendMinutesSQL
+	if hourly {
+		q = trendHoursSQL
+		bucket = max(bucket, time.Hour)
+	}
+	secs := max(int64(bucket/time.Second), 60)
+	var out []TrendSample
+	err := bulkConn{d}.each(ctx, q, []any{since.Unix(), secs}, func(scan func(...any) error) error {
+		var (
+			s  TrendSample
+			at int64
+		)
+		if err := scan(&s.Kind, &s.State, &at, &s.Count); err != nil {
+			return err
+		}
+		s.At = time.Unix(at, 0).UTC()
+		out = append(out, s)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: trends: %w", err)
+	}
+	return out, nil
+}
+
+const incidentColumns = `group_key, kind, state, operation, step, class, message, system, sample, count, exact, first_seen, last_seen, updated_at`
+
+func scanIncident(scan func(...any) error) (IncidentGroup, error) {
+	var (
+		g                   IncidentGroup
+		exact               anyBool
+		first, last, update int64
+	)
+	if err := scan(&g.Key, &g.Kind, &g.State, &g.Operation, &g.Step, &g.Class, &g.Message, &g.System, &g.Sample, &g.Count, &exact,
+		&first, &last, &update); err != nil {
+		return g, err
+	}
+	g.Exact = exact.b
+	g.FirstSeen, g.LastSeen, g.UpdatedAt = time.Unix(first, 0).UTC(), time.Unix(last, 0).UTC(), time.Unix(update, 0).UTC()
+	return g, nil
+}
+
+// MaxIncidentGroups bounds what [DB.IncidentGroups] returns.
+const MaxIncidentGroups = 500
+
+// IncidentGroups returns the current groups (count > 0), the largest
+// first, at most limit (MaxIncidentGroups when <= 0 or above it).
+func (d *DB) IncidentGroups(ctx context.Context, limit int) ([]IncidentGroup, error) {
+	if limit <= 0 || limit > MaxIncidentGroups {
+		limit = MaxIncidentGroups
+	}
+	var out []IncidentGroup
+	err := bulkConn{d}.each(ctx, `SELECT `+incidentColumns+` FROM unstuck_console_incident WHERE count > 0
+ORDER BY count DESC, group_key LIMIT $1`, []any{limit}, func(scan func(...any) error) error {
+		g, err := scanIncident(scan)
+		if err != nil {
+			return err
+		}
+		out = append(out, g)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: incident groups: %w", err)
+	}
+	return out, nil
+}
+
+// IncidentGroup returns the group key, current or gone; ok is false when
+// there is none.
+func (d *DB) IncidentGroup(ctx context.Context, key string) (g IncidentGroup, ok bool, err error) {
+	err = bulkConn{d}.each(ctx, `SELECT `+incidentColumns+` FROM unstuck_console_incident WHERE group_key = $1`, []any{key},
+		func(scan func(...any) error) error {
+			var serr error
+			g, serr = scanIncident(scan)
+			ok = serr == nil
+			return serr
+		})
+	if err != nil {
+		return IncidentGroup{}, false, fmt.Errorf("store: incident group: %w", err)
+	}
+	return g, ok, nil
+}
+
+// IncidentHours returns the hourly counts since since of the current
+// groups (count > 0): per group key, the highest count of each hour that
+// had a snapshot, by the hour's start.
+func (d *DB) IncidentHours(ctx context.Context, since time.Time) (map[string]map[time.Time]int64, error) {
+	out := map[string]map[time.Time]int64{}
+	err := bulkConn{d}.each(ctx, `SELECT h.group_key, h.hour, h.count FROM unstuck_console_incident_hour h
+JOIN unstuck_console_incident g ON g.group_key = h.group_key
+WHERE g.count > 0 AND h.hour >= $1`, []any{since.Unix()}, func(scan func(...any) error) error {
+		var (
+			key   string
+			hour  int64
+			count int64
+		)
+		if err := scan(&key, &hour, &count); err != nil {
+			return err
+		}
+		if out[key] == nil {
+			out[key] = map[time.Time]int64{}
+		}
+		out[key][time.Unix(hour, 0).UTC()] = count
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: incident hours: %w", err)
+	}
+	return out, nil
+}
+
+// LastSnapshot returns the time of the latest snapshot; ok is false when
+// none was taken.
+func (d *DB) LastSnapshot(ctx context.Context) (at time.Time, ok bool, err error) {
+	var v sql.NullInt64
+	err = bulkConn{d}.each(ctx, `SELECT max(at) FROM unstuck_console_trend WHERE res = 'm'`, nil, func(scan func(...any) error) error {
+		return scan(&v)
+	})
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("store: last snapshot: %w", err)
+	}
+	if !v.Valid {
+		return time.Time{}, false, nil
+	}
+	return time.Unix(v.Int64, 0).UTC(), true, nil
+}
+
+// IncidentTotal sums the current groups of one kind.
+type IncidentTotal struct {
+	Kind   string
+	Groups int64
+	Items  int64
+	// Exact is false when some group's count is a lower bound.
+	Exact bool
+}
+
+// IncidentTotals returns the number of current groups and their items per
+// kind (kinds without a group are absent).
+func (d *DB) IncidentTotals(ctx context.Context) ([]IncidentTotal, error) {
+	var out []IncidentTotal
+	err := bulkConn{d}.each(ctx, `SELECT kind, count(*), CAST(sum(count) AS BIGINT), CAST(sum(CASE WHEN exact THEN 0 ELSE 1 END) AS BIGINT)
+FROM unstuck_console_incident WHERE count > 0 GROUP BY kind ORDER BY kind`, nil, func(scan func(...any) error) error {
+		var (
+			t       IncidentTotal
+			inexact int64
+		)
+		if err := scan(&t.Kind, &t.Groups, &t.Items, &inexact); err != nil {
+			return err
+		}
+		t.Exact = inexact == 0
+		out = append(out, t)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: incident totals: %w", err)
+	}
+	return out, nil
+}
+
+// TrendRow is one stored count of the trend table, for [DB.ImportTrends].
+type TrendRow struct {
+	// Hourly is true for an hourly count, false for a minute's.
+	Hourly bool
+	// At is the start of the minute or hour (truncated to it).
+	At    time.Time
+	Kind  string
+	State string
+	Count int64
+	Exact bool
+}
+
+// ImportTrends loads past counts as given, for benchmarks and imports:
+// rows whose (resolution, At, Kind, State) exist already are skipped. It
+// bypasses the snapshotter and its retention.
+func (d *DB) ImportTrends(ctx context.Context, rows []TrendRow) error {
+	res := func(r TrendRow) (string, int64) {
+		if r.Hourly {
+			return "h", r.At.Unix() - r.At.Unix()%3600
+		}
+		return "m", r.At.Unix() - r.At.Unix()%60
+	}
+	if d.dialect == DialectPostgres {
+		tx, err := d.pool.Begin(ctx)
+		if err != nil {
+			return fmt.Errorf("store: import trends: %w", err)
+		}
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+		if _, err := tx.Exec(ctx, `CREATE TEMP TABLE trend_import (LIKE unstuck_console_trend) ON COMMIT DROP`); err != nil {
+			return fmt.Errorf("store: import trends: %w", err)
+		}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"trend_import"}, []string{"res", "at", "kind", "state", "count", "exact"},
+			pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
+				r, at := res(rows[i])
+				return []any{r, at, rows[i].Kind, rows[i].State, rows[i].Count, rows[i].Exact}, nil
+			})); err != nil {
+			return fmt.Errorf("store: import trends: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO unstuck_console_trend SELECT * FROM trend_import ON CONFLICT DO NOTHING`); err != nil {
+			return fmt.Errorf("store: import trends: %w", err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return fmt.Errorf("store: import trends: %w", err)
+		}
+		return nil
+	}
+	tx, err := d.sqlite.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: import trends: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	for _, r := range rows {
+		rs, at := res(r)
+		exact := int64(0)
+		if r.Exact {
+			exact = 1
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO unstuck_console_trend (res, at, kind, state, count, exact) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT DO NOTHING`, rs, at, r.Kind, r.State, r.Count, exact); err != nil {
+			return fmt.Errorf("store: import trends: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: import trends: %w", err)
+	}
+	return nil
+}

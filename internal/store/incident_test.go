@@ -1,0 +1,172 @@
+package store
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// SPEC K14, K15: a snapshot's counts are written once per minute, hourly
+// counts keep the highest, groups are replaced and closed, and two racing
+// snapshotters never double-count.
+func TestSnapshotK15(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, b testBundle) {
+		ctx := t.Context()
+		t0 := time.Date(2026, 12, 1, 2, 10, 5, 0, time.UTC)
+		snap := func(at time.Time, stuck int64, groups ...IncidentGroup) func(context.Context) (Snapshot, error) {
+			return func(context.Context) (Snapshot, error) {
+				return Snapshot{At: at, Trends: []TrendPoint{{Kind: "key", State: "stuck", Count: stuck, Exact: true},
+					{Kind: "operation", State: "review_required", Count: 2, Exact: false}}, Groups: groups}, nil
+			}
+		}
+		g1 := IncidentGroup{Key: "aaaaaaaaaaaaaaaaaaaaaaaa", Kind: "key", State: "pending", Operation: "POST /pay", Class: "pending",
+			Message: "provider timed out after <n>s", Sample: "provider timed out after 30s", Count: 3, Exact: true,
+			FirstSeen: t0.Add(-time.Hour), LastSeen: t0.Add(-time.Minute)}
+
+		res, err := b.db.WriteSnapshot(ctx, snap(t0, 12, g1))
+		require.NoError(t, err)
+		require.True(t, res.Leader)
+		require.Len(t, res.New, 1, "a group not seen before is new")
+		// The same minute again (a second console, a restart): ignored for
+		// the minute, the hour keeps its highest.
+		res, err = b.db.WriteSnapshot(ctx, snap(t0.Add(20*time.Second), 99, g1))
+		require.NoError(t, err)
+		require.True(t, res.Leader)
+		require.Empty(t, res.New, "a current group is not new")
+		// The next minute: fewer stuck; the group grew.
+		g1b := g1
+		g1b.Count, g1b.FirstSeen, g1b.LastSeen = 5, t0.Add(-30*time.Minute), t0.Add(30*time.Second)
+		_, err = b.db.WriteSnapshot(ctx, snap(t0.Add(time.Minute), 4, g1b))
+		require.NoError(t, err)
+
+		mins, err := b.db.Trends(ctx, t0.Add(-time.Hour), time.Minute, false)
+		require.NoError(t, err)
+		var stuck []int64
+		for _, s := range mins {
+			if s.Kind == "key" && s.State == "stuck" {
+				stuck = append(stuck, s.Count)
+			}
+		}
+		require.Equal(t, []int64{12, 4}, stuck, "one count per minute: the first snapshot of a minute wins")
+		hours, err := b.db.Trends(ctx, t0.Add(-2*time.Hour), time.Hour, true)
+		require.NoError(t, err)
+		require.Contains(t, hours, TrendSample{Kind: "key", State: "stuck", At: t0.Truncate(time.Hour), Count: 99}, "the hour keeps its highest")
+
+		got, ok, err := b.db.IncidentGroup(ctx, g1.Key)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, int64(5), got.Count, "replaced, never added")
+		require.Equal(t, g1.FirstSeen, got.FirstSeen, "first seen is the earliest any snapshot saw")
+		require.Equal(t, g1b.LastSeen, got.LastSeen)
+		require.Equal(t, g1.Sample, got.Sample)
+		at, ok, err := b.db.LastSnapshot(ctx)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, t0.Add(time.Minute).Truncate(time.Minute), at)
+
+		// A snapshot without the group closes it; it leaves the list.
+		_, err = b.db.WriteSnapshot(ctx, snap(t0.Add(2*time.Minute), 0))
+		require.NoError(t, err)
+		list, err := b.db.IncidentGroups(ctx, 0)
+		require.NoError(t, err)
+		require.Empty(t, list)
+		got, ok, err = b.db.IncidentGroup(ctx, g1.Key)
+		require.NoError(t, err)
+		require.True(t, ok, "a closed group is kept for its link")
+		require.Zero(t, got.Count)
+
+		// Retention: 8 days later the minute rows, the closed group and
+		// its hours are gone; the hourly counts stay.
+		_, err = b.db.WriteSnapshot(ctx, snap(t0.Add(8*24*time.Hour), 1))
+		require.NoError(t, err)
+		mins, err = b.db.Trends(ctx, time.Time{}, time.Minute, false)
+		require.NoError(t, err)
+		require.Len(t, mins, 2, "only the latest minute's two counts: %v", mins)
+		_, ok, err = b.db.IncidentGroup(ctx, g1.Key)
+		require.NoError(t, err)
+		require.False(t, ok)
+		hours, err = b.db.Trends(ctx, time.Time{}, time.Hour, true)
+		require.NoError(t, err)
+		require.Len(t, hours, 4)
+	})
+}
+
+// Two consoles racing for the same minute: on PostgreSQL only one
+// computes (the advisory lock); on either dialect the minute holds one
+// count and the group one count, not their sum.
+func TestSnapshotRaceK15(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, b testBundle) {
+		ctx := t.Context()
+		at := time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
+		var computed atomic.Int32
+		release := make(chan struct{})
+		compute := func(context.Context) (Snapshot, error) {
+			computed.Add(1)
+			<-release
+			return Snapshot{At: at, Trends: []TrendPoint{{Kind: "key", State: "pending", Count: 7, Exact: true}},
+				Groups: []IncidentGroup{{Key: "bbbbbbbbbbbbbbbbbbbbbbbb", Kind: "key", State: "pending", Count: 7, Exact: true,
+					FirstSeen: at, LastSeen: at}}}, nil
+		}
+		var (
+			wg      sync.WaitGroup
+			leaders atomic.Int32
+			news    atomic.Int32
+		)
+		for range 2 {
+			wg.Go(func() {
+				res, err := b.db.WriteSnapshot(ctx, compute)
+				require.NoError(t, err)
+				if res.Leader {
+					leaders.Add(1)
+				}
+				news.Add(int32(len(res.New)))
+			})
+		}
+		if b.pool != nil {
+			// Both have asked for the lock once one computes; the
+			// other has returned.
+			require.Eventually(t, func() bool { return computed.Load() == 1 }, 10*time.Second, 10*time.Millisecond)
+			time.Sleep(200 * time.Millisecond)
+		}
+		close(release)
+		wg.Wait()
+		if b.pool != nil {
+			require.Equal(t, int32(1), news.Load(), "the new group is reported once")
+			require.Equal(t, int32(1), leaders.Load(), "one leader on PostgreSQL")
+			require.Equal(t, int32(1), computed.Load())
+		}
+		mins, err := b.db.Trends(ctx, time.Time{}, time.Minute, false)
+		require.NoError(t, err)
+		require.Equal(t, []TrendSample{{Kind: "key", State: "pending", At: at, Count: 7}}, mins)
+		list, err := b.db.IncidentGroups(ctx, 0)
+		require.NoError(t, err)
+		require.Len(t, list, 1)
+		require.Equal(t, int64(7), list[0].Count)
+	})
+}
+
+// ImportTrends loads past counts that the trend reads return, and skips
+// what is there.
+func TestImportTrends(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, b testBundle) {
+		at := time.Date(2026, 11, 30, 10, 7, 0, 0, time.UTC)
+		rows := []TrendRow{{At: at, Kind: "key", State: "failed", Count: 5, Exact: true},
+			{Hourly: true, At: at.Truncate(time.Hour), Kind: "key", State: "failed", Count: 9}}
+		require.NoError(t, b.db.ImportTrends(t.Context(), rows))
+		rows[0].Count = 6
+		require.NoError(t, b.db.ImportTrends(t.Context(), rows), "again: skipped")
+		mins, err := b.db.Trends(t.Context(), at.Add(-time.Hour), time.Minute, false)
+		require.NoError(t, err)
+		require.Equal(t, []TrendSample{{Kind: "key", State: "failed", At: at, Count: 5}}, mins)
+		hours, err := b.db.Trends(t.Context(), at.Add(-time.Hour), time.Hour, true)
+		require.NoError(t, err)
+		require.Equal(t, []TrendSample{{Kind: "key", State: "failed", At: at.Truncate(time.Hour), Count: 9}}, hours)
+	})
+}
