@@ -119,6 +119,10 @@ type SnapshotResult struct {
 	New []IncidentGroup
 }
 
+// ErrNoSnapshots: the database has no tables of trends and incident
+// groups (MySQL, so far); the console turns incidents and trends off there.
+var ErrNoSnapshots = errors.New("store: trends and incident groups are not kept on MySQL yet")
+
 // WriteSnapshot takes a snapshot as the leader: on PostgreSQL it begins a
 // transaction and takes the advisory lock of the snapshots with
 // pg_try_advisory_xact_lock; when another console holds it, it returns
@@ -130,6 +134,9 @@ type SnapshotResult struct {
 // keep the highest, a group's count is replaced), so a snapshot written
 // twice, or by two racing consoles, never double-counts.
 func (d *DB) WriteSnapshot(ctx context.Context, compute func(ctx context.Context) (Snapshot, error)) (SnapshotResult, error) {
+	if d.dialect == DialectMySQL {
+		return SnapshotResult{}, ErrNoSnapshots
+	}
 	var res SnapshotResult
 	if d.dialect == DialectPostgres {
 		tx, err := d.pool.Begin(ctx)
@@ -295,6 +302,9 @@ WHERE res = 'h' AND at >= $1 GROUP BY kind, state, bucket ORDER BY kind, state, 
 // hourly is false, else from the hourly ones (bucket at least an hour).
 // Buckets with no snapshot are absent.
 func (d *DB) Trends(ctx context.Context, since time.Time, bucket time.Duration, hourly bool) ([]TrendSample, error) {
+	if d.dialect == DialectMySQL {
+		return nil, ErrNoSnapshots
+	}
 	q := trendMinutesSQL
 	if hourly {
 		q = trendHoursSQL
@@ -343,6 +353,9 @@ const MaxIncidentGroups = 500
 // IncidentGroups returns the current groups (count > 0), the largest
 // first, at most limit (MaxIncidentGroups when <= 0 or above it).
 func (d *DB) IncidentGroups(ctx context.Context, limit int) ([]IncidentGroup, error) {
+	if d.dialect == DialectMySQL {
+		return nil, ErrNoSnapshots
+	}
 	if limit <= 0 || limit > MaxIncidentGroups {
 		limit = MaxIncidentGroups
 	}
@@ -365,6 +378,9 @@ ORDER BY count DESC, group_key LIMIT $1`, []any{limit}, func(scan func(...any) e
 // IncidentGroup returns the group key, current or gone; ok is false when
 // there is none.
 func (d *DB) IncidentGroup(ctx context.Context, key string) (g IncidentGroup, ok bool, err error) {
+	if d.dialect == DialectMySQL {
+		return IncidentGroup{}, false, ErrNoSnapshots
+	}
 	err = bulkConn{d}.each(ctx, `SELECT `+incidentColumns+` FROM unstuck_console_incident WHERE group_key = $1`, []any{key},
 		func(scan func(...any) error) error {
 			var serr error
@@ -382,6 +398,9 @@ func (d *DB) IncidentGroup(ctx context.Context, key string) (g IncidentGroup, ok
 // groups (count > 0): per group key, the highest count of each hour that
 // had a snapshot, by the hour's start.
 func (d *DB) IncidentHours(ctx context.Context, since time.Time) (map[string]map[time.Time]int64, error) {
+	if d.dialect == DialectMySQL {
+		return nil, ErrNoSnapshots
+	}
 	out := map[string]map[time.Time]int64{}
 	err := bulkConn{d}.each(ctx, `SELECT h.group_key, h.hour, h.count FROM unstuck_console_incident_hour h
 JOIN unstuck_console_incident g ON g.group_key = h.group_key
@@ -409,6 +428,9 @@ WHERE g.count > 0 AND h.hour >= $1`, []any{since.Unix()}, func(scan func(...any)
 // LastSnapshot returns the time of the latest snapshot; ok is false when
 // none was taken.
 func (d *DB) LastSnapshot(ctx context.Context) (at time.Time, ok bool, err error) {
+	if d.dialect == DialectMySQL {
+		return time.Time{}, false, ErrNoSnapshots
+	}
 	var v sql.NullInt64
 	err = bulkConn{d}.each(ctx, `SELECT max(at) FROM unstuck_console_trend WHERE res = 'm'`, nil, func(scan func(...any) error) error {
 		return scan(&v)
@@ -434,6 +456,9 @@ type IncidentTotal struct {
 // IncidentTotals returns the number of current groups and their items per
 // kind (kinds without a group are absent).
 func (d *DB) IncidentTotals(ctx context.Context) ([]IncidentTotal, error) {
+	if d.dialect == DialectMySQL {
+		return nil, ErrNoSnapshots
+	}
 	var out []IncidentTotal
 	err := bulkConn{d}.each(ctx, `SELECT kind, count(*), CAST(sum(count) AS BIGINT), CAST(sum(CASE WHEN exact THEN 0 ELSE 1 END) AS BIGINT)
 FROM unstuck_console_incident WHERE count > 0 GROUP BY kind ORDER BY kind`, nil, func(scan func(...any) error) error {
@@ -470,6 +495,9 @@ type TrendRow struct {
 // rows whose (resolution, At, Kind, State) exist already are skipped. It
 // bypasses the snapshotter and its retention.
 func (d *DB) ImportTrends(ctx context.Context, rows []TrendRow) error {
+	if d.dialect == DialectMySQL {
+		return ErrNoSnapshots
+	}
 	res := func(r TrendRow) (string, int64) {
 		if r.Hourly {
 			return "h", r.At.Unix() - r.At.Unix()%3600
