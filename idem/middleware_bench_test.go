@@ -13,11 +13,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/internal/benchround"
 )
 
 // The benchmarks of this file measure the HTTP middleware's own cost, with
@@ -311,24 +311,14 @@ func benchLoop(b *testing.B, op func(i int) error) {
 	b.Helper()
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu := benchCPUTime()
+	cpu := benchround.CPUTime()
 	for i := range b.N {
 		if err := op(i); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(benchCPUTime()-cpu)/float64(b.N), "cpu-ns/op")
-}
-
-// benchCPUTime returns the user and system CPU time this process has used
-// so far, on all its threads (the garbage collector's included).
-func benchCPUTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64(benchround.CPUTime()-cpu)/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkMiddleware measures one POST through the middleware, in

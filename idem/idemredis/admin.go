@@ -504,13 +504,21 @@ func (s *Store) Sweep(ctx context.Context, p idemdriver.SweepParams) (idemdriver
 		if err != nil {
 			return false, err
 		}
-		for i, e := range es {
-			rk, _ := keys[i].(string)
-			var m map[string]string
-			if rk != "" {
-				if m, err = s.c.HGetAll(ctx, rk).Result(); err != nil {
-					return false, err
+		cmds := make([]*redis.MapStringStringCmd, len(es))
+		if _, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i := range es {
+				if rk, _ := keys[i].(string); rk != "" {
+					cmds[i] = p.HGetAll(ctx, rk)
 				}
+			}
+			return nil
+		}); err != nil {
+			return false, err
+		}
+		for i, e := range es {
+			var m map[string]string
+			if cmds[i] != nil {
+				m = cmds[i].Val()
 			}
 			if len(m) == 0 || atoi(m["id"]) != e.id {
 				if len(remove) < limit {

@@ -32,19 +32,27 @@ var testHookAfterIntent func() error
 // a store outside db (idemredis): a decision and its audit entry cannot
 // be one transaction, so each decision is three steps:
 //
-//  1. intent: in one transaction of db, the bulk item's outcome if any
-//     and an audit entry with outcome [OutcomeIntent], the record as seen
-//     (its version) and the action;
+//  1. intent: in one transaction of db, the bulk item's outcome (applied)
+//     when the decision is a bulk item's, which claims the item for this
+//     worker, and an audit entry with outcome [OutcomeIntent], the record
+//     as seen (its version) and the action;
 //  2. the decision, applied by the engine to s by a compare-and-swap on the
 //     record's version (idemdriver.Store.Settle): applied once or not at
 //     all;
-//  3. outcome: an audit entry applied (with the record after) or conflict
-//     (the record changed since the intent), naming the intent's seq.
+//  3. outcome: an audit entry applied (with the record after) naming the
+//     intent's seq; or, when the compare-and-swap found the record
+//     changed, a conflict: audited by Decide for a single decision (the
+//     intent is then resolved as a conflict at the next start), here,
+//     naming the intent, for a bulk item.
 //
 // A crash between steps leaves an intent without its outcome;
 // [ResolveKeyIntents], run at start-up, appends it from the record's state.
 // The guarantee: every applied decision has its intent in the trail before
-// it; its outcome entry follows, at the latest at the next start-up.
+// it; its outcome entry follows, at the latest at the next start. A bulk
+// item is claimed with its intent, so overlapping workers apply it once;
+// should the record change between the claim and the compare-and-swap (an
+// operator's decision on the same record in those milliseconds), the item
+// reads applied while the trail shows the conflict.
 func NewKeysOnStore[TTx any](db *DB[TTx], engine *idem.Engine, s idemdriver.Store, records recordFinder) (*Keys, error) {
 	if db == nil || engine == nil || s == nil || records == nil {
 		return nil, errors.New("ops: key decisions need a database, an engine, a store and a record finder")
@@ -97,6 +105,16 @@ func (k storeKeys[TTx]) decide(ctx context.Context, actor Actor, d KeyDecision, 
 	ctx = context.WithoutCancel(ctx)
 	after, kept, err := k.engine.Settle(ctx, k.store, found, d.Action, d.ExternalRef, d.Reason)
 	switch {
+	case errors.Is(err, idemdriver.ErrStale) && first != nil:
+		// A bulk item claimed with the intent: its refusal cannot be
+		// marked any more, so the conflict is audited here, naming the
+		// intent.
+		e := entry(actor, d, target, snapshot(found), map[string]any{"intent_seq": intent.Seq}, audit.OutcomeConflict)
+		e.Reason += " — refused: the record changed between the intent and its compare-and-swap"
+		if _, aerr := k.db.trail.Append(ctx, e); aerr != nil {
+			return KeyResult{}, fmt.Errorf("%w (its conflict was not audited: %w; resolved at the next start)", ErrStale, aerr)
+		}
+		return KeyResult{}, ErrStale
 	case errors.Is(err, idemdriver.ErrStale):
 		// Decide audits the refusal; the intent itself is resolved (as a
 		// conflict) at the next start.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,16 +19,18 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/redistest"
+	"github.com/unstuckhq/unstuck/internal/store"
 )
 
 // redisBundle is a Redis key store, its engine, and the console's SQL
 // side (a SQLite file with the audit trail) with the key decisions on
 // both.
 type redisBundle struct {
-	store  *idemredis.Store
-	engine *idem.Engine
-	trail  *audit.Trail
-	keys   *Keys
+	store   *idemredis.Store
+	engine  *idem.Engine
+	trail   *audit.Trail
+	keys    *Keys
+	console *store.DB
 }
 
 func newRedisBundle(t *testing.T) redisBundle {
@@ -54,7 +57,9 @@ func newRedisBundle(t *testing.T) redisBundle {
 	require.NoError(t, err)
 	keys, err := NewKeysOnStore(d, engine, s, s)
 	require.NoError(t, err)
-	return redisBundle{store: s, engine: engine, trail: trail, keys: keys}
+	cdb := store.NewSQLite(db)
+	require.NoError(t, cdb.Migrate(ctx))
+	return redisBundle{store: s, engine: engine, trail: trail, keys: keys, console: cdb}
 }
 
 // pending makes a pending record in the store and returns it.
@@ -189,4 +194,66 @@ func TestRedisDecisionCrashResolvedAtStart(t *testing.T) {
 	n, err = ResolveKeyIntents(t.Context(), b.trail, b.store)
 	require.NoError(t, err)
 	require.Zero(t, n, "resolved once")
+}
+
+// TestRedisBulkForget (SPEC K12 on Redis keys): a bulk forget over Redis
+// records, run by three overlapping workers, applies each item once with
+// its intent and outcome, and skips the item that changed after the
+// request without forcing it.
+func TestRedisBulkForget(t *testing.T) {
+	b := newRedisBundle(t)
+	ctx := t.Context()
+	a, err := ParseApproval("none")
+	require.NoError(t, err)
+	bulks, err := NewBulks(b.console, b.keys, b.store, nil, nil, BulkConfig{Approval: a, Batch: 7})
+	require.NoError(t, err)
+	const n = 12
+	recs := make([]idemdriver.Record, n)
+	for i := range recs {
+		recs[i] = b.pending(t, "bulk-"+strconv.Itoa(i))
+	}
+	spec := BulkSpec{Kind: BulkKeys, Action: "forget", KeyFilter: idemdriver.KeyFilter{Scope: "acme"}, FilterQuery: "scope=acme"}
+	req, _, err := bulks.Request(ctx, operator, spec, "provider outage, keys safe to rerun", n)
+	require.NoError(t, err)
+	_, err = b.keys.Decide(ctx, operator, KeyDecision{RecordID: recs[3].ID, Version: recs[3].Version,
+		Action: idem.OperatorConfirmHappened, ExternalRef: "ch_3", Reason: "checked at the provider"})
+	require.NoError(t, err)
+
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range errs {
+		wg.Go(func() {
+			for {
+				done, err := bulks.Run(ctx, req.ID, 0)
+				if err != nil || done {
+					errs[i] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	got, ok, err := bulks.Get(ctx, req.ID)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, map[string]int64{store.ItemApplied: n - 1, store.ItemSkipped: 1}, got.Counts)
+	for i, r := range recs {
+		_, ok, err := b.store.KeyByID(ctx, r.ID)
+		require.NoError(t, err)
+		require.Equal(t, i == 3, ok, "record %d", i)
+		if i == 3 {
+			continue
+		}
+		hist := b.entries(t, r.ID)
+		require.Len(t, hist, 2, "record %d: one intent, one outcome", i)
+		require.Equal(t, OutcomeIntent, hist[0].Outcome)
+		require.Equal(t, audit.OutcomeApplied, hist[1].Outcome)
+		require.Equal(t, hist[0].Seq, intentSeq(t, hist[1]))
+	}
+	n2, err := ResolveKeyIntents(ctx, b.trail, b.store)
+	require.NoError(t, err)
+	require.Zero(t, n2)
 }
