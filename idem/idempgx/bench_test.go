@@ -11,10 +11,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -40,7 +37,7 @@ import (
 // the commands and the ratios of each round.
 
 // benchGoroutines are the concurrency levels measured. The goroutines are
-// started by hand (see benchParallel), so the count is exact whatever
+// started by hand (see benchround.Parallel), so the count is exact whatever
 // GOMAXPROCS is.
 var benchGoroutines = []int{1, 8}
 
@@ -127,60 +124,6 @@ func newBenchEnv(b *testing.B) benchEnv {
 	return benchEnv{pool: pool, engine: engine, sealedLen: len(rec.Result)}
 }
 
-// benchParallel runs op b.N times in total on exactly g goroutines, which
-// take indexes 0..b.N-1 from a shared counter. The first error stops the
-// benchmark.
-func benchParallel(b *testing.B, g int, op func(ctx context.Context, i int) error) {
-	b.Helper()
-	ctx := context.Background()
-	var (
-		next   atomic.Int64
-		failed atomic.Bool
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		first  error
-	)
-	b.ReportAllocs()
-	b.ResetTimer()
-	cpu := benchCPUTime()
-	for range g {
-		wg.Go(func() {
-			for !failed.Load() {
-				i := next.Add(1) - 1
-				if i >= int64(b.N) {
-					return
-				}
-				if err := op(ctx, int(i)); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-					failed.Store(true)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	b.StopTimer()
-	if first != nil {
-		b.Fatal(first)
-	}
-	b.ReportMetric(float64(benchCPUTime()-cpu)/float64(b.N), "cpu-ns/op")
-}
-
-// benchCPUTime returns the user and system CPU time this process has used
-// so far, on all its threads. Per operation it is a measure of cost that
-// other load on the machine disturbs much less than the elapsed time.
-func benchCPUTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // benchPrefix returns 48 random hex digits, the fixed part of the key
 // digests of one baseline invocation.
 func benchPrefix(b *testing.B) string {
@@ -226,7 +169,7 @@ func BenchmarkRunFirst(b *testing.B) {
 		benchround.Run(b, g, func(b *testing.B) {
 			env := newBenchEnv(b)
 			prefix := "first-" + benchPrefix(b) + "-"
-			benchParallel(b, g, func(ctx context.Context, i int) error {
+			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
 				res, err := idem.Run(ctx, env.engine, prefix+strconv.Itoa(i), benchScope, benchCallback)
 				if err == nil && res.Replayed {
 					err = errors.New("first run replayed")
@@ -237,7 +180,7 @@ func BenchmarkRunFirst(b *testing.B) {
 			env := newBenchEnv(b)
 			blob := make([]byte, env.sealedLen)
 			prefix := benchPrefix(b)
-			benchParallel(b, g, func(ctx context.Context, i int) error {
+			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
 				var id int64
 				if err := env.pool.QueryRow(ctx, limitInsertSQL,
 					benchScope, idem.DefaultOperation, benchDigest(prefix, i), benchOwner).Scan(&id); err != nil {
@@ -293,7 +236,7 @@ func BenchmarkRunReplay(b *testing.B) {
 		benchround.Run(b, g, func(b *testing.B) {
 			env := newBenchEnv(b)
 			keys, _ := completed(b, env)
-			benchParallel(b, g, func(ctx context.Context, i int) error {
+			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
 				res, err := idem.Run(ctx, env.engine, keys[i%len(keys)], benchScope, benchCallback)
 				if err == nil && !res.Replayed {
 					err = errors.New("replay ran the callback")
@@ -303,7 +246,7 @@ func BenchmarkRunReplay(b *testing.B) {
 		}, func(b *testing.B) {
 			env := newBenchEnv(b)
 			_, digests := completed(b, env)
-			benchParallel(b, g, func(ctx context.Context, i int) error {
+			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
 				var status, fp string
 				var result []byte
 				if err := env.pool.QueryRow(ctx, limitReplaySQL,

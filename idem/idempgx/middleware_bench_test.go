@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/internal/benchround"
 )
 
 // The benchmarks of this file drive the HTTP middleware end to end: a real
@@ -167,7 +168,7 @@ func BenchmarkMiddlewareHTTPFirst(b *testing.B) {
 		b.Run("middleware/goroutines="+strconv.Itoa(g), func(b *testing.B) {
 			bh := newBenchHTTPMiddleware(b)
 			prefix := benchPrefix(b)[:8]
-			benchParallel(b, g, func(ctx context.Context, i int) error {
+			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
 				status, replayed, err := bh.post(ctx, benchHTTPKey(prefix, i))
 				return benchHTTPCheck(status, replayed, err, false)
 			})
@@ -175,7 +176,7 @@ func BenchmarkMiddlewareHTTPFirst(b *testing.B) {
 		b.Run("bare/goroutines="+strconv.Itoa(g), func(b *testing.B) {
 			bh := newBenchHTTP(b, http.HandlerFunc(benchHTTPHandler))
 			prefix := benchPrefix(b)[:8]
-			benchParallel(b, g, func(ctx context.Context, i int) error {
+			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
 				status, replayed, err := bh.post(ctx, benchHTTPKey(prefix, i))
 				return benchHTTPCheck(status, replayed, err, false)
 			})
@@ -215,7 +216,7 @@ func BenchmarkMiddlewareHTTPReplay(b *testing.B) {
 			if err := errors.Join(errs...); err != nil {
 				b.Fatal(err)
 			}
-			benchParallel(b, g, func(ctx context.Context, i int) error {
+			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
 				status, replayed, err := bh.post(ctx, ks[i%len(ks)])
 				return benchHTTPCheck(status, replayed, err, true)
 			})
@@ -223,7 +224,7 @@ func BenchmarkMiddlewareHTTPReplay(b *testing.B) {
 		b.Run("bare/goroutines="+strconv.Itoa(g), func(b *testing.B) {
 			bh := newBenchHTTP(b, http.HandlerFunc(benchHTTPHandler))
 			ks := keys(b)
-			benchParallel(b, g, func(ctx context.Context, i int) error {
+			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
 				status, replayed, err := bh.post(ctx, ks[i%len(ks)])
 				return benchHTTPCheck(status, replayed, err, false)
 			})
