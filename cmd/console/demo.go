@@ -99,6 +99,10 @@ refuses to start while they are enabled.
 		return err
 	}
 	defer db.Close()
+	if db.MySQL != nil {
+		// The demo's signups are sagas: refuse before touching the database.
+		return fmt.Errorf("console demo on %s: %w", db.Redacted, errNoSagasOnMySQL)
+	}
 	db.useAuditKeys(auditKeys)
 	// Before the migrations: a database with tables and no marker is not
 	// the demo's, whatever the migrations would add.

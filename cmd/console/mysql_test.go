@@ -141,9 +141,17 @@ func TestConsoleOnMySQL(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, res.Replayed)
 
-	// Sagas are refused with why, not crashed into.
+	// Sagas are refused with why, not crashed into: by the runner, by
+	// "console demo" (whose signups are sagas) before it touches the
+	// database, and by "console serve" when a saga queue is asked for.
 	_, _, _, err = startSagas(ctx, db, nil, nil, nil, nil, slog.New(slog.DiscardHandler))
 	require.ErrorIs(t, err, errNoSagasOnMySQL)
+	_, _, err = runConsole(t, nil, "demo", "--db", dbURL, "--addr", "127.0.0.1:0")
+	require.ErrorIs(t, err, errNoSagasOnMySQL)
+	_, _, err = runConsole(t, map[string]string{"UNSTUCK_SECRET": "mysql-console-test-secret-0123456789",
+		"UNSTUCK_AUDIT_KEY": "mysql-console-test-audit-key-0123456789"}, "serve", "--db", dbURL, "--saga-queue", "payments", "--addr", "127.0.0.1:0")
+	require.ErrorIs(t, err, errNoSagasOnMySQL)
+	require.ErrorContains(t, err, "--saga-queue")
 }
 
 // TestMySQLURLs: DSNs are recognised and redacted without their password.

@@ -35,7 +35,7 @@ type Store struct {
 	db *sql.DB
 	// The statements of the common path, prepared on db on first use; see
 	// prepared.
-	getStmt, insertStmt, completeStmt, fenceStmt atomic.Pointer[sql.Stmt]
+	getStmt, getLeanStmt, insertStmt, completeStmt, fenceStmt atomic.Pointer[sql.Stmt]
 }
 
 // New returns a store on db, which must have been migrated with

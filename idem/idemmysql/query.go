@@ -29,6 +29,15 @@ const (
 FROM (SELECT 1 AS one) AS clock
 LEFT JOIN unstuck_idem_record AS r ON r.scope = ? AND r.operation = ? AND r.key_digest = ?`
 
+	// queryGetLean is queryGet narrowed to the clock and
+	// idemdriver.LeanFields without the ident (which the caller gave), in
+	// the order scanLean reads them: what a repeat's decision and replay
+	// read.
+	queryGetLean = `SELECT ` + nowOr + `, r.id, r.fingerprint, r.status, r.result, r.owner_token, r.fence,
+    r.lease_expires_at, r.created_at, r.expires_at
+FROM (SELECT 1 AS one) AS clock
+LEFT JOIN unstuck_idem_record AS r ON r.scope = ? AND r.operation = ? AND r.key_digest = ?`
+
 	// queryGetLocking is queryGet as a locking read: it sees the latest
 	// committed record whatever the transaction's isolation, and waits
 	// for a transaction that is inserting it. Reserve inside a

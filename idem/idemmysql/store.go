@@ -35,9 +35,16 @@ type Executor interface {
 // (scope, operation, key_digest), not the read, decides who owns the key:
 // an insert refused as a duplicate (1062) reads the record that won and
 // returns it. The record expires after the longer of p.TTL and p.Lease.
-// p.Lean is ignored: the record is always whole.
+// With p.Lean, an existing record is read with its idemdriver.LeanFields
+// only (queryGetLean); a created record is always whole.
 func (s *Store) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
-	get, err := s.prepared(ctx, &s.getStmt, queryGet)
+	slot, query, scan := &s.getStmt, queryGet, scanRecord
+	if p.Lean {
+		slot, query, scan = &s.getLeanStmt, queryGetLean, func(row interface{ Scan(...any) error }) (idemdriver.Record, bool, int64, error) {
+			return scanLean(row, p.Ident)
+		}
+	}
+	get, err := s.prepared(ctx, slot, query)
 	if err != nil {
 		return idemdriver.Record{}, false, fmt.Errorf("idemmysql: reserve: %w", err)
 	}
@@ -50,7 +57,7 @@ func (s *Store) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdr
 		return idemdriver.Record{}, false, fmt.Errorf("idemmysql: reserve: %w", err)
 	}
 	for range maxReserveTries {
-		rec, ok, now, err := read(ctx, stmtExec{get}, queryGet, p.Ident, p.Now)
+		rec, ok, now, err := scan(get.QueryRowContext(ctx, nowArg(p.Now), p.Scope, p.Operation, p.KeyDigest))
 		if err != nil {
 			return idemdriver.Record{}, false, fmt.Errorf("idemmysql: reserve: %w", err)
 		}
@@ -551,6 +558,42 @@ func scanRecord(row interface{ Scan(dest ...any) error }) (idemdriver.Record, bo
 		rec.LeaseExpiresAt = micros(lease.Int64)
 	}
 	return rec, true, now, nil
+}
+
+// scanLean reads one row of queryGetLean for id: an existing record with
+// idemdriver.LeanFields only, or ok false (NULL columns) when there is
+// none.
+func scanLean(row interface{ Scan(dest ...any) error }, id idemdriver.Ident) (idemdriver.Record, bool, int64, error) {
+	// One variable holds every destination: each one of its own would
+	// escape to the heap through Scan's []any.
+	var v struct {
+		now                            int64
+		id, fence, lease, created, exp sql.NullInt64
+		fingerprint, owner, status     sql.NullString
+		result                         sql.Null[[]byte]
+	}
+	if err := row.Scan(&v.now, &v.id, &v.fingerprint, &v.status, &v.result, &v.owner, &v.fence, &v.lease, &v.created, &v.exp); err != nil {
+		return idemdriver.Record{}, false, 0, err
+	}
+	if !v.id.Valid {
+		return idemdriver.Record{}, false, v.now, nil
+	}
+	rec := idemdriver.Record{ID: v.id.Int64, Ident: id, Fingerprint: v.fingerprint.String,
+		Owner:     idemdriver.Owner{Token: v.owner.String, Fence: v.fence.Int64},
+		CreatedAt: micros(v.created.Int64), ExpiresAt: micros(v.exp.Int64), ReadAt: micros(v.now)}
+	if rec.Status = idemdriver.Status(v.status.String); !rec.Status.Valid() {
+		return idemdriver.Record{}, false, v.now, fmt.Errorf("record %d: unknown status %q", rec.ID, v.status.String)
+	}
+	if v.result.Valid {
+		rec.Result = v.result.V
+		if rec.Result == nil {
+			rec.Result = []byte{}
+		}
+	}
+	if v.lease.Valid {
+		rec.LeaseExpiresAt = micros(v.lease.Int64)
+	}
+	return rec, true, v.now, nil
 }
 
 // micros converts stored Unix microseconds to a UTC time.

@@ -1,12 +1,13 @@
 // Package audit is the operations console's audit trail (SPEC CON-K7): an
 // append-only, keyed hash-chained table of who did what to which item,
-// why, with what result, on PostgreSQL or SQLite.
+// why, with what result, on PostgreSQL, SQLite or MySQL 8 / MariaDB 10.6+.
 //
 // # Opening and migrating
 //
 // A [Trail] wraps the pool or handle the engine's driver uses:
 // [NewPostgres] on the pgx pool of idem/idempgx (the table lives in the
-// pool's search_path), [NewSQLite] on the *sql.DB of idem/idemsqlite's Open.
+// pool's search_path), [NewSQLite] on the *sql.DB of idem/idemsqlite's Open,
+// [NewMySQL] on the *sql.DB of idem/idemmysql's Open.
 // [Trail.Migrate] applies the "audit" migration line, kept in the
 // unstuck_migration table the drivers and the console share; it does not
 // depend on the other lines.
@@ -17,7 +18,8 @@
 // that the entry and the change commit together or not at all. The caller
 // begins and owns that transaction, in the database's native type, and
 // passes it, River style: [Trail.AppendPgxTx] takes a pgx.Tx,
-// [Trail.AppendSQLiteTx] a database/sql transaction ([Executor]):
+// [Trail.AppendSQLiteTx] and [Trail.AppendMySQLTx] a database/sql
+// transaction ([Executor]):
 //
 //	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 //	…
@@ -39,7 +41,9 @@
 // Appends are serialised, so that the chain never forks: on PostgreSQL by
 // pg_advisory_xact_lock(0x756e737461756474) taken in the caller's
 // transaction and held to its end (so append last, just before the commit),
-// on SQLite by the database's single writer. seq is the head's plus one,
+// on SQLite by the database's single writer, on MySQL by the one row of
+// unstuck_audit_lock, locked FOR UPDATE in the caller's transaction and
+// held to its end (append last there too). seq is the head's plus one,
 // read under that serialisation rather than drawn from a sequence: a
 // rolled-back append leaves no gap, and a gap always means a deleted entry.
 // UNIQUE constraints on seq and prev_hash turn any append that escaped the
@@ -54,7 +58,8 @@
 // the lock is held, so times follow seq unless the server's clock steps
 // back). SQLite has no clock of its own worth the name: At is the
 // process's clock, in microseconds, read once the write lock is held, as
-// every timestamp of idem/idemsqlite. Both are UTC, to the microsecond.
+// every timestamp of idem/idemsqlite. On MySQL At is the database's clock
+// (UTC_TIMESTAMP(6), read after the lock). All are UTC, to the microsecond.
 //
 // # Append-only
 //
@@ -74,6 +79,10 @@
 // the TRIGGER privilege it cannot disable the triggers or drop the table,
 // and advisory locks need no grant. On SQLite whoever can write the file
 // can drop the triggers: keep the file's permissions to the console's user.
+// On MySQL TRUNCATE and DROP skip the triggers: grant the console's user
+// only SELECT and INSERT on unstuck_audit_entry (and SELECT, UPDATE on
+// unstuck_audit_lock), never DROP or TRIGGER; the chain and the
+// checkpoints detect what anyone with them changes.
 //
 // # Tamper evidence
 //
