@@ -122,7 +122,7 @@ func handleIncidents(st IncidentStore, now func() time.Time, log *slog.Logger) h
 			writeError(w, r, log, err)
 			return
 		}
-		vm := views.IncidentsVM{Groups: incidentVMs(page, groups, hours, t), Every: incident.DefaultEvery}
+		vm := views.IncidentsVM{Groups: incidentVMs(page, groups, hours, t)}
 		if at, ok, err := st.LastSnapshot(ctx); err != nil {
 			writeError(w, r, log, err)
 			return
