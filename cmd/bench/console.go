@@ -426,7 +426,7 @@ func buildCases(ctx context.Context, pool *pgxpool.Pool, db readers, deepPages i
 				}
 				return n, trendCalls(ctx, d)
 			}},
-		{name: "overview part: trends", kind: "part", notes: "24 h of minute counts in 15-minute buckets, 7 d of hourly counts",
+		{name: "overview part: trends", kind: "part", notes: "24 h of quarter-hour counts, 7 d of hourly counts",
 			db: func(ctx context.Context, d readers) (int, error) { return 0, trendCalls(ctx, d) }},
 		{name: "incidents", kind: "incidents", path: "/incidents", notes: "groups, their hours, the latest snapshot (snapshot tables only)",
 			db: func(ctx context.Context, d readers) (int, error) { return 0, incidentCalls(ctx, d) }},

@@ -14,7 +14,7 @@ import (
 // prepareSnapshots gives the pages of trends and incidents what a console
 // that has run for a while has (issue 15): it times one snapshot's
 // computation over the seeded records, imports 7 days of minute counts
-// and 90 days of hourly ones shaped on it (once per database), writes the
+// 2 days of quarter-hour ones and 90 days of hourly ones shaped on it (once per database), writes the
 // incident groups hourly over the last 24 hours, and takes one real
 // snapshot (timed too). It reports both times on log.
 func prepareSnapshots(ctx context.Context, d readers, log io.Writer) error {
@@ -42,9 +42,15 @@ func prepareSnapshots(ctx context.Context, d readers, log io.Writer) error {
 				rows = append(rows, store.TrendRow{At: at, Kind: p.Kind, State: p.State, Count: wave(at, p.Count), Exact: p.Exact})
 			}
 		}
-		for at := now.Add(-store.TrendHourRetention).Truncate(time.Hour); at.Before(now); at = at.Add(time.Hour) {
-			for _, p := range snap.Trends {
-				rows = append(rows, store.TrendRow{Hourly: true, At: at, Kind: p.Kind, State: p.State, Count: wave(at, p.Count), Exact: p.Exact})
+		for _, r := range []struct {
+			res    store.Resolution
+			period time.Duration
+			keep   time.Duration
+		}{{store.TrendQuarter, 15 * time.Minute, store.TrendQuarterRetention}, {store.TrendHour, time.Hour, store.TrendHourRetention}} {
+			for at := now.Add(-r.keep).Truncate(r.period); at.Before(now); at = at.Add(r.period) {
+				for _, p := range snap.Trends {
+					rows = append(rows, store.TrendRow{Res: r.res, At: at, Kind: p.Kind, State: p.State, Count: wave(at, p.Count), Exact: p.Exact})
+				}
 			}
 		}
 		if err := d.ImportTrends(ctx, rows); err != nil {
@@ -90,9 +96,9 @@ func incidentCalls(ctx context.Context, d readers) error {
 // trendCalls are the overview's two trend reads.
 func trendCalls(ctx context.Context, d readers) error {
 	now := time.Now()
-	if _, err := d.Trends(ctx, now.Add(-24*time.Hour), 15*time.Minute, false); err != nil {
+	if _, err := d.Trends(ctx, store.TrendQuarter, now.Add(-24*time.Hour)); err != nil {
 		return err
 	}
-	_, err := d.Trends(ctx, now.Add(-7*24*time.Hour), time.Hour, true)
+	_, err := d.Trends(ctx, store.TrendHour, now.Add(-7*24*time.Hour))
 	return err
 }

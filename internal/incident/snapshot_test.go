@@ -144,7 +144,7 @@ func TestSnapshotterK14(t *testing.T) {
 		})
 		require.Equal(t, want, got)
 
-		trends, err := b.db.Trends(t.Context(), clock.Now().Add(-time.Hour), time.Minute, false)
+		trends, err := b.db.Trends(t.Context(), store.TrendMinute, clock.Now().Add(-time.Hour))
 		require.NoError(t, err)
 		counts := map[string]int64{}
 		for _, p := range trends {

@@ -7,19 +7,25 @@ package store
 // same SQL buckets them.
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/unstuckhq/unstuck/internal/migrate"
 )
 
 // Retention of the snapshots.
 const (
 	// TrendMinuteRetention is how long minute counts are kept.
 	TrendMinuteRetention = 7 * 24 * time.Hour
+	// TrendQuarterRetention is how long quarter-hour counts are kept.
+	TrendQuarterRetention = 2 * 24 * time.Hour
 	// TrendHourRetention is how long hourly counts are kept.
 	TrendHourRetention = 90 * 24 * time.Hour
 	// IncidentRetention is how long a group that has gone (count 0) is
@@ -27,9 +33,37 @@ const (
 	IncidentRetention = 7 * 24 * time.Hour
 )
 
-// snapshotLockID is the PostgreSQL advisory lock of the snapshot leader
-// ("unstuck snapshot" in a bigint).
-const snapshotLockID int64 = 0x756e73745f736e70
+// snapshotLockID is the first key of the PostgreSQL advisory lock of the
+// snapshot leader ("unsn"); the second is the hash of the schema.
+const snapshotLockID int32 = 0x756e736e
+
+// Resolution is the period of a stored trend count.
+type Resolution string
+
+// The resolutions of the trend table: a minute's count is the first
+// snapshot's of the minute; a quarter-hour's and an hour's are the highest
+// of their snapshots.
+const (
+	TrendMinute  Resolution = "m"
+	TrendQuarter Resolution = "q"
+	TrendHour    Resolution = "h"
+)
+
+// Seconds is the period's length in seconds.
+func (r Resolution) Seconds() int64 {
+	switch r {
+	case TrendQuarter:
+		return 900
+	case TrendHour:
+		return 3600
+	}
+	return 60
+}
+
+// start is the start of the period that holds t, in Unix seconds.
+func (r Resolution) start(t time.Time) int64 {
+	return t.Unix() - t.Unix()%r.Seconds()
+}
 
 // TrendPoint is one count of a snapshot: how many keys or operations
 // (Kind "key" or "operation") were in State.
@@ -70,7 +104,13 @@ type Snapshot struct {
 // $n to ?n for SQLite.
 type snapExec struct {
 	pg   pgx.Tx
-	lite *sql.Tx
+	lite sqlExec
+}
+
+// sqlExec is a *sql.Tx or the *sql.Conn of a BEGIN IMMEDIATE transaction.
+type sqlExec interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
 // strings runs a query of one text column.
@@ -124,8 +164,8 @@ type SnapshotResult struct {
 var ErrNoSnapshots = errors.New("store: trends and incident groups are not kept on MySQL yet")
 
 // WriteSnapshot takes a snapshot as the leader: on PostgreSQL it begins a
-// transaction and takes the advisory lock of the snapshots with
-// pg_try_advisory_xact_lock; when another console holds it, it returns
+// transaction and takes the advisory lock of the snapshots of its schema
+// with pg_try_advisory_xact_lock; when another console holds it, it returns
 // Leader false without calling compute. Otherwise (and always on
 // SQLite, whose writes are serialized) it calls compute, outside any
 // transaction of the engine's tables, and writes its result in one
@@ -145,7 +185,9 @@ func (d *DB) WriteSnapshot(ctx context.Context, compute func(ctx context.Context
 		}
 		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 		var got bool
-		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, snapshotLockID).Scan(&got); err != nil {
+		// The lock is per schema: consoles of other schemas of the same
+		// database (tenants, tests) are not this one's rivals.
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1, hashtext(current_schema()))`, snapshotLockID).Scan(&got); err != nil {
 			return res, fmt.Errorf("store: snapshot lock: %w", pgMapError(err))
 		}
 		if !got {
@@ -169,15 +211,15 @@ func (d *DB) WriteSnapshot(ctx context.Context, compute func(ctx context.Context
 	if err != nil {
 		return res, err
 	}
-	tx, err := d.sqlite.BeginTx(ctx, nil)
+	// BEGIN IMMEDIATE: a second console's snapshot waits for the write
+	// lock (busy_timeout) instead of failing with SQLITE_BUSY when a
+	// deferred transaction that read first upgrades to a write.
+	err = migrate.Immediate(ctx, d.sqlite, func(conn *sql.Conn) error {
+		var werr error
+		res.New, werr = writeSnapshot(ctx, snapExec{lite: conn}, snap)
+		return werr
+	})
 	if err != nil {
-		return res, fmt.Errorf("store: snapshot: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	if res.New, err = writeSnapshot(ctx, snapExec{lite: tx}, snap); err != nil {
-		return res, fmt.Errorf("store: snapshot: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
 		return res, fmt.Errorf("store: snapshot: %w", err)
 	}
 	return res, nil
@@ -187,7 +229,7 @@ const (
 	// $1 res, $2 at, $3 kind, $4 state, $5 count, $6 exact.
 	insertTrendMinuteSQL = `INSERT INTO unstuck_console_trend (res, at, kind, state, count, exact) VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (res, at, kind, state) DO NOTHING`
-	upsertTrendHourSQL = `INSERT INTO unstuck_console_trend AS t (res, at, kind, state, count, exact) VALUES ($1, $2, $3, $4, $5, $6)
+	upsertTrendMaxSQL = `INSERT INTO unstuck_console_trend AS t (res, at, kind, state, count, exact) VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (res, at, kind, state) DO UPDATE SET
     exact = CASE WHEN excluded.count > t.count THEN excluded.exact ELSE t.exact END,
     count = CASE WHEN excluded.count > t.count THEN excluded.count ELSE t.count END`
@@ -215,6 +257,24 @@ func writeSnapshot(ctx context.Context, e snapExec, s Snapshot) ([]IncidentGroup
 	if s.At.IsZero() {
 		return nil, errors.New("snapshot without a time")
 	}
+	at := s.At.Unix()
+	// The retention deletes come first: on SQLite a transaction whose
+	// first statement writes takes the write lock (waiting for it), where
+	// one that reads first could not upgrade while another writer commits.
+	for _, st := range []struct {
+		q    string
+		args []any
+	}{
+		{deleteTrendsSQL, []any{string(TrendMinute), at - int64(TrendMinuteRetention/time.Second)}},
+		{deleteTrendsSQL, []any{string(TrendQuarter), at - int64(TrendQuarterRetention/time.Second)}},
+		{deleteTrendsSQL, []any{string(TrendHour), at - int64(TrendHourRetention/time.Second)}},
+		{deleteIncidentsSQL, []any{at - int64(IncidentRetention/time.Second)}},
+		{deleteIncidentHourSQL, []any{at - int64(IncidentRetention/time.Second)}},
+	} {
+		if err := e.exec(ctx, st.q, st.args...); err != nil {
+			return nil, err
+		}
+	}
 	current, err := e.strings(ctx, `SELECT group_key FROM unstuck_console_incident WHERE count > 0`)
 	if err != nil {
 		return nil, err
@@ -229,8 +289,7 @@ func writeSnapshot(ctx context.Context, e snapExec, s Snapshot) ([]IncidentGroup
 			fresh = append(fresh, g)
 		}
 	}
-	at := s.At.Unix()
-	minute, hour := at-at%60, at-at%3600
+	hour := TrendHour.start(s.At)
 	b := func(v bool) any {
 		if e.pg != nil {
 			return v
@@ -241,11 +300,13 @@ func writeSnapshot(ctx context.Context, e snapExec, s Snapshot) ([]IncidentGroup
 		return int64(0)
 	}
 	for _, p := range s.Trends {
-		if err := e.exec(ctx, insertTrendMinuteSQL, "m", minute, p.Kind, p.State, p.Count, b(p.Exact)); err != nil {
+		if err := e.exec(ctx, insertTrendMinuteSQL, string(TrendMinute), TrendMinute.start(s.At), p.Kind, p.State, p.Count, b(p.Exact)); err != nil {
 			return nil, err
 		}
-		if err := e.exec(ctx, upsertTrendHourSQL, "h", hour, p.Kind, p.State, p.Count, b(p.Exact)); err != nil {
-			return nil, err
+		for _, r := range []Resolution{TrendQuarter, TrendHour} {
+			if err := e.exec(ctx, upsertTrendMaxSQL, string(r), r.start(s.At), p.Kind, p.State, p.Count, b(p.Exact)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	for _, g := range s.Groups {
@@ -264,55 +325,35 @@ func writeSnapshot(ctx context.Context, e snapExec, s Snapshot) ([]IncidentGroup
 			return nil, err
 		}
 	}
-	for _, st := range []struct {
-		q    string
-		args []any
-	}{
-		{closeIncidentsSQL, []any{at}},
-		{deleteTrendsSQL, []any{"m", at - int64(TrendMinuteRetention/time.Second)}},
-		{deleteTrendsSQL, []any{"h", at - int64(TrendHourRetention/time.Second)}},
-		{deleteIncidentsSQL, []any{at - int64(IncidentRetention/time.Second)}},
-		{deleteIncidentHourSQL, []any{at - int64(IncidentRetention/time.Second)}},
-	} {
-		if err := e.exec(ctx, st.q, st.args...); err != nil {
-			return nil, err
-		}
+	// Groups this snapshot did not count have gone.
+	if err := e.exec(ctx, closeIncidentsSQL, at); err != nil {
+		return nil, err
 	}
 	return fresh, nil
 }
 
-// TrendSample is one bucket of a trend: the highest count of Kind/State
-// seen in the bucket that starts At.
+// TrendSample is one stored count: of Kind/State in the period of its
+// resolution that starts At.
 type TrendSample struct {
 	Kind, State string
 	At          time.Time
 	Count       int64
 }
 
-const (
-	// $1 since, $2 bucket seconds: minute rows, the highest per bucket.
-	trendMinutesSQL = `SELECT kind, state, at - at % $2 AS bucket, max(count) FROM unstuck_console_trend
-WHERE res = 'm' AND at >= $1 GROUP BY kind, state, bucket ORDER BY kind, state, bucket`
-	trendHoursSQL = `SELECT kind, state, at - at % $2 AS bucket, max(count) FROM unstuck_console_trend
-WHERE res = 'h' AND at >= $1 GROUP BY kind, state, bucket ORDER BY kind, state, bucket`
-)
+// $1 resolution, $2 since: one indexed range of the primary key, unsorted
+// (a sort by the text columns in the database's collation costs more than
+// the read; Trends sorts by bytes).
+const trendsSQL = `SELECT kind, state, at, count FROM unstuck_console_trend WHERE res = $1 AND at >= $2`
 
-// Trends returns the counts since since, per kind and state, in buckets
-// of bucket (at least a minute; whole minutes): from the minute counts when
-// hourly is false, else from the hourly ones (bucket at least an hour).
-// Buckets with no snapshot are absent.
-func (d *DB) Trends(ctx context.Context, since time.Time, bucket time.Duration, hourly bool) ([]TrendSample, error) {
+// Trends returns the counts of resolution res whose period starts at or
+// after since, by kind, state and time. Periods without a snapshot are
+// absent.
+func (d *DB) Trends(ctx context.Context, res Resolution, since time.Time) ([]TrendSample, error) {
 	if d.dialect == DialectMySQL {
 		return nil, ErrNoSnapshots
 	}
-	q := trendMinutesSQL
-	if hourly {
-		q = trendHoursSQL
-		bucket = max(bucket, time.Hour)
-	}
-	secs := max(int64(bucket/time.Second), 60)
 	var out []TrendSample
-	err := bulkConn{d}.each(ctx, q, []any{since.Unix(), secs}, func(scan func(...any) error) error {
+	err := bulkConn{d}.each(ctx, trendsSQL, []any{string(res), since.Unix()}, func(scan func(...any) error) error {
 		var (
 			s  TrendSample
 			at int64
@@ -327,6 +368,9 @@ func (d *DB) Trends(ctx context.Context, since time.Time, bucket time.Duration, 
 	if err != nil {
 		return nil, fmt.Errorf("store: trends: %w", err)
 	}
+	slices.SortFunc(out, func(a, b TrendSample) int {
+		return cmp.Or(strings.Compare(a.Kind, b.Kind), strings.Compare(a.State, b.State), a.At.Compare(b.At))
+	})
 	return out, nil
 }
 
@@ -481,9 +525,9 @@ FROM unstuck_console_incident WHERE count > 0 GROUP BY kind ORDER BY kind`, nil,
 
 // TrendRow is one stored count of the trend table, for [DB.ImportTrends].
 type TrendRow struct {
-	// Hourly is true for an hourly count, false for a minute's.
-	Hourly bool
-	// At is the start of the minute or hour (truncated to it).
+	// Res is the count's resolution.
+	Res Resolution
+	// At is in the period (truncated to its start).
 	At    time.Time
 	Kind  string
 	State string
@@ -499,10 +543,10 @@ func (d *DB) ImportTrends(ctx context.Context, rows []TrendRow) error {
 		return ErrNoSnapshots
 	}
 	res := func(r TrendRow) (string, int64) {
-		if r.Hourly {
-			return "h", r.At.Unix() - r.At.Unix()%3600
+		if r.Res == "" {
+			r.Res = TrendMinute
 		}
-		return "m", r.At.Unix() - r.At.Unix()%60
+		return string(r.Res), r.Res.start(r.At)
 	}
 	if d.dialect == DialectPostgres {
 		tx, err := d.pool.Begin(ctx)

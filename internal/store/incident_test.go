@@ -48,7 +48,7 @@ func TestSnapshotK15(t *testing.T) {
 		_, err = b.db.WriteSnapshot(ctx, snap(t0.Add(time.Minute), 4, g1b))
 		require.NoError(t, err)
 
-		mins, err := b.db.Trends(ctx, t0.Add(-time.Hour), time.Minute, false)
+		mins, err := b.db.Trends(ctx, TrendMinute, t0.Add(-time.Hour))
 		require.NoError(t, err)
 		var stuck []int64
 		for _, s := range mins {
@@ -57,9 +57,12 @@ func TestSnapshotK15(t *testing.T) {
 			}
 		}
 		require.Equal(t, []int64{12, 4}, stuck, "one count per minute: the first snapshot of a minute wins")
-		hours, err := b.db.Trends(ctx, t0.Add(-2*time.Hour), time.Hour, true)
+		hours, err := b.db.Trends(ctx, TrendHour, t0.Add(-2*time.Hour))
 		require.NoError(t, err)
 		require.Contains(t, hours, TrendSample{Kind: "key", State: "stuck", At: t0.Truncate(time.Hour), Count: 99}, "the hour keeps its highest")
+		quarters, err := b.db.Trends(ctx, TrendQuarter, t0.Add(-2*time.Hour))
+		require.NoError(t, err)
+		require.Contains(t, quarters, TrendSample{Kind: "key", State: "stuck", At: t0.Truncate(15 * time.Minute), Count: 99}, "so does the quarter")
 
 		got, ok, err := b.db.IncidentGroup(ctx, g1.Key)
 		require.NoError(t, err)
@@ -88,15 +91,18 @@ func TestSnapshotK15(t *testing.T) {
 		// its hours are gone; the hourly counts stay.
 		_, err = b.db.WriteSnapshot(ctx, snap(t0.Add(8*24*time.Hour), 1))
 		require.NoError(t, err)
-		mins, err = b.db.Trends(ctx, time.Time{}, time.Minute, false)
+		mins, err = b.db.Trends(ctx, TrendMinute, time.Time{})
 		require.NoError(t, err)
 		require.Len(t, mins, 2, "only the latest minute's two counts: %v", mins)
 		_, ok, err = b.db.IncidentGroup(ctx, g1.Key)
 		require.NoError(t, err)
 		require.False(t, ok)
-		hours, err = b.db.Trends(ctx, time.Time{}, time.Hour, true)
+		hours, err = b.db.Trends(ctx, TrendHour, time.Time{})
 		require.NoError(t, err)
 		require.Len(t, hours, 4)
+		quarters, err = b.db.Trends(ctx, TrendQuarter, time.Time{})
+		require.NoError(t, err)
+		require.Len(t, quarters, 2, "quarters are kept 2 days")
 	})
 }
 
@@ -149,7 +155,7 @@ func TestSnapshotRaceK15(t *testing.T) {
 			require.Equal(t, int32(1), leaders.Load(), "one leader on PostgreSQL")
 			require.Equal(t, int32(1), computed.Load())
 		}
-		mins, err := b.db.Trends(ctx, time.Time{}, time.Minute, false)
+		mins, err := b.db.Trends(ctx, TrendMinute, time.Time{})
 		require.NoError(t, err)
 		require.Equal(t, []TrendSample{{Kind: "key", State: "pending", At: at, Count: 7}}, mins)
 		list, err := b.db.IncidentGroups(ctx, 0)
@@ -170,14 +176,14 @@ func TestImportTrends(t *testing.T) {
 		}
 		at := time.Date(2026, 11, 30, 10, 7, 0, 0, time.UTC)
 		rows := []TrendRow{{At: at, Kind: "key", State: "failed", Count: 5, Exact: true},
-			{Hourly: true, At: at.Truncate(time.Hour), Kind: "key", State: "failed", Count: 9}}
+			{Res: TrendHour, At: at.Truncate(time.Hour), Kind: "key", State: "failed", Count: 9}}
 		require.NoError(t, b.db.ImportTrends(t.Context(), rows))
 		rows[0].Count = 6
 		require.NoError(t, b.db.ImportTrends(t.Context(), rows), "again: skipped")
-		mins, err := b.db.Trends(t.Context(), at.Add(-time.Hour), time.Minute, false)
+		mins, err := b.db.Trends(t.Context(), TrendMinute, at.Add(-time.Hour))
 		require.NoError(t, err)
 		require.Equal(t, []TrendSample{{Kind: "key", State: "failed", At: at, Count: 5}}, mins)
-		hours, err := b.db.Trends(t.Context(), at.Add(-time.Hour), time.Hour, true)
+		hours, err := b.db.Trends(t.Context(), TrendHour, at.Add(-time.Hour))
 		require.NoError(t, err)
 		require.Equal(t, []TrendSample{{Kind: "key", State: "failed", At: at.Truncate(time.Hour), Count: 9}}, hours)
 	})
@@ -191,7 +197,7 @@ func requireNoSnapshots(t *testing.T, db *DB) {
 	require.ErrorIs(t, err, ErrNoSnapshots)
 	_, err = db.IncidentGroups(t.Context(), 10)
 	require.ErrorIs(t, err, ErrNoSnapshots)
-	_, err = db.Trends(t.Context(), time.Now().Add(-time.Hour), time.Minute, false)
+	_, err = db.Trends(t.Context(), TrendMinute, time.Now().Add(-time.Hour))
 	require.ErrorIs(t, err, ErrNoSnapshots)
 	require.ErrorIs(t, db.ImportTrends(t.Context(), nil), ErrNoSnapshots)
 }

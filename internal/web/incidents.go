@@ -30,7 +30,7 @@ type IncidentStore interface {
 	IncidentHours(ctx context.Context, since time.Time) (map[string]map[time.Time]int64, error)
 	IncidentTotals(ctx context.Context) ([]store.IncidentTotal, error)
 	LastSnapshot(ctx context.Context) (time.Time, bool, error)
-	Trends(ctx context.Context, since time.Time, bucket time.Duration, hourly bool) ([]store.TrendSample, error)
+	Trends(ctx context.Context, res store.Resolution, since time.Time) ([]store.TrendSample, error)
 }
 
 // operationIterator is what a group's item page reads of the operations
@@ -122,7 +122,7 @@ func handleIncidents(st IncidentStore, now func() time.Time, log *slog.Logger) h
 			writeError(w, r, log, err)
 			return
 		}
-		vm := views.IncidentsVM{Groups: incidentVMs(page, groups, hours, t), Every: incident.DefaultEvery}
+		vm := views.IncidentsVM{Groups: incidentVMs(page, groups, hours, t)}
 		if at, ok, err := st.LastSnapshot(ctx); err != nil {
 			writeError(w, r, log, err)
 			return
@@ -251,16 +251,16 @@ func operationItems(ctx context.Context, sagas operationIterator, g store.Incide
 }
 
 // overviewTrends fills the overview's sparklines from the snapshots: 24 h
-// in 15-minute buckets of the minute counts, 7 d in hours.
+// of quarter-hour counts, 7 d of hourly ones (each the period's highest).
 func overviewTrends(ctx context.Context, st IncidentStore, now time.Time, vm *views.OverviewVM) error {
 	const bucket = 15 * time.Minute
 	dayStart := now.Add(-24 * time.Hour).Truncate(bucket).Add(bucket)
 	weekStart := now.Add(-7 * 24 * time.Hour).Truncate(time.Hour).Add(time.Hour)
-	day, err := st.Trends(ctx, dayStart, bucket, false)
+	day, err := st.Trends(ctx, store.TrendQuarter, dayStart)
 	if err != nil {
 		return err
 	}
-	week, err := st.Trends(ctx, weekStart, time.Hour, true)
+	week, err := st.Trends(ctx, store.TrendHour, weekStart)
 	if err != nil {
 		return err
 	}

@@ -56,6 +56,11 @@ func TestIncidentsPageK14(t *testing.T) {
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	b := setup(t, func(c *web.Config) { c.NowFunc = func() time.Time { return now } })
 	mailboxIDs := seedIncidentKeys(t, b)
+	auditor := signIn(t, b, store.RoleAuditor)
+	resp, body := do(t, auditor, http.MethodGet, b.srv.URL+"/incidents", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, "No snapshot yet", "the page reads the snapshots only: none, nothing shown")
+	require.Contains(t, body, `data-testid="no-incidents"`)
 	s := &incident.Snapshotter{Keys: b.records, Ops: b.sagas, Store: b.db, NowFunc: func() time.Time { return now.Add(-time.Minute) }}
 	_, err := s.Once(context.Background())
 	require.NoError(t, err)
@@ -69,8 +74,7 @@ func TestIncidentsPageK14(t *testing.T) {
 	require.Equal(t, int64(2), mailbox.Count)
 	require.Equal(t, int64(1), stuck.Count)
 
-	auditor := signIn(t, b, store.RoleAuditor)
-	resp, body := do(t, auditor, http.MethodGet, b.srv.URL+"/incidents", nil)
+	resp, body = do(t, auditor, http.MethodGet, b.srv.URL+"/incidents", nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, body, "<title>(5) Incidents · unstuck</title>", "2 + 1 + 1 keys and the operation under review")
 	require.Contains(t, body, `<code>mailbox &lt;email&gt; does not exist</code>`)

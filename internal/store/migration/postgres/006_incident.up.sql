@@ -2,11 +2,12 @@
 -- the console that holds the snapshot lock. Times are Unix seconds.
 --
 -- unstuck_console_trend: counts per state, at minute resolution (res 'm',
--- kept 7 days) and per hour (res 'h', the hour's highest count, kept 90
+-- kept 7 days), per quarter-hour (res 'q', the highest, kept 2 days, what
+-- the overview's 24 h draws) and per hour (res 'h', the highest, kept 90
 -- days). A minute is written once (the first snapshot of it wins), so two
 -- consoles never double-count.
 CREATE TABLE unstuck_console_trend (
-    res   TEXT    NOT NULL CHECK (res IN ('m', 'h')),
+    res   TEXT    NOT NULL CHECK (res IN ('m', 'q', 'h')),
     at    BIGINT  NOT NULL,
     kind  TEXT    NOT NULL,
     state TEXT    NOT NULL,
