@@ -47,10 +47,10 @@ const (
 	alertInstance = "console:8080"
 )
 
-// pendingMetrics are metrics the rules use that another part of issue 15
-// exports (the incidents' gauges): tolerated while absent from the scrape,
-// checked like every other metric once present.
-var pendingMetrics = []string{"unstuck_incident_groups"}
+// pendingMetrics are metrics the rules use that the console does not
+// export yet: tolerated while absent from the scrape. None now: the
+// incidents' gauges are exported (issue 15 part 1).
+var pendingMetrics []string
 
 // TestK18AlertRulesAgainstScrapedMetrics is issue 15 part 3: the rules file
 // parses (rulefmt, as Prometheus loads it), every metric and label matcher
@@ -59,8 +59,8 @@ var pendingMetrics = []string{"unstuck_incident_groups"}
 // should fire fires (and none fires on an empty console); the alerts on
 // failures (stats down, clock skew, the target lost, an operation not
 // moving) fire on the same scrape with those gauges set as a failing
-// console sets them. UnstuckIncidentsGrowing needs counts that grow and
-// the incidents' gauges, which this branch does not export yet.
+// console sets them, and UnstuckIncidentsGrowing when the key incident
+// groups rise by one a minute.
 //
 // A scrape is one instant; the test plays it forward: the state does not
 // change, so counts stay and every *_age_seconds gauge grows with the
@@ -129,14 +129,18 @@ func TestK18AlertRulesAgainstScrapedMetrics(t *testing.T) {
 			s.value = 10
 		case name == "up":
 			s.value = 0
+		case name == "unstuck_incident_groups" && s.labels.Get("kind") == "key":
+			s.growth = 1 // a new cause of stuck keys every minute
 		}
 		broken = append(broken, s)
 	}
 	firing = firingAlerts(t, groups, broken, base)
-	for _, name := range []string{"UnstuckRecordStatsDown", "UnstuckClockSkew", "UnstuckOperationsNotMoving", "UnstuckConsoleDown"} {
+	for _, name := range []string{"UnstuckRecordStatsDown", "UnstuckClockSkew", "UnstuckOperationsNotMoving", "UnstuckConsoleDown", "UnstuckIncidentsGrowing"} {
 		require.Contains(t, firing, name)
 	}
 	require.Equal(t, "running", firing["UnstuckOperationsNotMoving"][0].Labels.Get("status"))
+	require.Equal(t, "key", firing["UnstuckIncidentsGrowing"][0].Labels.Get("kind"), "only the kind whose groups grow")
+	require.Len(t, firing["UnstuckIncidentsGrowing"], 1)
 	require.True(t, strings.HasSuffix(firing["UnstuckOperationsNotMoving"][0].Annotations.Get("runbook_url"), "/operations?status=running&order=oldest"))
 
 	resp, err := noRedirect.Get(base + "/no-such-page")
@@ -210,6 +214,9 @@ func seedEveryState(t *testing.T, base, path string) {
 type sample struct {
 	labels labels.Labels
 	value  float64
+	// growth, when not 0, is added at every evaluation step (a count that
+	// keeps rising); else only *_age_seconds gauges grow, with the clock.
+	growth float64
 }
 
 // scrapeSeries reads base's /metrics as Prometheus would, with the target
@@ -223,7 +230,7 @@ func scrapeSeries(t *testing.T, base string) []sample {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := p.TextToMetricFamilies(resp.Body)
 	require.NoError(t, err)
-	out := []sample{{labels.FromStrings("__name__", "up", "job", alertJob, "instance", alertInstance), 1}}
+	out := []sample{{labels: labels.FromStrings("__name__", "up", "job", alertJob, "instance", alertInstance), value: 1}}
 	for name, mf := range families {
 		for _, m := range mf.GetMetric() {
 			b := labels.NewBuilder(labels.FromStrings("__name__", name, "job", alertJob, "instance", alertInstance))
@@ -241,7 +248,7 @@ func scrapeSeries(t *testing.T, base string) []sample {
 			default:
 				continue // histograms and summaries: no rule reads them
 			}
-			out = append(out, sample{b.Labels(), v})
+			out = append(out, sample{labels: b.Labels(), value: v})
 		}
 	}
 	return out
@@ -282,8 +289,8 @@ func loadSeries(t *testing.T, series []sample) storage.Storage {
 	fmt.Fprintf(&b, "load %s\n", model.Duration(evalStep))
 	steps := int(evalSpan / evalStep)
 	for _, s := range series {
-		growth := 0.0
-		if strings.HasSuffix(s.labels.Get("__name__"), "_age_seconds") && s.value > 0 { // 0: nothing in the state to age
+		growth := s.growth
+		if growth == 0 && strings.HasSuffix(s.labels.Get("__name__"), "_age_seconds") && s.value > 0 { // 0: nothing in the state to age
 			growth = evalStep.Seconds()
 		}
 		b.WriteString("  {")
