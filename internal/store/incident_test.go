@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -213,4 +214,39 @@ func TestMySQLIncidentMigrationRerun(t *testing.T) {
 	h, err := b.db.IncidentHours(ctx, at)
 	require.NoError(t, err)
 	require.Equal(t, map[string]map[time.Time]int64{"cccccccccccccccccccccccc": {at: 2}}, h)
+}
+
+// The MySQL snapshot lock is per database (GET_LOCK names are
+// server-wide): while a console of one database holds it, a console of
+// another database on the same server is its own leader.
+func TestMySQLSnapshotLockPerDatabaseK15(t *testing.T) {
+	t.Parallel()
+	a, b := setupMySQL(t), setupMySQL(t)
+	at := time.Date(2026, 12, 1, 5, 0, 0, 0, time.UTC)
+	snap := Snapshot{At: at, Trends: []TrendPoint{{Kind: "key", State: "failed", Count: 1, Exact: true}}}
+	holding, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		res, err := a.db.WriteSnapshot(t.Context(), func(context.Context) (Snapshot, error) {
+			close(holding)
+			<-release
+			return snap, nil
+		})
+		if err == nil && !res.Leader {
+			err = errors.New("a: not the leader")
+		}
+		done <- err
+	}()
+	<-holding
+	res, err := b.db.WriteSnapshot(t.Context(), func(context.Context) (Snapshot, error) { return snap, nil })
+	require.NoError(t, err)
+	require.True(t, res.Leader, "another database's lock is not this one's")
+	res, err = a.db.WriteSnapshot(t.Context(), func(context.Context) (Snapshot, error) { return snap, nil })
+	require.NoError(t, err)
+	require.False(t, res.Leader, "the same database's lock is held")
+	close(release)
+	require.NoError(t, <-done)
+	res, err = a.db.WriteSnapshot(t.Context(), func(context.Context) (Snapshot, error) { return snap, nil })
+	require.NoError(t, err)
+	require.True(t, res.Leader, "released after the snapshot")
 }
