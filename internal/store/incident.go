@@ -251,6 +251,9 @@ func (d *DB) writeSnapshotMySQL(ctx context.Context, compute func(ctx context.Co
 	defer func() { _ = conn.Close() }()
 	var got sql.NullInt64
 	if err := conn.QueryRowContext(ctx, snapshotLockSQL).Scan(&got); err != nil {
+		// The server may have granted the lock before the failure (a
+		// cancelled context): the connection is closed, not pooled.
+		discardConn(conn)
 		return res, fmt.Errorf("store: snapshot lock: %w", err)
 	}
 	if !got.Valid {
@@ -263,7 +266,7 @@ func (d *DB) writeSnapshotMySQL(ctx context.Context, compute func(ctx context.Co
 		// The lock ends with the session too: a connection whose release
 		// failed is closed rather than pooled with the lock.
 		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), snapshotUnlockSQL); rerr != nil {
-			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			discardConn(conn)
 			err = errors.Join(err, fmt.Errorf("store: snapshot unlock: %w", rerr))
 		}
 	}()
@@ -284,6 +287,12 @@ func (d *DB) writeSnapshotMySQL(ctx context.Context, compute func(ctx context.Co
 		return res, fmt.Errorf("store: snapshot: %w", err)
 	}
 	return res, nil
+}
+
+// discardConn marks conn bad, so that its Close closes it instead of
+// pooling it (and the session's locks end with it).
+func discardConn(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 }
 
 const (

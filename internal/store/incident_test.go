@@ -250,3 +250,26 @@ func TestMySQLSnapshotLockPerDatabaseK15(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, res.Leader, "released after the snapshot")
 }
+
+// A MySQL snapshot whose computation fails, its context cancelled, leaves
+// the lock free: the next snapshot is the leader's.
+func TestMySQLSnapshotLockReleasedOnFailureK15(t *testing.T) {
+	t.Parallel()
+	b := setupMySQL(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	_, err := b.db.WriteSnapshot(ctx, func(ctx context.Context) (Snapshot, error) {
+		cancel()
+		return Snapshot{}, ctx.Err()
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	var free int
+	require.NoError(t, b.sqlDB.QueryRowContext(t.Context(), `SELECT IS_FREE_LOCK(CONCAT('unstuck_snapshot_', SHA1(DATABASE())))`).Scan(&free))
+	require.Equal(t, 1, free, "no session holds the lock, not even a pooled one")
+	res, err := b.db.WriteSnapshot(t.Context(), func(context.Context) (Snapshot, error) {
+		return Snapshot{At: time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)}, nil
+	})
+	require.NoError(t, err)
+	require.True(t, res.Leader)
+	require.NoError(t, b.sqlDB.QueryRowContext(t.Context(), `SELECT IS_FREE_LOCK(CONCAT('unstuck_snapshot_', SHA1(DATABASE())))`).Scan(&free))
+	require.Equal(t, 1, free, "released after a snapshot too")
+}
