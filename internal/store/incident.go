@@ -313,27 +313,6 @@ ON CONFLICT (group_key) DO UPDATE SET
     first_seen = CASE WHEN excluded.first_seen < g.first_seen THEN excluded.first_seen ELSE g.first_seen END,
     last_seen = CASE WHEN excluded.last_seen > g.last_seen THEN excluded.last_seen ELSE g.last_seen END,
     updated_at = CASE WHEN excluded.updated_at > g.updated_at THEN excluded.updated_at ELSE g.updated_at END`
-	// The same on MySQL: ON DUPLICATE KEY UPDATE assigns left to right,
-	// each assignment seeing the ones before, so a column is set before
-	// the columns its condition reads. VALUES(c) is the refused row's
-	// value (MariaDB has no row alias).
-	mysqlInsertTrendMinuteSQL = `INSERT INTO unstuck_console_trend (res, at, kind, state, count, exact) VALUES ($1, $2, $3, $4, $5, $6)
-ON DUPLICATE KEY UPDATE count = count`
-	mysqlUpsertTrendMaxSQL = `INSERT INTO unstuck_console_trend (res, at, kind, state, count, exact) VALUES ($1, $2, $3, $4, $5, $6)
-ON DUPLICATE KEY UPDATE
-    exact = IF(VALUES(count) > count, VALUES(exact), exact),
-    count = GREATEST(count, VALUES(count))`
-	mysqlUpsertIncidentSQL = "INSERT INTO unstuck_console_incident (group_key, kind, state, operation, step, class, message, `system`, sample," + `
-    count, exact, first_seen, last_seen, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-ON DUPLICATE KEY UPDATE
-    sample = IF(VALUES(updated_at) >= updated_at, VALUES(sample), sample),
-    count = IF(VALUES(updated_at) >= updated_at, VALUES(count), count),
-    exact = IF(VALUES(updated_at) >= updated_at, VALUES(exact), exact),
-    first_seen = LEAST(first_seen, VALUES(first_seen)),
-    last_seen = GREATEST(last_seen, VALUES(last_seen)),
-    updated_at = GREATEST(updated_at, VALUES(updated_at))`
-	mysqlUpsertIncidentHourSQL = `INSERT INTO unstuck_console_incident_hour (group_key, hour, count) VALUES ($1, $2, $3)
-ON DUPLICATE KEY UPDATE count = GREATEST(count, VALUES(count))`
 	// $1 the snapshot's time: groups it did not count have gone.
 	closeIncidentsSQL = `UPDATE unstuck_console_incident SET count = 0, updated_at = $1 WHERE updated_at < $1 AND count > 0`
 	// $1 key, $2 hour, $3 count.
@@ -343,6 +322,91 @@ ON CONFLICT (group_key, hour) DO UPDATE SET count = CASE WHEN excluded.count > h
 	deleteIncidentsSQL    = `DELETE FROM unstuck_console_incident WHERE count = 0 AND updated_at < $1`
 	deleteIncidentHourSQL = `DELETE FROM unstuck_console_incident_hour WHERE hour < $1`
 )
+
+// The same upserts on MySQL, each a multi-row INSERT (the rows' (?, …)
+// between the prefix and the suffix), so that a snapshot costs a few
+// statements rather than one per row. ON DUPLICATE KEY UPDATE assigns
+// left to right, each assignment seeing the ones before, so a column is
+// set before the columns its condition reads; VALUES(c) is the refused
+// row's value (MariaDB has no row alias). A minute's row is never
+// updated; a quarter's or an hour's keeps the highest count.
+const (
+	mysqlTrendPrefix = `INSERT INTO unstuck_console_trend (res, at, kind, state, count, exact) VALUES `
+	mysqlTrendSuffix = `
+ON DUPLICATE KEY UPDATE
+    exact = IF(res <> 'm' AND VALUES(count) > count, VALUES(exact), exact),
+    count = IF(res <> 'm', GREATEST(count, VALUES(count)), count)`
+	mysqlIncidentPrefix = "INSERT INTO unstuck_console_incident (group_key, kind, state, operation, step, class, message, `system`, sample," +
+		" count, exact, first_seen, last_seen, updated_at) VALUES "
+	mysqlIncidentSuffix = `
+ON DUPLICATE KEY UPDATE
+    sample = IF(VALUES(updated_at) >= updated_at, VALUES(sample), sample),
+    count = IF(VALUES(updated_at) >= updated_at, VALUES(count), count),
+    exact = IF(VALUES(updated_at) >= updated_at, VALUES(exact), exact),
+    first_seen = LEAST(first_seen, VALUES(first_seen)),
+    last_seen = GREATEST(last_seen, VALUES(last_seen)),
+    updated_at = GREATEST(updated_at, VALUES(updated_at))`
+	mysqlIncidentHourPrefix = `INSERT INTO unstuck_console_incident_hour (group_key, hour, count) VALUES `
+	mysqlIncidentHourSuffix = `
+ON DUPLICATE KEY UPDATE count = GREATEST(count, VALUES(count))`
+)
+
+// mysqlBatchRows is the most rows of one multi-row INSERT on MySQL: at
+// 14 placeholders a row, far under the 65,535 of a statement.
+const mysqlBatchRows = 1000
+
+// mysqlInsertRows runs prefix (?, …), (?, …) … suffix over args, cols
+// values a row, in statements of at most mysqlBatchRows rows.
+func mysqlInsertRows(ctx context.Context, x sqlExec, prefix, suffix string, cols int, args []any) error {
+	row := "(" + strings.Repeat("?, ", cols-1) + "?)"
+	for chunk := range slices.Chunk(args, cols*mysqlBatchRows) {
+		n := len(chunk) / cols
+		q := prefix + strings.Repeat(row+", ", n-1) + row + suffix
+		if _, err := x.ExecContext(ctx, q, chunk...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeRowsMySQL is the upserts of writeSnapshot on MySQL.
+func writeRowsMySQL(ctx context.Context, x sqlExec, s Snapshot) error {
+	at := s.At.Unix()
+	args := make([]any, 0, 6*3*len(s.Trends))
+	for _, p := range s.Trends {
+		for _, r := range []Resolution{TrendMinute, TrendQuarter, TrendHour} {
+			args = append(args, string(r), r.start(s.At), p.Kind, p.State, p.Count, boolInt(p.Exact))
+		}
+	}
+	if err := mysqlInsertRows(ctx, x, mysqlTrendPrefix, mysqlTrendSuffix, 6, args); err != nil {
+		return err
+	}
+	args = make([]any, 0, 14*len(s.Groups))
+	hours := make([]any, 0, 3*len(s.Groups))
+	for _, g := range s.Groups {
+		first, last := g.seen(s.At)
+		args = append(args, g.Key, g.Kind, g.State, g.Operation, g.Step, g.Class, g.Message, g.System, g.Sample,
+			g.Count, boolInt(g.Exact), first, last, at)
+		hours = append(hours, g.Key, TrendHour.start(s.At), g.Count)
+	}
+	if err := mysqlInsertRows(ctx, x, mysqlIncidentPrefix, mysqlIncidentSuffix, 14, args); err != nil {
+		return err
+	}
+	return mysqlInsertRows(ctx, x, mysqlIncidentHourPrefix, mysqlIncidentHourSuffix, 3, hours)
+}
+
+// seen is g's first and last seen in Unix seconds, at (the snapshot's
+// time) where unset.
+func (g IncidentGroup) seen(at time.Time) (first, last int64) {
+	f, l := g.FirstSeen, g.LastSeen
+	if f.IsZero() {
+		f = at
+	}
+	if l.IsZero() {
+		l = at
+	}
+	return f.Unix(), l.Unix()
+}
 
 func writeSnapshot(ctx context.Context, e snapExec, s Snapshot) ([]IncidentGroup, error) {
 	if s.At.IsZero() {
@@ -380,11 +444,24 @@ func writeSnapshot(ctx context.Context, e snapExec, s Snapshot) ([]IncidentGroup
 			fresh = append(fresh, g)
 		}
 	}
-	hour := TrendHour.start(s.At)
-	minuteSQL, maxSQL, incidentSQL, hourSQL := insertTrendMinuteSQL, upsertTrendMaxSQL, upsertIncidentSQL, upsertIncidentHourSQL
 	if e.my {
-		minuteSQL, maxSQL, incidentSQL, hourSQL = mysqlInsertTrendMinuteSQL, mysqlUpsertTrendMaxSQL, mysqlUpsertIncidentSQL, mysqlUpsertIncidentHourSQL
+		if err := writeRowsMySQL(ctx, e.lite, s); err != nil {
+			return nil, err
+		}
+	} else if err := writeRows(ctx, e, s); err != nil {
+		return nil, err
 	}
+	// Groups this snapshot did not count have gone.
+	if err := e.exec(ctx, closeIncidentsSQL, at); err != nil {
+		return nil, err
+	}
+	return fresh, nil
+}
+
+// writeRows is the upserts of writeSnapshot on PostgreSQL and SQLite, a
+// statement a row.
+func writeRows(ctx context.Context, e snapExec, s Snapshot) error {
+	at, hour := s.At.Unix(), TrendHour.start(s.At)
 	b := func(v bool) any {
 		if e.pg != nil {
 			return v
@@ -395,36 +472,26 @@ func writeSnapshot(ctx context.Context, e snapExec, s Snapshot) ([]IncidentGroup
 		return int64(0)
 	}
 	for _, p := range s.Trends {
-		if err := e.exec(ctx, minuteSQL, string(TrendMinute), TrendMinute.start(s.At), p.Kind, p.State, p.Count, b(p.Exact)); err != nil {
-			return nil, err
+		if err := e.exec(ctx, insertTrendMinuteSQL, string(TrendMinute), TrendMinute.start(s.At), p.Kind, p.State, p.Count, b(p.Exact)); err != nil {
+			return err
 		}
 		for _, r := range []Resolution{TrendQuarter, TrendHour} {
-			if err := e.exec(ctx, maxSQL, string(r), r.start(s.At), p.Kind, p.State, p.Count, b(p.Exact)); err != nil {
-				return nil, err
+			if err := e.exec(ctx, upsertTrendMaxSQL, string(r), r.start(s.At), p.Kind, p.State, p.Count, b(p.Exact)); err != nil {
+				return err
 			}
 		}
 	}
 	for _, g := range s.Groups {
-		first, last := g.FirstSeen, g.LastSeen
-		if first.IsZero() {
-			first = s.At
+		first, last := g.seen(s.At)
+		if err := e.exec(ctx, upsertIncidentSQL, g.Key, g.Kind, g.State, g.Operation, g.Step, g.Class, g.Message, g.System, g.Sample,
+			g.Count, b(g.Exact), first, last, at); err != nil {
+			return err
 		}
-		if last.IsZero() {
-			last = s.At
-		}
-		if err := e.exec(ctx, incidentSQL, g.Key, g.Kind, g.State, g.Operation, g.Step, g.Class, g.Message, g.System, g.Sample,
-			g.Count, b(g.Exact), first.Unix(), last.Unix(), at); err != nil {
-			return nil, err
-		}
-		if err := e.exec(ctx, hourSQL, g.Key, hour, g.Count); err != nil {
-			return nil, err
+		if err := e.exec(ctx, upsertIncidentHourSQL, g.Key, hour, g.Count); err != nil {
+			return err
 		}
 	}
-	// Groups this snapshot did not count have gone.
-	if err := e.exec(ctx, closeIncidentsSQL, at); err != nil {
-		return nil, err
-	}
-	return fresh, nil
+	return nil
 }
 
 // TrendSample is one stored count: of Kind/State in the period of its
@@ -625,10 +692,6 @@ type TrendRow struct {
 	Exact bool
 }
 
-// mysqlImportBatch is the most rows of one INSERT of ImportTrends on
-// MySQL: 6 placeholders a row, far under the 65,535 of a statement.
-const mysqlImportBatch = 1000
-
 // ImportTrends loads past counts as given, for benchmarks and imports:
 // rows whose (resolution, At, Kind, State) exist already are skipped. It
 // bypasses the snapshotter and its retention.
@@ -669,24 +732,14 @@ func (d *DB) ImportTrends(ctx context.Context, rows []TrendRow) error {
 	}
 	defer func() { _ = tx.Rollback() }()
 	if d.dialect == DialectMySQL {
-		// Multi-row INSERTs of up to mysqlImportBatch rows; a row whose
-		// key exists is left as it is.
-		for chunk := range slices.Chunk(rows, mysqlImportBatch) {
-			var q strings.Builder
-			q.WriteString(`INSERT INTO unstuck_console_trend (res, at, kind, state, count, exact) VALUES `)
-			args := make([]any, 0, 6*len(chunk))
-			for i, r := range chunk {
-				if i > 0 {
-					q.WriteString(", ")
-				}
-				q.WriteString("(?, ?, ?, ?, ?, ?)")
-				rs, at := res(r)
-				args = append(args, rs, at, r.Kind, r.State, r.Count, boolInt(r.Exact))
-			}
-			q.WriteString(` ON DUPLICATE KEY UPDATE count = count`)
-			if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
-				return fmt.Errorf("store: import trends: %w", err)
-			}
+		args := make([]any, 0, 6*len(rows))
+		for _, r := range rows {
+			rs, at := res(r)
+			args = append(args, rs, at, r.Kind, r.State, r.Count, boolInt(r.Exact))
+		}
+		// A row whose key exists is left as it is.
+		if err := mysqlInsertRows(ctx, tx, mysqlTrendPrefix, "\nON DUPLICATE KEY UPDATE count = count", 6, args); err != nil {
+			return fmt.Errorf("store: import trends: %w", err)
 		}
 		if err := tx.Commit(); err != nil {
 			return fmt.Errorf("store: import trends: %w", err)

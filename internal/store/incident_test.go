@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -272,4 +273,36 @@ func TestMySQLSnapshotLockReleasedOnFailureK15(t *testing.T) {
 	require.True(t, res.Leader)
 	require.NoError(t, b.sqlDB.QueryRowContext(t.Context(), `SELECT IS_FREE_LOCK(CONCAT('unstuck_snapshot_', SHA1(DATABASE())))`).Scan(&free))
 	require.Equal(t, 1, free, "released after a snapshot too")
+}
+
+// On MySQL a snapshot's rows go in multi-row statements of at most
+// mysqlBatchRows rows: more groups and imported counts than that are all
+// written, once.
+func TestMySQLSnapshotBatchesK15(t *testing.T) {
+	t.Parallel()
+	b := setupMySQL(t)
+	ctx := t.Context()
+	at := time.Date(2026, 12, 1, 7, 0, 0, 0, time.UTC)
+	n := 2*mysqlBatchRows + 345
+	var groups []IncidentGroup
+	rows := make([]TrendRow, 0, n)
+	for i := range n {
+		groups = append(groups, IncidentGroup{Key: fmt.Sprintf("%024x", i), Kind: "key", State: "failed", Count: int64(i + 1), Exact: true})
+		rows = append(rows, TrendRow{At: at.Add(-time.Duration(i+1) * time.Minute), Kind: "key", State: "failed", Count: int64(i)})
+	}
+	for range 2 {
+		_, err := b.db.WriteSnapshot(ctx, func(context.Context) (Snapshot, error) { return Snapshot{At: at, Groups: groups}, nil })
+		require.NoError(t, err)
+		require.NoError(t, b.db.ImportTrends(ctx, rows))
+	}
+	got, err := b.db.IncidentGroups(ctx, 0)
+	require.NoError(t, err)
+	require.Len(t, got, MaxIncidentGroups)
+	require.Equal(t, int64(n), got[0].Count, "the largest first")
+	totals, err := b.db.IncidentTotals(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []IncidentTotal{{Kind: "key", Groups: int64(n), Items: int64(n * (n + 1) / 2), Exact: true}}, totals)
+	mins, err := b.db.Trends(ctx, TrendMinute, time.Time{})
+	require.NoError(t, err)
+	require.Len(t, mins, n)
 }
