@@ -52,12 +52,9 @@ func (f incidentFlags) check() error {
 	return nil
 }
 
-// incidents is the store of the snapshots of trends and incident groups,
-// or nil where the console's tables have none (MySQL, so far).
+// incidents is the store of the snapshots of trends and incident groups:
+// the console's own tables, on every database.
 func (d *database) incidents() web.IncidentStore {
-	if d.MySQL != nil {
-		return nil
-	}
 	return d.Console
 }
 
@@ -66,10 +63,6 @@ func (d *database) incidents() web.IncidentStore {
 // Only the leader among the consoles sharing the database writes a
 // snapshot (see store.DB.WriteSnapshot).
 func startSnapshots(ctx context.Context, db *database, f incidentFlags, log *slog.Logger) (stop func()) {
-	if db.incidents() == nil {
-		log.Info("incidents and trends are off: the console's snapshot tables are not on MySQL yet")
-		return func() {}
-	}
 	s := &incident.Snapshotter{Keys: db.Records, Store: db.Console, Log: log}
 	if *f.webhook != "" {
 		s.OnNewGroups = incident.Webhook(*f.webhook, *f.consoleURL, &http.Client{Timeout: 10 * time.Second}, log)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,6 +25,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/mysqltest"
+	"github.com/unstuckhq/unstuck/internal/store"
 )
 
 // TestConsoleOnMySQL (issue 17): the console on a MySQL database, from
@@ -30,7 +33,9 @@ import (
 // the keys, find a key by its raw value, forget it; the decision's audit
 // entry is in the trail and the chain verifies. The operation pages say
 // that sagas are not available on MySQL instead of failing, and the demo
-// refuses MySQL for its sagas.
+// refuses MySQL for its sagas. The snapshotter runs there too (SPEC K14,
+// K15): /incidents lists the group of the failing keys, its page lists
+// exactly them, and the overview draws the trends.
 func TestConsoleOnMySQL(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -67,6 +72,41 @@ func TestConsoleOnMySQL(t *testing.T) {
 	rec := page.Records[0]
 	id := strconv.FormatInt(rec.ID, 10)
 
+	// Two keys that failed with the same cause: one incident group,
+	// apart from the first key's.
+	var groupIDs []string
+	for i, msg := range []string{"provider timed out after 31s", "provider timed out after 7s"} {
+		_, err = idem.Run(ctx, engine, "order-timeout-"+strconv.Itoa(i), "tenant:shop", func(ctx context.Context) (int, error) {
+			return 0, idem.Uncertain(errors.New(msg))
+		})
+		require.ErrorIs(t, err, idem.ErrUncertain)
+	}
+	page, err = db.Records.ListKeys(ctx, idemdriver.KeyFilter{Status: idemdriver.StatusPending})
+	require.NoError(t, err)
+	require.Len(t, page.Records, 3)
+	for _, r := range page.Records {
+		if r.ID != rec.ID {
+			groupIDs = append(groupIDs, strconv.FormatInt(r.ID, 10))
+		}
+	}
+	// The console's snapshotter, as serve starts it, every second.
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	snapFlags := addIncidentFlags(fs, func(string) string { return "" })
+	require.NoError(t, fs.Parse([]string{"--snapshot-every", "1s"}))
+	stopSnapshots := startSnapshots(ctx, db, snapFlags, slog.New(slog.DiscardHandler))
+	var group store.IncidentGroup
+	require.Eventually(t, func() bool {
+		groups, err := db.Console.IncidentGroups(ctx, 0)
+		require.NoError(t, err)
+		for _, g := range groups {
+			if g.Message == "outcome uncertain: provider timed out after <n>s" {
+				group = g
+			}
+		}
+		return group.Count == 2
+	}, 20*time.Second, 100*time.Millisecond, "the snapshot groups the two failed keys")
+	stopSnapshots()
+
 	h, err := consoleHandler(db, engine, consoleOptions{idle: time.Hour, absolute: time.Hour}, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
@@ -102,6 +142,22 @@ func TestConsoleOnMySQL(t *testing.T) {
 	status, body := do(http.MethodGet, "/", nil)
 	require.Equal(t, http.StatusOK, status, body)
 	require.Contains(t, body, "Sagas are not available on MySQL", "the overview says why there are no operations")
+	require.Contains(t, body, `id="trends-title"`, "the overview draws the trends")
+	require.Regexp(t, `role="img" aria-label="pending: 3, [^"]* in 24 h"`, body, "the pending keys' trend")
+
+	status, body = do(http.MethodGet, "/incidents", nil)
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, `href="/incidents/`+group.Key+`"`, "the group is listed")
+	require.Contains(t, body, `<code>outcome uncertain: provider timed out after &lt;n&gt;s</code>`)
+	status, body = do(http.MethodGet, "/incidents/"+group.Key, nil)
+	require.Equal(t, http.StatusOK, status, body)
+	var items []string
+	for _, m := range regexp.MustCompile(`<a href="/keys/(\d+)"`).FindAllStringSubmatch(body, -1) {
+		items = append(items, m[1])
+	}
+	slices.Sort(items)
+	slices.Sort(groupIDs)
+	require.Equal(t, groupIDs, items, "the group's page lists exactly its keys")
 
 	status, body = do(http.MethodGet, "/keys?state=pending", nil)
 	require.Equal(t, http.StatusOK, status, body)

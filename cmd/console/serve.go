@@ -90,7 +90,7 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 		Keys:             keys,
 		Ready:            db.CheckSchema,
 		// Trends and incident groups, from the snapshots startSnapshots
-		// takes (none on MySQL yet: see database.incidents).
+		// takes.
 		Incidents: db.incidents(),
 
 		SSO:           o.sso,

@@ -26,7 +26,8 @@
 //
 // [DB.WriteSnapshot] writes a snapshot of counts per state and incident
 // groups (computed by package incident) as the leader: on PostgreSQL under
-// pg_try_advisory_xact_lock, so that of several consoles one writes; every
+// pg_try_advisory_xact_lock, on MySQL under GET_LOCK (one per database),
+// so that of several consoles one writes; every
 // write is an idempotent upsert, so no snapshot double-counts. [DB.Trends],
 // [DB.IncidentGroups], [DB.IncidentGroup], [DB.IncidentHours] and
 // [DB.IncidentTotals] read them back for the pages and the metrics.

@@ -3,13 +3,14 @@ package store
 // Trends and incident groups (SPEC K14, K15): the tables of migration 006,
 // unstuck_console_trend, unstuck_console_incident and
 // unstuck_console_incident_hour. This file is the only one that reads or
-// writes them. Their times are Unix seconds in both dialects, so that the
+// writes them. Their times are Unix seconds in every dialect, so that the
 // same SQL buckets them.
 
 import (
 	"cmp"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"slices"
@@ -100,11 +101,22 @@ type Snapshot struct {
 	Groups []IncidentGroup
 }
 
-// snapExec runs statements on a transaction of either dialect, rewriting
-// $n to ?n for SQLite.
+// snapshotLockSQL takes the MySQL snapshot leader's lock without waiting:
+// GET_LOCK names are server-wide, so the name holds the hash of the
+// database's name (a name is at most 64 characters), and consoles of
+// other databases on the same server are not this one's rivals. 1 when
+// taken, 0 when another session holds it.
+const snapshotLockSQL = `SELECT GET_LOCK(CONCAT('unstuck_snapshot_', SHA1(DATABASE())), 0)`
+
+// snapshotUnlockSQL releases it.
+const snapshotUnlockSQL = `SELECT RELEASE_LOCK(CONCAT('unstuck_snapshot_', SHA1(DATABASE())))`
+
+// snapExec runs statements on a transaction of any dialect, rewriting $n
+// to ?n for SQLite and to positional ? for MySQL (my).
 type snapExec struct {
 	pg   pgx.Tx
 	lite sqlExec
+	my   bool
 }
 
 // sqlExec is a *sql.Tx or the *sql.Conn of a BEGIN IMMEDIATE transaction.
@@ -144,7 +156,12 @@ func (e snapExec) exec(ctx context.Context, query string, args ...any) error {
 		_, err := e.pg.Exec(ctx, query, args...)
 		return pgMapError(err)
 	}
-	_, err := e.lite.ExecContext(ctx, bulkParam.ReplaceAllString(query, "?$1"), args...)
+	if e.my {
+		query, args = mysqlRebind(query, args)
+	} else {
+		query = bulkParam.ReplaceAllString(query, "?$1")
+	}
+	_, err := e.lite.ExecContext(ctx, query, args...)
 	return err
 }
 
@@ -159,14 +176,12 @@ type SnapshotResult struct {
 	New []IncidentGroup
 }
 
-// ErrNoSnapshots: the database has no tables of trends and incident
-// groups (MySQL, so far); the console turns incidents and trends off there.
-var ErrNoSnapshots = errors.New("store: trends and incident groups are not kept on MySQL yet")
-
 // WriteSnapshot takes a snapshot as the leader: on PostgreSQL it begins a
 // transaction and takes the advisory lock of the snapshots of its schema
-// with pg_try_advisory_xact_lock; when another console holds it, it returns
-// Leader false without calling compute. Otherwise (and always on
+// with pg_try_advisory_xact_lock; on MySQL it takes, on one connection,
+// the lock GET_LOCK('unstuck_snapshot_' + SHA1(DATABASE()), 0), held until
+// its transaction has committed. When another console holds the lock, it
+// returns Leader false without calling compute. Otherwise (and always on
 // SQLite, whose writes are serialized) it calls compute, outside any
 // transaction of the engine's tables, and writes its result in one
 // transaction, together with the retention deletes. Every write is an
@@ -175,7 +190,7 @@ var ErrNoSnapshots = errors.New("store: trends and incident groups are not kept 
 // twice, or by two racing consoles, never double-counts.
 func (d *DB) WriteSnapshot(ctx context.Context, compute func(ctx context.Context) (Snapshot, error)) (SnapshotResult, error) {
 	if d.dialect == DialectMySQL {
-		return SnapshotResult{}, ErrNoSnapshots
+		return d.writeSnapshotMySQL(ctx, compute)
 	}
 	var res SnapshotResult
 	if d.dialect == DialectPostgres {
@@ -225,6 +240,61 @@ func (d *DB) WriteSnapshot(ctx context.Context, compute func(ctx context.Context
 	return res, nil
 }
 
+// writeSnapshotMySQL is WriteSnapshot on MySQL: the lock, compute and the
+// transaction on one connection, which goes back to the pool only without
+// the lock (released, or the connection discarded).
+func (d *DB) writeSnapshotMySQL(ctx context.Context, compute func(ctx context.Context) (Snapshot, error)) (res SnapshotResult, err error) {
+	conn, err := d.sqlite.Conn(ctx)
+	if err != nil {
+		return res, fmt.Errorf("store: snapshot: %w", err)
+	}
+	defer func() { _ = conn.Close() }()
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, snapshotLockSQL).Scan(&got); err != nil {
+		// The server may have granted the lock before the failure (a
+		// cancelled context): the connection is closed, not pooled.
+		discardConn(conn)
+		return res, fmt.Errorf("store: snapshot lock: %w", err)
+	}
+	if !got.Valid {
+		return res, errors.New("store: snapshot lock: GET_LOCK returned NULL")
+	}
+	if got.Int64 != 1 {
+		return res, nil
+	}
+	defer func() {
+		// The lock ends with the session too: a connection whose release
+		// failed is closed rather than pooled with the lock.
+		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), snapshotUnlockSQL); rerr != nil {
+			discardConn(conn)
+			err = errors.Join(err, fmt.Errorf("store: snapshot unlock: %w", rerr))
+		}
+	}()
+	res.Leader = true
+	snap, err := compute(ctx)
+	if err != nil {
+		return res, err
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return res, fmt.Errorf("store: snapshot: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if res.New, err = writeSnapshot(ctx, snapExec{lite: tx, my: true}, snap); err != nil {
+		return res, fmt.Errorf("store: snapshot: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return res, fmt.Errorf("store: snapshot: %w", err)
+	}
+	return res, nil
+}
+
+// discardConn marks conn bad, so that its Close closes it instead of
+// pooling it (and the session's locks end with it).
+func discardConn(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+}
+
 const (
 	// $1 res, $2 at, $3 kind, $4 state, $5 count, $6 exact.
 	insertTrendMinuteSQL = `INSERT INTO unstuck_console_trend (res, at, kind, state, count, exact) VALUES ($1, $2, $3, $4, $5, $6)
@@ -252,6 +322,91 @@ ON CONFLICT (group_key, hour) DO UPDATE SET count = CASE WHEN excluded.count > h
 	deleteIncidentsSQL    = `DELETE FROM unstuck_console_incident WHERE count = 0 AND updated_at < $1`
 	deleteIncidentHourSQL = `DELETE FROM unstuck_console_incident_hour WHERE hour < $1`
 )
+
+// The same upserts on MySQL, each a multi-row INSERT (the rows' (?, …)
+// between the prefix and the suffix), so that a snapshot costs a few
+// statements rather than one per row. ON DUPLICATE KEY UPDATE assigns
+// left to right, each assignment seeing the ones before, so a column is
+// set before the columns its condition reads; VALUES(c) is the refused
+// row's value (MariaDB has no row alias). A minute's row is never
+// updated; a quarter's or an hour's keeps the highest count.
+const (
+	mysqlTrendPrefix = `INSERT INTO unstuck_console_trend (res, at, kind, state, count, exact) VALUES `
+	mysqlTrendSuffix = `
+ON DUPLICATE KEY UPDATE
+    exact = IF(res <> 'm' AND VALUES(count) > count, VALUES(exact), exact),
+    count = IF(res <> 'm', GREATEST(count, VALUES(count)), count)`
+	mysqlIncidentPrefix = "INSERT INTO unstuck_console_incident (group_key, kind, state, operation, step, class, message, `system`, sample," +
+		" count, exact, first_seen, last_seen, updated_at) VALUES "
+	mysqlIncidentSuffix = `
+ON DUPLICATE KEY UPDATE
+    sample = IF(VALUES(updated_at) >= updated_at, VALUES(sample), sample),
+    count = IF(VALUES(updated_at) >= updated_at, VALUES(count), count),
+    exact = IF(VALUES(updated_at) >= updated_at, VALUES(exact), exact),
+    first_seen = LEAST(first_seen, VALUES(first_seen)),
+    last_seen = GREATEST(last_seen, VALUES(last_seen)),
+    updated_at = GREATEST(updated_at, VALUES(updated_at))`
+	mysqlIncidentHourPrefix = `INSERT INTO unstuck_console_incident_hour (group_key, hour, count) VALUES `
+	mysqlIncidentHourSuffix = `
+ON DUPLICATE KEY UPDATE count = GREATEST(count, VALUES(count))`
+)
+
+// mysqlBatchRows is the most rows of one multi-row INSERT on MySQL: at
+// 14 placeholders a row, far under the 65,535 of a statement.
+const mysqlBatchRows = 1000
+
+// mysqlInsertRows runs prefix (?, …), (?, …) … suffix over args, cols
+// values a row, in statements of at most mysqlBatchRows rows.
+func mysqlInsertRows(ctx context.Context, x sqlExec, prefix, suffix string, cols int, args []any) error {
+	row := "(" + strings.Repeat("?, ", cols-1) + "?)"
+	for chunk := range slices.Chunk(args, cols*mysqlBatchRows) {
+		n := len(chunk) / cols
+		q := prefix + strings.Repeat(row+", ", n-1) + row + suffix
+		if _, err := x.ExecContext(ctx, q, chunk...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeRowsMySQL is the upserts of writeSnapshot on MySQL.
+func writeRowsMySQL(ctx context.Context, x sqlExec, s Snapshot) error {
+	at := s.At.Unix()
+	args := make([]any, 0, 6*3*len(s.Trends))
+	for _, p := range s.Trends {
+		for _, r := range []Resolution{TrendMinute, TrendQuarter, TrendHour} {
+			args = append(args, string(r), r.start(s.At), p.Kind, p.State, p.Count, boolInt(p.Exact))
+		}
+	}
+	if err := mysqlInsertRows(ctx, x, mysqlTrendPrefix, mysqlTrendSuffix, 6, args); err != nil {
+		return err
+	}
+	args = make([]any, 0, 14*len(s.Groups))
+	hours := make([]any, 0, 3*len(s.Groups))
+	for _, g := range s.Groups {
+		first, last := g.seen(s.At)
+		args = append(args, g.Key, g.Kind, g.State, g.Operation, g.Step, g.Class, g.Message, g.System, g.Sample,
+			g.Count, boolInt(g.Exact), first, last, at)
+		hours = append(hours, g.Key, TrendHour.start(s.At), g.Count)
+	}
+	if err := mysqlInsertRows(ctx, x, mysqlIncidentPrefix, mysqlIncidentSuffix, 14, args); err != nil {
+		return err
+	}
+	return mysqlInsertRows(ctx, x, mysqlIncidentHourPrefix, mysqlIncidentHourSuffix, 3, hours)
+}
+
+// seen is g's first and last seen in Unix seconds, at (the snapshot's
+// time) where unset.
+func (g IncidentGroup) seen(at time.Time) (first, last int64) {
+	f, l := g.FirstSeen, g.LastSeen
+	if f.IsZero() {
+		f = at
+	}
+	if l.IsZero() {
+		l = at
+	}
+	return f.Unix(), l.Unix()
+}
 
 func writeSnapshot(ctx context.Context, e snapExec, s Snapshot) ([]IncidentGroup, error) {
 	if s.At.IsZero() {
@@ -289,7 +444,24 @@ func writeSnapshot(ctx context.Context, e snapExec, s Snapshot) ([]IncidentGroup
 			fresh = append(fresh, g)
 		}
 	}
-	hour := TrendHour.start(s.At)
+	if e.my {
+		if err := writeRowsMySQL(ctx, e.lite, s); err != nil {
+			return nil, err
+		}
+	} else if err := writeRows(ctx, e, s); err != nil {
+		return nil, err
+	}
+	// Groups this snapshot did not count have gone.
+	if err := e.exec(ctx, closeIncidentsSQL, at); err != nil {
+		return nil, err
+	}
+	return fresh, nil
+}
+
+// writeRows is the upserts of writeSnapshot on PostgreSQL and SQLite, a
+// statement a row.
+func writeRows(ctx context.Context, e snapExec, s Snapshot) error {
+	at, hour := s.At.Unix(), TrendHour.start(s.At)
 	b := func(v bool) any {
 		if e.pg != nil {
 			return v
@@ -301,35 +473,25 @@ func writeSnapshot(ctx context.Context, e snapExec, s Snapshot) ([]IncidentGroup
 	}
 	for _, p := range s.Trends {
 		if err := e.exec(ctx, insertTrendMinuteSQL, string(TrendMinute), TrendMinute.start(s.At), p.Kind, p.State, p.Count, b(p.Exact)); err != nil {
-			return nil, err
+			return err
 		}
 		for _, r := range []Resolution{TrendQuarter, TrendHour} {
 			if err := e.exec(ctx, upsertTrendMaxSQL, string(r), r.start(s.At), p.Kind, p.State, p.Count, b(p.Exact)); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
 	for _, g := range s.Groups {
-		first, last := g.FirstSeen, g.LastSeen
-		if first.IsZero() {
-			first = s.At
-		}
-		if last.IsZero() {
-			last = s.At
-		}
+		first, last := g.seen(s.At)
 		if err := e.exec(ctx, upsertIncidentSQL, g.Key, g.Kind, g.State, g.Operation, g.Step, g.Class, g.Message, g.System, g.Sample,
-			g.Count, b(g.Exact), first.Unix(), last.Unix(), at); err != nil {
-			return nil, err
+			g.Count, b(g.Exact), first, last, at); err != nil {
+			return err
 		}
 		if err := e.exec(ctx, upsertIncidentHourSQL, g.Key, hour, g.Count); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	// Groups this snapshot did not count have gone.
-	if err := e.exec(ctx, closeIncidentsSQL, at); err != nil {
-		return nil, err
-	}
-	return fresh, nil
+	return nil
 }
 
 // TrendSample is one stored count: of Kind/State in the period of its
@@ -349,9 +511,6 @@ const trendsSQL = `SELECT kind, state, at, count FROM unstuck_console_trend WHER
 // after since, by kind, state and time. Periods without a snapshot are
 // absent.
 func (d *DB) Trends(ctx context.Context, res Resolution, since time.Time) ([]TrendSample, error) {
-	if d.dialect == DialectMySQL {
-		return nil, ErrNoSnapshots
-	}
 	var out []TrendSample
 	err := bulkConn{d}.each(ctx, trendsSQL, []any{string(res), since.Unix()}, func(scan func(...any) error) error {
 		var (
@@ -376,6 +535,15 @@ func (d *DB) Trends(ctx context.Context, res Resolution, since time.Time) ([]Tre
 
 const incidentColumns = `group_key, kind, state, operation, step, class, message, system, sample, count, exact, first_seen, last_seen, updated_at`
 
+// incidentCols is incidentColumns in d's dialect: SYSTEM is a reserved
+// word of MySQL 8.
+func (d *DB) incidentCols() string {
+	if d.dialect == DialectMySQL {
+		return strings.Replace(incidentColumns, "system", "`system`", 1)
+	}
+	return incidentColumns
+}
+
 func scanIncident(scan func(...any) error) (IncidentGroup, error) {
 	var (
 		g                   IncidentGroup
@@ -397,14 +565,11 @@ const MaxIncidentGroups = 500
 // IncidentGroups returns the current groups (count > 0), the largest
 // first, at most limit (MaxIncidentGroups when <= 0 or above it).
 func (d *DB) IncidentGroups(ctx context.Context, limit int) ([]IncidentGroup, error) {
-	if d.dialect == DialectMySQL {
-		return nil, ErrNoSnapshots
-	}
 	if limit <= 0 || limit > MaxIncidentGroups {
 		limit = MaxIncidentGroups
 	}
 	var out []IncidentGroup
-	err := bulkConn{d}.each(ctx, `SELECT `+incidentColumns+` FROM unstuck_console_incident WHERE count > 0
+	err := bulkConn{d}.each(ctx, `SELECT `+d.incidentCols()+` FROM unstuck_console_incident WHERE count > 0
 ORDER BY count DESC, group_key LIMIT $1`, []any{limit}, func(scan func(...any) error) error {
 		g, err := scanIncident(scan)
 		if err != nil {
@@ -422,10 +587,7 @@ ORDER BY count DESC, group_key LIMIT $1`, []any{limit}, func(scan func(...any) e
 // IncidentGroup returns the group key, current or gone; ok is false when
 // there is none.
 func (d *DB) IncidentGroup(ctx context.Context, key string) (g IncidentGroup, ok bool, err error) {
-	if d.dialect == DialectMySQL {
-		return IncidentGroup{}, false, ErrNoSnapshots
-	}
-	err = bulkConn{d}.each(ctx, `SELECT `+incidentColumns+` FROM unstuck_console_incident WHERE group_key = $1`, []any{key},
+	err = bulkConn{d}.each(ctx, `SELECT `+d.incidentCols()+` FROM unstuck_console_incident WHERE group_key = $1`, []any{key},
 		func(scan func(...any) error) error {
 			var serr error
 			g, serr = scanIncident(scan)
@@ -442,9 +604,6 @@ func (d *DB) IncidentGroup(ctx context.Context, key string) (g IncidentGroup, ok
 // groups (count > 0): per group key, the highest count of each hour that
 // had a snapshot, by the hour's start.
 func (d *DB) IncidentHours(ctx context.Context, since time.Time) (map[string]map[time.Time]int64, error) {
-	if d.dialect == DialectMySQL {
-		return nil, ErrNoSnapshots
-	}
 	out := map[string]map[time.Time]int64{}
 	err := bulkConn{d}.each(ctx, `SELECT h.group_key, h.hour, h.count FROM unstuck_console_incident_hour h
 JOIN unstuck_console_incident g ON g.group_key = h.group_key
@@ -472,9 +631,6 @@ WHERE g.count > 0 AND h.hour >= $1`, []any{since.Unix()}, func(scan func(...any)
 // LastSnapshot returns the time of the latest snapshot; ok is false when
 // none was taken.
 func (d *DB) LastSnapshot(ctx context.Context) (at time.Time, ok bool, err error) {
-	if d.dialect == DialectMySQL {
-		return time.Time{}, false, ErrNoSnapshots
-	}
 	var v sql.NullInt64
 	err = bulkConn{d}.each(ctx, `SELECT max(at) FROM unstuck_console_trend WHERE res = 'm'`, nil, func(scan func(...any) error) error {
 		return scan(&v)
@@ -500,12 +656,13 @@ type IncidentTotal struct {
 // IncidentTotals returns the number of current groups and their items per
 // kind (kinds without a group are absent).
 func (d *DB) IncidentTotals(ctx context.Context) ([]IncidentTotal, error) {
-	if d.dialect == DialectMySQL {
-		return nil, ErrNoSnapshots
-	}
 	var out []IncidentTotal
-	err := bulkConn{d}.each(ctx, `SELECT kind, count(*), CAST(sum(count) AS BIGINT), CAST(sum(CASE WHEN exact THEN 0 ELSE 1 END) AS BIGINT)
-FROM unstuck_console_incident WHERE count > 0 GROUP BY kind ORDER BY kind`, nil, func(scan func(...any) error) error {
+	q := `SELECT kind, count(*), CAST(sum(count) AS BIGINT), CAST(sum(CASE WHEN exact THEN 0 ELSE 1 END) AS BIGINT)
+FROM unstuck_console_incident WHERE count > 0 GROUP BY kind ORDER BY kind`
+	if d.dialect == DialectMySQL { // MySQL's CAST has SIGNED, not BIGINT
+		q = strings.ReplaceAll(q, "AS BIGINT", "AS SIGNED")
+	}
+	err := bulkConn{d}.each(ctx, q, nil, func(scan func(...any) error) error {
 		var (
 			t       IncidentTotal
 			inexact int64
@@ -539,9 +696,6 @@ type TrendRow struct {
 // rows whose (resolution, At, Kind, State) exist already are skipped. It
 // bypasses the snapshotter and its retention.
 func (d *DB) ImportTrends(ctx context.Context, rows []TrendRow) error {
-	if d.dialect == DialectMySQL {
-		return ErrNoSnapshots
-	}
 	res := func(r TrendRow) (string, int64) {
 		if r.Res == "" {
 			r.Res = TrendMinute
@@ -577,6 +731,21 @@ func (d *DB) ImportTrends(ctx context.Context, rows []TrendRow) error {
 		return fmt.Errorf("store: import trends: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
+	if d.dialect == DialectMySQL {
+		args := make([]any, 0, 6*len(rows))
+		for _, r := range rows {
+			rs, at := res(r)
+			args = append(args, rs, at, r.Kind, r.State, r.Count, boolInt(r.Exact))
+		}
+		// A row whose key exists is left as it is.
+		if err := mysqlInsertRows(ctx, tx, mysqlTrendPrefix, "\nON DUPLICATE KEY UPDATE count = count", 6, args); err != nil {
+			return fmt.Errorf("store: import trends: %w", err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("store: import trends: %w", err)
+		}
+		return nil
+	}
 	for _, r := range rows {
 		rs, at := res(r)
 		exact := int64(0)
