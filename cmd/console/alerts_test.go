@@ -32,6 +32,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
+	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
@@ -176,8 +177,14 @@ func seedEveryState(t *testing.T, base, path string) {
 	db, err := idemsqlite.Open(path)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
-	// An open finding on the welcome operation.
-	d := sagasqlite.New(db)
+	// An open finding on the welcome operation, written as the console's
+	// decisions are (a handle whose transactions begin IMMEDIATE), so that
+	// it waits for the running console's writes instead of failing with
+	// SQLITE_BUSY.
+	imm, err := ops.OpenImmediate(ctx, db)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = imm.Close() })
+	d := sagasqlite.New(imm)
 	require.NoError(t, d.WithinTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		now, err := d.Now(ctx, tx)
 		if err != nil {
