@@ -98,12 +98,12 @@ func (s *Store) Migrate(ctx context.Context) error {
 //
 // A lean Reserve (the engine's, [idemdriver.ReserveParams.Lean]) takes one
 // of two ways, both with the guarantees above, chosen by the traffic this
-// Store has seen: while most of its recent lean Reserves created their
-// record, one statement that reads and inserts only on a miss
-// (reserveLeanSQL), so a new key costs one round trip; while at least 4 in
-// 5 found one (a retry storm), a plain SELECT first and the insert only on
-// a miss, so a repeat costs the least the database can do and a new key
-// one more round trip. Neither way writes when the key has a record.
+// Store has seen. Normally it is one statement that reads and inserts only
+// on a miss, so a new key costs one round trip. While at least 4 in 5 of
+// its recent lean Reserves find a record (a retry storm), it is a plain
+// SELECT first and the insert only on a miss, so a repeat costs the least
+// the database can do and a new key one more round trip. Neither way
+// writes when the key has a record.
 func (s *Store) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
 	if !p.Lean {
 		return reserve(ctx, s.pool, p)
