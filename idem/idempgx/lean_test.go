@@ -1,13 +1,21 @@
 package idempgx
 
 import (
+	"context"
+	"crypto/rand"
 	"encoding/binary"
 	"math"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/stretchr/testify/require"
+
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/idem/idemtest"
+	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
 
 // Issue 12: the lean Reserve decodes its row itself; a row in any shape
@@ -81,5 +89,176 @@ func TestDecodeLeanRefusesRowsOfAnotherShape(t *testing.T) {
 		fds, vals = c.mutate(fds, vals)
 		_, _, err := decodeLean(fds, vals)
 		require.ErrorContains(t, err, c.want, name)
+	}
+}
+
+// Issue 12: a lean Reserve asks in one statement while most keys are new
+// and reads first while at least 4 in 5 Reserves find a record (a retry
+// storm); it goes back when new keys return.
+func TestLeanPathFollowsTheTraffic(t *testing.T) {
+	t.Parallel()
+	var l leanPath
+	require.False(t, l.readFirst(), "a new Store asks in one statement")
+	for range leanReadFirstAt - 1 {
+		l.record(false)
+	}
+	require.False(t, l.readFirst(), "31 repeats in a row are not yet a storm")
+	l.record(false)
+	require.True(t, l.readFirst(), "32 repeats in a row read first")
+	for range 1000 {
+		l.record(false)
+	}
+	require.Equal(t, int32(leanScoreMax), l.score.Load(), "the score is capped")
+	// 3 repeats in 4: below 4 in 5, the score falls, by 1 each 4.
+	for range 40 {
+		l.record(true)
+		l.record(false)
+		l.record(false)
+		l.record(false)
+	}
+	require.False(t, l.readFirst(), "a mix of 3 repeats in 4 asks in one statement")
+	for range 100 {
+		l.record(true)
+	}
+	require.Equal(t, int32(0), l.score.Load(), "the score does not go below 0")
+	// 9 repeats in 10: above 4 in 5, the score rises.
+	for range 8 {
+		l.record(true)
+		for range 9 {
+			l.record(false)
+		}
+	}
+	require.True(t, l.readFirst(), "a mix of 9 repeats in 10 reads first")
+
+	forced := leanPath{force: leanOne}
+	for range 100 {
+		forced.record(false)
+	}
+	require.False(t, forced.readFirst())
+	forced = leanPath{force: leanReadFirst}
+	require.True(t, forced.readFirst())
+}
+
+// leanWays are the two ways of a lean Reserve, forced, by name.
+var leanWays = map[string]int{"OneStatement": leanOne, "ReadFirst": leanReadFirst}
+
+// Issue 12, SPEC IDEM-S3: the whole conformance suite, which runs the
+// engine's lean Reserve (the same-key race, fenced takeover, lean
+// reserve), passes with either way forced; TestConformance runs the
+// adaptive choice.
+func TestConformanceLeanWays(t *testing.T) {
+	t.Parallel()
+	for name, way := range leanWays {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			idemtest.Run(t, func(t *testing.T) idemdriver.Store {
+				s := New(pgtest.Schema(t))
+				s.path.force = way
+				require.NoError(t, s.Migrate(t.Context()))
+				return s
+			})
+		})
+	}
+}
+
+// Issue 12: a lean Reserve of a key that has a record writes nothing,
+// whichever way it takes: no fence is taken from the sequence (whose
+// nextval would write WAL), the record is returned as it is, and inside a
+// transaction (which asks in one statement, with the INSERT) no
+// transaction id is assigned, which any row written would take.
+func TestLeanReserveOfExistingWritesNothing(t *testing.T) {
+	t.Parallel()
+	for name, way := range leanWays {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			b.store.path.force = way
+			id := newIdent()
+			lean := func(owner string) idemdriver.ReserveParams {
+				return idemdriver.ReserveParams{Ident: id, Owner: owner, Lease: time.Minute, TTL: time.Hour, Lean: true}
+			}
+			first, created, err := b.store.Reserve(t.Context(), lean("owner-a"))
+			require.NoError(t, err)
+			require.True(t, created)
+			require.Equal(t, b.get(t, id), withoutReadAt(first), "a created record is whole")
+			lastFence := func() int64 {
+				var v int64
+				require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT last_value FROM unstuck_idem_fence_seq`).Scan(&v))
+				return v
+			}
+			before := lastFence()
+			for range 3 {
+				rec, created, err := b.store.Reserve(t.Context(), lean(rand.Text()))
+				require.NoError(t, err)
+				require.False(t, created)
+				require.Equal(t, first.ID, rec.ID)
+				require.Equal(t, first.Owner, rec.Owner)
+				require.Equal(t, first.Fingerprint, rec.Fingerprint)
+				require.Equal(t, first.LeaseExpiresAt, rec.LeaseExpiresAt)
+			}
+			require.NoError(t, b.store.WithinTx(t.Context(), func(ctx context.Context, tx idemdriver.Store) error {
+				rec, created, err := tx.Reserve(ctx, lean(rand.Text()))
+				require.NoError(t, err)
+				require.False(t, created)
+				require.Equal(t, first.Owner, rec.Owner)
+				pgtx, ok := TxFrom(ctx)
+				require.True(t, ok)
+				var assigned bool
+				require.NoError(t, pgtx.QueryRow(ctx, `SELECT pg_current_xact_id_if_assigned() IS NOT NULL`).Scan(&assigned))
+				require.False(t, assigned, "the lean Reserve of an existing key wrote a row")
+				return nil
+			}))
+			require.Equal(t, before, lastFence(), "a lean Reserve of an existing key burnt a fence")
+			require.Equal(t, b.get(t, id), withoutReadAt(first), "the record is unchanged")
+			next, created, err := b.store.Reserve(t.Context(), idemdriver.ReserveParams{
+				Ident: newIdent(), Owner: "owner-b", Lease: time.Minute, TTL: time.Hour, Lean: true})
+			require.NoError(t, err)
+			require.True(t, created)
+			require.Equal(t, first.Fence+1, next.Fence, "the next new key takes the next fence")
+		})
+	}
+}
+
+// withoutReadAt returns r with ReadAt zero, as Get's record compares.
+func withoutReadAt(r idemdriver.Record) idemdriver.Record {
+	r.ReadAt = time.Time{}
+	return r
+}
+
+// Issue 12: an owner's write finds its record through the unique ident
+// index, even where the statistics say few records are processing (the
+// steady state), which made PostgreSQL walk the console's partial indexes
+// of processing records instead, every processing and dead entry of the
+// scope.
+func TestOwnerWritesUseTheIdentIndex(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.exec(t, `INSERT INTO unstuck_idem_record (scope, operation, key_digest, fingerprint, status, owner_token,
+    fence, created_at, updated_at, expires_at)
+SELECT 'tenant-1', 'run', lpad(to_hex(i), 64, '0'), '', 'completed', '', nextval('unstuck_idem_fence_seq'),
+    now(), now(), now() + interval '1 day'
+FROM generate_series(1, 2000) i`)
+	b.reserve(t, reserveOpts{})
+	b.exec(t, `ANALYZE unstuck_idem_record`)
+	id := newIdent()
+	for name, q := range map[string]struct {
+		sql  string
+		args []any
+	}{
+		"complete": {completeSQL, []any{id.Scope, id.Operation, id.KeyDigest, "tok", 1, "completed", []byte("r"), 200, "", nil}},
+		"annotate": {annotateSQL, []any{id.Scope, id.Operation, id.KeyDigest, "tok", 1, "c", "e", []string{"r"}, nil}},
+		"release":  {releaseSQL, []any{id.Scope, id.Operation, id.KeyDigest, "tok", 1}},
+		"extend":   {extendSQL, []any{id.Scope, id.Operation, id.KeyDigest, "tok", 1, int64(1000), nil}},
+	} {
+		rows, err := b.pool.Query(t.Context(), "EXPLAIN "+q.sql, q.args...)
+		require.NoError(t, err, name)
+		var plan strings.Builder
+		for rows.Next() {
+			var line string
+			require.NoError(t, rows.Scan(&line), name)
+			plan.WriteString(line + "\n")
+		}
+		require.NoError(t, rows.Err(), name)
+		require.Contains(t, plan.String(), "unstuck_idem_record_ident_key", "%s:\n%s", name, plan.String())
 	}
 }

@@ -19,6 +19,15 @@ package idempgx
 //     it never crosses a daylight-saving change as a calendar day would.
 //   - Writes by an owner are compare-and-swaps on (owner_token, fence) and
 //     status 'processing'; a write that matches no row changed nothing.
+//     They test the status with "IS NOT DISTINCT FROM 'processing'", the
+//     same as "=" on a column that is never NULL, but which no index
+//     predicate or key matches (issue 12): with "=", PostgreSQL takes the
+//     partial indexes of processing records (unstuck_console_idem_processing*,
+//     for the console) for a statement that names the record's ident,
+//     whenever its statistics say few records are processing (always, in
+//     steady traffic, or on a table not yet analyzed), and walks every
+//     processing entry of the scope, dead ones included, instead of one
+//     entry of the unique ident index.
 
 // recordColumns are the columns scanned by scanRecord, in its order; every
 // statement returning a record appends the clock as read_at.
@@ -41,56 +50,69 @@ const recordColumns = `id, scope, operation, key_digest, fingerprint, status, re
 //
 // $1 scope, $2 operation, $3 key_digest, $4 fingerprint, $5 owner_token,
 // $6 lease µs, $7 ttl µs, $8 now, $9 key_hash ("" stores NULL), $10 trace_id.
-const reserveOrGetSQL = `WITH existing AS (
-    SELECT ` + recordColumns + `
-    FROM unstuck_idem_record
-    WHERE scope = $1 AND operation = $2 AND key_digest = $3),
-inserted AS (
-    INSERT INTO unstuck_idem_record (
-        scope, operation, key_digest, fingerprint, status, owner_token, fence,
-        lease_expires_at, attempts, version, created_at, updated_at, expires_at, key_hash, trace_id)
-    SELECT $1::text, $2::text, $3::text, $4::text, 'processing', $5::text, nextval('unstuck_idem_fence_seq'),
-        coalesce($8::timestamptz, statement_timestamp()) + $6::bigint * interval '1 microsecond',
-        1, 1,
-        coalesce($8::timestamptz, statement_timestamp()),
-        coalesce($8::timestamptz, statement_timestamp()),
-        coalesce($8::timestamptz, statement_timestamp()) + greatest($6::bigint, $7::bigint) * interval '1 microsecond',
-        nullif($9::text, ''), $10::text
-    WHERE NOT EXISTS (SELECT 1 FROM existing)
-    ON CONFLICT (scope, operation, key_digest) DO NOTHING
-    RETURNING ` + recordColumns + `)
-SELECT ` + recordColumns + `, true, coalesce($8::timestamptz, statement_timestamp()) FROM inserted
-UNION ALL
-SELECT ` + recordColumns + `, false, coalesce($8::timestamptz, statement_timestamp()) FROM existing`
+var reserveOrGetSQL = reserveOneStatement(recordColumns)
 
 // leanColumns are the columns of a lean Reserve (idemdriver.LeanFields
 // without the ident, which the caller gave), scanned by scanLean.
 const leanColumns = `id, fingerprint, status, result, owner_token, fence, lease_expires_at, created_at, expires_at`
 
-// insertLeanSQL is the insert of a lean Reserve, which reads first
-// (getLeanSQL) and inserts only on a miss: a processing record with a
-// fence from the sequence, returning leanColumns, created (true) and the
-// clock, or no row when a record exists (ON CONFLICT DO NOTHING; the
-// sequence value is burnt then, which is allowed: fences only need to
-// increase). A record it inserts has every other column at a value the
-// insert fixes (the defaults, attempts and version 1, updated_at =
-// created_at, the key hash given), so scanLean rebuilds it whole. A
-// replay is then one plain SELECT, the least the database can do; a new
-// key pays that SELECT, which misses, before its insert.
-//
-// Same parameters as reserveOrGetSQL.
-const insertLeanSQL = `INSERT INTO unstuck_idem_record (
+// insertRecord is the insert of every Reserve: a processing record with a
+// fence from the sequence, or no row when a record exists (ON CONFLICT DO
+// NOTHING; the sequence value is burnt then, which is allowed: fences only
+// need to increase). A record it inserts has every other column at a value
+// the insert fixes (the defaults, attempts and version 1, updated_at =
+// created_at, the key hash given), so scanLean rebuilds it whole.
+const insertRecord = `INSERT INTO unstuck_idem_record (
     scope, operation, key_digest, fingerprint, status, owner_token, fence,
     lease_expires_at, attempts, version, created_at, updated_at, expires_at, key_hash, trace_id)
-VALUES ($1::text, $2::text, $3::text, $4::text, 'processing', $5::text, nextval('unstuck_idem_fence_seq'),
+SELECT $1::text, $2::text, $3::text, $4::text, 'processing', $5::text, nextval('unstuck_idem_fence_seq'),
     coalesce($8::timestamptz, statement_timestamp()) + $6::bigint * interval '1 microsecond',
     1, 1,
     coalesce($8::timestamptz, statement_timestamp()),
     coalesce($8::timestamptz, statement_timestamp()),
     coalesce($8::timestamptz, statement_timestamp()) + greatest($6::bigint, $7::bigint) * interval '1 microsecond',
-    nullif($9::text, ''), $10::text)
+    nullif($9::text, ''), $10::text`
+
+// insertLeanSQL is the insert of a lean Reserve that has read first
+// (getLeanSQL) and missed: insertRecord returning leanColumns, created
+// (true) and the clock, or no row when a record exists.
+//
+// Same parameters as reserveOrGetSQL.
+const insertLeanSQL = insertRecord + `
 ON CONFLICT (scope, operation, key_digest) DO NOTHING
 RETURNING ` + leanColumns + `, true, coalesce($8::timestamptz, statement_timestamp())`
+
+// reserveLeanSQL is a lean Reserve in one statement (issue 12): it reads
+// leanColumns of the record and, only when the read finds none, inserts
+// (insertRecord). It returns one row of leanColumns, created and the clock:
+// the new record with created = true, the existing one with created =
+// false, or no row when the insert met a record that the read's snapshot
+// did not see (the caller reads it with getLeanSQL). When the read finds
+// a record the INSERT's SELECT yields no row: nextval is not evaluated and
+// nothing is written, so a replay writes no WAL and burns no fence. A new
+// key costs one round trip, as the limit's INSERT does; a replay costs a
+// little more on the server than getLeanSQL alone (see Store.Reserve for
+// when each is used).
+//
+// Same parameters as reserveOrGetSQL.
+var reserveLeanSQL = reserveOneStatement(leanColumns)
+
+// reserveOneStatement returns the statement of a Reserve in one round
+// trip, reserveOrGetSQL or reserveLeanSQL, returning columns.
+func reserveOneStatement(columns string) string {
+	return `WITH existing AS (
+    SELECT ` + columns + `
+    FROM unstuck_idem_record
+    WHERE scope = $1 AND operation = $2 AND key_digest = $3),
+inserted AS (
+    ` + insertRecord + `
+    WHERE NOT EXISTS (SELECT 1 FROM existing)
+    ON CONFLICT (scope, operation, key_digest) DO NOTHING
+    RETURNING ` + columns + `)
+SELECT ` + columns + `, true, coalesce($8::timestamptz, statement_timestamp()) FROM inserted
+UNION ALL
+SELECT ` + columns + `, false, coalesce($8::timestamptz, statement_timestamp()) FROM existing`
+}
 
 // getLeanSQL reads leanColumns of one record, created (false) and the
 // clock: the first step of a lean Reserve, and its read after an insert
@@ -176,7 +198,7 @@ const completeSQL = `UPDATE unstuck_idem_record SET
     updated_at = coalesce($10::timestamptz, statement_timestamp())
 WHERE scope = $1 AND operation = $2 AND key_digest = $3
     AND owner_token = $4 AND fence = $5
-    AND status = 'processing'`
+    AND status IS NOT DISTINCT FROM 'processing'`
 
 // annotateSQL attaches references to a running record: an empty reference
 // keeps the stored one, resource ids are appended.
@@ -191,7 +213,7 @@ const annotateSQL = `UPDATE unstuck_idem_record SET
     updated_at = coalesce($9::timestamptz, statement_timestamp())
 WHERE scope = $1 AND operation = $2 AND key_digest = $3
     AND owner_token = $4 AND fence = $5
-    AND status = 'processing'`
+    AND status IS NOT DISTINCT FROM 'processing'`
 
 // releaseSQL deletes a running record for its owner, so the key may run
 // again.
@@ -200,7 +222,7 @@ WHERE scope = $1 AND operation = $2 AND key_digest = $3
 const releaseSQL = `DELETE FROM unstuck_idem_record
 WHERE scope = $1 AND operation = $2 AND key_digest = $3
     AND owner_token = $4 AND fence = $5
-    AND status = 'processing'`
+    AND status IS NOT DISTINCT FROM 'processing'`
 
 // extendSQL moves a running record's lease to at least now + lease for its
 // owner, never shortening it, and keeps the retention at least as long.
@@ -214,7 +236,7 @@ const extendSQL = `UPDATE unstuck_idem_record SET
     updated_at = coalesce($7::timestamptz, statement_timestamp())
 WHERE scope = $1 AND operation = $2 AND key_digest = $3
     AND owner_token = $4 AND fence = $5
-    AND status = 'processing'
+    AND status IS NOT DISTINCT FROM 'processing'
 RETURNING lease_expires_at`
 
 // settleSQL applies an operator's decision if the record is still at the

@@ -37,8 +37,8 @@ const maxReserveTries = 5
 
 // Store is an [idemdriver.TxStore] on PostgreSQL through a pgx v5 pool. It is
 // safe for concurrent use by many goroutines and processes. Every call is
-// one autocommit statement on the pool (Reserve takes a second
-// one when it loses a race for a new key); no
+// one autocommit statement on the pool (Reserve takes a second one when it
+// loses a race for a new key, or when it reads first; see Reserve); no
 // transaction outlives a statement, except those that [Store.WithinTx]
 // begins for the application. Leases and retention are judged by the
 // database's clock, statement_timestamp(), unless a params struct carries a
@@ -48,6 +48,8 @@ type Store struct {
 	// caps are the exact-count caps of KeyOverview; nil means the
 	// defaults (see SetOverviewCaps).
 	caps atomic.Pointer[overviewCaps]
+	// path chooses how a lean Reserve asks (see Reserve).
+	path leanPath
 }
 
 // dbtx is what the store's statements run on: the pool for the Store's own
@@ -93,8 +95,25 @@ func (s *Store) Migrate(ctx context.Context) error {
 // record still uncommitted in another transaction (a [Store.WithinTx] that
 // reserved the key) waits for that transaction to end, then returns the
 // record it committed or, if it rolled back, creates one.
+//
+// A lean Reserve (the engine's, [idemdriver.ReserveParams.Lean]) takes one
+// of two ways, both with the guarantees above, chosen by the traffic this
+// Store has seen. Normally it is one statement that reads and inserts only
+// on a miss, so a new key costs one round trip. While at least 4 in 5 of
+// its recent lean Reserves find a record (a retry storm), it is a plain
+// SELECT first and the insert only on a miss, so a repeat costs the least
+// the database can do and a new key one more round trip. Neither way
+// writes when the key has a record.
 func (s *Store) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
-	return reserve(ctx, s.pool, p)
+	if !p.Lean {
+		return reserve(ctx, s.pool, p)
+	}
+	readFirst := s.path.readFirst()
+	rec, created, err := reserveLean(ctx, s.pool, p, clock(p.Now), readFirst)
+	if err == nil {
+		s.path.record(created)
+	}
+	return rec, created, err
 }
 
 // Takeover implements [idemdriver.Store.Takeover] as one conditional UPDATE. It
@@ -161,7 +180,7 @@ func (s *Store) Sweep(ctx context.Context, p idemdriver.SweepParams) (idemdriver
 func reserve(ctx context.Context, db dbtx, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
 	now := clock(p.Now)
 	if p.Lean {
-		return reserveLean(ctx, db, p, now)
+		return reserveLean(ctx, db, p, now, false)
 	}
 	for range maxReserveTries {
 		var created bool
@@ -187,22 +206,29 @@ func reserve(ctx context.Context, db dbtx, p idemdriver.ReserveParams) (idemdriv
 	return idemdriver.Record{}, false, fmt.Errorf("idempgx: reserve: the record was deleted between insert and read %d times", maxReserveTries)
 }
 
-// reserveLean is reserve for p.Lean: a read of leanColumns first, then on
-// a miss an insert that does nothing if a record exists (see
-// insertLeanSQL); the unique constraint, not the read, decides who owns
+// reserveLean is reserve for p.Lean. With readFirst it reads leanColumns
+// first (getLeanSQL) and inserts only on a miss (insertLeanSQL); without,
+// it asks once, reading and inserting on a miss in the same statement
+// (reserveLeanSQL). The unique constraint, not the read, decides who owns
 // the key. An insert that meets a record reads again, in a new statement
 // and so, inside a transaction in READ COMMITTED, a new snapshot.
-func reserveLean(ctx context.Context, db dbtx, p idemdriver.ReserveParams, now any) (idemdriver.Record, bool, error) {
+func reserveLean(ctx context.Context, db dbtx, p idemdriver.ReserveParams, now any, readFirst bool) (idemdriver.Record, bool, error) {
 	for range maxReserveTries {
-		rows, err := db.Query(ctx, getLeanSQL, p.Scope, p.Operation, p.KeyDigest, now)
-		rec, _, err := scanLean(rows, err, p)
-		if err == nil {
-			return rec, false, nil
+		if readFirst {
+			rows, err := db.Query(ctx, getLeanSQL, p.Scope, p.Operation, p.KeyDigest, now)
+			rec, _, err := scanLean(rows, err, p)
+			if err == nil {
+				return rec, false, nil
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return idemdriver.Record{}, false, mapError("reserve", err)
+			}
 		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return idemdriver.Record{}, false, mapError("reserve", err)
+		sql := reserveLeanSQL
+		if readFirst {
+			sql = insertLeanSQL
 		}
-		rows, err = db.Query(ctx, insertLeanSQL,
+		rows, err := db.Query(ctx, sql,
 			p.Scope, p.Operation, p.KeyDigest, p.Fingerprint, p.Owner,
 			p.Lease.Microseconds(), p.TTL.Microseconds(), now, p.KeyHash, p.TraceID)
 		rec, created, err := scanLean(rows, err, p)
@@ -212,8 +238,66 @@ func reserveLean(ctx context.Context, db dbtx, p idemdriver.ReserveParams, now a
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return idemdriver.Record{}, false, mapError("reserve", err)
 		}
+		// The insert met a record that the read did not see: a concurrent
+		// reservation won. Read it; the next turn reads first.
+		readFirst = true
 	}
 	return idemdriver.Record{}, false, fmt.Errorf("idempgx: reserve: the record was deleted between insert and read %d times", maxReserveTries)
+}
+
+// leanPath chooses the way of a lean Reserve on a Store (see
+// Store.Reserve) from the outcomes of the previous ones: a score that
+// each Reserve that found a record raises by leanHitGain and each that
+// created one lowers by leanMissCost, kept within [0, leanScoreMax]. It
+// grows while more than leanMissCost/(leanMissCost+leanHitGain) of them
+// find a record (4 in 5), and reading first pays from leanReadFirstAt
+// on: a miss read first costs a round trip more than the one statement,
+// a hit asked in the one statement only a little server time more than a
+// plain SELECT. The zero value asks in one statement. Updates that race
+// may be lost: the score is a hint, both ways are correct.
+type leanPath struct {
+	score atomic.Int32
+	// force, set by tests only, fixes the way: leanOne or leanReadFirst.
+	force int
+}
+
+const (
+	leanAdaptive = iota
+	leanOne
+	leanReadFirst
+)
+
+const (
+	leanHitGain     = 1
+	leanMissCost    = 4
+	leanScoreMax    = 64
+	leanReadFirstAt = 32
+)
+
+// readFirst reports whether the next lean Reserve reads first.
+func (l *leanPath) readFirst() bool {
+	switch l.force {
+	case leanOne:
+		return false
+	case leanReadFirst:
+		return true
+	}
+	return l.score.Load() >= leanReadFirstAt
+}
+
+// record counts the outcome of a lean Reserve: created or found. It
+// writes only when the score changes, so a steady traffic does not
+// bounce a cache line between cores.
+func (l *leanPath) record(created bool) {
+	old := l.score.Load()
+	next := old + leanHitGain
+	if created {
+		next = old - leanMissCost
+	}
+	next = max(0, min(leanScoreMax, next))
+	if next != old {
+		l.score.CompareAndSwap(old, next)
+	}
 }
 
 // scanLean reads the one row of leanColumns, created and read_at that q
