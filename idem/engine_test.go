@@ -242,7 +242,12 @@ func TestShutdownReportsUnrecordedOutcomes(t *testing.T) {
 }
 
 func ExampleRun() {
-	db, err := idemsqlite.Open(filepath.Join(os.TempDir(), "example-run.db"))
+	dir, err := os.MkdirTemp("", "example-run")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	db, err := idemsqlite.Open(filepath.Join(dir, "idem.db"))
 	if err != nil {
 		panic(err)
 	}
