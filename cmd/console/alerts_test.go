@@ -48,11 +48,6 @@ const (
 	alertInstance = "console:8080"
 )
 
-// pendingMetrics are metrics the rules use that the console does not
-// export yet: tolerated while absent from the scrape. None now: the
-// incidents' gauges are exported (issue 15 part 1).
-var pendingMetrics []string
-
 // TestK18AlertRulesAgainstScrapedMetrics is issue 15 part 3: the rules file
 // parses (rulefmt, as Prometheus loads it), every metric and label matcher
 // of every rule selects series a running console exports, and, on metrics
@@ -376,10 +371,6 @@ func requireSelectorsMatch(t *testing.T, groups *rulefmt.RuleGroups, series []sa
 					}
 					return true
 				})
-				if !matched && slices.Contains(pendingMetrics, vs.Name) {
-					t.Logf("%s: %s is not exported on this branch yet (issue 15 part 1)", r.Alert, vs.Name)
-					return nil
-				}
 				require.True(t, matched, "%s: the selector %s matches no series the console exports", r.Alert, vs)
 				return nil
 			})

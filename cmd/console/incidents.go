@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/unstuckhq/unstuck/internal/incident"
-	"github.com/unstuckhq/unstuck/internal/web"
 )
 
 // incidentFlags are the flags of the snapshots of trends and incidents
@@ -50,12 +49,6 @@ func (f incidentFlags) check() error {
 		}
 	}
 	return nil
-}
-
-// incidents is the store of the snapshots of trends and incident groups:
-// the console's own tables, on every database.
-func (d *database) incidents() web.IncidentStore {
-	return d.Console
 }
 
 // startSnapshots runs the snapshotter of trends and incident groups over

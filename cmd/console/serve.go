@@ -91,7 +91,7 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 		Ready:            db.CheckSchema,
 		// Trends and incident groups, from the snapshots startSnapshots
 		// takes.
-		Incidents: db.incidents(),
+		Incidents: db.Console,
 
 		SSO:           o.sso,
 		NoLocalSignIn: o.noLocalSignIn,
