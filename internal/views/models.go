@@ -106,6 +106,7 @@ type KeysVM struct {
 	// would select too, left out of the list (exact up to the count's cap);
 	// ShowConsoleURL lists them with the rest.
 	HiddenConsole  int64
+	HiddenExact    bool // false: at least HiddenConsole
 	ShowConsoleURL string
 	Error          string
 	FieldErr       string // the filter field the error is about

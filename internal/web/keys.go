@@ -137,7 +137,8 @@ func handleKeyList(keys keyReader, log *slog.Logger) http.Handler {
 			if err == nil {
 				total, err = keys.CountKeys(r.Context(), f, 0)
 			}
-			if err == nil && f.SkipOperationPrefix != "" {
+			if err == nil && f.SkipOperationPrefix != "" && total.Exact {
+				// Past the cap the difference says nothing: not counted.
 				unfiltered := f
 				unfiltered.SkipOperationPrefix = ""
 				all, err = keys.CountKeys(r.Context(), unfiltered, 0)
@@ -161,7 +162,7 @@ func handleKeyList(keys keyReader, log *slog.Logger) http.Handler {
 				})
 				vm.Total = views.CountVM{N: total.N, Exact: total.Exact, Known: true}
 				if hidden := all.N - total.N; hidden > 0 {
-					vm.HiddenConsole = hidden
+					vm.HiddenConsole, vm.HiddenExact = hidden, all.Exact
 					show := r.URL.Query()
 					show.Del("after")
 					show.Del("before")
