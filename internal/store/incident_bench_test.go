@@ -17,8 +17,8 @@ import (
 // groups, one new minute per operation, over tables that hold the groups
 // already (the steady state of a console). "engine" is
 // [DB.WriteSnapshot] with a compute that returns the snapshot at once: the
-// lock, the retention deletes, the read of the current groups, one upsert
-// statement per row, the close, the commit, the unlock. "limit" is the
+// lock, the retention deletes, the read of the current groups, the
+// multi-row upserts, the close, the commit, the unlock. "limit" is the
 // least the database can do for the same rows: in one transaction on
 // another database's copy of the tables, one multi-row INSERT … ON
 // DUPLICATE KEY UPDATE per table and the close. Each round
