@@ -16,6 +16,18 @@
 // concurrent runs wait for each other on an advisory lock, and the versions
 // applied are recorded in the unstuck_migration table.
 //
+// Upgrading a large table: Migrate runs in one transaction, so an index it
+// adds locks writes to the table while it is built. Build such indexes
+// beforehand, without the lock, under the names the migrations use; their
+// CREATE INDEX IF NOT EXISTS then skips them:
+//
+//	CREATE INDEX CONCURRENTLY IF NOT EXISTS unstuck_idem_record_key_hash_idx
+//	    ON unstuck_idem_record (key_hash) WHERE key_hash IS NOT NULL;       -- migration 003
+//	CREATE INDEX CONCURRENTLY IF NOT EXISTS unstuck_idem_record_short_digest_idx
+//	    ON unstuck_idem_record (left(key_digest, 12));                       -- migration 004
+//
+// Migration 005 adds trace_id with a constant default: no table rewrite.
+//
 // # Schema
 //
 // Every statement uses unqualified names, so the tables
