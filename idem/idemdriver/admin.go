@@ -208,6 +208,14 @@ func (o Order) Valid() bool {
 // Oldest reports whether o lists the least recently updated first.
 func (o Order) Oldest() bool { return o == OrderOldest }
 
+// Reversed is the other order: the list read backward (a Previous page).
+func (o Order) Reversed() Order {
+	if o.Oldest() {
+		return OrderNewest
+	}
+	return OrderOldest
+}
+
 // KeyPage is one page of [Admin.ListKeys].
 type KeyPage struct {
 	// Records in the filter's order: most recently updated first (ties by

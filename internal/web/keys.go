@@ -26,13 +26,6 @@ type keyReader interface {
 	CountKeys(ctx context.Context, f idemdriver.KeyFilter, upTo int) (idemdriver.KeyCount, error)
 }
 
-// reversed is the other order of a key list.
-func reversed(o idemdriver.Order) idemdriver.Order {
-	if o.Oldest() {
-		return idemdriver.OrderNewest
-	}
-	return idemdriver.OrderOldest
-}
 
 // resultOpener opens stored results for roles allowed to see them.
 type resultOpener interface {
@@ -130,7 +123,7 @@ func handleKeyList(keys keyReader, log *slog.Logger) http.Handler {
 		} else {
 			read := f
 			if backward {
-				read.Order = reversed(f.Order)
+				read.Order = f.Order.Reversed()
 			}
 			res, err := keys.ListKeys(r.Context(), read)
 			var total, all idemdriver.KeyCount
@@ -156,7 +149,7 @@ func handleKeyList(keys keyReader, log *slog.Logger) http.Handler {
 			default:
 				vm.Records, vm.Pager = paged("/keys", q, res.Records, res.Next != "", backward, func(rec idemdriver.Record, rev bool) string {
 					if rev {
-						return idemdriver.EncodeCursor(rec, reversed(f.Order))
+						return idemdriver.EncodeCursor(rec, f.Order.Reversed())
 					}
 					return idemdriver.EncodeCursor(rec, f.Order)
 				})

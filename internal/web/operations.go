@@ -92,13 +92,9 @@ func handleOperationList(ops operationReader, log *slog.Logger) http.Handler {
 		if ferr != nil {
 			vm.Error, vm.FieldErr, status = ferr.Message, ferr.Field, http.StatusBadRequest
 		} else {
-			other := sagadriver.OrderOldest
-			if f.Order.Oldest() {
-				other = sagadriver.OrderNewest
-			}
 			read := f
 			if backward {
-				read.Order = other
+				read.Order = f.Order.Reversed()
 			}
 			res, err := ops.PageOperations(r.Context(), read)
 			var total sagadriver.FilteredCount
@@ -118,7 +114,7 @@ func handleOperationList(ops operationReader, log *slog.Logger) http.Handler {
 			default:
 				vm.Operations, vm.Pager = paged("/operations", q, res.Operations, res.Next != "", backward, func(op sagadriver.Operation, rev bool) string {
 					if rev {
-						return sagadriver.CursorOrder(op, other)
+						return sagadriver.CursorOrder(op, f.Order.Reversed())
 					}
 					return sagadriver.CursorOrder(op, f.Order)
 				})

@@ -166,6 +166,14 @@ func (o Order) Valid() bool {
 // Oldest reports whether o lists the least recently updated first.
 func (o Order) Oldest() bool { return o == OrderOldest }
 
+// Reversed is the other order: the list read backward (a Previous page).
+func (o Order) Reversed() Order {
+	if o.Oldest() {
+		return OrderNewest
+	}
+	return OrderOldest
+}
+
 // OperationQuery is an [OperationFilter] checked by
 // [OperationFilter.Check], for drivers: Order is OrderNewest or
 // OrderOldest, Limit is clamped and the cursor decoded (its position is
