@@ -26,7 +26,6 @@ type keyReader interface {
 	CountKeys(ctx context.Context, f idemdriver.KeyFilter, upTo int) (idemdriver.KeyCount, error)
 }
 
-
 // resultOpener opens stored results for roles allowed to see them.
 type resultOpener interface {
 	OpenResult(rec idemdriver.Record) ([]byte, error)
