@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"runtime/pprof"
 	"slices"
@@ -32,7 +34,7 @@ type pagesConfig struct {
 // the rows read raw (no decoding).
 type pageRow struct {
 	name, path, limitNote string
-	limit                 func(ctx context.Context, c *pgx.Conn) error
+	limit                 func(ctx context.Context, c *pgx.Conn, sessionToken string) error
 	// limitStore, instead of limit, runs store calls on the pool.
 	limitStore func(ctx context.Context, d readers) error
 }
@@ -82,15 +84,27 @@ database without snapshots imports 7 days of trend history shaped on it.
 	return err
 }
 
-// The limits. Each reads what its page shows, by the index the page's
-// query uses, in one round trip. They are the only SQL of the engines'
-// tables outside their drivers: what is measured here is the database's
-// limit, which no driver call could show.
+// The limits of the lists. Each is the least SQL the database can answer
+// the page's content with: the session and its user's role (the page is
+// only for a signed-in user whose role may see it), the 51 rows' shown
+// columns by the index the page's query uses, and the count the page
+// shows (up to the cap, 1000, plus one), sent as one batch: one round trip.
+// They are the only SQL of the engines' tables outside their drivers: what
+// is measured here is the database's limit, which no driver call could
+// show.
 const (
+	// limitSessionSQL authenticates: the session by its token, alive, and
+	// its user's role.
+	limitSessionSQL = `SELECT s.data, u.role, u.disabled FROM sessions s JOIN unstuck_console_user u ON u.id = s.user_id
+WHERE s.token = $1 AND current_timestamp < s.expiry`
 	// The keys list shows id, state (stuck needs the lease), operation,
-	// scope, external reference, attempts, updated.
+	// scope, external reference, attempts, updated; it leaves out the
+	// console's own decision records, as the page does.
 	limitKeysByStatusSQL = `SELECT id, status, operation, scope, external_ref, attempts, updated_at, lease_expires_at
-FROM unstuck_idem_record WHERE status = $1 ORDER BY updated_at DESC, id DESC LIMIT 51`
+FROM unstuck_idem_record WHERE status = $1 AND NOT starts_with(operation, 'console ')
+ORDER BY updated_at DESC, id DESC LIMIT 51`
+	limitKeysCountSQL = `SELECT count(*) FROM (SELECT 1 FROM unstuck_idem_record
+WHERE status = $1 AND NOT starts_with(operation, 'console ') LIMIT 1001) c`
 	// The operations list shows id, type, status, current step,
 	// correlation ID, resolution, updated. The one SQL of a saga table
 	// outside the saga drivers, on purpose: a limit is the least work the
@@ -98,21 +112,43 @@ FROM unstuck_idem_record WHERE status = $1 ORDER BY updated_at DESC, id DESC LIM
 	// through the driver whose cost it measures.
 	limitOpsByStatusSQL = `SELECT id, type, status, current_step, correlation_id, resolution, updated_at
 FROM unstuck_saga_operation WHERE status = $1 ORDER BY updated_at DESC, id DESC LIMIT 51`
+	limitOpsCountSQL = `SELECT count(*) FROM (SELECT 1 FROM unstuck_saga_operation WHERE status = $1 LIMIT 1001) c`
 )
 
-func pageRows() []pageRow {
-	one := func(sql string, args ...any) func(ctx context.Context, c *pgx.Conn) error {
-		return func(ctx context.Context, c *pgx.Conn) error {
-			rows, err := c.Query(ctx, sql, args...)
+// listLimit returns the limit of a list page: one batch of the session
+// look-up (token), the rows and the count, every row read raw.
+func listLimit(rowsSQL, countSQL, status string) func(ctx context.Context, c *pgx.Conn, token string) error {
+	return func(ctx context.Context, c *pgx.Conn, token string) error {
+		var b pgx.Batch
+		b.Queue(limitSessionSQL, token)
+		b.Queue(rowsSQL, status)
+		b.Queue(countSQL, status)
+		br := c.SendBatch(ctx, &b)
+		for i := range b.Len() {
+			rows, err := br.Query()
 			if err != nil {
+				_ = br.Close()
 				return err
 			}
+			n := 0
 			for rows.Next() {
 				_ = rows.RawValues()
+				n++
 			}
-			return rows.Err()
+			if err := rows.Err(); err != nil {
+				_ = br.Close()
+				return err
+			}
+			if i == 0 && n != 1 {
+				_ = br.Close()
+				return errors.New("limit: the session was not found")
+			}
 		}
+		return br.Close()
 	}
+}
+
+func pageRows() []pageRow {
 	return []pageRow{
 		{name: "/", path: "/", limitNote: "the page's own six store calls (KeyOverview, NeedsAttention, OperationOverview, ReviewRequired, " +
 			"and the two trend reads): capped exact counts with estimates above the cap have no simpler SQL",
@@ -125,11 +161,12 @@ func pageRows() []pageRow {
 		{name: "/incidents", path: "/incidents", limitNote: "the page's own three store calls (groups, their hours, the latest snapshot): " +
 			"each one indexed read of the snapshot tables",
 			limitStore: incidentCalls},
-		{name: "/keys?state=failed", path: "/keys?state=failed", limitNote: "one SELECT of the 51 rows' shown columns by (status, updated_at, id)",
-			limit: one(limitKeysByStatusSQL, "failed")},
+		{name: "/keys?state=failed", path: "/keys?state=failed",
+			limitNote: "one batch (one round trip): the session and its user's role; the 51 rows' shown columns by (status, updated_at, id); their count up to 1001",
+			limit:     listLimit(limitKeysByStatusSQL, limitKeysCountSQL, "failed")},
 		{name: "/operations?status=review_required", path: "/operations?status=review_required",
-			limitNote: "one SELECT of the 51 rows' shown columns by (status, updated_at, id)",
-			limit:     one(limitOpsByStatusSQL, "review_required")},
+			limitNote: "one batch (one round trip): the session and its user's role; the 51 rows' shown columns by (status, updated_at, id); their count up to 1001",
+			limit:     listLimit(limitOpsByStatusSQL, limitOpsCountSQL, "review_required")},
 	}
 }
 
@@ -139,7 +176,15 @@ func measurePages(ctx context.Context, dbURL string, cfg pagesConfig) ([]*pageRe
 		return nil, err
 	}
 	defer pool.Close()
-	conn, err := pgx.Connect(ctx, dbURL)
+	// The limits' connection plans each statement with its values, as the
+	// console's lists do (idempgx plans them per call, for skewed scopes),
+	// and reads binary values.
+	ccfg, err := pgx.ParseConfig(dbURL)
+	if err != nil {
+		return nil, err
+	}
+	ccfg.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+	conn, err := pgx.ConnectConfig(ctx, ccfg)
 	if err != nil {
 		return nil, err
 	}
@@ -154,6 +199,10 @@ func measurePages(ctx context.Context, dbURL string, cfg pagesConfig) ([]*pageRe
 		return nil, err
 	}
 	defer stop()
+	token, err := sessionToken(client, base)
+	if err != nil {
+		return nil, err
+	}
 
 	var prof *os.File
 	if cfg.CPUProfile != "" {
@@ -174,7 +223,7 @@ func measurePages(ctx context.Context, dbURL string, cfg pagesConfig) ([]*pageRe
 		if r.limitStore != nil {
 			return r.limitStore(ctx, db)
 		}
-		return r.limit(ctx, conn)
+		return r.limit(ctx, conn, token)
 	}
 	timeIt := func(n int, f func() error) (float64, error) {
 		ds := make([]float64, 0, n)
@@ -229,6 +278,21 @@ func measurePages(ctx context.Context, dbURL string, cfg pagesConfig) ([]*pageRe
 	}
 	writePagesReport(cfg, results)
 	return results, nil
+}
+
+// sessionToken is the signed-in client's session token: the value of the
+// console's session cookie.
+func sessionToken(c *http.Client, base string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return "", err
+	}
+	for _, ck := range c.Jar.Cookies(u) {
+		if strings.HasSuffix(ck.Name, "unstuck_session") { // web.NewSessionManager's name
+			return ck.Value, nil
+		}
+	}
+	return "", errors.New("bench pages: the client holds no session cookie")
 }
 
 // spread is "min / median / max" of xs.

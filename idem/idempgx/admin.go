@@ -237,7 +237,7 @@ func (s *Store) CountKeys(ctx context.Context, f idemdriver.KeyFilter, upTo int)
 	upTo = idemdriver.ClampCountUpTo(upTo)
 	sql, args := countKeysSQL(q, upTo)
 	var n int64
-	if err := s.pool.QueryRow(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...).Scan(&n); err != nil {
+	if err := s.pool.QueryRow(ctx, sql, append([]any{pgx.QueryExecModeCacheDescribe}, args...)...).Scan(&n); err != nil {
 		return idemdriver.KeyCount{}, mapError("count keys", err)
 	}
 	return idemdriver.CappedCount(n, upTo), nil
@@ -266,12 +266,13 @@ func (s *Store) EachKey(ctx context.Context, f idemdriver.KeyFilter, batch int, 
 }
 
 // queryRecords runs a list query. It is planned for its own arguments
-// every time (QueryExecModeExec, an unnamed statement): a cached generic
+// every time (an unnamed statement; pgx caches only its description, so
+// the values come back in binary, cheaper to decode than text): a cached generic
 // plan does not know that one tenant holds a million records and another a
 // hundred, and picked a plan 100 times slower for the large one at 10 M
 // records (BENCHMARKS.md).
 func (s *Store) queryRecords(ctx context.Context, op, sql string, args ...any) ([]idemdriver.Record, error) {
-	rows, err := s.pool.Query(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...)
+	rows, err := s.pool.Query(ctx, sql, append([]any{pgx.QueryExecModeCacheDescribe}, args...)...)
 	if err != nil {
 		return nil, mapError(op, err)
 	}

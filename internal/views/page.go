@@ -4,7 +4,6 @@
 package views
 
 import (
-	"fmt"
 	"strconv"
 	"time"
 
@@ -98,7 +97,7 @@ func statusClass(s string) string { return "chip chip-" + s }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-func keyURL(id int64) string { return fmt.Sprintf("/keys/%d", id) }
+func keyURL(id int64) string { return "/keys/" + strconv.FormatInt(id, 10) }
 
 // StuckProcessing reports whether a processing record's lease had ended
 // when it was read.

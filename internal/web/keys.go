@@ -1,12 +1,14 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -124,11 +126,18 @@ func handleKeyList(keys keyReader, log *slog.Logger) http.Handler {
 			if backward {
 				read.Order = f.Order.Reversed()
 			}
-			res, err := keys.ListKeys(r.Context(), read)
-			var total, all idemdriver.KeyCount
-			if err == nil {
-				total, err = keys.CountKeys(r.Context(), f, 0)
-			}
+			// The page and its count at once: two round trips in the time
+			// of one (issue 12).
+			var (
+				res        idemdriver.KeyPage
+				total, all idemdriver.KeyCount
+				lerr, cerr error
+				wg         sync.WaitGroup
+			)
+			wg.Go(func() { total, cerr = keys.CountKeys(r.Context(), f, 0) })
+			res, lerr = keys.ListKeys(r.Context(), read)
+			wg.Wait()
+			err := cmp.Or(lerr, cerr)
 			if err == nil && f.SkipOperationPrefix != "" && total.Exact {
 				// Past the cap the difference says nothing: not counted.
 				unfiltered := f

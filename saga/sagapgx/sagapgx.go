@@ -52,7 +52,7 @@ func New(pool *pgxpool.Pool) *Driver {
 		NowSQL:     `SELECT statement_timestamp()`,
 		Statistics: statistics,
 	}}}
-	d.admin = sqlstore.Admin{Store: d.store, Read: d.read}
+	d.admin = sqlstore.Admin{Store: d.store, Read: d.read, ReadOne: d.readOne}
 	return d
 }
 
@@ -85,7 +85,7 @@ func statistics(ctx context.Context, q sqlstore.Querier) (sqlstore.Statistics, e
 
 // read runs fn in a read-only REPEATABLE READ transaction on the pool: one
 // snapshot for every statement of an admin read. Its statements are
-// planned per call (QueryExecModeExec): the lists' filters are skewed
+// planned per call (an unnamed statement): the lists' filters are skewed
 // (a status of a few rows beside one of millions), which a cached generic
 // plan would serve badly.
 func (d *Driver) read(ctx context.Context, fn func(q sqlstore.Querier) error) error {
@@ -147,9 +147,27 @@ func (d *Driver) WithinTx(ctx context.Context, fn func(ctx context.Context, tx p
 }
 
 // querier runs the shared SQL on a pgx transaction; with exec, every
-// statement is planned for its arguments.
+// readOne runs fn's one statement on the pool, outside a transaction (a
+// statement sees one snapshot), planned per call like read's.
+func (d *Driver) readOne(ctx context.Context, fn func(q sqlstore.Querier) error) error {
+	if err := fn(querier{tx: d.pool, exec: true}); err != nil {
+		return fmt.Errorf("sagapgx: %w", err)
+	}
+	return nil
+}
+
+// pgxQuerier is what a querier sends statements on: a transaction, or the
+// pool for one statement of its own.
+type pgxQuerier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// querier is a sqlstore.Querier on tx. With exec, each statement is
+// planned for its arguments (an unnamed statement whose description pgx
+// caches, so the values come back in binary).
 type querier struct {
-	tx   pgx.Tx
+	tx   pgxQuerier
 	exec bool
 }
 
@@ -160,7 +178,7 @@ func (q querier) Exec(ctx context.Context, sql string, args ...any) (int64, erro
 
 func (q querier) Query(ctx context.Context, sql string, args ...any) (sqlstore.Rows, func(), error) {
 	if q.exec {
-		args = append([]any{pgx.QueryExecModeExec}, args...)
+		args = append([]any{pgx.QueryExecModeCacheDescribe}, args...)
 	}
 	rows, err := q.tx.Query(ctx, sql, args...)
 	if err != nil {
