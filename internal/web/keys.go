@@ -1,14 +1,12 @@
 package web
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -126,18 +124,9 @@ func handleKeyList(keys keyReader, log *slog.Logger) http.Handler {
 			if backward {
 				read.Order = f.Order.Reversed()
 			}
-			// The page and its count at once: two round trips in the time
-			// of one (issue 12).
-			var (
-				res        idemdriver.KeyPage
-				total, all idemdriver.KeyCount
-				lerr, cerr error
-				wg         sync.WaitGroup
-			)
-			wg.Go(func() { total, cerr = keys.CountKeys(r.Context(), f, 0) })
-			res, lerr = keys.ListKeys(r.Context(), read)
-			wg.Wait()
-			err := cmp.Or(lerr, cerr)
+			var all idemdriver.KeyCount
+			res, total, err := pageAndCount(func() (idemdriver.KeyPage, error) { return keys.ListKeys(r.Context(), read) },
+				func() (idemdriver.KeyCount, error) { return keys.CountKeys(r.Context(), f, 0) })
 			if err == nil && f.SkipOperationPrefix != "" && total.Exact {
 				// Past the cap the difference says nothing: not counted.
 				unfiltered := f

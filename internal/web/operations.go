@@ -1,7 +1,6 @@
 package web
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -9,7 +8,6 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -98,18 +96,8 @@ func handleOperationList(ops operationReader, log *slog.Logger) http.Handler {
 			if backward {
 				read.Order = f.Order.Reversed()
 			}
-			// The page and its count at once: two round trips in the time
-			// of one (issue 12).
-			var (
-				res        sagadriver.OperationPage
-				total      sagadriver.FilteredCount
-				lerr, cerr error
-				wg         sync.WaitGroup
-			)
-			wg.Go(func() { total, cerr = ops.CountFiltered(r.Context(), f, 0) })
-			res, lerr = ops.PageOperations(r.Context(), read)
-			wg.Wait()
-			err := cmp.Or(lerr, cerr)
+			res, total, err := pageAndCount(func() (sagadriver.OperationPage, error) { return ops.PageOperations(r.Context(), read) },
+				func() (sagadriver.FilteredCount, error) { return ops.CountFiltered(r.Context(), f, 0) })
 			switch {
 			case errors.Is(err, sagadriver.ErrInvalidCursor):
 				field := "after"

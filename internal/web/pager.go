@@ -1,11 +1,28 @@
 package web
 
 import (
+	"cmp"
 	"net/url"
 	"slices"
+	"sync"
 
 	"github.com/unstuckhq/unstuck/internal/views"
 )
+
+// pageAndCount reads a list's page and its count at once, on two
+// connections: two round trips in the time of one (issue 12). The page's
+// error comes first.
+func pageAndCount[P, C any](page func() (P, error), count func() (C, error)) (P, C, error) {
+	var (
+		n    C
+		cerr error
+		wg   sync.WaitGroup
+	)
+	wg.Go(func() { n, cerr = count() })
+	p, perr := page()
+	wg.Wait()
+	return p, n, cmp.Or(perr, cerr)
+}
 
 // pageCursor reads a list's paging parameter: after (a Next page link, the
 // list read forward from a position) or before (a Previous page link, read
