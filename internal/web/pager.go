@@ -2,6 +2,7 @@ package web
 
 import (
 	"cmp"
+	"errors"
 	"net/url"
 	"slices"
 	"sync"
@@ -14,14 +15,27 @@ import (
 // error comes first.
 func pageAndCount[P, C any](page func() (P, error), count func() (C, error)) (P, C, error) {
 	var (
-		n    C
-		cerr error
-		wg   sync.WaitGroup
+		p          P
+		n          C
+		perr, cerr error
 	)
-	wg.Go(func() { n, cerr = count() })
-	p, perr := page()
-	wg.Wait()
+	_ = concurrently( // each error is kept apart: the page's comes first
+		func() error { p, perr = page(); return nil },
+		func() error { n, cerr = count(); return nil })
 	return p, n, cmp.Or(perr, cerr)
+}
+
+// concurrently runs fns at once (each on a connection of its own when it
+// reads a database) and returns their errors joined, in fns' order.
+func concurrently(fns ...func() error) error {
+	errs := make([]error, len(fns))
+	var wg sync.WaitGroup
+	for i, fn := range fns[1:] {
+		wg.Go(func() { errs[i+1] = fn() })
+	}
+	errs[0] = fns[0]()
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // pageCursor reads a list's paging parameter: after (a Next page link, the
