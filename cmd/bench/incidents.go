@@ -81,16 +81,12 @@ func prepareSnapshots(ctx context.Context, d readers, log io.Writer) error {
 }
 
 // incidentCalls are the store calls of /incidents: its groups, their
-// hours and the latest snapshot's time.
+// hours and the latest snapshot's time, at once as the page reads them.
 func incidentCalls(ctx context.Context, d readers) error {
-	if _, err := d.IncidentGroups(ctx, 0); err != nil {
-		return err
-	}
-	if _, err := d.IncidentHours(ctx, time.Now().Truncate(time.Hour).Add(-23*time.Hour)); err != nil {
-		return err
-	}
-	_, _, err := d.LastSnapshot(ctx)
-	return err
+	return allAtOnce(
+		func() error { _, err := d.IncidentGroups(ctx, 0); return err },
+		func() error { _, err := d.IncidentHours(ctx, time.Now().Truncate(time.Hour).Add(-23*time.Hour)); return err },
+		func() error { _, _, err := d.LastSnapshot(ctx); return err })
 }
 
 // trendCalls are the overview's two trend reads.

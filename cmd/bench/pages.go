@@ -165,7 +165,7 @@ func pageRows() []pageRow {
 					func() error { _, err := d.Trends(ctx, store.TrendQuarter, now.Add(-24*time.Hour)); return err },
 					func() error { _, err := d.Trends(ctx, store.TrendHour, now.Add(-7*24*time.Hour)); return err })
 			}},
-		{name: "/incidents", path: "/incidents", limitNote: "the page's own three store calls (groups, their hours, the latest snapshot): " +
+		{name: "/incidents", path: "/incidents", limitNote: "the page's own three store calls (groups, their hours, the latest snapshot), at once as the page makes them: " +
 			"each one indexed read of the snapshot tables",
 			limitStore: incidentCalls},
 		{name: "/keys?state=failed", path: "/keys?state=failed",

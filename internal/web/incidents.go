@@ -112,21 +112,26 @@ func handleIncidents(st IncidentStore, now func() time.Time, log *slog.Logger) h
 		ctx := r.Context()
 		page := pageFor(r, "Incidents", "incidents")
 		t := now().UTC()
-		groups, err := st.IncidentGroups(ctx, 0)
-		if err != nil {
-			writeError(w, r, log, err)
-			return
-		}
-		hours, err := st.IncidentHours(ctx, t.Truncate(time.Hour).Add(-23*time.Hour))
+		// The three reads at once (issue 12).
+		var (
+			groups []store.IncidentGroup
+			hours  map[string]map[time.Time]int64
+			at     time.Time
+			ok     bool
+		)
+		err := concurrently(
+			func() (err error) { groups, err = st.IncidentGroups(ctx, 0); return err },
+			func() (err error) {
+				hours, err = st.IncidentHours(ctx, t.Truncate(time.Hour).Add(-23*time.Hour))
+				return err
+			},
+			func() (err error) { at, ok, err = st.LastSnapshot(ctx); return err })
 		if err != nil {
 			writeError(w, r, log, err)
 			return
 		}
 		vm := views.IncidentsVM{Groups: incidentVMs(page, groups, hours, t)}
-		if at, ok, err := st.LastSnapshot(ctx); err != nil {
-			writeError(w, r, log, err)
-			return
-		} else if ok {
+		if ok {
 			vm.AsOf = at
 		}
 		var n int64
