@@ -28,6 +28,16 @@
 //
 // Migration 005 adds trace_id with a constant default: no table rewrite.
 //
+// Statistics: the store's look-ups by key read the unique index of (scope,
+// operation, key_digest) once PostgreSQL has statistics of the table.
+// Without them — a new table before autovacuum first analyzes it (within
+// a minute of 50 changed rows), or one restored without statistics, as
+// pg_upgrade leaves it — the planner may choose the console's index by
+// operation instead, and each connection keeps that plan for its prepared
+// statements while the table grows: a scan that lengthens with every
+// record. Run ANALYZE unstuck_idem_record after a restore or an upgrade,
+// and after loading a new table, before heavy traffic.
+//
 // # Schema
 //
 // Every statement uses unqualified names, so the tables
