@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/saga"
 )
 
 // BenchmarkKeysPage renders the keys list as the console serves it: the
@@ -28,6 +29,29 @@ func BenchmarkKeysPage(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := Layout(p, Keys(p, vm)).Render(ctx, io.Discard); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkOperationsPage renders the operations list as the console
+// serves it: the layout around a page of 51 operations under review.
+func BenchmarkOperationsPage(b *testing.B) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	ops := make([]saga.Operation, 51)
+	for i := range ops {
+		ops[i] = saga.Operation{ID: "op_" + strconv.Itoa(700000+i), Type: "checkout", Status: saga.StatusReviewRequired,
+			CurrentStep: "charge", CorrelationID: "order-" + strconv.Itoa(i), ReviewReason: "compensation failed",
+			LastError: "provider timeout after 30s", UpdatedAt: now.Add(-time.Duration(i) * time.Minute)}
+	}
+	p := Page{Title: "Operations", Nav: "operations", Now: now, Viewer: &Viewer{Username: "bench", Role: "oncall", Can: func(string, string) bool { return true }}}
+	vm := OperationsVM{Filter: OperationFilterVM{Status: "review_required"}, Operations: ops,
+		Total: CountVM{N: 1000, Known: true}, SelfURL: "/operations?status=review_required",
+		Pager: PagerVM{FirstURL: "/operations?status=review_required", NextURL: "/operations?status=review_required&after=abc"}}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := Layout(p, Operations(p, vm)).Render(ctx, io.Discard); err != nil {
 			b.Fatal(err)
 		}
 	}
