@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/a-h/templ"
@@ -16,16 +17,31 @@ func pageFor(r *http.Request, title, nav string) views.Page {
 	return views.Page{Title: title, Nav: nav, Viewer: viewerFrom(r.Context()), Now: time.Now().UTC(), Approvals: n, BulkEnabled: bulk}
 }
 
+// renderBuffers hold pages while they render: a list page is 20–40 KiB,
+// which a new buffer would reach by growing six times (issue 12).
+var renderBuffers = sync.Pool{New: func() any { return bytes.NewBuffer(make([]byte, 0, 32<<10)) }}
+
+// putRenderBuffer returns buf to renderBuffers, unless a page made it
+// larger than most pages need.
+func putRenderBuffer(buf *bytes.Buffer) {
+	if buf.Cap() > 256<<10 {
+		return
+	}
+	buf.Reset()
+	renderBuffers.Put(buf)
+}
+
 // render writes content inside the layout, or only the named fragments
 // when the request comes from HTMX and fragments are given. It renders into
 // a buffer first, so a template error becomes a clean 500.
 func render(w http.ResponseWriter, r *http.Request, status int, p views.Page, content templ.Component, fragments ...any) {
-	var buf bytes.Buffer
+	buf := renderBuffers.Get().(*bytes.Buffer)
+	defer putRenderBuffer(buf)
 	var err error
 	if len(fragments) > 0 && r.Header.Get("HX-Request") == "true" {
-		err = templ.RenderFragments(r.Context(), &buf, content, fragments...)
+		err = templ.RenderFragments(r.Context(), buf, content, fragments...)
 	} else {
-		err = views.Layout(p, content).Render(r.Context(), &buf)
+		err = views.Layout(p, content).Render(r.Context(), buf)
 	}
 	if err != nil {
 		http.Error(w, "Internal error", http.StatusInternalServerError)
