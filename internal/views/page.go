@@ -97,7 +97,6 @@ func statusClass(s string) string { return "chip chip-" + s }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-
 // StuckProcessing reports whether a processing record's lease had ended
 // when it was read.
 func StuckProcessing(r idemdriver.Record) bool {
