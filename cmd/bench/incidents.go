@@ -85,7 +85,10 @@ func prepareSnapshots(ctx context.Context, d readers, log io.Writer) error {
 func incidentCalls(ctx context.Context, d readers) error {
 	return allAtOnce(
 		func() error { _, err := d.IncidentGroups(ctx, 0); return err },
-		func() error { _, err := d.IncidentHours(ctx, time.Now().Truncate(time.Hour).Add(-23*time.Hour)); return err },
+		func() error {
+			_, err := d.IncidentHours(ctx, time.Now().Truncate(time.Hour).Add(-23*time.Hour))
+			return err
+		},
 		func() error { _, _, err := d.LastSnapshot(ctx); return err })
 }
 
