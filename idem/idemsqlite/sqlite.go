@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite"
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/migrate"
@@ -44,6 +44,9 @@ type Store struct {
 	// prepared.
 	getStmt, insertStmt, completeStmt atomic.Pointer[sql.Stmt]
 	getLeanStmt, insertLeanStmt       atomic.Pointer[sql.Stmt]
+	// notLean is set once db turns out not to come from Open: its
+	// connections are not leanConns, and lean reads use getLeanStmt.
+	notLean atomic.Bool
 }
 
 // New returns a store on db, which must have been migrated with
@@ -141,10 +144,11 @@ func Open(path string) (*sql.DB, error) {
 		"synchronous(NORMAL)",
 	}}
 	dsn := (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: q.Encode()}).String()
-	db, err := sql.Open("sqlite", dsn)
+	connector, err := sqlite.NewConnector(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("idemsqlite: open %q: %w", path, err)
 	}
+	db := sql.OpenDB(leanConnector{connector})
 	// SQLite has one writer at a time, and readers beyond the CPUs only
 	// queue: a small pool that is never trimmed costs little.
 	conns := max(4, runtime.GOMAXPROCS(0))

@@ -75,8 +75,7 @@ func (s *Store) reserveLean(ctx context.Context, p idemdriver.ReserveParams, now
 		return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: reserve: prepare: %w", err)
 	}
 	lookup := func() (idemdriver.Record, bool, error) {
-		rows, err := get.QueryContext(ctx, p.Scope, p.Operation, p.KeyDigest)
-		return scanLean(rows, err, p, now)
+		return s.readLean(ctx, get, p, now)
 	}
 	for range maxReserveTries {
 		rec, ok, err := lookup()
@@ -110,6 +109,43 @@ func (s *Store) reserveLean(ctx context.Context, p idemdriver.ReserveParams, now
 		}
 	}
 	return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: reserve: the record was deleted between insert and read %d times", maxReserveTries)
+}
+
+// readLean is the lean read of Reserve for p, stamped with now: on a
+// connection of its own prepared statement when db comes from [Open] (see
+// leanConn), else with get, queryGetLean prepared on the pool.
+func (s *Store) readLean(ctx context.Context, get *sql.Stmt, p idemdriver.ReserveParams, now time.Time) (idemdriver.Record, bool, error) {
+	if s.notLean.Load() {
+		rows, err := get.QueryContext(ctx, p.Scope, p.Operation, p.KeyDigest)
+		return scanLean(rows, err, p, now)
+	}
+	c, err := s.db.Conn(ctx)
+	if err != nil {
+		return idemdriver.Record{}, false, err
+	}
+	var v struct { // one variable for what the closure sets
+		rec          idemdriver.Record
+		found, other bool
+	}
+	err = c.Raw(func(dc any) error {
+		lc, ok := dc.(*leanConn)
+		if !ok {
+			v.other = true
+			return nil
+		}
+		var err error
+		v.rec, v.found, err = lc.readLean(ctx, p, now)
+		return err
+	})
+	if err = errors.Join(err, c.Close()); err != nil {
+		return idemdriver.Record{}, false, err
+	}
+	if v.other {
+		// db does not come from Open: every connection is the driver's.
+		s.notLean.Store(true)
+		return s.readLean(ctx, get, p, now)
+	}
+	return v.rec, v.found, nil
 }
 
 // insertLean runs queryInsertLean for p at now and returns the record it
@@ -182,7 +218,7 @@ func scanLean(rows *sql.Rows, qerr error, p idemdriver.ReserveParams, readAt tim
 }
 
 // statusOf returns the defined status spelled b, or "" if none is.
-func statusOf(b []byte) idemdriver.Status {
+func statusOf[S ~string | ~[]byte](b S) idemdriver.Status {
 	for _, st := range idemdriver.Statuses {
 		if string(b) == string(st) {
 			return st
