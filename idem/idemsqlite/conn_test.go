@@ -3,6 +3,7 @@ package idemsqlite
 import (
 	"database/sql"
 	"database/sql/driver"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -14,19 +15,40 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/idem/idemtest"
+	"github.com/unstuckhq/unstuck/internal/leanpath"
 )
+
+// openLean returns a migrated store on a new file opened with Open, its
+// lean Reserves forced to way, and the handle, closed at cleanup.
+func openLean(t *testing.T, way leanpath.Way) (*Store, *sql.DB) {
+	t.Helper()
+	db, err := Open(filepath.Join(t.TempDir(), "unstuck.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	s := New(db)
+	s.path.Force = way
+	require.NoError(t, s.Migrate(t.Context()))
+	return s, db
+}
 
 // leanSetup returns a migrated store on db and a completed record's ident.
 func leanSetup(t *testing.T, db *sql.DB) (*Store, idemdriver.Ident) {
 	t.Helper()
 	s := New(db)
 	require.NoError(t, s.Migrate(t.Context()))
+	return s, completed(t, s)
+}
+
+// completed reserves and completes a record on s and returns its ident.
+func completed(t *testing.T, s *Store) idemdriver.Ident {
+	t.Helper()
 	id := idemdriver.Ident{Scope: "acme", Operation: "charge", KeyDigest: idem.Digest("acme", "charge", "k")}
 	rec, created, err := s.Reserve(t.Context(), idemdriver.ReserveParams{Ident: id, Fingerprint: "fp", Owner: "o", Lease: time.Minute, TTL: time.Hour, Lean: true})
 	require.NoError(t, err)
 	require.True(t, created)
 	require.NoError(t, s.Complete(t.Context(), id, rec.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, Result: []byte("r")}))
-	return s, id
+	return id
 }
 
 // leanRepeat reserves id again, lean, and checks that it finds the
@@ -42,11 +64,8 @@ func leanRepeat(t *testing.T, s *Store, id idemdriver.Ident) {
 
 func TestLeanReadOnOpenConnections(t *testing.T) {
 	t.Parallel()
-	db, err := Open(filepath.Join(t.TempDir(), "unstuck.db"))
-	require.NoError(t, err)
-	defer func() { require.NoError(t, db.Close()) }()
-	s, id := leanSetup(t, db)
-	leanRepeat(t, s, id)
+	s, db := openLean(t, leanpath.Adaptive)
+	leanRepeat(t, s, completed(t, s))
 	require.False(t, s.notLean.Load(), "a handle from Open reads through its connections")
 
 	// Of all the pool's connections, the one that ran the read has the
@@ -54,6 +73,7 @@ func TestLeanReadOnOpenConnections(t *testing.T) {
 	conns := make([]*sql.Conn, db.Stats().MaxOpenConnections)
 	prepared := 0
 	for i := range conns {
+		var err error
 		conns[i], err = db.Conn(t.Context())
 		require.NoError(t, err)
 		require.NoError(t, conns[i].Raw(func(dc any) error {
@@ -151,4 +171,60 @@ func TestDecodeLeanRefusesRowsOfAnotherShape(t *testing.T) {
 	unknown[2] = "done"
 	_, err = decodeLean(&unknown, p, at)
 	require.ErrorContains(t, err, `unknown status "done"`)
+}
+
+// leanWays are the two ways of a lean Reserve, forced, by name.
+var leanWays = map[string]leanpath.Way{"WriteFirst": leanpath.WriteFirst, "ReadFirst": leanpath.ReadFirst}
+
+// Issue 12, SPEC IDEM-S3: the whole conformance suite, which runs the
+// engine's lean Reserve (the same-key race, fenced takeover, lean
+// reserve), passes with either way forced; TestConformance runs the
+// adaptive choice.
+func TestConformanceLeanWays(t *testing.T) {
+	t.Parallel()
+	for _, way := range []leanpath.Way{leanpath.WriteFirst, leanpath.ReadFirst} {
+		t.Run(fmt.Sprint("way=", way), func(t *testing.T) {
+			t.Parallel()
+			idemtest.Run(t, func(t *testing.T) idemdriver.Store {
+				s, _ := openLean(t, way)
+				return s
+			})
+		})
+	}
+}
+
+// Issue 12: a lean Reserve of a key that has a record writes nothing,
+// whichever way it takes: the insert that meets the record takes no fence
+// from the counter and changes no row.
+func TestLeanReserveOfExistingWritesNothing(t *testing.T) {
+	t.Parallel()
+	for _, way := range []leanpath.Way{leanpath.WriteFirst, leanpath.ReadFirst} {
+		s, db := openLean(t, way)
+		id := completed(t, s)
+		var counter, after int64
+		fence := `SELECT value FROM unstuck_idem_fence WHERE id = 1`
+		require.NoError(t, db.QueryRowContext(t.Context(), fence).Scan(&counter))
+		before, _, err := s.Get(t.Context(), id)
+		require.NoError(t, err)
+		leanRepeat(t, s, id)
+		got, _, err := s.Get(t.Context(), id)
+		require.NoError(t, err)
+		got.ReadAt = before.ReadAt
+		require.Equal(t, before, got, "way %d: the record is unchanged", way)
+		require.NoError(t, db.QueryRowContext(t.Context(), fence).Scan(&after))
+		require.Equal(t, counter, after, "way %d: no fence taken", way)
+	}
+}
+
+// Issue 12: a Store writes first while its keys are new and reads first
+// once repeats are more than 1 in 3 of its lean Reserves.
+func TestLeanPathOfAStore(t *testing.T) {
+	t.Parallel()
+	s, _ := openLean(t, leanpath.Adaptive)
+	id := completed(t, s)
+	require.False(t, s.path.ReadFirst(), "a Store whose keys are new writes first")
+	for range 16 {
+		leanRepeat(t, s, id)
+	}
+	require.True(t, s.path.ReadFirst(), "16 repeats in a row read first")
 }

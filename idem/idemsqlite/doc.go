@@ -53,7 +53,10 @@
 //
 // Reserve reads first and, on a miss, runs one INSERT … ON CONFLICT DO
 // NOTHING that takes its fence from the counter row in the same statement
-// (a trigger stores it back). Takeover and Sweep run in BEGIN IMMEDIATE
+// (a trigger stores it back). The engine's lean Reserve runs that INSERT
+// first while most of the Store's keys are new, so that a first request
+// is two statements (the INSERT and the completing UPDATE), and reads
+// first while more than 1 in 3 of its Reserves find a record. Takeover and Sweep run in BEGIN IMMEDIATE
 // transactions, which take the write lock at once: a deferred transaction
 // that upgrades to a write can fail with SQLITE_BUSY whatever the busy
 // timeout. The other writes are single statements, atomic on their own.

@@ -15,6 +15,7 @@ import (
 	"modernc.org/sqlite"
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/internal/leanpath"
 	"github.com/unstuckhq/unstuck/internal/migrate"
 )
 
@@ -44,6 +45,8 @@ type Store struct {
 	// prepared.
 	getStmt, insertStmt, completeStmt atomic.Pointer[sql.Stmt]
 	getLeanStmt, insertLeanStmt       atomic.Pointer[sql.Stmt]
+	// path chooses the way of a lean Reserve (see reserveLean).
+	path leanpath.Path
 	// notLean is set once db turns out not to come from Open: its
 	// connections are not leanConns, and lean reads use getLeanStmt.
 	notLean atomic.Bool
@@ -55,7 +58,7 @@ type Store struct {
 // connection, or concurrent writers fail at once with SQLITE_BUSY. The store
 // never closes db.
 func New(db *sql.DB) *Store {
-	return &Store{db: db, writer: make(chan struct{}, 1)}
+	return &Store{db: db, writer: make(chan struct{}, 1), path: leanpath.Path{Costs: leanCosts}}
 }
 
 // write runs fn while holding the store's writer semaphore, or returns
