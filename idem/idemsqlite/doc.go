@@ -56,8 +56,9 @@
 // (a trigger stores it back). The engine's lean Reserve runs that INSERT
 // first while most of the Store's keys are new, so that a first request
 // is two statements (the INSERT and the completing UPDATE), and reads
-// first while more than 1 in 3 of its Reserves find a record. Takeover and Sweep run in BEGIN IMMEDIATE
-// transactions, which take the write lock at once: a deferred transaction
+// first while more than half of its Reserves find a record. Takeover and
+// Sweep run in BEGIN IMMEDIATE transactions, which take the write lock at
+// once: a deferred transaction
 // that upgrades to a write can fail with SQLITE_BUSY whatever the busy
 // timeout. The other writes are single statements, atomic on their own.
 // SQLite has one writer at a time, so a [Store] queues its own writers in

@@ -71,13 +71,15 @@ func (s *Store) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdr
 }
 
 // leanCosts weigh the way of a lean Reserve on a Store (see reserveLean
-// and leanpath.Path). Measured at 1 goroutine (issue 12): a new key read
-// first pays a read that misses, about 30 µs of CPU on a connection whose
-// page cache another connection's writes made stale; a repeat written
-// first pays an insert that meets the record, about 50 µs, the writer and
-// the write lock included. So a Store reads first while more than 1 in 3
-// of its lean Reserves find a record, from a score of 32 on.
-var leanCosts = leanpath.Costs{Hit: 2, Miss: 1, Max: 64, At: 32}
+// and leanpath.Path). Measured at 1 goroutine (issue 12, BenchmarkRunFirst
+// and BenchmarkRunReplay, each way forced, 3 runs, load 6-7 on 2 cores):
+// a new key read first pays a read that misses, 30-50 µs of CPU on a
+// connection whose page cache another connection's writes made stale; a
+// repeat written first pays an insert that meets the record, about 50 µs,
+// the writer and the write lock included. The two mistakes cost about the
+// same, so a Store reads first while more than half of its lean Reserves
+// find a record, from a score of 32 on.
+var leanCosts = leanpath.Costs{Hit: 1, Miss: 1, Max: 64, At: 32}
 
 // reserveLean is Reserve for p.Lean: the same steps on statements narrowed
 // to leanColumns (queryGetLean, queryInsertLean), in one of two ways that
