@@ -127,7 +127,10 @@ func (s *Store) Migrate(ctx context.Context) error {
 // crashes and, in WAL mode, loses at most the last transactions on power
 // loss. The pool keeps up to max(4, GOMAXPROCS) connections open and idle,
 // since each new connection runs the pragmas and parses the schema again.
-// The caller closes the returned handle.
+// Each connection keeps the store's read of a repeat prepared and
+// finalizes it when it closes, so [sql.Conn.Raw] hands out a wrapper of
+// modernc.org/sqlite's connection, not the connection itself. The caller
+// closes the returned handle.
 //
 // A caller that opens the database itself must at least set busy_timeout on
 // every connection (in the DSN, for instance
