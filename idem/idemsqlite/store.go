@@ -73,7 +73,7 @@ func (s *Store) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdr
 // leanCosts weigh the way of a lean Reserve on a Store (see reserveLean
 // and leanpath.Path). Measured at 1 goroutine (issue 12, BenchmarkRunFirst
 // and BenchmarkRunReplay, each way forced, 3 runs, load 6-7 on 2 cores):
-// a new key read first pays a read that misses, 30-50 µs of CPU on a
+// a new key read first pays a read that misses, 19-50 µs of CPU on a
 // connection whose page cache another connection's writes made stale; a
 // repeat written first pays an insert that meets the record, about 50 µs,
 // the writer and the write lock included. The two mistakes cost about the
