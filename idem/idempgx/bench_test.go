@@ -223,7 +223,7 @@ func BenchmarkRunFirst(b *testing.B) {
 
 // BenchmarkRunReplay measures a replay: idem.Run on a key completed
 // beforehand. The store's Reserve finds the record with one SELECT (once
-// repeats make up most of its traffic, here after 32; see leanPath); the
+// repeats make up most of its traffic, here after 32; see leanCosts); the
 // engine decides, opens the envelope and decodes the JSON. The limit is
 // one prepared SELECT of status, fingerprint and result by digest.
 func BenchmarkRunReplay(b *testing.B) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idemtest"
+	"github.com/unstuckhq/unstuck/internal/leanpath"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
 
@@ -92,55 +93,8 @@ func TestDecodeLeanRefusesRowsOfAnotherShape(t *testing.T) {
 	}
 }
 
-// Issue 12: a lean Reserve asks in one statement while most keys are new
-// and reads first while at least 4 in 5 Reserves find a record (a retry
-// storm); it goes back when new keys return.
-func TestLeanPathFollowsTheTraffic(t *testing.T) {
-	t.Parallel()
-	var l leanPath
-	require.False(t, l.readFirst(), "a new Store asks in one statement")
-	for range leanReadFirstAt - 1 {
-		l.record(false)
-	}
-	require.False(t, l.readFirst(), "31 repeats in a row are not yet a storm")
-	l.record(false)
-	require.True(t, l.readFirst(), "32 repeats in a row read first")
-	for range 1000 {
-		l.record(false)
-	}
-	require.Equal(t, int32(leanScoreMax), l.score.Load(), "the score is capped")
-	// 3 repeats in 4: below 4 in 5, the score falls, by 1 each 4.
-	for range 40 {
-		l.record(true)
-		l.record(false)
-		l.record(false)
-		l.record(false)
-	}
-	require.False(t, l.readFirst(), "a mix of 3 repeats in 4 asks in one statement")
-	for range 100 {
-		l.record(true)
-	}
-	require.Equal(t, int32(0), l.score.Load(), "the score does not go below 0")
-	// 9 repeats in 10: above 4 in 5, the score rises.
-	for range 8 {
-		l.record(true)
-		for range 9 {
-			l.record(false)
-		}
-	}
-	require.True(t, l.readFirst(), "a mix of 9 repeats in 10 reads first")
-
-	forced := leanPath{force: leanOne}
-	for range 100 {
-		forced.record(false)
-	}
-	require.False(t, forced.readFirst())
-	forced = leanPath{force: leanReadFirst}
-	require.True(t, forced.readFirst())
-}
-
 // leanWays are the two ways of a lean Reserve, forced, by name.
-var leanWays = map[string]int{"OneStatement": leanOne, "ReadFirst": leanReadFirst}
+var leanWays = map[string]leanpath.Way{"OneStatement": leanpath.WriteFirst, "ReadFirst": leanpath.ReadFirst}
 
 // Issue 12, SPEC IDEM-S3: the whole conformance suite, which runs the
 // engine's lean Reserve (the same-key race, fenced takeover, lean
@@ -153,7 +107,7 @@ func TestConformanceLeanWays(t *testing.T) {
 			t.Parallel()
 			idemtest.Run(t, func(t *testing.T) idemdriver.Store {
 				s := New(pgtest.Schema(t))
-				s.path.force = way
+				s.path.Force = way
 				require.NoError(t, s.Migrate(t.Context()))
 				return s
 			})
@@ -172,7 +126,7 @@ func TestLeanReserveOfExistingWritesNothing(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
-			b.store.path.force = way
+			b.store.path.Force = way
 			id := newIdent()
 			lean := func(owner string) idemdriver.ReserveParams {
 				return idemdriver.ReserveParams{Ident: id, Owner: owner, Lease: time.Minute, TTL: time.Hour, Lean: true}

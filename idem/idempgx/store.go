@@ -18,6 +18,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/internal/leanpath"
 	"github.com/unstuckhq/unstuck/internal/migrate"
 )
 
@@ -49,7 +50,7 @@ type Store struct {
 	// defaults (see SetOverviewCaps).
 	caps atomic.Pointer[overviewCaps]
 	// path chooses how a lean Reserve asks (see Reserve).
-	path leanPath
+	path leanpath.Path
 }
 
 // dbtx is what the store's statements run on: the pool for the Store's own
@@ -65,7 +66,7 @@ type dbtx interface {
 // of the pool's search_path and must have been created by [Store.Migrate].
 // The store never closes the pool.
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool}
+	return &Store{pool: pool, path: leanpath.Path{Costs: leanCosts}}
 }
 
 // Migrate creates or upgrades the store's tables in the pool's search_path
@@ -108,10 +109,10 @@ func (s *Store) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdr
 	if !p.Lean {
 		return reserve(ctx, s.pool, p)
 	}
-	readFirst := s.path.readFirst()
+	readFirst := s.path.ReadFirst()
 	rec, created, err := reserveLean(ctx, s.pool, p, clock(p.Now), readFirst)
 	if err == nil {
-		s.path.record(created)
+		s.path.Record(created)
 	}
 	return rec, created, err
 }
@@ -245,60 +246,12 @@ func reserveLean(ctx context.Context, db dbtx, p idemdriver.ReserveParams, now a
 	return idemdriver.Record{}, false, fmt.Errorf("idempgx: reserve: the record was deleted between insert and read %d times", maxReserveTries)
 }
 
-// leanPath chooses the way of a lean Reserve on a Store (see
-// Store.Reserve) from the outcomes of the previous ones: a score that
-// each Reserve that found a record raises by leanHitGain and each that
-// created one lowers by leanMissCost, kept within [0, leanScoreMax]. It
-// grows while more than leanMissCost/(leanMissCost+leanHitGain) of them
-// find a record (4 in 5), and reading first pays from leanReadFirstAt
-// on: a miss read first costs a round trip more than the one statement,
-// a hit asked in the one statement only a little server time more than a
-// plain SELECT. The zero value asks in one statement. Updates that race
-// may be lost: the score is a hint, both ways are correct.
-type leanPath struct {
-	score atomic.Int32
-	// force, set by tests only, fixes the way: leanOne or leanReadFirst.
-	force int
-}
-
-const (
-	leanAdaptive = iota
-	leanOne
-	leanReadFirst
-)
-
-const (
-	leanHitGain     = 1
-	leanMissCost    = 4
-	leanScoreMax    = 64
-	leanReadFirstAt = 32
-)
-
-// readFirst reports whether the next lean Reserve reads first.
-func (l *leanPath) readFirst() bool {
-	switch l.force {
-	case leanOne:
-		return false
-	case leanReadFirst:
-		return true
-	}
-	return l.score.Load() >= leanReadFirstAt
-}
-
-// record counts the outcome of a lean Reserve: created or found. It
-// writes only when the score changes, so a steady traffic does not
-// bounce a cache line between cores.
-func (l *leanPath) record(created bool) {
-	old := l.score.Load()
-	next := old + leanHitGain
-	if created {
-		next = old - leanMissCost
-	}
-	next = max(0, min(leanScoreMax, next))
-	if next != old {
-		l.score.CompareAndSwap(old, next)
-	}
-}
+// leanCosts weigh the way of a lean Reserve on a Store (see Store.Reserve
+// and leanpath.Path): a miss read first costs a round trip more than the
+// one statement, a hit asked in the one statement only a little server
+// time more than a plain SELECT, so a Store reads first while more than 4
+// in 5 of its lean Reserves find a record, from a score of 32 on.
+var leanCosts = leanpath.Costs{Hit: 1, Miss: 4, Max: 64, At: 32}
 
 // scanLean reads the one row of leanColumns, created and read_at that q
 // returns (pgx.ErrNoRows when none) for the Reserve of p. A created record

@@ -53,16 +53,19 @@
 //
 // Reserve reads first and, on a miss, runs one INSERT … ON CONFLICT DO
 // NOTHING that takes its fence from the counter row in the same statement
-// (a trigger stores it back). Takeover and Sweep run in BEGIN IMMEDIATE
-// transactions, which take the write lock at once: a deferred transaction
-// that upgrades to a write can fail with SQLITE_BUSY whatever the busy
-// timeout. The other writes are single statements, atomic on their own.
-// SQLite has one writer at a time, so a [Store] queues its own writers in
-// the process and leaves the busy timeout to arbitrate with other handles
-// and processes; reads never wait for writers. Fences come from one
-// counter row incremented in the statement or transaction that stores
-// them, so they strictly increase across all records, even after a record
-// is deleted and reserved again.
+// (a trigger stores it back). The engine's lean Reserve runs that INSERT
+// first while most of the Store's keys are new, so that a first request
+// is two statements (the INSERT and the completing UPDATE), and reads
+// first while more than half of its Reserves find a record. Takeover and
+// Sweep run in BEGIN IMMEDIATE transactions, which take the write lock at
+// once: a deferred transaction that upgrades to a write can fail with
+// SQLITE_BUSY whatever the busy timeout. The other writes are single
+// statements, atomic on their own. SQLite has one writer at a time, so a
+// [Store] queues its own writers in the process and leaves the busy
+// timeout to arbitrate with other handles and processes; reads never wait
+// for writers. Fences come from one counter row incremented in the
+// statement or transaction that stores them, so they strictly increase
+// across all records, even after a record is deleted and reserved again.
 //
 // # Transactional mode
 //

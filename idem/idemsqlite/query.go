@@ -11,9 +11,21 @@ const recordColumns = `id, scope, operation, key_digest, fingerprint, status, re
     created_at, updated_at, expires_at, key_hash, trace_id`
 
 // leanColumns are the columns of a lean Reserve (idemdriver.LeanFields
-// without the ident, which the caller gave), in the order scanLean reads
-// them.
-const leanColumns = `id, fingerprint, status, result, owner_token, fence, lease_expires_at, created_at, expires_at`
+// without the ident, which the caller gave), in the order scanLean and
+// decodeLean read them, named as leanColumnNames. Each is a unary plus
+// named by one letter: modernc.org/sqlite makes a Go string of every
+// column's name and declared type on every query, and a one-byte name and
+// an expression's absent type need none (18 allocations fewer per read).
+// The unary plus changes no value.
+const leanColumns = `+id AS a, +fingerprint AS b, +status AS c, +result AS d, +owner_token AS e,
+    +fence AS f, +lease_expires_at AS g, +created_at AS h, +expires_at AS i`
+
+// leanColumnCount is how many columns leanColumns has.
+const leanColumnCount = 9
+
+// leanColumnNames are the table's names of leanColumns, for errors.
+var leanColumnNames = [leanColumnCount]string{"id", "fingerprint", "status", "result", "owner_token",
+	"fence", "lease_expires_at", "created_at", "expires_at"}
 
 const (
 	// queryGet takes scope, operation, key_digest.
@@ -54,7 +66,7 @@ WHERE scope = ? AND operation = ? AND key_digest = ?`
 ) VALUES (?1, ?2, ?3, ?4, 'processing', ?5,
     (SELECT value + 1 FROM unstuck_idem_fence WHERE id = 1), ?6, 1, 1, ?7, ?7, ?8, nullif(?9, ''), ?10)
 ON CONFLICT (scope, operation, key_digest) DO NOTHING
-RETURNING id, fence`
+RETURNING +id AS a, +fence AS b` // named as leanColumns are, for the same reason
 
 	// queryTakeoverCheck finds the id of a record that may be taken over:
 	// still under the seen owner and fence, with no live lease, and not

@@ -12,9 +12,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite"
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/internal/leanpath"
 	"github.com/unstuckhq/unstuck/internal/migrate"
 )
 
@@ -44,6 +45,11 @@ type Store struct {
 	// prepared.
 	getStmt, insertStmt, completeStmt atomic.Pointer[sql.Stmt]
 	getLeanStmt, insertLeanStmt       atomic.Pointer[sql.Stmt]
+	// path chooses the way of a lean Reserve (see reserveLean).
+	path leanpath.Path
+	// notLean is set once db turns out not to come from Open: its
+	// connections are not leanConns, and lean reads use getLeanStmt.
+	notLean atomic.Bool
 }
 
 // New returns a store on db, which must have been migrated with
@@ -52,7 +58,7 @@ type Store struct {
 // connection, or concurrent writers fail at once with SQLITE_BUSY. The store
 // never closes db.
 func New(db *sql.DB) *Store {
-	return &Store{db: db, writer: make(chan struct{}, 1)}
+	return &Store{db: db, writer: make(chan struct{}, 1), path: leanpath.Path{Costs: leanCosts}}
 }
 
 // write runs fn while holding the store's writer semaphore, or returns
@@ -121,7 +127,10 @@ func (s *Store) Migrate(ctx context.Context) error {
 // crashes and, in WAL mode, loses at most the last transactions on power
 // loss. The pool keeps up to max(4, GOMAXPROCS) connections open and idle,
 // since each new connection runs the pragmas and parses the schema again.
-// The caller closes the returned handle.
+// Each connection keeps the store's read of a repeat prepared and
+// finalizes it when it closes, so [sql.Conn.Raw] hands out a wrapper of
+// modernc.org/sqlite's connection, not the connection itself. The caller
+// closes the returned handle.
 //
 // A caller that opens the database itself must at least set busy_timeout on
 // every connection (in the DSN, for instance
@@ -141,10 +150,11 @@ func Open(path string) (*sql.DB, error) {
 		"synchronous(NORMAL)",
 	}}
 	dsn := (&url.URL{Scheme: "file", Path: filepath.ToSlash(abs), RawQuery: q.Encode()}).String()
-	db, err := sql.Open("sqlite", dsn)
+	connector, err := sqlite.NewConnector(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("idemsqlite: open %q: %w", path, err)
 	}
+	db := sql.OpenDB(leanConnector{connector})
 	// SQLite has one writer at a time, and readers beyond the CPUs only
 	// queue: a small pool that is never trimmed costs little.
 	conns := max(4, runtime.GOMAXPROCS(0))
