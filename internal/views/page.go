@@ -55,10 +55,10 @@ func Ago(now, t time.Time) string {
 	if t.IsZero() {
 		return "—"
 	}
-	d := now.Sub(t)
+	d := now.Sub(t) // saturates about 292 years away
 	neg := d < 0
 	if neg {
-		d = -d
+		d = max(-d, -(d + 1)) // -minDuration overflows: the longest duration instead
 	}
 	var s string
 	switch {

@@ -134,9 +134,19 @@ func appendTime(buf []byte, now, t time.Time) []byte {
 	}
 	u := t.UTC()
 	buf = append(buf, `<time datetime="`...)
+	iso := len(buf)
 	buf = u.AppendFormat(buf, time.RFC3339Nano)
 	buf = append(buf, `" title="`...)
-	buf = u.AppendFormat(buf, "2006-01-02 15:04:05Z")
+	if y := u.Year(); y >= 0 && y <= 9999 {
+		// "2006-01-02 15:04:05Z" is the datetime's first 19 bytes with a
+		// space for the T, then Z: copied, not formatted again.
+		title := len(buf)
+		buf = append(buf, buf[iso:iso+19]...)
+		buf[title+10] = ' '
+		buf = append(buf, 'Z')
+	} else {
+		buf = u.AppendFormat(buf, "2006-01-02 15:04:05Z")
+	}
 	buf = append(buf, `">`...)
 	buf = append(buf, Ago(now, t)...)
 	return append(buf, "</time>"...)

@@ -67,3 +67,25 @@ func TestListRowsEscapeEveryValue(t *testing.T) {
 		t.Errorf("operation rows have %d cells, want 7", n)
 	}
 }
+
+// Time's title is the datetime's date and time in UTC, whatever the
+// time's zone, and a year outside 0–9999 is formatted, not copied.
+func TestTimeTitle(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		t    time.Time
+		want string
+	}{
+		{time.Date(2026, 12, 1, 11, 58, 30, 123456789, time.FixedZone("CET", 3600)),
+			`<time datetime="2026-12-01T10:58:30.123456789Z" title="2026-12-01 10:58:30Z">in 58m</time>`},
+		{time.Date(2026, 11, 30, 23, 0, 0, 0, time.UTC),
+			`<time datetime="2026-11-30T23:00:00Z" title="2026-11-30 23:00:00Z">11h ago</time>`},
+		{time.Date(12026, 1, 2, 3, 4, 5, 0, time.UTC),
+			`<time datetime="12026-01-02T03:04:05Z" title="12026-01-02 03:04:05Z">in 106751d</time>`}, // Sub saturates
+		{time.Time{}, `<span>—</span>`},
+	} {
+		if got := string(appendTime(nil, now, c.t)); got != c.want {
+			t.Errorf("appendTime(%v) = %s, want %s", c.t, got, c.want)
+		}
+	}
+}
