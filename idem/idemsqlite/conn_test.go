@@ -173,9 +173,6 @@ func TestDecodeLeanRefusesRowsOfAnotherShape(t *testing.T) {
 	require.ErrorContains(t, err, `unknown status "done"`)
 }
 
-// leanWays are the two ways of a lean Reserve, forced, by name.
-var leanWays = map[string]leanpath.Way{"WriteFirst": leanpath.WriteFirst, "ReadFirst": leanpath.ReadFirst}
-
 // Issue 12, SPEC IDEM-S3: the whole conformance suite, which runs the
 // engine's lean Reserve (the same-key race, fenced takeover, lean
 // reserve), passes with either way forced; TestConformance runs the
