@@ -123,9 +123,9 @@ func (s *sessionStore) CommitCtx(ctx context.Context, token string, b []byte, ex
 }
 
 // sessionUserID is the SessionUserKey value of an encoded session, nil
-// when it has none (or it cannot be decoded by scs's default codec).
+// when it has none (or it cannot be decoded by SessionCodec).
 func sessionUserID(b []byte) *int64 {
-	_, values, err := scs.GobCodec{}.Decode(b)
+	_, values, err := SessionCodec{}.Decode(b)
 	if err != nil {
 		return nil
 	}
@@ -145,13 +145,14 @@ func (s *sessionStore) DeleteCtx(ctx context.Context, token string) error {
 }
 
 // sameSession reports whether two encodings hold the same session: equal
-// bytes, or (gob writes a map in random order) equal when decoded by scs's
-// default codec, the console's.
+// bytes (SessionCodec's encoding of a session is always the same), or
+// equal when decoded (gob, which a session with values of other types
+// falls back to, writes a map in random order).
 func sameSession(a, b []byte) bool {
 	if bytes.Equal(a, b) {
 		return true
 	}
-	var c scs.GobCodec
+	var c SessionCodec
 	da, va, err := c.Decode(a)
 	if err != nil {
 		return false
