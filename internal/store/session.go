@@ -123,9 +123,9 @@ func (s *sessionStore) CommitCtx(ctx context.Context, token string, b []byte, ex
 }
 
 // sessionUserID is the SessionUserKey value of an encoded session, nil
-// when it has none (or it cannot be decoded by SessionCodec).
+// when it has none (or it cannot be decoded).
 func sessionUserID(b []byte) *int64 {
-	_, values, err := SessionCodec{}.Decode(b)
+	_, values, err := ConsoleSessionCodec.Decode(b)
 	if err != nil {
 		return nil
 	}
@@ -145,14 +145,13 @@ func (s *sessionStore) DeleteCtx(ctx context.Context, token string) error {
 }
 
 // sameSession reports whether two encodings hold the same session: equal
-// bytes (SessionCodec's encoding of a session is always the same), or
-// equal when decoded (gob, which a session with values of other types
-// falls back to, writes a map in random order).
+// bytes (ConsoleSessionCodec encodes a session it has seen to the same
+// bytes), or equal when decoded (gob writes a map in random order).
 func sameSession(a, b []byte) bool {
 	if bytes.Equal(a, b) {
 		return true
 	}
-	var c SessionCodec
+	c := ConsoleSessionCodec
 	da, va, err := c.Decode(a)
 	if err != nil {
 		return false

@@ -2,34 +2,115 @@ package store
 
 import (
 	"encoding/binary"
-	"errors"
+	"maps"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/alexedwards/scs/v2"
 )
 
-// SessionCodec is the console's scs codec: the session's deadline and
-// values in a compact binary form with the keys in order, so that the same
-// session always encodes to the same bytes. scs's gob codec made a new
-// gob encoder or decoder, type descriptions included, on every request
-// (issue 12: a tenth of a list page's CPU); its random map order also made
-// two encodings of one session differ, so that skipping an unchanged
-// commit had to decode both.
-//
-// Values of type string, int64, int, bool, float64, []byte and time.Time
-// are encoded so; a session holding a value of any other type is encoded
-// whole by scs.GobCodec instead. Decode reads both forms: sessions written
-// by earlier versions stay valid.
-type SessionCodec struct{}
+// SessionCodec is the console's scs codec: scs's gob encoding, so that
+// consoles of every version read the sessions any of them wrote (a rolling
+// upgrade mixes them), with a memory of the sessions it decoded and
+// encoded. scs decodes the stored session and encodes it again on every
+// request, and gob builds a new encoder or decoder, type descriptions
+// included, each time: with the unchanged-commit check's decoding, a tenth
+// of a list page's CPU (issue 12). With the memory, a session that did not
+// change since it was last seen is neither decoded nor encoded again, and
+// its encoding is the same bytes, so the unchanged commit is recognised by
+// comparing bytes. The memory holds at most sessionCodecMemory sessions
+// and forgets them all when full; sessions with values of a type other
+// than string, int64, int, bool, float64, []byte and time.Time are not
+// remembered. Use NewSessionCodec; the zero value remembers nothing.
+type SessionCodec struct {
+	m *sessionMemory
+}
 
-// sessionCodecMagic starts every encoding of SessionCodec. A gob stream
-// never starts with a zero byte (its first byte is a message's non-zero
-// length), so the two forms cannot be mistaken for each other.
-const sessionCodecMagic = 0x00
+// ConsoleSessionCodec is the codec of the console's session manager and
+// of its session store, which decodes sessions too (the user's ID, and
+// whether a commit changes anything): one memory for both.
+var ConsoleSessionCodec = NewSessionCodec()
 
-// Value tags.
+// sessionCodecMemory bounds how many sessions a SessionCodec remembers.
+const sessionCodecMemory = 4096
+
+// NewSessionCodec returns a SessionCodec with an empty memory.
+func NewSessionCodec() SessionCodec {
+	return SessionCodec{m: &sessionMemory{byBytes: map[string]rememberedSession{}, byValue: map[string]string{}}}
+}
+
+var _ scs.Codec = SessionCodec{}
+
+// sessionMemory maps gob encodings to what they decode to, and canonical
+// encodings (sessionKey) to the gob encoding first made of them.
+type sessionMemory struct {
+	mu      sync.Mutex
+	byBytes map[string]rememberedSession
+	byValue map[string]string
+}
+
+type rememberedSession struct {
+	deadline time.Time
+	values   map[string]any
+}
+
+// Encode implements scs.Codec.
+func (c SessionCodec) Encode(deadline time.Time, values map[string]any) ([]byte, error) {
+	key, ok := sessionKey(deadline, values)
+	if ok && c.m != nil {
+		c.m.mu.Lock()
+		b, seen := c.m.byValue[key]
+		c.m.mu.Unlock()
+		if seen {
+			return []byte(b), nil
+		}
+	}
+	b, err := scs.GobCodec{}.Encode(deadline, values)
+	if err == nil && ok {
+		c.remember(b, key, deadline, values)
+	}
+	return b, err
+}
+
+// Decode implements scs.Codec. The values are the caller's to change.
+func (c SessionCodec) Decode(b []byte) (time.Time, map[string]any, error) {
+	if c.m != nil {
+		c.m.mu.Lock()
+		s, seen := c.m.byBytes[string(b)]
+		c.m.mu.Unlock()
+		if seen {
+			return s.deadline, maps.Clone(s.values), nil
+		}
+	}
+	deadline, values, err := scs.GobCodec{}.Decode(b)
+	if err != nil {
+		return deadline, values, err
+	}
+	if key, ok := sessionKey(deadline, values); ok {
+		c.remember(b, key, deadline, values)
+	}
+	return deadline, values, nil
+}
+
+func (c SessionCodec) remember(b []byte, key string, deadline time.Time, values map[string]any) {
+	if c.m == nil {
+		return
+	}
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	if len(c.m.byBytes) >= sessionCodecMemory || len(c.m.byValue) >= sessionCodecMemory {
+		clear(c.m.byBytes)
+		clear(c.m.byValue)
+	}
+	c.m.byBytes[string(b)] = rememberedSession{deadline: deadline, values: maps.Clone(values)}
+	if _, ok := c.m.byValue[key]; !ok {
+		c.m.byValue[key] = string(b)
+	}
+}
+
+// Value tags of sessionKey.
 const (
 	tagString = 's'
 	tagInt64  = 'i'
@@ -40,23 +121,18 @@ const (
 	tagTime   = 't'
 )
 
-var _ scs.Codec = SessionCodec{}
-
-// Encode implements scs.Codec.
-func (SessionCodec) Encode(deadline time.Time, values map[string]any) ([]byte, error) {
-	keys := make([]string, 0, len(values))
-	for k, v := range values {
-		switch v.(type) {
-		case string, int64, int, bool, float64, []byte, time.Time:
-		default:
-			return scs.GobCodec{}.Encode(deadline, values)
-		}
-		keys = append(keys, k)
+// sessionKey is a canonical encoding of a session — the same for equal
+// sessions whatever the map's order, different for different ones (every
+// key and value is length- or type-delimited) — or false when a value has
+// a type it does not encode.
+func sessionKey(deadline time.Time, values map[string]any) (string, bool) {
+	keys := slices.Sorted(maps.Keys(values))
+	b := make([]byte, 0, 128)
+	dl, err := deadline.MarshalBinary()
+	if err != nil {
+		return "", false
 	}
-	slices.Sort(keys)
-	b := make([]byte, 0, 64)
-	b = append(b, sessionCodecMagic)
-	b = binary.AppendVarint(b, deadline.UnixNano())
+	b = appendSessionString(b, string(dl))
 	b = binary.AppendUvarint(b, uint64(len(keys)))
 	for _, k := range keys {
 		b = appendSessionString(b, k)
@@ -78,116 +154,18 @@ func (SessionCodec) Encode(deadline time.Time, values map[string]any) ([]byte, e
 		case []byte:
 			b = appendSessionString(append(b, tagBytes), string(v))
 		case time.Time:
-			bin, err := v.MarshalBinary() // keeps the zone offset, as gob does
+			bin, err := v.MarshalBinary() // instant and zone offset, what gob keeps
 			if err != nil {
-				return nil, err
+				return "", false
 			}
 			b = appendSessionString(append(b, tagTime), string(bin))
-		}
-	}
-	return b, nil
-}
-
-// Decode implements scs.Codec, for both forms (see SessionCodec).
-func (SessionCodec) Decode(b []byte) (time.Time, map[string]any, error) {
-	if len(b) == 0 || b[0] != sessionCodecMagic {
-		return scs.GobCodec{}.Decode(b)
-	}
-	d := sessionDecoder{b: b[1:]}
-	deadline := time.Unix(0, d.varint())
-	n := d.uvarint()
-	if d.err != nil || n > uint64(len(d.b)) {
-		return time.Time{}, nil, errSessionEncoding
-	}
-	values := make(map[string]any, n)
-	for range n {
-		k := d.string()
-		switch d.byte() {
-		case tagString:
-			values[k] = d.string()
-		case tagInt64:
-			values[k] = d.varint()
-		case tagInt:
-			values[k] = int(d.varint())
-		case tagBool:
-			values[k] = d.byte() == 1
-		case tagFloat:
-			values[k] = math.Float64frombits(binary.BigEndian.Uint64(d.take(8)))
-		case tagBytes:
-			values[k] = []byte(d.string())
-		case tagTime:
-			var t time.Time
-			if err := t.UnmarshalBinary([]byte(d.string())); err != nil {
-				return time.Time{}, nil, errSessionEncoding
-			}
-			values[k] = t
 		default:
-			d.err = errSessionEncoding
-		}
-		if d.err != nil {
-			return time.Time{}, nil, errSessionEncoding
+			return "", false
 		}
 	}
-	if len(d.b) != 0 {
-		return time.Time{}, nil, errSessionEncoding
-	}
-	return deadline, values, nil
+	return string(b), true
 }
-
-var errSessionEncoding = errors.New("session: not a valid encoding")
 
 func appendSessionString(b []byte, s string) []byte {
 	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
-}
-
-// sessionDecoder reads SessionCodec's encoding; the first error sticks
-// and every later read returns zero values.
-type sessionDecoder struct {
-	b   []byte
-	err error
-}
-
-func (d *sessionDecoder) take(n int) []byte {
-	if d.err != nil || n < 0 || n > len(d.b) {
-		d.err = errSessionEncoding
-		return make([]byte, max(n, 8))
-	}
-	p := d.b[:n]
-	d.b = d.b[n:]
-	return p
-}
-
-func (d *sessionDecoder) byte() byte { return d.take(1)[0] }
-
-func (d *sessionDecoder) varint() int64 {
-	v, n := binary.Varint(d.b)
-	if d.err == nil && n <= 0 {
-		d.err = errSessionEncoding
-	}
-	if d.err != nil {
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *sessionDecoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if d.err == nil && n <= 0 {
-		d.err = errSessionEncoding
-	}
-	if d.err != nil {
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *sessionDecoder) string() string {
-	n := d.uvarint()
-	if n > uint64(len(d.b)) {
-		d.err = errSessionEncoding
-		return ""
-	}
-	return string(d.take(int(n)))
 }

@@ -9,90 +9,106 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Issue 12: the console's session codec round-trips every value type the
-// console and scs store, encodes one session to the same bytes every time
-// (map order), reads sessions that scs's gob codec wrote, falls back to gob
-// for other types, and refuses damaged input without panicking.
+// Issue 12: the console's session codec writes scs's gob encoding (any
+// console version reads it: rolling upgrades), round-trips every value
+// type the console and scs store, encodes a session it has seen to the same
+// bytes whatever the map's order, never hands out its memory for the
+// caller to change, and stays bounded.
 func TestSessionCodec(t *testing.T) {
-	var c SessionCodec
+	c := NewSessionCodec()
 	deadline := time.Date(2026, 12, 2, 10, 0, 0, 123, time.UTC)
 	values := map[string]any{
 		SessionUserKey: int64(42), "role": "oncall", "sso_state": "st-…-ü", "__rememberMe": true, "n": -7,
-		"f": math.Pi, "raw": []byte{0, 1, 255}, "at": time.Date(2026, 1, 2, 3, 4, 5, 6, time.FixedZone("X", 3600)),
-		"empty": "", "no": false, "min": int64(math.MinInt64),
+		"f": math.Pi, "raw": []byte{0, 1, 255}, "empty": "", "no": false, "min": int64(math.MinInt64),
 	}
 	b, err := c.Encode(deadline, values)
 	require.NoError(t, err)
-	require.Equal(t, byte(sessionCodecMagic), b[0])
-	for range 20 { // a map's order is random each time
+	// Plain gob: what scs's own codec (and every earlier console) reads.
+	gd, gv, err := scs.GobCodec{}.Decode(b)
+	require.NoError(t, err)
+	require.True(t, gd.Equal(deadline))
+	require.Len(t, gv, len(values))
+
+	for range 20 { // a map's order is random each time: the same bytes anyway
 		again, err := c.Encode(deadline, values)
 		require.NoError(t, err)
 		require.Equal(t, b, again)
 	}
-	gotDeadline, got, err := c.Decode(b)
-	require.NoError(t, err)
-	require.True(t, gotDeadline.Equal(deadline))
-	require.Len(t, got, len(values))
-	for k, v := range values {
-		if tm, ok := v.(time.Time); ok {
-			require.True(t, tm.Equal(got[k].(time.Time)), k)
-			continue
-		}
-		require.Equal(t, v, got[k], k)
+	for _, codec := range []SessionCodec{c, NewSessionCodec(), {}} { // remembered, new memory, none
+		gotDeadline, got, err := codec.Decode(b)
+		require.NoError(t, err)
+		require.True(t, gotDeadline.Equal(deadline))
+		require.Len(t, got, len(values))
+		require.Equal(t, values, got)
+		got["role"] = "admin" // the caller's to change: not the memory's
+		delete(got, SessionUserKey)
 	}
-	require.Equal(t, int64(42), *sessionUserID(b))
+	_, got, err := c.Decode(b)
+	require.NoError(t, err)
+	require.Equal(t, "oncall", got["role"])
+	require.Equal(t, int64(42), got[SessionUserKey])
 
-	// Written by scs's gob codec (sessions of earlier versions): read.
-	old, err := scs.GobCodec{}.Encode(deadline, map[string]any{SessionUserKey: int64(7), "role": "admin"})
+	// A changed session encodes anew, and decodes to its own values.
+	changed := map[string]any{SessionUserKey: int64(42), "role": "admin"}
+	b2, err := c.Encode(deadline, changed)
+	require.NoError(t, err)
+	require.NotEqual(t, b, b2)
+	_, got, err = c.Decode(b2)
+	require.NoError(t, err)
+	require.Equal(t, changed, got)
+
+	// Written by scs's gob codec elsewhere: decoded, then recognised.
+	old, err := scs.GobCodec{}.Encode(deadline, map[string]any{SessionUserKey: int64(7), "role": "auditor", "x": "y"})
 	require.NoError(t, err)
 	_, got, err = c.Decode(old)
 	require.NoError(t, err)
-	require.Equal(t, map[string]any{SessionUserKey: int64(7), "role": "admin"}, got)
-	require.Equal(t, int64(7), *sessionUserID(old))
-
-	// A value of another type: the whole session in gob, read back.
-	gobbed, err := c.Encode(deadline, map[string]any{"x": []string{"a"}})
+	require.Equal(t, map[string]any{SessionUserKey: int64(7), "role": "auditor", "x": "y"}, got)
+	again, err := c.Encode(deadline, got)
 	require.NoError(t, err)
-	require.NotEqual(t, byte(sessionCodecMagic), gobbed[0])
-	_, got, err = c.Decode(gobbed)
+	require.Equal(t, old, again, "a session decoded and unchanged encodes to the bytes it came from")
+
+	// A value of another type: gob, not remembered, still correct.
+	odd := map[string]any{"x": []string{"a"}}
+	ob, err := c.Encode(deadline, odd)
 	require.NoError(t, err)
-	require.Equal(t, []string{"a"}, got["x"])
+	_, got, err = c.Decode(ob)
+	require.NoError(t, err)
+	require.Equal(t, odd, got)
 
-	// Equal sessions are the same session, whatever the form.
-	require.True(t, sameSession(b, b))
-	require.False(t, sameSession(b, old))
+	// Damaged input is an error, as scs's.
+	_, _, err = c.Decode([]byte{1, 2, 3})
+	require.Error(t, err)
 
-	// Damaged: every truncation and a trailing byte are errors, not panics.
-	for n := 1; n < len(b); n++ {
-		_, _, err := c.Decode(b[:n])
-		require.Error(t, err, "truncated to %d bytes", n)
+	// Bounded: the memory forgets everything when full.
+	for i := range sessionCodecMemory + 10 {
+		_, err := c.Encode(deadline, map[string]any{SessionUserKey: int64(i)})
+		require.NoError(t, err)
 	}
-	_, _, err = c.Decode(append(append([]byte{}, b...), 0))
-	require.Error(t, err)
-	_, _, err = c.Decode([]byte{sessionCodecMagic, 0, 0xff, 0xff, 0xff, 0xff, 0x0f})
-	require.Error(t, err)
-	require.Nil(t, sessionUserID([]byte{sessionCodecMagic}))
+	c.m.mu.Lock()
+	require.LessOrEqual(t, len(c.m.byBytes), sessionCodecMemory)
+	require.LessOrEqual(t, len(c.m.byValue), sessionCodecMemory)
+	c.m.mu.Unlock()
 }
 
-// FuzzSessionCodec: no input makes Decode panic, and what it accepts
-// encodes to bytes it decodes to the same values.
-func FuzzSessionCodec(f *testing.F) {
-	b, _ := SessionCodec{}.Encode(time.Unix(1, 0), map[string]any{"a": "b", "n": int64(1), "t": true})
-	f.Add(b)
-	f.Add([]byte{sessionCodecMagic})
-	f.Fuzz(func(t *testing.T, in []byte) {
-		if len(in) == 0 || in[0] != sessionCodecMagic {
-			return // gob's own decoder
+// sessionKey tells sessions apart: no two different sessions share a key.
+func TestSessionKeyTellsSessionsApart(t *testing.T) {
+	at := time.Unix(100, 0)
+	sessions := []map[string]any{
+		{}, {"a": "b"}, {"a": "bc"}, {"ab": "c"}, {"a": int64(1)}, {"a": 1}, {"a": true}, {"a": false},
+		{"a": 1.0}, {"a": []byte("b")}, {"a": time.Unix(1, 0)}, {"a": "b", "c": "d"}, {"a": "b\x01c", "": ""},
+	}
+	seen := map[string]int{}
+	for i, s := range sessions {
+		k, ok := sessionKey(at, s)
+		require.True(t, ok)
+		if j, dup := seen[k]; dup {
+			t.Fatalf("sessions %d and %d share a key", j, i)
 		}
-		d, vals, err := SessionCodec{}.Decode(in)
-		if err != nil {
-			return
-		}
-		again, err := SessionCodec{}.Encode(d, vals)
-		require.NoError(t, err)
-		d2, vals2, err := SessionCodec{}.Decode(again)
-		require.NoError(t, err)
-		require.True(t, d.Equal(d2))
-		require.Equal(t, len(vals), len(vals2))
-	})
+		seen[k] = i
+	}
+	k1, _ := sessionKey(at, sessions[1])
+	k2, _ := sessionKey(at.Add(time.Nanosecond), sessions[1])
+	require.NotEqual(t, k1, k2, "the deadline is part of the key")
+	_, ok := sessionKey(at, map[string]any{"x": struct{}{}})
+	require.False(t, ok)
 }

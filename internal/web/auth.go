@@ -60,7 +60,7 @@ func NewEnforcer(modelText, policyText string) (*casbin.Enforcer, error) {
 func NewSessionManager(st scs.Store, idle, absolute time.Duration, secure bool) *scs.SessionManager {
 	sm := scs.New()
 	sm.Store = st
-	sm.Codec = store.SessionCodec{}
+	sm.Codec = store.ConsoleSessionCodec
 	sm.IdleTimeout = idle
 	sm.Lifetime = absolute
 	sm.Cookie.HttpOnly = true
