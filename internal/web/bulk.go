@@ -46,6 +46,10 @@ var bulkActions = map[string][][2]string{
 	ops.BulkOperations: {{"retry", "Retry"}, {"compensate", "Compensate"}, {"resolve", "Resolve"}},
 }
 
+// cancelSettle is how long a cancelled request's page keeps refreshing:
+// longer than a decision in flight takes to land.
+const cancelSettle = 10 * time.Second
+
 func actionLabel(kind, action string) string {
 	for _, a := range bulkActions[kind] {
 		if a[0] == action {
@@ -336,7 +340,11 @@ func bulkVM(r *http.Request, bulks bulkService, req store.Bulk) (views.BulkVM, e
 	if req.Filter == "" {
 		vm.Filter, vm.FilterURL = "all "+req.Kind, "/"+req.Kind
 	}
-	vm.Live = req.Status == store.BulkRunning || req.Status == store.BulkWaitingApproval
+	// A decision in flight when a cancel is recorded may still land after
+	// it (none starts after it): the page keeps refreshing for a while
+	// after a cancel, so that the counts it ends with are final.
+	vm.Live = req.Status == store.BulkRunning || req.Status == store.BulkWaitingApproval ||
+		req.Status == store.BulkCancelled && time.Since(req.FinishedAt) < cancelSettle
 	if v != nil {
 		vm.OwnRequest = v.Username == req.RequestedBy
 		open := req.Status == store.BulkRunning || req.Status == store.BulkWaitingApproval
