@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -216,4 +217,32 @@ func TestSingleDecisionApproval(t *testing.T) {
 			require.EqualValues(t, 1, got["applied"])
 		}
 	}
+}
+
+// A cancelled request's page keeps refreshing for 10 s (cancelSettle) after the
+// cancel, so that a decision in flight when it was recorded shows in the
+// counts the page ends with; after that it stops.
+func TestCancelledRequestPageSettles(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	req, err := b.db.CreateBulk(ctx, store.Bulk{Kind: "keys", Action: "forget", Reason: "settle", RequestedBy: store.RoleAdmin,
+		RequestedRole: store.RoleAdmin, Status: store.BulkRunning}, []store.BulkItem{{Seq: 1, TargetID: "1", Version: 1}})
+	require.NoError(t, err)
+	ok, err := b.db.SetBulkStatus(ctx, req.ID, []string{store.BulkRunning}, store.BulkCancelled, store.RoleAdmin, "")
+	require.NoError(t, err)
+	require.True(t, ok)
+	admin := signIn(t, b, store.RoleAdmin)
+	page := "/bulk/" + strconv.FormatInt(req.ID, 10)
+	resp, body := do(t, admin, http.MethodGet, b.srv.URL+page, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, `hx-trigger="every 2s"`, "just cancelled: still refreshing")
+
+	past := time.Now().Add(-11 * time.Second).UnixMicro() // past the 10 s settle; the SQLite store's timestamps
+	_, err = b.sqlDB.ExecContext(ctx, `UPDATE unstuck_console_bulk SET finished_at = ? WHERE id = ?`, past, req.ID)
+	require.NoError(t, err)
+	resp, body = do(t, admin, http.MethodGet, b.srv.URL+page, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, "cancelled")
+	require.NotContains(t, body, `hx-trigger="every 2s"`, "settled: no more refreshing")
 }
