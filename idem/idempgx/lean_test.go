@@ -135,12 +135,7 @@ func TestLeanReserveOfExistingWritesNothing(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, created)
 			require.Equal(t, b.get(t, id), withoutReadAt(first), "a created record is whole")
-			lastFence := func() int64 {
-				var v int64
-				require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT last_value FROM unstuck_idem_fence_seq`).Scan(&v))
-				return v
-			}
-			before := lastFence()
+			before := b.lastFence(t)
 			for range 3 {
 				rec, created, err := b.store.Reserve(t.Context(), lean(rand.Text()))
 				require.NoError(t, err)
@@ -162,7 +157,7 @@ func TestLeanReserveOfExistingWritesNothing(t *testing.T) {
 				require.False(t, assigned, "the lean Reserve of an existing key wrote a row")
 				return nil
 			}))
-			require.Equal(t, before, lastFence(), "a lean Reserve of an existing key burnt a fence")
+			require.Equal(t, before, b.lastFence(t), "a lean Reserve of an existing key burnt a fence")
 			require.Equal(t, b.get(t, id), withoutReadAt(first), "the record is unchanged")
 			next, created, err := b.store.Reserve(t.Context(), idemdriver.ReserveParams{
 				Ident: newIdent(), Owner: "owner-b", Lease: time.Minute, TTL: time.Hour, Lean: true})

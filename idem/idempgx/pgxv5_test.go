@@ -83,6 +83,15 @@ func (b testBundle) reserve(t *testing.T, o reserveOpts) idemdriver.Record {
 	return rec
 }
 
+// lastFence is the fence sequence's last value: a write that takes a
+// fence moves it.
+func (b testBundle) lastFence(t *testing.T) int64 {
+	t.Helper()
+	var v int64
+	require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT last_value FROM unstuck_idem_fence_seq`).Scan(&v))
+	return v
+}
+
 // get reads a record that must exist, without its ReadAt, so that two reads
 // compare equal when nothing changed.
 func (b testBundle) get(t *testing.T, id idemdriver.Ident) idemdriver.Record {
@@ -253,12 +262,7 @@ func TestReserveReplayReadsFirst(t *testing.T) {
 	b := setup(t)
 	id := newIdent()
 	first := b.reserve(t, reserveOpts{ident: id})
-	lastFence := func() int64 {
-		var v int64
-		require.NoError(t, b.pool.QueryRow(t.Context(), `SELECT last_value FROM unstuck_idem_fence_seq`).Scan(&v))
-		return v
-	}
-	before := lastFence()
+	before := b.lastFence(t)
 	for range 3 {
 		rec, created, err := b.store.Reserve(t.Context(), idemdriver.ReserveParams{
 			Ident: id, Owner: rand.Text(), Lease: time.Minute, TTL: time.Hour})
@@ -266,7 +270,7 @@ func TestReserveReplayReadsFirst(t *testing.T) {
 		require.False(t, created)
 		require.Equal(t, first.Owner, rec.Owner)
 	}
-	require.Equal(t, before, lastFence(), "a replay burnt a fence")
+	require.Equal(t, before, b.lastFence(t), "a replay burnt a fence")
 	next := b.reserve(t, reserveOpts{})
 	require.Equal(t, first.Fence+1, next.Fence, "the next reservation takes the next fence")
 }
