@@ -129,7 +129,7 @@ func (e *Engine) tryWrite(ctx context.Context, st *runState, w outcomeWrite) err
 		return st.store.Release(ctx, st.id, st.owner)
 	}
 	c := w.c
-	c.Now = e.now()
+	c.Now, c.RecordID = e.now(), st.rec.ID
 	return st.store.Complete(ctx, st.id, st.owner, c)
 }
 

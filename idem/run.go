@@ -277,7 +277,7 @@ func newOwnerToken() string {
 func (e *Engine) escalate(ctx context.Context, s idemdriver.Store, taken idemdriver.Record, leaseEnd time.Time, how string) (claim, error) {
 	reason := idemdriver.AbandonedReason(leaseEnd, how)
 	bctx, cancel := e.bound(context.WithoutCancel(ctx))
-	err := s.Complete(bctx, taken.Ident, taken.Owner, idemdriver.Completion{Status: idemdriver.StatusPending, LastError: reason, Now: e.now()})
+	err := s.Complete(bctx, taken.Ident, taken.Owner, idemdriver.Completion{Status: idemdriver.StatusPending, LastError: reason, Now: e.now(), RecordID: taken.ID})
 	cancel()
 	if err != nil {
 		return claim{}, fmt.Errorf("idem: escalate abandoned record: %w", err)
@@ -316,7 +316,7 @@ func (e *Engine) verify(ctx context.Context, s idemdriver.Store, taken idemdrive
 		}
 	}
 	reason := "verified: the effect happened; no response to replay (recovery: verify)"
-	if err := s.Complete(bctx, taken.Ident, taken.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, LastError: reason, Now: e.now()}); err != nil {
+	if err := s.Complete(bctx, taken.Ident, taken.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, LastError: reason, Now: e.now(), RecordID: taken.ID}); err != nil {
 		return claim{}, fmt.Errorf("idem: record verified effect: %w", err)
 	}
 	e.log.Info("idem: abandoned record verified as happened", "key_id", SafeKeyID(taken.KeyDigest), "operation", taken.Operation)

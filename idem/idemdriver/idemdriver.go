@@ -172,6 +172,11 @@ type Completion struct {
 	ResponseCode int
 	LastError    string
 	Now          time.Time
+	// RecordID, when not 0, is the ID of the record the owner holds
+	// (Record.ID as Reserve or Takeover returned it). A store may find the
+	// record by it, by primary key, instead of by the ident; it must still
+	// change no record but the one the ident names.
+	RecordID int64
 }
 
 // Annotation is what a running owner attaches to its record (SPEC M4).

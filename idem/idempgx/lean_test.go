@@ -178,7 +178,7 @@ func withoutReadAt(r idemdriver.Record) idemdriver.Record {
 // index, even where the statistics say few records are processing (the
 // steady state), which made PostgreSQL walk the console's partial indexes
 // of processing records instead, every processing and dead entry of the
-// scope.
+// scope. Complete with a record ID (the engine's) uses the primary key.
 func TestOwnerWritesUseTheIdentIndex(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -190,14 +190,17 @@ FROM generate_series(1, 2000) i`)
 	b.reserve(t, reserveOpts{})
 	b.exec(t, `ANALYZE unstuck_idem_record`)
 	id := newIdent()
+	const identIndex, primaryKey = "unstuck_idem_record_ident_key", "unstuck_idem_record_pkey"
 	for name, q := range map[string]struct {
-		sql  string
-		args []any
+		sql   string
+		args  []any
+		index string
 	}{
-		"complete": {completeSQL, []any{id.Scope, id.Operation, id.KeyDigest, "tok", 1, "completed", []byte("r"), 200, "", nil}},
-		"annotate": {annotateSQL, []any{id.Scope, id.Operation, id.KeyDigest, "tok", 1, "c", "e", []string{"r"}, nil}},
-		"release":  {releaseSQL, []any{id.Scope, id.Operation, id.KeyDigest, "tok", 1}},
-		"extend":   {extendSQL, []any{id.Scope, id.Operation, id.KeyDigest, "tok", 1, int64(1000), nil}},
+		"complete":       {completeSQL, []any{id.Scope, id.Operation, id.KeyDigest, "tok", 1, "completed", []byte("r"), 200, "", nil}, identIndex},
+		"complete by id": {completeByIDSQL, []any{int64(7), id.KeyDigest, "tok", 1, "completed", []byte("r"), 200, "", nil}, primaryKey},
+		"annotate":       {annotateSQL, []any{id.Scope, id.Operation, id.KeyDigest, "tok", 1, "c", "e", []string{"r"}, nil}, identIndex},
+		"release":        {releaseSQL, []any{id.Scope, id.Operation, id.KeyDigest, "tok", 1}, identIndex},
+		"extend":         {extendSQL, []any{id.Scope, id.Operation, id.KeyDigest, "tok", 1, int64(1000), nil}, identIndex},
 	} {
 		rows, err := b.pool.Query(t.Context(), "EXPLAIN "+q.sql, q.args...)
 		require.NoError(t, err, name)
@@ -208,6 +211,6 @@ FROM generate_series(1, 2000) i`)
 			plan.WriteString(line + "\n")
 		}
 		require.NoError(t, rows.Err(), name)
-		require.Contains(t, plan.String(), "unstuck_idem_record_ident_key", "%s:\n%s", name, plan.String())
+		require.Contains(t, plan.String(), q.index, "%s:\n%s", name, plan.String())
 	}
 }

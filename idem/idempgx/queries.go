@@ -200,6 +200,27 @@ WHERE scope = $1 AND operation = $2 AND key_digest = $3
     AND owner_token = $4 AND fence = $5
     AND status IS NOT DISTINCT FROM 'processing'`
 
+// completeByIDSQL is completeSQL finding the record by its primary key
+// (idemdriver.Completion.RecordID): a look-up that no plan turns into a
+// scan, even on a table without statistics, and cheaper than the
+// three-column ident. The row must still have the ident's digest (which
+// hashes scope and operation with the key) and the owner, so a wrong ID
+// changes nothing. The scope and operation are not compared: with them
+// PostgreSQL plans the ident index, which costs more than the primary key.
+//
+// $1 id, $2 key_digest, $3 owner_token, $4 fence, $5 status, $6 result,
+// $7 response_code, $8 last_error, $9 now.
+const completeByIDSQL = `UPDATE unstuck_idem_record SET
+    status = $5,
+    result = $6,
+    response_code = $7,
+    last_error = $8,
+    lease_expires_at = NULL,
+    version = version + 1,
+    updated_at = coalesce($9::timestamptz, statement_timestamp())
+WHERE id = $1 AND key_digest = $2 AND owner_token = $3 AND fence = $4
+    AND status IS NOT DISTINCT FROM 'processing'`
+
 // annotateSQL attaches references to a running record: an empty reference
 // keeps the stored one, resource ids are appended.
 //

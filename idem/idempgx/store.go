@@ -126,7 +126,8 @@ func (s *Store) Takeover(ctx context.Context, p idemdriver.TakeoverParams) (idem
 
 // Complete implements [idemdriver.Store.Complete]. A status that is not one of
 // completed, failed, pending or unavailable is refused before the database
-// is touched. c.Result is stored as given.
+// is touched. c.Result is stored as given. With c.RecordID it
+// finds the record by primary key.
 func (s *Store) Complete(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, c idemdriver.Completion) error {
 	return complete(ctx, s.pool, id, o, c)
 }
@@ -406,9 +407,15 @@ func complete(ctx context.Context, db dbtx, id idemdriver.Ident, o idemdriver.Ow
 	if !c.Status.Valid() || c.Status == idemdriver.StatusProcessing {
 		return fmt.Errorf("idempgx: complete: status %q is not a final status", c.Status)
 	}
-	tag, err := db.Exec(ctx, completeSQL,
-		id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence,
-		string(c.Status), c.Result, c.ResponseCode, c.LastError, clock(c.Now))
+	var tag pgconn.CommandTag
+	var err error
+	if c.RecordID != 0 {
+		tag, err = db.Exec(ctx, completeByIDSQL, c.RecordID, id.KeyDigest, o.Token, o.Fence,
+			string(c.Status), c.Result, c.ResponseCode, c.LastError, clock(c.Now))
+	} else {
+		tag, err = db.Exec(ctx, completeSQL, id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence,
+			string(c.Status), c.Result, c.ResponseCode, c.LastError, clock(c.Now))
+	}
 	return casResult("complete", tag, err)
 }
 

@@ -242,6 +242,31 @@ func runPrimitives(t *testing.T, newStore func(t *testing.T) idemdriver.Store) {
 		require.Equal(t, []byte("first"), get(t, b, id).Result)
 	})
 
+	t.Run("CompleteByRecordID", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		id, other := ident("a"), ident("b")
+		rec := reserve(t, b, id, "o")
+		otherRec := reserve(t, b, other, "o")
+		// The record's own ID: completed, as by the ident.
+		require.NoError(t, b.store.Complete(ctxT(t), id, rec.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, Result: []byte("by id"), Now: b.now, RecordID: rec.ID}))
+		got := get(t, b, id)
+		require.Equal(t, idemdriver.StatusCompleted, got.Status)
+		require.Equal(t, []byte("by id"), got.Result)
+		// Another record's ID, with the ident and owner of a processing
+		// record: whatever the store makes of it, no other record changes.
+		third := ident("c")
+		thirdRec := reserve(t, b, third, "o")
+		err := b.store.Complete(ctxT(t), third, thirdRec.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, Result: []byte("x"), Now: b.now, RecordID: otherRec.ID})
+		if err != nil {
+			require.ErrorIs(t, err, idemdriver.ErrFenced)
+		}
+		gotOther := get(t, b, other)
+		require.Equal(t, idemdriver.StatusProcessing, gotOther.Status, "a wrong RecordID changed another record")
+		require.Nil(t, gotOther.Result)
+		require.Equal(t, otherRec.Version, gotOther.Version)
+	})
+
 	t.Run("CompleteMissingIsFenced", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
