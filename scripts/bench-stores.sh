@@ -6,7 +6,9 @@
 # the order alternating each round; see internal/benchround), keeps the raw
 # output, and prints per benchmark and goroutine count the ratio
 # limit ÷ engine of ns/op and of cpu-ns/op: min / median / max over the
-# rounds (1.00 = the engine is as fast as the limit). Usage:
+# rounds (1.00 = the engine is as fast as the limit); where the benchmark
+# has a floor variant (the limit plus the contract's client work, see
+# idem/internal/benchfloor), also floor ÷ engine and limit ÷ floor. Usage:
 #   ROUNDS=6 BENCHTIME=1s scripts/bench-stores.sh idem/idempgx   [raw.txt]
 #   ROUNDS=6 BENCHTIME=1s scripts/bench-stores.sh idem/idemsqlite [raw.txt]
 set -euo pipefail
@@ -21,13 +23,15 @@ echo "# load before: $(uptime)"
 	-benchtime "$BENCHTIME" -timeout 60m "./$pkg/") >"$raw"
 echo "# load after:  $(uptime)"
 echo "# raw output: $raw"
-echo "# benchmark goroutines: ratio limit/engine ns/op (min / median / max) | cpu-ns/op (min / median / max) | engine allocs/op, limit allocs/op | rounds"
+echo "# benchmark goroutines: ratio A/B of ns/op (min / median / max) | of cpu-ns/op (min / median / max) | allocs/op | rounds"
+echo "#   limit/engine: the row's figure; floor/engine: what is left of the engine's own work (1.00 = none);"
+echo "#   limit/floor: the best any engine that does the contract's client work can reach against the limit"
 awk '
 	/^Benchmark/ {
 		name = $1; sub(/-[0-9]+$/, "", name)         # GOMAXPROCS suffix
 		round = 0
 		if (match(name, /#[0-9]+$/)) { round = substr(name, RSTART + 1) + 0; name = substr(name, 1, RSTART - 1) }
-		n = split(name, p, "/")                       # Benchmark…/engine|limit/goroutines=g
+		n = split(name, p, "/")                       # Benchmark…/engine|limit|floor/goroutines=g
 		bench = p[1]; variant = p[2]; g = p[3]
 		for (f = 1; f <= NF; f++) {
 			if ($f == "ns/op") ns = $(f-1)
@@ -41,15 +45,20 @@ awk '
 	}
 	function sortv(a, n,   i, j, t) { for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t } }
 	function stat(a, n) { sortv(a, n); return sprintf("%.2f / %.2f / %.2f", a[1], (n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2), a[n]) }
+	function ratio(key, a, b,   k, r) {
+		k = 0; delete rn; delete rc
+		for (r = 0; r < R[key]; r++) {
+			if (NS[key, a, r] == "" || NS[key, b, r] == "") continue
+			k++
+			rn[k] = NS[key, a, r] / NS[key, b, r]
+			rc[k] = CPU[key, a, r] / CPU[key, b, r]
+		}
+		if (k) printf "%s %s/%s: %s | %s | %s %s, %s %s | %d\n", key, a, b, stat(rn, k), stat(rc, k), a, AL[key, a], b, AL[key, b], k
+	}
 	END {
 		for (key in keys) {
-			k = 0; delete rn; delete rc
-			for (r = 0; r < R[key]; r++) {
-				if (NS[key, "engine", r] == "" || NS[key, "limit", r] == "") continue
-				k++
-				rn[k] = NS[key, "limit", r] / NS[key, "engine", r]
-				rc[k] = CPU[key, "limit", r] / CPU[key, "engine", r]
-			}
-			if (k) printf "%s: %s | %s | %s, %s | %d\n", key, stat(rn, k), stat(rc, k), AL[key, "engine"], AL[key, "limit"], k
+			ratio(key, "limit", "engine")
+			ratio(key, "floor", "engine")
+			ratio(key, "limit", "floor")
 		}
 	}' "$raw" | sort

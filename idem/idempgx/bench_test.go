@@ -17,6 +17,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/idem/internal/benchfloor"
 	"github.com/unstuckhq/unstuck/internal/benchround"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
@@ -188,7 +189,7 @@ WHERE scope = $1 AND operation = $2 AND key_digest = $3`
 // (UPDATE) with the sealed result, against the limit's INSERT and UPDATE.
 func BenchmarkRunFirst(b *testing.B) {
 	for _, g := range benchGoroutines {
-		benchround.Run(b, g, func(b *testing.B) {
+		benchround.RunVariants(b, g, benchround.Variant{Name: "engine", Fn: func(b *testing.B) {
 			env := newBenchEnv(b)
 			prefix := "first-" + benchPrefix(b) + "-"
 			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
@@ -198,27 +199,79 @@ func BenchmarkRunFirst(b *testing.B) {
 				}
 				return err
 			})
-		}, func(b *testing.B) {
+		}}, benchround.Variant{Name: "limit", Fn: func(b *testing.B) {
 			env := newBenchEnv(b)
 			blob := make([]byte, env.sealedLen)
 			prefix := benchPrefix(b)
 			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
-				var id int64
-				if err := env.pool.QueryRow(ctx, limitInsertSQL,
-					benchScope, idem.DefaultOperation, benchDigest(prefix, i), benchOwner).Scan(&id); err != nil {
-					return fmt.Errorf("insert: %w", err)
-				}
-				tag, err := env.pool.Exec(ctx, limitCompleteSQL, id, blob)
-				if err != nil {
-					return fmt.Errorf("complete: %w", err)
-				}
-				if tag.RowsAffected() != 1 {
-					return errors.New("complete: no row")
-				}
-				return nil
+				return limitFirst(ctx, env.pool, benchDigest(prefix, i), benchOwner, func() ([]byte, error) { return blob, nil })
 			})
-		})
+		}}, benchround.Variant{Name: "floor", Fn: func(b *testing.B) {
+			env := newBenchEnv(b)
+			f := newBenchFloor(b)
+			prefix := "floor-" + benchPrefix(b) + "-"
+			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
+				return floorFirst(ctx, env.pool, f, prefix+strconv.Itoa(i))
+			})
+		}})
 	}
+}
+
+// limitFirst is the limit of a first run of digest under owner token,
+// storing what result returns between the insert and the update.
+func limitFirst(ctx context.Context, pool *pgxpool.Pool, digest, token string, result func() ([]byte, error)) error {
+	var id int64
+	if err := pool.QueryRow(ctx, limitInsertSQL, benchScope, idem.DefaultOperation, digest, token).Scan(&id); err != nil {
+		return fmt.Errorf("insert: %w", err)
+	}
+	blob, err := result()
+	if err != nil {
+		return fmt.Errorf("result: %w", err)
+	}
+	tag, err := pool.Exec(ctx, limitCompleteSQL, id, blob)
+	if err != nil {
+		return fmt.Errorf("complete: %w", err)
+	}
+	if tag.RowsAffected() != 1 {
+		return errors.New("complete: no row")
+	}
+	return nil
+}
+
+// floorFirst is the floor of a first run of key: the limit's statements
+// with the client work of the contract (see idem/internal/benchfloor).
+func floorFirst(ctx context.Context, pool *pgxpool.Pool, f *benchfloor.Floor, key string) error {
+	digest, _, token := benchfloor.Reserve(benchScope, idem.DefaultOperation, key)
+	return limitFirst(ctx, pool, digest, token, func() ([]byte, error) {
+		v, err := benchCallback(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return f.Seal(digest, v)
+	})
+}
+
+// limitReplay reads what the limit of a replay reads for digest.
+func limitReplay(ctx context.Context, pool *pgxpool.Pool, digest string) ([]byte, error) {
+	var status, fp string
+	var result []byte
+	if err := pool.QueryRow(ctx, limitReplaySQL, benchScope, idem.DefaultOperation, digest).Scan(&status, &fp, &result); err != nil {
+		return nil, fmt.Errorf("select: %w", err)
+	}
+	if status != string(idemdriver.StatusCompleted) || len(result) == 0 {
+		return nil, fmt.Errorf("select: status %q, %d bytes", status, len(result))
+	}
+	return result, nil
+}
+
+// newBenchFloor returns a benchfloor.Floor or fails b.
+func newBenchFloor(b *testing.B) *benchfloor.Floor {
+	b.Helper()
+	f, err := benchfloor.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return f
 }
 
 // BenchmarkRunReplay measures a replay: idem.Run on a key completed
@@ -256,7 +309,7 @@ func BenchmarkRunReplay(b *testing.B) {
 		return keys, digests
 	}
 	for _, g := range benchGoroutines {
-		benchround.Run(b, g, func(b *testing.B) {
+		benchround.RunVariants(b, g, benchround.Variant{Name: "engine", Fn: func(b *testing.B) {
 			env := newBenchEnv(b)
 			keys, _ := completed(b, env)
 			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
@@ -266,21 +319,39 @@ func BenchmarkRunReplay(b *testing.B) {
 				}
 				return err
 			})
-		}, func(b *testing.B) {
+		}}, benchround.Variant{Name: "limit", Fn: func(b *testing.B) {
 			env := newBenchEnv(b)
 			_, digests := completed(b, env)
 			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
-				var status, fp string
-				var result []byte
-				if err := env.pool.QueryRow(ctx, limitReplaySQL,
-					benchScope, idem.DefaultOperation, digests[i%len(digests)]).Scan(&status, &fp, &result); err != nil {
-					return fmt.Errorf("select: %w", err)
+				_, err := limitReplay(ctx, env.pool, digests[i%len(digests)])
+				return err
+			})
+		}}, benchround.Variant{Name: "floor", Fn: func(b *testing.B) {
+			env := newBenchEnv(b)
+			f := newBenchFloor(b)
+			prefix := "floor-" + benchPrefix(b) + "-"
+			keys := make([]string, benchReplayKeys)
+			for i := range keys {
+				keys[i] = prefix + strconv.Itoa(i)
+				if err := floorFirst(context.Background(), env.pool, f, keys[i]); err != nil {
+					b.Fatal(err)
 				}
-				if status != string(idemdriver.StatusCompleted) || len(result) == 0 {
-					return fmt.Errorf("select: status %q, %d bytes", status, len(result))
+			}
+			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
+				digest := idem.Digest(benchScope, idem.DefaultOperation, keys[i%len(keys)])
+				sealed, err := limitReplay(ctx, env.pool, digest)
+				if err != nil {
+					return err
+				}
+				var v benchResult
+				if err := f.Open(digest, sealed, &v); err != nil {
+					return err
+				}
+				if v != benchValue {
+					return fmt.Errorf("floor replay: %+v", v)
 				}
 				return nil
 			})
-		})
+		}})
 	}
 }

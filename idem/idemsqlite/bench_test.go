@@ -18,6 +18,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/idem/internal/benchfloor"
 	"github.com/unstuckhq/unstuck/internal/benchround"
 )
 
@@ -185,14 +186,24 @@ func newBenchLimit(b *testing.B, db *sql.DB) *benchLimit {
 
 // first is the limit of a first run of digest.
 func (l *benchLimit) first(ctx context.Context, digest string, blob []byte) error {
+	return l.firstAs(ctx, digest, benchOwner, func() ([]byte, error) { return blob, nil })
+}
+
+// firstAs is first under owner token, storing what result returns between
+// the insert and the update (the floor seals the callback's value there).
+func (l *benchLimit) firstAs(ctx context.Context, digest, token string, result func() ([]byte, error)) error {
 	now := time.Now().UnixMicro()
 	var id int64
 	l.writer <- struct{}{}
-	err := l.insert.QueryRowContext(ctx, benchScope, idem.DefaultOperation, digest, benchOwner, l.fence.Add(1),
+	err := l.insert.QueryRowContext(ctx, benchScope, idem.DefaultOperation, digest, token, l.fence.Add(1),
 		now+benchLease.Microseconds(), now, now, now+benchTTL.Microseconds()).Scan(&id)
 	<-l.writer
 	if err != nil {
 		return fmt.Errorf("insert: %w", err)
+	}
+	blob, err := result()
+	if err != nil {
+		return fmt.Errorf("result: %w", err)
 	}
 	l.writer <- struct{}{}
 	res, err := l.complete.ExecContext(ctx, blob, time.Now().UnixMicro(), id)
@@ -206,13 +217,49 @@ func (l *benchLimit) first(ctx context.Context, digest string, blob []byte) erro
 	return nil
 }
 
+// floorFirst is the floor of a first run of key: the limit's statements
+// with the client work of the contract (see idem/internal/benchfloor).
+func (l *benchLimit) floorFirst(ctx context.Context, f *benchfloor.Floor, key string) error {
+	digest, _, token := benchfloor.Reserve(benchScope, idem.DefaultOperation, key)
+	return l.firstAs(ctx, digest, token, func() ([]byte, error) {
+		v, err := benchCallback(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return f.Seal(digest, v)
+	})
+}
+
+// replayed reads what the limit of a replay reads for digest.
+func (l *benchLimit) replayed(ctx context.Context, digest string) ([]byte, error) {
+	var status, fp string
+	var result []byte
+	if err := l.replay.QueryRowContext(ctx, benchScope, idem.DefaultOperation, digest).Scan(&status, &fp, &result); err != nil {
+		return nil, fmt.Errorf("select: %w", err)
+	}
+	if status != string(idemdriver.StatusCompleted) || len(result) == 0 {
+		return nil, fmt.Errorf("select: status %q, %d bytes", status, len(result))
+	}
+	return result, nil
+}
+
+// newBenchFloor returns a benchfloor.Floor or fails b.
+func newBenchFloor(b *testing.B) *benchfloor.Floor {
+	b.Helper()
+	f, err := benchfloor.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return f
+}
+
 // BenchmarkRunFirst measures a first run: idem.Run on a new key, which
 // reserves it (a prepared read that misses, then one prepared INSERT …
 // RETURNING), calls back and completes it (a prepared UPDATE) with the
 // sealed result, against the limit's INSERT and UPDATE.
 func BenchmarkRunFirst(b *testing.B) {
 	for _, g := range benchGoroutines {
-		benchround.Run(b, g, func(b *testing.B) {
+		benchround.RunVariants(b, g, benchround.Variant{Name: "engine", Fn: func(b *testing.B) {
 			env := newBenchEnv(b)
 			prefix := "first-" + benchPrefix(b) + "-"
 			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
@@ -222,7 +269,7 @@ func BenchmarkRunFirst(b *testing.B) {
 				}
 				return err
 			})
-		}, func(b *testing.B) {
+		}}, benchround.Variant{Name: "limit", Fn: func(b *testing.B) {
 			env := newBenchEnv(b)
 			l := newBenchLimit(b, env.db)
 			blob := make([]byte, env.sealedLen)
@@ -230,7 +277,15 @@ func BenchmarkRunFirst(b *testing.B) {
 			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
 				return l.first(ctx, benchDigest(prefix, i), blob)
 			})
-		})
+		}}, benchround.Variant{Name: "floor", Fn: func(b *testing.B) {
+			env := newBenchEnv(b)
+			l := newBenchLimit(b, env.db)
+			f := newBenchFloor(b)
+			prefix := "floor-" + benchPrefix(b) + "-"
+			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
+				return l.floorFirst(ctx, f, prefix+strconv.Itoa(i))
+			})
+		}})
 	}
 }
 
@@ -256,7 +311,7 @@ func BenchmarkRunReplay(b *testing.B) {
 		return keys, digests
 	}
 	for _, g := range benchGoroutines {
-		benchround.Run(b, g, func(b *testing.B) {
+		benchround.RunVariants(b, g, benchround.Variant{Name: "engine", Fn: func(b *testing.B) {
 			env := newBenchEnv(b)
 			keys, _ := completed(b, env)
 			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
@@ -266,22 +321,41 @@ func BenchmarkRunReplay(b *testing.B) {
 				}
 				return err
 			})
-		}, func(b *testing.B) {
+		}}, benchround.Variant{Name: "limit", Fn: func(b *testing.B) {
 			env := newBenchEnv(b)
 			_, digests := completed(b, env)
 			l := newBenchLimit(b, env.db)
 			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
-				var status, fp string
-				var result []byte
-				if err := l.replay.QueryRowContext(ctx, benchScope, idem.DefaultOperation,
-					digests[i%len(digests)]).Scan(&status, &fp, &result); err != nil {
-					return fmt.Errorf("select: %w", err)
+				_, err := l.replayed(ctx, digests[i%len(digests)])
+				return err
+			})
+		}}, benchround.Variant{Name: "floor", Fn: func(b *testing.B) {
+			env := newBenchEnv(b)
+			l := newBenchLimit(b, env.db)
+			f := newBenchFloor(b)
+			prefix := "floor-" + benchPrefix(b) + "-"
+			keys := make([]string, benchReplayKeys)
+			for i := range keys {
+				keys[i] = prefix + strconv.Itoa(i)
+				if err := l.floorFirst(context.Background(), f, keys[i]); err != nil {
+					b.Fatal(err)
 				}
-				if status != string(idemdriver.StatusCompleted) || len(result) == 0 {
-					return fmt.Errorf("select: status %q, %d bytes", status, len(result))
+			}
+			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
+				digest := idem.Digest(benchScope, idem.DefaultOperation, keys[i%len(keys)])
+				sealed, err := l.replayed(ctx, digest)
+				if err != nil {
+					return err
+				}
+				var v benchResult
+				if err := f.Open(digest, sealed, &v); err != nil {
+					return err
+				}
+				if v != benchValue {
+					return fmt.Errorf("floor replay: %+v", v)
 				}
 				return nil
 			})
-		})
+		}})
 	}
 }

@@ -25,17 +25,25 @@ func Rounds() int {
 // suffixes the repeated names with #01, #02, …: the ratio of round k is
 // limit ns/op ÷ engine ns/op of the pair with the same suffix.
 func Run(b *testing.B, g int, engine, limit func(b *testing.B)) {
-	type sub struct {
-		name string
-		fn   func(b *testing.B)
-	}
+	RunVariants(b, g, Variant{"engine", engine}, Variant{"limit", limit})
+}
+
+// Variant is one side of a comparison: its name and its benchmark.
+type Variant struct {
+	Name string
+	Fn   func(b *testing.B)
+}
+
+// RunVariants runs every variant as a sub-benchmark of b named
+// "name/goroutines=g", [Rounds] times, the order rotated by one each
+// round (round k starts with variant k mod len), so that each variant
+// runs first, in the middle and last equally often. Ratios are taken
+// between sub-benchmarks with the same #NN suffix, as for [Run].
+func RunVariants(b *testing.B, g int, variants ...Variant) {
 	for round := range Rounds() {
-		subs := [2]sub{{"engine", engine}, {"limit", limit}}
-		if round%2 == 1 {
-			subs[0], subs[1] = subs[1], subs[0]
-		}
-		for _, s := range subs {
-			b.Run(s.name+"/goroutines="+strconv.Itoa(g), s.fn)
+		for i := range variants {
+			v := variants[(round+i)%len(variants)]
+			b.Run(v.Name+"/goroutines="+strconv.Itoa(g), v.Fn)
 		}
 	}
 }
