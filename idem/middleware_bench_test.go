@@ -329,7 +329,9 @@ func benchLoop(b *testing.B, op func(i int) error) {
 //     handler through the recorder, encode and seal the response, complete);
 //   - replay: the middleware on one key completed beforehand (parse, scope,
 //     fingerprint, digest, reserve finds the record, decide, open and
-//     decode the stored response, write it).
+//     decode the stored response, write it);
+//   - floor-first, floor-replay: the same answers from the least work the
+//     contract asks for (benchMWFloor), the floor of first and replay.
 //
 // Every variant builds the same request and key string and checks the
 // answer the same way, so variant − bare is the middleware plus the fixture
@@ -353,6 +355,140 @@ func BenchmarkMiddleware(b *testing.B) {
 		}
 		benchLoop(b, func(int) error { return benchMWServe(h, q.next(0), true) })
 	})
+	b.Run("floor-first", func(b *testing.B) {
+		f := newBenchMWFloor(b)
+		q := newBenchMWRequest()
+		benchLoop(b, func(i int) error { return benchMWServe(f.first(), q.next(i+1), false) })
+	})
+	b.Run("floor-replay", func(b *testing.B) {
+		f := newBenchMWFloor(b)
+		q := newBenchMWRequest()
+		if err := benchMWServe(f.first(), q.next(0), false); err != nil {
+			b.Fatal(err)
+		}
+		benchLoop(b, func(int) error { return benchMWServe(f.replay(), q.next(0), true) })
+	})
+}
+
+// benchMWFloor is the FLOOR of the middleware (issue 12): the least work
+// that the contract asks of an idempotency middleware on top of the
+// handler, with none of the middleware's bookkeeping (no run state on the
+// context, no decision table, no lease, deadline, metrics or late
+// writes), to tell the overhead that the requirements cost from the
+// middleware's own. A first request: parse the key (an RFC 8941 string,
+// draft-ietf-httpapi-idempotency-key-header), resolve the scope (SPEC H5),
+// read the body and fingerprint the request (H6), digest the key (H5) and
+// hash it for search (K11), draw an owner token, reserve in the fixture
+// store, run the handler through a writer that keeps a copy of the
+// response, encode and seal it (H14) and complete. A replay: the same up
+// to the reservation, which finds the record, then open the stored
+// response and write it with Idempotent-Replayed. It uses the package's
+// parts, each measured alone in BenchmarkMiddlewareParts.
+type benchMWFloor struct {
+	m     *Middleware
+	e     *Engine
+	store *benchMemStore
+	h     http.Handler
+}
+
+func newBenchMWFloor(b *testing.B) *benchMWFloor {
+	b.Helper()
+	e, store := benchMWEngine(b)
+	m, err := NewMiddleware(e, MiddlewareConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &benchMWFloor{m: m, e: e, store: store, h: http.HandlerFunc(benchMWHandler)}
+}
+
+// ident does the work both paths share before the reservation.
+func (f *benchMWFloor) ident(r *http.Request) (id idemdriver.Ident, fp, keyHash string, err error) {
+	key, err := ParseKeyHeader(r.Header, KeyRules{})
+	if err != nil {
+		return id, "", "", err
+	}
+	scope := f.m.resolveScope(r)
+	fp, body, err := Fingerprint(r, 10<<20)
+	if err != nil {
+		return id, "", "", err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return idemdriver.Ident{Scope: scope, Operation: r.Pattern, KeyDigest: Digest(scope, r.Pattern, key)}, fp, KeyHash(key), nil
+}
+
+func (f *benchMWFloor) first() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		id, fp, keyHash, err := f.ident(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		rec, created, err := f.store.Reserve(ctx, idemdriver.ReserveParams{Ident: id, KeyHash: keyHash, Fingerprint: fp,
+			Owner: newOwnerToken(), Lease: DefaultLease, TTL: DefaultTTL, Lean: true})
+		if err != nil || !created {
+			http.Error(w, "reserve", http.StatusInternalServerError)
+			return
+		}
+		tee := &benchTee{ResponseWriter: w}
+		f.h.ServeHTTP(tee, r)
+		kept := http.Header{"Content-Type": w.Header()["Content-Type"]}
+		env, err := StoredResponse{Status: tee.status, Header: kept, Body: tee.body.Bytes()}.MarshalBinary()
+		if err != nil {
+			return
+		}
+		sealed, err := f.e.sealer.seal(id, fp, env)
+		if err == nil {
+			err = f.store.Complete(ctx, id, rec.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, Result: sealed, ResponseCode: tee.status})
+		}
+		if err != nil {
+			panic(err) // the response is written; a benchmark fixture fails loudly
+		}
+	})
+}
+
+func (f *benchMWFloor) replay() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, fp, keyHash, err := f.ident(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		rec, created, err := f.store.Reserve(r.Context(), idemdriver.ReserveParams{Ident: id, KeyHash: keyHash, Fingerprint: fp,
+			Owner: newOwnerToken(), Lease: DefaultLease, TTL: DefaultTTL, Lean: true})
+		if err != nil || created || rec.Fingerprint != fp || rec.Status != idemdriver.StatusCompleted {
+			http.Error(w, "not a replay", http.StatusInternalServerError)
+			return
+		}
+		plain, err := f.e.sealer.open(id, fp, rec.Result)
+		if err == nil {
+			_, err = replayResponse(w, plain, f.m.replay)
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
+	})
+}
+
+// benchTee is the least a middleware can wrap the handler's writer with
+// to keep the response: the status and a copy of the body.
+type benchTee struct {
+	http.ResponseWriter
+	status int
+	body   bytes.Buffer
+}
+
+func (t *benchTee) WriteHeader(code int) {
+	t.status = code
+	t.ResponseWriter.WriteHeader(code)
+}
+
+func (t *benchTee) Write(p []byte) (int, error) {
+	if t.status == 0 {
+		t.status = http.StatusOK
+	}
+	t.body.Write(p)
+	return t.ResponseWriter.Write(p)
 }
 
 // BenchmarkMiddlewareParts measures the pieces of the middleware's work one

@@ -3,7 +3,9 @@
 # "HTTP middleware overhead (issue 12)"). Measures, in interleaved rounds
 # with the order rotated each round, one process per (implementation,
 # variant):
-#   now    idem's BenchmarkMiddleware/{bare,first,replay} at the working tree;
+#   now    idem's BenchmarkMiddleware/{bare,first,replay} at the working tree,
+#          and its floor-first, floor-replay: the least work the contract asks
+#          for (benchMWFloor in idem/middleware_bench_test.go);
 #   base   the same at git revision $BASE (default: none; e.g. BASE=a18d59f);
 #   fiber  Fiber v2's idempotency middleware on the same request and handler,
 #          in a throwaway module made in a temporary directory (not this
@@ -45,6 +47,7 @@ runs=()
 for impl in "${impls[@]}"; do
 	for v in bare first replay; do runs+=("$impl/$v"); done
 done
+runs+=(now/floor-first now/floor-replay) # the contract's least work (benchMWFloor)
 n=${#runs[@]}
 : >"$tmp/raw"
 for ((round = 0; round < ROUNDS; round++)); do
@@ -67,14 +70,27 @@ awk '
 	function sortv(a, n,   i, j, t) { for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t } }
 	function stat(a, n) { sortv(a, n); return sprintf("%.2f / %.2f / %.2f", a[1], (n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2), a[n]) }
 	END {
-		for (impl in impls) for (v = 1; v <= 2; v++) {
-			variant = v == 1 ? "first" : "replay"
+		split("first replay floor-first floor-replay", variants, " ")
+		for (impl in impls) for (v = 1; v <= 4; v++) {
+			variant = variants[v]
 			k = 0; delete d; delete ra; delete da
 			for (r in rounds) {
 				key = r " " impl
+				if (ns[key, variant] == "") continue
 				k++; d[k] = (ns[key, variant] - ns[key, "bare"]) / 1000; ra[k] = ns[key, variant] / ns[key, "bare"]; da[k] = al[key, variant] - al[key, "bare"]
 			}
-			printf "%-6s %-6s cpu overhead us %s | cpu ratio to bare %s | allocs overhead %s\n", impl, variant, stat(d, k), stat(ra, k), stat(da, k)
+			if (k) printf "%-6s %-12s cpu overhead us %s | cpu ratio to bare %s | allocs overhead %s\n", impl, variant, stat(d, k), stat(ra, k), stat(da, k)
+		}
+		# what is left of the middleware over the floor, round by round
+		for (v = 1; v <= 2; v++) {
+			variant = variants[v]
+			k = 0; delete d
+			for (r in rounds) {
+				key = r " now"
+				if (ns[key, "floor-" variant] == "") continue
+				k++; d[k] = (ns[key, variant] - ns[key, "floor-" variant]) / 1000
+			}
+			if (k) printf "now    %-12s cpu over its floor us %s\n", variant, stat(d, k)
 		}
 	}' "$tmp/raw" | sort
 exit 0
