@@ -208,7 +208,7 @@ func BenchmarkRunFirst(b *testing.B) {
 			})
 		}}, benchround.Variant{Name: "floor", Fn: func(b *testing.B) {
 			env := newBenchEnv(b)
-			f := newBenchFloor(b)
+			f := benchfloor.NewTB(b)
 			prefix := "floor-" + benchPrefix(b) + "-"
 			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
 				return floorFirst(ctx, env.pool, f, prefix+strconv.Itoa(i))
@@ -241,14 +241,10 @@ func limitFirst(ctx context.Context, pool *pgxpool.Pool, digest, token string, r
 // floorFirst is the floor of a first run of key: the limit's statements
 // with the client work of the contract (see idem/internal/benchfloor).
 func floorFirst(ctx context.Context, pool *pgxpool.Pool, f *benchfloor.Floor, key string) error {
-	digest, _, token := benchfloor.Reserve(benchScope, idem.DefaultOperation, key)
-	return limitFirst(ctx, pool, digest, token, func() ([]byte, error) {
-		v, err := benchCallback(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return f.Seal(digest, v)
-	})
+	return f.First(benchScope, idem.DefaultOperation, key, func() (any, error) { return benchCallback(ctx) },
+		func(digest, token string, result func() ([]byte, error)) error {
+			return limitFirst(ctx, pool, digest, token, result)
+		})
 }
 
 // limitReplay reads what the limit of a replay reads for digest.
@@ -262,16 +258,6 @@ func limitReplay(ctx context.Context, pool *pgxpool.Pool, digest string) ([]byte
 		return nil, fmt.Errorf("select: status %q, %d bytes", status, len(result))
 	}
 	return result, nil
-}
-
-// newBenchFloor returns a benchfloor.Floor or fails b.
-func newBenchFloor(b *testing.B) *benchfloor.Floor {
-	b.Helper()
-	f, err := benchfloor.New()
-	if err != nil {
-		b.Fatal(err)
-	}
-	return f
 }
 
 // BenchmarkRunReplay measures a replay: idem.Run on a key completed
@@ -328,7 +314,7 @@ func BenchmarkRunReplay(b *testing.B) {
 			})
 		}}, benchround.Variant{Name: "floor", Fn: func(b *testing.B) {
 			env := newBenchEnv(b)
-			f := newBenchFloor(b)
+			f := benchfloor.NewTB(b)
 			prefix := "floor-" + benchPrefix(b) + "-"
 			keys := make([]string, benchReplayKeys)
 			for i := range keys {
@@ -338,13 +324,10 @@ func BenchmarkRunReplay(b *testing.B) {
 				}
 			}
 			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
-				digest := idem.Digest(benchScope, idem.DefaultOperation, keys[i%len(keys)])
-				sealed, err := limitReplay(ctx, env.pool, digest)
-				if err != nil {
-					return err
-				}
 				var v benchResult
-				if err := f.Open(digest, sealed, &v); err != nil {
+				if err := f.Replay(benchScope, idem.DefaultOperation, keys[i%len(keys)], func(digest string) ([]byte, error) {
+					return limitReplay(ctx, env.pool, digest)
+				}, &v); err != nil {
 					return err
 				}
 				if v != benchValue {

@@ -1,5 +1,7 @@
 package idempgx
 
+import "fmt"
+
 // The store's SQL: each statement is one store call, or one step of
 // Reserve, run alone in autocommit by the Store or inside the application's
 // transaction by WithinTx. Names are unqualified: they resolve in the
@@ -188,17 +190,23 @@ RETURNING ` + recordColumns + `, coalesce($8::timestamptz, statement_timestamp()
 //
 // $1 scope, $2 operation, $3 key_digest, $4 owner_token, $5 fence,
 // $6 status, $7 result, $8 response_code, $9 last_error, $10 now.
-const completeSQL = `UPDATE unstuck_idem_record SET
-    status = $6,
-    result = $7,
-    response_code = $8,
-    last_error = $9,
-    lease_expires_at = NULL,
-    version = version + 1,
-    updated_at = coalesce($10::timestamptz, statement_timestamp())
+var completeSQL = `UPDATE unstuck_idem_record SET ` + completeSet(6) + `
 WHERE scope = $1 AND operation = $2 AND key_digest = $3
     AND owner_token = $4 AND fence = $5
     AND status IS NOT DISTINCT FROM 'processing'`
+
+// completeSet is what a completion writes, from the parameters numbered
+// from n on: status, result, response_code, last_error and now.
+func completeSet(n int) string {
+	return fmt.Sprintf(`
+    status = $%d,
+    result = $%d,
+    response_code = $%d,
+    last_error = $%d,
+    lease_expires_at = NULL,
+    version = version + 1,
+    updated_at = coalesce($%d::timestamptz, statement_timestamp())`, n, n+1, n+2, n+3, n+4)
+}
 
 // completeByIDSQL is completeSQL finding the record by its primary key
 // (idemdriver.Completion.RecordID): a look-up that no plan turns into a
@@ -208,16 +216,9 @@ WHERE scope = $1 AND operation = $2 AND key_digest = $3
 // changes nothing. The scope and operation are not compared: with them
 // PostgreSQL plans the ident index, which costs more than the primary key.
 //
-// $1 id, $2 key_digest, $3 owner_token, $4 fence, $5 status, $6 result,
-// $7 response_code, $8 last_error, $9 now.
-const completeByIDSQL = `UPDATE unstuck_idem_record SET
-    status = $5,
-    result = $6,
-    response_code = $7,
-    last_error = $8,
-    lease_expires_at = NULL,
-    version = version + 1,
-    updated_at = coalesce($9::timestamptz, statement_timestamp())
+// $1 id, $2 key_digest, $3 owner_token, $4 fence, then completeSet's
+// from $5.
+var completeByIDSQL = `UPDATE unstuck_idem_record SET ` + completeSet(5) + `
 WHERE id = $1 AND key_digest = $2 AND owner_token = $3 AND fence = $4
     AND status IS NOT DISTINCT FROM 'processing'`
 

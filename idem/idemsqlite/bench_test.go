@@ -220,14 +220,10 @@ func (l *benchLimit) firstAs(ctx context.Context, digest, token string, result f
 // floorFirst is the floor of a first run of key: the limit's statements
 // with the client work of the contract (see idem/internal/benchfloor).
 func (l *benchLimit) floorFirst(ctx context.Context, f *benchfloor.Floor, key string) error {
-	digest, _, token := benchfloor.Reserve(benchScope, idem.DefaultOperation, key)
-	return l.firstAs(ctx, digest, token, func() ([]byte, error) {
-		v, err := benchCallback(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return f.Seal(digest, v)
-	})
+	return f.First(benchScope, idem.DefaultOperation, key, func() (any, error) { return benchCallback(ctx) },
+		func(digest, token string, result func() ([]byte, error)) error {
+			return l.firstAs(ctx, digest, token, result)
+		})
 }
 
 // replayed reads what the limit of a replay reads for digest.
@@ -241,16 +237,6 @@ func (l *benchLimit) replayed(ctx context.Context, digest string) ([]byte, error
 		return nil, fmt.Errorf("select: status %q, %d bytes", status, len(result))
 	}
 	return result, nil
-}
-
-// newBenchFloor returns a benchfloor.Floor or fails b.
-func newBenchFloor(b *testing.B) *benchfloor.Floor {
-	b.Helper()
-	f, err := benchfloor.New()
-	if err != nil {
-		b.Fatal(err)
-	}
-	return f
 }
 
 // BenchmarkRunFirst measures a first run: idem.Run on a new key, which
@@ -280,7 +266,7 @@ func BenchmarkRunFirst(b *testing.B) {
 		}}, benchround.Variant{Name: "floor", Fn: func(b *testing.B) {
 			env := newBenchEnv(b)
 			l := newBenchLimit(b, env.db)
-			f := newBenchFloor(b)
+			f := benchfloor.NewTB(b)
 			prefix := "floor-" + benchPrefix(b) + "-"
 			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
 				return l.floorFirst(ctx, f, prefix+strconv.Itoa(i))
@@ -332,7 +318,7 @@ func BenchmarkRunReplay(b *testing.B) {
 		}}, benchround.Variant{Name: "floor", Fn: func(b *testing.B) {
 			env := newBenchEnv(b)
 			l := newBenchLimit(b, env.db)
-			f := newBenchFloor(b)
+			f := benchfloor.NewTB(b)
 			prefix := "floor-" + benchPrefix(b) + "-"
 			keys := make([]string, benchReplayKeys)
 			for i := range keys {
@@ -342,13 +328,10 @@ func BenchmarkRunReplay(b *testing.B) {
 				}
 			}
 			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
-				digest := idem.Digest(benchScope, idem.DefaultOperation, keys[i%len(keys)])
-				sealed, err := l.replayed(ctx, digest)
-				if err != nil {
-					return err
-				}
 				var v benchResult
-				if err := f.Open(digest, sealed, &v); err != nil {
+				if err := f.Replay(benchScope, idem.DefaultOperation, keys[i%len(keys)], func(digest string) ([]byte, error) {
+					return l.replayed(ctx, digest)
+				}, &v); err != nil {
 					return err
 				}
 				if v != benchValue {

@@ -25,6 +25,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"testing"
 
 	"github.com/unstuckhq/unstuck/idem"
 )
@@ -50,6 +51,16 @@ func New() (*Floor, error) {
 		return nil, err
 	}
 	return &Floor{aead: aead}, nil
+}
+
+// NewTB returns a new Floor or fails tb (for benchmarks).
+func NewTB(tb testing.TB) *Floor {
+	tb.Helper()
+	f, err := New()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return f
 }
 
 // Reserve is the client work of a first run before its insert: the digest
@@ -86,4 +97,29 @@ func (f *Floor) Open(digest string, sealed []byte, v any) error {
 		return err
 	}
 	return json.Unmarshal(plain, v)
+}
+
+// First is a floor first run of key: Reserve's work, then the limit's
+// statements, run with the digest and token; they call result between
+// their insert and their update, which calls value and seals it.
+func (f *Floor) First(scope, operation, key string, value func() (any, error), statements func(digest, token string, result func() ([]byte, error)) error) error {
+	digest, _, token := Reserve(scope, operation, key)
+	return statements(digest, token, func() ([]byte, error) {
+		v, err := value()
+		if err != nil {
+			return nil, err
+		}
+		return f.Seal(digest, v)
+	})
+}
+
+// Replay is a floor replay of key: the digest, the limit's read of the
+// sealed result by it, then Open into v.
+func (f *Floor) Replay(scope, operation, key string, read func(digest string) ([]byte, error), v any) error {
+	digest := idem.Digest(scope, operation, key)
+	sealed, err := read(digest)
+	if err != nil {
+		return err
+	}
+	return f.Open(digest, sealed, v)
 }

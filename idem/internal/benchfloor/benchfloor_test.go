@@ -36,3 +36,23 @@ func TestSealOpen(t *testing.T) {
 	require.Error(t, g.Open(digest, sealed, &got), "another key")
 	require.Error(t, f.Open(digest, sealed[:5], &got))
 }
+
+// First hands the statements the digest and token, and the result it
+// seals opens through Replay under the same key.
+func TestFirstReplay(t *testing.T) {
+	f, err := New()
+	require.NoError(t, err)
+	stored := map[string][]byte{}
+	err = f.First("tenant", "run", "key-1", func() (any, error) { return value{ID: "ch_2", Amount: 7}, nil },
+		func(digest, token string, result func() ([]byte, error)) error {
+			require.Len(t, token, 32)
+			sealed, err := result()
+			stored[digest] = sealed
+			return err
+		})
+	require.NoError(t, err)
+	var got value
+	require.NoError(t, f.Replay("tenant", "run", "key-1", func(digest string) ([]byte, error) { return stored[digest], nil }, &got))
+	require.Equal(t, value{ID: "ch_2", Amount: 7}, got)
+	require.Error(t, f.Replay("tenant", "run", "key-2", func(digest string) ([]byte, error) { return stored[digest], nil }, &got))
+}
