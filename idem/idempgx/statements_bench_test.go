@@ -4,6 +4,7 @@ package idempgx
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"testing"
@@ -14,13 +15,34 @@ import (
 	"github.com/unstuckhq/unstuck/internal/leanpath"
 )
 
+// requiredInsertSQL and requiredUpdateSQL are the limit's pair with what
+// the contract requires of the statements added, and nothing else: the
+// key hash stored (K11), an insert that meets an existing record without
+// an error (inside the application's transaction an error would abort it),
+// returning what a created record's owner needs (its fence, lease, times),
+// and a completion that only the owner of a processing record makes
+// (fencing) and that moves updated_at and version (the console's order and
+// an operator decision's compare-and-swap).
+const (
+	requiredInsertSQL = `INSERT INTO unstuck_idem_record (scope, operation, key_digest, status, owner_token, fence,
+    lease_expires_at, created_at, updated_at, expires_at, key_hash)
+VALUES ($1, $2, $3, 'processing', $4, nextval('unstuck_idem_fence_seq'),
+    now() + interval '1 minute', now(), now(), now() + interval '1 day', $5)
+ON CONFLICT (scope, operation, key_digest) DO NOTHING
+RETURNING id, fence, lease_expires_at, created_at, expires_at`
+	requiredUpdateSQL = `UPDATE unstuck_idem_record SET status = 'completed', result = $2, lease_expires_at = NULL,
+    updated_at = now(), version = version + 1
+WHERE id = $1 AND owner_token = $3 AND fence = $4 AND status IS NOT DISTINCT FROM 'processing'`
+)
+
 // BenchmarkFirstStatements splits the first-request row of issue 12 into
 // its statements: each operation runs the limit's INSERT and UPDATE on one
 // new key and the store's lean Reserve (written first, reserveLeanSQL) and
-// Complete on another, timing every statement alone, the limit's pair and
-// the store's in alternating order; Complete finds the record by primary
-// key (Completion.RecordID, as the engine's) in half of the operations and
-// by ident in the other half. It reports the median latency of each
+// Complete on another, and the required pair (requiredInsertSQL,
+// requiredUpdateSQL) on a third, timing every statement alone, the three
+// pairs in an order rotated each operation; Complete finds the record by
+// primary key (Completion.RecordID, as the engine's) in half of the
+// operations and by ident in the other half. It reports the median latency of each
 // statement in µs: what the store's SQL costs against the limit's, without
 // the engine around it. One goroutine, on the analyzed table of
 // newBenchEnv. It only reports.
@@ -31,7 +53,7 @@ func BenchmarkFirstStatements(b *testing.B) {
 	ctx := context.Background()
 	prefix := benchPrefix(b)
 	blob := make([]byte, env.sealedLen)
-	var limitInsert, limitUpdate, reserve, byID, byIdent []time.Duration
+	var limitInsert, limitUpdate, requiredInsert, requiredUpdate, reserve, byID, byIdent []time.Duration
 	timed := func(into *[]time.Duration, f func() error) {
 		t0 := time.Now()
 		if err := f(); err != nil {
@@ -42,7 +64,7 @@ func BenchmarkFirstStatements(b *testing.B) {
 	limit := func(i int) {
 		var id int64
 		timed(&limitInsert, func() error {
-			return env.pool.QueryRow(ctx, limitInsertSQL, benchScope, idem.DefaultOperation, benchDigest(prefix, 2*i), benchOwner).Scan(&id)
+			return env.pool.QueryRow(ctx, limitInsertSQL, benchScope, idem.DefaultOperation, benchDigest(prefix, 3*i), benchOwner).Scan(&id)
 		})
 		timed(&limitUpdate, func() error {
 			_, err := env.pool.Exec(ctx, limitCompleteSQL, id, blob)
@@ -51,7 +73,7 @@ func BenchmarkFirstStatements(b *testing.B) {
 	}
 	engine := func(i int) {
 		key := strconv.Itoa(i) + prefix
-		id := idemdriver.Ident{Scope: benchScope, Operation: idem.DefaultOperation, KeyDigest: benchDigest(prefix, 2*i+1)}
+		id := idemdriver.Ident{Scope: benchScope, Operation: idem.DefaultOperation, KeyDigest: benchDigest(prefix, 3*i+1)}
 		var rec idemdriver.Record
 		timed(&reserve, func() error {
 			var err error
@@ -66,14 +88,26 @@ func BenchmarkFirstStatements(b *testing.B) {
 		}
 		timed(into, func() error { return store.Complete(ctx, id, rec.Owner, c) })
 	}
+	required := func(i int) {
+		var id, fence int64
+		var lease, created, expires time.Time
+		timed(&requiredInsert, func() error {
+			return env.pool.QueryRow(ctx, requiredInsertSQL, benchScope, idem.DefaultOperation, benchDigest(prefix, 3*i+2), benchOwner,
+				idem.KeyHash(strconv.Itoa(i)+"required"+prefix)).Scan(&id, &fence, &lease, &created, &expires)
+		})
+		timed(&requiredUpdate, func() error {
+			tag, err := env.pool.Exec(ctx, requiredUpdateSQL, id, blob, benchOwner, fence)
+			if err == nil && tag.RowsAffected() != 1 {
+				err = errors.New("required update: no row")
+			}
+			return err
+		})
+	}
+	pairs := []func(int){limit, engine, required}
 	b.ResetTimer()
 	for i := range b.N {
-		if i%2 == 0 {
-			limit(i)
-			engine(i)
-		} else {
-			engine(i)
-			limit(i)
+		for k := range pairs {
+			pairs[(i+k)%len(pairs)](i)
 		}
 	}
 	b.StopTimer()
@@ -86,6 +120,8 @@ func BenchmarkFirstStatements(b *testing.B) {
 	}
 	b.ReportMetric(median(limitInsert), "µs-limit-insert")
 	b.ReportMetric(median(limitUpdate), "µs-limit-update")
+	b.ReportMetric(median(requiredInsert), "µs-required-insert")
+	b.ReportMetric(median(requiredUpdate), "µs-required-update")
 	b.ReportMetric(median(reserve), "µs-reserve")
 	b.ReportMetric(median(byID), "µs-complete-by-id")
 	b.ReportMetric(median(byIdent), "µs-complete-by-ident")
