@@ -210,11 +210,12 @@ func completeSet(n int) string {
 
 // completeByIDSQL is completeSQL finding the record by its primary key
 // (idemdriver.Completion.RecordID): a look-up that no plan turns into a
-// scan, even on a table without statistics, and cheaper than the
-// three-column ident. The row must still have the ident's digest (which
-// hashes scope and operation with the key) and the owner, so a wrong ID
-// changes nothing. The scope and operation are not compared: with them
-// PostgreSQL plans the ident index, which costs more than the primary key.
+// scan, even on a table without statistics (BENCHMARKS.md, "A table
+// without statistics"); as fast as by ident otherwise. The row must still
+// have the ident's digest (which hashes scope and operation with the key)
+// and the owner, so a wrong ID changes nothing. The scope and operation
+// are not compared: with them PostgreSQL plans by the ident's columns
+// again, where missing statistics can mislead it.
 //
 // $1 id, $2 key_digest, $3 owner_token, $4 fence, then completeSet's
 // from $5.
