@@ -123,15 +123,3 @@ func (d *database) recordCounts(ctx context.Context) (map[string]int, error) {
 	}
 	return out, nil
 }
-
-// isCompletion reports whether sql is one of the store's completion
-// statements (idem/idempgx completeSQL and completeByIDSQL, the engine's:
-// the owner's final UPDATE of a record, which sets the status and the
-// result from parameters; an operator's settleSQL sets result = NULL), as
-// the fault proxy sees it on the wire: the one place outside the driver
-// that knows its SQL, since the fault is injected between the two.
-func isCompletion(sql string) bool {
-	norm := strings.Join(strings.Fields(sql), " ")
-	rest, ok := strings.CutPrefix(norm, "UPDATE unstuck_idem_record SET status = $")
-	return ok && strings.Contains(rest, ", result = $")
-}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/unstuckhq/unstuck/internal/faultproxy"
+	"github.com/unstuckhq/unstuck/internal/idemsql"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
 
@@ -135,7 +136,7 @@ func restarts(ctx context.Context, env *pgEnv, sc scale, modes ...string) (int, 
 // cut cuts the completion statement for the window.
 func cut(after bool) func(ctx context.Context, env *pgEnv, p *faultproxy.Proxy, sc scale) (int, error) {
 	return func(ctx context.Context, env *pgEnv, p *faultproxy.Proxy, sc scale) (int, error) {
-		p.SetCut(&faultproxy.Cut{Match: isCompletion, After: after, P: 0.3})
+		p.SetCut(&faultproxy.Cut{Match: idemsql.IsCompletion, After: after, P: 0.3})
 		sleep(ctx, sc.window)
 		p.Clear()
 		st := p.Stats()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idemtest"
+	"github.com/unstuckhq/unstuck/internal/idemsql"
 	"github.com/unstuckhq/unstuck/internal/leanpath"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
@@ -212,5 +213,21 @@ FROM generate_series(1, 2000) i`)
 		}
 		require.NoError(t, rows.Err(), name)
 		require.Contains(t, plan.String(), q.index, "%s:\n%s", name, plan.String())
+	}
+}
+
+// The fault experiments cut completions on the wire by their shape
+// (internal/idemsql): both completion statements must be recognized and
+// no other statement of the store, or a cut experiment injects no fault
+// (or the wrong one) without a word.
+func TestFaultsKnowTheCompletion(t *testing.T) {
+	for name, sql := range map[string]string{"complete": completeSQL, "complete by id": completeByIDSQL} {
+		require.True(t, idemsql.IsCompletion(sql), name)
+	}
+	for name, sql := range map[string]string{
+		"settle": settleSQL, "takeover": takeoverSQL, "takeover fresh": takeoverFreshSQL, "annotate": annotateSQL,
+		"extend": extendSQL, "release": releaseSQL, "reserve": reserveLeanSQL, "insert": insertLeanSQL, "get": getLeanSQL,
+	} {
+		require.False(t, idemsql.IsCompletion(sql), name)
 	}
 }
