@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
 // sharedDeadlines bounds store calls whose caller's context can never be
@@ -52,7 +54,8 @@ func (s *sharedDeadlines) slot(timeout time.Duration) *deadlineSlot {
 // the slot's deadline, Done and Err. Its Value lets the context package
 // see the slot's cancellation (context.AfterFunc and WithCancel on it
 // register with the slot instead of starting a goroutine, and
-// context.Cause gives the slot's cause).
+// context.Cause gives the slot's cause), and tells a store that nothing
+// but the deadline ends it (idemdriver.DeadlineOnly).
 type sharedBound struct {
 	parent context.Context
 	slot   *deadlineSlot
@@ -62,6 +65,9 @@ func (c *sharedBound) Deadline() (time.Time, bool) { return c.slot.at, true }
 func (c *sharedBound) Done() <-chan struct{}       { return c.slot.ctx.Done() }
 func (c *sharedBound) Err() error                  { return c.slot.ctx.Err() }
 func (c *sharedBound) Value(key any) any {
+	if key == idemdriver.DeadlineOnlyKey {
+		return c.slot.ctx.Done() // nothing but the deadline ends it
+	}
 	// The slot's context answers only the context package's own key, with
 	// its cancellation; that answer must win over a parent's (a detached
 	// parent may be cancellable), every other key is the parent's.

@@ -9,6 +9,9 @@
 //     application's own writes (the middleware's transactional mode).
 //   - [LocalStore]: a Store on an embedded database, bounded by
 //     [CallDeadline] instead of a context deadline.
+//   - [DeadlineOnly]: whether nothing but its deadline ends a call's
+//     context, so that a store may enforce the deadline by cheaper means
+//     than watching the context (idempgx: on the socket).
 //   - [Admin]: the reads of operators and their tools (the console,
 //     search, bulk decisions): [KeyFilter] lists with keyset pages
 //     ([KeyPage], [EncodeCursor]), look-ups by ID and digest, counts per

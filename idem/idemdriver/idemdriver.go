@@ -354,6 +354,32 @@ type TxStore interface {
 	WithinTx(ctx context.Context, fn func(ctx context.Context, tx Store) error) error
 }
 
+// DeadlineOnlyKey is the context key under which a context whose only
+// cancellation is its deadline answers its own Done channel (see
+// [DeadlineOnly]). The engine's bound of a call whose caller can never
+// cancel it (an outcome write, a context.Background caller) answers it;
+// like net/http's context keys, it is a pointer to an unexported type.
+var DeadlineOnlyKey any = &deadlineOnlyKey{}
+
+type deadlineOnlyKey struct{}
+
+// DeadlineOnly reports whether nothing but its deadline ends ctx: ctx
+// answers [DeadlineOnlyKey] with the channel its Done returns (a context
+// derived with a cancellation of its own has another Done and is not). A
+// store may then end the call at ctx's deadline by other means than
+// watching ctx — idempgx sets the deadline on the connection's socket,
+// which is what pgx does itself when a watched context ends, without
+// registering a watch per statement — as long as the call still fails with
+// an error matching [context.DeadlineExceeded] at that deadline.
+func DeadlineOnly(ctx context.Context) bool {
+	done := ctx.Done()
+	if done == nil {
+		return false
+	}
+	ch, ok := ctx.Value(DeadlineOnlyKey).(<-chan struct{})
+	return ok && ch == done
+}
+
 // ContextWithCallDeadline returns a copy of ctx that carries deadline for
 // [CallDeadline]. The engine calls it for every call it makes to a
 // [LocalStore]; a store's own tests may too.

@@ -83,7 +83,14 @@
 // closes the connection) when it ends. The idem engine bounds each call it
 // makes by its store timeout (idem.WithStoreTimeout, 5 s by default), so a
 // dead link or a stalled server fails a call within the bound instead of
-// holding it until TCP gives up (minutes). Connections the pool opens on
+// holding it until TCP gives up (minutes). A call whose context nothing but
+// the engine's deadline ends (idemdriver.DeadlineOnly: an outcome write, a
+// context.Background caller) takes a connection from the pool, sets that
+// deadline on its socket and clears it before giving the connection back:
+// the same cut at the same moment as pgx's own (its default handler sets
+// the socket's deadline when a watched context ends), without a watch
+// registered per statement; the error matches context.DeadlineExceeded
+// either way. Connections the pool opens on
 // its own (MinConns, health checks) carry no caller's deadline: bound them
 // with the pool's connect timeout, which this package never changes for
 // you, e.g.

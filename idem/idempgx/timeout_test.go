@@ -3,6 +3,7 @@ package idempgx_test
 import (
 	"context"
 	"net"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
+	"github.com/unstuckhq/unstuck/internal/faultproxy"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
 
@@ -109,5 +111,62 @@ func TestSharedDeadlineCancelsARunningStatement(t *testing.T) {
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.Less(t, took, 10*bound, "returned after %s, bound %s", took, bound)
 		require.GreaterOrEqual(t, took, bound-bound/64)
+	}
+}
+
+// Issue 12: a call whose context nothing but the engine's shared deadline
+// ends runs with that deadline on its connection's socket instead of a
+// context pgx watches (idemdriver.DeadlineOnly). Through a proxy that
+// goes silent mid-flight, such a call must still fail at the store
+// timeout with context.DeadlineExceeded — as must a call whose caller can
+// cancel (a context pgx watches) — the silenced connection must not come
+// back from the pool, and a connection the engine used must go back
+// without its deadline: the application's own statement on it, after the
+// deadline has passed, succeeds.
+func TestSocketDeadlineCutsASilentConnection(t *testing.T) {
+	t.Parallel()
+	schema := pgtest.Schema(t)
+	require.NoError(t, idempgx.New(schema).Migrate(context.Background()))
+	cfg := schema.Config()
+	p, err := faultproxy.Listen(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	host, port, err := net.SplitHostPort(p.Addr())
+	require.NoError(t, err)
+	n, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(n)
+	cfg.MaxConns, cfg.MinConns = 1, 0 // one connection: every call reuses it
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	const bound = 400 * time.Millisecond
+	e, err := idem.New(idempgx.New(pool), idem.WithoutSealing(), idem.WithStoreTimeout(bound))
+	require.NoError(t, err)
+	run := func(ctx context.Context, key string) error {
+		_, err := idem.Run(ctx, e, key, "s", func(context.Context) (int, error) { return 1, nil })
+		return err
+	}
+
+	// The engine's calls leave no deadline on the connection they used.
+	require.NoError(t, run(context.Background(), "warm"))
+	time.Sleep(bound + bound/2)
+	var one int
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT 1").Scan(&one), "the application's statement on the engine's connection")
+
+	cancellable, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i, ctx := range []context.Context{context.Background(), cancellable} {
+		p.SetBlackhole(true)
+		began := time.Now()
+		err := run(ctx, "silent-"+strconv.Itoa(i))
+		took := time.Since(began)
+		p.SetBlackhole(false)
+		require.ErrorIs(t, err, context.DeadlineExceeded, "call %d", i)
+		require.GreaterOrEqual(t, took, bound-bound/64, "call %d ended before the store timeout", i)
+		require.Less(t, took, 10*bound, "call %d: returned after %s, bound %s", i, took, bound)
+		// The cut connection was closed, not handed out again: the next
+		// call works on a new one.
+		require.NoError(t, run(context.Background(), "after-"+strconv.Itoa(i)), "call %d", i)
 	}
 }
