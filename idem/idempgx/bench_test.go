@@ -241,10 +241,15 @@ func limitFirst(ctx context.Context, pool *pgxpool.Pool, digest, token string, r
 // floorFirst is the floor of a first run of key: the limit's statements
 // with the client work of the contract (see idem/internal/benchfloor).
 func floorFirst(ctx context.Context, pool *pgxpool.Pool, f *benchfloor.Floor, key string) error {
-	return f.First(benchScope, idem.DefaultOperation, key, func() (any, error) { return benchCallback(ctx) },
+	var v benchResult
+	err := f.First(benchScope, idem.DefaultOperation, key, func() (any, error) { return benchCallback(ctx) }, &v,
 		func(digest, token string, result func() ([]byte, error)) error {
 			return limitFirst(ctx, pool, digest, token, result)
 		})
+	if err == nil && v != benchValue {
+		err = fmt.Errorf("floor first: round trip %+v", v)
+	}
+	return err
 }
 
 // limitReplay reads what the limit of a replay reads for digest.

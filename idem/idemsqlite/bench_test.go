@@ -220,10 +220,15 @@ func (l *benchLimit) firstAs(ctx context.Context, digest, token string, result f
 // floorFirst is the floor of a first run of key: the limit's statements
 // with the client work of the contract (see idem/internal/benchfloor).
 func (l *benchLimit) floorFirst(ctx context.Context, f *benchfloor.Floor, key string) error {
-	return f.First(benchScope, idem.DefaultOperation, key, func() (any, error) { return benchCallback(ctx) },
+	var v benchResult
+	err := f.First(benchScope, idem.DefaultOperation, key, func() (any, error) { return benchCallback(ctx) }, &v,
 		func(digest, token string, result func() ([]byte, error)) error {
 			return l.firstAs(ctx, digest, token, result)
 		})
+	if err == nil && v != benchValue {
+		err = fmt.Errorf("floor first: round trip %+v", v)
+	}
+	return err
 }
 
 // replayed reads what the limit of a replay reads for digest.

@@ -9,8 +9,10 @@
 // The work, with the requirement that asks for it:
 //   - a first run: the digest that names the record (SPEC H5), the hash of
 //     the raw key kept for search (K11), an owner token of 128 random bits
-//     (the fencing of M2), and after the callback the value's JSON sealed
-//     with AES-256-GCM under a random nonce, bound to the digest (H14);
+//     (the fencing of M2), and after the callback the value's JSON, decoded
+//     again into the caller's type (R1: the first run returns the JSON round
+//     trip, as every repeat does) and sealed with AES-256-GCM under a random
+//     nonce, bound to the digest (H14);
 //   - a replay: the digest, then opening the stored result and decoding
 //     its JSON into the caller's type (what Run returns).
 //
@@ -72,10 +74,14 @@ func Reserve(scope, operation, key string) (digest, keyHash, token string) {
 }
 
 // Seal is the client work of a first run before its update: v's JSON,
-// sealed and bound to digest (nonce first).
-func (f *Floor) Seal(digest string, v any) ([]byte, error) {
+// decoded into roundTrip (the value Run returns, R1), sealed and bound to
+// digest (nonce first).
+func (f *Floor) Seal(digest string, v, roundTrip any) ([]byte, error) {
 	plain, err := json.Marshal(v)
 	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(plain, roundTrip); err != nil {
 		return nil, err
 	}
 	out := make([]byte, f.aead.NonceSize(), f.aead.NonceSize()+len(plain)+f.aead.Overhead())
@@ -101,15 +107,16 @@ func (f *Floor) Open(digest string, sealed []byte, v any) error {
 
 // First is a floor first run of key: Reserve's work, then the limit's
 // statements, run with the digest and token; they call result between
-// their insert and their update, which calls value and seals it.
-func (f *Floor) First(scope, operation, key string, value func() (any, error), statements func(digest, token string, result func() ([]byte, error)) error) error {
+// their insert and their update, which calls value and seals it (Seal,
+// with the round trip into roundTrip).
+func (f *Floor) First(scope, operation, key string, value func() (any, error), roundTrip any, statements func(digest, token string, result func() ([]byte, error)) error) error {
 	digest, _, token := Reserve(scope, operation, key)
 	return statements(digest, token, func() ([]byte, error) {
 		v, err := value()
 		if err != nil {
 			return nil, err
 		}
-		return f.Seal(digest, v)
+		return f.Seal(digest, v, roundTrip)
 	})
 }
 

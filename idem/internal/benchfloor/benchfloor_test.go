@@ -23,8 +23,10 @@ func TestSealOpen(t *testing.T) {
 	_, _, token2 := Reserve("tenant", "run", "key-1")
 	require.NotEqual(t, token, token2, "owner tokens are random")
 
-	sealed, err := f.Seal(digest, value{ID: "ch_1", Amount: 42})
+	var roundTrip value
+	sealed, err := f.Seal(digest, value{ID: "ch_1", Amount: 42}, &roundTrip)
 	require.NoError(t, err)
+	require.Equal(t, value{ID: "ch_1", Amount: 42}, roundTrip, "the JSON round trip")
 	var got value
 	require.NoError(t, f.Open(digest, sealed, &got))
 	require.Equal(t, value{ID: "ch_1", Amount: 42}, got)
@@ -43,7 +45,8 @@ func TestFirstReplay(t *testing.T) {
 	f, err := New()
 	require.NoError(t, err)
 	stored := map[string][]byte{}
-	err = f.First("tenant", "run", "key-1", func() (any, error) { return value{ID: "ch_2", Amount: 7}, nil },
+	var roundTrip value
+	err = f.First("tenant", "run", "key-1", func() (any, error) { return value{ID: "ch_2", Amount: 7}, nil }, &roundTrip,
 		func(digest, token string, result func() ([]byte, error)) error {
 			require.Len(t, token, 32)
 			sealed, err := result()
@@ -51,6 +54,7 @@ func TestFirstReplay(t *testing.T) {
 			return err
 		})
 	require.NoError(t, err)
+	require.Equal(t, value{ID: "ch_2", Amount: 7}, roundTrip)
 	var got value
 	require.NoError(t, f.Replay("tenant", "run", "key-1", func(digest string) ([]byte, error) { return stored[digest], nil }, &got))
 	require.Equal(t, value{ID: "ch_2", Amount: 7}, got)
