@@ -5,8 +5,6 @@ package idempgx
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -147,27 +145,6 @@ func newBenchEnv(b *testing.B) benchEnv {
 	return benchEnv{pool: pool, engine: engine, sealedLen: len(rec.Result)}
 }
 
-// benchPrefix returns 48 random hex digits, the fixed part of the key
-// digests of one baseline invocation.
-func benchPrefix(b *testing.B) string {
-	var r [24]byte
-	if _, err := rand.Read(r[:]); err != nil {
-		b.Fatal(err)
-	}
-	return hex.EncodeToString(r[:])
-}
-
-// benchDigest returns a 64-digit key digest unique to i: prefix followed by
-// i in 16 hex digits.
-func benchDigest(prefix string, i int) string {
-	var buf [64]byte
-	var n [8]byte
-	copy(buf[:48], prefix)
-	binary.BigEndian.PutUint64(n[:], uint64(i))
-	hex.Encode(buf[48:], n[:])
-	return string(buf[:])
-}
-
 // limitInsertSQL and limitCompleteSQL are the limit of a first run: the
 // record with a fence from the sequence, then its result by id.
 const (
@@ -191,7 +168,7 @@ func BenchmarkRunFirst(b *testing.B) {
 	for _, g := range benchGoroutines {
 		benchround.RunVariants(b, g, benchround.Variant{Name: "engine", Fn: func(b *testing.B) {
 			env := newBenchEnv(b)
-			prefix := "first-" + benchPrefix(b) + "-"
+			prefix := "first-" + benchfloor.RandomHex() + "-"
 			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
 				res, err := idem.Run(ctx, env.engine, prefix+strconv.Itoa(i), benchScope, benchCallback)
 				if err == nil && res.Replayed {
@@ -202,14 +179,14 @@ func BenchmarkRunFirst(b *testing.B) {
 		}}, benchround.Variant{Name: "limit", Fn: func(b *testing.B) {
 			env := newBenchEnv(b)
 			blob := make([]byte, env.sealedLen)
-			prefix := benchPrefix(b)
+			prefix := benchfloor.RandomHex()
 			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
-				return limitFirst(ctx, env.pool, benchDigest(prefix, i), benchOwner, func() ([]byte, error) { return blob, nil })
+				return limitFirst(ctx, env.pool, benchfloor.NumberedDigest(prefix, i), benchOwner, func() ([]byte, error) { return blob, nil })
 			})
 		}}, benchround.Variant{Name: "floor", Fn: func(b *testing.B) {
 			env := newBenchEnv(b)
 			f := benchfloor.NewTB(b)
-			prefix := "floor-" + benchPrefix(b) + "-"
+			prefix := "floor-" + benchfloor.RandomHex() + "-"
 			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
 				return floorFirst(ctx, env.pool, f, prefix+strconv.Itoa(i))
 			})
@@ -274,7 +251,7 @@ func BenchmarkRunReplay(b *testing.B) {
 	// completed runs the engine on benchReplayKeys new keys and returns
 	// the keys and their digests.
 	completed := func(b *testing.B, env benchEnv) (keys, digests []string) {
-		prefix := "replay-" + benchPrefix(b) + "-"
+		prefix := "replay-" + benchfloor.RandomHex() + "-"
 		keys = make([]string, benchReplayKeys)
 		digests = make([]string, benchReplayKeys)
 		for i := range keys {
@@ -320,7 +297,7 @@ func BenchmarkRunReplay(b *testing.B) {
 		}}, benchround.Variant{Name: "floor", Fn: func(b *testing.B) {
 			env := newBenchEnv(b)
 			f := benchfloor.NewTB(b)
-			prefix := "floor-" + benchPrefix(b) + "-"
+			prefix := "floor-" + benchfloor.RandomHex() + "-"
 			keys := make([]string, benchReplayKeys)
 			for i := range keys {
 				keys[i] = prefix + strconv.Itoa(i)

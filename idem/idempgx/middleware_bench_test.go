@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/internal/benchfloor"
 	"github.com/unstuckhq/unstuck/internal/benchround"
 )
 
@@ -167,7 +168,7 @@ func BenchmarkMiddlewareHTTPFirst(b *testing.B) {
 	for _, g := range benchGoroutines {
 		b.Run("middleware/goroutines="+strconv.Itoa(g), func(b *testing.B) {
 			bh := newBenchHTTPMiddleware(b)
-			prefix := benchPrefix(b)[:8]
+			prefix := benchfloor.RandomHex()[:8]
 			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
 				status, replayed, err := bh.post(ctx, benchHTTPKey(prefix, i))
 				return benchHTTPCheck(status, replayed, err, false)
@@ -175,7 +176,7 @@ func BenchmarkMiddlewareHTTPFirst(b *testing.B) {
 		})
 		b.Run("bare/goroutines="+strconv.Itoa(g), func(b *testing.B) {
 			bh := newBenchHTTP(b, http.HandlerFunc(benchHTTPHandler))
-			prefix := benchPrefix(b)[:8]
+			prefix := benchfloor.RandomHex()[:8]
 			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
 				status, replayed, err := bh.post(ctx, benchHTTPKey(prefix, i))
 				return benchHTTPCheck(status, replayed, err, false)
@@ -191,7 +192,7 @@ func BenchmarkMiddlewareHTTPFirst(b *testing.B) {
 // request to the handler without the middleware.
 func BenchmarkMiddlewareHTTPReplay(b *testing.B) {
 	keys := func(b *testing.B) []string {
-		prefix := benchPrefix(b)[:8]
+		prefix := benchfloor.RandomHex()[:8]
 		out := make([]string, benchReplayKeys)
 		for i := range out {
 			out[i] = benchHTTPKey(prefix, i)

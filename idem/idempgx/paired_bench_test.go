@@ -63,7 +63,8 @@ func requiredFirst(ctx context.Context, db dbtx, digest, keyHash, token string, 
 // BenchmarkRunPaired puts each store row of issue 12 against its limit
 // and its floor inside one benchmark, on one analyzed table, in blocks of
 // operations shuffled block by block (benchround.Paired): the ratios
-// without the spread of rounds taken seconds apart. Four ops each:
+// without the spread of rounds taken seconds apart. Four ops each (see
+// benchfloor.FirstOps and ReplayOps):
 //
 //   - limit: the least work PostgreSQL can do for the outcome
 //     (limitFirst; limitReplay);
@@ -72,104 +73,54 @@ func requiredFirst(ctx context.Context, db dbtx, digest, keyHash, token string, 
 //     fenced completion; requiredReplay: first seen, retention by the
 //     database's clock), no client work;
 //   - floor: required plus the contract's client work
-//     (idem/internal/benchfloor: digest, key hash, owner token, JSON,
-//     AES-256-GCM) — the least any conforming engine can do, without even
-//     a bound on the call;
+//     (idem/internal/benchfloor: digest, key hash, owner token, JSON and
+//     its round trip, AES-256-GCM) — the least any conforming engine can
+//     do, without even a bound on the call;
 //   - engine: idem.Run on this store.
 //
-// It reports limit/engine (the row's figure), limit/required,
-// limit/floor (the best any conforming engine can reach) and floor/engine
-// (what is left of the engine's own work), medians over blocks, with
-// their quartiles in the log.
+// It reports benchfloor.PairedRatios, medians over blocks, with their
+// quartiles in the log.
 func BenchmarkRunPaired(b *testing.B) {
-	ratios := []string{"limit/engine", "limit/required", "limit/floor", "floor/engine"}
 	for _, g := range benchGoroutines {
 		b.Run("first/goroutines="+strconv.Itoa(g), func(b *testing.B) {
 			env := newBenchEnv(b)
-			f := benchfloor.NewTB(b)
-			blob := make([]byte, env.sealedLen)
-			prefix := "paired-first-" + benchPrefix(b) + "-"
-			limitPrefix, requiredPrefix := benchPrefix(b), benchPrefix(b)
-			benchround.Paired(b, g, 32*g, ratios,
-				benchround.Op{Name: "limit", Fn: func(ctx context.Context, i int) error {
-					return limitFirst(ctx, env.pool, benchDigest(limitPrefix, i), benchOwner, func() ([]byte, error) { return blob, nil })
-				}},
-				benchround.Op{Name: "required", Fn: func(ctx context.Context, i int) error {
-					return requiredFirst(ctx, env.pool, benchDigest(requiredPrefix, i), benchDigest(requiredPrefix, i), benchOwner[:32],
-						func() ([]byte, error) { return blob, nil })
-				}},
-				benchround.Op{Name: "floor", Fn: func(ctx context.Context, i int) error {
-					digest, keyHash, token := benchfloor.Reserve(benchScope, idem.DefaultOperation, prefix+"floor-"+strconv.Itoa(i))
-					var roundTrip benchResult
-					err := requiredFirst(ctx, env.pool, digest, keyHash, token, func() ([]byte, error) {
-						v, err := benchCallback(ctx)
-						if err != nil {
-							return nil, err
-						}
-						return f.Seal(digest, v, &roundTrip)
-					})
-					if err == nil && roundTrip != benchValue {
-						err = fmt.Errorf("floor first: round trip %+v", roundTrip)
-					}
-					return err
-				}},
-				benchround.Op{Name: "engine", Fn: func(ctx context.Context, i int) error {
-					res, err := idem.Run(ctx, env.engine, prefix+strconv.Itoa(i), benchScope, benchCallback)
-					if err == nil && res.Replayed {
-						err = errors.New("first run replayed")
-					}
-					return err
-				}})
+			st := benchfloor.FirstStatements{
+				Limit: func(ctx context.Context, digest, token string, result func() ([]byte, error)) error {
+					return limitFirst(ctx, env.pool, digest, token, result)
+				},
+				Required: func(ctx context.Context, digest, keyHash, token string, result func() ([]byte, error)) error {
+					return requiredFirst(ctx, env.pool, digest, keyHash, token, result)
+				},
+			}
+			benchround.Paired(b, g, 32*g, benchfloor.PairedRatios, benchfloor.FirstOps(benchfloor.NewTB(b), benchScope, idem.DefaultOperation,
+				benchValue, make([]byte, env.sealedLen), st, func(ctx context.Context, key string) (bool, error) {
+					res, err := idem.Run(ctx, env.engine, key, benchScope, benchCallback)
+					return res.Replayed, err
+				})...)
 		})
 	}
 	for _, g := range benchGoroutines {
 		b.Run("replay/goroutines="+strconv.Itoa(g), func(b *testing.B) {
 			env := newBenchEnv(b)
 			f := benchfloor.NewTB(b)
-			prefix := "paired-replay-" + benchPrefix(b) + "-"
-			keys := make([]string, benchReplayKeys)      // the engine's
-			floorKeys := make([]string, benchReplayKeys) // the floor's; the limit and required read them too
-			floorDigests := make([]string, benchReplayKeys)
-			for i := range keys {
-				keys[i] = prefix + strconv.Itoa(i)
-				if _, err := idem.Run(context.Background(), env.engine, keys[i], benchScope, benchCallback); err != nil {
-					b.Fatal(err)
-				}
-				floorKeys[i] = prefix + "floor-" + strconv.Itoa(i)
-				floorDigests[i] = idem.Digest(benchScope, idem.DefaultOperation, floorKeys[i])
-				if err := floorFirst(context.Background(), env.pool, f, floorKeys[i]); err != nil {
-					b.Fatal(err)
-				}
+			keys, floorKeys, err := benchfloor.ReplayKeys(benchReplayKeys, func(key string) error {
+				_, err := idem.Run(context.Background(), env.engine, key, benchScope, benchCallback)
+				return err
+			}, func(key string) error { return floorFirst(context.Background(), env.pool, f, key) })
+			if err != nil {
+				b.Fatal(err)
 			}
-			benchround.Paired(b, g, 64*g, ratios,
-				benchround.Op{Name: "limit", Fn: func(ctx context.Context, i int) error {
-					_, err := limitReplay(ctx, env.pool, floorDigests[i%len(floorDigests)])
-					return err
-				}},
-				benchround.Op{Name: "required", Fn: func(ctx context.Context, i int) error {
-					_, _, err := requiredReplay(ctx, env.pool, floorDigests[i%len(floorDigests)])
-					return err
-				}},
-				benchround.Op{Name: "floor", Fn: func(ctx context.Context, i int) error {
-					var v benchResult
-					var firstSeen time.Time
-					err := f.Replay(benchScope, idem.DefaultOperation, floorKeys[i%len(floorKeys)], func(digest string) ([]byte, error) {
-						sealed, created, err := requiredReplay(ctx, env.pool, digest)
-						firstSeen = created
-						return sealed, err
-					}, &v)
-					if err == nil && (v != benchValue || firstSeen.IsZero()) {
-						err = fmt.Errorf("floor replay: %+v, first seen %s", v, firstSeen)
-					}
-					return err
-				}},
-				benchround.Op{Name: "engine", Fn: func(ctx context.Context, i int) error {
+			st := benchfloor.ReplayStatements{
+				Limit: func(ctx context.Context, digest string) ([]byte, error) { return limitReplay(ctx, env.pool, digest) },
+				Required: func(ctx context.Context, digest string) ([]byte, time.Time, error) {
+					return requiredReplay(ctx, env.pool, digest)
+				},
+			}
+			benchround.Paired(b, g, 64*g, benchfloor.PairedRatios, benchfloor.ReplayOps(f, benchScope, idem.DefaultOperation,
+				benchValue, floorKeys, st, func(ctx context.Context, i int) (bool, error) {
 					res, err := idem.Run(ctx, env.engine, keys[i%len(keys)], benchScope, benchCallback)
-					if err == nil && !res.Replayed {
-						err = errors.New("replay ran the callback")
-					}
-					return err
-				}})
+					return res.Replayed, err
+				})...)
 		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/idem/internal/benchfloor"
 	"github.com/unstuckhq/unstuck/internal/leanpath"
 )
 
@@ -51,7 +52,7 @@ func BenchmarkFirstStatements(b *testing.B) {
 	store := New(env.pool)
 	store.path.Force = leanpath.WriteFirst
 	ctx := context.Background()
-	prefix := benchPrefix(b)
+	prefix := benchfloor.RandomHex()
 	blob := make([]byte, env.sealedLen)
 	var limitInsert, limitUpdate, requiredInsert, requiredUpdate, reserve, byID, byIdent []time.Duration
 	timed := func(into *[]time.Duration, f func() error) {
@@ -64,7 +65,7 @@ func BenchmarkFirstStatements(b *testing.B) {
 	limit := func(i int) {
 		var id int64
 		timed(&limitInsert, func() error {
-			return env.pool.QueryRow(ctx, limitInsertSQL, benchScope, idem.DefaultOperation, benchDigest(prefix, 3*i), benchOwner).Scan(&id)
+			return env.pool.QueryRow(ctx, limitInsertSQL, benchScope, idem.DefaultOperation, benchfloor.NumberedDigest(prefix, 3*i), benchOwner).Scan(&id)
 		})
 		timed(&limitUpdate, func() error {
 			_, err := env.pool.Exec(ctx, limitCompleteSQL, id, blob)
@@ -73,7 +74,7 @@ func BenchmarkFirstStatements(b *testing.B) {
 	}
 	engine := func(i int) {
 		key := strconv.Itoa(i) + prefix
-		id := idemdriver.Ident{Scope: benchScope, Operation: idem.DefaultOperation, KeyDigest: benchDigest(prefix, 3*i+1)}
+		id := idemdriver.Ident{Scope: benchScope, Operation: idem.DefaultOperation, KeyDigest: benchfloor.NumberedDigest(prefix, 3*i+1)}
 		var rec idemdriver.Record
 		timed(&reserve, func() error {
 			var err error
@@ -92,7 +93,7 @@ func BenchmarkFirstStatements(b *testing.B) {
 		var id, fence int64
 		var lease, created, expires time.Time
 		timed(&requiredInsert, func() error {
-			return env.pool.QueryRow(ctx, requiredInsertSQL, benchScope, idem.DefaultOperation, benchDigest(prefix, 3*i+2), benchOwner,
+			return env.pool.QueryRow(ctx, requiredInsertSQL, benchScope, idem.DefaultOperation, benchfloor.NumberedDigest(prefix, 3*i+2), benchOwner,
 				idem.KeyHash(strconv.Itoa(i)+"required"+prefix)).Scan(&id, &fence, &lease, &created, &expires)
 		})
 		timed(&requiredUpdate, func() error {

@@ -6,8 +6,6 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -125,27 +123,6 @@ func newBenchEnv(b *testing.B) benchEnv {
 	return benchEnv{db: db, engine: engine, sealedLen: len(rec.Result)}
 }
 
-// benchPrefix returns 48 random hex digits, the fixed part of the key
-// digests of one baseline invocation.
-func benchPrefix(b *testing.B) string {
-	var r [24]byte
-	if _, err := rand.Read(r[:]); err != nil {
-		b.Fatal(err)
-	}
-	return hex.EncodeToString(r[:])
-}
-
-// benchDigest returns a 64-digit key digest unique to i: prefix followed by
-// i in 16 hex digits.
-func benchDigest(prefix string, i int) string {
-	var buf [64]byte
-	var n [8]byte
-	copy(buf[:48], prefix)
-	binary.BigEndian.PutUint64(n[:], uint64(i))
-	hex.Encode(buf[48:], n[:])
-	return string(buf[:])
-}
-
 // The limit's statements.
 const (
 	limitInsert = `INSERT INTO unstuck_idem_record (scope, operation, key_digest, status, owner_token, fence,
@@ -169,19 +146,20 @@ type benchLimit struct {
 func newBenchLimit(b *testing.B, db *sql.DB) *benchLimit {
 	b.Helper()
 	l := &benchLimit{writer: make(chan struct{}, 1)}
-	for _, p := range []struct {
-		st    **sql.Stmt
-		query string
-	}{{&l.insert, limitInsert}, {&l.complete, limitComplete}, {&l.replay, limitReplay}} {
-		st, err := db.PrepareContext(context.Background(), p.query)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = st.Close() })
-		*p.st = st
-	}
+	l.insert, l.complete, l.replay = prepare(b, db, limitInsert), prepare(b, db, limitComplete), prepare(b, db, limitReplay)
 	l.fence.Store(1 << 40) // above the engine's fences in the same file
 	return l
+}
+
+// prepare prepares query on db for the benchmark's duration.
+func prepare(b *testing.B, db *sql.DB, query string) *sql.Stmt {
+	b.Helper()
+	st, err := db.PrepareContext(context.Background(), query)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = st.Close() })
+	return st
 }
 
 // first is the limit of a first run of digest.
@@ -252,7 +230,7 @@ func BenchmarkRunFirst(b *testing.B) {
 	for _, g := range benchGoroutines {
 		benchround.RunVariants(b, g, benchround.Variant{Name: "engine", Fn: func(b *testing.B) {
 			env := newBenchEnv(b)
-			prefix := "first-" + benchPrefix(b) + "-"
+			prefix := "first-" + benchfloor.RandomHex() + "-"
 			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
 				res, err := idem.Run(ctx, env.engine, prefix+strconv.Itoa(i), benchScope, benchCallback)
 				if err == nil && res.Replayed {
@@ -264,15 +242,15 @@ func BenchmarkRunFirst(b *testing.B) {
 			env := newBenchEnv(b)
 			l := newBenchLimit(b, env.db)
 			blob := make([]byte, env.sealedLen)
-			prefix := benchPrefix(b)
+			prefix := benchfloor.RandomHex()
 			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
-				return l.first(ctx, benchDigest(prefix, i), blob)
+				return l.first(ctx, benchfloor.NumberedDigest(prefix, i), blob)
 			})
 		}}, benchround.Variant{Name: "floor", Fn: func(b *testing.B) {
 			env := newBenchEnv(b)
 			l := newBenchLimit(b, env.db)
 			f := benchfloor.NewTB(b)
-			prefix := "floor-" + benchPrefix(b) + "-"
+			prefix := "floor-" + benchfloor.RandomHex() + "-"
 			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
 				return l.floorFirst(ctx, f, prefix+strconv.Itoa(i))
 			})
@@ -289,7 +267,7 @@ func BenchmarkRunReplay(b *testing.B) {
 	// completed runs the engine on benchReplayKeys new keys and returns
 	// the keys and their digests.
 	completed := func(b *testing.B, env benchEnv) (keys, digests []string) {
-		prefix := "replay-" + benchPrefix(b) + "-"
+		prefix := "replay-" + benchfloor.RandomHex() + "-"
 		keys = make([]string, benchReplayKeys)
 		digests = make([]string, benchReplayKeys)
 		for i := range keys {
@@ -324,7 +302,7 @@ func BenchmarkRunReplay(b *testing.B) {
 			env := newBenchEnv(b)
 			l := newBenchLimit(b, env.db)
 			f := benchfloor.NewTB(b)
-			prefix := "floor-" + benchPrefix(b) + "-"
+			prefix := "floor-" + benchfloor.RandomHex() + "-"
 			keys := make([]string, benchReplayKeys)
 			for i := range keys {
 				keys[i] = prefix + strconv.Itoa(i)

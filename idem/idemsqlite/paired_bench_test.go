@@ -5,7 +5,6 @@ package idemsqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strconv"
 	"testing"
@@ -46,19 +45,8 @@ type benchRequired struct {
 
 func newBenchRequired(b *testing.B, db *sql.DB, l *benchLimit) *benchRequired {
 	b.Helper()
-	r := &benchRequired{benchLimit: l}
-	for _, p := range []struct {
-		st    **sql.Stmt
-		query string
-	}{{&r.insert, requiredInsert}, {&r.complete, requiredComplete}, {&r.replay, requiredReplay}} {
-		st, err := db.PrepareContext(context.Background(), p.query)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = st.Close() })
-		*p.st = st
-	}
-	return r
+	return &benchRequired{benchLimit: l, insert: prepare(b, db, requiredInsert), complete: prepare(b, db, requiredComplete),
+		replay: prepare(b, db, requiredReplay)}
 }
 
 // first is the required pair for digest under token, storing what result
@@ -110,51 +98,20 @@ func (r *benchRequired) replayed(ctx context.Context, digest string) ([]byte, ti
 // operations shuffled block by block (benchround.Paired), as idempgx's
 // BenchmarkRunPaired does: limit (the least work SQLite can do), required
 // (the limit's statements with what the contract asks of them), floor
-// (required plus the contract's client work, idem/internal/benchfloor)
-// and engine (idem.Run). It reports limit/engine (the row's figure),
-// limit/required, limit/floor (the best any conforming engine can reach)
-// and floor/engine (what is left of the engine's own work).
+// (required plus the contract's client work) and engine (idem.Run); see
+// benchfloor.FirstOps and ReplayOps. It reports benchfloor.PairedRatios.
 func BenchmarkRunPaired(b *testing.B) {
-	ratios := []string{"limit/engine", "limit/required", "limit/floor", "floor/engine"}
 	for _, g := range benchGoroutines {
 		b.Run("first/goroutines="+strconv.Itoa(g), func(b *testing.B) {
 			env := newBenchEnv(b)
 			l := newBenchLimit(b, env.db)
 			r := newBenchRequired(b, env.db, l)
-			f := benchfloor.NewTB(b)
-			blob := make([]byte, env.sealedLen)
-			prefix := "paired-first-" + benchPrefix(b) + "-"
-			limitPrefix, requiredPrefix := benchPrefix(b), benchPrefix(b)
-			benchround.Paired(b, g, 64*g, ratios,
-				benchround.Op{Name: "limit", Fn: func(ctx context.Context, i int) error {
-					return l.first(ctx, benchDigest(limitPrefix, i), blob)
-				}},
-				benchround.Op{Name: "required", Fn: func(ctx context.Context, i int) error {
-					return r.first(ctx, benchDigest(requiredPrefix, i), benchDigest(requiredPrefix, i), benchOwner[:32],
-						func() ([]byte, error) { return blob, nil })
-				}},
-				benchround.Op{Name: "floor", Fn: func(ctx context.Context, i int) error {
-					digest, keyHash, token := benchfloor.Reserve(benchScope, idem.DefaultOperation, prefix+"floor-"+strconv.Itoa(i))
-					var roundTrip benchResult
-					err := r.first(ctx, digest, keyHash, token, func() ([]byte, error) {
-						v, err := benchCallback(ctx)
-						if err != nil {
-							return nil, err
-						}
-						return f.Seal(digest, v, &roundTrip)
-					})
-					if err == nil && roundTrip != benchValue {
-						err = fmt.Errorf("floor first: round trip %+v", roundTrip)
-					}
-					return err
-				}},
-				benchround.Op{Name: "engine", Fn: func(ctx context.Context, i int) error {
-					res, err := idem.Run(ctx, env.engine, prefix+strconv.Itoa(i), benchScope, benchCallback)
-					if err == nil && res.Replayed {
-						err = errors.New("first run replayed")
-					}
-					return err
-				}})
+			st := benchfloor.FirstStatements{Limit: l.firstAs, Required: r.first}
+			benchround.Paired(b, g, 64*g, benchfloor.PairedRatios, benchfloor.FirstOps(benchfloor.NewTB(b), benchScope, idem.DefaultOperation,
+				benchValue, make([]byte, env.sealedLen), st, func(ctx context.Context, key string) (bool, error) {
+					res, err := idem.Run(ctx, env.engine, key, benchScope, benchCallback)
+					return res.Replayed, err
+				})...)
 		})
 	}
 	for _, g := range benchGoroutines {
@@ -163,50 +120,19 @@ func BenchmarkRunPaired(b *testing.B) {
 			l := newBenchLimit(b, env.db)
 			r := newBenchRequired(b, env.db, l)
 			f := benchfloor.NewTB(b)
-			prefix := "paired-replay-" + benchPrefix(b) + "-"
-			keys := make([]string, benchReplayKeys)      // the engine's
-			floorKeys := make([]string, benchReplayKeys) // the floor's; the limit and required read them too
-			floorDigests := make([]string, benchReplayKeys)
-			for i := range keys {
-				keys[i] = prefix + strconv.Itoa(i)
-				if _, err := idem.Run(context.Background(), env.engine, keys[i], benchScope, benchCallback); err != nil {
-					b.Fatal(err)
-				}
-				floorKeys[i] = prefix + "floor-" + strconv.Itoa(i)
-				floorDigests[i] = idem.Digest(benchScope, idem.DefaultOperation, floorKeys[i])
-				if err := l.floorFirst(context.Background(), f, floorKeys[i]); err != nil {
-					b.Fatal(err)
-				}
+			keys, floorKeys, err := benchfloor.ReplayKeys(benchReplayKeys, func(key string) error {
+				_, err := idem.Run(context.Background(), env.engine, key, benchScope, benchCallback)
+				return err
+			}, func(key string) error { return l.floorFirst(context.Background(), f, key) })
+			if err != nil {
+				b.Fatal(err)
 			}
-			benchround.Paired(b, g, 256*g, ratios,
-				benchround.Op{Name: "limit", Fn: func(ctx context.Context, i int) error {
-					_, err := l.replayed(ctx, floorDigests[i%len(floorDigests)])
-					return err
-				}},
-				benchround.Op{Name: "required", Fn: func(ctx context.Context, i int) error {
-					_, _, err := r.replayed(ctx, floorDigests[i%len(floorDigests)])
-					return err
-				}},
-				benchround.Op{Name: "floor", Fn: func(ctx context.Context, i int) error {
-					var v benchResult
-					var firstSeen time.Time
-					err := f.Replay(benchScope, idem.DefaultOperation, floorKeys[i%len(floorKeys)], func(digest string) ([]byte, error) {
-						sealed, created, err := r.replayed(ctx, digest)
-						firstSeen = created
-						return sealed, err
-					}, &v)
-					if err == nil && (v != benchValue || firstSeen.IsZero()) {
-						err = fmt.Errorf("floor replay: %+v, first seen %s", v, firstSeen)
-					}
-					return err
-				}},
-				benchround.Op{Name: "engine", Fn: func(ctx context.Context, i int) error {
+			st := benchfloor.ReplayStatements{Limit: l.replayed, Required: r.replayed}
+			benchround.Paired(b, g, 256*g, benchfloor.PairedRatios, benchfloor.ReplayOps(f, benchScope, idem.DefaultOperation,
+				benchValue, floorKeys, st, func(ctx context.Context, i int) (bool, error) {
 					res, err := idem.Run(ctx, env.engine, keys[i%len(keys)], benchScope, benchCallback)
-					if err == nil && !res.Replayed {
-						err = errors.New("replay ran the callback")
-					}
-					return err
-				}})
+					return res.Replayed, err
+				})...)
 		})
 	}
 }
