@@ -90,7 +90,11 @@
 // the same cut at the same moment as pgx's own (its default handler sets
 // the socket's deadline when a watched context ends), without a watch
 // registered per statement; the error matches context.DeadlineExceeded
-// either way. Connections the pool opens on
+// either way. A pool whose ConnConfig.BuildContextWatcherHandler is not
+// pgx's default (pgconn.CancelRequestContextWatcherHandler, say, which
+// also asks the server to cancel) gets no such request from these calls:
+// the statement in flight ends on the server when it next writes to the
+// closed connection, or at the server's statement_timeout. Connections the pool opens on
 // its own (MinConns, health checks) carry no caller's deadline: bound them
 // with the pool's connect timeout, which this package never changes for
 // you, e.g.
