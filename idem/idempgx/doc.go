@@ -94,10 +94,11 @@
 // pgx's default (pgconn.CancelRequestContextWatcherHandler, say, which
 // also asks the server to cancel) gets no such request from these calls:
 // the statement in flight ends on the server when it next writes to the
-// closed connection, or at the server's statement_timeout. Connections the pool opens on
-// its own (MinConns, health checks) carry no caller's deadline: bound them
-// with the pool's connect timeout, which this package never changes for
-// you, e.g.
+// closed connection, or at the server's statement_timeout.
+//
+// Connections the pool opens on its own (MinConns, health checks) carry no
+// caller's deadline: bound them with the pool's connect timeout, which
+// this package never changes for you, e.g.
 //
 //	cfg, err := pgxpool.ParseConfig(url) // or connect_timeout=5 in the URL
 //	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
