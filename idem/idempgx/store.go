@@ -139,6 +139,9 @@ func (s *Store) Takeover(ctx context.Context, p idemdriver.TakeoverParams) (idem
 // is touched. c.Result is stored as given. With c.RecordID it
 // finds the record by primary key.
 func (s *Store) Complete(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, c idemdriver.Completion) error {
+	if err := checkFinal(c); err != nil {
+		return err // before begin, which may take a connection
+	}
 	db, ctx, call, err := s.begin(ctx)
 	if err != nil {
 		return mapError("complete", err)
@@ -501,8 +504,8 @@ func takeover(ctx context.Context, db dbtx, p idemdriver.TakeoverParams) (idemdr
 
 // complete is [Store.Complete] on db.
 func complete(ctx context.Context, db dbtx, id idemdriver.Ident, o idemdriver.Owner, c idemdriver.Completion) error {
-	if !c.Status.Valid() || c.Status == idemdriver.StatusProcessing {
-		return fmt.Errorf("idempgx: complete: status %q is not a final status", c.Status)
+	if err := checkFinal(c); err != nil {
+		return err
 	}
 	var tag pgconn.CommandTag
 	var err error
@@ -514,6 +517,14 @@ func complete(ctx context.Context, db dbtx, id idemdriver.Ident, o idemdriver.Ow
 			string(c.Status), c.Result, c.ResponseCode, c.LastError, clock(c.Now))
 	}
 	return casResult("complete", tag, err)
+}
+
+// checkFinal refuses a completion whose status is not a final one.
+func checkFinal(c idemdriver.Completion) error {
+	if !c.Status.Valid() || c.Status == idemdriver.StatusProcessing {
+		return fmt.Errorf("idempgx: complete: status %q is not a final status", c.Status)
+	}
+	return nil
 }
 
 // annotate is [Store.Annotate] on db.

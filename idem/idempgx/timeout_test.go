@@ -170,3 +170,22 @@ func TestSocketDeadlineCutsASilentConnection(t *testing.T) {
 		require.NoError(t, run(context.Background(), "after-"+strconv.Itoa(i)), "call %d", i)
 	}
 }
+
+// Complete refuses a status that is not final before the database is
+// touched, also on the socket-deadline path, which takes a connection of
+// its own: on a closed pool the answer is the status, not the pool.
+func TestCompleteRefusesAStatusBeforeTakingAConnection(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Schema(t)
+	store := idempgx.New(pool)
+	pool.Close()
+	bounded, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	deadlineOnly := context.WithValue(bounded, idemdriver.DeadlineOnlyKey, bounded.Done())
+	require.True(t, idemdriver.DeadlineOnly(deadlineOnly))
+	id := idemdriver.Ident{Scope: "s", Operation: "run", KeyDigest: idem.Digest("s", "run", "k")}
+	for _, ctx := range []context.Context{context.Background(), deadlineOnly} {
+		err := store.Complete(ctx, id, idemdriver.Owner{Token: "t", Fence: 1}, idemdriver.Completion{Status: idemdriver.StatusProcessing})
+		require.ErrorContains(t, err, "is not a final status")
+	}
+}
