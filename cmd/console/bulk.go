@@ -49,7 +49,7 @@ func (b *bulkRunner) use(ctx context.Context, bulks *ops.Bulks, log *slog.Logger
 	b.mu.Unlock()
 	bulks.SetEnqueue(func(ctx context.Context, id int64) error {
 		if b.insert == nil {
-			return errors.New("no River client runs bulk requests")
+			return errNoConsoleRiver
 		}
 		return b.insert(ctx, ops.BulkArgs{BulkID: id})
 	})

@@ -5,16 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/url"
+	"path/filepath"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"github.com/riverqueue/river/riverdriver/riversqlite"
-	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
@@ -60,6 +57,8 @@ type database struct {
 	// connection whose write transactions begin IMMEDIATE
 	// (ops.OpenImmediate): the console's decisions and River run on it.
 	Immediate *sql.DB
+	// path is the SQLite file's absolute path ("" otherwise).
+	path string
 	// pgStore and sqliteStore are Store as its driver's type, for
 	// binding it to a decision's transaction.
 	pgStore     *idempgx.Store
@@ -73,9 +72,10 @@ type database struct {
 }
 
 // Migrate applies the engines' migrations (idempotency records, sagas,
-// River's job tables; each engine's migrations create every index of its
-// tables, including those the console's pages use), then the console's (its
-// own tables only) and the audit trail's.
+// the applications' River job tables; each engine's migrations create
+// every index of its tables, including those the console's pages use),
+// then the console's (its own River tables, see consoleRiverSchema, and
+// its own tables) and the audit trail's.
 func (d *database) Migrate(ctx context.Context) error {
 	for _, m := range d.migrate {
 		if err := m(ctx); err != nil {
@@ -116,46 +116,6 @@ type schemaBehindError struct {
 func (e *schemaBehindError) Error() string {
 	return fmt.Sprintf("the database schema is behind: %s not applied; run: console migrate --db %s",
 		strings.Join(e.lines, "; "), e.redacted)
-}
-
-// riverMigrate applies River's migrations with rd, or under
-// migrate.CheckOnly reports those not applied as a *migrate.BehindError.
-func riverMigrate[TTx any](ctx context.Context, rd riverdriver.Driver[TTx]) error {
-	m, err := rivermigrate.New(rd, &rivermigrate.Config{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		return fmt.Errorf("river: migrate: %w", err)
-	}
-	if migrate.Checking(ctx) {
-		res, err := m.Validate(ctx, nil)
-		if err != nil {
-			return fmt.Errorf("river: check migrations: %w", err)
-		}
-		if !res.OK {
-			return &migrate.BehindError{Line: "river", Pending: res.Messages}
-		}
-		return nil
-	}
-	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return fmt.Errorf("river: migrate: %w", err)
-	}
-	return nil
-}
-
-// riverMigrateSQLite is riverMigrate on db's file: through a handle of its
-// own that takes the write lock up front (ops.OpenImmediate) when it
-// migrates, on db when it only checks.
-func riverMigrateSQLite(db *sql.DB) func(context.Context) error {
-	return func(ctx context.Context) error {
-		if migrate.Checking(ctx) {
-			return riverMigrate(ctx, riversqlite.New(db))
-		}
-		riverDB, err := ops.OpenImmediate(ctx, db)
-		if err != nil {
-			return fmt.Errorf("river: migrate: %w", err)
-		}
-		defer closeQuietly(riverDB)
-		return riverMigrate(ctx, riversqlite.New(riverDB))
-	}
 }
 
 // openDatabase opens a PostgreSQL URL (postgres:// or postgresql://) or
@@ -200,14 +160,18 @@ func openUnmigrated(ctx context.Context, rawURL string) (*database, error) {
 		return &database{Redacted: redacted, Store: s, Records: s, Console: c, Sagas: sd, Pool: pool, pgStore: s,
 			Trail: audit.NewPostgres(pool),
 			migrate: []func(context.Context) error{s.Migrate, sd.Migrate,
-				func(ctx context.Context) error { return riverMigrate(ctx, riverpgxv5.New(pool)) },
-				c.Migrate, audit.NewPostgres(pool).Migrate}, Close: pool.Close}, nil
+				func(ctx context.Context) error { return riverMigrate(ctx, riverpgxv5.New(pool), "", "river") },
+				consoleRiverMigratePostgres(pool), c.Migrate, audit.NewPostgres(pool).Migrate}, Close: pool.Close}, nil
 	case isMySQL(rawURL):
 		return openMySQL(ctx, rawURL)
 	case strings.HasPrefix(rawURL, "sqlite:"):
 		path := strings.TrimPrefix(strings.TrimPrefix(rawURL, "sqlite:"), "//")
 		if path == "" {
 			return nil, errors.New("database URL sqlite: needs a path, e.g. sqlite:/var/lib/unstuck/console.db")
+		}
+		path, err := filepath.Abs(path)
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", rawURL, err)
 		}
 		db, err := idemsqlite.Open(path)
 		if err != nil {
@@ -224,9 +188,9 @@ func openUnmigrated(ctx context.Context, rawURL string) (*database, error) {
 		}
 		s, c, sd := idemsqlite.New(db), store.NewSQLite(db), sagasqlite.New(db)
 		return &database{Redacted: rawURL, Store: s, Records: s, Console: c, Sagas: sd, Embedded: true, SQL: db, Immediate: imm, sqliteStore: s,
-			Trail: audit.NewSQLite(db),
+			Trail: audit.NewSQLite(db), path: path,
 			migrate: []func(context.Context) error{s.Migrate, sd.Migrate, riverMigrateSQLite(db),
-				c.Migrate, audit.NewSQLite(db).Migrate}, Close: func() { closeQuietly(imm); closeQuietly(db) }}, nil
+				consoleRiverMigrateSQLite(db, path), c.Migrate, audit.NewSQLite(db).Migrate}, Close: func() { closeQuietly(imm); closeQuietly(db) }}, nil
 	default:
 		return nil, fmt.Errorf("database URL must start with postgres://, postgresql://, mysql:// or sqlite:, or be a go-sql-driver DSN user:pass@tcp(host:3306)/db (got %q)", schemeOf(rawURL))
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/unstuckhq/unstuck/internal/demo"
 	"github.com/unstuckhq/unstuck/internal/sso/devidp"
 	"github.com/unstuckhq/unstuck/internal/store"
+	"github.com/unstuckhq/unstuck/saga"
 )
 
 // demoSecret seals the demo's stored responses when UNSTUCK_SECRET is not
@@ -131,11 +132,17 @@ refuses to start while they are enabled.
 	}
 	var skew clockSkew
 	bulk := &bulkRunner{}
-	mountSignups, decisions, stopSagas, err := startSagas(ctx, db, shop, reg, &skew, bulk, log)
+	mountSignups, stopSagas, err := startSagas(ctx, db, shop, log)
 	if err != nil {
 		return fmt.Errorf("signups: %w", err)
 	}
 	defer stopSagas() // before the database closes
+	// The console part of the demo, wired as "console serve" is.
+	decisions, stopConsoleRiver, err := operationDecisions(ctx, db, saga.QueueDefault, reg, &skew, bulk, log)
+	if err != nil {
+		return fmt.Errorf("operation decisions: %w", err)
+	}
+	defer stopConsoleRiver() // before the database closes
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)

@@ -136,7 +136,8 @@ func removeDemoFile(ctx context.Context, dbURL string) error {
 	if !st.marked && !st.empty {
 		return fmt.Errorf("--fresh deletes only the demo's own database, and %s was not created by console demo: nothing was deleted", dbURL)
 	}
-	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+	river := consoleRiverFile(path)
+	for _, p := range []string{path, path + "-wal", path + "-shm", river, river + "-wal", river + "-shm"} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("--fresh: %w", err)
 		}

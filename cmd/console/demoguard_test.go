@@ -142,9 +142,13 @@ func TestDemoNeverChangesAnExistingAccount(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, u.Disabled, "oncall stays disabled")
 
-	// --fresh starts from an empty database: the public passwords again.
+	// --fresh starts from an empty database: the public passwords again,
+	// and a new file of the console's own River jobs.
+	riverFile := "sqlite:" + consoleRiverFile(strings.TrimPrefix(dbURL, "sqlite:"))
+	sqliteExec(t, riverFile)(t, `CREATE TABLE left_by_the_last_run (x INTEGER)`)
 	_, err = demoOnce(t, dbURL, "--fresh")
 	require.NoError(t, err)
+	sqliteExec(t, riverFile)(t, `CREATE TABLE left_by_the_last_run (x INTEGER)`) // fails if the old file is still there
 	users = consoleStore(t, dbURL)
 	requirePassword(t, users, "admin", "demo-admin")
 	u, _, err = users.UserByUsername(ctx, "oncall")

@@ -76,6 +76,13 @@ func TestMigrateCreatesRiverTables(t *testing.T) {
 			exec := execFor(t, url)
 			for _, table := range []string{"river_job", "river_queue", "river_leader", "river_migration"} {
 				exec(t, "SELECT count(*) FROM "+table)
+				// The console's own River tables, apart from the
+				// applications' (issue 25).
+				if path, ok := strings.CutPrefix(url, "sqlite:"); ok {
+					sqliteExec(t, "sqlite:"+consoleRiverFile(path))(t, "SELECT count(*) FROM "+table)
+				} else {
+					exec(t, "SELECT count(*) FROM "+consoleRiverSchema+"."+table)
+				}
 			}
 			db, err := openDatabase(t.Context(), url)
 			require.NoError(t, err)
@@ -161,7 +168,7 @@ func TestServeRefusesSchemaBehind(t *testing.T) {
 		err := serveBriefly(t, url)
 		require.ErrorContains(t, err, "schema is behind")
 		require.ErrorContains(t, err, "run: console migrate --db postgres://")
-		for _, line := range []string{"idem (", "saga (", "river (", "console (", "audit ("} {
+		for _, line := range []string{"idem (", "saga (", "river (", "console river (", "console (", "audit ("} {
 			require.ErrorContains(t, err, line)
 		}
 	})
@@ -171,6 +178,8 @@ func TestServeRefusesSchemaBehind(t *testing.T) {
 		"console": `DELETE FROM unstuck_migration WHERE line = 'console' AND version = (SELECT max(version) FROM unstuck_migration WHERE line = 'console')`,
 		"audit":   `DELETE FROM unstuck_migration WHERE line = 'audit' AND version = (SELECT max(version) FROM unstuck_migration WHERE line = 'audit')`,
 		"river":   `DELETE FROM river_migration WHERE version = (SELECT max(version) FROM river_migration)`,
+		// The console's own River tables (issue 25).
+		consoleRiverLine: `DROP SCHEMA ` + consoleRiverSchema + ` CASCADE`,
 	} {
 		t.Run("Behind/"+line, func(t *testing.T) {
 			t.Parallel()

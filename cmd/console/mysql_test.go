@@ -200,7 +200,7 @@ func TestConsoleOnMySQL(t *testing.T) {
 	// Sagas are refused with why, not crashed into: by the runner, by
 	// "console demo" (whose signups are sagas) before it touches the
 	// database, and by "console serve" when a saga queue is asked for.
-	_, _, _, err = startSagas(ctx, db, nil, nil, nil, nil, slog.New(slog.DiscardHandler))
+	_, _, err = startSagas(ctx, db, nil, slog.New(slog.DiscardHandler))
 	require.ErrorIs(t, err, errNoSagasOnMySQL)
 	_, _, err = runConsole(t, nil, "demo", "--db", dbURL, "--addr", "127.0.0.1:0")
 	require.ErrorIs(t, err, errNoSagasOnMySQL)

@@ -12,7 +12,6 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -39,18 +38,17 @@ type sagaSettings struct {
 
 var sagaOverrides sagaSettings
 
-// startSagas runs the demo's signups: River's and the saga engine's
-// migrations in the demo's database, a River client working the saga
-// queue, and the saga runner. It returns the routes to mount next to the
-// shop's, the console's decisions on operations (on that runner), and
-// stop, which stops River (waiting for running jobs, then cancelling them)
-// and must be called before the database closes. It sets *skew to the
-// runner's clock skew, for /readyz.
-//
-// bulk's worker runs on that River client (the console's bulk requests).
-func startSagas(ctx context.Context, db *database, shop *demo.Shop, reg prometheus.Registerer, skew *clockSkew, bulk *bulkRunner, log *slog.Logger) (mount func(chi.Router), decisions *ops.Operations, stop func(), err error) {
+// startSagas runs the demo's signups as an application would: the saga
+// engine's and the signups' migrations in the demo's database, a River
+// client working the saga queue on the applications' River tables (the
+// leader there, with the saga's periodic jobs), and the saga runner. It
+// returns the routes to mount next to the shop's and stop, which stops
+// River (waiting for running jobs, then cancelling them) and must be
+// called before the database closes. The console's decisions are wired
+// apart, as "console serve" wires them (operationDecisions).
+func startSagas(ctx context.Context, db *database, shop *demo.Shop, log *slog.Logger) (mount func(chi.Router), stop func(), err error) {
 	if db.MySQL != nil {
-		return nil, nil, nil, errNoSagasOnMySQL
+		return nil, nil, errNoSagasOnMySQL
 	}
 	set := sagaOverrides
 	var sdb demo.SignupDB = sqlSignupDB{db.SQL}
@@ -60,35 +58,25 @@ func startSagas(ctx context.Context, db *database, shop *demo.Shop, reg promethe
 	ws := set.workspaces
 	if ws == nil {
 		if ws, err = demoWorkspaces(ctx, sdb); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
 	}
 	signups := demo.NewSignups(shop, sdb, ws, log)
 	if db.Pool != nil {
-		dec, err := db.postgresDecisions()
-		if err != nil {
-			return nil, nil, nil, err
+		if stop, err = runSagas(ctx, riverpgxv5.New(db.Pool), sagapgx.New(db.Pool), signups, set, log); err != nil {
+			return nil, nil, err
 		}
-		decisions, stop, err := runSagas(ctx, reg, riverpgxv5.New(db.Pool), sagapgx.New(db.Pool), dec, signups, set, skew, bulk, log)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		return signups.Routes, decisions, stop, nil
+		return signups.Routes, stop, nil
 	}
 	// River's SQLite driver wants a handle of its own with one
-	// connection; the saga records and the decisions share it so that
-	// they commit with River's jobs. BEGIN IMMEDIATE takes the write lock
-	// up front, so that a transaction that reads then writes never fails
-	// on a snapshot made stale by a writer on the other handle.
-	dec, err := db.sqliteDecisions()
-	if err != nil {
-		return nil, nil, nil, err
+	// connection; the saga records share it so that they commit with
+	// River's jobs. BEGIN IMMEDIATE takes the write lock up front, so that
+	// a transaction that reads then writes never fails on a snapshot made
+	// stale by a writer on the other handle.
+	if stop, err = runSagas(ctx, riversqlite.New(db.Immediate), sagasqlite.New(db.Immediate), signups, set, log); err != nil {
+		return nil, nil, err
 	}
-	decisions, stop, err = runSagas(ctx, reg, riversqlite.New(db.Immediate), sagasqlite.New(db.Immediate), dec, signups, set, skew, bulk, log)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return signups.Routes, decisions, stop, nil
+	return signups.Routes, stop, nil
 }
 
 // demoWorkspaces is the demo's workspace provider. Its state is in the
@@ -98,15 +86,9 @@ func demoWorkspaces(ctx context.Context, sdb demo.SignupDB) (demo.WorkspaceAPI, 
 	return demo.NewWorkspaceProviderDB(ctx, sdb)
 }
 
-func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverdriver.Driver[TTx], sd sagadriver.Driver[TTx], dec *ops.DB[TTx], signups *demo.Signups, set sagaSettings, skew *clockSkew, bulk *bulkRunner, log *slog.Logger) (decisions *ops.Operations, stop func(), err error) {
-	if err := riverMigrate(ctx, rd); err != nil {
-		return nil, nil, err
-	}
-	if err := sd.Migrate(ctx); err != nil {
-		return nil, nil, err
-	}
+func runSagas[TTx any](ctx context.Context, rd riverdriver.Driver[TTx], sd sagadriver.Driver[TTx], signups *demo.Signups, set sagaSettings, log *slog.Logger) (stop func(), err error) {
 	if err := signups.Migrate(ctx); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	def := signups.Definition()
 	if set.stepTimeout > 0 {
@@ -116,11 +98,11 @@ func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverd
 	}
 	runner, err := saga.NewRunner(sd, saga.Config{Definitions: []saga.Definition{def}, Logger: log})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	workers := river.NewWorkers()
 	if err := runner.AddWorkers(workers); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	cfg := &river.Config{
 		FetchPollInterval: 250 * time.Millisecond,
@@ -132,34 +114,20 @@ func runSagas[TTx any](ctx context.Context, reg prometheus.Registerer, rd riverd
 	// JobTimeout and RescueStuckJobsAfter from the steps' leases: a step
 	// of a killed process resumes in minutes, not River's hour.
 	if err := runner.ConfigureRiver(cfg); err != nil {
-		return nil, nil, err
-	}
-	if err := bulk.register(workers, cfg); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	client, err := river.NewClient(rd, cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("river client: %w", err)
+		return nil, fmt.Errorf("river client: %w", err)
 	}
-	bulk.insert = bulkInsert(client)
 	runner.SetClient(client)
 	demo.UseRunner(signups, runner)
-	// The console's decisions on operations go through the same runner:
-	// the jobs they insert are worked by this client.
-	if decisions, err = ops.NewOperations(dec, runner); err != nil {
-		return nil, nil, err
-	}
-	decisions.SetLogger(log)
-	if err := reg.Register(saga.NewCollector(runner, 5*time.Second)); err != nil {
-		return nil, nil, fmt.Errorf("saga metrics: %w", err)
-	}
-	*skew = checkClock(ctx, runner, log)
 	// Not ctx: River stops when stop says, after the HTTP server, before
 	// the database closes.
 	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
-		return nil, nil, fmt.Errorf("start river: %w", err)
+		return nil, fmt.Errorf("start river: %w", err)
 	}
-	return decisions, stopRiver(client, log), nil
+	return stopRiver(client, log), nil
 }
 
 // stopRiver returns the stop of client: waiting up to 10 s for its
@@ -186,69 +154,6 @@ func bulkInsert[TTx any](client *river.Client[TTx]) func(ctx context.Context, ar
 		_, err := client.Insert(ctx, args, nil)
 		return err
 	}
-}
-
-// operationDecisions builds the decisions of "console serve" on saga
-// operations: a saga runner without definitions (operator actions use only
-// the records: the state machine, the version check and the jobs to
-// insert) and an insert-only River client (no workers): the jobs a
-// decision inserts, on queue, are run by the application's River workers.
-// It registers the saga metrics in reg and sets *skew to the runner's clock skew, for /readyz.
-// The same client works the console's own queue, ops.BulkQueue, with
-// bulk's worker; stop stops it and must be called before the database
-// closes.
-func operationDecisions(ctx context.Context, db *database, queue string, reg prometheus.Registerer, skew *clockSkew, bulk *bulkRunner, log *slog.Logger) (*ops.Operations, func(), error) {
-	if db.MySQL != nil {
-		// No River, so no operations to decide on and no bulk runs.
-		return nil, func() {}, nil
-	}
-	cfg := saga.Config{Queue: queue, Logger: log}
-	if db.Pool != nil {
-		dec, err := db.postgresDecisions()
-		if err != nil {
-			return nil, nil, err
-		}
-		return insertOnlyDecisions(ctx, riverpgxv5.New(db.Pool), sagapgx.New(db.Pool), dec, cfg, reg, skew, bulk, log)
-	}
-	// As the demo: the handle with one connection and BEGIN IMMEDIATE, so
-	// that a decision holds the write lock from its read to its audit
-	// entry.
-	dec, err := db.sqliteDecisions()
-	if err != nil {
-		return nil, nil, err
-	}
-	return insertOnlyDecisions(ctx, riversqlite.New(db.Immediate), sagasqlite.New(db.Immediate), dec, cfg, reg, skew, bulk, log)
-}
-
-func insertOnlyDecisions[TTx any](ctx context.Context, rd riverdriver.Driver[TTx], sd sagadriver.Driver[TTx], dec *ops.DB[TTx], cfg saga.Config, reg prometheus.Registerer, skew *clockSkew, bulk *bulkRunner, log *slog.Logger) (*ops.Operations, func(), error) {
-	runner, err := saga.NewRunner(sd, cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	workers := river.NewWorkers()
-	rcfg := &river.Config{Logger: log.With("component", "river"), Workers: workers, FetchPollInterval: 250 * time.Millisecond}
-	if err := bulk.register(workers, rcfg); err != nil {
-		return nil, nil, err
-	}
-	client, err := river.NewClient(rd, rcfg)
-	if err != nil {
-		return nil, nil, fmt.Errorf("river client: %w", err)
-	}
-	bulk.insert = bulkInsert(client)
-	runner.SetClient(client)
-	if err := reg.Register(saga.NewCollector(runner, 5*time.Second)); err != nil {
-		return nil, nil, fmt.Errorf("saga metrics: %w", err)
-	}
-	*skew = checkClock(ctx, runner, log)
-	decisions, err := ops.NewOperations(dec, runner)
-	if err != nil {
-		return nil, nil, err
-	}
-	decisions.SetLogger(log)
-	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
-		return nil, nil, fmt.Errorf("start river: %w", err)
-	}
-	return decisions, stopRiver(client, log), nil
 }
 
 // pgxSignupDB runs the signups' SQL on the pool.
