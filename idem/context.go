@@ -118,8 +118,8 @@ func Annotate(ctx context.Context, a Annotation) error {
 // Uncertain marks a callback's error as an unknown outcome: the effect may
 // have happened (a provider timed out after the request was sent). Returned
 // from a callback of [Run], it leaves the record pending instead of
-// releasing it; repeats get ErrInProgress until the record is reconciled,
-// resolved by an operator or forgotten. Attach the reference sent to the
+// releasing it; repeats get [ErrPendingReview] until the record is
+// reconciled, resolved by an operator or forgotten. Attach the reference sent to the
 // provider with [Annotate] first. The returned error matches ErrUncertain
 // and err.
 func Uncertain(err error) error {
@@ -139,8 +139,9 @@ func (e *uncertainError) Is(target error) bool { return target == ErrUncertain }
 // is for callbacks of [Run]: the outcome of the request is unknown (a
 // provider timed out after it was called). The handler's response is sent
 // but not stored; the record becomes pending with reason as its last error,
-// and repeats get 409 in progress (or 202) until the record is reconciled,
-// resolved by an operator or forgotten. Attach the provider's reference with
+// and repeats get 409 [CodePendingReview] without Retry-After (or 202 with
+// AcceptedWhileInProgress) until the record is reconciled, resolved by an
+// operator or forgotten. The reason is for operators: clients never see it. Attach the provider's reference with
 // [Annotate] first. Outside a run it returns ErrNotInRun.
 func MarkUncertain(ctx context.Context, reason string) error {
 	st, ok := ctx.Value(runStateKey{}).(*runState)

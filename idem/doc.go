@@ -26,6 +26,42 @@
 //     operator), [RecoverByRerunning] or [RecoverByVerifying]. [Engine.Sweep]
 //     escalates such records past their retention instead of deleting them.
 //
+// # What a caller sees
+//
+// For each state of a key, the answer of the HTTP middleware, of [Run], and
+// what a [Transport] does with the answer:
+//
+//   - first request: the handler (or the callback) runs; its response is
+//     stored, unless it is a 5xx (the key is released; see
+//     [MiddlewareConfig].StoreServerErrors).
+//   - completed or failed: the stored response again, with
+//     Idempotent-Replayed: true; Run returns the stored value with
+//     Replayed set.
+//   - in progress (the first request still runs under its lease): 409
+//     [CodeInProgress] with Retry-After, the rest of the lease; Run returns
+//     an *[InProgressError]. The Transport waits and retries with the same
+//     key. [MiddlewareConfig].WaitInFlight waits for the replay first;
+//     AcceptedWhileInProgress answers 202 with Retry-After instead.
+//   - waiting for an operator (pending: the first request's outcome is
+//     unknown — its process died and [RecoverByEscalating] escalated the
+//     key, a verifier could not tell, or the handler called
+//     [MarkUncertain]): 409 [CodePendingReview] without Retry-After, with
+//     a detail for the end user ("the outcome of your request is being
+//     checked"); Run returns a *[PendingReviewError] ([ErrPendingReview],
+//     still matching [ErrInProgress]). The Transport does not retry and
+//     returns a *[PendingReviewResponseError]. AcceptedWhileInProgress
+//     answers 202 with {"status":"pending","code":…} and no Retry-After
+//     instead. Nothing changes until an operator or a reconciliation
+//     resolves the key ([Engine.Settle]): then a repeat runs (the effect
+//     did not happen) or gets [CodeResponseUnavailable] (it did).
+//   - ran but not replayable (unavailable, or confirmed without a
+//     response): 409 [CodeResponseUnavailable]; Run returns
+//     [ErrResultUnavailable]. The Transport does not retry.
+//   - same key, other request: 422 [CodeKeyReused]; Run returns
+//     [ErrKeyReused]. The Transport does not retry.
+//   - store unreachable: 503 [CodeStoreUnavailable] with Retry-After;
+//     nothing ran. The Transport retries.
+//
 // # Tracing
 //
 // [WithTracerProvider] records OpenTelemetry spans ([SpanRun] around Run,

@@ -32,7 +32,8 @@ const (
 	DefaultOperation = "run"
 	// DefaultMaxResultBytes bounds the JSON of a stored result.
 	DefaultMaxResultBytes = 1 << 20
-	// DefaultPendingRetryAfter is the retry hint for a pending key.
+	// DefaultPendingRetryAfter is the polling pace given to programs for a
+	// pending key (see [WithPendingRetryAfter]).
 	DefaultPendingRetryAfter = 30 * time.Second
 	// DefaultStoreTimeout bounds every store call the engine makes.
 	DefaultStoreTimeout = 5 * time.Second
@@ -116,8 +117,13 @@ func WithMaxResultBytes(n int) Option {
 	return func(c *engineConfig) { c.maxResultBytes = n }
 }
 
-// WithPendingRetryAfter sets the retry hint given for a pending key, which
-// holds no lease. Default 30 s.
+// WithPendingRetryAfter sets the polling pace given for a pending key,
+// which holds no lease and waits for an operator or a reconciliation: the
+// RetryAfter of the *[PendingReviewError] that [Run] returns, at which a
+// program that polls comes back (package idemriver snoozes its job for at
+// most this long). Nothing in the engine retries a pending key by itself,
+// and the HTTP middleware sends no Retry-After for one (SPEC K21): this is
+// no promise that the review ends by then. Default 30 s, at least 1 s.
 func WithPendingRetryAfter(d time.Duration) Option {
 	return func(c *engineConfig) { c.pendingRetry = d }
 }

@@ -22,8 +22,19 @@ var (
 	// (SPEC R3, H8). Nothing ran, nothing changed.
 	ErrKeyReused = errors.New("idem: idempotency key reused with a different request")
 	// ErrInProgress: another owner holds the key, or its outcome is pending.
-	// The error is an *[InProgressError] carrying when to retry (SPEC H9).
+	// For a key held by another owner the error is an *[InProgressError]
+	// carrying when to retry (SPEC H9); for a pending key it is a
+	// *[PendingReviewError], which matches ErrPendingReview too.
 	ErrInProgress = errors.New("idem: request with this idempotency key is in progress")
+	// ErrPendingReview: the key's outcome is unknown and waits for an
+	// operator or a reconciliation (SPEC M4, K21): its owner was lost and
+	// the recovery escalated it, a verifier could not tell, or the run
+	// ended [Uncertain]. The engine never resolves such a key by itself, so
+	// repeating the call gets the same answer until someone does. [Run]
+	// returns a *[PendingReviewError]; a [Transport] returns a
+	// *[PendingReviewResponseError] when a server answers with
+	// [CodePendingReview].
+	ErrPendingReview = errors.New("idem: the outcome of this idempotency key is pending review")
 	// ErrResultUnavailable: the operation ran but its result cannot be
 	// replayed (not storable, sealed under an unknown secret, or corrupt).
 	// It is never run again automatically (SPEC R5, H13).
@@ -67,7 +78,10 @@ func (e *ValidationError) Is(target error) bool {
 }
 
 // InProgressError says that the key is held by another owner, or that its
-// outcome is pending. It matches ErrInProgress with errors.Is.
+// outcome is pending. It matches ErrInProgress with errors.Is. [Run]
+// returns it itself for a key held by another owner (Status processing);
+// for a pending key it returns a *[PendingReviewError], in which errors.As
+// finds an InProgressError with Status pending.
 type InProgressError struct {
 	// RetryAfter is when a repeat may succeed: the rest of the live lease, or
 	// the engine's pending retry interval. Never below one second.
@@ -82,3 +96,37 @@ func (e *InProgressError) Error() string {
 
 // Is reports a match with ErrInProgress.
 func (e *InProgressError) Is(target error) bool { return target == ErrInProgress }
+
+// PendingReviewError says that the key's outcome is pending review: unknown,
+// and waiting for an operator or a reconciliation (SPEC M4, K21). [Run]
+// returns it for a pending key, whether a recovery has just escalated it or
+// an earlier run left it so. It matches ErrPendingReview with errors.Is.
+//
+// It also still matches ErrInProgress, and errors.As finds an
+// *[InProgressError] (Status pending, the same RetryAfter) in it, as
+// before it existed: the callers of Run are programs, and those that treat
+// ErrInProgress as "not finished, come back later" — a job queue that
+// snoozes the job (package idemriver), a worker loop — must keep waiting
+// and keep never running the key twice; they poll at RetryAfter, the
+// engine's pending interval, not at a lease's pace, so they do not spin.
+// Match ErrPendingReview before ErrInProgress to tell a person that the
+// outcome is being checked rather than still running.
+type PendingReviewError struct {
+	// RetryAfter is the engine's pending retry interval
+	// ([WithPendingRetryAfter]): a pace for programs that poll, not a time
+	// by which the review ends.
+	RetryAfter time.Duration
+}
+
+func (e *PendingReviewError) Error() string {
+	return "idem: the outcome of this idempotency key is unknown and pending review by an operator or a reconciliation"
+}
+
+// Is reports a match with ErrPendingReview.
+func (e *PendingReviewError) Is(target error) bool { return target == ErrPendingReview }
+
+// Unwrap returns the *[InProgressError] this error was before K21, so that
+// ErrInProgress and *InProgressError still match.
+func (e *PendingReviewError) Unwrap() error {
+	return &InProgressError{RetryAfter: e.RetryAfter, Status: idemdriver.StatusPending}
+}

@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
@@ -68,4 +70,42 @@ func ExampleNewMiddleware() {
 	// 201 {"order":1} Idempotent-Replayed=""
 	// 201 {"order":1} Idempotent-Replayed="true"
 	// orders created: 1
+}
+
+// A Transport does not resend a request whose outcome the server is
+// checking (a key waiting for an operator): it returns a
+// *PendingReviewResponseError, whose Detail can be shown to the user.
+func ExamplePendingReviewResponseError() {
+	var sent atomic.Int32
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sent.Add(1) // what the middleware answers for a payment pending review:
+		idem.WriteProblem(w, idem.Problem{Status: http.StatusConflict, Code: idem.CodePendingReview,
+			Detail: "The outcome of your request is being checked."})
+	}))
+	defer server.Close()
+	transport, err := idem.NewTransport(nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	client := &http.Client{Transport: transport}
+
+	ctx := idem.ContextWithKey(context.Background(), "payment-for-order-42")
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, server.URL+"/payments", strings.NewReader(`{"amount_cents":1999}`))
+	if err != nil {
+		log.Fatal(err)
+	}
+	resp, err := client.Do(req)
+	var pending *idem.PendingReviewResponseError
+	switch {
+	case errors.As(err, &pending):
+		fmt.Printf("%s (payment %s)\n", pending.Detail, pending.Key)
+	case err != nil:
+		log.Fatal(err)
+	default:
+		resp.Body.Close()
+	}
+	fmt.Println("requests sent:", sent.Load())
+	// Output:
+	// The outcome of your request is being checked. (payment "payment-for-order-42")
+	// requests sent: 1
 }

@@ -15,13 +15,42 @@ import (
 	"github.com/unstuckhq/unstuck/idem/internal/decide"
 )
 
-// Problem codes of the HTTP middleware (SPEC H4, H8, H9, H13; the `code`
-// member of every application/problem+json rejection).
+// Problem codes of the HTTP middleware (SPEC H4, H8, H9, H13, K21; the
+// `code` member of every application/problem+json rejection).
 const (
-	CodeInvalidKey          = "invalid_idempotency_key"
-	CodeKeyMissing          = "idempotency_key_missing"
-	CodeKeyReused           = "idempotency_key_reused"
-	CodeInProgress          = "idempotency_request_in_progress"
+	CodeInvalidKey = "invalid_idempotency_key"
+	CodeKeyMissing = "idempotency_key_missing"
+	CodeKeyReused  = "idempotency_key_reused"
+	// CodeInProgress answers 409 with Retry-After (the rest of the first
+	// request's lease) while the first request with the key still runs
+	// (SPEC H9): a retry after that time gets the replay.
+	CodeInProgress = "idempotency_request_in_progress"
+	// CodePendingReview answers 409 without Retry-After when the outcome
+	// of the key's first request is unknown and waits for an operator or a
+	// reconciliation (SPEC M4, K21): the record is pending because the
+	// request's process died and its recovery escalated the key, a
+	// verifier could not tell, or the handler called [MarkUncertain].
+	// Resending cannot change the answer until a person or a
+	// reconciliation resolves the key, so the answer does not invite it:
+	//
+	//   - 409, not 202: a 2xx reads as success to generic clients, and
+	//     this outcome is unknown — the payment may or may not have been
+	//     made. 202 would also need a status resource to point to, which
+	//     the library has none of. An API whose contract is asynchronous
+	//     can set [MiddlewareConfig].AcceptedWhileInProgress to get 202
+	//     with a status document instead.
+	//   - no Retry-After: any interval would be a guess (the end is a
+	//     person's decision), and a 409 with Retry-After is resent by
+	//     clients that follow the draft and by a [Transport] built before
+	//     this code existed (it retries any 409 carrying one) until it
+	//     gives up. Without it, such a Transport returns the 409 at once.
+	//
+	// The problem's detail says, in words for an end user, that the
+	// outcome is being checked; it names no key, payload or internal
+	// reason. A [Transport] does not retry it and returns a
+	// *[PendingReviewResponseError]. After the review a repeat runs (the
+	// effect did not happen) or gets [CodeResponseUnavailable] (it did).
+	CodePendingReview       = "idempotency_outcome_pending_review"
 	CodeResponseUnavailable = "idempotent_response_unavailable"
 	CodeRequestTooLarge     = "request_too_large"
 	CodeMalformedBody       = "malformed_request_body"
@@ -75,8 +104,13 @@ type MiddlewareConfig struct {
 	// request to finish before answering 409 (SPEC H9). Default 0, at most
 	// 30 s.
 	WaitInFlight time.Duration
-	// AcceptedWhileInProgress answers a duplicate of a processing or
-	// pending request with 202 Accepted and Retry-After instead of 409.
+	// AcceptedWhileInProgress answers a duplicate of a processing request
+	// with 202 Accepted, Retry-After and a status document
+	// {"status":"processing","retry_after_seconds":n} instead of 409
+	// [CodeInProgress], and a repeat of a pending one with 202 and
+	// {"status":"pending","code":"idempotency_outcome_pending_review",
+	// "detail":…}, without Retry-After, instead of 409 [CodePendingReview]
+	// (SPEC H9, K21).
 	AcceptedWhileInProgress bool
 	// Transactional runs the handler inside a store transaction that the
 	// record commits with (SPEC H17); the engine's store must be a
@@ -93,7 +127,7 @@ type MiddlewareConfig struct {
 	// (processing, lease ended: the process crashed or stalled). Nil: the
 	// engine's default ([WithDefaultRecovery], itself [RecoverByEscalating]
 	// by default: the record becomes pending for an operator and repeats
-	// get 409). Set per route with [RouteRecovery].
+	// get 409 [CodePendingReview]). Set per route with [RouteRecovery].
 	Recovery *Recovery
 	// OnRejected and OnReplayed are called for each rejection and each
 	// replay (SPEC H16). They must not block.
@@ -462,13 +496,19 @@ func (m *Middleware) answer(w http.ResponseWriter, r *http.Request, rq request, 
 		if m.cfg.AcceptedWhileInProgress {
 			secs := int(c.outcome.RetryAfter / time.Second)
 			w.Header().Set("Retry-After", strconv.Itoa(secs))
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusAccepted)
-			_ = json.NewEncoder(w).Encode(map[string]any{"status": c.rec.Status, "retry_after_seconds": secs})
+			writeAccepted(w, map[string]any{"status": c.rec.Status, "retry_after_seconds": secs})
 			return
 		}
 		ev.Code, ev.Status = CodeInProgress, http.StatusConflict
 		m.reject(w, r, ev, "A request with this Idempotency-Key is still being processed. Retry after the time given in Retry-After.", c.outcome.RetryAfter)
+	case decide.ActionAwaitReview:
+		// No Retry-After in either form (see CodePendingReview).
+		if m.cfg.AcceptedWhileInProgress {
+			writeAccepted(w, map[string]any{"status": idemdriver.StatusPending, "code": CodePendingReview, "detail": pendingReviewDetail})
+			return
+		}
+		ev.Code, ev.Status = CodePendingReview, http.StatusConflict
+		m.reject(w, r, ev, pendingReviewDetail, 0)
 	case decide.ActionRejectReused:
 		ev.Code, ev.Status = CodeKeyReused, http.StatusUnprocessableEntity
 		m.reject(w, r, ev, "This Idempotency-Key was already used with a different request.", 0)
@@ -486,6 +526,17 @@ func (m *Middleware) answer(w http.ResponseWriter, r *http.Request, rq request, 
 		ev.Code, ev.Status = CodeResponseUnavailable, http.StatusConflict
 		m.reject(w, r, ev, "The request with this Idempotency-Key was processed, but its response cannot be replayed.", 0)
 	}
+}
+
+// pendingReviewDetail is what a client is told of a key pending review: for
+// an end user, with no key, payload or reason in it.
+const pendingReviewDetail = "The outcome of your request is being checked. Sending it again will not change this answer until the check is complete."
+
+// writeAccepted answers 202 Accepted with the status document doc.
+func writeAccepted(w http.ResponseWriter, doc map[string]any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusAccepted)
+	_ = json.NewEncoder(w).Encode(doc)
 }
 
 // replayTo writes the stored response of rec to w; anything that does not

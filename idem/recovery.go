@@ -21,8 +21,9 @@ type Recovery struct {
 // such as "abandoned: the owner's lease ended at … without an outcome
 // (recovery: escalate)". The console lists it for an operator, who
 // confirms whether the effect happened; until then every repeat gets
-// ErrInProgress (HTTP 409 with Retry-After). Guarantee: at most one run per
-// key, at the price of an operator's decision after a crash.
+// [ErrPendingReview] (HTTP 409 [CodePendingReview], without Retry-After).
+// Guarantee: at most one run per key, at the price of an operator's
+// decision after a crash.
 func RecoverByEscalating() Recovery { return Recovery{mode: decide.RecoverEscalate} }
 
 // RecoverByRerunning takes an abandoned key over with a higher fence and

@@ -96,7 +96,8 @@ const maxTakeoverRounds = 4
 //   - fn returning an error, or panicking, releases the key; the error is
 //     returned and the panic re-raised after the release.
 //   - fn returning [Uncertain] leaves the record pending: the error is
-//     returned and repeats get ErrInProgress until the record is resolved.
+//     returned and repeats get ErrPendingReview (a *PendingReviewError,
+//     which still matches ErrInProgress) until the record is resolved.
 //   - A value that cannot be stored completes the key unavailable and returns
 //     ErrResultNotStorable; later callers get ErrResultUnavailable and fn is
 //     never run again for this key.
@@ -114,7 +115,8 @@ const maxTakeoverRounds = 4
 //   - A record abandoned by its owner (processing, lease ended: a crash)
 //     is handled by the run's [Recovery] ([RunRecovery], default
 //     [RecoverByEscalating]: the record becomes pending for an operator
-//     and Run returns ErrInProgress).
+//     and Run returns ErrPendingReview, as every repeat does until the
+//     record is resolved).
 //
 // Every store call is bounded by the engine's store timeout
 // ([WithStoreTimeout], default 5 s): reads and reservations under ctx,
@@ -161,6 +163,8 @@ func runKey[T any](ctx context.Context, e *Engine, id idemdriver.Ident, req deci
 		return execute(ctx, e.newRunState(e.store, claim.rec), fn)
 	case decide.ActionWait:
 		return zero, &InProgressError{RetryAfter: claim.outcome.RetryAfter, Status: claim.rec.Status}
+	case decide.ActionAwaitReview:
+		return zero, &PendingReviewError{RetryAfter: claim.outcome.RetryAfter}
 	case decide.ActionRejectReused:
 		return zero, ErrKeyReused
 	case decide.ActionReplay:
@@ -273,7 +277,7 @@ func newOwnerToken() string {
 
 // escalate completes the abandoned record taken, which the caller has just
 // taken over, as pending with the reason, for an operator; the answer is
-// to wait.
+// that it awaits review.
 func (e *Engine) escalate(ctx context.Context, s idemdriver.Store, taken idemdriver.Record, leaseEnd time.Time, how string) (claim, error) {
 	reason := idemdriver.AbandonedReason(leaseEnd, how)
 	bctx, cancel := e.bound(context.WithoutCancel(ctx))
@@ -286,7 +290,7 @@ func (e *Engine) escalate(ctx context.Context, s idemdriver.Store, taken idemdri
 	e.log.Warn("idem: abandoned record escalated to pending for an operator", "key_id", SafeKeyID(taken.KeyDigest),
 		"operation", taken.Operation, "lease_ended_at", leaseEnd.UTC().Format(time.RFC3339), "recovery", how)
 	taken.Status, taken.LastError, taken.LeaseExpiresAt = idemdriver.StatusPending, reason, time.Time{}
-	return claim{rec: taken, outcome: decide.Outcome{Action: decide.ActionWait, RetryAfter: decide.AtLeastASecond(e.policy.PendingRetryAfter)}, wrote: true}, nil
+	return claim{rec: taken, outcome: decide.Outcome{Action: decide.ActionAwaitReview, RetryAfter: decide.AtLeastASecond(e.policy.PendingRetryAfter)}, wrote: true}, nil
 }
 
 // verify asks v about the abandoned record taken, which the caller has just

@@ -38,7 +38,7 @@ const (
 	AttrKeyID     = "idem.key_id"    // SafeKeyID of the key
 	AttrRecordID  = "idem.record_id" // the store's record ID (the console's /keys/{id})
 	AttrOperation = "idem.operation" // the operation: route, job kind or RunOperation
-	AttrDecision  = "idem.decision"  // first, replay, in_progress, key_reused, takeover, restart, unavailable
+	AttrDecision  = "idem.decision"  // first, replay, in_progress, pending_review, key_reused, takeover, restart, unavailable
 	AttrStatus    = "idem.status"    // the record's status after the decision
 	AttrFence     = "idem.fence"     // the owner's fence
 	AttrAttempt   = "idem.attempt"   // the owner's attempt (1 on the first run)
@@ -64,6 +64,8 @@ func decisionName(a decide.Action) string {
 		return "replay"
 	case decide.ActionWait:
 		return "in_progress"
+	case decide.ActionAwaitReview:
+		return "pending_review"
 	case decide.ActionRejectReused:
 		return "key_reused"
 	case decide.ActionTakeOver:

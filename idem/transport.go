@@ -60,10 +60,16 @@ const (
 // `code` is idempotency_request_in_progress or that carries Retry-After.
 // It never retries other statuses, and never a 409 whose code is
 // idempotent_response_unavailable or idempotency_key_reused: the server
-// has said that a repeat cannot succeed. Between attempts it waits for the
-// response's Retry-After (delta-seconds or HTTP-date) when one is present;
-// a Retry-After above the configured maximum ends the retries and that
-// response is returned. Without one it waits a random time between zero
+// has said that a repeat cannot succeed. A 409 whose code is
+// [CodePendingReview] (the outcome is unknown and waits for an operator,
+// SPEC K21) is not retried either, whatever its headers and on any
+// attempt: RoundTrip reads its body, closes it and returns a
+// *[PendingReviewResponseError] instead of the response, for the caller
+// to tell its user that the request is being checked.
+//
+// Between attempts it waits for the response's Retry-After (delta-seconds
+// or HTTP-date) when one is present; a Retry-After above the configured
+// maximum ends the retries and that response is returned. Without one it waits a random time between zero
 // and an exponential ceiling (full jitter). A wait ends early with the
 // context's error when the request's context is done.
 //
@@ -236,8 +242,10 @@ func newV7Key() (string, error) {
 // [http.RoundTripper] it closes req.Body, also when it fails. Errors are
 // those of the base transport, the context's error when the request's
 // context ends during a wait, an error matching [ErrInvalidKey] when the
-// key cannot be sent, or the error of req.GetBody when the body cannot be
-// rewound for a retry.
+// key cannot be sent, the error of req.GetBody when the body cannot be
+// rewound for a retry, or a *[PendingReviewResponseError] (matching
+// [ErrPendingReview]) when the server answers that the request's outcome
+// is pending review.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !t.methods[req.Method] {
 		return t.base.RoundTrip(req)
@@ -278,6 +286,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if resp != nil {
 			resp.Request = r
 		}
+		var code string
+		if err == nil {
+			var perr *PendingReviewResponseError
+			if code, perr = conflictCode(resp); perr != nil {
+				return nil, perr
+			}
+		}
 		if attempt >= t.maxAttempts || !retryable {
 			return resp, err
 		}
@@ -288,7 +303,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			wait = t.backoff(attempt)
 		} else {
-			d, again := t.retryDelay(resp, attempt)
+			d, again := t.retryDelay(resp, code, attempt)
 			if !again {
 				return resp, nil
 			}
@@ -329,15 +344,15 @@ func (t *Transport) key(ctx context.Context) (string, error) {
 	return key, nil
 }
 
-// retryDelay says whether resp is worth another attempt, and how long to
-// wait before it. It may replace resp.Body (keeping its content) to read
-// the problem code of a 409.
-func (t *Transport) retryDelay(resp *http.Response, attempt int) (time.Duration, bool) {
+// retryDelay says whether resp, whose problem code is code ("" when it is
+// not a 409 or has none), is worth another attempt, and how long to wait
+// before it.
+func (t *Transport) retryDelay(resp *http.Response, code string, attempt int) (time.Duration, bool) {
 	retryAfter := resp.Header.Get(transportRetryAfterHeader)
 	switch {
 	case resp.StatusCode >= 500 && resp.StatusCode <= 599, resp.StatusCode == http.StatusTooManyRequests:
 	case resp.StatusCode == http.StatusConflict:
-		switch problemCode(resp) {
+		switch code {
 		case transportCodeUnavailable, transportCodeKeyReused:
 			return 0, false
 		case transportCodeInProgress:
@@ -389,12 +404,65 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
-// problemCode returns the `code` member of an RFC 9457 problem body, or ""
-// when there is none. It reads at most transportPeekBytes and leaves the
-// body readable from its start.
-func problemCode(resp *http.Response) string {
+// PendingReviewResponseError is what a [Transport] returns instead of a
+// response that says the request's outcome is pending review (409 with
+// problem code [CodePendingReview], SPEC K21): the server does not know
+// whether the request took effect and waits for an operator or a
+// reconciliation, so no retry can change the answer and none is made.
+// Tell the user that the request is being checked (Detail is the server's
+// wording for that), and keep Key to find the request again. It matches
+// [ErrPendingReview]; through an [http.Client] it arrives wrapped in a
+// *url.Error, which errors.As sees through.
+//
+// The response's body was read (its first 64 KiB, kept in Body) and
+// closed by the transport: the caller has nothing to close.
+type PendingReviewResponseError struct {
+	StatusCode int    // the response's status: 409
+	Code       string // the problem's `code`: CodePendingReview
+	Detail     string // the problem's `detail`, meant for an end user; may be empty
+	// Key is the Idempotency-Key field as sent (an RFC 9651 sf-string), as
+	// Response.Request.Header.Get would have given it.
+	Key  string
+	Body []byte // the problem document as received, at most 64 KiB
+}
+
+func (e *PendingReviewResponseError) Error() string {
+	return fmt.Sprintf("idem: the server is checking the outcome of this request (%d %s); it was not sent again", e.StatusCode, e.Code)
+}
+
+// Is reports a match with ErrPendingReview.
+func (e *PendingReviewResponseError) Is(target error) bool { return target == ErrPendingReview }
+
+// conflictCode reads the problem code of a 409 response ("" for any other
+// status, or a 409 without one), leaving its body readable from its start.
+// When the code is CodePendingReview it closes the body and returns the
+// error that replaces the response.
+func conflictCode(resp *http.Response) (string, *PendingReviewResponseError) {
+	if resp.StatusCode != http.StatusConflict {
+		return "", nil
+	}
+	p, head := peekProblem(resp)
+	if p.Code != CodePendingReview {
+		return p.Code, nil
+	}
+	drainAndClose(resp.Body)
+	return p.Code, &PendingReviewResponseError{StatusCode: resp.StatusCode, Code: p.Code, Detail: p.Detail,
+		Key: resp.Request.Header.Get(transportKeyHeader), Body: head}
+}
+
+// transportProblem is what the transport reads of an RFC 9457 problem.
+type transportProblem struct {
+	Code   string `json:"code"`
+	Detail string `json:"detail"`
+}
+
+// peekProblem returns the problem in resp's body (zero when there is none)
+// and the bytes it read: at most transportPeekBytes. It leaves the body
+// readable from its start.
+func peekProblem(resp *http.Response) (transportProblem, []byte) {
+	var p transportProblem
 	if resp.Body == nil || resp.Body == http.NoBody {
-		return ""
+		return p, nil
 	}
 	orig := resp.Body
 	head, err := io.ReadAll(io.LimitReader(orig, transportPeekBytes))
@@ -402,16 +470,10 @@ func problemCode(resp *http.Response) string {
 		io.Reader
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(head), orig), orig}
-	if err != nil {
-		return ""
+	if err != nil || json.Unmarshal(head, &p) != nil {
+		return transportProblem{}, head
 	}
-	var p struct {
-		Code string `json:"code"`
-	}
-	if json.Unmarshal(head, &p) != nil {
-		return ""
-	}
-	return p.Code
+	return p, head
 }
 
 // drainAndClose lets the connection of a response that will be retried be

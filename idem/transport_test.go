@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -675,4 +676,95 @@ func ExampleNewTransport() {
 	// attempt 2: Idempotency-Key: "order-0193b8e4-1d2c-7f00-8000-000000000001"
 	// 201 Created
 	// sent key: "order-0193b8e4-1d2c-7f00-8000-000000000001"
+}
+
+// closeSpy is a base RoundTripper that records whether the bodies of the
+// responses it returned were closed.
+type closeSpy struct {
+	base   http.RoundTripper
+	mu     sync.Mutex
+	bodies []*spiedBody
+}
+
+type spiedBody struct {
+	io.ReadCloser
+	closed bool
+}
+
+func (b *spiedBody) Close() error { b.closed = true; return b.ReadCloser.Close() }
+
+func (s *closeSpy) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := s.base.RoundTrip(r)
+	if err == nil {
+		b := &spiedBody{ReadCloser: resp.Body}
+		resp.Body = b
+		s.mu.Lock()
+		s.bodies = append(s.bodies, b)
+		s.mu.Unlock()
+	}
+	return resp, err
+}
+
+func (s *closeSpy) allClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range s.bodies {
+		if !b.closed {
+			return false
+		}
+	}
+	return len(s.bodies) > 0
+}
+
+// SPEC K21: a 409 idempotency_outcome_pending_review is sent once, whatever
+// its headers and the attempt limit, and comes back as a typed error with
+// the response's body read and closed; a 409 in progress is still retried
+// (TestTransportC2RetriesWithTheSameKeyAndBody).
+func TestTransportK21PendingReviewIsSentOnceAndReturnedAsAnError(t *testing.T) {
+	t.Parallel()
+	const detail = "The outcome of your request is being checked."
+	for _, tc := range []struct {
+		name       string
+		retryAfter string
+		opts       []idem.TransportOption
+		body       func() io.Reader
+	}{
+		{"without Retry-After", "", nil, nil},
+		{"with Retry-After 0", "0", nil, nil},
+		{"with a large Retry-After", "3600", nil, nil},
+		{"on the last attempt", "", []idem.TransportOption{idem.TransportMaxAttempts(1)}, nil},
+		{"with a body that cannot be replayed", "", nil, func() io.Reader { return io.NopCloser(strings.NewReader("x")) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := newTransportServer(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+				if tc.retryAfter != "" {
+					w.Header().Set("Retry-After", tc.retryAfter)
+				}
+				w.Header().Set("Content-Type", "application/problem+json")
+				w.WriteHeader(http.StatusConflict)
+				fmt.Fprintf(w, `{"type":"about:blank","status":409,"code":%q,"detail":%q}`, idem.CodePendingReview, detail)
+			})
+			spy := &closeSpy{base: srv.Client().Transport}
+			tr, err := idem.NewTransport(spy, append([]idem.TransportOption{idem.TransportBackoff(time.Millisecond, 2*time.Millisecond)}, tc.opts...)...)
+			require.NoError(t, err)
+			body := io.Reader(strings.NewReader("x"))
+			if tc.body != nil {
+				body = tc.body()
+			}
+			req, err := http.NewRequestWithContext(idem.ContextWithKey(context.Background(), "order-7"), http.MethodPost, srv.URL, body)
+			require.NoError(t, err)
+
+			resp, err := (&http.Client{Transport: tr}).Do(req)
+			require.Nil(t, resp)
+			require.ErrorIs(t, err, idem.ErrPendingReview)
+			require.False(t, errors.Is(err, idem.ErrInProgress))
+			var pr *idem.PendingReviewResponseError
+			require.ErrorAs(t, err, &pr)
+			require.Equal(t, idem.PendingReviewResponseError{StatusCode: http.StatusConflict, Code: idem.CodePendingReview, Detail: detail, Key: `"order-7"`,
+				Body: []byte(fmt.Sprintf(`{"type":"about:blank","status":409,"code":%q,"detail":%q}`, idem.CodePendingReview, detail))}, *pr)
+			require.Len(t, srv.attempts(), 1, "sent exactly once")
+			require.True(t, spy.allClosed(), "the response's body is closed by the transport")
+		})
+	}
 }

@@ -218,8 +218,12 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idemdriver.Store) {
 
 		b.clock.Advance(72 * time.Hour) // pending outlives its TTL
 		_, err = idem.Run(ctx, b.engine, "k", "s", fn)
+		var pr *idem.PendingReviewError
+		require.ErrorAs(t, err, &pr, "K21: pending waits for an operator or a reconciliation")
+		require.ErrorIs(t, err, idem.ErrPendingReview)
+		require.Equal(t, 45*time.Second, pr.RetryAfter)
 		var ip *idem.InProgressError
-		require.ErrorAs(t, err, &ip)
+		require.ErrorAs(t, err, &ip, "still an in-progress error for callers written before K21")
 		require.ErrorIs(t, err, idem.ErrInProgress)
 		require.Equal(t, 45*time.Second, ip.RetryAfter)
 		require.Equal(t, idemdriver.StatusPending, ip.Status)
@@ -347,7 +351,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idemdriver.Store) {
 		ran := false
 		_, err = idem.Run(ctx, b.engine, "k", "s", func(context.Context) (int, error) { ran = true; return 1, nil },
 			idem.RunRecovery(idem.RecoverByRerunning()))
-		require.ErrorIs(t, err, idem.ErrInProgress, "the escalated key waits for an operator, whatever the recovery")
+		require.ErrorIs(t, err, idem.ErrPendingReview, "the escalated key waits for an operator, whatever the recovery")
 		require.False(t, ran)
 	})
 
@@ -383,7 +387,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idemdriver.Store) {
 		}
 		requireEscalated := func(t *testing.T, b bundle, c *call, err error, leaseEnd time.Time, how string) {
 			t.Helper()
-			require.ErrorIs(t, err, idem.ErrInProgress)
+			require.ErrorIs(t, err, idem.ErrPendingReview)
 			require.Zero(t, c.runs, "nothing runs")
 			rec, ok := get(t, b, key, scope)
 			require.True(t, ok)
@@ -391,7 +395,7 @@ func runEngine(t *testing.T, newStore func(t *testing.T) idemdriver.Store) {
 			require.Equal(t, idemdriver.AbandonedReason(leaseEnd, how), rec.LastError)
 			require.Equal(t, int64(1), b.engine.Counters().AbandonedEscalated)
 			_, err = idem.Run(ctxT(t), b.engine, key, scope, c.fn, idem.RunRecovery(idem.RecoverByRerunning()))
-			require.ErrorIs(t, err, idem.ErrInProgress, "repeats wait for an operator")
+			require.ErrorIs(t, err, idem.ErrPendingReview, "repeats wait for an operator")
 			require.Zero(t, c.runs)
 		}
 

@@ -355,12 +355,12 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 		require.EqualValues(t, 2, b.runs.Load())
 	})
 
-	t.Run("R8StuckRequestIsEscalatedByDefault", func(t *testing.T) {
+	t.Run("R8K21StuckRequestIsEscalatedByDefault", func(t *testing.T) {
 		t.Parallel()
 		b, g, key, stuck, held := stuckRequest(t, h)
 		successor := b.call(t, httpCall{key: key})
-		requireProblem(t, successor, http.StatusConflict, idem.CodeInProgress)
-		require.NotEmpty(t, successor.header.Get("Retry-After"))
+		requireProblem(t, successor, http.StatusConflict, idem.CodePendingReview)
+		require.Empty(t, successor.header.Values("Retry-After"), "K21: a key waiting for an operator does not invite a retry")
 		escalated, ok := b.record(t, b.scope, routeR, key)
 		require.True(t, ok)
 		require.Equal(t, idemdriver.StatusPending, escalated.Status, "the abandoned key waits for an operator")
@@ -372,7 +372,7 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 		after, ok := b.record(t, b.scope, routeR, key)
 		require.True(t, ok)
 		require.Equal(t, idemdriver.StatusPending, after.Status, "the stuck request's completion is fenced out")
-		requireProblem(t, b.call(t, httpCall{key: key}), http.StatusConflict, idem.CodeInProgress)
+		requireProblem(t, b.call(t, httpCall{key: key}), http.StatusConflict, idem.CodePendingReview)
 		require.EqualValues(t, 1, b.runs.Load(), "the handler never ran twice")
 	})
 

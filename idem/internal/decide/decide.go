@@ -23,8 +23,8 @@ const (
 	// ActionRestart: the record's retention has ended; take it over as a
 	// fresh record (a new intent under an old key) and run.
 	ActionRestart
-	// ActionWait: another owner holds a live lease, or the outcome is
-	// pending; answer in-progress with RetryAfter.
+	// ActionWait: another owner holds a live lease; answer in-progress
+	// with RetryAfter, the rest of the lease (H9).
 	ActionWait
 	// ActionRejectReused: the key came with another fingerprint; nothing runs.
 	ActionRejectReused
@@ -36,13 +36,20 @@ const (
 	// ActionEscalate: the record is processing, its lease has ended without
 	// an outcome and the recovery is idem.RecoverByEscalating; take it over
 	// (fencing the old owner out), then complete it pending with an
-	// idemdriver.AbandonedReason, so that an operator decides. Nothing runs.
+	// idemdriver.AbandonedReason, so that an operator decides; the answer
+	// is ActionAwaitReview. Nothing runs.
 	ActionEscalate
 	// ActionVerify: as ActionEscalate, but the recovery is
 	// idem.RecoverByVerifying: after the takeover the verifier says whether the
 	// effect happened (complete it without a result), did not (run as the
 	// new owner) or cannot tell (escalate).
 	ActionVerify
+	// ActionAwaitReview: the outcome is pending (unknown): only
+	// reconciliation or an operator ends it, and nothing the caller can do
+	// changes the answer meanwhile (M4, K21). Nothing runs; answer pending
+	// review, distinct from in-progress. RetryAfter is the policy's
+	// PendingRetryAfter, a pace for programs that poll.
+	ActionAwaitReview
 )
 
 var actionNames = map[Action]string{
@@ -55,6 +62,7 @@ var actionNames = map[Action]string{
 	ActionUnavailable:  "unavailable",
 	ActionEscalate:     "escalate",
 	ActionVerify:       "verify",
+	ActionAwaitReview:  "await_review",
 }
 
 func (a Action) String() string {
@@ -77,15 +85,16 @@ type Request struct {
 
 // Policy holds the engine settings the decision depends on.
 type Policy struct {
-	// PendingRetryAfter is the retry hint for a pending record, which holds
-	// no lease.
+	// PendingRetryAfter is the polling pace given with a pending record
+	// (ActionAwaitReview), which holds no lease.
 	PendingRetryAfter time.Duration
 }
 
 // Outcome is the result of [Decide].
 type Outcome struct {
 	Action Action
-	// RetryAfter is set for ActionWait: at least one second.
+	// RetryAfter is set for ActionWait and ActionAwaitReview: at least one
+	// second.
 	RetryAfter time.Duration
 }
 
@@ -102,7 +111,8 @@ type Outcome struct {
 //   - processing, lease ended (abandoned) → by the request's recovery:
 //     escalate (the default), verify, or take over with a higher fence and
 //     run again (S1)
-//   - pending → wait; only reconciliation or an operator ends it (M4)
+//   - pending → await review; only reconciliation or an operator ends it
+//     (M4, K21)
 //   - completed or failed → replay (R1, H7)
 //   - unavailable, or any status not known → unavailable, fail closed (R5, H13)
 func Decide(rec *idemdriver.Record, req Request, p Policy) Outcome {
@@ -129,7 +139,7 @@ func Decide(rec *idemdriver.Record, req Request, p Policy) Outcome {
 			return Outcome{Action: ActionEscalate}
 		}
 	case idemdriver.StatusPending:
-		return Outcome{Action: ActionWait, RetryAfter: AtLeastASecond(p.PendingRetryAfter)}
+		return Outcome{Action: ActionAwaitReview, RetryAfter: AtLeastASecond(p.PendingRetryAfter)}
 	case idemdriver.StatusCompleted, idemdriver.StatusFailed:
 		return Outcome{Action: ActionReplay}
 	default:
@@ -157,7 +167,8 @@ type RecoveryMode int
 
 const (
 	// RecoverEscalate: fence the old owner out and make the record pending
-	// for an operator; repeats are told to wait. Nothing runs again.
+	// for an operator; repeats are told that it awaits review. Nothing
+	// runs again.
 	RecoverEscalate RecoveryMode = iota
 	// RecoverRerun: take the record over with a higher fence and run again.
 	RecoverRerun
