@@ -191,9 +191,21 @@ func testSupportForgets(t *testing.T, c *console, d *decisions) {
 	p.ok(forget.Locator("summary").Click(), "open the forget")
 	p.ok(expect.Locator(forget.Locator(".consequence")).ToContainText("The next request with this key runs again"), "what it will do")
 	p.ok(forget.GetByLabel("Reason", playwright.LocatorGetByLabelOptions{Exact: playwright.Bool(true)}).Fill(forgetReason), "fill Reason")
-	p.ok(forget.GetByRole("button", playwright.LocatorGetByRoleOptions{Name: "Forget key " + d.keyID, Exact: playwright.Bool(true)}).Click(), "submit")
-	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/keys\?released=`+d.keyID+`$`)), "back on the list")
-	p.ok(expect.Locator(p.GetByRole("status").Filter(playwright.LocatorFilterOptions{HasText: "Key " + d.keyID + " released"})).ToBeVisible(), "the notice")
+	// SPEC K20: the key ran (unavailable), so forget asks for an
+	// acknowledgement that the next run repeats the effect; the browser
+	// does not submit without it.
+	submit := forget.GetByRole("button", playwright.LocatorGetByRoleOptions{Name: "Forget key " + d.keyID, Exact: playwright.Bool(true)})
+	p.ok(expect.Locator(forget.Locator(".alert")).ToContainText("the effect happens a second time"), "the consequence, named")
+	p.ok(submit.Click(), "submit without the acknowledgement")
+	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/keys/`+d.keyID+`$`)), "not submitted")
+	p.ok(forget.GetByLabel("I understand: the client's retry runs the operation again.").Check(), "acknowledge")
+	p.ok(submit.Click(), "submit")
+	// SPEC K21: the removed key's page, its heading focused, says who
+	// forgot it, when and why.
+	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/keys/`+d.keyID+`\?done=removed$`)), "the removed key's page")
+	p.ok(expect.Locator(p.GetByRole("status").Filter(playwright.LocatorFilterOptions{HasText: "Key " + d.keyID + " forgotten"})).ToBeVisible(), "the notice")
+	p.ok(expect.Locator(p.Locator("#removed-title")).ToBeFocused(), "focus on its heading")
+	p.ok(expect.Locator(p.GetByTestId("removed")).ToContainText(forgetReason), "why")
 
 	ran, err := d.jobs.run(t, d.key, true)
 	require.NoError(t, err)

@@ -216,25 +216,36 @@ func (d *database) keyDecisions(engine *idem.Engine) (*ops.Keys, error) {
 	if d.redisKeys != nil {
 		return d.redisKeyDecisions(engine)
 	}
-	if d.MySQL != nil {
-		db, err := d.mysqlDecisions()
-		if err != nil {
-			return nil, err
+	var (
+		keys *ops.Keys
+		err  error
+	)
+	switch {
+	case d.MySQL != nil:
+		db, derr := d.mysqlDecisions()
+		if derr != nil {
+			return nil, derr
 		}
-		return ops.NewKeys(db, engine, d.mysqlStore.Tx, d.Records)
-	}
-	if d.Pool != nil {
-		db, err := d.postgresDecisions()
-		if err != nil {
-			return nil, err
+		keys, err = ops.NewKeys(db, engine, d.mysqlStore.Tx, d.Records)
+	case d.Pool != nil:
+		db, derr := d.postgresDecisions()
+		if derr != nil {
+			return nil, derr
 		}
-		return ops.NewKeys(db, engine, d.pgStore.Tx, d.Records)
+		keys, err = ops.NewKeys(db, engine, d.pgStore.Tx, d.Records)
+	default:
+		db, derr := d.sqliteDecisions()
+		if derr != nil {
+			return nil, derr
+		}
+		keys, err = ops.NewKeys(db, engine, d.sqliteStore.Tx, d.Records)
 	}
-	db, err := d.sqliteDecisions()
 	if err != nil {
 		return nil, err
 	}
-	return ops.NewKeys(db, engine, d.sqliteStore.Tx, d.Records)
+	// A removed record's tombstone, with its decision (SPEC K21).
+	keys.SetTombstones(d.Console)
+	return keys, nil
 }
 
 // schemeOf returns what precedes the first colon, so an error never echoes

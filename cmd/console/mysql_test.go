@@ -175,7 +175,7 @@ func TestConsoleOnMySQL(t *testing.T) {
 	require.Equal(t, http.StatusOK, status, body)
 	m := regexp.MustCompile(`action="/keys/` + id + `/forget">[\s\S]*?name="form_key" value="([^"]+)"`).FindStringSubmatch(body)
 	require.Len(t, m, 2, "the key page offers forget")
-	status, body = do(http.MethodPost, "/keys/"+id+"/forget", url.Values{"version": {strconv.FormatInt(rec.Version, 10)},
+	status, body = do(http.MethodPost, "/keys/"+id+"/forget", url.Values{"acknowledge_rerun": {"yes"}, "version": {strconv.FormatInt(rec.Version, 10)},
 		"reason": {"the provider has no such charge"}, "form_key": {m[1]}})
 	require.Equal(t, http.StatusSeeOther, status, body)
 

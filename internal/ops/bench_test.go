@@ -42,7 +42,7 @@ func BenchmarkKeyDecisions(b *testing.B) {
 					return
 				}
 				_, err := bb.keys.Decide(ctx, ops.Actor{Username: fmt.Sprintf("op%d", g), Role: "oncall"},
-					ops.KeyDecision{RecordID: recs[i].id, Version: recs[i].version, Action: idem.OperatorForget, Reason: "benchmark: provider has nothing"})
+					ops.KeyDecision{RecordID: recs[i].id, Version: recs[i].version, Action: idem.OperatorForget, Reason: "benchmark: provider has nothing", AcknowledgeRerun: true})
 				if err != nil {
 					b.Errorf("decide: %v", err)
 					return

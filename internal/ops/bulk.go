@@ -223,6 +223,11 @@ type BulkSpec struct {
 	All bool
 	// ResolveTo is a resolve's terminal status.
 	ResolveTo saga.Status
+	// IncludeMayHaveHappened: a forget includes the keys whose effect may
+	// have happened ([ForgetRisk]), acknowledging that their clients'
+	// retries run them again. Without it they are left out, counted in
+	// [BulkPreview].MayHaveHappened (SPEC K20).
+	IncludeMayHaveHappened bool
 }
 
 // BulkSample is one item of a preview.
@@ -240,6 +245,12 @@ type BulkPreview struct {
 	Cap     int
 	// NotLegal counts the others by reason.
 	NotLegal map[string]int64
+	// MayHaveHappened counts, for a forget, the matching keys whose effect
+	// may have happened: left out of Legal unless the spec includes them,
+	// then part of it.
+	MayHaveHappened int64
+	// Included says that they are included.
+	Included bool
 	Sample   []BulkSample
 	// Consequence says what the action does.
 	Consequence string
@@ -299,7 +310,8 @@ func (b *Bulks) Preview(ctx context.Context, spec BulkSpec) (BulkPreview, error)
 	if err := spec.Validate(); err != nil {
 		return BulkPreview{}, err
 	}
-	p := BulkPreview{Cap: b.cfg.Cap, NotLegal: map[string]int64{}, Consequence: consequences[spec.Kind+"/"+spec.Action], Approval: b.cfg.Approval.Bulk()}
+	p := BulkPreview{Cap: b.cfg.Cap, NotLegal: map[string]int64{}, Consequence: consequences[spec.Kind+"/"+spec.Action], Approval: b.cfg.Approval.Bulk(),
+		Included: spec.IncludeMayHaveHappened}
 	full := errors.New("full")
 	add := func(it store.BulkItem, label string) error {
 		p.Legal++
@@ -324,6 +336,12 @@ func (b *Bulks) Preview(ctx context.Context, spec BulkSpec) (BulkPreview, error)
 				if cerr := idem.CheckOperator(r, act); cerr != nil {
 					p.NotLegal[notLegalReason(r, cerr)]++
 					continue
+				}
+				if act == idem.OperatorForget && ForgetRisk(r) != "" {
+					p.MayHaveHappened++
+					if !spec.IncludeMayHaveHappened {
+						continue
+					}
 				}
 				if err := add(store.BulkItem{TargetID: strconv.FormatInt(r.ID, 10), Version: r.Version},
 					r.Scope+" · "+r.Operation+" · "+string(r.Status)); err != nil {
@@ -450,6 +468,9 @@ func (b *Bulks) Request(ctx context.Context, actor Actor, spec BulkSpec, reason 
 	params := map[string]any{}
 	if spec.ResolveTo != "" {
 		params["resolve_to"] = string(spec.ResolveTo)
+	}
+	if spec.Kind == BulkKeys && spec.Action == "forget" && spec.IncludeMayHaveHappened {
+		params[FieldAcknowledgeRerun] = "true"
 	}
 	req := store.Bulk{Kind: spec.Kind, Action: spec.Action, Filter: spec.FilterQuery, Params: string(mustJSON(params)), Reason: reason,
 		RequestedBy: actor.Username, RequestedRole: actor.Role, Status: store.BulkRunning, NotLegal: p.NotLegalTotal()}

@@ -109,7 +109,7 @@ func BenchmarkBulkScale(b *testing.B) {
 	time.Sleep(20 * time.Second)
 	setPhase("preview")
 
-	spec := ops.BulkSpec{Kind: ops.BulkKeys, Action: "forget", KeyFilter: idemdriver.KeyFilter{Scope: scope}, FilterQuery: "scope=" + scope}
+	spec := ops.BulkSpec{Kind: ops.BulkKeys, Action: "forget", KeyFilter: idemdriver.KeyFilter{Scope: scope}, FilterQuery: "scope=" + scope, IncludeMayHaveHappened: true}
 	start := time.Now()
 	p, err := bulks.Preview(ctx, spec)
 	require.NoError(t, err)

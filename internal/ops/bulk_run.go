@@ -115,7 +115,7 @@ func (b *Bulks) item(ctx context.Context, req store.Bulk, params map[string]stri
 	)
 	switch req.Kind {
 	case BulkKeys:
-		d := KeyDecision{Version: it.Version, Action: keyAction(req.Action), Reason: reason}
+		d := KeyDecision{Version: it.Version, Action: keyAction(req.Action), Reason: reason, AcknowledgeRerun: params[FieldAcknowledgeRerun] == "true"}
 		if req.Single && req.Action == "confirm" && params["happened"] == "true" {
 			d.Action, d.ExternalRef = idem.OperatorConfirmHappened, params["external_ref"]
 		}

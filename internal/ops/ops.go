@@ -14,6 +14,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/audit"
+	"github.com/unstuckhq/unstuck/internal/store"
 )
 
 // Bounds of a decision's reason (SPEC CON K4).
@@ -64,6 +65,26 @@ type Keys struct {
 	decide func(ctx context.Context, actor Actor, d KeyDecision, target string, found idemdriver.Record, first txHook) (KeyResult, error)
 	// tx runs a function in one transaction of the DB (bulk refusals).
 	tx txRunner
+	// tombs records the tombstone of a removed record ([Keys.SetTombstones]).
+	tombs *tombstoner
+}
+
+// tombstoneStore records the tombstone of a key record a decision
+// removed, in the decision's transaction (store.DB.AddTombstoneTx).
+type tombstoneStore interface {
+	AddTombstoneTx(ctx context.Context, tx any, t store.Tombstone) error
+}
+
+// tombstoner is where the decisions find the tombstone store, set after
+// they are built.
+type tombstoner struct{ st tombstoneStore }
+
+// SetTombstones makes each decision that removes a key record (forget,
+// confirm not happened) record its tombstone in st, in the decision's
+// transaction (SPEC K21). st must be the console's store on the decisions'
+// database. Call it before k is used; without it no tombstone is kept.
+func (k *Keys) SetTombstones(st tombstoneStore) {
+	k.tombs.st = st
 }
 
 // SetLogger makes k log there the audit entries of refused decisions it
@@ -83,8 +104,9 @@ func NewKeys[TTx any](db *DB[TTx], engine *idem.Engine, store func(tx TTx) idemd
 	if db == nil || engine == nil || store == nil || records == nil {
 		return nil, errors.New("ops: key decisions need a database, an engine, a store and a record finder")
 	}
-	kt := keyTx[TTx]{db: db, engine: engine, store: store}
-	return &Keys{records: records, trail: db.trail, log: slog.Default(), decide: kt.decide, tx: db}, nil
+	tombs := &tombstoner{}
+	kt := keyTx[TTx]{db: db, engine: engine, store: store, tombs: tombs}
+	return &Keys{records: records, trail: db.trail, log: slog.Default(), decide: kt.decide, tx: db, tombs: tombs}, nil
 }
 
 // KeyDecision is an operator's decision on one key record, as the form
@@ -95,6 +117,11 @@ type KeyDecision struct {
 	Action      idem.OperatorAction
 	ExternalRef string // for OperatorConfirmHappened: required
 	Reason      string
+	// AcknowledgeRerun: the operator acknowledged that forgetting a
+	// record whose effect may have happened ([ForgetRisk]) lets the
+	// client's retry run it again. A forget of such a record without it
+	// is refused (a *FieldError on [FieldAcknowledgeRerun]).
+	AcknowledgeRerun bool
 }
 
 // KeyResult is an applied decision: the record before, and after unless
@@ -148,10 +175,14 @@ func (k *Keys) Decide(ctx context.Context, actor Actor, d KeyDecision) (KeyResul
 		return KeyResult{}, ErrNotFound
 	}
 	res, err := k.decide(ctx, actor, d, target, found, nil)
+	var fe *FieldError
 	switch {
 	case errors.Is(err, ErrStale), errors.Is(err, ErrIllegal):
 		k.refused(ctx, actor, d, target, snapshot(found), err.Error())
 		return KeyResult{}, err
+	case errors.As(err, &fe) && fe.Field == FieldAcknowledgeRerun:
+		k.refused(ctx, actor, d, target, snapshot(found), fe.Reason)
+		return KeyResult{}, fe
 	case err != nil:
 		return KeyResult{}, fmt.Errorf("ops: %s key %d: %w", d.Action, d.RecordID, err)
 	}
@@ -163,6 +194,7 @@ type keyTx[TTx any] struct {
 	db     *DB[TTx]
 	engine *idem.Engine
 	store  func(tx TTx) idemdriver.Store
+	tombs  *tombstoner
 }
 
 // decide runs d, on the record found by its ID, in one transaction.
@@ -185,6 +217,9 @@ func (k keyTx[TTx]) decide(ctx context.Context, actor Actor, d KeyDecision, targ
 		case cur.Version != d.Version:
 			return ErrStale
 		}
+		if err := checkForget(d, cur); err != nil {
+			return err
+		}
 		after, kept, err := k.engine.Settle(ctx, store, cur, d.Action, d.ExternalRef, d.Reason)
 		switch {
 		case errors.Is(err, idemdriver.ErrStale):
@@ -195,10 +230,14 @@ func (k keyTx[TTx]) decide(ctx context.Context, actor Actor, d KeyDecision, targ
 			return err
 		}
 		res.Before = cur
-		var afterState any = map[string]any{"deleted": true}
+		var afterState any = deletedState(d, cur)
 		if kept {
 			res.After = &after
 			afterState = snapshot(after)
+		} else if k.tombs.st != nil {
+			if err := k.tombs.st.AddTombstoneTx(ctx, tx, tombstone(actor, d, cur)); err != nil {
+				return err
+			}
 		}
 		// Last, just before the commit: the append serialises with every
 		// other append until this transaction ends.

@@ -195,7 +195,7 @@ func TestKeyDecisions(t *testing.T) {
 				decisions := []ops.KeyDecision{
 					{Action: idem.OperatorConfirmHappened, ExternalRef: "ch_1"},
 					{Action: idem.OperatorConfirmNotHappened},
-					{Action: idem.OperatorForget},
+					{Action: idem.OperatorForget, AcknowledgeRerun: true},
 				}
 				var wg sync.WaitGroup
 				results := make(chan error, 8)
@@ -313,7 +313,7 @@ func TestKeyDecisionAndItsEntryCommitTogether(t *testing.T) {
 			}
 			for _, action := range []idem.OperatorAction{idem.OperatorForget, idem.OperatorConfirmHappened, idem.OperatorConfirmNotHappened} {
 				t.Run(string(action), func(t *testing.T) {
-					d := ops.KeyDecision{Action: action, Reason: "the provider's dashboard was checked", ExternalRef: "ch_1"}
+					d := ops.KeyDecision{Action: action, Reason: "the provider's dashboard was checked", ExternalRef: "ch_1", AcknowledgeRerun: true}
 
 					t.Run("TheAppendFails", func(t *testing.T) {
 						rec := pending(t, b, "k-append-"+string(action))

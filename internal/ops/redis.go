@@ -58,7 +58,9 @@ func NewKeysOnStore[TTx any](db *DB[TTx], engine *idem.Engine, s idemdriver.Stor
 		return nil, errors.New("ops: key decisions need a database, an engine, a store and a record finder")
 	}
 	k := storeKeys[TTx]{db: db, engine: engine, store: s}
-	return &Keys{records: records, trail: db.trail, log: slog.Default(), decide: k.decide, tx: db}, nil
+	// No tombstones: the record is removed outside the decisions'
+	// database; its page finds the decision in the audit trail.
+	return &Keys{records: records, trail: db.trail, log: slog.Default(), decide: k.decide, tx: db, tombs: &tombstoner{}}, nil
 }
 
 // storeKeys decides on keys of a store outside db's transactions.
@@ -80,6 +82,9 @@ func (k storeKeys[TTx]) decide(ctx context.Context, actor Actor, d KeyDecision, 
 	}
 	if err := idem.CheckOperator(found, d.Action); err != nil {
 		return KeyResult{}, fmt.Errorf("%w: %w", ErrIllegal, err)
+	}
+	if err := checkForget(d, found); err != nil {
+		return KeyResult{}, err
 	}
 	var intent audit.Entry
 	err := k.db.within(ctx, func(ctx context.Context, tx TTx) error {
@@ -125,7 +130,8 @@ func (k storeKeys[TTx]) decide(ctx context.Context, actor Actor, d KeyDecision, 
 		return KeyResult{}, fmt.Errorf("apply (the intent #%d is resolved at the next start if the outcome is unknown): %w", intent.Seq, err)
 	}
 	res := KeyResult{Before: found}
-	afterState := map[string]any{"deleted": true, "intent_seq": intent.Seq}
+	afterState := deletedState(d, found)
+	afterState["intent_seq"] = intent.Seq
 	if kept {
 		res.After = &after
 		afterState = snapshot(after)

@@ -118,7 +118,7 @@ func TestRedisDecisionIntentThenOutcome(t *testing.T) {
 
 	// A stale version is refused before any intent.
 	_, err = b.keys.Decide(t.Context(), operator, KeyDecision{RecordID: rec.ID, Version: rec.Version,
-		Action: idem.OperatorForget, Reason: "forget it, it is old"})
+		Action: idem.OperatorForget, Reason: "forget it, it is old", AcknowledgeRerun: true})
 	require.ErrorIs(t, err, ErrStale)
 	got = b.entries(t, rec.ID)
 	require.Len(t, got, 3)
@@ -162,7 +162,7 @@ func TestRedisDecisionCrashResolvedAtStart(t *testing.T) {
 		return crash
 	}
 	_, err = b.keys.Decide(t.Context(), operator, KeyDecision{RecordID: forgotten.ID, Version: forgotten.Version,
-		Action: idem.OperatorForget, Reason: "the customer asked again"})
+		Action: idem.OperatorForget, Reason: "the customer asked again", AcknowledgeRerun: true})
 	require.ErrorIs(t, err, crash)
 	testHookAfterIntent = nil
 
@@ -212,7 +212,7 @@ func TestRedisBulkForget(t *testing.T) {
 	for i := range recs {
 		recs[i] = b.pending(t, "bulk-"+strconv.Itoa(i))
 	}
-	spec := BulkSpec{Kind: BulkKeys, Action: "forget", KeyFilter: idemdriver.KeyFilter{Scope: "acme"}, FilterQuery: "scope=acme"}
+	spec := BulkSpec{Kind: BulkKeys, Action: "forget", KeyFilter: idemdriver.KeyFilter{Scope: "acme"}, FilterQuery: "scope=acme", IncludeMayHaveHappened: true}
 	req, _, err := bulks.Request(ctx, operator, spec, "provider outage, keys safe to rerun", n)
 	require.NoError(t, err)
 	_, err = b.keys.Decide(ctx, operator, KeyDecision{RecordID: recs[3].ID, Version: recs[3].Version,

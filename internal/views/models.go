@@ -144,6 +144,10 @@ type ActionForm struct {
 	Version     int64
 	FormKey     string // idempotency key minted for this rendered form
 	Outcomes    bool   // the form asks whether the effect happened
+	// Acknowledge, when set, is the consequence the operator must tick to
+	// acknowledge before the form is accepted (a forget of a key whose
+	// effect may have happened, SPEC K20).
+	Acknowledge string
 }
 
 // AuditRow is one entry of an item's audit history.

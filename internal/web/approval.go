@@ -136,6 +136,9 @@ func approvalGate(kind, action string, bulks bulkService, log *slog.Logger) func
 			if action == "resolve" {
 				params["resolve_to"] = f.Get("status")
 			}
+			if kind == ops.BulkKeys && action == "forget" && f.Get(ops.FieldAcknowledgeRerun) == "yes" {
+				params[ops.FieldAcknowledgeRerun] = "true"
+			}
 			// The decision is checked now as it will be when it runs, so
 			// that bad input is a 400 naming the field, not a failed item.
 			var verr error

@@ -76,10 +76,15 @@ var bulkFilterFields = map[string][]string{
 	ops.BulkOperations: {"status", "type", "correlation_id", "external_id", "from", "to"},
 }
 
+// includeMayHaveHappened is the bulk forget's field that includes the keys
+// whose effect may have happened (SPEC K20).
+const includeMayHaveHappened = "include_may_have_happened"
+
 // bulkSpec reads a bulk action and the list's filter from q (a query or a
 // form); an invalid field is an AppError naming it.
 func bulkSpec(kind string, q url.Values) (ops.BulkSpec, *AppError) {
-	spec := ops.BulkSpec{Kind: kind, Action: q.Get("action"), All: q.Get("all") == "1", ResolveTo: saga.Status(q.Get("resolve_to"))}
+	spec := ops.BulkSpec{Kind: kind, Action: q.Get("action"), All: q.Get("all") == "1", ResolveTo: saga.Status(q.Get("resolve_to")),
+		IncludeMayHaveHappened: q.Get(includeMayHaveHappened) == "1"}
 	if q.Get("key") != "" {
 		return spec, &AppError{Code: EInvalid, Field: "key", Message: "A raw key selects one record: decide it on its own page."}
 	}
@@ -190,6 +195,21 @@ func previewVM(kind string, spec ops.BulkSpec, p ops.BulkPreview) views.BulkPrev
 		vm.Hidden = append(vm.Hidden, views.BulkHidden{Name: "all", Value: "1"})
 	}
 	filter, _ := url.ParseQuery(spec.FilterQuery)
+	if vm.MayHaveHappened, vm.Included = p.MayHaveHappened, p.Included; p.MayHaveHappened > 0 {
+		q := url.Values{"action": {spec.Action}}
+		if spec.All {
+			q.Set("all", "1")
+		}
+		for k := range filter {
+			q.Set(k, filter.Get(k))
+		}
+		vm.ExcludeURL = vm.Post + "?" + q.Encode()
+		q.Set(includeMayHaveHappened, "1")
+		vm.IncludeURL = vm.Post + "?" + q.Encode()
+		if p.Included {
+			vm.Hidden = append(vm.Hidden, views.BulkHidden{Name: includeMayHaveHappened, Value: "1"})
+		}
+	}
 	for _, k := range slices.Sorted(func(yield func(string) bool) {
 		for k := range filter {
 			if !yield(k) {

@@ -52,7 +52,7 @@ func TestBulkKeysWithApproval(t *testing.T) {
 		pendingKey(t, b, k)
 	}
 	support := signIn(t, b, store.RoleSupport)
-	preview := "/keys/bulk?action=forget&scope=tenant%3Aweb"
+	preview := "/keys/bulk?action=forget&scope=tenant%3Aweb&include_may_have_happened=1"
 	resp, page := do(t, support, http.MethodGet, b.srv.URL+preview, nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, page, "<strong>3</strong> matching items can be decided")
@@ -83,7 +83,7 @@ func TestBulkKeysWithApproval(t *testing.T) {
 		require.Equal(t, field, problem["field"], q)
 	}
 
-	form := url.Values{"action": {"forget"}, "scope": {"tenant:web"}, "reason": {"provider outage, safe to rerun"},
+	form := url.Values{"action": {"forget"}, "scope": {"tenant:web"}, "include_may_have_happened": {"1"}, "reason": {"provider outage, safe to rerun"},
 		"confirm_count": {"2"}, "form_key": {bulkFormKey(t, page)}}
 	resp, page = do(t, support, http.MethodPost, b.srv.URL+"/keys/bulk", form)
 	require.Equal(t, http.StatusConflict, resp.StatusCode, "the typed count is not the count now")
@@ -186,7 +186,7 @@ func TestSingleDecisionApproval(t *testing.T) {
 	for _, stale := range []bool{false, true} {
 		id, version := pendingKey(t, b, "single-"+strconv.FormatBool(stale))
 		path := "/keys/" + strconv.FormatInt(id, 10)
-		resp, body := do(t, support, http.MethodPost, b.srv.URL+path+"/forget", url.Values{"version": {strconv.FormatInt(version, 10)},
+		resp, body := do(t, support, http.MethodPost, b.srv.URL+path+"/forget", url.Values{"acknowledge_rerun": {"yes"}, "version": {strconv.FormatInt(version, 10)},
 			"reason": {"the provider has no such charge"}, "form_key": {"form-key-single-" + strconv.FormatBool(stale)}})
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode, body)
 		loc := resp.Header.Get("Location")

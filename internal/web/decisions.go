@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -45,16 +46,25 @@ func actorOf(r *http.Request) ops.Actor {
 // the policy and legal in the record's state.
 func keyActions(v *views.Viewer, rec idemdriver.Record) []views.ActionForm {
 	id := strconv.FormatInt(rec.ID, 10)
-	var out []views.ActionForm
+	var forget, confirm []views.ActionForm
 	if v.Can("/keys/"+id+"/forget", http.MethodPost) && idem.CheckOperator(rec, idem.OperatorForget) == nil {
-		out = append(out, views.ActionForm{Name: "forget", Title: "Forget key " + id, URL: "/keys/" + id + "/forget", Version: rec.Version, FormKey: formKey(),
-			Consequence: "Deletes this record. The next request with this key runs again, as if it had never been seen. Do this only when you are sure the effect did not happen, or may safely happen again."})
+		f := views.ActionForm{Name: "forget", Title: "Forget key " + id, URL: "/keys/" + id + "/forget", Version: rec.Version, FormKey: formKey(),
+			Consequence: "Deletes this record. The next request with this key runs again, as if it had never been seen. Do this only when you are sure the effect did not happen, or may safely happen again."}
+		if why := ops.ForgetRisk(rec); why != "" {
+			f.Acknowledge = "The effect may have happened: " + why + ". " + ops.RerunConsequence(rec)
+		}
+		forget = append(forget, f)
 	}
 	if v.Can("/keys/"+id+"/confirm", http.MethodPost) && idem.CheckOperator(rec, idem.OperatorConfirmHappened) == nil {
-		out = append(out, views.ActionForm{Name: "confirm", Title: "Confirm the outcome of key " + id, URL: "/keys/" + id + "/confirm", Version: rec.Version, FormKey: formKey(), Outcomes: true,
+		confirm = append(confirm, views.ActionForm{Name: "confirm", Title: "Confirm the outcome of key " + id, URL: "/keys/" + id + "/confirm", Version: rec.Version, FormKey: formKey(), Outcomes: true,
 			Consequence: "If the effect happened, the key completes with the external reference and is never run again (repeats get 409: no response to replay). If it did not happen, the key is released and the next request runs."})
 	}
-	return out
+	// A key whose effect may have happened leads with the confirmation
+	// (SPEC K20); forget comes last, behind its acknowledgement.
+	if ops.ForgetRisk(rec) != "" {
+		return append(confirm, forget...)
+	}
+	return append(forget, confirm...)
 }
 
 // formKey mints the idempotency key of one rendered form, so that a form
@@ -95,7 +105,8 @@ func handleKeyDecision(action string, keys keyReader, decider keyDecider, opener
 			return
 		}
 		version, _ := strconv.ParseInt(r.PostFormValue("version"), 10, 64)
-		d := ops.KeyDecision{RecordID: id, Version: version, Reason: r.PostFormValue("reason"), ExternalRef: r.PostFormValue("external_ref")}
+		d := ops.KeyDecision{RecordID: id, Version: version, Reason: r.PostFormValue("reason"), ExternalRef: r.PostFormValue("external_ref"),
+			AcknowledgeRerun: r.PostFormValue(ops.FieldAcknowledgeRerun) == "yes"}
 		switch {
 		case action == "forget":
 			d.Action = idem.OperatorForget
@@ -110,11 +121,17 @@ func handleKeyDecision(action string, keys keyReader, decider keyDecider, opener
 		var fe *ops.FieldError
 		switch {
 		case err == nil && res.After == nil:
-			http.Redirect(w, r, "/keys?released="+strconv.FormatInt(id, 10), http.StatusSeeOther)
+			// To the removed key's page, which says what was done (SPEC K21).
+			http.Redirect(w, r, "/keys/"+strconv.FormatInt(id, 10)+"?done=removed", http.StatusSeeOther)
 		case err == nil:
 			http.Redirect(w, r, "/keys/"+strconv.FormatInt(id, 10)+"?done=confirmed", http.StatusSeeOther)
 		case errors.As(err, &fe):
-			renderKeyDetail(w, r, http.StatusBadRequest, id, keys, decider, opener, log, func(vm *views.KeyVM) {
+			status := http.StatusBadRequest
+			if fe.Field == ops.FieldAcknowledgeRerun {
+				// Well-formed, refused for the record's state (SPEC K20).
+				status = http.StatusUnprocessableEntity
+			}
+			renderKeyDetail(w, r, status, id, keys, decider, opener, log, func(vm *views.KeyVM) {
 				vm.Error, vm.FieldErr, vm.Reason = "Not applied: "+fe.Reason+".", fe.Field, d.Reason
 			})
 		case errors.Is(err, ops.ErrNotFound):
@@ -188,6 +205,44 @@ func auditText(s string, max int) string {
 	return s[:cut] + "…"
 }
 
+// removal finds, in a key's audit history (newest first), the applied
+// decision that removed it: a forget or a "did not happen".
+func removal(hist []audit.Entry) (audit.Entry, bool) {
+	for _, e := range hist {
+		if e.Outcome == audit.OutcomeApplied && (e.Action == "key."+string(idem.OperatorForget) || e.Action == "key."+string(idem.OperatorConfirmNotHappened)) {
+			return e, true
+		}
+	}
+	return audit.Entry{}, false
+}
+
+// removedVM is the page of key id, removed by e.
+func removedVM(id int64, e audit.Entry, hist []audit.Entry) views.KeyRemovedVM {
+	vm := views.KeyRemovedVM{ID: id, Released: e.Action == "key."+string(idem.OperatorConfirmNotHappened), Actor: e.Actor, Role: e.Role,
+		Reason: e.Reason, At: e.At, Seq: e.Seq}
+	var before struct {
+		Scope       string `json:"scope"`
+		Operation   string `json:"operation"`
+		Status      string `json:"status"`
+		ExternalRef string `json:"external_ref"`
+	}
+	var after struct {
+		Acknowledged struct {
+			Consequence string `json:"consequence"`
+		} `json:"acknowledged"`
+	}
+	// Entries the console wrote: a document that does not parse leaves
+	// the fields empty rather than hiding the decision.
+	_ = json.Unmarshal(e.Before, &before)
+	_ = json.Unmarshal(e.After, &after)
+	vm.Scope, vm.Operation, vm.Status, vm.ExternalRef = before.Scope, before.Operation, before.Status, before.ExternalRef
+	vm.Acknowledged = after.Acknowledged.Consequence
+	for _, h := range hist {
+		vm.History = append(vm.History, views.AuditRow{Seq: h.Seq, At: h.At, Actor: h.Actor, Role: h.Role, Action: h.Action, Reason: h.Reason, Outcome: h.Outcome})
+	}
+	return vm
+}
+
 // goneMessage says why key id is no longer there: forgotten by whom and
 // when, from its audit history, or expired.
 func goneMessage(ctx context.Context, decider keyDecider, id int64, log *slog.Logger) string {
@@ -196,15 +251,14 @@ func goneMessage(ctx context.Context, decider keyDecider, id int64, log *slog.Lo
 	if err != nil {
 		log.Warn("history of a removed key", "record_id", id, "error", err.Error())
 	}
-	var last *audit.Entry
-	for i, e := range hist {
-		if e.Action == "key.forget" && e.Outcome == audit.OutcomeApplied && (last == nil || e.Seq > last.Seq) {
-			last = &hist[i]
-		}
-	}
-	if last == nil {
+	last, ok := removal(hist)
+	if !ok {
 		return msg + ": it expired or was removed. Nothing was changed."
 	}
-	return msg + ": it was forgotten by " + last.Actor + " " + views.Ago(time.Now(), last.At) + " (" + views.UTC(last.At) +
+	how := "forgotten"
+	if last.Action != "key."+string(idem.OperatorForget) {
+		how = "released as \"did not happen\""
+	}
+	return msg + ": it was " + how + " by " + last.Actor + " " + views.Ago(time.Now(), last.At) + " (" + views.UTC(last.At) +
 		", audit entry " + strconv.FormatInt(last.Seq, 10) + "). Nothing was changed."
 }

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -53,22 +54,39 @@ func TestKeyDecisions(t *testing.T) {
 		_, page := do(t, support, http.MethodGet, b.srv.URL+path, nil)
 		require.Contains(t, page, "Forget key "+strconv.FormatInt(id, 10))
 		require.Contains(t, page, "The next request with this key runs again", "the consequence is stated")
-		form := url.Values{"version": {strconv.FormatInt(version, 10)}, "reason": {"the provider has no such charge"},
-			"form_key": {formKeyOf(t, page, path+"/forget")}}
+		// SPEC K20: the key carries a reference and an unknown outcome, so
+		// the page leads with the confirmation, and forget asks for an
+		// acknowledgement; without it the POST is refused, not applied.
+		require.Less(t, strings.Index(page, `action="`+path+`/confirm"`), strings.Index(page, `action="`+path+`/forget"`), "confirm first")
+		require.Contains(t, page, `name="acknowledge_rerun"`)
+		require.Contains(t, page, "runs the operation (run) again")
+		resp, body := do(t, support, http.MethodPost, b.srv.URL+path+"/forget", url.Values{"version": {strconv.FormatInt(version, 10)},
+			"reason": {"the provider has no such charge"}, "form_key": {"form-key-without-acknowledgement"}})
+		require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+		require.Contains(t, body, `data-field="acknowledge_rerun"`)
+		_, ok, err := b.records.KeyByID(context.Background(), id)
+		require.NoError(t, err)
+		require.True(t, ok, "not forgotten without the acknowledgement")
 
+		form := url.Values{"acknowledge_rerun": {"yes"}, "version": {strconv.FormatInt(version, 10)}, "reason": {"the provider has no such charge"},
+			"form_key": {formKeyOf(t, page, path+"/forget")}}
 		first, _ := do(t, support, http.MethodPost, b.srv.URL+path+"/forget", form)
 		require.Equal(t, http.StatusSeeOther, first.StatusCode)
-		require.Equal(t, "/keys?released="+strconv.FormatInt(id, 10), first.Header.Get("Location"))
+		require.Equal(t, path+"?done=removed", first.Header.Get("Location"), "to the removed key's page")
 		again, _ := do(t, support, http.MethodPost, b.srv.URL+path+"/forget", form)
 		require.Equal(t, http.StatusSeeOther, again.StatusCode, "the double submit gets the same answer")
 		require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"), "replayed, not applied again")
 
-		_, ok, err := b.records.KeyByID(context.Background(), id)
+		_, ok, err = b.records.KeyByID(context.Background(), id)
 		require.NoError(t, err)
 		require.False(t, ok, "released")
-		entries, _, err := b.trail.List(context.Background(), audit.Filter{TargetKind: "key", TargetID: strconv.FormatInt(id, 10)})
+		refused, _, err := b.trail.List(context.Background(), audit.Filter{TargetKind: "key", TargetID: strconv.FormatInt(id, 10), Outcome: audit.OutcomeConflict})
+		require.NoError(t, err)
+		require.Len(t, refused, 1, "the refused attempt is audited")
+		entries, _, err := b.trail.List(context.Background(), audit.Filter{TargetKind: "key", TargetID: strconv.FormatInt(id, 10), Outcome: audit.OutcomeApplied})
 		require.NoError(t, err)
 		require.Len(t, entries, 1, "one decision, one audit entry")
+		require.Contains(t, string(entries[0].After), "runs the operation (run) again", "the acknowledgement is in the entry")
 		require.Equal(t, "key.forget", entries[0].Action)
 		require.Equal(t, "support", entries[0].Actor)
 		require.Equal(t, audit.OutcomeApplied, entries[0].Outcome)

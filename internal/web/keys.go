@@ -13,6 +13,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/views"
 )
 
@@ -242,7 +243,7 @@ func renderKeyDetail(w http.ResponseWriter, r *http.Request, status int, id int6
 		return
 	}
 	if !ok {
-		writeError(w, r, log, appError(ENotFound, "There is no key with this ID; it may have expired or been forgotten."))
+		renderKeyRemoved(w, r, status, id, decider, log)
 		return
 	}
 	vm := views.KeyVM{Record: rec, TraceURL: traceLink(r.Context(), rec.TraceID)}
@@ -278,6 +279,35 @@ func renderKeyDetail(w http.ResponseWriter, r *http.Request, status int, id int6
 	page := pageFor(r, "Key "+strconv.FormatInt(id, 10), "keys")
 	page.URL = "/keys/" + strconv.FormatInt(id, 10)
 	render(w, r, status, page, views.KeyDetail(page, vm))
+}
+
+// renderKeyRemoved renders key id that is no longer there: who removed
+// it, when and why, from its audit history (SPEC K21), or a 404 when no
+// decision removed it (it expired).
+func renderKeyRemoved(w http.ResponseWriter, r *http.Request, status int, id int64, decider keyDecider, log *slog.Logger) {
+	var hist []audit.Entry
+	if decider != nil {
+		var err error
+		if hist, err = decider.History(r.Context(), id, 50); err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+	}
+	e, ok := removal(hist)
+	if !ok {
+		writeError(w, r, log, appError(ENotFound, "There is no key with this ID; it may have expired."))
+		return
+	}
+	vm := removedVM(id, e, hist)
+	if r.URL.Query().Get("done") == "removed" {
+		vm.Notice = "Key " + strconv.FormatInt(id, 10) + " forgotten and recorded in the audit trail: the next request with its key runs."
+		if vm.Released {
+			vm.Notice = "Key " + strconv.FormatInt(id, 10) + " released and recorded in the audit trail: the next request with its key runs."
+		}
+	}
+	page := pageFor(r, "Key "+strconv.FormatInt(id, 10), "keys")
+	page.URL = "/keys/" + strconv.FormatInt(id, 10)
+	render(w, r, status, page, views.KeyRemoved(page, vm))
 }
 
 func openForView(opener resultOpener, rec idemdriver.Record, log *slog.Logger) (*views.StoredResponse, string) {

@@ -68,7 +68,7 @@ func TestRedisKeyPages(t *testing.T) {
 	path := "/keys/" + strconv.FormatInt(rec.ID, 10)
 	_, detail := do(t, support, http.MethodGet, srv.URL+path, nil)
 	require.Contains(t, detail, "prov-redis")
-	form := url.Values{"version": {strconv.FormatInt(rec.Version, 10)}, "reason": {"the provider has no such charge"},
+	form := url.Values{"acknowledge_rerun": {"yes"}, "version": {strconv.FormatInt(rec.Version, 10)}, "reason": {"the provider has no such charge"},
 		"form_key": {formKeyOf(t, detail, path+"/forget")}}
 	resp, _ := do(t, support, http.MethodPost, srv.URL+path+"/forget", form)
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)

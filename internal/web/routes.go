@@ -190,8 +190,9 @@ func NewHandler(cfg Config) http.Handler {
 				r.Method(http.MethodGet, "/incidents/{key}", handleIncidentItems(cfg.Incidents, cfg.Records, opIter, now, log))
 			}
 			r.Method(http.MethodGet, "/keys", handleKeyList(cfg.Records, log))
-			r.Method(http.MethodGet, "/search", handleSearch(cfg.Records, cfg.Sagas, log))
-			r.Method(http.MethodPost, "/search", handleSearch(cfg.Records, cfg.Sagas, log))
+			tombs, _ := cfg.Store.(tombstoneReader)
+			r.Method(http.MethodGet, "/search", handleSearch(cfg.Records, cfg.Sagas, tombs, log))
+			r.Method(http.MethodPost, "/search", handleSearch(cfg.Records, cfg.Sagas, tombs, log))
 			r.Method(http.MethodGet, "/keys/{id}", handleKeyDetail(cfg.Records, cfg.Keys, cfg.Engine, log))
 			if cfg.Keys != nil {
 				// Decisions: one idempotency key per rendered form, so a

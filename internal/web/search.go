@@ -11,6 +11,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/internal/views"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
@@ -30,7 +31,7 @@ const maxSearchBytes = 300
 // record ID, an operation ID, a correlation ID and
 // an external reference. One match is a 303 to its page; several are
 // listed; none says so.
-func handleSearch(keys keyReader, sagas operationReader, log *slog.Logger) http.Handler {
+func handleSearch(keys keyReader, sagas operationReader, tombs tombstoneReader, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		page := pageFor(r, "Search", "")
 		if r.Method == http.MethodGet {
@@ -58,7 +59,7 @@ func handleSearch(keys keyReader, sagas operationReader, log *slog.Logger) http.
 			render(w, r, http.StatusBadRequest, page, views.Search(page, vm))
 			return
 		}
-		hits, rawKey, err := search(r.Context(), keys, sagas, q)
+		hits, rawKey, err := search(r.Context(), keys, sagas, tombs, q)
 		if err != nil {
 			writeError(w, r, log, err)
 			return
@@ -95,10 +96,40 @@ func unquote(q string) (string, bool) {
 	return q, false
 }
 
+// tombstoneReader finds the tombstones of removed key records
+// (store.DB.Tombstones); nil finds none.
+type tombstoneReader interface {
+	Tombstones(ctx context.Context, f store.TombstoneFilter, limit int) ([]store.Tombstone, error)
+}
+
 // search looks q up in every way the console can find a record or an
-// operation; rawKey tells whether q was tried as a raw key.
-func search(ctx context.Context, keys keyReader, sagas operationReader, q string) (hits []views.SearchHit, rawKey bool, err error) {
+// operation, and a removed key record by its tombstone (SPEC K21); rawKey
+// tells whether q was tried as a raw key.
+func search(ctx context.Context, keys keyReader, sagas operationReader, tombs tombstoneReader, q string) (hits []views.SearchHit, rawKey bool, err error) {
 	seen := map[string]bool{}
+	addTombs := func(f store.TombstoneFilter, by string) error {
+		if tombs == nil {
+			return nil
+		}
+		list, err := tombs.Tombstones(ctx, f, searchLimit)
+		if err != nil {
+			return err
+		}
+		for _, t := range list {
+			u := "/keys/" + strconv.FormatInt(t.RecordID, 10)
+			if seen[u] {
+				continue
+			}
+			seen[u] = true
+			status := "forgotten"
+			if t.Action != string(idem.OperatorForget) {
+				status = "released"
+			}
+			hits = append(hits, views.SearchHit{Kind: "Key", ID: strconv.FormatInt(t.RecordID, 10), URL: u, By: by,
+				Status: status + " by " + t.Actor, Where: t.Operation + " · " + t.Scope, UpdatedAt: t.At})
+		}
+		return nil
+	}
 	addKey := func(rec idemdriver.Record, by string) {
 		u := "/keys/" + strconv.FormatInt(rec.ID, 10)
 		if seen[u] {
@@ -158,6 +189,9 @@ func search(ctx context.Context, keys keyReader, sagas operationReader, q string
 		if err := listKeys(idemdriver.KeyFilter{KeyHash: idem.KeyHash(key)}, "raw key"); err != nil {
 			return nil, rawKey, err
 		}
+		if err := addTombs(store.TombstoneFilter{KeyHash: idem.KeyHash(key)}, "raw key"); err != nil {
+			return nil, rawKey, err
+		}
 		if quoted {
 			// A key whose quotes are part of it (a client that quoted it twice).
 			if err := listKeys(idemdriver.KeyFilter{KeyHash: idem.KeyHash(q)}, "raw key"); err != nil {
@@ -176,6 +210,9 @@ func search(ctx context.Context, keys keyReader, sagas operationReader, q string
 		if err := listKeys(idemdriver.KeyFilter{KeyDigest: d}, by); err != nil {
 			return nil, rawKey, err
 		}
+		if err := addTombs(store.TombstoneFilter{KeyDigest: d}, by); err != nil {
+			return nil, rawKey, err
+		}
 	}
 	if id, err := strconv.ParseInt(strings.TrimPrefix(q, "#"), 10, 64); err == nil && id > 0 {
 		rec, ok, err := keys.KeyByID(ctx, id)
@@ -184,6 +221,8 @@ func search(ctx context.Context, keys keyReader, sagas operationReader, q string
 		}
 		if ok {
 			addKey(rec, "record ID")
+		} else if err := addTombs(store.TombstoneFilter{RecordID: id}, "record ID"); err != nil {
+			return nil, rawKey, err
 		}
 	}
 	if len(q) <= maxFilterBytes {

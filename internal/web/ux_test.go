@@ -28,11 +28,11 @@ func TestStaleForgetSaysWhoForgot(t *testing.T) {
 	support, oncall := signIn(t, b, store.RoleSupport), signIn(t, b, store.RoleOncall)
 	_, first := do(t, support, http.MethodGet, b.srv.URL+path, nil)
 	_, second := do(t, oncall, http.MethodGet, b.srv.URL+path, nil)
-	resp, _ := do(t, support, http.MethodPost, b.srv.URL+path+"/forget", url.Values{"version": {strconv.FormatInt(version, 10)},
+	resp, _ := do(t, support, http.MethodPost, b.srv.URL+path+"/forget", url.Values{"acknowledge_rerun": {"yes"}, "version": {strconv.FormatInt(version, 10)},
 		"reason": {"the provider has no such charge"}, "form_key": {formKeyOf(t, first, path+"/forget")}})
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 
-	resp, body := do(t, oncall, http.MethodPost, b.srv.URL+path+"/forget", url.Values{"version": {strconv.FormatInt(version, 10)},
+	resp, body := do(t, oncall, http.MethodPost, b.srv.URL+path+"/forget", url.Values{"acknowledge_rerun": {"yes"}, "version": {strconv.FormatInt(version, 10)},
 		"reason": {"the customer asked to retry"}, "form_key": {formKeyOf(t, second, path+"/forget")}})
 	require.Equal(t, http.StatusConflict, resp.StatusCode, body)
 	require.Regexp(t, regexp.MustCompile(`forgotten by support \d+s ago`), body)
@@ -117,7 +117,7 @@ func TestConsoleRecordsApartFromCustomersKeys(t *testing.T) {
 	path := "/keys/" + strconv.FormatInt(id, 10)
 	support := signIn(t, b, store.RoleSupport)
 	_, page := do(t, support, http.MethodGet, b.srv.URL+path, nil)
-	resp, _ := do(t, support, http.MethodPost, b.srv.URL+path+"/forget", url.Values{"version": {strconv.FormatInt(version, 10)},
+	resp, _ := do(t, support, http.MethodPost, b.srv.URL+path+"/forget", url.Values{"acknowledge_rerun": {"yes"}, "version": {strconv.FormatInt(version, 10)},
 		"reason": {"the provider has no such charge"}, "form_key": {formKeyOf(t, page, path+"/forget")}})
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 
@@ -140,14 +140,14 @@ func TestBulkSelectsWhatTheListShows(t *testing.T) {
 	path := "/keys/" + strconv.FormatInt(id, 10)
 	admin := signIn(t, b, store.RoleAdmin)
 	_, page := do(t, admin, http.MethodGet, b.srv.URL+path, nil)
-	resp, _ := do(t, admin, http.MethodPost, b.srv.URL+path+"/forget", url.Values{"version": {strconv.FormatInt(version, 10)},
+	resp, _ := do(t, admin, http.MethodPost, b.srv.URL+path+"/forget", url.Values{"acknowledge_rerun": {"yes"}, "version": {strconv.FormatInt(version, 10)},
 		"reason": {"the provider has no such charge"}, "form_key": {formKeyOf(t, page, path+"/forget")}})
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 
-	resp, body := do(t, admin, http.MethodGet, b.srv.URL+"/keys/bulk?action=forget&all=1", nil)
+	resp, body := do(t, admin, http.MethodGet, b.srv.URL+"/keys/bulk?action=forget&all=1&include_may_have_happened=1", nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 	require.Contains(t, body, "POST /orders")
 	require.NotContains(t, body, "console POST /keys/{id}/forget", "the console's record is not selected")
-	_, body = do(t, admin, http.MethodGet, b.srv.URL+"/keys/bulk?action=forget&all=1&console=1", nil)
+	_, body = do(t, admin, http.MethodGet, b.srv.URL+"/keys/bulk?action=forget&all=1&console=1&include_may_have_happened=1", nil)
 	require.Contains(t, body, "console POST /keys/{id}/forget", "selected when the list includes it")
 }

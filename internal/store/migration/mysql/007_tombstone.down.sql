@@ -1,0 +1,1 @@
+DROP TABLE IF EXISTS unstuck_console_tombstone;
