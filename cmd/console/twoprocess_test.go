@@ -53,6 +53,8 @@ import (
 //
 // The checks: an operator's retry and compensation through the console's
 // HTTP forms answer 303 and are carried out by the application's workers;
+// the application's reconciliation raises a difference that a resolution
+// from the console then closes for good;
 // a bulk retry through the console's bulk flow completes and its
 // operations complete; public.river_leader only ever names the
 // application; the application's periodic job keeps firing; a step whose
@@ -427,6 +429,33 @@ func TestTwoProcessDeployment(t *testing.T) {
 			st, _ := op.Step(name)
 			require.Equal(t, saga.CompCompleted, st.CompStatus, "step %s compensated", name)
 			requireTwoprocCall(t, pool, id, name, "compensate", twoprocAppIDPrefix+"1")
+		}
+	})
+
+	t.Run("ReconciliationFindingStaysResolved", func(t *testing.T) {
+		// The application's reconciliation (a periodic job, so on its
+		// leader) finds that a completed operation's shipment is gone at
+		// the provider, and raises it for review; an operator resolves it
+		// from the console; the same difference is never raised again.
+		id := startTwoprocOperation(t, app, "ok", "twoproc-drift")
+		op := waitTwoprocStatus(t, d, id, saga.StatusCompleted, twoprocWait)
+		ship, _ := op.Step("ship")
+		_, err := pool.Exec(t.Context(), `DELETE FROM twoproc_effect WHERE key = $1`, ship.Key)
+		require.NoError(t, err)
+		op = waitTwoprocStatus(t, d, id, saga.StatusReviewRequired, twoprocWait)
+		require.NotEmpty(t, op.ReviewReason, "the finding says why")
+		path := "/operations/" + id
+		resp, page := oncall.do(t, http.MethodGet, path, nil, "")
+		require.Equal(t, http.StatusOK, resp.StatusCode, "the operation's page: %s", twoprocText(page))
+		version, key := twoprocForm(t, page, path+"/resolve")
+		resp, body := oncall.do(t, http.MethodPost, path+"/resolve", url.Values{"version": {version}, "status": {"completed"},
+			"reason": {"the carrier re-created the shipment by hand"}, "form_key": {key}}, "")
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the console's resolve answers 303 (it answered %d: %s)", resp.StatusCode, twoprocText(body))
+		waitTwoprocStatus(t, d, id, saga.StatusCompleted, twoprocWait)
+		// Reconciliation runs every 2 s and still sees the difference:
+		// after several runs the resolution stands.
+		for until := time.Now().Add(8 * time.Second); time.Now().Before(until); time.Sleep(250 * time.Millisecond) {
+			require.Equal(t, saga.StatusCompleted, twoprocOperation(t, d, id).Status, "the resolution stays resolved")
 		}
 	})
 
