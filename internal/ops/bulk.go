@@ -273,8 +273,8 @@ func (p BulkPreview) NotLegalTotal() int64 {
 func (s *BulkSpec) Validate() error {
 	switch s.Kind {
 	case BulkKeys:
-		if s.Action != "forget" && s.Action != "confirm" {
-			return invalid("action", "choose forget or confirm (did not happen); a confirmation that it happened needs each key's own reference")
+		if s.Action != "forget" && s.Action != "confirm" && s.Action != BulkConfirmHappened {
+			return invalid("action", "choose forget, confirm (did not happen) or confirm_happened (with each key's own reference)")
 		}
 	case BulkOperations:
 		switch OperationAction(s.Action) {
@@ -298,11 +298,12 @@ func (s *BulkSpec) Validate() error {
 }
 
 var consequences = map[string]string{
-	"keys/forget":           "Deletes each record: the next request with its key runs again, as if it had never been seen.",
-	"keys/confirm":          "Records that each effect did not happen: each key is released and the next request with it runs.",
-	"operations/retry":      "Retries each operation's failed, uncertain or stuck step (or failed compensation) with fresh attempts and the same key.",
-	"operations/compensate": "Starts compensation of each operation: its completed steps are undone in reverse order.",
-	"operations/resolve":    "Closes each review with the chosen terminal status and the reason as its resolution; the engine changes nothing else.",
+	"keys/forget":                 "Deletes each record: the next request with its key runs again, as if it had never been seen.",
+	"keys/confirm":                "Records that each effect did not happen: each key is released and the next request with it runs.",
+	"keys/" + BulkConfirmHappened: "Records that each effect happened, with the external reference that key carries: each key completes and is never run again (repeats get 409: no response to replay).",
+	"operations/retry":            "Retries each operation's failed, uncertain or stuck step (or failed compensation) with fresh attempts and the same key.",
+	"operations/compensate":       "Starts compensation of each operation: its completed steps are undone in reverse order.",
+	"operations/resolve":          "Closes each review with the chosen terminal status and the reason as its resolution; the engine changes nothing else.",
 }
 
 // Preview returns what the request of spec would do now.
@@ -335,6 +336,10 @@ func (b *Bulks) Preview(ctx context.Context, spec BulkSpec) (BulkPreview, error)
 			for _, r := range recs {
 				if cerr := idem.CheckOperator(r, act); cerr != nil {
 					p.NotLegal[notLegalReason(r, cerr)]++
+					continue
+				}
+				if spec.Action == BulkConfirmHappened && r.ExternalRef == "" {
+					p.NotLegal[noReference]++
 					continue
 				}
 				if act == idem.OperatorForget && ForgetRisk(r) != "" {
@@ -391,11 +396,24 @@ func stepLabel(step string) string {
 }
 
 func keyAction(a string) idem.OperatorAction {
-	if a == "confirm" {
+	switch a {
+	case "confirm":
 		return idem.OperatorConfirmNotHappened
+	case BulkConfirmHappened:
+		return idem.OperatorConfirmHappened
 	}
 	return idem.OperatorForget
 }
+
+// BulkConfirmHappened is the bulk action on keys that confirms each
+// effect happened with the external reference its own record carries
+// (SPEC K19 item 2): the safe decision for keys whose provider answer was
+// lost after the effect. Keys without a reference are not legal for it.
+const BulkConfirmHappened = "confirm_happened"
+
+// noReference is why a key without an external reference is left out of
+// a bulk "confirm happened".
+const noReference = "no external reference: confirm it on its own page with the provider's reference"
 
 // notLegalReason groups a refused key by its state and the rule.
 func notLegalReason(r idemdriver.Record, err error) string {

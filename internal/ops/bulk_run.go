@@ -119,8 +119,11 @@ func (b *Bulks) item(ctx context.Context, req store.Bulk, params map[string]stri
 		if req.Single && req.Action == "confirm" && params["happened"] == "true" {
 			d.Action, d.ExternalRef = idem.OperatorConfirmHappened, params["external_ref"]
 		}
+		// A bulk "confirm happened" takes each record's own reference,
+		// read below; the rest of the decision is checked now.
+		ownRef := req.Action == BulkConfirmHappened
 		d.RecordID, err = strconv.ParseInt(it.TargetID, 10, 64)
-		if err == nil {
+		if err == nil && !ownRef {
 			err = d.Validate()
 		}
 		if err != nil {
@@ -135,7 +138,15 @@ func (b *Bulks) item(ctx context.Context, req store.Bulk, params map[string]stri
 			err = fmt.Errorf("%w: the record no longer exists", ErrStale)
 		default:
 			before = snapshot(found)
-			_, err = b.keys.decide(ctx, actor, d, it.TargetID, found, mark(store.ItemApplied, ""))
+			if ownRef {
+				// The decision's transaction checks the version, so this is
+				// the reference of the record the request was made for.
+				d.ExternalRef = found.ExternalRef
+				err = d.Validate()
+			}
+			if err == nil {
+				_, err = b.keys.decide(ctx, actor, d, it.TargetID, found, mark(store.ItemApplied, ""))
+			}
 		}
 	case BulkOperations:
 		if b.ops == nil {

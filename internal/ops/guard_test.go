@@ -144,3 +144,50 @@ func TestGuardedForget(t *testing.T) {
 		})
 	}
 }
+
+// SPEC K19 item 2: a bulk "confirm happened" completes each key with the
+// external reference its own record carries; keys without one are not
+// legal for it and are counted apart.
+func TestBulkConfirmHappenedWithEachReference(t *testing.T) {
+	t.Parallel()
+	for name, backend := range backends {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			b := setup(t, backend)
+			recs := seedKeys(t, b, "tenant:refs",
+				idemdriver.Record{Status: idemdriver.StatusPending, LastError: "timed out after charging", ExternalRef: "ch_a"},
+				idemdriver.Record{Status: idemdriver.StatusPending, LastError: "timed out after charging", ExternalRef: "ch_b"},
+				idemdriver.Record{Status: idemdriver.StatusPending, LastError: "timed out before charging"},
+			)
+			bulks := newBulks(t, b, "none")
+			spec := ops.BulkSpec{Kind: ops.BulkKeys, Action: ops.BulkConfirmHappened, KeyFilter: idemdriver.KeyFilter{Scope: "tenant:refs"}, FilterQuery: "scope=tenant%3Arefs"}
+			p, err := bulks.Preview(ctx, spec)
+			require.NoError(t, err)
+			require.Equal(t, int64(2), p.Legal)
+			require.Equal(t, int64(1), p.NotLegalTotal(), "the key without a reference, apart")
+			for why := range p.NotLegal {
+				require.Contains(t, why, "no external reference")
+			}
+			req, _, err := bulks.Request(ctx, alice, spec, "the provider's dashboard shows both charges", 2)
+			require.NoError(t, err)
+			finished, err := bulks.Run(ctx, req.ID, 0)
+			require.NoError(t, err)
+			require.True(t, finished)
+			done, _, err := bulks.Get(ctx, req.ID)
+			require.NoError(t, err)
+			require.Equal(t, map[string]int64{"applied": 2}, done.Counts)
+			for i, ref := range []string{"ch_a", "ch_b"} {
+				got, ok, err := b.records.KeyByID(ctx, recs[i].ID)
+				require.NoError(t, err)
+				require.True(t, ok)
+				require.Equal(t, idemdriver.StatusCompleted, got.Status, "completed, never run again")
+				require.Equal(t, ref, got.ExternalRef, "with its own reference")
+			}
+			got, ok, err := b.records.KeyByID(ctx, recs[2].ID)
+			require.NoError(t, err)
+			require.True(t, ok)
+			require.Equal(t, idemdriver.StatusPending, got.Status, "the key without a reference is left as it was")
+		})
+	}
+}

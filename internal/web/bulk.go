@@ -42,7 +42,7 @@ type bulkService interface {
 // bulkActions are the actions a bulk request may take, per kind, with
 // their labels.
 var bulkActions = map[string][][2]string{
-	ops.BulkKeys:       {{"forget", "Forget"}, {"confirm", "Confirm did not happen"}},
+	ops.BulkKeys:       {{"confirm_happened", "Confirm happened, each with its own reference"}, {"confirm", "Confirm did not happen"}, {"forget", "Forget"}},
 	ops.BulkOperations: {{"retry", "Retry"}, {"compensate", "Compensate"}, {"resolve", "Resolve"}},
 }
 
@@ -63,6 +63,9 @@ func actionLabel(kind, action string) string {
 // many of: a role may act in bulk only where it may act on one item.
 func singlePath(kind, action string) string {
 	if kind == ops.BulkKeys {
+		if action == ops.BulkConfirmHappened {
+			action = "confirm"
+		}
 		return "/keys/0/" + action
 	}
 	return "/operations/0/" + action
