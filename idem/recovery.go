@@ -80,6 +80,11 @@ type Verification struct {
 	// ExternalRef is the receiver's reference of the effect found, stored
 	// on the record when Verdict is VerdictHappened.
 	ExternalRef string
+	// Evidence is what the receiver showed, for the operator who reads the
+	// decision (the amount, the time, the state it reported). It is shown
+	// and audited as untrusted text: keep it short (it is cut at 1,000
+	// bytes) and free of secrets and personal data.
+	Evidence string
 }
 
 // Verifier asks the receiver of an effect whether an abandoned run's effect

@@ -17,10 +17,21 @@ import (
 // that the console's River client runs on ops.BulkQueue, and the insert
 // that starts a request's run. The client is built before the decisions
 // the worker needs, so the worker finds its ops.Bulks through use.
+//
+// It also runs the console's wait for verification answers (SPEC K19):
+// newVerifications, set by the wiring of the applications' River, builds
+// the verifications of the key decisions, and useVerifications starts
+// applying their answers.
 type bulkRunner struct {
 	mu     sync.Mutex
 	bulks  *ops.Bulks
+	verify *ops.Verifications
 	insert func(ctx context.Context, args ops.BulkArgs) error
+	// insertAwait inserts the console's wait for a verification's answer.
+	insertAwait func(ctx context.Context, args ops.VerifyAwaitArgs) error
+	// newVerifications builds the verifications of keys on the
+	// applications' River tables.
+	newVerifications func(keys *ops.Keys) (*ops.Verifications, error)
 }
 
 // register adds the bulk worker and its queue (one job at a time: the
@@ -30,6 +41,18 @@ func (b *bulkRunner) register(workers *river.Workers, cfg *river.Config) error {
 		cfg.Queues = map[string]river.QueueConfig{}
 	}
 	cfg.Queues[ops.BulkQueue] = river.QueueConfig{MaxWorkers: 1}
+	cfg.Queues[ops.VerifyAwaitQueue] = river.QueueConfig{MaxWorkers: 5}
+	if err := river.AddWorkerSafely(workers, river.WorkFunc(func(ctx context.Context, job *river.Job[ops.VerifyAwaitArgs]) error {
+		b.mu.Lock()
+		v := b.verify
+		b.mu.Unlock()
+		if v == nil {
+			return river.JobSnooze(time.Second)
+		}
+		return v.Await(ctx, job.Args)
+	})); err != nil {
+		return err
+	}
 	return river.AddWorkerSafely(workers, river.WorkFunc(func(ctx context.Context, job *river.Job[ops.BulkArgs]) error {
 		b.mu.Lock()
 		bulks := b.bulks
@@ -39,6 +62,35 @@ func (b *bulkRunner) register(workers *river.Workers, cfg *river.Config) error {
 		}
 		return ops.NewBulkWorker(bulks).Work(ctx, job)
 	}))
+}
+
+// useVerifications sets the verifications whose answers the console
+// applies, and resumes the waits a stopped process left. It returns nil
+// when the console cannot verify (no applications' River: MySQL).
+func (b *bulkRunner) useVerifications(ctx context.Context, keys *ops.Keys, log *slog.Logger) (*ops.Verifications, error) {
+	if b.newVerifications == nil {
+		return nil, nil
+	}
+	v, err := b.newVerifications(keys)
+	if err != nil {
+		return nil, err
+	}
+	v.SetLogger(log)
+	v.SetEnqueue(func(ctx context.Context, args ops.VerifyAwaitArgs) error {
+		if b.insertAwait == nil {
+			return errNoConsoleRiver
+		}
+		return b.insertAwait(ctx, args)
+	})
+	b.mu.Lock()
+	b.verify = v
+	b.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := v.Resume(ctx); err != nil {
+		log.Error("verification answers not resumed", "error", err.Error())
+	}
+	return v, nil
 }
 
 // use sets the decisions the worker runs, and resumes the requests a

@@ -235,6 +235,13 @@ func consoleRiver[TTx, TOwn any](ctx context.Context, apps riverdriver.Driver[TT
 		return nil, nil, fmt.Errorf("console river client: %w", err)
 	}
 	bulk.insert = bulkInsert(client)
+	bulk.insertAwait = func(ctx context.Context, args ops.VerifyAwaitArgs) error {
+		_, err := client.Insert(ctx, args, nil)
+		return err
+	}
+	bulk.newVerifications = func(keys *ops.Keys) (*ops.Verifications, error) {
+		return ops.NewVerifications(dec, keys, inserter)
+	}
 	// Not ctx: River stops when stop says, after the HTTP server, before
 	// the database closes.
 	if err := client.Start(context.WithoutCancel(ctx)); err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 
+	"github.com/unstuckhq/unstuck/idem/idemriver"
 	"github.com/unstuckhq/unstuck/internal/demo"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/saga"
@@ -62,8 +63,14 @@ func startSagas(ctx context.Context, db *database, shop *demo.Shop, log *slog.Lo
 		}
 	}
 	signups := demo.NewSignups(shop, sdb, ws, log)
+	// The shop's verifier of payments, for the console's "Verify with the
+	// provider" (SPEC K19), registered as an application registers its own.
+	verify := idemriver.NewVerifyWorker(10 * time.Second)
+	if err := verify.Register(demo.PaymentOperation, "demo payment provider", shop.Provider().PaymentVerifier()); err != nil {
+		return nil, nil, err
+	}
 	if db.Pool != nil {
-		if stop, err = runSagas(ctx, riverpgxv5.New(db.Pool), sagapgx.New(db.Pool), signups, set, log); err != nil {
+		if stop, err = runSagas(ctx, riverpgxv5.New(db.Pool), sagapgx.New(db.Pool), signups, verify, set, log); err != nil {
 			return nil, nil, err
 		}
 		return signups.Routes, stop, nil
@@ -73,7 +80,7 @@ func startSagas(ctx context.Context, db *database, shop *demo.Shop, log *slog.Lo
 	// River's jobs. BEGIN IMMEDIATE takes the write lock up front, so that
 	// a transaction that reads then writes never fails on a snapshot made
 	// stale by a writer on the other handle.
-	if stop, err = runSagas(ctx, riversqlite.New(db.Immediate), sagasqlite.New(db.Immediate), signups, set, log); err != nil {
+	if stop, err = runSagas(ctx, riversqlite.New(db.Immediate), sagasqlite.New(db.Immediate), signups, verify, set, log); err != nil {
 		return nil, nil, err
 	}
 	return signups.Routes, stop, nil
@@ -86,7 +93,7 @@ func demoWorkspaces(ctx context.Context, sdb demo.SignupDB) (demo.WorkspaceAPI, 
 	return demo.NewWorkspaceProviderDB(ctx, sdb)
 }
 
-func runSagas[TTx any](ctx context.Context, rd riverdriver.Driver[TTx], sd sagadriver.Driver[TTx], signups *demo.Signups, set sagaSettings, log *slog.Logger) (stop func(), err error) {
+func runSagas[TTx any](ctx context.Context, rd riverdriver.Driver[TTx], sd sagadriver.Driver[TTx], signups *demo.Signups, verify *idemriver.VerifyWorker, set sagaSettings, log *slog.Logger) (stop func(), err error) {
 	if err := signups.Migrate(ctx); err != nil {
 		return nil, err
 	}
@@ -114,6 +121,9 @@ func runSagas[TTx any](ctx context.Context, rd riverdriver.Driver[TTx], sd sagad
 	// JobTimeout and RescueStuckJobsAfter from the steps' leases: a step
 	// of a killed process resumes in minutes, not River's hour.
 	if err := runner.ConfigureRiver(cfg); err != nil {
+		return nil, err
+	}
+	if err := idemriver.AddVerifyWorker(workers, cfg, verify); err != nil {
 		return nil, err
 	}
 	client, err := river.NewClient(rd, cfg)

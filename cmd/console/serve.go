@@ -112,6 +112,13 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 		bulks.SetLogger(log)
 		o.bulk.use(context.Background(), bulks, log)
 		cfg.Bulks = bulks
+		verify, err := o.bulk.useVerifications(context.Background(), keys, log)
+		if err != nil {
+			return nil, err
+		}
+		if verify != nil {
+			cfg.Verify = verify
+		}
 	}
 	if o.clockSkew != nil {
 		return readyClock(web.NewHandler(cfg), o.clockSkew, log), nil

@@ -112,6 +112,43 @@
 // [idem.Uncertain] holds no lease: its duplicates snooze until the record is
 // reconciled, resolved or forgotten.
 //
+// # Verification with the provider
+//
+// An operations console (unstuck's "console serve", a separate process)
+// cannot call your code, so when an operator asks "did this key's effect
+// happen?" it inserts a [VerifyArgs] job on your River tables, queue
+// [VerifyQueue], and your workers answer it. Register one verifier per
+// operation — the same [idem.Verifier] that [idem.RecoverByVerifying]
+// takes — on a [VerifyWorker] and add it to your River client:
+//
+//	verify := idemriver.NewVerifyWorker(30 * time.Second)
+//	err := verify.Register("POST /payments", "payments provider", idem.VerifierFunc(
+//		func(ctx context.Context, a idem.Abandoned) (idem.Verification, error) {
+//			ch, found, err := provider.FindCharge(ctx, a.ExternalRef) // or a key derived from a.KeyDigest
+//			switch {
+//			case err != nil:
+//				return idem.Verification{}, err // unknown: the key stays, the error is shown
+//			case !found:
+//				return idem.Verification{Verdict: idem.VerdictNotHappened, Evidence: "no charge under " + a.ExternalRef}, nil
+//			}
+//			return idem.Verification{Verdict: idem.VerdictHappened, ExternalRef: ch.ID,
+//				Evidence: fmt.Sprintf("charge %s of %d cents at %s", ch.ID, ch.Amount, ch.Created)}, nil
+//		}))
+//	err = idemriver.AddVerifyWorker(workers, riverConfig, verify) // adds the queue too
+//
+// The worker records the answer ([VerifyAnswer]) as the job's output
+// (river.RecordOutput); the console reads it and decides in the name of
+// the operator who asked, "via verifier <name>", with the answer in the
+// audit entry: happened → the key completes with the reference (repeats
+// get 409 idempotent_response_unavailable, never a second run); not
+// happened → the key is released and the client's retry runs it once;
+// unknown, an error, a panic, a timeout or an answer that makes no sense →
+// nothing is decided and the answer is shown on the key's page. A key
+// whose operation has no registered verifier says so. Evidence is shown
+// as untrusted text, cut at [MaxEvidence] bytes: no secrets, no personal
+// data. The job is unique per record version while it waits or runs, and
+// River's rescuer runs it again if your process dies in the middle.
+//
 // # Logging
 //
 // The middleware logs nothing itself; the engine logs with its own logger

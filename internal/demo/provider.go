@@ -1,10 +1,13 @@
 package demo
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/unstuckhq/unstuck/idem"
 )
 
 // Failure modes of the fake payment provider, chosen per request with
@@ -106,3 +109,29 @@ func (p *Provider) State() ProviderState {
 	sort.Slice(st.Charges, func(i, j int) bool { return st.Charges[i].ID < st.Charges[j].ID })
 	return st
 }
+
+// PaymentOperation is the operation of the shop's payment records.
+const PaymentOperation = "POST /shop/payments"
+
+// PaymentVerifier is the shop's verifier of payments (SPEC K19): it asks
+// the provider for the charge made under the key's provider reference
+// (the payment handler derives it from the key's digest), and answers
+// happened with the charge, or did not happen.
+func (p *Provider) PaymentVerifier() idem.Verifier {
+	return idem.VerifierFunc(func(ctx context.Context, a idem.Abandoned) (idem.Verification, error) {
+		if len(a.KeyDigest) < 32 {
+			return idem.Verification{}, fmt.Errorf("demo: a key digest of %d characters", len(a.KeyDigest))
+		}
+		c, ok := p.Lookup(PaymentProviderKey(a.KeyDigest))
+		if !ok {
+			return idem.Verification{Verdict: idem.VerdictNotHappened, Evidence: "the provider has no charge under this key"}, nil
+		}
+		return idem.Verification{Verdict: idem.VerdictHappened, ExternalRef: c.ID,
+			Evidence: fmt.Sprintf("charge %s of %d cents for order %s at %s", c.ID, c.AmountCents, c.OrderID, c.CreatedAt.Format(time.RFC3339))}, nil
+	})
+}
+
+// PaymentProviderKey is the idempotency key the shop sends the provider
+// for a payment whose record has keyDigest: stable across retries and
+// takeovers.
+func PaymentProviderKey(keyDigest string) string { return "shop-pay-" + keyDigest[:32] }

@@ -301,7 +301,7 @@ func (s *Shop) handleCreatePayment(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	info, _ := idem.RunInfoFrom(ctx)
-	providerKey := "shop-pay-" + info.KeyDigest[:32] // stable across retries and takeovers
+	providerKey := PaymentProviderKey(info.KeyDigest)
 	_ = idem.Annotate(ctx, idem.Annotation{CorrelationID: *in.OrderID, ExternalRef: providerKey})
 
 	charge, err := s.provider.Charge(providerKey, *in.OrderID, *in.AmountCents, fail)

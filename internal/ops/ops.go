@@ -122,6 +122,9 @@ type KeyDecision struct {
 	// client's retry run it again. A forget of such a record without it
 	// is refused (a *FieldError on [FieldAcknowledgeRerun]).
 	AcknowledgeRerun bool
+	// Verification, when set, is the verifier's answer the decision
+	// applies (SPEC K19): recorded in its audit entry's after-state.
+	Verification any
 }
 
 // KeyResult is an applied decision: the record before, and after unless
@@ -230,7 +233,7 @@ func (k keyTx[TTx]) decide(ctx context.Context, actor Actor, d KeyDecision, targ
 			return err
 		}
 		res.Before = cur
-		var afterState any = deletedState(d, cur)
+		afterState := deletedState(d, cur)
 		if kept {
 			res.After = &after
 			afterState = snapshot(after)
@@ -238,6 +241,9 @@ func (k keyTx[TTx]) decide(ctx context.Context, actor Actor, d KeyDecision, targ
 			if err := k.tombs.st.AddTombstoneTx(ctx, tx, tombstone(actor, d, cur)); err != nil {
 				return err
 			}
+		}
+		if d.Verification != nil {
+			afterState["verification"] = d.Verification
 		}
 		// Last, just before the commit: the append serialises with every
 		// other append until this transaction ends.

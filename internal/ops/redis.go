@@ -137,6 +137,9 @@ func (k storeKeys[TTx]) decide(ctx context.Context, actor Actor, d KeyDecision, 
 		afterState = snapshot(after)
 		afterState["intent_seq"] = intent.Seq
 	}
+	if d.Verification != nil {
+		afterState["verification"] = d.Verification
+	}
 	if _, err := k.db.trail.Append(ctx, entry(actor, d, target, snapshot(found), afterState, audit.OutcomeApplied)); err != nil {
 		return res, fmt.Errorf("the decision is applied but its outcome was not audited (intent #%d; resolved at the next start): %w", intent.Seq, err)
 	}

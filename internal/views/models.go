@@ -132,6 +132,9 @@ type KeyVM struct {
 	Error        string // why the last decision was refused
 	FieldErr     string // the form field the error is about
 	Reason       string // the reason typed, kept after a refusal
+	// Verification says where the key's latest verification with the
+	// provider stands (SPEC K19); "" for none pending or unanswered.
+	Verification string
 }
 
 // ActionForm is one decision the viewer may take on an item, with what it

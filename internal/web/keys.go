@@ -227,8 +227,11 @@ func handleKeyDetail(keys keyReader, decider keyDecider, opener resultOpener, lo
 			return
 		}
 		renderKeyDetail(w, r, http.StatusOK, id, keys, decider, opener, log, func(vm *views.KeyVM) {
-			if r.URL.Query().Get("done") == "confirmed" {
+			switch r.URL.Query().Get("done") {
+			case "confirmed":
 				vm.Notice = "Outcome confirmed and recorded in the audit trail."
+			case "verify":
+				vm.Notice = "Verification requested and recorded in the audit trail: the application's verifier answers in a moment, and its answer is applied in your name."
 			}
 		})
 	})
@@ -266,11 +269,16 @@ func renderKeyDetail(w http.ResponseWriter, r *http.Request, status int, id int6
 	}
 	if decider != nil {
 		vm.Actions = keyActions(v, rec)
+		if a, ok := verifyAction(r.Context(), v, rec); ok {
+			// Offered first: asking the provider comes before a guess.
+			vm.Actions = append([]views.ActionForm{a}, vm.Actions...)
+		}
 		hist, err := decider.History(r.Context(), id, 50)
 		if err != nil {
 			writeError(w, r, log, err)
 			return
 		}
+		vm.Verification = verificationNote(time.Now(), hist)
 		for _, e := range hist {
 			vm.History = append(vm.History, views.AuditRow{Seq: e.Seq, At: e.At, Actor: e.Actor, Role: e.Role, Action: e.Action, Reason: e.Reason, Outcome: e.Outcome})
 		}

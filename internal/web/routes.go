@@ -93,6 +93,9 @@ type Config struct {
 	// Bulks runs bulk decisions and approvals (an *ops.Bulks); nil serves
 	// neither.
 	Bulks bulkService
+	// Verify asks the applications' verifiers about keys (an
+	// *ops.Verifications, SPEC K19); nil offers no verification.
+	Verify keyVerifier
 	// Ready, if set, is asked by /readyz after the database answers: an
 	// error (e.g. a schema behind the binary) answers 503 with its text.
 	Ready func(context.Context) error
@@ -150,7 +153,7 @@ func NewHandler(cfg Config) http.Handler {
 	r := chi.NewRouter()
 	r.Use(requestID, middleware.Recoverer, secureHeaders(cfg.HSTS))
 
-	r.Use(clientAddresses(cfg.TrustedProxies), headAsGet)
+	r.Use(clientAddresses(cfg.TrustedProxies), headAsGet, withVerify(cfg.Verify != nil))
 	if cfg.TraceURL != "" {
 		r.Use(withTraceURL(cfg.TraceURL))
 	}
@@ -202,6 +205,10 @@ func NewHandler(cfg Config) http.Handler {
 					Method(http.MethodPost, "/keys/{id}/forget", handleKeyDecision("forget", cfg.Records, cfg.Keys, cfg.Engine, log))
 				r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST /keys/{id}/confirm"), idem.RouteTTL(time.Hour)), gate(cfg.Bulks, "keys", "confirm", log)).
 					Method(http.MethodPost, "/keys/{id}/confirm", handleKeyDecision("confirm", cfg.Records, cfg.Keys, cfg.Engine, log))
+				if cfg.Verify != nil {
+					r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST /keys/{id}/verify"), idem.RouteTTL(time.Hour))).
+						Method(http.MethodPost, "/keys/{id}/verify", handleKeyVerify(cfg.Records, cfg.Keys, cfg.Verify, cfg.Engine, log))
+				}
 			}
 			switch {
 			case cfg.Sagas == nil:

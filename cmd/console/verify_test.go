@@ -1,0 +1,122 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/internal/audit"
+)
+
+// SPEC K19 on the demo: two payments whose provider answer was lost, one
+// after the charge and one before. Support asks the provider through the
+// console; the demo's application worker runs the shop's verifier; the
+// console applies each answer in support's name: the charged one
+// completes with its charge as reference, the other is released, and its
+// retry charges exactly once. Each decision's audit entry carries the
+// verifier's evidence.
+func TestVerifyWithTheProvider(t *testing.T) {
+	t.Parallel()
+	for _, d := range demoDatabases {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			dbURL := d.url(t)
+			base := startDemo(t, dbURL)
+			order := call(t, "POST", base+"/shop/orders", `"verify-order-0000001"`, `{"sku":"lamp","qty":1}`)
+			require.Equal(t, http.StatusCreated, order.status, order.body)
+			body := fmt.Sprintf(`{"order_id":%q,"amount_cents":1999}`, order.json["id"])
+			const charged, uncharged = `"verify-pay-charged-01"`, `"verify-pay-nocharge-1"`
+			r := call(t, "POST", base+"/shop/payments?fail=timeout_after_effect", charged, body)
+			require.Equal(t, http.StatusAccepted, r.status, r.body)
+			r = call(t, "POST", base+"/shop/payments?fail=timeout_before_effect", uncharged, body)
+			require.Equal(t, http.StatusAccepted, r.status, r.body)
+			charges := len(providerCharges(t, base))
+
+			db, err := openDatabase(t.Context(), dbURL)
+			require.NoError(t, err)
+			defer db.Close()
+			record := func(raw string) (idemdriver.Record, bool) {
+				page, err := db.Records.ListKeys(t.Context(), idemdriver.KeyFilter{KeyHash: idem.KeyHash(strings.Trim(raw, `"`))})
+				require.NoError(t, err)
+				if len(page.Records) == 0 {
+					return idemdriver.Record{}, false
+				}
+				return page.Records[0], true
+			}
+
+			support := signInTwoproc(t, base, "support", demoPassword("support"))
+			verify := func(raw string) int64 {
+				rec, ok := record(raw)
+				require.True(t, ok)
+				require.Equal(t, idemdriver.StatusPending, rec.Status)
+				path := "/keys/" + strconv.FormatInt(rec.ID, 10)
+				_, page := support.do(t, http.MethodGet, path, nil, "")
+				require.Less(t, strings.Index(page, `action="`+path+`/verify"`), strings.Index(page, `action="`+path+`/confirm"`), "verify is offered first")
+				version, key := twoprocForm(t, page, path+"/verify")
+				resp, body := support.do(t, http.MethodPost, path+"/verify", url.Values{"version": {version}, "form_key": {key},
+					"reason": {"the customer says the payment is stuck"}}, "")
+				require.Equal(t, http.StatusSeeOther, resp.StatusCode, twoprocText(body))
+				require.Equal(t, path+"?done=verify", resp.Header.Get("Location"))
+				return rec.ID
+			}
+			chargedID, unchargedID := verify(charged), verify(uncharged)
+
+			deadline := time.Now().Add(time.Minute)
+			for {
+				c, stillThere := record(charged)
+				_, unchargedThere := record(uncharged)
+				if c.Status == idemdriver.StatusCompleted && stillThere && !unchargedThere {
+					require.Regexp(t, `^ch_\d+$`, c.ExternalRef, "completed with the provider's charge")
+					break
+				}
+				require.True(t, time.Now().Before(deadline), "the answers were not applied: charged %s, uncharged still there %v", c.Status, unchargedThere)
+				time.Sleep(100 * time.Millisecond)
+			}
+			require.Len(t, providerCharges(t, base), charges, "verifying charges nothing")
+			r = call(t, "POST", base+"/shop/payments?fail=timeout_after_effect", charged, body)
+			requireProblem(t, r, http.StatusConflict, "idempotent_response_unavailable")
+			r = call(t, "POST", base+"/shop/payments", uncharged, body)
+			require.Equal(t, http.StatusCreated, r.status, "the released payment runs once: %s", r.body)
+			require.Len(t, providerCharges(t, base), charges+1, "and charges once")
+
+			keys, err := demoAuditKeys(func(string) string { return "" }, demoSecret, slog.New(slog.DiscardHandler))
+			require.NoError(t, err)
+			db.useAuditKeys(keys)
+			for id, action := range map[int64]string{chargedID: "key.confirm_happened", unchargedID: "key.confirm_not_happened"} {
+				hist, err := db.Trail.History(t.Context(), "key", strconv.FormatInt(id, 10), 10)
+				require.NoError(t, err)
+				var applied []audit.Entry
+				for _, e := range hist {
+					if e.Outcome == audit.OutcomeApplied {
+						applied = append(applied, e)
+					}
+				}
+				require.Len(t, applied, 1, "one decision for key %d", id)
+				e := applied[0]
+				require.Equal(t, action, e.Action)
+				require.Equal(t, "support", e.Actor, "in the name of the operator who asked")
+				require.Contains(t, e.Reason, "via verifier demo payment provider")
+				var after struct {
+					Verification struct {
+						Verdict, Evidence, Verifier string
+					} `json:"verification"`
+				}
+				require.NoError(t, json.Unmarshal(e.After, &after))
+				require.Equal(t, "demo payment provider", after.Verification.Verifier)
+				require.NotEmpty(t, after.Verification.Evidence, "the evidence is in the entry")
+			}
+			_, page := support.do(t, http.MethodGet, "/keys/"+strconv.FormatInt(unchargedID, 10), nil, "")
+			require.Contains(t, page, "Released as", "the released key's page says so")
+		})
+	}
+}

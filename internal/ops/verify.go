@@ -1,0 +1,354 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/idem/idemriver"
+	"github.com/unstuckhq/unstuck/internal/audit"
+)
+
+// Verification with the provider (SPEC K19). The console cannot call the
+// applications' code, so a verification is durable work they run: the
+// console records the request (audited) and, in the same transaction,
+// inserts an idemriver.VerifyArgs job on the applications' River tables;
+// an application's idemriver.VerifyWorker runs the verifier of the key's
+// operation and records its answer as the job's output; the console's own
+// River job (VerifyAwaitArgs) waits for that answer and applies the
+// matching decision in its own transaction, with its audit entry:
+// happened → confirmed happened with the verifier's reference; did not
+// happen → released; unknown (or no verifier) → a finding, the key stays.
+// The decision's actor is the operator who asked, "via verifier <name>";
+// its entry carries the answer.
+
+// Audit outcomes of a verification: the request, and an answer that was
+// not applied as a decision.
+const (
+	OutcomeRequested = "requested"
+	OutcomeFinding   = "finding"
+)
+
+// verifyAction is the audit action of a verification's request and finding.
+const verifyAction = "key.verify"
+
+// VerifyAwaitKind is the console's own job that waits for a verification's
+// answer and applies it.
+const VerifyAwaitKind = "unstuck_console_verify"
+
+// verifyDeadline is how long after its request an answer is waited for;
+// after it the verification is a finding "no answer".
+const verifyDeadline = 15 * time.Minute
+
+// VerifyAwaitArgs is the console's job that applies one verification's
+// answer.
+type VerifyAwaitArgs struct {
+	JobID       int64     `json:"job_id" river:"unique"`
+	RecordID    int64     `json:"record_id"`
+	Version     int64     `json:"version"`
+	RequestSeq  int64     `json:"request_seq" river:"unique"`
+	Actor       string    `json:"actor"`
+	Role        string    `json:"role"`
+	Reason      string    `json:"reason"`
+	RequestedAt time.Time `json:"requested_at"`
+}
+
+// Kind is VerifyAwaitKind.
+func (VerifyAwaitArgs) Kind() string { return VerifyAwaitKind }
+
+// VerifyAwaitQueue is the console's own River queue of VerifyAwaitArgs.
+const VerifyAwaitQueue = "unstuck_console_verify"
+
+// InsertOpts puts the job on VerifyAwaitQueue, once per request.
+func (VerifyAwaitArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: VerifyAwaitQueue, MaxAttempts: 25, UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+// Verifications requests verifications of keys and applies their answers.
+type Verifications struct {
+	keys    *Keys
+	trail   *audit.Trail
+	log     *slog.Logger
+	request func(ctx context.Context, args idemriver.VerifyArgs, e audit.Entry) (audit.Entry, int64, error)
+	jobGet  func(ctx context.Context, id int64) (*rivertype.JobRow, error)
+	enqueue func(ctx context.Context, args VerifyAwaitArgs) error
+	now     func() time.Time
+}
+
+// NewVerifications returns the verifications of keys' records, whose jobs
+// client (an insert-only client on the applications' River tables, on
+// db's database) inserts in db's transactions.
+func NewVerifications[TTx any](db *DB[TTx], keys *Keys, client *river.Client[TTx]) (*Verifications, error) {
+	if db == nil || keys == nil || client == nil {
+		return nil, errors.New("ops: verifications need a database, the key decisions and a River client")
+	}
+	v := &Verifications{keys: keys, trail: db.trail, log: slog.Default(), now: time.Now, jobGet: client.JobGet}
+	v.request = func(ctx context.Context, args idemriver.VerifyArgs, e audit.Entry) (audit.Entry, int64, error) {
+		var (
+			entry audit.Entry
+			jobID int64
+		)
+		err := db.within(ctx, func(ctx context.Context, tx TTx) error {
+			res, err := client.InsertTx(ctx, tx, args, nil)
+			if err != nil {
+				return fmt.Errorf("insert the verification job: %w", err)
+			}
+			jobID = res.Job.ID
+			e.After = mustJSON(map[string]any{"job_id": jobID, "queue": idemriver.VerifyQueue, "already_requested": res.UniqueSkippedAsDuplicate})
+			entry, err = db.appendTx(ctx, tx, e)
+			return err
+		})
+		return entry, jobID, err
+	}
+	return v, nil
+}
+
+// SetLogger sets where failures to apply an answer are logged.
+func (v *Verifications) SetLogger(log *slog.Logger) {
+	if log != nil {
+		v.log = log
+	}
+}
+
+// SetEnqueue sets how the console's own job that waits for an answer is
+// inserted (on the console's River tables). Call it before Request.
+func (v *Verifications) SetEnqueue(fn func(ctx context.Context, args VerifyAwaitArgs) error) {
+	v.enqueue = fn
+}
+
+// Verifiable says why r cannot be verified, "" when it can: only a record
+// whose outcome is unknown (pending, unavailable or stuck) can.
+func Verifiable(r idemdriver.Record) string {
+	if err := idem.CheckOperator(r, idem.OperatorConfirmHappened); err != nil {
+		var te *idem.TransitionError
+		if errors.As(err, &te) {
+			return te.Reason
+		}
+		return err.Error()
+	}
+	return ""
+}
+
+// Request asks the applications to verify key record id at version, as
+// actor with reason: the request's audit entry and the applications' job
+// commit together; the answer is applied when it comes. The same request
+// twice (or by two operators) while the first waits is one job.
+func (v *Verifications) Request(ctx context.Context, actor Actor, id, version int64, reason string) (audit.Entry, error) {
+	reason, err := validReason("reason", reason)
+	if err != nil {
+		return audit.Entry{}, err
+	}
+	if version <= 0 {
+		return audit.Entry{}, invalid("version", "the form has no record version; reload the page")
+	}
+	r, ok, err := v.keys.records.KeyByID(ctx, id)
+	switch {
+	case err != nil:
+		return audit.Entry{}, err
+	case !ok:
+		return audit.Entry{}, ErrNotFound
+	case r.Version != version:
+		return audit.Entry{}, ErrStale
+	}
+	if why := Verifiable(r); why != "" {
+		return audit.Entry{}, fmt.Errorf("%w: %s", ErrIllegal, why)
+	}
+	now := v.now().UTC()
+	args := idemriver.VerifyArgs{RecordID: r.ID, Version: r.Version, Scope: r.Scope, Operation: r.Operation, KeyDigest: r.KeyDigest,
+		CorrelationID: r.CorrelationID, ExternalRef: r.ExternalRef, ResourceIDs: r.ResourceIDs, Fence: r.Fence, Attempt: r.Attempts,
+		FirstSeenAt: r.CreatedAt, RequestedBy: actor.Username}
+	target := strconv.FormatInt(id, 10)
+	e, jobID, err := v.request(ctx, args, audit.Entry{Actor: actor.Username, Role: actor.Role, Action: verifyAction, TargetKind: "key",
+		TargetID: target, Reason: reason, Before: mustJSON(snapshot(r)), Outcome: OutcomeRequested,
+		RequestID: actor.RequestID, ClientAddr: actor.ClientAddr, UserAgent: actor.UserAgent})
+	if err != nil {
+		return audit.Entry{}, fmt.Errorf("ops: verify key %d: %w", id, err)
+	}
+	await := VerifyAwaitArgs{JobID: jobID, RecordID: id, Version: version, RequestSeq: e.Seq, Actor: actor.Username, Role: actor.Role,
+		Reason: reason, RequestedAt: now}
+	if v.enqueue == nil {
+		return e, errors.New("ops: no River client applies verification answers")
+	}
+	if err := v.enqueue(ctx, await); err != nil {
+		// The request stands; Resume finds it at the next start.
+		v.log.ErrorContext(ctx, "ops: the wait for a verification's answer was not enqueued", "record_id", id, "request_seq", e.Seq, "error", err.Error())
+	}
+	return e, nil
+}
+
+// requestID links a verification's answer to its request in the trail.
+func requestID(seq int64) string { return "verify-" + strconv.FormatInt(seq, 10) }
+
+// answered reports whether the request of a has its answer in the trail.
+func (v *Verifications) answered(ctx context.Context, a VerifyAwaitArgs) (bool, error) {
+	hist, err := v.trail.History(ctx, "key", strconv.FormatInt(a.RecordID, 10), audit.MaxLimit)
+	if err != nil {
+		return false, err
+	}
+	for _, e := range hist {
+		if e.Seq > a.RequestSeq && e.RequestID == requestID(a.RequestSeq) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Await applies the answer of a's verification once its job has one:
+// river.JobSnooze while it has none, for up to 15 minutes after the
+// request; after that, or when the job failed or is gone, the answer is
+// "unknown" with why. An answer is applied once: a second run finds it in
+// the trail.
+func (v *Verifications) Await(ctx context.Context, a VerifyAwaitArgs) error {
+	done, err := v.answered(ctx, a)
+	if err != nil || done {
+		return err
+	}
+	ans, ok, err := v.answer(ctx, a)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return river.JobSnooze(time.Second)
+	}
+	return v.apply(ctx, a, ans)
+}
+
+// answer reads the answer of a's job; ok is false while it has none yet.
+func (v *Verifications) answer(ctx context.Context, a VerifyAwaitArgs) (idemriver.VerifyAnswer, bool, error) {
+	late := v.now().Sub(a.RequestedAt) > verifyDeadline
+	row, err := v.jobGet(ctx, a.JobID)
+	switch {
+	case errors.Is(err, river.ErrNotFound):
+		return idemriver.VerifyAnswer{Verdict: idemriver.AnswerUnknown, Error: "the verification job is gone", At: v.now().UTC()}, true, nil
+	case err != nil:
+		return idemriver.VerifyAnswer{}, false, err
+	}
+	switch row.State {
+	case rivertype.JobStateCompleted:
+		var ans idemriver.VerifyAnswer
+		if err := json.Unmarshal(row.Output(), &ans); err != nil || ans.Verdict == "" {
+			return idemriver.VerifyAnswer{Verdict: idemriver.AnswerUnknown, Error: "the verification job recorded no answer", At: v.now().UTC()}, true, nil
+		}
+		return ans, true, nil
+	case rivertype.JobStateDiscarded, rivertype.JobStateCancelled:
+		return idemriver.VerifyAnswer{Verdict: idemriver.AnswerUnknown, Error: "the verification job " + string(row.State), At: v.now().UTC()}, true, nil
+	}
+	if late {
+		return idemriver.VerifyAnswer{Verdict: idemriver.AnswerUnknown, Error: "no answer within " + verifyDeadline.String() +
+			": is an application running idemriver.VerifyWorker on queue " + idemriver.VerifyQueue + "?", At: v.now().UTC()}, true, nil
+	}
+	return idemriver.VerifyAnswer{}, false, nil
+}
+
+// apply decides on a's record from ans: happened and did not happen are
+// the operator's decisions via the verifier; anything else, or a record
+// that changed since the request, is a finding.
+func (v *Verifications) apply(ctx context.Context, a VerifyAwaitArgs, ans idemriver.VerifyAnswer) error {
+	actor := Actor{Username: a.Actor, Role: a.Role, RequestID: requestID(a.RequestSeq)}
+	via := " — via verifier " + ans.Verifier
+	d := KeyDecision{RecordID: a.RecordID, Version: a.Version, Reason: a.Reason + via, Verification: &ans}
+	switch ans.Verdict {
+	case idemriver.AnswerHappened:
+		d.Action, d.ExternalRef = idem.OperatorConfirmHappened, ans.ExternalRef
+	case idemriver.AnswerNotHappened:
+		d.Action = idem.OperatorConfirmNotHappened
+	default:
+		return v.finding(ctx, actor, a, ans, "")
+	}
+	_, err := v.keys.Decide(ctx, actor, d)
+	var fe *FieldError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrStale), errors.Is(err, ErrNotFound), errors.Is(err, ErrIllegal), errors.As(err, &fe):
+		// Decide audited the refusal; the answer stays visible.
+		return v.finding(ctx, actor, a, ans, "not applied: "+err.Error())
+	default:
+		return err
+	}
+}
+
+// finding appends ans as a finding on a's record.
+func (v *Verifications) finding(ctx context.Context, actor Actor, a VerifyAwaitArgs, ans idemriver.VerifyAnswer, note string) error {
+	reason := a.Reason + " — verifier answered " + ans.Verdict
+	if ans.Verifier == "" {
+		reason = a.Reason + " — verification: " + ans.Verdict
+	}
+	if ans.Error != "" {
+		reason += " (" + ans.Error + ")"
+	}
+	if ans.Verdict == idemriver.AnswerNoVerifier {
+		reason = a.Reason + " — no verifier is registered for this key's operation: decide it by hand"
+	}
+	if note != "" {
+		reason += " (" + note + ")"
+	}
+	_, err := v.trail.Append(ctx, audit.Entry{Actor: actor.Username, Role: actor.Role, Action: verifyAction, TargetKind: "key",
+		TargetID: strconv.FormatInt(a.RecordID, 10), Reason: cut(reason, 4000), After: mustJSON(map[string]any{"verification": ans}),
+		Outcome: OutcomeFinding, RequestID: actor.RequestID})
+	return err
+}
+
+// cut is s at most n bytes, on a rune boundary.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && (s[n]&0xC0) == 0x80 {
+		n--
+	}
+	return s[:n]
+}
+
+// Resume enqueues again the wait of every verification requested in the
+// last verifyDeadline whose answer is not in the trail (a console stopped
+// between a request and its wait), so that every answer is applied.
+func (v *Verifications) Resume(ctx context.Context) error {
+	if v.enqueue == nil {
+		return errors.New("ops: no River client applies verification answers")
+	}
+	var after int64
+	for {
+		page, next, err := v.trail.List(ctx, audit.Filter{Action: verifyAction, Outcome: OutcomeRequested, From: v.now().Add(-verifyDeadline - time.Hour),
+			After: after, Limit: audit.MaxLimit})
+		if err != nil {
+			return fmt.Errorf("ops: resume verifications: %w", err)
+		}
+		for _, e := range page {
+			var req struct {
+				JobID int64 `json:"job_id"`
+			}
+			var before struct {
+				Version int64 `json:"version"`
+			}
+			id, perr := strconv.ParseInt(e.TargetID, 10, 64)
+			if perr != nil || json.Unmarshal(e.After, &req) != nil || json.Unmarshal(e.Before, &before) != nil {
+				continue
+			}
+			a := VerifyAwaitArgs{JobID: req.JobID, RecordID: id, Version: before.Version, RequestSeq: e.Seq, Actor: e.Actor, Role: e.Role,
+				Reason: e.Reason, RequestedAt: e.At}
+			done, err := v.answered(ctx, a)
+			if err != nil {
+				return err
+			}
+			if !done {
+				if err := v.enqueue(ctx, a); err != nil {
+					return err
+				}
+			}
+		}
+		if next == 0 {
+			return nil
+		}
+		after = next
+	}
+}

@@ -1,0 +1,253 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivermigrate"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/stretchr/testify/require"
+
+	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/idem/idemriver"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
+	"github.com/unstuckhq/unstuck/internal/audit"
+)
+
+// verifyBundle is the verifications of keys on an SQLite file, with the
+// applications' verification jobs answered by hand (jobs).
+type verifyBundle struct {
+	v       *Verifications
+	keys    *Keys
+	store   *idemsqlite.Store
+	trail   *audit.Trail
+	engine  *idem.Engine
+	jobs    map[int64]*rivertype.JobRow
+	enqueue []VerifyAwaitArgs
+}
+
+func newVerifyBundle(t *testing.T) *verifyBundle {
+	t.Helper()
+	ctx := t.Context()
+	db, err := idemsqlite.Open(filepath.Join(t.TempDir(), "verify.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	imm, err := OpenImmediate(ctx, db)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = imm.Close() })
+	s := idemsqlite.New(db)
+	require.NoError(t, s.Migrate(ctx))
+	keyring, err := audit.NewKeyring([]byte("verify-test-audit-key-0123456789abcdef"))
+	require.NoError(t, err)
+	trail := audit.NewSQLite(db, audit.WithKeys(keyring))
+	require.NoError(t, trail.Migrate(ctx))
+	m, err := rivermigrate.New(riversqlite.New(imm), nil)
+	require.NoError(t, err)
+	_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	require.NoError(t, err)
+	engine, err := idem.New(s, idem.WithSecret([]byte("verify-test-secret-0123456789abcdefgh")))
+	require.NoError(t, err)
+	dec, err := SQLite(imm, trail)
+	require.NoError(t, err)
+	keys, err := NewKeys(dec, engine, s.Tx, s)
+	require.NoError(t, err)
+	client, err := river.NewClient(riversqlite.New(imm), &river.Config{})
+	require.NoError(t, err)
+	v, err := NewVerifications(dec, keys, client)
+	require.NoError(t, err)
+	b := &verifyBundle{v: v, keys: keys, store: s, trail: trail, engine: engine, jobs: map[int64]*rivertype.JobRow{}}
+	real := v.jobGet
+	v.jobGet = func(ctx context.Context, id int64) (*rivertype.JobRow, error) {
+		if row, ok := b.jobs[id]; ok {
+			return row, nil
+		}
+		return real(ctx, id)
+	}
+	v.SetEnqueue(func(_ context.Context, a VerifyAwaitArgs) error {
+		b.enqueue = append(b.enqueue, a)
+		return nil
+	})
+	return b
+}
+
+// pendingPayment leaves a record of key pending, carrying ref.
+func (b *verifyBundle) pendingPayment(t *testing.T, key, ref string) idemdriver.Record {
+	t.Helper()
+	_, err := idem.Run(t.Context(), b.engine, key, "tenant:v", func(ctx context.Context) (int, error) {
+		require.NoError(t, idem.Annotate(ctx, idem.Annotation{ExternalRef: ref}))
+		return 0, idem.Uncertain(context.DeadlineExceeded)
+	})
+	require.ErrorIs(t, err, idem.ErrUncertain)
+	page, err := b.store.ListKeys(t.Context(), idemdriver.KeyFilter{KeyHash: idem.KeyHash(key)})
+	require.NoError(t, err)
+	require.Len(t, page.Records, 1)
+	return page.Records[0]
+}
+
+// answer completes the verification job of a with ans as its output.
+func (b *verifyBundle) answer(a VerifyAwaitArgs, state rivertype.JobState, ans *idemriver.VerifyAnswer) {
+	row := &rivertype.JobRow{ID: a.JobID, State: state, Metadata: []byte(`{}`)}
+	if ans != nil {
+		out, _ := json.Marshal(map[string]any{"output": ans})
+		row.Metadata = out
+	}
+	b.jobs[a.JobID] = row
+}
+
+func (b *verifyBundle) history(t *testing.T, id int64) []audit.Entry {
+	t.Helper()
+	h, err := b.trail.History(t.Context(), "key", strconv.FormatInt(id, 10), 50)
+	require.NoError(t, err)
+	return h
+}
+
+var verifier = Actor{Username: "sam", Role: "support"}
+
+// SPEC K19: each answer of a verifier leads to its decision or finding,
+// once; the request is deduplicated while it waits; a stale answer is a
+// finding, never a decision.
+func TestVerificationAnswers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("RequestIsAuditedAndDeduplicated", func(t *testing.T) {
+		t.Parallel()
+		b := newVerifyBundle(t)
+		rec := b.pendingPayment(t, "verify-dedupe-000001", "ch_ref_1")
+		e1, err := b.v.Request(ctx, verifier, rec.ID, rec.Version, "the customer says it is stuck")
+		require.NoError(t, err)
+		e2, err := b.v.Request(ctx, Actor{Username: "olga", Role: "oncall"}, rec.ID, rec.Version, "checking it once more, too")
+		require.NoError(t, err)
+		require.Len(t, b.enqueue, 2)
+		require.Equal(t, b.enqueue[0].JobID, b.enqueue[1].JobID, "one job for the same record version")
+		require.Equal(t, OutcomeRequested, e1.Outcome)
+		require.Contains(t, string(e2.After), `"already_requested":true`)
+
+		_, err = b.v.Request(ctx, verifier, rec.ID, rec.Version+1, "an old page was still open")
+		require.ErrorIs(t, err, ErrStale)
+		_, err = b.v.Request(ctx, verifier, rec.ID, rec.Version, "short")
+		require.ErrorIs(t, err, ErrInvalid)
+	})
+
+	t.Run("HappenedIsConfirmedOnceWithItsEvidence", func(t *testing.T) {
+		t.Parallel()
+		b := newVerifyBundle(t)
+		rec := b.pendingPayment(t, "verify-happened-0001", "ref_sent")
+		_, err := b.v.Request(ctx, verifier, rec.ID, rec.Version, "the customer says it is stuck")
+		require.NoError(t, err)
+		a := b.enqueue[0]
+		require.ErrorAs(t, b.v.Await(ctx, a), new(*river.JobSnoozeError), "no answer yet: wait")
+		b.answer(a, rivertype.JobStateCompleted, &idemriver.VerifyAnswer{Verdict: idemriver.AnswerHappened, ExternalRef: "ch_42",
+			Evidence: "charge ch_42 of 1999 cents", Verifier: "payments", At: time.Now()})
+		require.NoError(t, b.v.Await(ctx, a))
+		require.NoError(t, b.v.Await(ctx, a), "a second run finds the answer applied")
+		got, ok, err := b.store.KeyByID(ctx, rec.ID)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, idemdriver.StatusCompleted, got.Status)
+		require.Equal(t, "ch_42", got.ExternalRef)
+		applied := 0
+		for _, e := range b.history(t, rec.ID) {
+			if e.Outcome == audit.OutcomeApplied {
+				applied++
+				require.Equal(t, "sam", e.Actor)
+				require.Contains(t, e.Reason, "via verifier payments")
+				require.Contains(t, string(e.After), "charge ch_42 of 1999 cents")
+				require.Equal(t, requestID(a.RequestSeq), e.RequestID)
+			}
+		}
+		require.Equal(t, 1, applied, "decided once")
+	})
+
+	t.Run("UnknownAndFailuresAreFindings", func(t *testing.T) {
+		t.Parallel()
+		for name, tc := range map[string]struct {
+			state rivertype.JobState
+			ans   *idemriver.VerifyAnswer
+			want  string
+		}{
+			"Unknown":    {rivertype.JobStateCompleted, &idemriver.VerifyAnswer{Verdict: idemriver.AnswerUnknown, Evidence: "still processing", Verifier: "payments"}, "verifier answered unknown"},
+			"NoVerifier": {rivertype.JobStateCompleted, &idemriver.VerifyAnswer{Verdict: idemriver.AnswerNoVerifier}, "no verifier is registered"},
+			"Discarded":  {rivertype.JobStateDiscarded, nil, "the verification job discarded"},
+			"NoOutput":   {rivertype.JobStateCompleted, nil, "recorded no answer"},
+		} {
+			t.Run(name, func(t *testing.T) {
+				b := newVerifyBundle(t)
+				rec := b.pendingPayment(t, "verify-finding-"+name+"-0001", "ref_sent")
+				_, err := b.v.Request(ctx, verifier, rec.ID, rec.Version, "the customer says it is stuck")
+				require.NoError(t, err)
+				a := b.enqueue[0]
+				b.answer(a, tc.state, tc.ans)
+				require.NoError(t, b.v.Await(ctx, a))
+				got, ok, err := b.store.KeyByID(ctx, rec.ID)
+				require.NoError(t, err)
+				require.True(t, ok)
+				require.Equal(t, rec.Version, got.Version, "nothing decided")
+				h := b.history(t, rec.ID)
+				require.Equal(t, OutcomeFinding, h[0].Outcome)
+				require.Contains(t, h[0].Reason, tc.want)
+			})
+		}
+	})
+
+	t.Run("LateAnswerIsAFinding", func(t *testing.T) {
+		t.Parallel()
+		b := newVerifyBundle(t)
+		rec := b.pendingPayment(t, "verify-late-00000001", "ref_sent")
+		_, err := b.v.Request(ctx, verifier, rec.ID, rec.Version, "the customer says it is stuck")
+		require.NoError(t, err)
+		a := b.enqueue[0]
+		b.v.now = func() time.Time { return time.Now().Add(verifyDeadline + time.Minute) }
+		require.NoError(t, b.v.Await(ctx, a))
+		h := b.history(t, rec.ID)
+		require.Equal(t, OutcomeFinding, h[0].Outcome)
+		require.Contains(t, string(h[0].After), "no answer within")
+	})
+
+	t.Run("StaleAnswerIsNotADecision", func(t *testing.T) {
+		t.Parallel()
+		b := newVerifyBundle(t)
+		rec := b.pendingPayment(t, "verify-stale-0000001", "ref_sent")
+		_, err := b.v.Request(ctx, verifier, rec.ID, rec.Version, "the customer says it is stuck")
+		require.NoError(t, err)
+		a := b.enqueue[0]
+		// Someone confirmed it by hand meanwhile.
+		_, err = b.keys.Decide(ctx, Actor{Username: "olga", Role: "oncall"}, KeyDecision{RecordID: rec.ID, Version: rec.Version,
+			Action: idem.OperatorConfirmHappened, ExternalRef: "ch_by_hand", Reason: "seen on the provider's dashboard"})
+		require.NoError(t, err)
+		b.answer(a, rivertype.JobStateCompleted, &idemriver.VerifyAnswer{Verdict: idemriver.AnswerNotHappened, Verifier: "payments"})
+		require.NoError(t, b.v.Await(ctx, a))
+		got, ok, err := b.store.KeyByID(ctx, rec.ID)
+		require.NoError(t, err)
+		require.True(t, ok, "not released by a stale answer")
+		require.Equal(t, "ch_by_hand", got.ExternalRef)
+		h := b.history(t, rec.ID)
+		require.Equal(t, OutcomeFinding, h[0].Outcome)
+		require.Contains(t, h[0].Reason, "not applied")
+	})
+
+	t.Run("ResumeEnqueuesUnansweredRequests", func(t *testing.T) {
+		t.Parallel()
+		b := newVerifyBundle(t)
+		rec := b.pendingPayment(t, "verify-resume-000001", "ref_sent")
+		_, err := b.v.Request(ctx, verifier, rec.ID, rec.Version, "the customer says it is stuck")
+		require.NoError(t, err)
+		answered := b.pendingPayment(t, "verify-resume-000002", "ref_sent")
+		_, err = b.v.Request(ctx, verifier, answered.ID, answered.Version, "the customer says it is stuck")
+		require.NoError(t, err)
+		b.answer(b.enqueue[1], rivertype.JobStateCompleted, &idemriver.VerifyAnswer{Verdict: idemriver.AnswerUnknown})
+		require.NoError(t, b.v.Await(ctx, b.enqueue[1]))
+		b.enqueue = nil
+		require.NoError(t, b.v.Resume(ctx))
+		require.Len(t, b.enqueue, 1, "only the request without an answer")
+		require.Equal(t, rec.ID, b.enqueue[0].RecordID)
+		require.Equal(t, rec.Version, b.enqueue[0].Version)
+	})
+}
