@@ -117,7 +117,7 @@ func TestBulkCrash(t *testing.T) {
 			// Recorded here, running, with no River client: the console
 			// resumes it when it starts.
 			req, _, err := bulks.Request(ctx, ops.Actor{Username: "oncall", Role: "oncall"}, ops.BulkSpec{Kind: ops.BulkKeys, Action: "forget",
-				KeyFilter: idemdriver.KeyFilter{Scope: "tenant:crash"}, FilterQuery: "scope=tenant%3Acrash"}, "provider outage: rerun every charge", n)
+				KeyFilter: idemdriver.KeyFilter{Scope: "tenant:crash"}, FilterQuery: "scope=tenant%3Acrash", IncludeMayHaveHappened: true}, "provider outage: rerun every charge", n)
 			require.NoError(t, err)
 			require.Equal(t, store.BulkRunning, req.Status)
 

@@ -74,7 +74,7 @@ func TestRedisKeys(t *testing.T) {
 	keys, err := db.keyDecisions(engine)
 	require.NoError(t, err)
 	actor := ops.Actor{Username: "ada", Role: "admin"}
-	_, err = keys.Decide(ctx, actor, ops.KeyDecision{RecordID: rec.ID, Version: rec.Version, Action: idem.OperatorForget, Reason: "the customer asked for it"})
+	_, err = keys.Decide(ctx, actor, ops.KeyDecision{RecordID: rec.ID, Version: rec.Version, Action: idem.OperatorForget, Reason: "the customer asked for it", AcknowledgeRerun: true})
 	require.NoError(t, err)
 	_, ok, err = db.Records.KeyByID(ctx, rec.ID)
 	require.NoError(t, err)
