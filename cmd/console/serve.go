@@ -118,6 +118,7 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 		}
 		if verify != nil {
 			cfg.Verify = verify
+			bulks.SetVerifications(verify)
 		}
 	}
 	if o.clockSkew != nil {

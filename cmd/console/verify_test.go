@@ -120,3 +120,80 @@ func TestVerifyWithTheProvider(t *testing.T) {
 		})
 	}
 }
+
+// SPEC K19, the 3 a.m. path through the console's bulk flow: payments time
+// out after the charge and before it; on-call asks the provider about all
+// pending payments in one request; every charged one completes with its
+// charge, every other is released and its retry charges exactly once;
+// none is forgotten.
+func TestVerifyAllFromABulkRequest(t *testing.T) {
+	t.Parallel()
+	for _, d := range demoDatabases {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			dbURL := d.url(t)
+			base, _ := startDemoWith(t, dbURL, "--approval-required", "none")
+			order := call(t, "POST", base+"/shop/orders", `"verify-bulk-order-001"`, `{"sku":"lamp","qty":1}`)
+			require.Equal(t, http.StatusCreated, order.status, order.body)
+			body := fmt.Sprintf(`{"order_id":%q,"amount_cents":2500}`, order.json["id"])
+			charged := []string{`"verify-bulk-charged-01"`, `"verify-bulk-charged-02"`}
+			uncharged := []string{`"verify-bulk-nocharge-1"`, `"verify-bulk-nocharge-2"`}
+			for _, k := range charged {
+				require.Equal(t, http.StatusAccepted, call(t, "POST", base+"/shop/payments?fail=timeout_after_effect", k, body).status)
+			}
+			for _, k := range uncharged {
+				require.Equal(t, http.StatusAccepted, call(t, "POST", base+"/shop/payments?fail=timeout_before_effect", k, body).status)
+			}
+			charges := len(providerCharges(t, base))
+
+			oncall := signInTwoproc(t, base, "oncall", demoPassword("oncall"))
+			filter := url.Values{"action": {"verify"}, "state": {"pending"}, "operation": {"POST /shop/payments"}}
+			resp, page := oncall.do(t, http.MethodGet, "/keys/bulk?"+filter.Encode(), nil, "")
+			require.Equal(t, http.StatusOK, resp.StatusCode, twoprocText(page))
+			require.Contains(t, page, "<strong>4</strong> matching items can be decided")
+			form := twoprocHiddenFields(t, page, "/keys/bulk")
+			form.Set("reason", "payments timed out at the provider: ask it about each")
+			form.Set("confirm_count", "4")
+			resp, page = oncall.do(t, http.MethodPost, "/keys/bulk", form, "")
+			require.Equal(t, http.StatusSeeOther, resp.StatusCode, twoprocText(page))
+
+			db, err := openDatabase(t.Context(), dbURL)
+			require.NoError(t, err)
+			defer db.Close()
+			statusOf := func(raw string) (idemdriver.Status, string, bool) {
+				page, err := db.Records.ListKeys(t.Context(), idemdriver.KeyFilter{KeyHash: idem.KeyHash(strings.Trim(raw, `"`))})
+				require.NoError(t, err)
+				if len(page.Records) == 0 {
+					return "", "", false
+				}
+				return page.Records[0].Status, page.Records[0].ExternalRef, true
+			}
+			for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+				settled := true
+				for _, k := range charged {
+					st, _, _ := statusOf(k)
+					settled = settled && st == idemdriver.StatusCompleted
+				}
+				for _, k := range uncharged {
+					_, _, there := statusOf(k)
+					settled = settled && !there
+				}
+				if settled {
+					break
+				}
+				require.True(t, time.Now().Before(deadline), "the answers were not all applied")
+			}
+			for _, k := range charged {
+				_, ref, _ := statusOf(k)
+				require.Regexp(t, `^ch_\d+$`, ref, "completed with its own charge")
+				requireProblem(t, call(t, "POST", base+"/shop/payments?fail=timeout_after_effect", k, body), http.StatusConflict, "idempotent_response_unavailable")
+			}
+			require.Len(t, providerCharges(t, base), charges, "asking charges nothing")
+			for _, k := range uncharged {
+				r := call(t, "POST", base+"/shop/payments", k, body)
+				require.Equal(t, http.StatusCreated, r.status, r.body)
+			}
+			require.Len(t, providerCharges(t, base), charges+len(uncharged), "each released payment charged once on its retry")
+		})
+	}
+}

@@ -168,7 +168,10 @@ type Bulks struct {
 	// enqueue starts the durable run of a request (a River job); nil
 	// leaves requests to Run.
 	enqueue func(ctx context.Context, id int64) error
-	now     func() time.Time
+	// verify requests the verifications of a bulk "verify" (SPEC K19);
+	// nil offers no bulk verification.
+	verify *Verifications
+	now    func() time.Time
 }
 
 // NewBulks returns the bulk decisions over st, deciding keys with keys
@@ -200,6 +203,10 @@ func (b *Bulks) SetLogger(log *slog.Logger) {
 		b.log = log
 	}
 }
+
+// SetVerifications makes v request the verifications of bulk "verify"
+// requests on keys (SPEC K19). Without it, that action is refused.
+func (b *Bulks) SetVerifications(v *Verifications) { b.verify = v }
 
 // SetEnqueue sets how a request's run is started (a River insert of
 // [BulkArgs]); call it before b is used.
@@ -273,8 +280,8 @@ func (p BulkPreview) NotLegalTotal() int64 {
 func (s *BulkSpec) Validate() error {
 	switch s.Kind {
 	case BulkKeys:
-		if s.Action != "forget" && s.Action != "confirm" && s.Action != BulkConfirmHappened {
-			return invalid("action", "choose forget, confirm (did not happen) or confirm_happened (with each key's own reference)")
+		if s.Action != "forget" && s.Action != "confirm" && s.Action != BulkConfirmHappened && s.Action != BulkVerify {
+			return invalid("action", "choose verify, confirm_happened (with each key's own reference), confirm (did not happen) or forget")
 		}
 	case BulkOperations:
 		switch OperationAction(s.Action) {
@@ -300,6 +307,7 @@ func (s *BulkSpec) Validate() error {
 var consequences = map[string]string{
 	"keys/forget":                 "Deletes each record: the next request with its key runs again, as if it had never been seen.",
 	"keys/confirm":                "Records that each effect did not happen: each key is released and the next request with it runs.",
+	"keys/" + BulkVerify:          "Asks the application's verifier of each key whether its effect happened. Each answer is applied in your name when it comes: happened → completed with the provider's reference; did not happen → released, so the client's retry runs once; unknown → the key stays and the answer is shown on its page.",
 	"keys/" + BulkConfirmHappened: "Records that each effect happened, with the external reference that key carries: each key completes and is never run again (repeats get 409: no response to replay).",
 	"operations/retry":            "Retries each operation's failed, uncertain or stuck step (or failed compensation) with fresh attempts and the same key.",
 	"operations/compensate":       "Starts compensation of each operation: its completed steps are undone in reverse order.",
@@ -329,6 +337,9 @@ func (b *Bulks) Preview(ctx context.Context, spec BulkSpec) (BulkPreview, error)
 	var err error
 	switch spec.Kind {
 	case BulkKeys:
+		if spec.Action == BulkVerify && b.verify == nil {
+			return BulkPreview{}, invalid("action", "this console cannot ask the applications' verifiers (no River on this database)")
+		}
 		act := keyAction(spec.Action)
 		f := spec.KeyFilter
 		f.After, f.Limit = "", 0
@@ -399,7 +410,8 @@ func keyAction(a string) idem.OperatorAction {
 	switch a {
 	case "confirm":
 		return idem.OperatorConfirmNotHappened
-	case BulkConfirmHappened:
+	case BulkConfirmHappened, BulkVerify:
+		// Verify is legal where an outcome can be confirmed: unknown.
 		return idem.OperatorConfirmHappened
 	}
 	return idem.OperatorForget
@@ -410,6 +422,12 @@ func keyAction(a string) idem.OperatorAction {
 // (SPEC K19 item 2): the safe decision for keys whose provider answer was
 // lost after the effect. Keys without a reference are not legal for it.
 const BulkConfirmHappened = "confirm_happened"
+
+// BulkVerify is the bulk action on keys that asks the applications'
+// verifier of each key whether its effect happened (SPEC K19): legal for
+// the keys a single verification is. Each item is a request; its answer is
+// applied when it comes, as for one key.
+const BulkVerify = "verify"
 
 // noReference is why a key without an external reference is left out of
 // a bulk "confirm happened".

@@ -113,8 +113,16 @@ func (b *Bulks) item(ctx context.Context, req store.Bulk, params map[string]stri
 		refusal audit.Entry
 		before  any
 	)
-	switch req.Kind {
-	case BulkKeys:
+	switch {
+	case req.Kind == BulkKeys && req.Action == BulkVerify:
+		id, perr := strconv.ParseInt(it.TargetID, 10, 64)
+		if perr != nil || b.verify == nil {
+			return b.refuse(ctx, req, it, store.ItemFailed, "not a key record, or no verification on this console", nil, mark)
+		}
+		refusal = audit.Entry{Actor: actor.Username, Role: actor.Role, Action: verifyAction, TargetKind: "key", TargetID: it.TargetID,
+			Reason: reason, Outcome: audit.OutcomeConflict, RequestID: actor.RequestID}
+		_, err = b.verify.requestFirst(ctx, actor, id, it.Version, reason, mark(store.ItemApplied, "verification requested"))
+	case req.Kind == BulkKeys:
 		d := KeyDecision{Version: it.Version, Action: keyAction(req.Action), Reason: reason, AcknowledgeRerun: params[FieldAcknowledgeRerun] == "true"}
 		if req.Single && req.Action == "confirm" && params["happened"] == "true" {
 			d.Action, d.ExternalRef = idem.OperatorConfirmHappened, params["external_ref"]
@@ -148,7 +156,7 @@ func (b *Bulks) item(ctx context.Context, req store.Bulk, params map[string]stri
 				_, err = b.keys.decide(ctx, actor, d, it.TargetID, found, mark(store.ItemApplied, ""))
 			}
 		}
-	case BulkOperations:
+	case req.Kind == BulkOperations:
 		if b.ops == nil {
 			return b.refuse(ctx, req, it, store.ItemFailed, "this console has no saga records", nil, mark)
 		}

@@ -78,7 +78,7 @@ type Verifications struct {
 	keys    *Keys
 	trail   *audit.Trail
 	log     *slog.Logger
-	request func(ctx context.Context, args idemriver.VerifyArgs, e audit.Entry) (audit.Entry, int64, error)
+	request func(ctx context.Context, args idemriver.VerifyArgs, e audit.Entry, first txHook) (audit.Entry, int64, error)
 	jobGet  func(ctx context.Context, id int64) (*rivertype.JobRow, error)
 	enqueue func(ctx context.Context, args VerifyAwaitArgs) error
 	now     func() time.Time
@@ -92,12 +92,17 @@ func NewVerifications[TTx any](db *DB[TTx], keys *Keys, client *river.Client[TTx
 		return nil, errors.New("ops: verifications need a database, the key decisions and a River client")
 	}
 	v := &Verifications{keys: keys, trail: db.trail, log: slog.Default(), now: time.Now, jobGet: client.JobGet}
-	v.request = func(ctx context.Context, args idemriver.VerifyArgs, e audit.Entry) (audit.Entry, int64, error) {
+	v.request = func(ctx context.Context, args idemriver.VerifyArgs, e audit.Entry, first txHook) (audit.Entry, int64, error) {
 		var (
 			entry audit.Entry
 			jobID int64
 		)
 		err := db.within(ctx, func(ctx context.Context, tx TTx) error {
+			if first != nil {
+				if err := first(ctx, tx); err != nil {
+					return err
+				}
+			}
 			res, err := client.InsertTx(ctx, tx, args, nil)
 			if err != nil {
 				return fmt.Errorf("insert the verification job: %w", err)
@@ -143,6 +148,12 @@ func Verifiable(r idemdriver.Record) string {
 // commit together; the answer is applied when it comes. The same request
 // twice (or by two operators) while the first waits is one job.
 func (v *Verifications) Request(ctx context.Context, actor Actor, id, version int64, reason string) (audit.Entry, error) {
+	return v.requestFirst(ctx, actor, id, version, reason, nil)
+}
+
+// requestFirst is Request, running first in its transaction (a bulk
+// item's outcome) when not nil.
+func (v *Verifications) requestFirst(ctx context.Context, actor Actor, id, version int64, reason string, first txHook) (audit.Entry, error) {
 	reason, err := validReason("reason", reason)
 	if err != nil {
 		return audit.Entry{}, err
@@ -169,7 +180,7 @@ func (v *Verifications) Request(ctx context.Context, actor Actor, id, version in
 	target := strconv.FormatInt(id, 10)
 	e, jobID, err := v.request(ctx, args, audit.Entry{Actor: actor.Username, Role: actor.Role, Action: verifyAction, TargetKind: "key",
 		TargetID: target, Reason: reason, Before: mustJSON(snapshot(r)), Outcome: OutcomeRequested,
-		RequestID: actor.RequestID, ClientAddr: actor.ClientAddr, UserAgent: actor.UserAgent})
+		RequestID: actor.RequestID, ClientAddr: actor.ClientAddr, UserAgent: actor.UserAgent}, first)
 	if err != nil {
 		return audit.Entry{}, fmt.Errorf("ops: verify key %d: %w", id, err)
 	}

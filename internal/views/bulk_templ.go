@@ -1700,15 +1700,20 @@ func BulkLinks(p Page, kind, self string) []BulkHidden {
 		}
 	}
 	all := len(q) == 0
-	var actions [][2]string
+	// The action, its label and the single decision it is many of.
+	var actions [][3]string
 	if kind == "keys" {
-		actions = [][2]string{{"forget", "forget"}, {"confirm", "confirm did not happen"}}
+		if p.VerifyEnabled {
+			actions = append(actions, [3]string{"verify", "verify with the provider", "verify"})
+		}
+		actions = append(actions, [3]string{"confirm_happened", "confirm happened (each key's reference)", "confirm"},
+			[3]string{"confirm", "confirm did not happen", "confirm"}, [3]string{"forget", "forget", "forget"})
 	} else {
-		actions = [][2]string{{"retry", "retry"}, {"compensate", "compensate"}, {"resolve", "resolve"}}
+		actions = [][3]string{{"retry", "retry", "retry"}, {"compensate", "compensate", "compensate"}, {"resolve", "resolve", "resolve"}}
 	}
 	var out []BulkHidden
 	for _, a := range actions {
-		if !p.can("/"+kind+"/0/"+a[0], "POST") {
+		if !p.can("/"+kind+"/0/"+a[2], "POST") {
 			continue
 		}
 		v := url.Values{}

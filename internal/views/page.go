@@ -31,6 +31,9 @@ type Page struct {
 	// BulkEnabled says the console serves bulk decisions (the list
 	// pages link to them).
 	BulkEnabled bool
+	// VerifyEnabled says the console can ask the applications' verifiers
+	// about keys (SPEC K19).
+	VerifyEnabled bool
 	// URL, when set, is the page's own address: a page rendered as the
 	// answer to a POST (a refused decision) puts it in the address bar, so
 	// that a reload shows the page instead of posting again.

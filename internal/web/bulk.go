@@ -42,7 +42,8 @@ type bulkService interface {
 // bulkActions are the actions a bulk request may take, per kind, with
 // their labels.
 var bulkActions = map[string][][2]string{
-	ops.BulkKeys:       {{"confirm_happened", "Confirm happened, each with its own reference"}, {"confirm", "Confirm did not happen"}, {"forget", "Forget"}},
+	ops.BulkKeys: {{ops.BulkVerify, "Verify with the provider"}, {"confirm_happened", "Confirm happened, each with its own reference"},
+		{"confirm", "Confirm did not happen"}, {"forget", "Forget"}},
 	ops.BulkOperations: {{"retry", "Retry"}, {"compensate", "Compensate"}, {"resolve", "Resolve"}},
 }
 
@@ -66,6 +67,7 @@ func singlePath(kind, action string) string {
 		if action == ops.BulkConfirmHappened {
 			action = "confirm"
 		}
+		// verify is its own single action (POST /keys/{id}/verify).
 		return "/keys/0/" + action
 	}
 	return "/operations/0/" + action
