@@ -10,6 +10,7 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/ops"
 )
 
@@ -32,6 +33,12 @@ type bulkRunner struct {
 	// newVerifications builds the verifications of keys on the
 	// applications' River tables.
 	newVerifications func(keys *ops.Keys) (*ops.Verifications, error)
+	// reconcile is the scheduled verification of keys (off when its
+	// After is 0); keyList lists the keys it looks at.
+	reconcile ops.ReconcileConfig
+	keyList   interface {
+		ListKeys(ctx context.Context, f idemdriver.KeyFilter) (idemdriver.KeyPage, error)
+	}
 }
 
 // register adds the bulk worker and its queue (one job at a time: the
@@ -42,6 +49,24 @@ func (b *bulkRunner) register(workers *river.Workers, cfg *river.Config) error {
 	}
 	cfg.Queues[ops.BulkQueue] = river.QueueConfig{MaxWorkers: 1}
 	cfg.Queues[ops.VerifyAwaitQueue] = river.QueueConfig{MaxWorkers: 5}
+	if b.reconcile.After > 0 {
+		// On the console's own leader: one console of several runs it.
+		cfg.PeriodicJobs = append(cfg.PeriodicJobs, river.NewPeriodicJob(river.PeriodicInterval(b.reconcile.Every),
+			func() (river.JobArgs, *river.InsertOpts) { return ops.ReconcileKeysArgs{}, nil },
+			&river.PeriodicJobOpts{ID: ops.ReconcileKeysArgs{}.Kind()}))
+		if err := river.AddWorkerSafely(workers, river.WorkFunc(func(ctx context.Context, _ *river.Job[ops.ReconcileKeysArgs]) error {
+			b.mu.Lock()
+			v := b.verify
+			b.mu.Unlock()
+			if v == nil || b.keyList == nil {
+				return nil // not serving verifications yet: the next run
+			}
+			_, err := v.Reconcile(ctx, b.keyList, b.reconcile)
+			return err
+		})); err != nil {
+			return err
+		}
+	}
 	if err := river.AddWorkerSafely(workers, river.WorkFunc(func(ctx context.Context, job *river.Job[ops.VerifyAwaitArgs]) error {
 		b.mu.Lock()
 		v := b.verify
@@ -112,13 +137,17 @@ func (b *bulkRunner) use(ctx context.Context, bulks *ops.Bulks, log *slog.Logger
 	}
 }
 
-// bulkFlags are the settings of bulk decisions and approvals.
+// bulkFlags are the settings of bulk decisions and approvals, and of the
+// scheduled verification of keys.
 type bulkFlags struct {
-	approval *string
-	cap      *int
-	expiry   *time.Duration
-	batch    *int
-	pause    *time.Duration
+	approval    *string
+	cap         *int
+	expiry      *time.Duration
+	batch       *int
+	pause       *time.Duration
+	verifyAfter *time.Duration
+	verifyEvery *time.Duration
+	verifyBatch *int
 }
 
 func addBulkFlags(fs *flag.FlagSet, getenv func(string) string) bulkFlags {
@@ -128,7 +157,26 @@ func addBulkFlags(fs *flag.FlagSet, getenv func(string) string) bulkFlags {
 		expiry:   fs.Duration("approval-expiry", ops.DefaultBulkExpiry, "how long a request waits for approval before it expires"),
 		batch:    fs.Int("bulk-batch", ops.DefaultBulkBatch, "items a bulk run decides per batch"),
 		pause:    fs.Duration("bulk-pause", 0, "pause between two batches of a bulk run, to bound its load on the database"),
+		verifyAfter: fs.Duration("verify-pending-after", envDuration(getenv, "UNSTUCK_VERIFY_PENDING_AFTER"),
+			"verify with the applications' verifiers, on a schedule, the keys whose outcome has been unknown for this long; 0 (the default) turns it off (env UNSTUCK_VERIFY_PENDING_AFTER)"),
+		verifyEvery: fs.Duration("verify-every", 5*time.Minute, "how often the scheduled verification runs (with --verify-pending-after)"),
+		verifyBatch: fs.Int("verify-batch", 100, "the most keys one run of the scheduled verification asks about"),
 	}
+}
+
+// envDuration is getenv(name) as a duration, 0 when unset or not one
+// (the flag's parse then reports a bad value given on the command line).
+func envDuration(getenv func(string) string, name string) time.Duration {
+	d, _ := time.ParseDuration(getenv(name))
+	return d
+}
+
+// reconcile is the scheduled verification the flags ask for.
+func (f bulkFlags) reconcile() (ops.ReconcileConfig, error) {
+	if *f.verifyAfter < 0 || *f.verifyEvery <= 0 || *f.verifyBatch <= 0 {
+		return ops.ReconcileConfig{}, errors.New("--verify-pending-after must be at least 0, --verify-every and --verify-batch positive")
+	}
+	return ops.ReconcileConfig{After: *f.verifyAfter, Every: *f.verifyEvery, Batch: *f.verifyBatch}, nil
 }
 
 func (f bulkFlags) config() (ops.BulkConfig, error) {

@@ -131,7 +131,11 @@ refuses to start while they are enabled.
 		return fmt.Errorf("metrics: %w", err)
 	}
 	var skew clockSkew
-	bulk := &bulkRunner{}
+	bulk := &bulkRunner{keyList: db.Records}
+	if bulk.reconcile, err = bulkOpts.reconcile(); err != nil {
+		fmt.Fprintf(stderr, "console %s: %v\n", fs.Name(), err)
+		return errUsage
+	}
 	mountSignups, stopSagas, err := startSagas(ctx, db, shop, log)
 	if err != nil {
 		return fmt.Errorf("signups: %w", err)

@@ -306,7 +306,11 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 	// on; the applications' River workers run them.
 	reg := prometheus.NewRegistry()
 	var skew clockSkew
-	bulk := &bulkRunner{}
+	bulk := &bulkRunner{keyList: db.Records}
+	if bulk.reconcile, err = bulkOpts.reconcile(); err != nil {
+		fmt.Fprintf(stderr, "console %s: %v\n", fs.Name(), err)
+		return errUsage
+	}
 	if db.MySQL != nil {
 		// Sagas and bulk runs need River, which has no MySQL driver.
 		if *sagaQueue != saga.QueueDefault {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -195,5 +196,39 @@ func TestVerifyAllFromABulkRequest(t *testing.T) {
 			}
 			require.Len(t, providerCharges(t, base), charges+len(uncharged), "each released payment charged once on its retry")
 		})
+	}
+}
+
+// SPEC K19: with --verify-pending-after the console asks the provider on
+// its own about keys unknown for that long; the answer is applied as
+// "reconciliation".
+func TestScheduledVerificationOnTheDemo(t *testing.T) {
+	t.Parallel()
+	dbURL := "sqlite:" + filepath.Join(t.TempDir(), "demo.db")
+	base, _ := startDemoWith(t, dbURL, "--verify-pending-after", "1s", "--verify-every", "1s")
+	order := call(t, "POST", base+"/shop/orders", `"verify-sched-order-01"`, `{"sku":"lamp","qty":1}`)
+	require.Equal(t, http.StatusCreated, order.status, order.body)
+	body := fmt.Sprintf(`{"order_id":%q,"amount_cents":900}`, order.json["id"])
+	const key = `"verify-sched-charged-1"`
+	require.Equal(t, http.StatusAccepted, call(t, "POST", base+"/shop/payments?fail=timeout_after_effect", key, body).status)
+	db, err := openDatabase(t.Context(), dbURL)
+	require.NoError(t, err)
+	defer db.Close()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		page, err := db.Records.ListKeys(t.Context(), idemdriver.KeyFilter{KeyHash: idem.KeyHash(strings.Trim(key, `"`))})
+		require.NoError(t, err)
+		require.Len(t, page.Records, 1)
+		if r := page.Records[0]; r.Status == idemdriver.StatusCompleted {
+			require.Regexp(t, `^ch_\d+$`, r.ExternalRef)
+			keys, err := demoAuditKeys(func(string) string { return "" }, demoSecret, slog.New(slog.DiscardHandler))
+			require.NoError(t, err)
+			db.useAuditKeys(keys)
+			hist, err := db.Trail.History(t.Context(), "key", strconv.FormatInt(r.ID, 10), 10)
+			require.NoError(t, err)
+			require.Equal(t, "reconciliation", hist[0].Actor)
+			require.Equal(t, "key.confirm_happened", hist[0].Action)
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the scheduled verification did not settle the key")
 	}
 }

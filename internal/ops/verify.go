@@ -363,3 +363,95 @@ func (v *Verifications) Resume(ctx context.Context) error {
 		after = next
 	}
 }
+
+// ReconcileActor is the actor of the console's scheduled verifications.
+var ReconcileActor = Actor{Username: "reconciliation", Role: "system", RequestID: "reconcile"}
+
+// ReconcileConfig is the console's scheduled verification of keys (SPEC
+// K19, seed 000's periodic reconciliation): every Every, up to Batch keys
+// whose outcome is unknown (pending, unavailable, stuck) and unchanged
+// for at least After are verified with the applications' verifiers,
+// least recently updated first; a key is asked again at most once per
+// After. Zero After turns it off.
+type ReconcileConfig struct {
+	After time.Duration
+	Every time.Duration
+	Batch int
+}
+
+// keyLister lists key records (idemdriver.Admin).
+type keyLister interface {
+	ListKeys(ctx context.Context, f idemdriver.KeyFilter) (idemdriver.KeyPage, error)
+}
+
+// Reconcile requests the verification of up to cfg.Batch keys as cfg says,
+// as ReconcileActor, and returns how many it requested. Their answers are
+// applied as an operator's request's are.
+func (v *Verifications) Reconcile(ctx context.Context, keys keyLister, cfg ReconcileConfig) (int, error) {
+	if cfg.After <= 0 || cfg.Batch <= 0 {
+		return 0, nil
+	}
+	now := v.now()
+	requested := 0
+	for _, f := range []idemdriver.KeyFilter{{Status: idemdriver.StatusPending}, {Status: idemdriver.StatusUnavailable}, {Stuck: true}} {
+		f.To, f.Order, f.Limit, f.SkipOperationPrefix = now.Add(-cfg.After), idemdriver.OrderOldest, cfg.Batch, "console "
+		for requested < cfg.Batch {
+			page, err := keys.ListKeys(ctx, f)
+			if err != nil {
+				return requested, fmt.Errorf("ops: reconcile keys: %w", err)
+			}
+			for _, r := range page.Records {
+				if requested >= cfg.Batch {
+					break
+				}
+				recent, err := v.verifiedSince(ctx, r.ID, now.Add(-cfg.After))
+				if err != nil {
+					return requested, err
+				}
+				if recent || Verifiable(r) != "" {
+					continue
+				}
+				_, err = v.Request(ctx, ReconcileActor, r.ID, r.Version,
+					"scheduled verification: the outcome has been unknown for more than "+cfg.After.String())
+				switch {
+				case errors.Is(err, ErrStale), errors.Is(err, ErrNotFound), errors.Is(err, ErrIllegal):
+					continue // changed meanwhile: the next run sees it as it is
+				case err != nil:
+					return requested, err
+				}
+				requested++
+			}
+			if page.Next == "" {
+				break
+			}
+			f.After = page.Next
+		}
+	}
+	return requested, nil
+}
+
+// verifiedSince reports whether record id has a verification (a request
+// or a finding) in the trail since t.
+func (v *Verifications) verifiedSince(ctx context.Context, id int64, t time.Time) (bool, error) {
+	hist, err := v.trail.History(ctx, "key", strconv.FormatInt(id, 10), 20)
+	if err != nil {
+		return false, err
+	}
+	for _, e := range hist {
+		if e.Action == verifyAction && !e.At.Before(t) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// ReconcileKeysArgs is the console's periodic job that runs Reconcile.
+type ReconcileKeysArgs struct{}
+
+// Kind is the job's kind.
+func (ReconcileKeysArgs) Kind() string { return "unstuck_console_reconcile_keys" }
+
+// InsertOpts puts the job on VerifyAwaitQueue.
+func (ReconcileKeysArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{Queue: VerifyAwaitQueue, MaxAttempts: 1}
+}

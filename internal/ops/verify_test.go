@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -250,4 +251,69 @@ func TestVerificationAnswers(t *testing.T) {
 		require.Equal(t, rec.ID, b.enqueue[0].RecordID)
 		require.Equal(t, rec.Version, b.enqueue[0].Version)
 	})
+}
+
+// SPEC K19: the scheduled verification asks about keys whose outcome has
+// been unknown for longer than After, least recently updated first, at
+// most Batch per run, each at most once per After; on a fixed clock.
+func TestScheduledVerification(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := newVerifyBundle(t)
+	recent := b.pendingPayment(t, "verify-scheduled-0003", "ref_3")
+	// Two records unknown for 20 and 15 minutes, as the engine leaves them.
+	now := time.Now().UTC()
+	var seeded []idemdriver.Record
+	for i, age := range []time.Duration{20 * time.Minute, 15 * time.Minute} {
+		seeded = append(seeded, idemdriver.Record{Ident: idemdriver.Ident{Scope: "tenant:v", Operation: "POST /charges", KeyDigest: strconv.Itoa(i+1) + strings.Repeat("0", 63)},
+			Fingerprint: "fp", Status: idemdriver.StatusPending, LastError: "provider timeout", ExternalRef: "ref_old_" + strconv.Itoa(i), Attempts: 1, Version: 1,
+			Owner: idemdriver.Owner{Token: "owner-" + strconv.Itoa(i), Fence: int64(i + 1)}, CreatedAt: now.Add(-age), UpdatedAt: now.Add(-age), ExpiresAt: now.Add(time.Hour)})
+	}
+	require.NoError(t, b.store.SeedRecords(ctx, seeded))
+	find := func(digest string) idemdriver.Record {
+		page, err := b.store.ListKeys(ctx, idemdriver.KeyFilter{KeyDigest: digest})
+		require.NoError(t, err)
+		require.Len(t, page.Records, 1)
+		return page.Records[0]
+	}
+	first, second := find(seeded[0].KeyDigest), find(seeded[1].KeyDigest)
+	b.v.now = func() time.Time { return now }
+	cfg := ReconcileConfig{After: 10 * time.Minute, Every: 5 * time.Minute, Batch: 1}
+
+	n, err := b.v.Reconcile(ctx, b.store, cfg)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "one per run")
+	require.Equal(t, first.ID, b.enqueue[0].RecordID, "the least recently updated first")
+	require.Equal(t, ReconcileActor.Username, b.enqueue[0].Actor)
+
+	n, err = b.v.Reconcile(ctx, b.store, cfg)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, second.ID, b.enqueue[1].RecordID, "then the next; the first was asked already")
+
+	n, err = b.v.Reconcile(ctx, b.store, cfg)
+	require.NoError(t, err)
+	require.Zero(t, n, "each at most once per After; the recent key is not old enough")
+
+	// The answer of a scheduled verification is applied like an operator's.
+	b.answer(b.enqueue[0], rivertype.JobStateCompleted, &idemriver.VerifyAnswer{Verdict: idemriver.AnswerNotHappened, Verifier: "payments"})
+	require.NoError(t, b.v.Await(ctx, b.enqueue[0]))
+	_, ok, err := b.store.KeyByID(ctx, first.ID)
+	require.NoError(t, err)
+	require.False(t, ok, "released")
+	h := b.history(t, first.ID)
+	require.Equal(t, "reconciliation", h[0].Actor)
+	require.Contains(t, h[0].Reason, "scheduled verification")
+
+	// After another After, a key still unknown is asked again, and the
+	// key that has become old enough too.
+	b.v.now = func() time.Time { return now.Add(11 * time.Minute) }
+	n, err = b.v.Reconcile(ctx, b.store, ReconcileConfig{After: 10 * time.Minute, Batch: 10})
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	require.ElementsMatch(t, []int64{second.ID, recent.ID}, []int64{b.enqueue[2].RecordID, b.enqueue[3].RecordID})
+
+	n, err = b.v.Reconcile(ctx, b.store, ReconcileConfig{})
+	require.NoError(t, err)
+	require.Zero(t, n, "off by default")
 }
