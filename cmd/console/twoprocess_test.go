@@ -31,6 +31,10 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/idem/idempgx"
+	"github.com/unstuckhq/unstuck/idem/idemriver"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
@@ -54,7 +58,10 @@ import (
 // The checks: an operator's retry and compensation through the console's
 // HTTP forms answer 303 and are carried out by the application's workers;
 // the application's reconciliation raises a difference that a resolution
-// from the console then closes for good;
+// from the console then closes for good; a console "Verify with the
+// provider" is answered by the application's verifier (idemriver) and
+// applied once, also when the application is killed in the middle of the
+// verifier's call;
 // a bulk retry through the console's bulk flow completes and its
 // operations complete; public.river_leader only ever names the
 // application; the application's periodic job keeps firing; a step whose
@@ -231,6 +238,23 @@ func runTwoprocApp(ctx context.Context, dbURL, id string, hang bool, stdout, std
 	if err := runner.ConfigureRiver(cfg); err != nil {
 		return err
 	}
+	// The idempotency engine of POST /charge, and its verifier, which the
+	// console's "Verify with the provider" asks through River (SPEC K19).
+	engine, err := idem.New(idempgx.New(pool), idem.WithSecret([]byte(twoprocSecret)), idem.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	mw, err := idem.NewMiddleware(engine, idem.MiddlewareConfig{})
+	if err != nil {
+		return err
+	}
+	verify := idemriver.NewVerifyWorker(5 * time.Second)
+	if err := verify.Register(twoprocChargeOperation, "twoproc provider", idem.VerifierFunc(app.verifyCharge)); err != nil {
+		return err
+	}
+	if err := idemriver.AddVerifyWorker(workers, cfg, verify); err != nil {
+		return err
+	}
 	client, err := river.NewClient(riverpgxv5.New(pool), cfg)
 	if err != nil {
 		return err
@@ -260,6 +284,9 @@ func runTwoprocApp(ctx context.Context, dbURL, id string, hang bool, stdout, std
 		}
 		fmt.Fprint(w, op.ID)
 	})
+	// POST /charge?hang=1 charges under the key and loses the answer: the
+	// key is left pending, its reference the charge's.
+	mux.Handle("POST /charge", mw.Required(idem.RouteName(twoprocChargeOperation))(http.HandlerFunc(app.charge)))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -337,6 +364,50 @@ func (a *twoprocApp) verify(ctx context.Context, in saga.StepInput) (saga.Verifi
 		return saga.Verification{Outcome: saga.Applied, Result: saga.Result{ExternalID: in.StepKey}}, nil
 	}
 	return saga.Verification{Outcome: saga.NotApplied, Detail: "no effect under " + in.StepKey}, nil
+}
+
+// twoprocChargeOperation is the operation of the application's keys.
+const twoprocChargeOperation = "POST /charge"
+
+// charge makes the charge (an effect row under a reference derived from
+// the key), then loses the provider's answer: the key is left pending.
+func (a *twoprocApp) charge(w http.ResponseWriter, r *http.Request) {
+	info, _ := idem.RunInfoFrom(r.Context())
+	ref := "twoproc-charge-" + info.KeyDigest[:16]
+	if r.URL.Query().Get("hang") == "1" {
+		ref = "twoproc-hang-" + info.KeyDigest[:16]
+	}
+	_ = idem.Annotate(r.Context(), idem.Annotation{ExternalRef: ref})
+	if _, err := a.pool.Exec(r.Context(), `INSERT INTO twoproc_effect (key) VALUES ($1) ON CONFLICT DO NOTHING`, ref); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	_ = idem.MarkUncertain(r.Context(), "the provider's answer was lost after the charge")
+	w.WriteHeader(http.StatusAccepted)
+}
+
+// verifyCharge is the application's verifier of charges: the effect row
+// under the key's reference. In a process started to hang, a charge made
+// with ?hang=1 is verified only after the call is recorded, and never
+// answers: the test kills the process in the middle.
+func (a *twoprocApp) verifyCharge(ctx context.Context, ab idem.Abandoned) (idem.Verification, error) {
+	if a.hang && strings.HasPrefix(ab.ExternalRef, "twoproc-hang-") {
+		if _, err := a.pool.Exec(ctx, `INSERT INTO twoproc_call (op, step, action, client) VALUES ($1, 'verify', 'hang', $2)`, ab.ExternalRef, a.id); err != nil {
+			return idem.Verification{}, err
+		}
+		select {}
+	}
+	var found bool
+	if err := a.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM twoproc_effect WHERE key = $1)`, ab.ExternalRef).Scan(&found); err != nil {
+		return idem.Verification{}, err
+	}
+	if !found {
+		return idem.Verification{Verdict: idem.VerdictNotHappened, Evidence: "no charge under " + ab.ExternalRef}, nil
+	}
+	if _, err := a.pool.Exec(ctx, `INSERT INTO twoproc_call (op, step, action, client) VALUES ($1, 'verify', 'answer', $2)`, ab.ExternalRef, a.id); err != nil {
+		return idem.Verification{}, err
+	}
+	return idem.Verification{Verdict: idem.VerdictHappened, ExternalRef: "ch-" + ab.ExternalRef, Evidence: "charge found by " + a.id}, nil
 }
 
 func (a *twoprocApp) compensate(ctx context.Context, in saga.StepInput) error {
@@ -432,6 +503,17 @@ func TestTwoProcessDeployment(t *testing.T) {
 		}
 	})
 
+	keys := idempgx.New(pool)
+	t.Run("VerifyFromConsole", func(t *testing.T) {
+		// The console asks; the application's worker runs its verifier;
+		// the console applies the answer in the operator's name.
+		rec := twoprocCharge(t, app, keys, "twoproc-verify-charge-0001", false)
+		requestTwoprocVerify(t, oncall, rec)
+		got := waitTwoprocKey(t, keys, rec.ID, idemdriver.StatusCompleted, twoprocWait)
+		require.Equal(t, "ch-"+rec.ExternalRef, got.ExternalRef, "completed with the verifier's reference")
+		require.Equal(t, 1, twoprocAppliedDecisions(t, pool, rec.ID), "one decision")
+	})
+
 	t.Run("ReconciliationFindingStaysResolved", func(t *testing.T) {
 		// The application's reconciliation (a periodic job, so on its
 		// leader) finds that a completed operation's shipment is gone at
@@ -501,7 +583,20 @@ func TestTwoProcessDeployment(t *testing.T) {
 		}
 	})
 
+	var hungVerify idemdriver.Record
 	t.Run("RescueAfterSIGKILL", func(t *testing.T) {
+		// A verification whose verifier is in the middle of its call when
+		// the process dies, too.
+		hungVerify = twoprocCharge(t, app, keys, "twoproc-verify-hang-00001", true)
+		requestTwoprocVerify(t, oncall, hungVerify)
+		for deadline := time.Now().Add(twoprocWait); ; time.Sleep(100 * time.Millisecond) {
+			var n int
+			require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM twoproc_call WHERE op = $1 AND action = 'hang'`, hungVerify.ExternalRef).Scan(&n))
+			if n > 0 {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "the verifier was never called")
+		}
 		id := startTwoprocOperation(t, app, "hang", "twoproc-rescue")
 		// The step is in the middle of its call: the call is recorded and
 		// River's job is running.
@@ -531,6 +626,17 @@ func TestTwoProcessDeployment(t *testing.T) {
 		require.NoError(t, pool.QueryRow(t.Context(), `SELECT coalesce(errors::text, '') FROM public.river_job WHERE kind = 'saga.step'
 			AND args->>'operation_id' = $1 AND args->>'step' = 'reserve' ORDER BY id DESC LIMIT 1`, id).Scan(&errs))
 		require.Contains(t, errs, "Stuck job rescued by JobRescuer", "River's rescuer handed the job over")
+	})
+
+	t.Run("VerificationResumedAfterSIGKILL", func(t *testing.T) {
+		// River rescued the verification job of the killed process; the
+		// next process answered; the console decided once.
+		got := waitTwoprocKey(t, keys, hungVerify.ID, idemdriver.StatusCompleted, twoprocRescueBound)
+		require.Equal(t, "ch-"+hungVerify.ExternalRef, got.ExternalRef)
+		var by string
+		require.NoError(t, pool.QueryRow(t.Context(), `SELECT client FROM twoproc_call WHERE op = $1 AND action = 'answer'`, hungVerify.ExternalRef).Scan(&by))
+		require.Equal(t, twoprocAppIDPrefix+"2", by, "answered by the next process")
+		require.Equal(t, 1, twoprocAppliedDecisions(t, pool, hungVerify.ID), "one decision")
 	})
 
 	t.Run("PeriodicJobFiresAfterRestart", func(t *testing.T) {
@@ -684,6 +790,68 @@ func startTwoprocOperation(t *testing.T, app *twoprocProc, mode, corr string) st
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "the application started no operation: %s", b)
 	return string(b)
+}
+
+// twoprocCharge makes a charge through the application whose answer is
+// lost (?hang=1: its verifier hangs in a process started to hang) and
+// returns its key record, pending.
+func twoprocCharge(t *testing.T, app *twoprocProc, keys *idempgx.Store, raw string, hang bool) idemdriver.Record {
+	t.Helper()
+	u := app.base + "/charge"
+	if hang {
+		u += "?hang=1"
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, u, strings.NewReader(`{"amount":1999}`))
+	require.NoError(t, err)
+	req.Header.Set("Idempotency-Key", `"`+raw+`"`)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, "the charge: %s", b)
+	page, err := keys.ListKeys(t.Context(), idemdriver.KeyFilter{KeyHash: idem.KeyHash(raw)})
+	require.NoError(t, err)
+	require.Len(t, page.Records, 1)
+	require.Equal(t, idemdriver.StatusPending, page.Records[0].Status)
+	return page.Records[0]
+}
+
+// requestTwoprocVerify asks the console to verify rec, through the key
+// page's form.
+func requestTwoprocVerify(t *testing.T, c *twoprocClient, rec idemdriver.Record) {
+	t.Helper()
+	path := "/keys/" + strconv.FormatInt(rec.ID, 10)
+	resp, page := c.do(t, http.MethodGet, path, nil, "")
+	require.Equal(t, http.StatusOK, resp.StatusCode, twoprocText(page))
+	version, key := twoprocForm(t, page, path+"/verify")
+	resp, body := c.do(t, http.MethodPost, path+"/verify", url.Values{"version": {version}, "form_key": {key},
+		"reason": {"the customer says the charge is stuck"}}, "")
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the console's verify answers 303 (it answered %d: %s)", resp.StatusCode, twoprocText(body))
+}
+
+// waitTwoprocKey waits until key record id is in status.
+func waitTwoprocKey(t *testing.T, keys *idempgx.Store, id int64, status idemdriver.Status, within time.Duration) idemdriver.Record {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(100 * time.Millisecond) {
+		rec, ok, err := keys.KeyByID(t.Context(), id)
+		require.NoError(t, err)
+		require.True(t, ok, "key %d is gone", id)
+		if rec.Status == status {
+			return rec
+		}
+		require.True(t, time.Now().Before(deadline), "key %d is %s, not %s, after %v", id, rec.Status, status, within)
+	}
+}
+
+// twoprocAppliedDecisions counts the decisions applied to key record id
+// in the console's audit trail.
+func twoprocAppliedDecisions(t *testing.T, pool *pgxpool.Pool, id int64) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM unstuck_audit_entry WHERE target_kind = 'key' AND target_id = $1 AND outcome = 'applied'`,
+		strconv.FormatInt(id, 10)).Scan(&n))
+	return n
 }
 
 // twoprocOperation reads an operation from the saga's tables.
