@@ -86,7 +86,23 @@ func incidentVMs(p views.Page, groups []store.IncidentGroup, hours map[string]ma
 		}
 		vm.ListURL = listURL(listPath, q)
 		if vm.ListExact && p.BulkEnabled && mayBulk(p.Viewer, bulkKind) {
-			vm.BulkURL = listURL(bulkPath, q)
+			// The preview of the action that settles the group without a
+			// guess: ask the provider about keys (or confirm each with its
+			// own reference where the console cannot ask), retry
+			// operations. The preview says which items it is not legal for.
+			bq := url.Values{}
+			for k, v := range q {
+				bq[k] = v
+			}
+			switch {
+			case bulkKind == ops.BulkOperations:
+				bq.Set("action", string(ops.OperationRetry))
+			case p.VerifyEnabled:
+				bq.Set("action", ops.BulkVerify)
+			default:
+				bq.Set("action", ops.BulkConfirmHappened)
+			}
+			vm.BulkURL = listURL(bulkPath, bq)
 		}
 		out = append(out, vm)
 	}

@@ -85,7 +85,7 @@ func TestIncidentsPageK14(t *testing.T) {
 
 	support := signIn(t, b, store.RoleSupport)
 	_, body = do(t, support, http.MethodGet, b.srv.URL+"/incidents", nil)
-	require.Contains(t, body, `href="/keys/bulk?operation=job%3Async&amp;state=stuck"`, "the stuck group is its whole list: act on all")
+	require.Contains(t, body, `href="/keys/bulk?action=confirm_happened&amp;operation=job%3Async&amp;state=stuck"`, "the stuck group is its whole list: act on all, with an action (this console cannot verify)")
 	require.NotContains(t, body, `href="/keys/bulk?operation=POST`, "the two pending groups share their list: no bulk on it")
 
 	resp, body = do(t, auditor, http.MethodGet, b.srv.URL+"/incidents/"+mailbox.Key, nil)

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mxschmitt/playwright-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
+)
+
+// TestBrowserVerifyAll (SPEC K19, K20) in Chromium, the 3 a.m. path on the
+// demo: payments time out after the charge and before it. On-call opens
+// the pending payments, acts on all of them with "verify with the
+// provider", reads the preview, types the count and submits; the request
+// runs; the charged payments complete with their charges, the others are
+// released, and their retries charge exactly once; none is forgotten.
+// Then support opens a charged payment of its own: the page leads with
+// Verify, and Forget asks for the acknowledgement.
+//
+//	eval "$(bash scripts/playwright-setup.sh)" && go test -run BrowserVerifyAll ./cmd/console/
+func TestBrowserVerifyAll(t *testing.T) {
+	browser := launchChromium(t)
+	dbURL := "sqlite:" + filepath.Join(t.TempDir(), "browser-verify.db")
+	base, _ := startDemoWith(t, dbURL, "--approval-required", "none")
+	waitReady(t, base)
+	order := call(t, "POST", base+"/shop/orders", `"browser-verify-order1"`, `{"sku":"lamp","qty":1}`)
+	require.Equal(t, http.StatusCreated, order.status, order.body)
+	body := fmt.Sprintf(`{"order_id":%q,"amount_cents":4200}`, order.json["id"])
+	charged := []string{`"browser-verify-paid-01"`, `"browser-verify-paid-02"`}
+	uncharged := []string{`"browser-verify-none-01"`, `"browser-verify-none-02"`}
+	for _, k := range charged {
+		require.Equal(t, http.StatusAccepted, call(t, "POST", base+"/shop/payments?fail=timeout_after_effect", k, body).status)
+	}
+	for _, k := range uncharged {
+		require.Equal(t, http.StatusAccepted, call(t, "POST", base+"/shop/payments?fail=timeout_before_effect", k, body).status)
+	}
+	charges := len(providerCharges(t, base))
+
+	c := &console{browser: browser, base: base, sessions: map[string]string{}, dir: t.TempDir()}
+	signInAs(t, c, "oncall")
+	signInAs(t, c, "support")
+	p := c.open(t, "oncall")
+	require.Equal(t, http.StatusOK, p.goTo("/keys?"+url.Values{"state": {"pending"}, "operation": {"POST /shop/payments"}}.Encode()))
+	p.ok(p.GetByTestId("bulk-link").GetByRole("link", playwright.LocatorGetByRoleOptions{Name: "verify with the provider", Exact: playwright.Bool(true)}).Click(), "act on all: verify")
+	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/keys/bulk\?`)), "the preview")
+	p.ok(expect.Locator(p.GetByTestId("legal-count")).ToContainText("4 matching items"), "the exact count")
+	p.ok(expect.Locator(p.Locator(".consequence")).ToContainText("Asks the application's verifier"), "what it does")
+	p.ok(p.GetByLabel("Reason", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("payments timed out at the provider: ask it about each"), "reason")
+	p.ok(p.GetByLabel("Type the number of items (4) to confirm").Fill("4"), "typed count")
+	p.ok(p.role("button", "Verify with the provider 4 keys").Click(), "submit")
+	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/bulk/\d+$`)), "the request's page")
+
+	db, err := openDatabase(context.Background(), dbURL)
+	require.NoError(t, err)
+	defer db.Close()
+	record := func(raw string) (idemdriver.Record, bool) {
+		page, err := db.Records.ListKeys(context.Background(), idemdriver.KeyFilter{KeyHash: idem.KeyHash(strings.Trim(raw, `"`))})
+		require.NoError(t, err)
+		if len(page.Records) == 0 {
+			return idemdriver.Record{}, false
+		}
+		return page.Records[0], true
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		settled := true
+		for _, k := range charged {
+			r, _ := record(k)
+			settled = settled && r.Status == idemdriver.StatusCompleted
+		}
+		for _, k := range uncharged {
+			_, there := record(k)
+			settled = settled && !there
+		}
+		if settled {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the answers were not all applied")
+	}
+	// Each charged payment's page shows the decision, via the verifier, in
+	// on-call's name.
+	r, _ := record(charged[0])
+	p.goTo("/keys/" + strconv.FormatInt(r.ID, 10))
+	p.ok(expect.Locator(p.GetByRole("heading", playwright.PageGetByRoleOptions{Level: playwright.Int(1)})).ToContainText("completed"), "completed")
+	p.ok(expect.Locator(p.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Decisions on this item"})).ToContainText("via verifier demo payment provider"), "via the verifier")
+	require.Len(t, providerCharges(t, base), charges, "asking charges nothing")
+	for _, k := range uncharged {
+		require.Equal(t, http.StatusCreated, call(t, "POST", base+"/shop/payments", k, body).status)
+	}
+	require.Len(t, providerCharges(t, base), charges+len(uncharged), "each released payment charged once on its retry")
+
+	// Support's own charged payment, its answer lost: Verify comes first,
+	// and Forget does not submit without the acknowledgement.
+	const mine = `"browser-verify-paid-03"`
+	require.Equal(t, http.StatusAccepted, call(t, "POST", base+"/shop/payments?fail=timeout_after_effect", mine, body).status)
+	r, _ = record(mine)
+	id := strconv.FormatInt(r.ID, 10)
+	s := c.open(t, "support")
+	s.goTo("/keys/" + id)
+	decide := s.role("region", "Decide")
+	s.ok(expect.Locator(decide.Locator("details summary").First()).ToHaveText("Verify key "+id+" with the provider"), "Verify first")
+	forget := decide.Locator(`details:has(form[action="/keys/` + id + `/forget"])`)
+	s.ok(forget.Locator("summary").Click(), "open Forget")
+	s.ok(expect.Locator(forget.Locator(".alert")).ToContainText("a second charge"), "the consequence, named")
+	s.ok(forget.GetByLabel("Reason", playwright.LocatorGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("the customer wants to pay again"), "reason")
+	s.ok(forget.GetByRole("button", playwright.LocatorGetByRoleOptions{Name: "Forget key " + id, Exact: playwright.Bool(true)}).Click(), "submit without the acknowledgement")
+	s.ok(expect.Page(s.Page).ToHaveURL(regexp.MustCompile(`/keys/`+id+`$`)), "not submitted")
+	_, still := record(mine)
+	require.True(t, still, "not forgotten")
+}
