@@ -60,6 +60,10 @@ func TestBrowserVerifyAll(t *testing.T) {
 	p.ok(p.GetByLabel("Type the number of items (4) to confirm").Fill("4"), "typed count")
 	p.ok(p.role("button", "Verify with the provider 4 keys").Click(), "submit")
 	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/bulk/\d+$`)), "the request's page")
+	// The report lists each answer with its evidence, live.
+	answers := p.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Answers"})
+	p.ok(expect.Locator(answers.GetByRole("row").Filter(playwright.LocatorFilterOptions{HasText: "completed with ch_"})).ToHaveCount(2), "the charged ones, completed")
+	p.ok(expect.Locator(answers.GetByRole("row").Filter(playwright.LocatorFilterOptions{HasText: "the provider has no charge under this key"})).ToHaveCount(2), "the others, released, with the evidence")
 
 	db, err := openDatabase(context.Background(), dbURL)
 	require.NoError(t, err)

@@ -157,6 +157,7 @@ func TestVerifyAllFromABulkRequest(t *testing.T) {
 			form.Set("confirm_count", "4")
 			resp, page = oncall.do(t, http.MethodPost, "/keys/bulk", form, "")
 			require.Equal(t, http.StatusSeeOther, resp.StatusCode, twoprocText(page))
+			report := resp.Header.Get("Location")
 
 			db, err := openDatabase(t.Context(), dbURL)
 			require.NoError(t, err)
@@ -190,6 +191,13 @@ func TestVerifyAllFromABulkRequest(t *testing.T) {
 				requireProblem(t, call(t, "POST", base+"/shop/payments?fail=timeout_after_effect", k, body), http.StatusConflict, "idempotent_response_unavailable")
 			}
 			require.Len(t, providerCharges(t, base), charges, "asking charges nothing")
+			// The request's report lists each answer with its evidence.
+			_, page = oncall.do(t, http.MethodGet, report, nil, "")
+			require.Contains(t, page, "Answers of the applications' verifiers")
+			require.Equal(t, 2, strings.Count(page, "completed with ch_"), twoprocText(page))
+			require.Equal(t, 2, strings.Count(page, "released: the client"), twoprocText(page))
+			require.Equal(t, 2, strings.Count(page, "— charge ch_"), "the evidence of the charged ones")
+			require.Equal(t, 2, strings.Count(page, "— the provider has no charge under this key"), "and of the others")
 			for _, k := range uncharged {
 				r := call(t, "POST", base+"/shop/payments", k, body)
 				require.Equal(t, http.StatusCreated, r.status, r.body)

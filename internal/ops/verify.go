@@ -16,6 +16,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idemriver"
 	"github.com/unstuckhq/unstuck/internal/audit"
+	"github.com/unstuckhq/unstuck/internal/store"
 )
 
 // Verification with the provider (SPEC K19). The console cannot call the
@@ -454,4 +455,84 @@ func (ReconcileKeysArgs) Kind() string { return "unstuck_console_reconcile_keys"
 // InsertOpts puts the job on VerifyAwaitQueue.
 func (ReconcileKeysArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: VerifyAwaitQueue, MaxAttempts: 1}
+}
+
+// VerifyReportItem is one key of a bulk verification and where its answer
+// stands, for the request's report.
+type VerifyReportItem struct {
+	TargetID string
+	// Outcome is happened, not_happened, unknown, no_verifier (the
+	// answer's verdict) or waiting.
+	Outcome string
+	// Detail says what was done, with the verifier's evidence.
+	Detail string
+}
+
+// VerifyReport returns, for up to limit keys of bulk verification req
+// whose request was made, where each answer stands, from the trail.
+func (b *Bulks) VerifyReport(ctx context.Context, req store.Bulk, limit int) ([]VerifyReportItem, error) {
+	if req.Kind != BulkKeys || req.Action != BulkVerify {
+		return nil, nil
+	}
+	items, err := b.Items(ctx, req.ID, store.ItemApplied, 0, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]VerifyReportItem, 0, len(items))
+	for _, it := range items {
+		hist, err := b.trail.History(ctx, "key", it.TargetID, 50)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, verifyReportItem(it.TargetID, hist, BulkRequestID(req.ID)))
+	}
+	return out, nil
+}
+
+// verifyReportItem finds, in a key's history (newest first), the answer
+// to the verification its bulk request bulkID made.
+func verifyReportItem(target string, hist []audit.Entry, bulkID string) VerifyReportItem {
+	item := VerifyReportItem{TargetID: target, Outcome: "waiting", Detail: "waiting for the application's answer"}
+	var answerID string
+	for _, e := range hist {
+		if e.Action == verifyAction && e.Outcome == OutcomeRequested && e.RequestID == bulkID {
+			answerID = requestID(e.Seq)
+			break
+		}
+	}
+	if answerID == "" {
+		item.Detail = "no request in the trail"
+		return item
+	}
+	for _, e := range hist {
+		if e.RequestID != answerID || (e.Outcome != audit.OutcomeApplied && e.Outcome != OutcomeFinding) {
+			continue
+		}
+		var after struct {
+			ExternalRef  string                 `json:"external_ref"`
+			Verification idemriver.VerifyAnswer `json:"verification"`
+		}
+		_ = json.Unmarshal(e.After, &after)
+		v := after.Verification
+		item.Outcome = v.Verdict
+		switch {
+		case e.Outcome == audit.OutcomeApplied && v.Verdict == idemriver.AnswerHappened:
+			item.Detail = "completed with " + after.ExternalRef
+		case e.Outcome == audit.OutcomeApplied:
+			item.Detail = "released: the client's retry runs it once"
+		default:
+			item.Detail = "nothing decided"
+			if v.Error != "" {
+				item.Detail += " (" + v.Error + ")"
+			}
+		}
+		if v.Verifier != "" {
+			item.Detail += ", by verifier " + v.Verifier
+		}
+		if v.Evidence != "" {
+			item.Detail += " — " + v.Evidence
+		}
+		return item
+	}
+	return item
 }

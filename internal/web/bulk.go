@@ -37,6 +37,7 @@ type bulkService interface {
 	Cancel(ctx context.Context, actor ops.Actor, id int64, isAdmin bool) (store.Bulk, error)
 	Denied(ctx context.Context, actor ops.Actor, action, targetKind, targetID string) error
 	Config() ops.BulkConfig
+	VerifyReport(ctx context.Context, req store.Bulk, limit int) ([]ops.VerifyReportItem, error)
 }
 
 // bulkActions are the actions a bulk request may take, per kind, with
@@ -384,6 +385,17 @@ func bulkVM(r *http.Request, bulks bulkService, req store.Bulk) (views.BulkVM, e
 		}
 		for _, it := range items {
 			vm.Report = append(vm.Report, views.BulkItemRow{ID: it.TargetID, Href: itemHref(req.Kind, it.TargetID), Outcome: it.Outcome, Detail: it.Detail})
+		}
+		// A bulk verification reports each answer, with its evidence.
+		answers, err := bulks.VerifyReport(r.Context(), req, 200)
+		if err != nil {
+			return vm, err
+		}
+		for _, a := range answers {
+			vm.Answers = append(vm.Answers, views.BulkItemRow{ID: a.TargetID, Href: itemHref(req.Kind, a.TargetID), Outcome: a.Outcome, Detail: a.Detail})
+			// Answers come after the run: the page stays live until each
+			// has one.
+			vm.Live = vm.Live || a.Outcome == "waiting"
 		}
 	}
 	return vm, nil
