@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -21,10 +20,12 @@ import (
 
 // TestBrowserVerifyAll (SPEC K19, K20) in Chromium, the 3 a.m. path on the
 // demo: payments time out after the charge and before it. On-call opens
-// the pending payments, acts on all of them with "verify with the
-// provider", reads the preview, types the count and submits; the request
-// runs; the charged payments complete with their charges, the others are
-// released, and their retries charge exactly once; none is forgotten.
+// /incidents and, for each group of timed-out payments, "Act on all":
+// "verify with the provider" on exactly the group's keys, reads the
+// preview, types the count and submits; the report lists each answer with
+// its evidence; the charged payments complete with their charges, the
+// others are released, and their retries charge exactly once; none is
+// forgotten.
 // Then support opens a charged payment of its own: the page leads with
 // Verify, and Forget asks for the acknowledgement.
 //
@@ -32,7 +33,7 @@ import (
 func TestBrowserVerifyAll(t *testing.T) {
 	browser := launchChromium(t)
 	dbURL := "sqlite:" + filepath.Join(t.TempDir(), "browser-verify.db")
-	base, _ := startDemoWith(t, dbURL, "--approval-required", "none")
+	base, _ := startDemoWith(t, dbURL, "--approval-required", "none", "--snapshot-every", "1s")
 	waitReady(t, base)
 	order := call(t, "POST", base+"/shop/orders", `"browser-verify-order1"`, `{"sku":"lamp","qty":1}`)
 	require.Equal(t, http.StatusCreated, order.status, order.body)
@@ -51,18 +52,35 @@ func TestBrowserVerifyAll(t *testing.T) {
 	signInAs(t, c, "oncall")
 	signInAs(t, c, "support")
 	p := c.open(t, "oncall")
-	require.Equal(t, http.StatusOK, p.goTo("/keys?"+url.Values{"state": {"pending"}, "operation": {"POST /shop/payments"}}.Encode()))
-	p.ok(p.GetByTestId("bulk-link").GetByRole("link", playwright.LocatorGetByRoleOptions{Name: "verify with the provider", Exact: playwright.Bool(true)}).Click(), "act on all: verify")
-	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/keys/bulk\?`)), "the preview")
-	p.ok(expect.Locator(p.GetByTestId("legal-count")).ToContainText("4 matching items"), "the exact count")
-	p.ok(expect.Locator(p.Locator(".consequence")).ToContainText("Asks the application's verifier"), "what it does")
-	p.ok(p.GetByLabel("Reason", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("payments timed out at the provider: ask it about each"), "reason")
-	p.ok(p.GetByLabel("Type the number of items (4) to confirm").Fill("4"), "typed count")
-	p.ok(p.role("button", "Verify with the provider 4 keys").Click(), "submit")
-	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/bulk/\d+$`)), "the request's page")
+	// From /incidents: each group of timed-out payments, "Act on all",
+	// which opens the preview of "verify with the provider" on exactly the
+	// group's keys.
+	verifyGroup := func(message string) {
+		t.Helper()
+		// The group whose normalized message is exactly message.
+		row := p.Locator(`table[aria-label="Incident groups"] tbody tr`).Filter(playwright.LocatorFilterOptions{
+			Has: p.Locator("code").Filter(playwright.LocatorFilterOptions{HasText: regexp.MustCompile("^" + regexp.QuoteMeta(message) + "$")})})
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+			p.goTo("/incidents")
+			if n, _ := row.Count(); n == 1 {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "no incident group %q on /incidents", message)
+		}
+		p.ok(row.GetByRole("link", playwright.LocatorGetByRoleOptions{Name: regexp.MustCompile(`^Act on all`)}).Click(), "act on all: %s", message)
+		p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/keys/bulk\?.*action=verify`)), "the preview of verify")
+		p.ok(expect.Locator(p.GetByTestId("legal-count")).ToContainText("2 matching items"), "exactly the group's keys")
+		p.ok(expect.Locator(p.Locator(".consequence")).ToContainText("Asks the application's verifier"), "what it does")
+		p.ok(p.GetByLabel("Reason", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("payments timed out at the provider: ask it about each"), "reason")
+		p.ok(p.GetByLabel("Type the number of items (2) to confirm").Fill("2"), "typed count")
+		p.ok(p.role("button", "Verify with the provider 2 keys").Click(), "submit")
+		p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/bulk/\d+$`)), "the request's page")
+	}
+	verifyGroup("provider did not answer: provider timed out after charging ch_<id>")
 	// The report lists each answer with its evidence, live.
 	answers := p.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Answers"})
 	p.ok(expect.Locator(answers.GetByRole("row").Filter(playwright.LocatorFilterOptions{HasText: "completed with ch_"})).ToHaveCount(2), "the charged ones, completed")
+	verifyGroup("provider did not answer: provider timed out")
 	p.ok(expect.Locator(answers.GetByRole("row").Filter(playwright.LocatorFilterOptions{HasText: "the provider has no charge under this key"})).ToHaveCount(2), "the others, released, with the evidence")
 
 	db, err := openDatabase(context.Background(), dbURL)

@@ -15,6 +15,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/audit"
+	"github.com/unstuckhq/unstuck/internal/incident"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
@@ -235,6 +236,10 @@ type BulkSpec struct {
 	// retries run them again. Without it they are left out, counted in
 	// [BulkPreview].MayHaveHappened (SPEC K20).
 	IncludeMayHaveHappened bool
+	// Group, for keys, keeps only the keys of this incident group
+	// (incident.Fields.Key): an incident's "act on all" decides exactly
+	// the group's items, even where another group shares its list.
+	Group string
 }
 
 // BulkSample is one item of a preview.
@@ -298,6 +303,9 @@ func (s *BulkSpec) Validate() error {
 	default:
 		return invalid("kind", "keys or operations")
 	}
+	if s.Group != "" && (s.Kind != BulkKeys || !incident.ValidKey(s.Group)) {
+		return invalid("group", "an incident group of keys, as /incidents links it")
+	}
 	if s.FilterQuery == "" && !s.All {
 		return invalid("all", "the filter is empty: tick \"all\" to act on every item")
 	}
@@ -345,6 +353,11 @@ func (b *Bulks) Preview(ctx context.Context, spec BulkSpec) (BulkPreview, error)
 		f.After, f.Limit = "", 0
 		err = b.keyList.EachKey(ctx, f, idemdriver.MaxLimit, func(recs []idemdriver.Record) error {
 			for _, r := range recs {
+				if spec.Group != "" {
+					if f, ok := incident.KeyFields(r); !ok || f.Key() != spec.Group {
+						continue // another group's: not selected
+					}
+				}
 				if cerr := idem.CheckOperator(r, act); cerr != nil {
 					p.NotLegal[notLegalReason(r, cerr)]++
 					continue

@@ -78,7 +78,7 @@ func singlePath(kind, action string) string {
 // The raw key of the key list is not one of them: it would be stored with
 // the request and written in its audit entry (SPEC K11).
 var bulkFilterFields = map[string][]string{
-	ops.BulkKeys:       {"state", "scope", "operation", "correlation_id", "external_ref", "from", "to", "console"},
+	ops.BulkKeys:       {"state", "scope", "operation", "correlation_id", "external_ref", "from", "to", "console", "group"},
 	ops.BulkOperations: {"status", "type", "correlation_id", "external_id", "from", "to"},
 }
 
@@ -91,6 +91,9 @@ const includeMayHaveHappened = "include_may_have_happened"
 func bulkSpec(kind string, q url.Values) (ops.BulkSpec, *AppError) {
 	spec := ops.BulkSpec{Kind: kind, Action: q.Get("action"), All: q.Get("all") == "1", ResolveTo: saga.Status(q.Get("resolve_to")),
 		IncludeMayHaveHappened: q.Get(includeMayHaveHappened) == "1"}
+	if kind == ops.BulkKeys {
+		spec.Group = q.Get("group")
+	}
 	if q.Get("key") != "" {
 		return spec, &AppError{Code: EInvalid, Field: "key", Message: "A raw key selects one record: decide it on its own page."}
 	}

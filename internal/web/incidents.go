@@ -85,7 +85,10 @@ func incidentVMs(p views.Page, groups []store.IncidentGroup, hours map[string]ma
 			q.Set("operation", g.Operation)
 		}
 		vm.ListURL = listURL(listPath, q)
-		if vm.ListExact && p.BulkEnabled && mayBulk(p.Viewer, bulkKind) {
+		// A key group's bulk selects exactly its keys (the group filter);
+		// an operation group's, its list, when that is the group.
+		exact := vm.ListExact || bulkKind == ops.BulkKeys
+		if exact && p.BulkEnabled && mayBulk(p.Viewer, bulkKind) {
 			// The preview of the action that settles the group without a
 			// guess: ask the provider about keys (or confirm each with its
 			// own reference where the console cannot ask), retry
@@ -98,8 +101,10 @@ func incidentVMs(p views.Page, groups []store.IncidentGroup, hours map[string]ma
 			case bulkKind == ops.BulkOperations:
 				bq.Set("action", string(ops.OperationRetry))
 			case p.VerifyEnabled:
+				bq.Set("group", g.Key)
 				bq.Set("action", ops.BulkVerify)
 			default:
+				bq.Set("group", g.Key)
 				bq.Set("action", ops.BulkConfirmHappened)
 			}
 			vm.BulkURL = listURL(bulkPath, bq)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"testing"
 	"time"
@@ -85,8 +86,18 @@ func TestIncidentsPageK14(t *testing.T) {
 
 	support := signIn(t, b, store.RoleSupport)
 	_, body = do(t, support, http.MethodGet, b.srv.URL+"/incidents", nil)
-	require.Contains(t, body, `href="/keys/bulk?action=confirm_happened&amp;operation=job%3Async&amp;state=stuck"`, "the stuck group is its whole list: act on all, with an action (this console cannot verify)")
-	require.NotContains(t, body, `href="/keys/bulk?operation=POST`, "the two pending groups share their list: no bulk on it")
+	require.Contains(t, body, `href="/keys/bulk?action=confirm_happened&amp;group=`+byMsg["processing past its lease: its owner is presumably gone"].Key+`&amp;operation=job%3Async&amp;state=stuck"`,
+		"act on all, with an action (this console cannot verify) and the group")
+	// The two pending groups share their list; each group's bulk selects
+	// exactly its own keys.
+	mailboxBulk := "/keys/bulk?" + url.Values{"action": {"forget"}, "group": {mailbox.Key}, "operation": {"POST /signups"}, "state": {"pending"},
+		"include_may_have_happened": {"1"}}.Encode()
+	require.Contains(t, body, `group=`+mailbox.Key)
+	resp, body = do(t, support, http.MethodGet, b.srv.URL+mailboxBulk, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.Contains(t, body, "<strong>2</strong> matching items can be decided", "the group's two keys, not the other group's")
+	resp, _ = do(t, support, http.MethodGet, b.srv.URL+"/keys/bulk?action=forget&state=pending&group=not-a-group", nil)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "a group that is not one is refused, naming the field")
 
 	resp, body = do(t, auditor, http.MethodGet, b.srv.URL+"/incidents/"+mailbox.Key, nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
