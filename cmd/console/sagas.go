@@ -69,6 +69,9 @@ func startSagas(ctx context.Context, db *database, shop *demo.Shop, log *slog.Lo
 	if err := verify.Register(demo.PaymentOperation, "demo payment provider", shop.Provider().PaymentVerifier()); err != nil {
 		return nil, nil, err
 	}
+	if err := verify.Register(demo.SignupOperation, "demo signups", signups.Verifier()); err != nil {
+		return nil, nil, err
+	}
 	if db.Pool != nil {
 		if stop, err = runSagas(ctx, riverpgxv5.New(db.Pool), sagapgx.New(db.Pool), signups, verify, set, log); err != nil {
 			return nil, nil, err

@@ -511,3 +511,26 @@ func (s *Signups) handleProviderState(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, st)
 }
+
+// SignupOperation is the operation of the signups' idempotency records.
+const SignupOperation = "POST /shop/signups"
+
+// Verifier is the signups' verifier (SPEC K19): a signup request's effect
+// is its saga operation, whose ID derives from the record's key digest;
+// it happened when the operation exists.
+func (s *Signups) Verifier() idem.Verifier {
+	return idem.VerifierFunc(func(ctx context.Context, a idem.Abandoned) (idem.Verification, error) {
+		if s.get == nil {
+			return idem.Verification{}, errors.New("demo: signups are not running")
+		}
+		id := SignupOperationID(a.KeyDigest)
+		op, err := s.get(ctx, id)
+		switch {
+		case errors.Is(err, saga.ErrNotFound) || (err == nil && op.Type != SignupType):
+			return idem.Verification{Verdict: idem.VerdictNotHappened, Evidence: "no signup operation " + id}, nil
+		case err != nil:
+			return idem.Verification{}, err
+		}
+		return idem.Verification{Verdict: idem.VerdictHappened, ExternalRef: id, Evidence: "signup operation " + id + " is " + string(op.Status)}, nil
+	})
+}
