@@ -79,7 +79,7 @@ type Verifications struct {
 	keys    *Keys
 	trail   *audit.Trail
 	log     *slog.Logger
-	request func(ctx context.Context, args idemriver.VerifyArgs, e audit.Entry, first txHook) (audit.Entry, int64, error)
+	request func(ctx context.Context, args idemriver.VerifyArgs, e audit.Entry, first txHook) (entry audit.Entry, jobID int64, duplicate bool, err error)
 	jobGet  func(ctx context.Context, id int64) (*rivertype.JobRow, error)
 	enqueue func(ctx context.Context, args VerifyAwaitArgs) error
 	now     func() time.Time
@@ -93,12 +93,8 @@ func NewVerifications[TTx any](db *DB[TTx], keys *Keys, client *river.Client[TTx
 		return nil, errors.New("ops: verifications need a database, the key decisions and a River client")
 	}
 	v := &Verifications{keys: keys, trail: db.trail, log: slog.Default(), now: time.Now, jobGet: client.JobGet}
-	v.request = func(ctx context.Context, args idemriver.VerifyArgs, e audit.Entry, first txHook) (audit.Entry, int64, error) {
-		var (
-			entry audit.Entry
-			jobID int64
-		)
-		err := db.within(ctx, func(ctx context.Context, tx TTx) error {
+	v.request = func(ctx context.Context, args idemriver.VerifyArgs, e audit.Entry, first txHook) (entry audit.Entry, jobID int64, duplicate bool, err error) {
+		err = db.within(ctx, func(ctx context.Context, tx TTx) error {
 			if first != nil {
 				if err := first(ctx, tx); err != nil {
 					return err
@@ -108,12 +104,12 @@ func NewVerifications[TTx any](db *DB[TTx], keys *Keys, client *river.Client[TTx
 			if err != nil {
 				return fmt.Errorf("insert the verification job: %w", err)
 			}
-			jobID = res.Job.ID
-			e.After = mustJSON(map[string]any{"job_id": jobID, "queue": idemriver.VerifyQueue, "already_requested": res.UniqueSkippedAsDuplicate})
+			jobID, duplicate = res.Job.ID, res.UniqueSkippedAsDuplicate
+			e.After = mustJSON(map[string]any{"job_id": jobID, "queue": idemriver.VerifyQueue, "already_requested": duplicate})
 			entry, err = db.appendTx(ctx, tx, e)
 			return err
 		})
-		return entry, jobID, err
+		return entry, jobID, duplicate, err
 	}
 	return v, nil
 }
@@ -179,11 +175,16 @@ func (v *Verifications) requestFirst(ctx context.Context, actor Actor, id, versi
 		CorrelationID: r.CorrelationID, ExternalRef: r.ExternalRef, ResourceIDs: r.ResourceIDs, Fence: r.Fence, Attempt: r.Attempts,
 		FirstSeenAt: r.CreatedAt, RequestedBy: actor.Username}
 	target := strconv.FormatInt(id, 10)
-	e, jobID, err := v.request(ctx, args, audit.Entry{Actor: actor.Username, Role: actor.Role, Action: verifyAction, TargetKind: "key",
+	e, jobID, duplicate, err := v.request(ctx, args, audit.Entry{Actor: actor.Username, Role: actor.Role, Action: verifyAction, TargetKind: "key",
 		TargetID: target, Reason: reason, Before: mustJSON(snapshot(r)), Outcome: OutcomeRequested,
 		RequestID: actor.RequestID, ClientAddr: actor.ClientAddr, UserAgent: actor.UserAgent}, first)
 	if err != nil {
 		return audit.Entry{}, fmt.Errorf("ops: verify key %d: %w", id, err)
+	}
+	if duplicate {
+		// The same record version is being verified already: its answer
+		// is applied once, in the name of the operator who asked first.
+		return e, nil
 	}
 	await := VerifyAwaitArgs{JobID: jobID, RecordID: id, Version: version, RequestSeq: e.Seq, Actor: actor.Username, Role: actor.Role,
 		Reason: reason, RequestedAt: now}
@@ -337,13 +338,14 @@ func (v *Verifications) Resume(ctx context.Context) error {
 		}
 		for _, e := range page {
 			var req struct {
-				JobID int64 `json:"job_id"`
+				JobID     int64 `json:"job_id"`
+				Duplicate bool  `json:"already_requested"`
 			}
 			var before struct {
 				Version int64 `json:"version"`
 			}
 			id, perr := strconv.ParseInt(e.TargetID, 10, 64)
-			if perr != nil || json.Unmarshal(e.After, &req) != nil || json.Unmarshal(e.Before, &before) != nil {
+			if perr != nil || json.Unmarshal(e.After, &req) != nil || json.Unmarshal(e.Before, &before) != nil || req.Duplicate {
 				continue
 			}
 			a := VerifyAwaitArgs{JobID: req.JobID, RecordID: id, Version: before.Version, RequestSeq: e.Seq, Actor: e.Actor, Role: e.Role,

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -92,18 +93,18 @@ func handleKeyVerify(keys keyReader, decider keyDecider, verify keyVerifier, ope
 // it was a finding. A decision applied via a verifier is in the history
 // itself.
 func verificationNote(now time.Time, hist []audit.Entry) string {
-	answered := map[string]bool{}
+	// Newest first: an answer (to this request or to the one it
+	// joined) newer than the latest request settles it.
+	answered := false
 	for _, e := range hist {
-		if e.Outcome != ops.OutcomeRequested && e.RequestID != "" {
-			answered[e.RequestID] = true
+		if strings.HasPrefix(e.RequestID, "verify-") && e.Outcome != ops.OutcomeRequested && e.Outcome != ops.OutcomeFinding {
+			answered = true
 		}
-	}
-	for _, e := range hist {
 		switch {
 		case e.Action != "key.verify":
 			continue
 		case e.Outcome == ops.OutcomeRequested:
-			if answered["verify-"+strconv.FormatInt(e.Seq, 10)] {
+			if answered {
 				return ""
 			}
 			return "Verification requested by " + e.Actor + " " + views.Ago(now, e.At) + " ago: waiting for the application's answer. Reload this page to see it."
