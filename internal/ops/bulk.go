@@ -542,11 +542,76 @@ func (b *Bulks) RequestSingle(ctx context.Context, actor Actor, kind, action, id
 	if version <= 0 {
 		return store.Bulk{}, invalid("version", "the form has no version; reload the page")
 	}
+	// Legal now, as it will be checked when it runs: a decision that is
+	// not is refused before anyone is asked to approve it.
+	if err := b.singleLegal(ctx, kind, action, id, version, step, params); err != nil {
+		return store.Bulk{}, err
+	}
 	req := store.Bulk{Kind: kind, Action: action, Single: true, Params: string(mustJSON(params)), Reason: reason,
 		RequestedBy: actor.Username, RequestedRole: actor.Role, Status: store.BulkWaitingApproval, ExpiresAt: b.now().Add(b.cfg.Expiry)}
 	p := BulkPreview{Legal: 1, items: []store.BulkItem{{TargetID: id, Version: version, Step: step}}}
 	req, _, err = b.create(ctx, actor, req, p)
 	return req, err
+}
+
+// singleLegal checks a single decision held for approval against its item
+// now: ErrNotFound, ErrStale (another version), ErrIllegal (not allowed in
+// its state), or a *FieldError (a forget of a key whose effect may have
+// happened, without the acknowledgement).
+func (b *Bulks) singleLegal(ctx context.Context, kind, action, id string, version int64, step string, params map[string]any) error {
+	switch kind {
+	case BulkKeys:
+		n, err := strconv.ParseInt(id, 10, 64)
+		if err != nil {
+			return ErrNotFound
+		}
+		r, ok, err := b.keys.records.KeyByID(ctx, n)
+		switch {
+		case err != nil:
+			return err
+		case !ok:
+			return ErrNotFound
+		case r.Version != version:
+			return ErrStale
+		}
+		d := KeyDecision{Action: keyAction(action), AcknowledgeRerun: params[FieldAcknowledgeRerun] == "true"}
+		if action == "confirm" && params["happened"] == "true" {
+			d.Action = idem.OperatorConfirmHappened
+		}
+		if err := idem.CheckOperator(r, d.Action); err != nil {
+			return fmt.Errorf("%w: %w", ErrIllegal, err)
+		}
+		return checkForget(d, r)
+	case BulkOperations:
+		if b.ops == nil {
+			return invalid("kind", "this console has no saga records")
+		}
+		op, err := b.ops.get(ctx, id)
+		switch {
+		case errors.Is(err, saga.ErrNotFound):
+			return ErrNotFound
+		case err != nil:
+			return err
+		case op.Version != version:
+			return ErrStale
+		}
+		l := Legal(op)
+		legal := false
+		switch OperationAction(action) {
+		case OperationRetry:
+			legal = slices.ContainsFunc(l.Retry, func(c StepChoice) bool { return c.Name == step })
+		case OperationConfirm:
+			legal = slices.ContainsFunc(l.Confirm, func(c StepChoice) bool { return c.Name == step })
+		case OperationCompensate:
+			legal = l.Compensate
+		case OperationResolve:
+			legal = l.Resolve
+		}
+		if !legal {
+			return fmt.Errorf("%w: %s is not allowed on operation %s in status %s", ErrIllegal, action, id, op.Status)
+		}
+	}
+	return nil
 }
 
 func (b *Bulks) create(ctx context.Context, actor Actor, req store.Bulk, p BulkPreview) (store.Bulk, BulkPreview, error) {

@@ -32,11 +32,21 @@ func handleApprovals(bulks bulkService, log *slog.Logger) http.Handler {
 		}
 		var vm views.ApprovalsVM
 		for _, b := range waiting {
-			vm.Waiting = append(vm.Waiting, approvalRow(b))
+			row, err := approvalRow(r.Context(), bulks, b)
+			if err != nil {
+				writeError(w, r, log, err)
+				return
+			}
+			vm.Waiting = append(vm.Waiting, row)
 		}
 		for _, b := range recent {
 			if b.Status != store.BulkWaitingApproval {
-				vm.Recent = append(vm.Recent, approvalRow(b))
+				row, err := approvalRow(r.Context(), bulks, b)
+				if err != nil {
+					writeError(w, r, log, err)
+					return
+				}
+				vm.Recent = append(vm.Recent, row)
 			}
 		}
 		page := pageFor(r, "Approvals", "approvals")
@@ -44,16 +54,19 @@ func handleApprovals(bulks bulkService, log *slog.Logger) http.Handler {
 	})
 }
 
-func approvalRow(b store.Bulk) views.ApprovalRow {
-	what := actionLabel(b.Kind, b.Action) + " " + b.Kind
-	if b.Filter != "" {
-		what += " where " + b.Filter
-	}
+func approvalRow(ctx context.Context, bulks bulkService, b store.Bulk) (views.ApprovalRow, error) {
+	what := describeAction(b, nil)
 	if b.Single {
-		what = actionLabel(b.Kind, b.Action) + " one " + strings.TrimSuffix(b.Kind, "s")
+		items, err := bulks.Items(ctx, b.ID, "", 0, 1)
+		if err != nil {
+			return views.ApprovalRow{}, err
+		}
+		if len(items) == 1 {
+			what = describeAction(b, &items[0])
+		}
 	}
 	return views.ApprovalRow{ID: b.ID, Href: "/bulk/" + strconv.FormatInt(b.ID, 10), What: what, Reason: b.Reason, RequestedBy: b.RequestedBy,
-		Status: b.Status, Total: b.Total, CreatedAt: b.CreatedAt, ExpiresAt: b.ExpiresAt}
+		Status: b.Status, Total: b.Total, CreatedAt: b.CreatedAt, ExpiresAt: b.ExpiresAt}, nil
 }
 
 // handleApprovalDecision approves (approve) or rejects a request: by a

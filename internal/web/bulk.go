@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -142,6 +143,10 @@ func bulkAppError(err error) error {
 	case errors.As(err, &ce):
 		return &AppError{Code: EConflict, Field: "confirm_count", Message: "The number of matching items changed since the preview: it is now " +
 			strconv.FormatInt(ce.Now, 10) + ". Check the preview again and type the new count."}
+	case errors.Is(err, ops.ErrStale):
+		return appError(EConflict, "Not requested: the item changed since you opened the page. Reload it and decide again if still needed.")
+	case errors.Is(err, ops.ErrIllegal):
+		return appError(EConflict, "Not requested: this action is not allowed in the item's current state.")
 	case errors.Is(err, ops.ErrNotFound):
 		return appError(ENotFound, "There is no such request.")
 	case errors.Is(err, ops.ErrSelfApproval):
@@ -294,8 +299,11 @@ func handleBulkCreate(kind string, bulks bulkService, log *slog.Logger) http.Han
 
 // bulkJSON is GET /bulk/{id} for Accept: application/json.
 type bulkJSON struct {
-	ID      int64  `json:"id"`
-	Action  string `json:"action"`
+	ID     int64  `json:"id"`
+	Action string `json:"action"`
+	// What is the action in words with its parameters and target, as
+	// the approver reads it.
+	What    string `json:"what"`
 	Status  string `json:"status"`
 	Total   int64  `json:"total"`
 	Applied int64  `json:"applied"`
@@ -337,22 +345,72 @@ func handleBulkStatus(bulks bulkService, log *slog.Logger) http.Handler {
 			return
 		}
 		id := req.ID
-		if wantsJSON(r) {
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Cache-Control", "no-store")
-			_ = json.NewEncoder(w).Encode(bulkJSON{ID: req.ID, Action: req.Kind + "." + req.Action, Status: req.Status, Total: req.Total,
-				Applied: req.Counts[store.ItemApplied], Skipped: req.Counts[store.ItemSkipped], Refused: req.Counts[store.ItemRefused],
-				Failed: req.Counts[store.ItemFailed]})
-			return
-		}
 		vm, err := bulkVM(r, bulks, req)
 		if err != nil {
 			writeError(w, r, log, err)
 			return
 		}
+		if wantsJSON(r) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Cache-Control", "no-store")
+			_ = json.NewEncoder(w).Encode(bulkJSON{ID: req.ID, Action: req.Kind + "." + req.Action, What: vm.ActionLabel, Status: req.Status, Total: req.Total,
+				Applied: req.Counts[store.ItemApplied], Skipped: req.Counts[store.ItemSkipped], Refused: req.Counts[store.ItemRefused],
+				Failed: req.Counts[store.ItemFailed]})
+			return
+		}
 		page := pageFor(r, "Request "+strconv.FormatInt(id, 10), req.Kind)
 		render(w, r, http.StatusOK, page, views.Bulk(page, vm))
 	})
+}
+
+// describeAction is what a request will do, in words, with every
+// parameter: what an approver approves (SPEC K13). item is a single
+// request's one item (nil for a bulk request).
+func describeAction(req store.Bulk, item *store.BulkItem) string {
+	var params map[string]string
+	_ = json.Unmarshal([]byte(req.Params), &params)
+	step := ""
+	if item != nil && item.Step != "" {
+		step = " step " + item.Step
+	}
+	var what string
+	switch {
+	case req.Kind == ops.BulkKeys && req.Action == "confirm" && params["happened"] == "true":
+		what = "Confirm happened, with external reference " + strconv.Quote(params["external_ref"])
+	case req.Kind == ops.BulkKeys && req.Action == "forget" && params[ops.FieldAcknowledgeRerun] == "true":
+		what = "Forget, acknowledging that the client's retry runs the operation again"
+	case req.Kind == ops.BulkOperations && req.Action == "confirm" && params["happened"] == "true":
+		what = "Confirm" + step + " happened, with external reference " + strconv.Quote(params["external_id"])
+	case req.Kind == ops.BulkOperations && req.Action == "confirm":
+		what = "Confirm" + step + " did not happen"
+	case req.Kind == ops.BulkOperations && req.Action == "retry":
+		what = "Retry" + step
+		if step == "" {
+			what = "Retry each operation's failed step"
+		}
+	case req.Kind == ops.BulkOperations && req.Action == "resolve":
+		what = "Resolve as " + params["resolve_to"]
+	default:
+		what = actionLabel(req.Kind, req.Action)
+	}
+	if item != nil {
+		return what + " — " + strings.TrimSuffix(req.Kind, "s") + " " + item.TargetID
+	}
+	return what + " — " + req.Kind + " where " + filterWords(req.Kind, req.Filter)
+}
+
+// filterWords is a bulk request's filter as a reader says it: decoded,
+// "state pending, operation POST /charges"; "all" when empty.
+func filterWords(kind, filter string) string {
+	q, err := url.ParseQuery(filter)
+	if err != nil || len(q) == 0 {
+		return "all " + kind
+	}
+	parts := make([]string, 0, len(q))
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		parts = append(parts, strings.ReplaceAll(k, "_", " ")+" "+q.Get(k))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func bulkVM(r *http.Request, bulks bulkService, req store.Bulk) (views.BulkVM, error) {
@@ -363,11 +421,20 @@ func bulkVM(r *http.Request, bulks bulkService, req store.Bulk) (views.BulkVM, e
 		CreatedAt: req.CreatedAt, ExpiresAt: req.ExpiresAt, Total: req.Total, Applied: req.Counts[store.ItemApplied],
 		Skipped: req.Counts[store.ItemSkipped], Refused: req.Counts[store.ItemRefused], Failed: req.Counts[store.ItemFailed],
 		Pending: req.Counts[store.ItemPending], NotLegal: req.NotLegal, SelfURL: "/bulk/" + strconv.FormatInt(req.ID, 10)}
+	vm.ActionLabel = describeAction(req, nil)
 	if req.Single {
-		vm.ActionLabel = actionLabel(req.Kind, req.Action) + " (single " + strings.TrimSuffix(req.Kind, "s") + ")"
+		items, err := bulks.Items(r.Context(), req.ID, "", 0, 1)
+		if err != nil {
+			return vm, err
+		}
+		if len(items) == 1 {
+			vm.ActionLabel = describeAction(req, &items[0])
+			vm.TargetID, vm.TargetURL = items[0].TargetID, itemHref(req.Kind, items[0].TargetID)
+		}
 	}
+	vm.Filter = filterWords(req.Kind, req.Filter)
 	if req.Filter == "" {
-		vm.Filter, vm.FilterURL = "all "+req.Kind, "/"+req.Kind
+		vm.FilterURL = "/" + req.Kind
 	}
 	// A decision in flight when a cancel is recorded may still land after
 	// it (none starts after it): the page keeps refreshing for a while

@@ -134,7 +134,8 @@ func TestBulkKeysWithApproval(t *testing.T) {
 	require.True(t, done)
 	got = bulkStatus(t, b, support, id)
 	require.Equal(t, map[string]any{"id": float64(n), "action": "keys.forget", "status": "done", "total": float64(3), "applied": float64(3),
-		"skipped": float64(0), "refused": float64(0), "failed": float64(0)}, got)
+		"skipped": float64(0), "refused": float64(0), "failed": float64(0),
+		"what": "Forget, acknowledging that the client's retry runs the operation again — keys where scope tenant:web"}, got)
 }
 
 // TestBulkRBAC: support may bulk-forget keys but not bulk-compensate
