@@ -84,3 +84,31 @@ func TestApproverSeesWhatWillRun(t *testing.T) {
 	_, page = do(t, oncall, http.MethodGet, b.srv.URL+resp.Header.Get("Location"), nil)
 	require.Contains(t, page, "Forget, acknowledging that the client&#39;s retry runs the operation again — keys where scope tenant:web")
 }
+
+// An approval's form is bounded: a 1 MiB note answers 413, and nothing is
+// approved.
+func TestApprovalFormIsBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *web.Config) {
+		a, err := ops.ParseApproval("bulk")
+		require.NoError(t, err)
+		bulks, err := ops.NewBulks(c.Store.(*store.DB), c.Keys.(*ops.Keys), c.Records, c.Operations.(*ops.Operations), nil, ops.BulkConfig{Approval: a})
+		require.NoError(t, err)
+		c.Bulks = bulks
+	})
+	pendingKey(t, b, "approve-bounded-key-1")
+	support := signIn(t, b, store.RoleSupport)
+	oncall := signIn(t, b, store.RoleOncall)
+	resp, page := do(t, support, http.MethodGet, b.srv.URL+"/keys/bulk?action=forget&scope=tenant%3Aweb&include_may_have_happened=1", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	n := strings.Split(strings.Split(page, `<strong>`)[1], `</strong>`)[0]
+	resp, _ = do(t, support, http.MethodPost, b.srv.URL+"/keys/bulk", url.Values{"action": {"forget"}, "scope": {"tenant:web"}, "include_may_have_happened": {"1"},
+		"reason": {"provider outage, safe to rerun"}, "confirm_count": {n}, "form_key": {"approve-bounded-01"}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	id := strings.TrimPrefix(resp.Header.Get("Location"), "/bulk/")
+	resp, body := do(t, oncall, http.MethodPost, b.srv.URL+"/approvals/"+id+"/approve", url.Values{"reason": {strings.Repeat("x", 1<<20)}})
+	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, body)
+	resp, body = do(t, oncall, http.MethodGet, b.srv.URL+"/bulk/"+id, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, "Approve request "+id, "still waiting for approval")
+}

@@ -20,6 +20,7 @@ const (
 	EStale        = "stale"
 	EUnauthorized = "unauthorized"
 	ETooMany      = "too_many_requests"
+	ETooLarge     = "request_too_large"
 	EInternal     = "internal"
 )
 
@@ -32,6 +33,7 @@ var statusOf = map[string]int{
 	EStale:        http.StatusConflict,
 	EUnauthorized: http.StatusUnauthorized,
 	ETooMany:      http.StatusTooManyRequests,
+	ETooLarge:     http.StatusRequestEntityTooLarge,
 	EInternal:     http.StatusInternalServerError,
 }
 
@@ -44,6 +46,7 @@ var titleOf = map[string]string{
 	EStale:        "Changed meanwhile",
 	EUnauthorized: "Sign-in required",
 	ETooMany:      "Too many attempts",
+	ETooLarge:     "Request too large",
 	EInternal:     "Internal error",
 }
 
