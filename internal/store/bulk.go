@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/unstuckhq/unstuck/internal/migrate"
 )
 
 // Statuses of a bulk request.
@@ -118,6 +120,11 @@ func (c bulkConn) exec(ctx context.Context, query string, args ...any) (int64, e
 	}
 	query, args = c.sqlArgs(query, args)
 	res, err := c.d.sqlite.ExecContext(ctx, query, args...)
+	// A single statement in autocommit that InnoDB chose as a deadlock
+	// victim was rolled back whole: it is run again, a few times.
+	for i := 0; i < 3 && c.d.dialect == DialectMySQL && migrate.IsMySQLError(err, mysqlErrDeadlock); i++ {
+		res, err = c.d.sqlite.ExecContext(ctx, query, args...)
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -27,6 +27,10 @@ func NewMySQL(db *sql.DB) *DB {
 // mysqlErrDuplicate is ER_DUP_ENTRY: a unique key refused a value.
 const mysqlErrDuplicate = 1062
 
+// mysqlErrDeadlock is ER_LOCK_DEADLOCK: the statement's transaction was
+// rolled back.
+const mysqlErrDeadlock = 1213
+
 // mysqlMapError maps a unique violation (the only unique values the
 // console writes are a username and an oidc subject) to ErrConflict.
 func mysqlMapError(err error) error {
