@@ -20,7 +20,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemtest"
 )
 
-// SPEC K21 (issue 26): a key waiting for an operator answers apart from a
+// SPEC K21: a key waiting for an operator answers apart from a
 // key whose first request still runs, and nothing invites a retry loop.
 
 const (

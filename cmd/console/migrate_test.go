@@ -77,7 +77,7 @@ func TestMigrateCreatesRiverTables(t *testing.T) {
 			for _, table := range []string{"river_job", "river_queue", "river_leader", "river_migration"} {
 				exec(t, "SELECT count(*) FROM "+table)
 				// The console's own River tables, apart from the
-				// applications' (issue 25).
+				// applications'.
 				if path, ok := strings.CutPrefix(url, "sqlite:"); ok {
 					sqliteExec(t, "sqlite:"+consoleRiverFile(path))(t, "SELECT count(*) FROM "+table)
 				} else {
@@ -178,7 +178,7 @@ func TestServeRefusesSchemaBehind(t *testing.T) {
 		"console": `DELETE FROM unstuck_migration WHERE line = 'console' AND version = (SELECT max(version) FROM unstuck_migration WHERE line = 'console')`,
 		"audit":   `DELETE FROM unstuck_migration WHERE line = 'audit' AND version = (SELECT max(version) FROM unstuck_migration WHERE line = 'audit')`,
 		"river":   `DELETE FROM river_migration WHERE version = (SELECT max(version) FROM river_migration)`,
-		// The console's own River tables (issue 25).
+		// The console's own River tables.
 		consoleRiverLine: `DROP SCHEMA ` + consoleRiverSchema + ` CASCADE`,
 	} {
 		t.Run("Behind/"+line, func(t *testing.T) {

@@ -15,9 +15,9 @@ import (
 	"github.com/unstuckhq/unstuck/internal/ops"
 )
 
-// Issue 25: a console before the separation ran its bulk jobs on the
-// applications' River tables. "console migrate" retires those still
-// waiting there (a running request resumes on the console's own tables
+// Bulk jobs waiting on the applications' River tables are the console's
+// own, left by a console that ran them there: "console migrate" retires
+// those still waiting (a running request resumes on the console's own tables
 // when the console starts) and leaves the applications' jobs alone.
 func TestMigrateRetiresBulkJobsFromApplicationsTables(t *testing.T) {
 	t.Parallel()

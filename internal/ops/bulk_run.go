@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/unstuckhq/unstuck/idem"
@@ -206,10 +205,7 @@ func (b *Bulks) refuse(ctx context.Context, req store.Bulk, it store.BulkItem, o
 		if e == nil {
 			return nil
 		}
-		e.Reason += " — refused: " + why
-		if len(e.Reason) > 4000 {
-			e.Reason = strings.ToValidUTF8(e.Reason[:4000], "")
-		}
+		e.Reason = cut(e.Reason+" — refused: "+why, maxEntryReason)
 		return appendEntry(*e)
 	})
 	if errors.Is(err, errAlreadyDecided) || (err != nil && ctx.Err() != nil) {

@@ -272,10 +272,7 @@ func (k *Keys) refused(ctx context.Context, actor Actor, d KeyDecision, target s
 // was refused either way), so it is logged, with the entry's action and
 // target but not its reason or states, and not returned.
 func appendRefusal(ctx context.Context, trail *audit.Trail, log *slog.Logger, e audit.Entry, why string) {
-	e.Reason += " — refused: " + why
-	if len(e.Reason) > 4000 {
-		e.Reason = strings.ToValidUTF8(e.Reason[:4000], "")
-	}
+	e.Reason = cut(e.Reason+" — refused: "+why, maxEntryReason)
 	ctx = context.WithoutCancel(ctx)
 	if _, err := trail.Append(ctx, e); err != nil {
 		log.ErrorContext(ctx, "ops: the audit entry of a refused decision was not appended",

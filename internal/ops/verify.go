@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -306,13 +307,18 @@ func (v *Verifications) finding(ctx context.Context, actor Actor, a VerifyAwaitA
 		reason += " (" + note + ")"
 	}
 	_, err := v.trail.Append(ctx, audit.Entry{Actor: actor.Username, Role: actor.Role, Action: verifyAction, TargetKind: "key",
-		TargetID: strconv.FormatInt(a.RecordID, 10), Reason: cut(reason, 4000), After: mustJSON(map[string]any{"verification": ans}),
+		TargetID: strconv.FormatInt(a.RecordID, 10), Reason: cut(reason, maxEntryReason), After: mustJSON(map[string]any{"verification": ans}),
 		Outcome: OutcomeFinding, RequestID: actor.RequestID})
 	return err
 }
 
-// cut is s at most n bytes, on a rune boundary.
+// maxEntryReason bounds the reason of an entry the console composes (an
+// operator's reason with what happened to it), in bytes.
+const maxEntryReason = 4000
+
+// cut is s as valid UTF-8, at most n bytes, cut on a rune boundary.
 func cut(s string, n int) string {
+	s = strings.ToValidUTF8(s, "")
 	if len(s) <= n {
 		return s
 	}
