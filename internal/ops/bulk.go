@@ -172,8 +172,22 @@ type Bulks struct {
 	// verify requests the verifications of a bulk "verify" (SPEC K19);
 	// nil offers no bulk verification.
 	verify *Verifications
-	now    func() time.Time
+	// persons says whether two accounts are one person; nil: only the
+	// same username is.
+	persons Persons
+	now     func() time.Time
 }
+
+// Persons says whether two console accounts belong to one person: a
+// local account and its owner's SSO account count as one for four-eyes
+// approval (SPEC K13).
+type Persons interface {
+	SamePerson(ctx context.Context, a, b string) (bool, error)
+}
+
+// SetPersons makes b refuse an approval by any account of the requester's
+// person, not only by the requester's own account.
+func (b *Bulks) SetPersons(p Persons) { b.persons = p }
 
 // NewBulks returns the bulk decisions over st, deciding keys with keys
 // (listed with keyList) and operations with operations (listed with
@@ -732,7 +746,15 @@ func (b *Bulks) decide(ctx context.Context, actor Actor, id int64, reason string
 		return store.Bulk{}, err
 	case !ok:
 		return store.Bulk{}, ErrNotFound
-	case req.RequestedBy == actor.Username:
+	}
+	self := req.RequestedBy == actor.Username
+	if !self && b.persons != nil {
+		if self, err = b.persons.SamePerson(ctx, req.RequestedBy, actor.Username); err != nil {
+			return req, err
+		}
+	}
+	switch {
+	case self:
 		e := b.entry(actor, req, action, "refused: the requester cannot approve or reject their own request", nil, audit.OutcomeDenied)
 		if _, aerr := b.trail.Append(context.WithoutCancel(ctx), e); aerr != nil {
 			return req, errors.Join(ErrSelfApproval, aerr)
