@@ -115,11 +115,12 @@ func TestBrowserBulkCancel(t *testing.T) {
 	p := c.open(t, "support")
 	require.Equal(t, http.StatusOK, p.goTo("/keys?scope="+url.QueryEscape(scope)))
 	p.ok(p.GetByTestId("bulk-link").GetByRole("link", playwright.LocatorGetByRoleOptions{Name: "forget", Exact: playwright.Bool(true)}).Click(), "act on all matching: forget")
-	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/keys/bulk\?`)), "the preview")
+	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/keys/bulk\?`)), "the preview: no set to freeze")
 	// Every key is pending or completed: their effect may have happened,
 	// so they are left out until included explicitly (SPEC K20).
 	p.ok(expect.Locator(p.GetByTestId("may-have-happened")).ToContainText(strconv.Itoa(n)+" matching keys may already have happened, and are left out"), "counted apart")
 	p.ok(p.GetByRole("link", playwright.PageGetByRoleOptions{Name: "Include these " + strconv.Itoa(n) + " too"}).Click(), "include them")
+	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/bulk/\d+$`)), "the frozen set")
 	p.ok(expect.Locator(p.GetByTestId("legal-count")).ToContainText(strconv.Itoa(n)+" matching items"), "the exact count")
 	p.ok(p.GetByLabel("Reason", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("the tenant asked for its charges to be sent again"), "reason")
 	p.ok(p.GetByLabel("Type the number of items ("+strconv.Itoa(n)+") to confirm").Fill(strconv.Itoa(n)), "typed count")

@@ -132,7 +132,7 @@ func (b *bulkRunner) use(ctx context.Context, bulks *ops.Bulks, log *slog.Logger
 	})
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := bulks.Resume(ctx); err != nil {
+	if err := bulks.ResumeRuns(ctx); err != nil {
 		log.Error("bulk requests not resumed", "error", err.Error())
 	}
 }
@@ -145,6 +145,11 @@ type bulkFlags struct {
 	expiry      *time.Duration
 	batch       *int
 	pause       *time.Duration
+	canaryPct   *float64
+	canaryMin   *int
+	pauseRate   *float64
+	pauseStreak *int
+	previewMax  *time.Duration
 	verifyAfter *time.Duration
 	verifyEvery *time.Duration
 	verifyBatch *int
@@ -152,11 +157,16 @@ type bulkFlags struct {
 
 func addBulkFlags(fs *flag.FlagSet, getenv func(string) string) bulkFlags {
 	return bulkFlags{
-		approval: fs.String("approval-required", envOr(getenv, "UNSTUCK_APPROVAL_REQUIRED", "bulk"), "decisions that need a second person's approval: none, or a comma `list` of bulk, keys.forget, keys.confirm, operations.retry, operations.confirm, operations.compensate, operations.resolve (env UNSTUCK_APPROVAL_REQUIRED)"),
-		cap:      fs.Int("bulk-cap", ops.DefaultBulkCap, "the most items one bulk request may decide"),
-		expiry:   fs.Duration("approval-expiry", ops.DefaultBulkExpiry, "how long a request waits for approval before it expires"),
-		batch:    fs.Int("bulk-batch", ops.DefaultBulkBatch, "items a bulk run decides per batch"),
-		pause:    fs.Duration("bulk-pause", 0, "pause between two batches of a bulk run, to bound its load on the database"),
+		approval:    fs.String("approval-required", envOr(getenv, "UNSTUCK_APPROVAL_REQUIRED", "bulk"), "decisions that need a second person's approval: none, or a comma `list` of bulk, keys.forget, keys.confirm, operations.retry, operations.confirm, operations.compensate, operations.resolve (env UNSTUCK_APPROVAL_REQUIRED)"),
+		cap:         fs.Int("bulk-cap", ops.DefaultBulkCap, "the most items one bulk request may decide"),
+		expiry:      fs.Duration("approval-expiry", ops.DefaultBulkExpiry, "how long a request waits for approval before it expires"),
+		batch:       fs.Int("bulk-batch", ops.DefaultBulkBatch, "items a bulk run decides per batch"),
+		pause:       fs.Duration("bulk-pause", 0, "pause between two batches of a bulk run, to bound its load on the database"),
+		canaryPct:   fs.Float64("bulk-canary-percent", ops.DefaultCanaryPercent, "the first batch of a bulk run, in percent of its items: the run goes on only if it went well"),
+		canaryMin:   fs.Int("bulk-canary-min", ops.DefaultCanaryMin, "the fewest items of a bulk run's first batch"),
+		pauseRate:   fs.Float64("bulk-pause-failure-rate", ops.DefaultPauseRate, "a bulk run pauses itself when more than this fraction of a batch failed"),
+		pauseStreak: fs.Int("bulk-pause-failure-streak", ops.DefaultPauseStreak, "a bulk run pauses itself when this many items in a row failed"),
+		previewMax:  fs.Duration("bulk-preview-timeout", ops.DefaultPreviewTimeout, "the longest a bulk preview reads the matching items before it asks for a narrower filter"),
 		verifyAfter: fs.Duration("verify-pending-after", envDuration(getenv, "UNSTUCK_VERIFY_PENDING_AFTER"),
 			"verify with the applications' verifiers, on a schedule, the keys whose outcome has been unknown for this long; 0 (the default) turns it off (env UNSTUCK_VERIFY_PENDING_AFTER)"),
 		verifyEvery: fs.Duration("verify-every", 5*time.Minute, "how often the scheduled verification runs (with --verify-pending-after)"),
@@ -187,5 +197,9 @@ func (f bulkFlags) config() (ops.BulkConfig, error) {
 	if *f.cap <= 0 || *f.batch <= 0 || *f.expiry <= 0 || *f.pause < 0 {
 		return ops.BulkConfig{}, errors.New("--bulk-cap, --bulk-batch and --approval-expiry must be positive, --bulk-pause at least 0")
 	}
-	return ops.BulkConfig{Approval: a, Cap: *f.cap, Expiry: *f.expiry, Batch: *f.batch, Pause: *f.pause}, nil
+	if *f.canaryPct <= 0 || *f.canaryPct > 100 || *f.canaryMin <= 0 || *f.pauseRate <= 0 || *f.pauseRate > 1 || *f.pauseStreak <= 0 || *f.previewMax <= 0 {
+		return ops.BulkConfig{}, errors.New("--bulk-canary-percent must be in (0, 100], --bulk-pause-failure-rate in (0, 1], --bulk-canary-min, --bulk-pause-failure-streak and --bulk-preview-timeout positive")
+	}
+	return ops.BulkConfig{Approval: a, Cap: *f.cap, Expiry: *f.expiry, Batch: *f.batch, Pause: *f.pause, CanaryPercent: *f.canaryPct,
+		CanaryMin: *f.canaryMin, PauseRate: *f.pauseRate, PauseStreak: *f.pauseStreak, PreviewTimeout: *f.previewMax}, nil
 }

@@ -550,19 +550,17 @@ func TestTwoProcessDeployment(t *testing.T) {
 		for _, id := range ids {
 			waitTwoprocStatus(t, d, id, saga.StatusReviewRequired, twoprocWait)
 		}
-		resp, page := oncall.do(t, http.MethodGet, "/operations/bulk?action=retry&status=review_required&correlation_id=twoproc-bulk", nil, "")
-		require.Equal(t, http.StatusOK, resp.StatusCode, "the bulk preview: %s", twoprocText(page))
+		loc, page := twoprocFreeze(t, oncall, "/operations/bulk?action=retry&status=review_required&correlation_id=twoproc-bulk")
 		legal := regexp.MustCompile(`<strong>(\d+)</strong> matching items can be decided`).FindStringSubmatch(page)
 		require.Len(t, legal, 2, "the preview counts the items: %s", twoprocText(page))
 		require.Equal(t, strconv.Itoa(n), legal[1], "the preview finds the %d operations under review", n)
-		form := twoprocHiddenFields(t, page, "/operations/bulk")
+		form := twoprocHiddenFields(t, page, loc+"/submit")
 		require.NotEmpty(t, form.Get("form_key"), "the bulk form carries a form key")
 		form.Set("reason", "the carrier is back: retry every refused shipment")
 		form.Set("confirm_count", legal[1])
-		resp, body := oncall.do(t, http.MethodPost, "/operations/bulk", form, "")
+		resp, body := oncall.do(t, http.MethodPost, loc+"/submit", form, "")
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the bulk request answers 303 (it answered %d: %s)", resp.StatusCode, twoprocText(body))
-		loc := resp.Header.Get("Location")
-		require.Regexp(t, `^/bulk/\d+$`, loc)
+		require.Equal(t, loc, resp.Header.Get("Location"))
 
 		var got twoprocBulk
 		for deadline := time.Now().Add(twoprocWait); ; {
@@ -1058,6 +1056,19 @@ func twoprocHiddenFields(t *testing.T, page, action string) url.Values {
 		form.Set(html.UnescapeString(m[1]), html.UnescapeString(m[2]))
 	}
 	return form
+}
+
+// twoprocFreeze opens a bulk preview, which freezes its set and answers
+// 303 to its draft; it returns the draft's path and page.
+func twoprocFreeze(t *testing.T, c *twoprocClient, preview string) (string, string) {
+	t.Helper()
+	resp, body := c.do(t, http.MethodGet, preview, nil, "")
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the bulk preview freezes its set: %s", twoprocText(body))
+	loc := resp.Header.Get("Location")
+	require.Regexp(t, `^/bulk/\d+$`, loc)
+	resp, page := c.do(t, http.MethodGet, loc, nil, "")
+	require.Equal(t, http.StatusOK, resp.StatusCode, twoprocText(page))
+	return loc, page
 }
 
 // twoprocText is a page's text, shortened, for a message.

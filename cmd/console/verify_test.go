@@ -149,15 +149,13 @@ func TestVerifyAllFromABulkRequest(t *testing.T) {
 
 			oncall := signInTwoproc(t, base, "oncall", demoPassword("oncall"))
 			filter := url.Values{"action": {"verify"}, "state": {"pending"}, "operation": {"POST /shop/payments"}}
-			resp, page := oncall.do(t, http.MethodGet, "/keys/bulk?"+filter.Encode(), nil, "")
-			require.Equal(t, http.StatusOK, resp.StatusCode, twoprocText(page))
+			report, page := twoprocFreeze(t, oncall, "/keys/bulk?"+filter.Encode())
 			require.Contains(t, page, "<strong>4</strong> matching items can be decided")
-			form := twoprocHiddenFields(t, page, "/keys/bulk")
+			form := twoprocHiddenFields(t, page, report+"/submit")
 			form.Set("reason", "payments timed out at the provider: ask it about each")
 			form.Set("confirm_count", "4")
-			resp, page = oncall.do(t, http.MethodPost, "/keys/bulk", form, "")
+			resp, page := oncall.do(t, http.MethodPost, report+"/submit", form, "")
 			require.Equal(t, http.StatusSeeOther, resp.StatusCode, twoprocText(page))
-			report := resp.Header.Get("Location")
 
 			db, err := openDatabase(t.Context(), dbURL)
 			require.NoError(t, err)

@@ -24,7 +24,9 @@ type Filter struct {
 	// TargetID needs TargetKind too, so that the (target_kind, target_id,
 	// seq) index answers it.
 	TargetID string
-	Outcome  string
+	// RequestID keeps the entries of one request (Entry.RequestID).
+	RequestID string
+	Outcome   string
 	// From and To bound At: From <= At < To. A zero time leaves that side
 	// open. Times are compared to the microsecond.
 	From time.Time
@@ -126,6 +128,9 @@ func (t *Trail) listSQL(f Filter, limit int) (string, []any) {
 	}
 	if f.TargetID != "" {
 		add("target_id =", f.TargetID)
+	}
+	if f.RequestID != "" {
+		add("request_id =", f.RequestID)
 	}
 	if f.Outcome != "" {
 		add("outcome =", f.Outcome)

@@ -2,13 +2,16 @@ package ops
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -34,6 +37,21 @@ const (
 	DefaultBulkExpiry = 24 * time.Hour
 	// SampleSize is how many items a preview shows.
 	SampleSize = 20
+	// DefaultPreviewTimeout bounds the work of one preview.
+	DefaultPreviewTimeout = 10 * time.Second
+	// DefaultDraftExpiry is how long a frozen preview waits to be
+	// submitted before it is dropped.
+	DefaultDraftExpiry = time.Hour
+	// DefaultCanaryPercent and DefaultCanaryMin size a run's first batch:
+	// 1 % of the set, at least 5 items.
+	DefaultCanaryPercent = 1.0
+	DefaultCanaryMin     = 5
+	// DefaultPauseRate and DefaultPauseStreak are when a run pauses
+	// itself: more than 10 % of a batch failed, or 20 items in a row.
+	DefaultPauseRate   = 0.10
+	DefaultPauseStreak = 20
+	// MaxPreviewsPerUser is how many previews one person runs at once.
+	MaxPreviewsPerUser = 2
 )
 
 // Errors of bulk requests and approvals, matched with errors.Is.
@@ -49,7 +67,27 @@ var (
 	// ErrNotWaiting: the request is not (or no longer) in a state that
 	// allows the step: approved, rejected, expired, cancelled or done.
 	ErrNotWaiting = errors.New("ops: the request is not in a state that allows this")
+	// ErrTooManyPreviews: the person already runs MaxPreviewsPerUser
+	// previews.
+	ErrTooManyPreviews = errors.New("ops: too many previews at once")
+	// ErrPreviewTooSlow: the preview did not reach the end of the
+	// matching items within its time bound (a *PreviewTooSlowError).
+	ErrPreviewTooSlow = errors.New("ops: the preview did not finish in time")
+	// ErrNothingToRun: every item of the request changed or became
+	// illegal since it was frozen; it cannot be approved.
+	ErrNothingToRun = errors.New("ops: no item of the request can be decided any more")
 )
+
+// PreviewTooSlowError is an [ErrPreviewTooSlow] with how far it got.
+type PreviewTooSlowError struct {
+	Scanned int64
+	Bound   time.Duration
+}
+
+func (e *PreviewTooSlowError) Error() string {
+	return fmt.Sprintf("%s: read %d matching items in %s without reaching the end", ErrPreviewTooSlow, e.Scanned, e.Bound)
+}
+func (e *PreviewTooSlowError) Is(err error) bool { return err == ErrPreviewTooSlow }
 
 // CountError is an [ErrCountChanged] with the count as it is now.
 type CountError struct{ Now int64 }
@@ -125,6 +163,19 @@ type BulkConfig struct {
 	Expiry time.Duration
 	// Approval says which decisions need a second person.
 	Approval Approval
+	// PreviewTimeout bounds one preview's work; DefaultPreviewTimeout when
+	// <= 0.
+	PreviewTimeout time.Duration
+	// CanaryPercent and CanaryMin size a run's first batch (SPEC K23):
+	// CanaryPercent of the set, at least CanaryMin items; the defaults
+	// when <= 0.
+	CanaryPercent float64
+	CanaryMin     int
+	// PauseRate and PauseStreak are when a run pauses itself: more than
+	// PauseRate of a batch failed, or PauseStreak items in a row; the
+	// defaults when <= 0.
+	PauseRate   float64
+	PauseStreak int
 }
 
 // bulkStore is the console store's bulk tables (a *store.DB).
@@ -138,6 +189,8 @@ type bulkStore interface {
 	ExpireBulk(ctx context.Context, now time.Time) ([]int64, error)
 	BulkItems(ctx context.Context, id int64, outcome string, after, limit int) ([]store.BulkItem, error)
 	MarkBulkItemTx(ctx context.Context, tx any, id int64, seq int, outcome, detail string) (bool, error)
+	SubmitBulk(ctx context.Context, id int64, by, to, reason string, expiresAt time.Time) (bool, error)
+	DecidedBy(ctx context.Context, kind, target string, id int64) (int64, bool, error)
 }
 
 // keyIterator reads the key records a filter selects (idemdriver.Admin).
@@ -176,6 +229,9 @@ type Bulks struct {
 	// same username is.
 	persons Persons
 	now     func() time.Time
+
+	mu       sync.Mutex
+	previews map[string]int // running previews per person
 }
 
 // Persons says whether two console accounts belong to one person: a
@@ -196,20 +252,26 @@ func NewBulks(st bulkStore, keys *Keys, keyList keyIterator, operations *Operati
 	if st == nil || keys == nil || keyList == nil {
 		return nil, errors.New("ops: bulk decisions need a store, key decisions and a key iterator")
 	}
-	if cfg.Cap <= 0 {
-		cfg.Cap = DefaultBulkCap
-	}
-	if cfg.Batch <= 0 {
-		cfg.Batch = DefaultBulkBatch
-	}
-	if cfg.Expiry <= 0 {
-		cfg.Expiry = DefaultBulkExpiry
-	}
+	orDefault(&cfg.Cap, DefaultBulkCap)
+	orDefault(&cfg.Batch, DefaultBulkBatch)
+	orDefault(&cfg.Expiry, DefaultBulkExpiry)
+	orDefault(&cfg.PreviewTimeout, DefaultPreviewTimeout)
+	orDefault(&cfg.CanaryPercent, DefaultCanaryPercent)
+	orDefault(&cfg.CanaryMin, DefaultCanaryMin)
+	orDefault(&cfg.PauseRate, DefaultPauseRate)
+	orDefault(&cfg.PauseStreak, DefaultPauseStreak)
 	if cfg.Approval == nil {
 		cfg.Approval = Approval{"bulk": true}
 	}
 	return &Bulks{store: st, keys: keys, keyList: keyList, ops: operations, opList: opList, trail: keys.trail, cfg: cfg,
-		log: slog.Default(), now: time.Now}, nil
+		log: slog.Default(), now: time.Now, previews: map[string]int{}}, nil
+}
+
+// orDefault sets *v to d when it is not positive.
+func orDefault[T int | float64 | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }
 
 // SetLogger sets where b logs; call it before b is used.
@@ -250,16 +312,59 @@ type BulkSpec struct {
 	// retries run them again. Without it they are left out, counted in
 	// [BulkPreview].MayHaveHappened (SPEC K20).
 	IncludeMayHaveHappened bool
-	// Group, for keys, keeps only the keys of this incident group
+	// Group keeps only the items of this incident group
 	// (incident.Fields.Key): an incident's "act on all" decides exactly
 	// the group's items, even where another group shares its list.
 	Group string
 }
 
-// BulkSample is one item of a preview.
+// BulkSample is one item of a preview, as the approver reads it.
 type BulkSample struct {
-	ID, Label string
-	Version   int64
+	ID          string `json:"id"`
+	Label       string `json:"label"`
+	Version     int64  `json:"version"`
+	LastError   string `json:"last_error,omitempty"`
+	ExternalRef string `json:"external_ref,omitempty"`
+}
+
+// BulkCount is a count with its label.
+type BulkCount struct {
+	Label string `json:"label"`
+	Count int64  `json:"count"`
+}
+
+// BulkBreakdown is the frozen set counted by one field: state, operation
+// and scope of keys; status and type of operations. At most
+// breakdownValues labels, the rest counted as "other".
+type BulkBreakdown struct {
+	By     string      `json:"by"`
+	Counts []BulkCount `json:"counts"`
+}
+
+const breakdownValues = 10
+
+// BulkSummary is what a preview showed when its items were frozen, kept
+// with the request: what its approver reads (SPEC K22).
+type BulkSummary struct {
+	NotLegal        map[string]int64 `json:"not_legal,omitempty"`
+	MayHaveHappened int64            `json:"may_have_happened,omitempty"`
+	Included        bool             `json:"included,omitempty"`
+	Breakdown       []BulkBreakdown  `json:"breakdown,omitempty"`
+	Sample          []BulkSample     `json:"sample,omitempty"`
+	// Scanned is how many matching items the preview read, TookMS how
+	// long it took.
+	Scanned int64 `json:"scanned"`
+	TookMS  int64 `json:"took_ms"`
+}
+
+// ReadSummary returns the summary kept with req (zero when it has none:
+// a single decision's request).
+func ReadSummary(req store.Bulk) BulkSummary {
+	var s BulkSummary
+	if req.Summary != "" {
+		_ = json.Unmarshal([]byte(req.Summary), &s)
+	}
+	return s
 }
 
 // BulkPreview is what a request would do now.
@@ -278,12 +383,75 @@ type BulkPreview struct {
 	// Included says that they are included.
 	Included bool
 	Sample   []BulkSample
+	// Breakdown counts the set by state, operation and scope (keys) or
+	// status and type (operations).
+	Breakdown []BulkBreakdown
+	// Scanned is how many matching items were read; Took how long.
+	Scanned int64
+	Took    time.Duration
 	// Consequence says what the action does.
 	Consequence string
 	// Approval says whether the request will wait for a second person.
 	Approval bool
 
 	items []store.BulkItem
+}
+
+// summary is what of p is kept with the frozen request.
+func (p BulkPreview) summary() BulkSummary {
+	return BulkSummary{NotLegal: p.NotLegal, MayHaveHappened: p.MayHaveHappened, Included: p.Included, Breakdown: p.Breakdown,
+		Sample: p.Sample, Scanned: p.Scanned, TookMS: p.Took.Milliseconds()}
+}
+
+// tally counts the set by fields, in order, for its breakdown.
+type tally struct {
+	by     []string
+	counts []map[string]int64
+}
+
+func newTally(by ...string) *tally {
+	t := &tally{by: by, counts: make([]map[string]int64, len(by))}
+	for i := range t.counts {
+		t.counts[i] = map[string]int64{}
+	}
+	return t
+}
+
+func (t *tally) add(values ...string) {
+	for i, v := range values {
+		t.counts[i][v]++
+	}
+}
+
+// breakdown is the counts, largest first, at most breakdownValues labels
+// per field and the rest as "other".
+func (t *tally) breakdown() []BulkBreakdown {
+	out := make([]BulkBreakdown, 0, len(t.by))
+	for i, by := range t.by {
+		labels := slices.SortedFunc(maps.Keys(t.counts[i]), func(a, b string) int {
+			if c := t.counts[i][b] - t.counts[i][a]; c != 0 {
+				if c > 0 {
+					return 1
+				}
+				return -1
+			}
+			return strings.Compare(a, b)
+		})
+		bd := BulkBreakdown{By: by}
+		var other int64
+		for j, l := range labels {
+			if j < breakdownValues {
+				bd.Counts = append(bd.Counts, BulkCount{Label: l, Count: t.counts[i][l]})
+			} else {
+				other += t.counts[i][l]
+			}
+		}
+		if other > 0 {
+			bd.Counts = append(bd.Counts, BulkCount{Label: fmt.Sprintf("other (%d more)", len(labels)-breakdownValues), Count: other})
+		}
+		out = append(out, bd)
+	}
+	return out
 }
 
 // NotLegalTotal is the sum of NotLegal.
@@ -317,8 +485,8 @@ func (s *BulkSpec) Validate() error {
 	default:
 		return invalid("kind", "keys or operations")
 	}
-	if s.Group != "" && (s.Kind != BulkKeys || !incident.ValidKey(s.Group)) {
-		return invalid("group", "an incident group of keys, as /incidents links it")
+	if s.Group != "" && !incident.ValidKey(s.Group) {
+		return invalid("group", "an incident group, as /incidents links it")
 	}
 	if s.FilterQuery == "" && !s.All {
 		return invalid("all", "the filter is empty: tick \"all\" to act on every item")
@@ -336,15 +504,60 @@ var consequences = map[string]string{
 	"operations/resolve":          "Closes each review with the chosen terminal status and the reason as its resolution; the engine changes nothing else.",
 }
 
-// Preview returns what the request of spec would do now.
+// Consequence says what action on kind does, in words.
+func Consequence(kind, action string) string { return consequences[kind+"/"+action] }
+
+// Drift counts the items spec matches now, legal for its action, that are
+// not in req's frozen set: they started matching after the freeze. atLeast
+// says the count stopped at the cap. It is a preview of actor's, bounded
+// as one.
+func (b *Bulks) Drift(ctx context.Context, actor Actor, req store.Bulk, spec BulkSpec) (n int64, atLeast bool, err error) {
+	done, err := b.previewing(actor)
+	if err != nil {
+		return 0, false, err
+	}
+	defer done()
+	p, err := b.Preview(ctx, spec)
+	if err != nil {
+		return 0, false, err
+	}
+	frozen := make(map[string]bool, req.Total)
+	for after := 0; ; {
+		items, err := b.store.BulkItems(ctx, req.ID, "", after, 5000)
+		if err != nil {
+			return 0, false, err
+		}
+		if len(items) == 0 {
+			break
+		}
+		for _, it := range items {
+			frozen[it.TargetID] = true
+		}
+		after = items[len(items)-1].Seq
+	}
+	for _, it := range p.items {
+		if !frozen[it.TargetID] {
+			n++
+		}
+	}
+	return n, p.OverCap, nil
+}
+
+// Preview returns what the request of spec would do now. Its work is
+// bounded: it stops at Cap+1 legal items, and after PreviewTimeout with a
+// *PreviewTooSlowError (the items left out could not all be counted, so
+// no set is offered); it ends with ctx.
 func (b *Bulks) Preview(ctx context.Context, spec BulkSpec) (BulkPreview, error) {
 	if err := spec.Validate(); err != nil {
 		return BulkPreview{}, err
 	}
+	started := b.now()
 	p := BulkPreview{Cap: b.cfg.Cap, NotLegal: map[string]int64{}, Consequence: consequences[spec.Kind+"/"+spec.Action], Approval: b.cfg.Approval.Bulk(),
 		Included: spec.IncludeMayHaveHappened}
+	bounded, cancel := context.WithTimeout(ctx, b.cfg.PreviewTimeout)
+	defer cancel()
 	full := errors.New("full")
-	add := func(it store.BulkItem, label string) error {
+	add := func(it store.BulkItem, sample BulkSample) error {
 		p.Legal++
 		if p.Legal > int64(b.cfg.Cap) {
 			p.OverCap, p.Legal = true, int64(b.cfg.Cap)+1
@@ -352,26 +565,34 @@ func (b *Bulks) Preview(ctx context.Context, spec BulkSpec) (BulkPreview, error)
 		}
 		p.items = append(p.items, it)
 		if len(p.Sample) < SampleSize {
-			p.Sample = append(p.Sample, BulkSample{ID: it.TargetID, Label: label, Version: it.Version})
+			p.Sample = append(p.Sample, sample)
 		}
 		return nil
 	}
-	var err error
+	var (
+		err error
+		t   *tally
+	)
 	switch spec.Kind {
 	case BulkKeys:
 		if spec.Action == BulkVerify && b.verify == nil {
 			return BulkPreview{}, invalid("action", "this console cannot ask the applications' verifiers (no River on this database)")
 		}
+		t = newTally("state", "operation", "scope")
 		act := keyAction(spec.Action)
 		f := spec.KeyFilter
 		f.After, f.Limit = "", 0
-		err = b.keyList.EachKey(ctx, f, idemdriver.MaxLimit, func(recs []idemdriver.Record) error {
+		err = b.keyList.EachKey(bounded, f, idemdriver.MaxLimit, func(recs []idemdriver.Record) error {
+			if err := bounded.Err(); err != nil {
+				return err
+			}
 			for _, r := range recs {
 				if spec.Group != "" {
 					if f, ok := incident.KeyFields(r); !ok || f.Key() != spec.Group {
 						continue // another group's: not selected
 					}
 				}
+				p.Scanned++
 				if cerr := idem.CheckOperator(r, act); cerr != nil {
 					p.NotLegal[notLegalReason(r, cerr)]++
 					continue
@@ -386,10 +607,12 @@ func (b *Bulks) Preview(ctx context.Context, spec BulkSpec) (BulkPreview, error)
 						continue
 					}
 				}
-				if err := add(store.BulkItem{TargetID: strconv.FormatInt(r.ID, 10), Version: r.Version},
-					r.Scope+" · "+r.Operation+" · "+string(r.Status)); err != nil {
+				id := strconv.FormatInt(r.ID, 10)
+				if err := add(store.BulkItem{TargetID: id, Version: r.Version}, BulkSample{ID: id, Version: r.Version,
+					Label: r.Scope + " · " + r.Operation + " · " + string(r.Status), LastError: r.LastError, ExternalRef: r.ExternalRef}); err != nil {
 					return err
 				}
+				t.add(string(r.Status), r.Operation, r.Scope)
 			}
 			return nil
 		})
@@ -397,11 +620,35 @@ func (b *Bulks) Preview(ctx context.Context, spec BulkSpec) (BulkPreview, error)
 		if b.ops == nil || b.opList == nil {
 			return BulkPreview{}, invalid("kind", "this console has no saga records")
 		}
+		t = newTally("status", "type")
+		var systems *incident.SystemCache
+		if spec.Group != "" {
+			reader, ok := b.opList.(interface {
+				ReadOperation(ctx context.Context, id string, maxEvents int) (sagadriver.OperationDetail, error)
+			})
+			if !ok {
+				return BulkPreview{}, invalid("group", "this console cannot group operations")
+			}
+			systems = &incident.SystemCache{Ops: reader}
+		}
 		f := spec.OperationFilter
 		f.After, f.Limit = "", 0
-		err = b.opList.EachOperation(ctx, f, sagadriver.MaxLimit, func(list []sagadriver.Operation) error {
+		err = b.opList.EachOperation(bounded, f, sagadriver.MaxLimit, func(list []sagadriver.Operation) error {
+			if err := bounded.Err(); err != nil {
+				return err
+			}
 			for _, o := range list {
-				op, err := b.ops.get(ctx, o.ID)
+				if systems != nil {
+					sys, err := systems.System(bounded, o)
+					if err != nil {
+						return err
+					}
+					if fl, ok := incident.OperationFields(o, sys); !ok || fl.Key() != spec.Group {
+						continue // another group's: not selected
+					}
+				}
+				p.Scanned++
+				op, err := b.ops.get(bounded, o.ID)
 				if errors.Is(err, saga.ErrNotFound) {
 					continue
 				}
@@ -413,17 +660,45 @@ func (b *Bulks) Preview(ctx context.Context, spec BulkSpec) (BulkPreview, error)
 					p.NotLegal[why]++
 					continue
 				}
-				if err := add(store.BulkItem{TargetID: op.ID, Version: op.Version, Step: step}, op.Type+" · "+string(op.Status)+stepLabel(step)); err != nil {
+				if err := add(store.BulkItem{TargetID: op.ID, Version: op.Version, Step: step}, BulkSample{ID: op.ID, Version: op.Version,
+					Label: op.Type + " · " + string(op.Status) + stepLabel(step), LastError: op.LastError}); err != nil {
 					return err
 				}
+				t.add(string(op.Status), op.Type)
 			}
 			return nil
 		})
 	}
-	if err != nil && !errors.Is(err, full) {
+	p.Took = b.now().Sub(started)
+	switch {
+	case err == nil, errors.Is(err, full):
+	case ctx.Err() != nil:
+		return BulkPreview{}, ctx.Err()
+	case bounded.Err() != nil:
+		return BulkPreview{}, &PreviewTooSlowError{Scanned: p.Scanned, Bound: b.cfg.PreviewTimeout}
+	default:
 		return BulkPreview{}, err
 	}
+	p.Breakdown = t.breakdown()
 	return p, nil
+}
+
+// previewing counts a preview of actor's person until done is called:
+// at most MaxPreviewsPerUser at once (else ErrTooManyPreviews).
+func (b *Bulks) previewing(actor Actor) (done func(), err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.previews[actor.Username] >= MaxPreviewsPerUser {
+		return nil, ErrTooManyPreviews
+	}
+	b.previews[actor.Username]++
+	return func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.previews[actor.Username]--; b.previews[actor.Username] <= 0 {
+			delete(b.previews, actor.Username)
+		}
+	}, nil
 }
 
 func stepLabel(step string) string {
@@ -507,26 +782,21 @@ func validReason(field, reason string) (string, error) {
 	return reason, nil
 }
 
-// Request records a bulk request of spec by actor with reason, for the
-// items the action is legal for now, if there are confirmCount of them
-// (else a *CountError) and no more than the cap. It waits for approval if
-// the configuration says so; else its run starts. The request is audited.
-func (b *Bulks) Request(ctx context.Context, actor Actor, spec BulkSpec, reason string, confirmCount int64) (store.Bulk, BulkPreview, error) {
-	reason, err := validReason("reason", reason)
+// Freeze previews spec for actor and records the items it shows — their
+// IDs and versions, up to the cap — as a draft request: the exact set the
+// request decides once submitted, whatever starts matching later (SPEC
+// K22). A preview with no legal item, or over the cap, is returned
+// without a draft (req.ID 0). At most MaxPreviewsPerUser previews of one
+// person run at once (else ErrTooManyPreviews).
+func (b *Bulks) Freeze(ctx context.Context, actor Actor, spec BulkSpec) (store.Bulk, BulkPreview, error) {
+	done, err := b.previewing(actor)
 	if err != nil {
 		return store.Bulk{}, BulkPreview{}, err
 	}
+	defer done()
 	p, err := b.Preview(ctx, spec)
-	if err != nil {
+	if err != nil || p.OverCap || p.Legal == 0 {
 		return store.Bulk{}, p, err
-	}
-	switch {
-	case p.OverCap:
-		return store.Bulk{}, p, invalid("filter", fmt.Sprintf("more than %d items match: narrow the filter", b.cfg.Cap))
-	case p.Legal == 0:
-		return store.Bulk{}, p, invalid("filter", "the action is legal for no matching item")
-	case confirmCount != p.Legal:
-		return store.Bulk{}, p, &CountError{Now: p.Legal}
 	}
 	params := map[string]any{}
 	if spec.ResolveTo != "" {
@@ -535,12 +805,73 @@ func (b *Bulks) Request(ctx context.Context, actor Actor, spec BulkSpec, reason 
 	if spec.Kind == BulkKeys && spec.Action == "forget" && spec.IncludeMayHaveHappened {
 		params[FieldAcknowledgeRerun] = "true"
 	}
-	req := store.Bulk{Kind: spec.Kind, Action: spec.Action, Filter: spec.FilterQuery, Params: string(mustJSON(params)), Reason: reason,
-		RequestedBy: actor.Username, RequestedRole: actor.Role, Status: store.BulkRunning, NotLegal: p.NotLegalTotal()}
-	if b.cfg.Approval.Bulk() {
-		req.Status, req.ExpiresAt = store.BulkWaitingApproval, b.now().Add(b.cfg.Expiry)
+	req := store.Bulk{Kind: spec.Kind, Action: spec.Action, Filter: spec.FilterQuery, Params: string(mustJSON(params)),
+		RequestedBy: actor.Username, RequestedRole: actor.Role, Status: store.BulkDraft, NotLegal: p.NotLegalTotal(),
+		ExpiresAt: b.now().Add(DefaultDraftExpiry), Summary: string(mustJSON(p.summary())), Canary: b.canary(len(p.items))}
+	req, err = b.store.CreateBulk(ctx, req, p.items)
+	return req, p, err
+}
+
+// canary is the size of the first batch of a run of n items.
+func (b *Bulks) canary(n int) int {
+	c := int(math.Ceil(float64(n) * b.cfg.CanaryPercent / 100))
+	return min(max(c, b.cfg.CanaryMin), n)
+}
+
+// Submit turns actor's draft id into a request, with reason, if
+// confirmCount is its frozen count (else a *CountError with that count):
+// it waits for approval if the configuration says so, else its run
+// starts. The request is audited. A draft that is not actor's, or no
+// longer a draft (submitted, expired), is ErrNotWaiting.
+func (b *Bulks) Submit(ctx context.Context, actor Actor, id int64, reason string, confirmCount int64) (store.Bulk, error) {
+	reason, err := validReason("reason", reason)
+	if err != nil {
+		return store.Bulk{}, err
 	}
-	return b.create(ctx, actor, req, p)
+	req, ok, err := b.Get(ctx, id)
+	switch {
+	case err != nil:
+		return store.Bulk{}, err
+	case !ok:
+		return store.Bulk{}, ErrNotFound
+	case req.Status != store.BulkDraft || req.RequestedBy != actor.Username:
+		return req, fmt.Errorf("%w: it is %s, by %s", ErrNotWaiting, req.Status, req.RequestedBy)
+	case confirmCount != req.Total:
+		return req, &CountError{Now: req.Total}
+	}
+	to, expires := store.BulkRunning, time.Time{}
+	if b.cfg.Approval.Bulk() {
+		to, expires = store.BulkWaitingApproval, b.now().Add(b.cfg.Expiry)
+	}
+	moved, err := b.store.SubmitBulk(ctx, id, actor.Username, to, reason, expires)
+	if err != nil {
+		return req, err
+	}
+	if !moved {
+		return req, fmt.Errorf("%w: it was submitted or expired meanwhile", ErrNotWaiting)
+	}
+	req.Status, req.Reason, req.ExpiresAt = to, reason, expires
+	return req, b.announce(ctx, actor, req, nil)
+}
+
+// Request freezes spec for actor and submits it with reason in one step,
+// if confirmCount is the number of items frozen (else a *CountError): the
+// programmatic form of a preview and its submission.
+func (b *Bulks) Request(ctx context.Context, actor Actor, spec BulkSpec, reason string, confirmCount int64) (store.Bulk, BulkPreview, error) {
+	if _, err := validReason("reason", reason); err != nil {
+		return store.Bulk{}, BulkPreview{}, err
+	}
+	draft, p, err := b.Freeze(ctx, actor, spec)
+	switch {
+	case err != nil:
+		return store.Bulk{}, p, err
+	case p.OverCap:
+		return store.Bulk{}, p, invalid("filter", fmt.Sprintf("more than %d items match: narrow the filter", b.cfg.Cap))
+	case p.Legal == 0:
+		return store.Bulk{}, p, invalid("filter", "the action is legal for no matching item")
+	}
+	req, err := b.Submit(ctx, actor, draft.ID, reason, confirmCount)
+	return req, p, err
 }
 
 // RequestSingle records a single decision that needs approval as a
@@ -562,10 +893,13 @@ func (b *Bulks) RequestSingle(ctx context.Context, actor Actor, kind, action, id
 		return store.Bulk{}, err
 	}
 	req := store.Bulk{Kind: kind, Action: action, Single: true, Params: string(mustJSON(params)), Reason: reason,
-		RequestedBy: actor.Username, RequestedRole: actor.Role, Status: store.BulkWaitingApproval, ExpiresAt: b.now().Add(b.cfg.Expiry)}
-	p := BulkPreview{Legal: 1, items: []store.BulkItem{{TargetID: id, Version: version, Step: step}}}
-	req, _, err = b.create(ctx, actor, req, p)
-	return req, err
+		RequestedBy: actor.Username, RequestedRole: actor.Role, Status: store.BulkWaitingApproval, ExpiresAt: b.now().Add(b.cfg.Expiry), Canary: 1}
+	item := store.BulkItem{TargetID: id, Version: version, Step: step}
+	req, err = b.store.CreateBulk(ctx, req, []store.BulkItem{item})
+	if err != nil {
+		return store.Bulk{}, err
+	}
+	return req, b.announce(ctx, actor, req, &item)
 }
 
 // singleLegal checks a single decision held for approval against its item
@@ -628,25 +962,21 @@ func (b *Bulks) singleLegal(ctx context.Context, kind, action, id string, versio
 	return nil
 }
 
-func (b *Bulks) create(ctx context.Context, actor Actor, req store.Bulk, p BulkPreview) (store.Bulk, BulkPreview, error) {
-	req, err := b.store.CreateBulk(ctx, req, p.items)
-	if err != nil {
-		return store.Bulk{}, p, err
-	}
+// announce audits a request made (its one item for a single decision)
+// and starts its run unless it waits for approval.
+func (b *Bulks) announce(ctx context.Context, actor Actor, req store.Bulk, item *store.BulkItem) error {
 	after := map[string]any{"kind": req.Kind, "action": req.Action, "filter": req.Filter, "params": req.Params, "count": req.Total,
 		"not_legal": req.NotLegal, "status": req.Status, "single": req.Single}
-	if req.Single && len(p.items) == 1 {
-		after["target"], after["version"] = p.items[0].TargetID, p.items[0].Version
+	if item != nil {
+		after["target"], after["version"] = item.TargetID, item.Version
 	}
 	if _, err := b.trail.Append(ctx, b.entry(actor, req, "bulk.request", req.Reason, after, audit.OutcomeApplied)); err != nil {
-		return req, p, err
+		return err
 	}
 	if req.Status == store.BulkRunning {
-		if err := b.start(ctx, req.ID); err != nil {
-			return req, p, err
-		}
+		return b.start(ctx, req.ID)
 	}
-	return req, p, nil
+	return nil
 }
 
 func (b *Bulks) start(ctx context.Context, id int64) error {
@@ -763,6 +1093,17 @@ func (b *Bulks) decide(ctx context.Context, actor Actor, id int64, reason string
 	case req.Status != store.BulkWaitingApproval:
 		return req, fmt.Errorf("%w: it is %s", ErrNotWaiting, req.Status)
 	}
+	if approve {
+		// A request none of whose items can still be decided is not
+		// approved: the approver would approve nothing.
+		live, err := b.anyItemLegal(ctx, req)
+		if err != nil {
+			return req, err
+		}
+		if !live {
+			return req, ErrNothingToRun
+		}
+	}
 	moved, err := b.store.SetBulkStatus(ctx, id, []string{store.BulkWaitingApproval}, to, actor.Username, reason)
 	if err != nil {
 		return req, err
@@ -793,7 +1134,7 @@ func (b *Bulks) Cancel(ctx context.Context, actor Actor, id int64, isAdmin bool)
 	case req.RequestedBy != actor.Username && !isAdmin:
 		return req, ErrForbidden
 	}
-	moved, err := b.store.SetBulkStatus(ctx, id, []string{store.BulkWaitingApproval, store.BulkRunning}, store.BulkCancelled, actor.Username, "")
+	moved, err := b.store.SetBulkStatus(ctx, id, []string{store.BulkWaitingApproval, store.BulkRunning, store.BulkPaused}, store.BulkCancelled, actor.Username, "")
 	if err != nil {
 		return req, err
 	}
@@ -803,6 +1144,79 @@ func (b *Bulks) Cancel(ctx context.Context, actor Actor, id int64, isAdmin bool)
 	req.Status = store.BulkCancelled
 	if _, err := b.trail.Append(ctx, b.entry(actor, req, "bulk.cancel", "cancelled by "+actor.Username, map[string]any{"status": req.Status}, audit.OutcomeApplied)); err != nil {
 		return req, err
+	}
+	return req, nil
+}
+
+// Pause stops the run of request id until someone resumes it: items
+// decided stay decided, the others wait. Only the requester (any account
+// or an admin may pause, and resume.
+func (b *Bulks) Pause(ctx context.Context, actor Actor, id int64, isAdmin bool) (store.Bulk, error) {
+	return b.pauseOrResume(ctx, actor, id, isAdmin, true)
+}
+
+// Resume continues paused request id under the rules of Pause; the run
+// goes on with normal batches and the same failure threshold.
+func (b *Bulks) Resume(ctx context.Context, actor Actor, id int64, isAdmin bool) (store.Bulk, error) {
+	return b.pauseOrResume(ctx, actor, id, isAdmin, false)
+}
+
+// anyItemLegal reports whether some item of req is still at its frozen
+// version and its action legal for it: reading items until the first one.
+func (b *Bulks) anyItemLegal(ctx context.Context, req store.Bulk) (bool, error) {
+	var params map[string]any
+	if req.Params != "" {
+		if err := json.Unmarshal([]byte(req.Params), &params); err != nil {
+			return false, fmt.Errorf("ops: bulk request %d: params: %w", req.ID, err)
+		}
+	}
+	for after := 0; ; {
+		items, err := b.store.BulkItems(ctx, req.ID, store.ItemPending, after, b.cfg.Batch)
+		if err != nil || len(items) == 0 {
+			return false, err
+		}
+		for _, it := range items {
+			err := b.singleLegal(ctx, req.Kind, req.Action, it.TargetID, it.Version, it.Step, params)
+			var fe *FieldError
+			switch {
+			case err == nil:
+				return true, nil
+			case errors.Is(err, ErrNotFound), errors.Is(err, ErrStale), errors.Is(err, ErrIllegal), errors.As(err, &fe):
+			default:
+				return false, err
+			}
+			after = it.Seq
+		}
+	}
+}
+
+func (b *Bulks) pauseOrResume(ctx context.Context, actor Actor, id int64, isAdmin, pause bool) (store.Bulk, error) {
+	req, ok, err := b.Get(ctx, id)
+	switch {
+	case err != nil:
+		return store.Bulk{}, err
+	case !ok:
+		return store.Bulk{}, ErrNotFound
+	case req.RequestedBy != actor.Username && !isAdmin:
+		return req, ErrForbidden
+	}
+	from, to, action := store.BulkRunning, store.BulkPaused, "bulk.pause"
+	if !pause {
+		from, to, action = store.BulkPaused, store.BulkRunning, "bulk.resume"
+	}
+	moved, err := b.store.SetBulkStatus(ctx, id, []string{from}, to, actor.Username, "paused by "+actor.Username)
+	if err != nil {
+		return req, err
+	}
+	if !moved {
+		return req, fmt.Errorf("%w: it is %s", ErrNotWaiting, req.Status)
+	}
+	req.Status = to
+	if _, err := b.trail.Append(ctx, b.entry(actor, req, action, action[5:]+"d by "+actor.Username, map[string]any{"status": to}, audit.OutcomeApplied)); err != nil {
+		return req, err
+	}
+	if !pause {
+		return req, b.start(ctx, id)
 	}
 	return req, nil
 }
@@ -821,9 +1235,9 @@ func (b *Bulks) Running(ctx context.Context) ([]int64, error) {
 	return ids, nil
 }
 
-// Resume starts the run of every request still running: after a crash,
-// a run resumes at its first pending item.
-func (b *Bulks) Resume(ctx context.Context) error {
+// ResumeRuns starts the run of every request still running: after a
+// crash, a run resumes at its first pending item.
+func (b *Bulks) ResumeRuns(ctx context.Context) error {
 	ids, err := b.Running(ctx)
 	if err != nil {
 		return err

@@ -16,18 +16,23 @@ import (
 
 // Run decides the pending items of request id, a batch at a time, for at
 // most slice (no bound when <= 0), and reports whether the run is over
-// (the request is done, or not running: cancelled, or never approved). It
-// stops early, without error, when ctx ends. Each item is decided in one
-// transaction that first sets its outcome (if still pending: else it rolls
-// back, another run decided it), then reads the item, checks its version
-// against the one fixed at the request, applies the engine's transition
-// and appends the item's audit entry, pointing at the request
-// ([BulkRequestID]). A stale item is skipped and an illegal one refused,
-// each with its outcome and a conflict entry in a transaction of their own.
-// Runs of the same request may overlap (a crashed run's job rescued beside
-// its resumption): no item is decided twice.
+// (the request is done, or not running: paused, cancelled, or never
+// approved). It stops early, without error, when ctx ends. Each item is
+// decided in one transaction that first sets its outcome (if still
+// pending: else it rolls back, another run decided it), then reads the
+// item, checks its version against the one frozen in the request, applies
+// the engine's transition and appends the item's audit entry, pointing at
+// the request ([BulkRequestID]). A stale item is skipped and an illegal
+// one refused, each with its outcome and a conflict entry in a transaction
+// of their own. Runs of the same request may overlap (a crashed run's job
+// rescued beside its resumption): no item is decided twice.
+//
+// The first batch is the request's canary (SPEC K23); after it and after
+// every batch, the run pauses itself when more than PauseRate of the batch
+// failed, and at once when PauseStreak items in a row failed.
 func (b *Bulks) Run(ctx context.Context, id int64, slice time.Duration) (bool, error) {
 	start := b.now()
+	streak := 0
 	for {
 		req, ok, err := b.store.BulkByID(ctx, id)
 		switch {
@@ -36,7 +41,11 @@ func (b *Bulks) Run(ctx context.Context, id int64, slice time.Duration) (bool, e
 		case !ok || req.Status != store.BulkRunning:
 			return true, nil
 		}
-		items, err := b.store.BulkItems(ctx, id, store.ItemPending, 0, b.cfg.Batch)
+		size, batch := b.cfg.Batch, "a batch"
+		if req.Counts[store.ItemPending] == req.Total && req.Canary > 0 {
+			size, batch = req.Canary, "the canary batch"
+		}
+		items, err := b.store.BulkItems(ctx, id, store.ItemPending, 0, size)
 		if err != nil {
 			return false, err
 		}
@@ -52,11 +61,12 @@ func (b *Bulks) Run(ctx context.Context, id int64, slice time.Duration) (bool, e
 				return false, fmt.Errorf("ops: bulk request %d: params: %w", id, err)
 			}
 		}
+		failed, decided := 0, 0
 		for i, it := range items {
 			if ctx.Err() != nil {
 				return false, nil
 			}
-			// A cancel is seen within 50 items.
+			// A cancel or pause is seen within 50 items.
 			if i > 0 && i%50 == 0 {
 				status, ok, err := b.store.BulkStatus(ctx, id)
 				if err != nil {
@@ -66,9 +76,26 @@ func (b *Bulks) Run(ctx context.Context, id int64, slice time.Duration) (bool, e
 					return true, nil
 				}
 			}
-			if err := b.item(ctx, req, params, it); err != nil {
+			outcome, err := b.item(ctx, req, params, it)
+			if err != nil {
 				return false, err
 			}
+			switch outcome {
+			case "":
+				continue // decided by another run of this request
+			case store.ItemFailed:
+				failed++
+				streak++
+			default:
+				streak = 0
+			}
+			decided++
+			if streak >= b.cfg.PauseStreak {
+				return true, b.autoPause(ctx, req, fmt.Sprintf("%d items in a row failed", streak))
+			}
+		}
+		if decided > 0 && float64(failed) > b.cfg.PauseRate*float64(decided) {
+			return true, b.autoPause(ctx, req, fmt.Sprintf("%d of %d items of %s failed (more than %g %%)", failed, decided, batch, b.cfg.PauseRate*100))
 		}
 		if slice > 0 && b.now().Sub(start) >= slice {
 			return false, nil
@@ -85,8 +112,24 @@ func (b *Bulks) Run(ctx context.Context, id int64, slice time.Duration) (bool, e
 	}
 }
 
-// item decides one item of req.
-func (b *Bulks) item(ctx context.Context, req store.Bulk, params map[string]string, it store.BulkItem) error {
+// autoPause pauses req's run because its failures crossed the threshold,
+// audited as the system's decision.
+func (b *Bulks) autoPause(ctx context.Context, req store.Bulk, why string) error {
+	why = "paused automatically: " + why
+	moved, err := b.store.SetBulkStatus(ctx, req.ID, []string{store.BulkRunning}, store.BulkPaused, "system", why)
+	if err != nil || !moved {
+		return err
+	}
+	b.log.WarnContext(ctx, "ops: bulk run paused itself", "bulk", req.ID, "why", why)
+	req.Status = store.BulkPaused
+	_, err = b.trail.Append(ctx, b.entry(Actor{Username: "system", Role: "system"}, req, "bulk.pause", why,
+		map[string]any{"status": store.BulkPaused}, audit.OutcomeApplied))
+	return err
+}
+
+// item decides one item of req, and returns its outcome ("" when another
+// run decided it).
+func (b *Bulks) item(ctx context.Context, req store.Bulk, params map[string]string, it store.BulkItem) (string, error) {
 	actor := Actor{Username: req.RequestedBy, Role: req.RequestedRole, RequestID: BulkRequestID(req.ID)}
 	reason := req.Reason + " (bulk request " + strconv.FormatInt(req.ID, 10) + ")"
 	if req.Single {
@@ -140,7 +183,7 @@ func (b *Bulks) item(ctx context.Context, req store.Bulk, params map[string]stri
 		found, ok, ferr := b.keys.records.KeyByID(ctx, d.RecordID)
 		switch {
 		case ferr != nil:
-			return ferr
+			return "", ferr
 		case !ok:
 			err = fmt.Errorf("%w: the record no longer exists", ErrStale)
 		default:
@@ -175,16 +218,26 @@ func (b *Bulks) item(ctx context.Context, req store.Bulk, params map[string]stri
 	}
 	var fe *FieldError
 	switch {
-	case err == nil, errors.Is(err, errAlreadyDecided):
-		return nil
+	case err == nil:
+		return store.ItemApplied, nil
+	case errors.Is(err, errAlreadyDecided):
+		return "", nil
 	case errors.Is(err, ErrStale), errors.Is(err, ErrNotFound):
 		refusal.Before = mustJSON(before)
-		return b.refuse(ctx, req, it, store.ItemSkipped, "changed since the request: "+err.Error(), &refusal, mark)
+		why := "changed since the request: " + err.Error()
+		other, found, derr := b.store.DecidedBy(ctx, req.Kind, it.TargetID, req.ID)
+		if derr != nil {
+			return "", derr
+		}
+		if found {
+			why = "decided by request " + strconv.FormatInt(other, 10)
+		}
+		return b.refuse(ctx, req, it, store.ItemSkipped, why, &refusal, mark)
 	case errors.Is(err, ErrIllegal), errors.As(err, &fe):
 		refusal.Before = mustJSON(before)
 		return b.refuse(ctx, req, it, store.ItemRefused, err.Error(), &refusal, mark)
 	case ctx.Err() != nil:
-		return nil
+		return "", nil
 	default:
 		b.log.ErrorContext(ctx, "ops: bulk item failed", "bulk", req.ID, "target", it.TargetID, "error", err.Error())
 		return b.refuse(ctx, req, it, store.ItemFailed, err.Error(), nil, mark)
@@ -192,8 +245,9 @@ func (b *Bulks) item(ctx context.Context, req store.Bulk, params map[string]stri
 }
 
 // refuse sets an item's outcome other than applied, with its conflict
-// entry if e is not nil, in one transaction of the decisions' database.
-func (b *Bulks) refuse(ctx context.Context, req store.Bulk, it store.BulkItem, outcome, why string, e *audit.Entry, mark func(outcome, detail string) txHook) error {
+// entry if e is not nil, in one transaction of the decisions' database,
+// and returns the outcome ("" when another run decided the item).
+func (b *Bulks) refuse(ctx context.Context, req store.Bulk, it store.BulkItem, outcome, why string, e *audit.Entry, mark func(outcome, detail string) txHook) (string, error) {
 	runner := b.keys.tx
 	if req.Kind == BulkOperations && b.ops != nil {
 		runner = b.ops.tx
@@ -209,7 +263,10 @@ func (b *Bulks) refuse(ctx context.Context, req store.Bulk, it store.BulkItem, o
 		return appendEntry(*e)
 	})
 	if errors.Is(err, errAlreadyDecided) || (err != nil && ctx.Err() != nil) {
-		return nil
+		return "", nil
 	}
-	return err
+	if err != nil {
+		return "", err
+	}
+	return outcome, nil
 }

@@ -11,6 +11,7 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,12 +22,18 @@ import (
 
 // Statuses of a bulk request.
 const (
+	// BulkDraft is a previewed request: its items are frozen, it waits for
+	// its requester's reason and confirmation, and expires unsubmitted.
+	BulkDraft           = "draft"
 	BulkWaitingApproval = "waiting_approval"
 	BulkRejected        = "rejected"
 	BulkExpired         = "expired"
 	BulkRunning         = "running"
-	BulkCancelled       = "cancelled"
-	BulkDone            = "done"
+	// BulkPaused is a run stopped until someone resumes or cancels it: by
+	// a person, or by the run itself when failures crossed its threshold.
+	BulkPaused    = "paused"
+	BulkCancelled = "cancelled"
+	BulkDone      = "done"
 )
 
 // Outcomes of a bulk item.
@@ -63,8 +70,18 @@ type Bulk struct {
 	UpdatedAt      time.Time
 	ExpiresAt      time.Time // zero: never (no approval needed)
 	FinishedAt     time.Time
-	// Counts per item outcome, filled by BulkByID.
-	Counts map[string]int64
+	// Summary is what the preview showed when the items were frozen (JSON
+	// the ops package reads and writes).
+	Summary string
+	// Canary is the size of the run's first batch.
+	Canary int
+	// PausedBy and PausedReason say who paused the run and why ("system"
+	// for a pause of the run itself); empty when it is not paused.
+	PausedBy, PausedReason string
+	// Counts per item outcome, and the first and last decision of an item,
+	// filled by BulkByID.
+	Counts                    map[string]int64
+	FirstDecided, LastDecided time.Time
 }
 
 // BulkItem is one item of a request: its target (a key record's ID or an
@@ -76,6 +93,8 @@ type BulkItem struct {
 	Step     string // a retry's step
 	Outcome  string
 	Detail   string
+	// DecidedAt is when its outcome was set; zero while pending.
+	DecidedAt time.Time
 }
 
 // bulkConn runs the bulk statements on either dialect: $n parameters are
@@ -205,7 +224,7 @@ func (c bulkConn) boolArg(b bool) driver.Value {
 }
 
 const bulkColumns = `id, kind, action, single, filter, params, reason, requested_by, requested_role, status, total, not_legal,
-decided_by, decision_reason, cancelled_by, created_at, updated_at, expires_at, finished_at`
+decided_by, decision_reason, cancelled_by, created_at, updated_at, expires_at, finished_at, summary, canary, paused_by, paused_reason`
 
 func scanBulk(scan func(...any) error) (Bulk, error) {
 	var (
@@ -214,7 +233,7 @@ func scanBulk(scan func(...any) error) (Bulk, error) {
 		cr, up, exp, fini anyTime
 	)
 	err := scan(&b.ID, &b.Kind, &b.Action, &single, &b.Filter, &b.Params, &b.Reason, &b.RequestedBy, &b.RequestedRole, &b.Status,
-		&b.Total, &b.NotLegal, &b.DecidedBy, &b.DecisionReason, &b.CancelledBy, &cr, &up, &exp, &fini)
+		&b.Total, &b.NotLegal, &b.DecidedBy, &b.DecisionReason, &b.CancelledBy, &cr, &up, &exp, &fini, &b.Summary, &b.Canary, &b.PausedBy, &b.PausedReason)
 	b.Single, b.CreatedAt, b.UpdatedAt, b.ExpiresAt, b.FinishedAt = single.b, cr.t, up.t, exp.t, fini.t
 	return b, err
 }
@@ -227,9 +246,9 @@ func (d *DB) CreateBulk(ctx context.Context, b Bulk, items []BulkItem) (Bulk, er
 	b.CreatedAt, b.UpdatedAt, b.Total = now, now, int64(len(items))
 	c := bulkConn{d}
 	args := []any{b.Kind, b.Action, c.boolArg(b.Single), b.Filter, b.Params, b.Reason, b.RequestedBy, b.RequestedRole, b.Status,
-		b.Total, b.NotLegal, c.ts(now), c.ts(b.ExpiresAt)}
+		b.Total, b.NotLegal, c.ts(now), c.ts(b.ExpiresAt), b.Summary, b.Canary}
 	const ins = `INSERT INTO unstuck_console_bulk (kind, action, single, filter, params, reason, requested_by, requested_role, status,
-total, not_legal, created_at, updated_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13) RETURNING id`
+total, not_legal, created_at, updated_at, expires_at, summary, canary) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13, $14, $15) RETURNING id`
 	if d.dialect == DialectPostgres {
 		err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
 			if err := tx.QueryRow(ctx, ins, args...).Scan(&b.ID); err != nil {
@@ -297,16 +316,24 @@ func (d *DB) BulkByID(ctx context.Context, id int64) (Bulk, bool, error) {
 		return Bulk{}, false, wrapBulk("read bulk request", err)
 	}
 	b.Counts = map[string]int64{}
-	err = c.each(ctx, `SELECT outcome, count(*) FROM unstuck_console_bulk_item WHERE bulk_id = $1 GROUP BY outcome`, []any{id},
+	err = c.each(ctx, `SELECT outcome, count(*), min(decided_at), max(decided_at) FROM unstuck_console_bulk_item WHERE bulk_id = $1
+GROUP BY outcome`, []any{id},
 		func(scan func(...any) error) error {
 			var (
-				o string
-				n int64
+				o           string
+				n           int64
+				first, last anyTime
 			)
-			if err := scan(&o, &n); err != nil {
+			if err := scan(&o, &n, &first, &last); err != nil {
 				return err
 			}
 			b.Counts[o] = n
+			if !first.t.IsZero() && (b.FirstDecided.IsZero() || first.t.Before(b.FirstDecided)) {
+				b.FirstDecided = first.t
+			}
+			if last.t.After(b.LastDecided) {
+				b.LastDecided = last.t
+			}
 			return nil
 		})
 	if err != nil {
@@ -316,11 +343,12 @@ func (d *DB) BulkByID(ctx context.Context, id int64) (Bulk, bool, error) {
 }
 
 // ListBulk returns up to limit requests, newest first; status "" lists
-// every status.
+// every status but drafts.
 func (d *DB) ListBulk(ctx context.Context, status string, limit int) ([]Bulk, error) {
 	c := bulkConn{d}
 	var out []Bulk
-	err := c.each(ctx, `SELECT `+bulkColumns+` FROM unstuck_console_bulk WHERE ($1 = '' OR status = $1) ORDER BY id DESC LIMIT $2`,
+	err := c.each(ctx, `SELECT `+bulkColumns+` FROM unstuck_console_bulk WHERE (($1 = '' AND status <> 'draft') OR status = $1)
+ORDER BY id DESC LIMIT $2`,
 		[]any{status, limit}, func(scan func(...any) error) error {
 			b, err := scanBulk(scan)
 			out = append(out, b)
@@ -338,44 +366,71 @@ func (d *DB) CountBulk(ctx context.Context, status string) (int64, error) {
 }
 
 // SetBulkStatus moves request id from one of from to status to, recording
-// by and reason as its approver (to running or rejected) or canceller
-// (cancelled); it reports false, and changes nothing, when the request is
-// in none of from.
+// by and reason as its approver (to running or rejected from waiting),
+// who paused it and why (paused), or its canceller (cancelled); a resume
+// (paused to running) clears the pause. It reports false, and changes
+// nothing, when the request is in none of from.
 func (d *DB) SetBulkStatus(ctx context.Context, id int64, from []string, to, by, reason string) (bool, error) {
 	c := bulkConn{d}
-	now := time.Now()
-	set := `status = $2, updated_at = $3`
-	switch to {
-	case BulkRunning, BulkRejected:
-		set += `, decided_by = $4, decision_reason = $5`
-	case BulkCancelled:
-		set += `, cancelled_by = $4, decision_reason = CASE WHEN $5 = '' THEN decision_reason ELSE $5 END`
-	default:
-		set += `, decided_by = decided_by || $4, decision_reason = decision_reason || $5`
+	args := []any{id, to, c.ts(time.Now())}
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
 	}
-	if to != BulkRunning && to != BulkWaitingApproval {
+	set := `status = $2, updated_at = $3`
+	switch {
+	case to == BulkRunning && slices.Equal(from, []string{BulkPaused}):
+		set += `, paused_by = '', paused_reason = ''`
+	case to == BulkPaused:
+		set += `, paused_by = ` + arg(by) + `, paused_reason = ` + arg(reason)
+	case to == BulkRunning, to == BulkRejected:
+		set += `, decided_by = ` + arg(by) + `, decision_reason = ` + arg(reason)
+	case to == BulkCancelled:
+		set += `, cancelled_by = ` + arg(by)
+		if reason != "" {
+			set += `, decision_reason = ` + arg(reason)
+		}
+	}
+	if to != BulkRunning && to != BulkWaitingApproval && to != BulkPaused {
 		set += `, finished_at = $3`
 	}
-	args := []any{id, to, c.ts(now), by, reason}
-	in := ""
+	in := make([]string, len(from))
 	for i, s := range from {
-		if i > 0 {
-			in += ", "
-		}
-		args = append(args, s)
-		in += fmt.Sprintf("$%d", len(args))
+		in[i] = arg(s)
 	}
-	n, err := c.exec(ctx, `UPDATE unstuck_console_bulk SET `+set+` WHERE id = $1 AND status IN (`+in+`)`, args...)
+	n, err := c.exec(ctx, `UPDATE unstuck_console_bulk SET `+set+` WHERE id = $1 AND status IN (`+strings.Join(in, ", ")+`)`, args...)
 	if err != nil {
 		return false, wrapBulk("set bulk status", err)
 	}
 	return n == 1, nil
 }
 
+// SubmitBulk moves draft id of by to status to (waiting_approval or
+// running) with the request's reason and expiry; it reports false, and
+// changes nothing, when id is not a draft of by.
+func (d *DB) SubmitBulk(ctx context.Context, id int64, by, to, reason string, expiresAt time.Time) (bool, error) {
+	c := bulkConn{d}
+	n, err := c.exec(ctx, `UPDATE unstuck_console_bulk SET status = $2, reason = $3, expires_at = $4, updated_at = $5
+WHERE id = $1 AND status = 'draft' AND requested_by = $6`, id, to, reason, c.ts(expiresAt), c.ts(time.Now()), by)
+	if err != nil {
+		return false, wrapBulk("submit bulk request", err)
+	}
+	return n == 1, nil
+}
+
 // ExpireBulk moves the requests waiting for approval whose expiry has
-// passed to expired, and returns their IDs.
+// passed to expired, and returns their IDs; it deletes the drafts past
+// theirs, which decided nothing.
 func (d *DB) ExpireBulk(ctx context.Context, now time.Time) ([]int64, error) {
 	c := bulkConn{d}
+	for _, q := range []string{
+		`DELETE FROM unstuck_console_bulk_item WHERE bulk_id IN (SELECT id FROM unstuck_console_bulk WHERE status = 'draft' AND expires_at <= $1)`,
+		`DELETE FROM unstuck_console_bulk WHERE status = 'draft' AND expires_at <= $1`,
+	} {
+		if _, err := c.exec(ctx, q, c.ts(now)); err != nil {
+			return nil, wrapBulk("delete expired drafts", err)
+		}
+	}
 	var ids []int64
 	err := c.each(ctx, `SELECT id FROM unstuck_console_bulk WHERE status = $1 AND expires_at IS NOT NULL AND expires_at <= $2`,
 		[]any{BulkWaitingApproval, c.ts(now)}, func(scan func(...any) error) error {
@@ -404,11 +459,15 @@ func (d *DB) ExpireBulk(ctx context.Context, now time.Time) ([]int64, error) {
 // order; outcome "" returns every outcome.
 func (d *DB) BulkItems(ctx context.Context, id int64, outcome string, after, limit int) ([]BulkItem, error) {
 	var out []BulkItem
-	err := bulkConn{d}.each(ctx, `SELECT seq, target_id, version, step, outcome, detail FROM unstuck_console_bulk_item
+	err := bulkConn{d}.each(ctx, `SELECT seq, target_id, version, step, outcome, detail, decided_at FROM unstuck_console_bulk_item
 WHERE bulk_id = $1 AND ($2 = '' OR outcome = $2) AND seq > $3 ORDER BY seq LIMIT $4`, []any{id, outcome, after, limit},
 		func(scan func(...any) error) error {
-			var it BulkItem
-			err := scan(&it.Seq, &it.TargetID, &it.Version, &it.Step, &it.Outcome, &it.Detail)
+			var (
+				it BulkItem
+				at anyTime
+			)
+			err := scan(&it.Seq, &it.TargetID, &it.Version, &it.Step, &it.Outcome, &it.Detail, &at)
+			it.DecidedAt = at.t
 			out = append(out, it)
 			return err
 		})
@@ -455,6 +514,23 @@ func wrapBulk(what string, err error) error {
 		return nil
 	}
 	return fmt.Errorf("store: %s: %w", what, err)
+}
+
+// DecidedBy returns the newest other request of kind than id that applied
+// its decision to target: the reason an item both hold is skipped by the
+// later run.
+func (d *DB) DecidedBy(ctx context.Context, kind, target string, id int64) (int64, bool, error) {
+	var (
+		other int64
+		found bool
+	)
+	err := bulkConn{d}.each(ctx, `SELECT i.bulk_id FROM unstuck_console_bulk_item i JOIN unstuck_console_bulk b ON b.id = i.bulk_id
+WHERE i.target_id = $1 AND i.bulk_id <> $2 AND i.outcome = 'applied' AND b.kind = $3 ORDER BY i.bulk_id DESC LIMIT 1`,
+		[]any{target, id, kind}, func(scan func(...any) error) error {
+			found = true
+			return scan(&other)
+		})
+	return other, found, wrapBulk("find the request that decided an item", err)
 }
 
 // BulkStatus returns the status of request id alone: what a run checks

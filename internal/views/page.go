@@ -114,3 +114,5 @@ func DisplayStatus(r idemdriver.Record) string {
 	}
 	return string(r.Status)
 }
+
+func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) }

@@ -69,10 +69,6 @@ func approvalRow(ctx context.Context, bulks bulkService, b store.Bulk) (views.Ap
 		Status: b.Status, Total: b.Total, CreatedAt: b.CreatedAt, ExpiresAt: b.ExpiresAt}, nil
 }
 
-// maxApprovalForm bounds an approval's or rejection's form: its note is
-// at most ops.MaxReason bytes, with room for its field names.
-const maxApprovalForm = 8 << 10
-
 // handleApprovalDecision approves (approve) or rejects a request: by a
 // role that may take the request's action itself, and not by its
 // requester (403, audited as denied, SPEC K13).
@@ -91,14 +87,7 @@ func handleApprovalDecision(approve bool, bulks bulkService, log *slog.Logger) h
 			bulkDenied(w, r, bulks, log, step, strconv.FormatInt(id, 10))
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxApprovalForm)
-		if err := r.ParseForm(); err != nil {
-			var tooLarge *http.MaxBytesError
-			if errors.As(err, &tooLarge) {
-				writeError(w, r, log, appError(ETooLarge, "The form is too large: a decision's note is at most 2,000 characters."))
-				return
-			}
-			writeError(w, r, log, appError(EInvalid, "The form could not be read."))
+		if !parseBulkForm(w, r, log) {
 			return
 		}
 		var err error

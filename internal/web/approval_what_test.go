@@ -74,15 +74,22 @@ func TestApproverSeesWhatWillRun(t *testing.T) {
 		"outcome": {"did_not_happen"}, "reason": {"an old page was still open"}, "form_key": {"approve-what-form-03"}})
 	require.Equal(t, http.StatusConflict, resp.StatusCode, "a stale version is refused when requested")
 
-	// A bulk request's filter reads as words.
-	resp, page = do(t, support, http.MethodGet, b.srv.URL+"/keys/bulk?action=forget&scope=tenant%3Aweb&include_may_have_happened=1", nil)
-	require.Equal(t, http.StatusOK, resp.StatusCode)
+	// A bulk request's filter reads as words; while it waits, the approver
+	// reads the frozen count, its breakdown and a sample with each item's
+	// last error, each linking to its page.
+	loc, page = freeze(t, b, support, "/keys/bulk?action=forget&scope=tenant%3Aweb&include_may_have_happened=1")
 	n := strings.Split(strings.Split(page, `<strong>`)[1], `</strong>`)[0]
-	resp, _ = do(t, support, http.MethodPost, b.srv.URL+"/keys/bulk", url.Values{"action": {"forget"}, "scope": {"tenant:web"}, "include_may_have_happened": {"1"},
-		"reason": {"provider outage, safe to rerun"}, "confirm_count": {n}, "form_key": {"approve-what-bulk-01"}})
+	resp, _ = do(t, support, http.MethodPost, b.srv.URL+loc+"/submit", url.Values{"reason": {"provider outage, safe to rerun"}, "confirm_count": {n},
+		"form_key": {"approve-what-bulk-01"}})
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-	_, page = do(t, oncall, http.MethodGet, b.srv.URL+resp.Header.Get("Location"), nil)
+	_, page = do(t, oncall, http.MethodGet, b.srv.URL+loc, nil)
 	require.Contains(t, page, "Forget, acknowledging that the client&#39;s retry runs the operation again — keys where scope tenant:web")
+	require.Contains(t, page, "<strong>"+n+"</strong> matching items can be decided: this set is frozen")
+	for _, by := range []string{"state", "operation", "scope"} {
+		require.Contains(t, page, `aria-label="By `+by+`"`, "the breakdown by "+by)
+	}
+	require.Contains(t, page, `<a href="/keys/`+strconv.FormatInt(id, 10)+`">`, "the sample links its items")
+	require.Contains(t, page, "Approve request", "and the approver may approve it")
 }
 
 // An approval's form is bounded: a 1 MiB note answers 413, and nothing is
@@ -99,13 +106,12 @@ func TestApprovalFormIsBounded(t *testing.T) {
 	pendingKey(t, b, "approve-bounded-key-1")
 	support := signIn(t, b, store.RoleSupport)
 	oncall := signIn(t, b, store.RoleOncall)
-	resp, page := do(t, support, http.MethodGet, b.srv.URL+"/keys/bulk?action=forget&scope=tenant%3Aweb&include_may_have_happened=1", nil)
-	require.Equal(t, http.StatusOK, resp.StatusCode)
+	loc, page := freeze(t, b, support, "/keys/bulk?action=forget&scope=tenant%3Aweb&include_may_have_happened=1")
 	n := strings.Split(strings.Split(page, `<strong>`)[1], `</strong>`)[0]
-	resp, _ = do(t, support, http.MethodPost, b.srv.URL+"/keys/bulk", url.Values{"action": {"forget"}, "scope": {"tenant:web"}, "include_may_have_happened": {"1"},
-		"reason": {"provider outage, safe to rerun"}, "confirm_count": {n}, "form_key": {"approve-bounded-01"}})
+	resp, _ := do(t, support, http.MethodPost, b.srv.URL+loc+"/submit", url.Values{"reason": {"provider outage, safe to rerun"}, "confirm_count": {n},
+		"form_key": {"approve-bounded-01"}})
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-	id := strings.TrimPrefix(resp.Header.Get("Location"), "/bulk/")
+	id := strings.TrimPrefix(loc, "/bulk/")
 	resp, body := do(t, oncall, http.MethodPost, b.srv.URL+"/approvals/"+id+"/approve", url.Values{"reason": {strings.Repeat("x", 1<<20)}})
 	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, body)
 	resp, body = do(t, oncall, http.MethodGet, b.srv.URL+"/bulk/"+id, nil)

@@ -339,11 +339,11 @@ func handleAuditList(trail AuditTrail, chain *chainStatus, log *slog.Logger) htt
 
 // auditFilterKeys are the query parameters of the filter, in the order the
 // export's reason lists them.
-var auditFilterKeys = []string{"actor", "action", "target_kind", "target_id", "outcome", "from", "to"}
+var auditFilterKeys = []string{"actor", "action", "target_kind", "target_id", "request_id", "outcome", "from", "to"}
 
 func auditFilterVM(q url.Values) views.AuditFilterVM {
 	return views.AuditFilterVM{Actor: q.Get("actor"), Action: q.Get("action"), TargetKind: q.Get("target_kind"),
-		TargetID: q.Get("target_id"), Outcome: q.Get("outcome"), From: q.Get("from"), To: q.Get("to")}
+		TargetID: q.Get("target_id"), Outcome: q.Get("outcome"), From: q.Get("from"), To: q.Get("to"), RequestID: q.Get("request_id")}
 }
 
 // auditQuery is q's non-empty filters, without the cursor and the format:
@@ -369,8 +369,8 @@ func auditURL(path string, q url.Values) string {
 // error naming its field.
 func auditFilter(q url.Values) (audit.Filter, *AppError) {
 	f := audit.Filter{Actor: q.Get("actor"), Action: q.Get("action"), TargetKind: q.Get("target_kind"),
-		TargetID: q.Get("target_id"), Outcome: q.Get("outcome")}
-	if err := textFilters(q, "actor", "action", "target_kind", "target_id"); err != nil {
+		TargetID: q.Get("target_id"), Outcome: q.Get("outcome"), RequestID: q.Get("request_id")}
+	if err := textFilters(q, "actor", "action", "target_kind", "target_id", "request_id"); err != nil {
 		return f, err
 	}
 	if f.TargetID != "" && f.TargetKind == "" {

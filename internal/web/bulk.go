@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"html"
+	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/internal/incident"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/internal/views"
@@ -26,8 +29,11 @@ import (
 
 // bulkService is what the bulk and approval routes need (an *ops.Bulks).
 type bulkService interface {
-	Preview(ctx context.Context, spec ops.BulkSpec) (ops.BulkPreview, error)
-	Request(ctx context.Context, actor ops.Actor, spec ops.BulkSpec, reason string, confirmCount int64) (store.Bulk, ops.BulkPreview, error)
+	Freeze(ctx context.Context, actor ops.Actor, spec ops.BulkSpec) (store.Bulk, ops.BulkPreview, error)
+	Submit(ctx context.Context, actor ops.Actor, id int64, reason string, confirmCount int64) (store.Bulk, error)
+	Drift(ctx context.Context, actor ops.Actor, req store.Bulk, spec ops.BulkSpec) (int64, bool, error)
+	Pause(ctx context.Context, actor ops.Actor, id int64, isAdmin bool) (store.Bulk, error)
+	Resume(ctx context.Context, actor ops.Actor, id int64, isAdmin bool) (store.Bulk, error)
 	RequestSingle(ctx context.Context, actor ops.Actor, kind, action, id string, version int64, step string, params map[string]any, reason string) (store.Bulk, error)
 	Get(ctx context.Context, id int64) (store.Bulk, bool, error)
 	List(ctx context.Context, status string, limit int) ([]store.Bulk, error)
@@ -80,7 +86,7 @@ func singlePath(kind, action string) string {
 // the request and written in its audit entry (SPEC K11).
 var bulkFilterFields = map[string][]string{
 	ops.BulkKeys:       {"state", "scope", "operation", "correlation_id", "external_ref", "from", "to", "console", "group"},
-	ops.BulkOperations: {"status", "type", "correlation_id", "external_id", "from", "to"},
+	ops.BulkOperations: {"status", "type", "correlation_id", "external_id", "from", "to", "group"},
 }
 
 // includeMayHaveHappened is the bulk forget's field that includes the keys
@@ -92,9 +98,7 @@ const includeMayHaveHappened = "include_may_have_happened"
 func bulkSpec(kind string, q url.Values) (ops.BulkSpec, *AppError) {
 	spec := ops.BulkSpec{Kind: kind, Action: q.Get("action"), All: q.Get("all") == "1", ResolveTo: saga.Status(q.Get("resolve_to")),
 		IncludeMayHaveHappened: q.Get(includeMayHaveHappened) == "1"}
-	if kind == ops.BulkKeys {
-		spec.Group = q.Get("group")
-	}
+	spec.Group = q.Get("group")
 	if q.Get("key") != "" {
 		return spec, &AppError{Code: EInvalid, Field: "key", Message: "A raw key selects one record: decide it on its own page."}
 	}
@@ -141,8 +145,15 @@ func bulkAppError(err error) error {
 	case errors.As(err, &sfe):
 		return &AppError{Code: EInvalid, Field: sfe.Field, Message: "Field " + strconv.Quote(sfe.Field) + ": " + sfe.Reason + "."}
 	case errors.As(err, &ce):
-		return &AppError{Code: EConflict, Field: "confirm_count", Message: "The number of matching items changed since the preview: it is now " +
-			strconv.FormatInt(ce.Now, 10) + ". Check the preview again and type the new count."}
+		return &AppError{Code: EInvalid, Field: "confirm_count", Message: "Type the number of items of this frozen set: " +
+			strconv.FormatInt(ce.Now, 10) + "."}
+	case errors.Is(err, ops.ErrTooManyPreviews):
+		return appError(ETooMany, "You already run two previews: wait until one has answered.")
+	case errors.Is(err, ops.ErrPreviewTooSlow):
+		return &AppError{Code: EInvalid, Field: "filter", Message: "The preview did not reach the end of the matching items in time (" + err.Error() +
+			"): narrow the filter."}
+	case errors.Is(err, ops.ErrNothingToRun):
+		return appError(EConflict, "No item of this request can be decided any more: each changed or is no longer legal. Reject it, and make another if still needed.")
 	case errors.Is(err, ops.ErrStale):
 		return appError(EConflict, "Not requested: the item changed since you opened the page. Reload it and decide again if still needed.")
 	case errors.Is(err, ops.ErrIllegal):
@@ -152,7 +163,7 @@ func bulkAppError(err error) error {
 	case errors.Is(err, ops.ErrSelfApproval):
 		return appError(EForbidden, "You made this request: a second person must approve or reject it.")
 	case errors.Is(err, ops.ErrForbidden):
-		return appError(EForbidden, "Only the requester or an admin may cancel this request.")
+		return appError(EForbidden, "Only the requester or an admin may pause, resume or cancel this request.")
 	case errors.Is(err, ops.ErrNotWaiting):
 		return appError(EConflict, "This request is no longer waiting for that: reload the page.")
 	}
@@ -173,6 +184,10 @@ func mayAct(r *http.Request, kind, action string) bool {
 	return v != nil && v.Can != nil && v.Can(singlePath(kind, action), http.MethodPost)
 }
 
+// handleBulkPreview freezes the set a bulk action on the list's filter
+// would decide (SPEC K22) and answers 303 to the draft's page, where the
+// requester confirms it; a filter over the cap, or with no item the action
+// is legal for, is shown without a set.
 func handleBulkPreview(kind string, bulks bulkService, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
@@ -185,112 +200,127 @@ func handleBulkPreview(kind string, bulks bulkService, log *slog.Logger) http.Ha
 			bulkDenied(w, r, bulks, log, kind+".bulk_"+spec.Action, "preview")
 			return
 		}
-		p, err := bulks.Preview(r.Context(), spec)
+		draft, p, err := bulks.Freeze(r.Context(), actorOf(r), spec)
 		if err != nil {
+			if r.Context().Err() != nil {
+				return // the client went away: no one reads an answer
+			}
 			writeError(w, r, log, bulkAppError(err))
 			return
 		}
-		vm := previewVM(kind, spec, p)
+		if draft.ID != 0 {
+			http.Redirect(w, r, "/bulk/"+strconv.FormatInt(draft.ID, 10), http.StatusSeeOther)
+			return
+		}
+		vm := views.BulkPreviewVM{Kind: kind, ActionLabel: actionLabel(kind, spec.Action), ListURL: "/" + kind + "?" + spec.FilterQuery,
+			FilterText: filterWords(kind, spec.FilterQuery), Consequence: p.Consequence, Summary: summaryVM(kind, p.Legal, ops.BulkSummary{
+				NotLegal: p.NotLegal, MayHaveHappened: p.MayHaveHappened, Included: p.Included, Breakdown: p.Breakdown, Sample: p.Sample})}
+		vm.Summary.OverCap, vm.Summary.Cap, vm.Summary.Frozen = p.OverCap, p.Cap, false
+		if spec.FilterQuery == "" {
+			vm.ListURL = "/" + kind
+		}
+		switchLinks(&vm.Summary, kind, spec)
 		page := pageFor(r, vm.ActionLabel+": all matching "+kind, kind)
 		render(w, r, http.StatusOK, page, views.BulkPreview(page, vm))
 	})
 }
 
-func previewVM(kind string, spec ops.BulkSpec, p ops.BulkPreview) views.BulkPreviewVM {
-	vm := views.BulkPreviewVM{Kind: kind, Action: spec.Action, ActionLabel: actionLabel(kind, spec.Action), Post: "/" + kind + "/bulk",
-		ListURL: "/" + kind + "?" + spec.FilterQuery, FilterText: spec.FilterQuery, Legal: p.Legal, OverCap: p.OverCap, Cap: p.Cap,
-		NotLegalTotal: p.NotLegalTotal(), Consequence: p.Consequence, Approval: p.Approval, Resolve: spec.Action == "resolve",
-		ResolveTo: string(spec.ResolveTo), FormKey: formKey()}
-	if vm.FilterText == "" {
-		vm.FilterText, vm.ListURL = "all "+kind, "/"+kind
+// switchLinks sets the links of a forget's preview that include or leave
+// out the keys whose effect may have happened (SPEC K20).
+func switchLinks(s *views.BulkSummaryVM, kind string, spec ops.BulkSpec) {
+	if s.MayHaveHappened == 0 {
+		return
 	}
-	vm.Hidden = append(vm.Hidden, views.BulkHidden{Name: "action", Value: spec.Action})
+	q, _ := url.ParseQuery(spec.FilterQuery)
+	q.Set("action", spec.Action)
 	if spec.All {
-		vm.Hidden = append(vm.Hidden, views.BulkHidden{Name: "all", Value: "1"})
+		q.Set("all", "1")
 	}
-	filter, _ := url.ParseQuery(spec.FilterQuery)
-	if vm.MayHaveHappened, vm.Included = p.MayHaveHappened, p.Included; p.MayHaveHappened > 0 {
-		q := url.Values{"action": {spec.Action}}
-		if spec.All {
-			q.Set("all", "1")
-		}
-		for k := range filter {
-			q.Set(k, filter.Get(k))
-		}
-		vm.ExcludeURL = vm.Post + "?" + q.Encode()
-		q.Set(includeMayHaveHappened, "1")
-		vm.IncludeURL = vm.Post + "?" + q.Encode()
-		if p.Included {
-			vm.Hidden = append(vm.Hidden, views.BulkHidden{Name: includeMayHaveHappened, Value: "1"})
-		}
+	s.ExcludeURL = "/" + kind + "/bulk?" + q.Encode()
+	q.Set(includeMayHaveHappened, "1")
+	s.IncludeURL = "/" + kind + "/bulk?" + q.Encode()
+}
+
+// summaryVM is the view of a set of legal items with its summary.
+func summaryVM(kind string, legal int64, sum ops.BulkSummary) views.BulkSummaryVM {
+	vm := views.BulkSummaryVM{Kind: kind, Legal: legal, Frozen: true, MayHaveHappened: sum.MayHaveHappened, Included: sum.Included}
+	for _, why := range slices.Sorted(maps.Keys(sum.NotLegal)) {
+		vm.NotLegal = append(vm.NotLegal, views.BulkCount{Label: why, Count: sum.NotLegal[why]})
+		vm.NotLegalTotal += sum.NotLegal[why]
 	}
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range filter {
-			if !yield(k) {
-				return
-			}
+	for _, b := range sum.Breakdown {
+		bd := views.BulkBreakdownVM{By: b.By}
+		for _, c := range b.Counts {
+			bd.Counts = append(bd.Counts, views.BulkCount{Label: c.Label, Count: c.Count})
 		}
-	}) {
-		vm.Hidden = append(vm.Hidden, views.BulkHidden{Name: k, Value: filter.Get(k)})
+		vm.Breakdown = append(vm.Breakdown, bd)
 	}
-	for _, why := range slices.Sorted(func(yield func(string) bool) {
-		for k := range p.NotLegal {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
-		vm.NotLegal = append(vm.NotLegal, views.BulkCount{Label: why, Count: p.NotLegal[why]})
-	}
-	for _, s := range p.Sample {
-		vm.Sample = append(vm.Sample, views.BulkSampleRow{ID: s.ID, Label: s.Label, Version: s.Version, Href: itemHref(kind, s.ID)})
+	for _, s := range sum.Sample {
+		vm.Sample = append(vm.Sample, views.BulkSampleRow{ID: s.ID, Label: s.Label, Version: s.Version, Href: itemHref(kind, s.ID),
+			LastError: s.LastError, ExternalRef: s.ExternalRef})
 	}
 	return vm
 }
 
 func itemHref(kind, id string) string { return "/" + kind + "/" + url.PathEscape(id) }
 
-func handleBulkCreate(kind string, bulks bulkService, log *slog.Logger) http.Handler {
+// maxBulkForm bounds the forms of a request's steps (submit, approve,
+// reject, pause, resume, cancel): a reason is at most ops.MaxReason
+// bytes, with room for the field names.
+const maxBulkForm = 8 << 10
+
+// parseBulkForm reads a bounded form; on failure it answers 413 or 400
+// itself and returns false.
+func parseBulkForm(w http.ResponseWriter, r *http.Request, log *slog.Logger) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, maxBulkForm)
+	if err := r.ParseForm(); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeError(w, r, log, appError(ETooLarge, "The form is too large: a reason or note is at most 2,000 characters."))
+			return false
+		}
+		writeError(w, r, log, appError(EInvalid, "The form could not be read."))
+		return false
+	}
+	return true
+}
+
+// handleBulkSubmit turns the requester's draft into a request: the reason
+// and the typed count of the frozen set.
+func handleBulkSubmit(bulks bulkService, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := r.ParseForm(); err != nil {
-			writeError(w, r, log, appError(EInvalid, "The form could not be read."))
+		req, ok := loadBulk(w, r, bulks, log)
+		if !ok || !parseBulkForm(w, r, log) {
 			return
 		}
-		spec, ae := bulkSpec(kind, r.PostForm)
-		if ae != nil {
-			writeError(w, r, log, ae)
+		if !mayAct(r, req.Kind, req.Action) {
+			bulkDenied(w, r, bulks, log, req.Kind+".bulk_"+req.Action, strconv.FormatInt(req.ID, 10))
 			return
 		}
-		if !mayAct(r, kind, spec.Action) {
-			bulkDenied(w, r, bulks, log, kind+".bulk_"+spec.Action, "request")
-			return
-		}
-		reason := r.PostForm.Get("reason")
-		count, perr := strconv.ParseInt(strings.TrimSpace(r.PostForm.Get("confirm_count")), 10, 64)
-		var (
-			req store.Bulk
-			p   ops.BulkPreview
-			err error
-		)
+		reason, typed := r.PostForm.Get("reason"), strings.TrimSpace(r.PostForm.Get("confirm_count"))
+		count, perr := strconv.ParseInt(typed, 10, 64)
+		var err error
 		if perr != nil || count <= 0 {
-			err = &ops.FieldError{Field: "confirm_count", Reason: "type the number of items the preview shows"}
-			p, _ = bulks.Preview(r.Context(), spec)
+			err = &ops.FieldError{Field: "confirm_count", Reason: "type the number of items of the frozen set"}
 		} else {
-			req, p, err = bulks.Request(r.Context(), actorOf(r), spec, reason, count)
+			_, err = bulks.Submit(r.Context(), actorOf(r), req.ID, reason, count)
 		}
 		if err != nil {
 			mapped := bulkAppError(err)
 			var me *AppError
-			if !errors.As(mapped, &me) || wantsJSON(r) || (me.Code != EInvalid && me.Code != EConflict) {
+			if !errors.As(mapped, &me) || wantsJSON(r) || me.Code != EInvalid {
 				writeError(w, r, log, mapped)
 				return
 			}
-			// Show the preview again, as it is now, with the error next
-			// to its field.
-			vm := previewVM(kind, spec, p)
-			vm.Reason, vm.ConfirmCount, vm.Error, vm.FieldErr = reason, r.PostForm.Get("confirm_count"), me.Message, me.Field
-			page := pageFor(r, vm.ActionLabel+": all matching "+kind, kind)
-			render(w, r, statusOf[me.Code], page, views.BulkPreview(page, vm))
+			// The draft again, with the error next to its field.
+			vm, verr := bulkVM(r, bulks, req)
+			if verr != nil {
+				writeError(w, r, log, verr)
+				return
+			}
+			vm.FormReason, vm.Typed, vm.Error, vm.FieldErr = reason, typed, me.Message, me.Field
+			page := pageFor(r, "Preview "+strconv.FormatInt(req.ID, 10), req.Kind)
+			render(w, r, statusOf[me.Code], page, views.Bulk(page, vm))
 			return
 		}
 		http.Redirect(w, r, "/bulk/"+strconv.FormatInt(req.ID, 10), http.StatusSeeOther)
@@ -303,13 +333,29 @@ type bulkJSON struct {
 	Action string `json:"action"`
 	// What is the action in words with its parameters and target, as
 	// the approver reads it.
-	What    string `json:"what"`
-	Status  string `json:"status"`
-	Total   int64  `json:"total"`
-	Applied int64  `json:"applied"`
-	Skipped int64  `json:"skipped"`
-	Refused int64  `json:"refused"`
-	Failed  int64  `json:"failed"`
+	What        string `json:"what"`
+	Target      string `json:"target,omitempty"` // a single request's item
+	Filter      string `json:"filter,omitempty"` // a bulk request's filter, in words
+	Status      string `json:"status"`
+	RequestedBy string `json:"requested_by"`
+	Reason      string `json:"reason"`
+	DecidedBy   string `json:"decided_by,omitempty"`
+	Total       int64  `json:"total"`
+	Applied     int64  `json:"applied"`
+	Skipped     int64  `json:"skipped"`
+	Refused     int64  `json:"refused"`
+	Failed      int64  `json:"failed"`
+	Pending     int64  `json:"pending"`
+	// Summary is the frozen set as its preview showed it: items left
+	// out, breakdown, sample.
+	Summary      *ops.BulkSummary  `json:"summary,omitempty"`
+	PausedBy     string            `json:"paused_by,omitempty"`
+	PausedReason string            `json:"paused_reason,omitempty"`
+	Failures     []views.BulkCount `json:"failures,omitempty"`
+	DurationMS   int64             `json:"duration_ms"`
+	PerSecond    float64           `json:"items_per_second"`
+	// Items lists every item with its outcome (add Accept: application/json).
+	Items string `json:"items"`
 }
 
 func bulkID(r *http.Request) (int64, bool) {
@@ -353,9 +399,16 @@ func handleBulkStatus(bulks bulkService, log *slog.Logger) http.Handler {
 		if wantsJSON(r) {
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Cache-Control", "no-store")
-			_ = json.NewEncoder(w).Encode(bulkJSON{ID: req.ID, Action: req.Kind + "." + req.Action, What: vm.ActionLabel, Status: req.Status, Total: req.Total,
+			out := bulkJSON{ID: req.ID, Action: req.Kind + "." + req.Action, What: vm.ActionLabel, Target: vm.TargetID, Status: req.Status,
+				RequestedBy: req.RequestedBy, Reason: req.Reason, DecidedBy: req.DecidedBy, Total: req.Total,
 				Applied: req.Counts[store.ItemApplied], Skipped: req.Counts[store.ItemSkipped], Refused: req.Counts[store.ItemRefused],
-				Failed: req.Counts[store.ItemFailed]})
+				Failed: req.Counts[store.ItemFailed], Pending: req.Counts[store.ItemPending], PausedBy: req.PausedBy, PausedReason: req.PausedReason,
+				Failures: vm.Failures, DurationMS: vm.Took.Milliseconds(), PerSecond: vm.Rate, Items: vm.ItemsURL}
+			if !req.Single {
+				sum := ops.ReadSummary(req)
+				out.Summary, out.Filter = &sum, vm.Filter
+			}
+			_ = json.NewEncoder(w).Encode(out)
 			return
 		}
 		page := pageFor(r, "Request "+strconv.FormatInt(id, 10), req.Kind)
@@ -441,14 +494,51 @@ func bulkVM(r *http.Request, bulks bulkService, req store.Bulk) (views.BulkVM, e
 	// after a cancel, so that the counts it ends with are final.
 	vm.Live = req.Status == store.BulkRunning || req.Status == store.BulkWaitingApproval ||
 		req.Status == store.BulkCancelled && time.Since(req.FinishedAt) < cancelSettle
-	if v != nil {
+	self := "/bulk/" + strconv.FormatInt(req.ID, 10)
+	cfg := bulks.Config()
+	vm.Approval, vm.Consequence, vm.Verb = cfg.Approval.Bulk(), consequence(req), actionLabel(req.Kind, req.Action)
+	if !req.Single {
+		vm.Summary = summaryVM(req.Kind, req.Total, ops.ReadSummary(req))
+		if req.Status == store.BulkDraft || req.Status == store.BulkWaitingApproval {
+			vm.DriftURL = self + "/drift"
+		}
+	}
+	if req.Status != store.BulkDraft {
+		vm.ItemsURL = self + "/items"
+	}
+	vm.PausedBy, vm.PausedReason = req.PausedBy, req.PausedReason
+	if !req.FirstDecided.IsZero() {
+		end := req.LastDecided
+		if req.Status == store.BulkRunning {
+			end = time.Now()
+		}
+		if vm.Took = end.Sub(req.FirstDecided).Round(time.Millisecond); vm.Took > 0 {
+			decided := req.Total - req.Counts[store.ItemPending]
+			vm.Rate = float64(decided) / vm.Took.Seconds()
+		}
+	}
+	if v != nil && v.Can != nil {
 		vm.OwnRequest = v.Username == req.RequestedBy
-		open := req.Status == store.BulkRunning || req.Status == store.BulkWaitingApproval
-		vm.CanCancel = open && (vm.OwnRequest || v.Role == "admin") && v.Can != nil && v.Can("/bulk/"+strconv.FormatInt(req.ID, 10)+"/cancel", http.MethodPost)
+		owner := vm.OwnRequest || v.Role == "admin"
+		open := req.Status == store.BulkRunning || req.Status == store.BulkWaitingApproval || req.Status == store.BulkPaused
+		vm.CanCancel = open && owner && v.Can(self+"/cancel", http.MethodPost)
+		vm.CanPause = req.Status == store.BulkRunning && !req.Single && owner && v.Can(self+"/pause", http.MethodPost)
+		vm.CanResume = req.Status == store.BulkPaused && owner && v.Can(self+"/resume", http.MethodPost)
 		vm.CanApprove = req.Status == store.BulkWaitingApproval && !vm.OwnRequest && mayAct(r, req.Kind, req.Action) &&
 			v.Can("/approvals/"+strconv.FormatInt(req.ID, 10)+"/approve", http.MethodPost)
+		vm.CanSubmit = req.Status == store.BulkDraft && vm.OwnRequest && mayAct(r, req.Kind, req.Action) && v.Can(self+"/submit", http.MethodPost)
+		if vm.CanSubmit {
+			vm.FormKey = formKey()
+		}
 	}
-	if req.Status != store.BulkWaitingApproval {
+	if req.Counts[store.ItemFailed] > 0 {
+		groups, err := failureGroups(r.Context(), bulks, req.ID)
+		if err != nil {
+			return vm, err
+		}
+		vm.Failures = groups
+	}
+	if req.Status != store.BulkWaitingApproval && req.Status != store.BulkDraft {
 		items, err := notApplied(r.Context(), bulks, req.ID)
 		if err != nil {
 			return vm, err
@@ -471,6 +561,35 @@ func bulkVM(r *http.Request, bulks bulkService, req store.Bulk) (views.BulkVM, e
 	return vm, nil
 }
 
+// consequence is what req's action does, in words.
+func consequence(req store.Bulk) string {
+	return ops.Consequence(req.Kind, req.Action)
+}
+
+// failureGroups groups up to 1,000 failed items of request id by their
+// normalized message, largest first, as incidents group errors.
+func failureGroups(ctx context.Context, bulks bulkService, id int64) ([]views.BulkCount, error) {
+	items, err := bulks.Items(ctx, id, store.ItemFailed, 0, 1000)
+	if err != nil {
+		return nil, err
+	}
+	counts := map[string]int64{}
+	for _, it := range items {
+		counts[incident.Normalize(it.Detail)]++
+	}
+	out := make([]views.BulkCount, 0, len(counts))
+	for msg, n := range counts {
+		out = append(out, views.BulkCount{Label: msg, Count: n})
+	}
+	slices.SortFunc(out, func(a, b views.BulkCount) int {
+		if a.Count != b.Count {
+			return int(b.Count - a.Count)
+		}
+		return strings.Compare(a.Label, b.Label)
+	})
+	return out, nil
+}
+
 // notApplied lists up to 200 items that were skipped, refused or failed.
 func notApplied(ctx context.Context, bulks bulkService, id int64) ([]store.BulkItem, error) {
 	var out []store.BulkItem
@@ -487,17 +606,31 @@ func notApplied(ctx context.Context, bulks bulkService, id int64) ([]store.BulkI
 	return out, nil
 }
 
-func handleBulkCancel(bulks bulkService, log *slog.Logger) http.Handler {
+// handleBulkStep pauses, resumes or cancels a request: by its requester
+// or an admin (403, audited as denied, for anyone else).
+func handleBulkStep(step string, bulks bulkService, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, ok := bulkID(r)
 		if !ok {
 			writeError(w, r, log, appError(ENotFound, "There is no such request."))
 			return
 		}
+		if !parseBulkForm(w, r, log) {
+			return
+		}
 		v := viewerFrom(r.Context())
-		_, err := bulks.Cancel(r.Context(), actorOf(r), id, v != nil && v.Role == "admin")
+		admin := v != nil && v.Role == "admin"
+		var err error
+		switch step {
+		case "pause":
+			_, err = bulks.Pause(r.Context(), actorOf(r), id, admin)
+		case "resume":
+			_, err = bulks.Resume(r.Context(), actorOf(r), id, admin)
+		default:
+			_, err = bulks.Cancel(r.Context(), actorOf(r), id, admin)
+		}
 		if errors.Is(err, ops.ErrForbidden) {
-			bulkDenied(w, r, bulks, log, "bulk.cancel", strconv.FormatInt(id, 10))
+			bulkDenied(w, r, bulks, log, "bulk."+step, strconv.FormatInt(id, 10))
 			return
 		}
 		if err != nil {
@@ -508,6 +641,148 @@ func handleBulkCancel(bulks bulkService, log *slog.Logger) http.Handler {
 	})
 }
 
+// bulkItemsPage is how many items /bulk/{id}/items shows at a time.
+const bulkItemsPage = 100
+
+// bulkItemJSON is one item of GET /bulk/{id}/items as JSON.
+type bulkItemJSON struct {
+	Seq       int        `json:"seq"`
+	Target    string     `json:"target"`
+	Version   int64      `json:"version"`
+	Outcome   string     `json:"outcome"`
+	Detail    string     `json:"detail,omitempty"`
+	DecidedAt *time.Time `json:"decided_at,omitempty"`
+	Audit     string     `json:"audit,omitempty"`
+}
+
+// handleBulkItems lists a request's items with their outcomes, paged
+// (after: the last seq shown), each decided one linked to its audit
+// entries under the request.
+func handleBulkItems(bulks bulkService, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, ok := loadBulk(w, r, bulks, log)
+		if !ok {
+			return
+		}
+		q := r.URL.Query()
+		outcome := q.Get("outcome")
+		switch outcome {
+		case "", store.ItemApplied, store.ItemSkipped, store.ItemRefused, store.ItemFailed, store.ItemPending:
+		default:
+			writeError(w, r, log, &AppError{Code: EInvalid, Field: "outcome", Message: "Choose applied, skipped, refused, failed or pending."})
+			return
+		}
+		after := 0
+		if a := q.Get("after"); a != "" {
+			n, err := strconv.Atoi(a)
+			if err != nil || n < 0 {
+				writeError(w, r, log, &AppError{Code: EInvalid, Field: "after", Message: "A cursor is the last item number shown."})
+				return
+			}
+			after = n
+		}
+		items, err := bulks.Items(r.Context(), req.ID, outcome, after, bulkItemsPage+1)
+		if err != nil {
+			writeError(w, r, log, err)
+			return
+		}
+		self := "/bulk/" + strconv.FormatInt(req.ID, 10)
+		vm := views.BulkItemsVM{ID: req.ID, What: describeAction(req, nil), Outcome: outcome, BackURL: self}
+		if len(items) > bulkItemsPage {
+			items = items[:bulkItemsPage]
+			nq := url.Values{"after": {strconv.Itoa(items[len(items)-1].Seq)}}
+			if outcome != "" {
+				nq.Set("outcome", outcome)
+			}
+			vm.NextURL = self + "/items?" + nq.Encode()
+		}
+		target := strings.TrimSuffix(req.Kind, "s")
+		out := make([]bulkItemJSON, 0, len(items))
+		for _, it := range items {
+			row := views.BulkItemRow{ID: it.TargetID, Href: itemHref(req.Kind, it.TargetID), Outcome: it.Outcome, Detail: it.Detail, DecidedAt: it.DecidedAt}
+			if it.Outcome != store.ItemPending {
+				row.AuditURL = "/audit?" + url.Values{"target_kind": {target}, "target_id": {it.TargetID},
+					"request_id": {ops.BulkRequestID(req.ID)}}.Encode()
+			}
+			vm.Items = append(vm.Items, row)
+			j := bulkItemJSON{Seq: it.Seq, Target: it.TargetID, Version: it.Version, Outcome: it.Outcome, Detail: it.Detail, Audit: row.AuditURL}
+			if !it.DecidedAt.IsZero() {
+				j.DecidedAt = &it.DecidedAt
+			}
+			out = append(out, j)
+		}
+		if wantsJSON(r) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Cache-Control", "no-store")
+			_ = json.NewEncoder(w).Encode(map[string]any{"items": out, "next": vm.NextURL})
+			return
+		}
+		page := pageFor(r, "Request "+strconv.FormatInt(req.ID, 10)+": items", req.Kind)
+		render(w, r, http.StatusOK, page, views.BulkItems(page, vm))
+	})
+}
+
+// handleBulkDrift counts the items that started matching the request's
+// filter since its set was frozen: they are not in it (SPEC K22). An
+// HTML fragment for the request's page, or JSON.
+func handleBulkDrift(bulks bulkService, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req, ok := loadBulk(w, r, bulks, log)
+		if !ok {
+			return
+		}
+		q, err := url.ParseQuery(req.Filter)
+		if err != nil || req.Single {
+			writeError(w, r, log, appError(ENotFound, "This request has no filter."))
+			return
+		}
+		q.Set("action", req.Action)
+		if req.Filter == "" {
+			q.Set("all", "1")
+		}
+		var params map[string]string
+		_ = json.Unmarshal([]byte(req.Params), &params)
+		q.Set("resolve_to", params["resolve_to"])
+		if params[ops.FieldAcknowledgeRerun] == "true" {
+			q.Set(includeMayHaveHappened, "1")
+		}
+		spec, ae := bulkSpec(req.Kind, q)
+		if ae != nil {
+			writeError(w, r, log, ae)
+			return
+		}
+		n, atLeast, err := bulks.Drift(r.Context(), actorOf(r), req, spec)
+		text := ""
+		switch {
+		case r.Context().Err() != nil:
+			return
+		case err != nil:
+			var me *AppError
+			if !errors.As(bulkAppError(err), &me) {
+				writeError(w, r, log, err)
+				return
+			}
+			text = "The items that started matching since this set was frozen could not be counted: " + me.Message
+		case n == 0:
+			text = "No new matches since this set was frozen."
+		default:
+			more := ""
+			if atLeast {
+				more = "at least "
+			}
+			text = more + strconv.FormatInt(n, 10) + " new matches since this set was frozen: they are not in this request; make another for them."
+		}
+		if wantsJSON(r) {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]any{"new_matches": n, "at_least": atLeast, "text": text})
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		_, _ = io.WriteString(w, `<p id="drift" class="notice" data-testid="drift">`+html.EscapeString(text)+`</p>`)
+	})
+}
+
 // bulkRoutes adds the bulk and approval routes (SPEC K12, K13). The
 // creating POSTs are keyed per rendered form, as single decisions are, so
 // a double submit records one request.
@@ -515,11 +790,15 @@ func bulkRoutes(r chi.Router, bulks bulkService, engine *idem.Engine, log *slog.
 	decided := decisionMiddleware(engine)
 	for _, kind := range []string{ops.BulkKeys, ops.BulkOperations} {
 		r.Method(http.MethodGet, "/"+kind+"/bulk", handleBulkPreview(kind, bulks, log))
-		r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST /"+kind+"/bulk"), idem.RouteTTL(time.Hour))).
-			Method(http.MethodPost, "/"+kind+"/bulk", handleBulkCreate(kind, bulks, log))
 	}
 	r.Method(http.MethodGet, "/bulk/{id}", handleBulkStatus(bulks, log))
-	r.Method(http.MethodPost, "/bulk/{id}/cancel", handleBulkCancel(bulks, log))
+	r.Method(http.MethodGet, "/bulk/{id}/items", handleBulkItems(bulks, log))
+	r.Method(http.MethodGet, "/bulk/{id}/drift", handleBulkDrift(bulks, log))
+	r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST /bulk/{id}/submit"), idem.RouteTTL(time.Hour))).
+		Method(http.MethodPost, "/bulk/{id}/submit", handleBulkSubmit(bulks, log))
+	for _, step := range []string{"pause", "resume", "cancel"} {
+		r.Method(http.MethodPost, "/bulk/{id}/"+step, handleBulkStep(step, bulks, log))
+	}
 	r.Method(http.MethodGet, "/approvals", handleApprovals(bulks, log))
 	r.Method(http.MethodPost, "/approvals/{id}/approve", handleApprovalDecision(true, bulks, log))
 	r.Method(http.MethodPost, "/approvals/{id}/reject", handleApprovalDecision(false, bulks, log))

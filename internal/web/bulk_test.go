@@ -26,6 +26,19 @@ func bulkFormKey(t *testing.T, page string) string {
 	return m[1]
 }
 
+// freeze opens a bulk preview: it answers 303 to the draft that froze
+// its set (SPEC K22), whose page is returned with its path.
+func freeze(t *testing.T, b *bundle, c *http.Client, preview string) (string, string) {
+	t.Helper()
+	resp, body := do(t, c, http.MethodGet, b.srv.URL+preview, nil)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, body)
+	loc := resp.Header.Get("Location")
+	require.Regexp(t, `^/bulk/\d+$`, loc)
+	resp, page := do(t, c, http.MethodGet, b.srv.URL+loc, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	return loc, page
+}
+
 func bulkStatus(t *testing.T, b *bundle, c *http.Client, id string) map[string]any {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, b.srv.URL+"/bulk/"+id, nil)
@@ -53,10 +66,11 @@ func TestBulkKeysWithApproval(t *testing.T) {
 	}
 	support := signIn(t, b, store.RoleSupport)
 	preview := "/keys/bulk?action=forget&scope=tenant%3Aweb&include_may_have_happened=1"
-	resp, page := do(t, support, http.MethodGet, b.srv.URL+preview, nil)
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Contains(t, page, "<strong>3</strong> matching items can be decided")
+	loc, page := freeze(t, b, support, preview)
+	require.Contains(t, page, "<strong>3</strong> matching items can be decided: this set is frozen")
 	require.Contains(t, page, "waits for a second person")
+	require.Contains(t, page, `aria-label="By state"`, "the breakdown")
+	id := strings.TrimPrefix(loc, "/bulk/")
 
 	for q, field := range map[string]string{
 		"/keys/bulk?action=forget":                  "all",
@@ -83,25 +97,33 @@ func TestBulkKeysWithApproval(t *testing.T) {
 		require.Equal(t, field, problem["field"], q)
 	}
 
-	form := url.Values{"action": {"forget"}, "scope": {"tenant:web"}, "include_may_have_happened": {"1"}, "reason": {"provider outage, safe to rerun"},
-		"confirm_count": {"2"}, "form_key": {bulkFormKey(t, page)}}
-	resp, page = do(t, support, http.MethodPost, b.srv.URL+"/keys/bulk", form)
-	require.Equal(t, http.StatusConflict, resp.StatusCode, "the typed count is not the count now")
-	require.Contains(t, page, "it is now 3")
+	// A key that starts matching after the freeze is not in the set, and
+	// the typed count stays the frozen one.
+	late, _ := pendingKey(t, b, "bulk-late")
+	submit := b.srv.URL + loc + "/submit"
+	form := url.Values{"reason": {"provider outage, safe to rerun"}, "confirm_count": {"4"}, "form_key": {bulkFormKey(t, page)}}
+	resp, page := do(t, support, http.MethodPost, submit, form)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "the typed count is not the frozen count")
+	require.Contains(t, page, "Type the number of items of this frozen set: 3")
+	_, drift := do(t, support, http.MethodGet, b.srv.URL+loc+"/drift", nil)
+	require.Contains(t, drift, "1 new matches since this set was frozen")
 	form.Set("form_key", bulkFormKey(t, page))
 	form.Set("confirm_count", "3")
 	form.Set("reason", "short")
-	resp, _ = do(t, support, http.MethodPost, b.srv.URL+"/keys/bulk", form)
+	resp, _ = do(t, support, http.MethodPost, submit, form)
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "a reason of 10 characters at least")
 	form.Set("reason", "provider outage, safe to rerun")
 	form.Set("form_key", bulkFormKey(t, page)+"x")
-	resp, _ = do(t, support, http.MethodPost, b.srv.URL+"/keys/bulk", form)
+	resp, _ = do(t, support, http.MethodPost, submit, form)
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-	loc := resp.Header.Get("Location")
-	require.Regexp(t, `^/bulk/\d+$`, loc)
-	id := strings.TrimPrefix(loc, "/bulk/")
-	again, _ := do(t, support, http.MethodPost, b.srv.URL+"/keys/bulk", form)
+	require.Equal(t, loc, resp.Header.Get("Location"))
+	again, _ := do(t, support, http.MethodPost, submit, form)
 	require.Equal(t, loc, again.Header.Get("Location"), "a double submit records one request")
+	oncallDraft := signIn(t, b, store.RoleOncall)
+	other, _ := freeze(t, b, oncallDraft, preview)
+	resp, _ = do(t, support, http.MethodPost, b.srv.URL+other+"/submit", url.Values{"reason": {"someone else's preview"}, "confirm_count": {"4"},
+		"form_key": {"form-key-other-draft"}})
+	require.Equal(t, http.StatusConflict, resp.StatusCode, "only its requester submits a draft")
 
 	got := bulkStatus(t, b, support, id)
 	require.Equal(t, "waiting_approval", got["status"])
@@ -133,9 +155,23 @@ func TestBulkKeysWithApproval(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, done)
 	got = bulkStatus(t, b, support, id)
-	require.Equal(t, map[string]any{"id": float64(n), "action": "keys.forget", "status": "done", "total": float64(3), "applied": float64(3),
-		"skipped": float64(0), "refused": float64(0), "failed": float64(0),
-		"what": "Forget, acknowledging that the client's retry runs the operation again — keys where scope tenant:web"}, got)
+	for k, v := range map[string]any{"id": float64(n), "action": "keys.forget", "status": "done", "total": float64(3), "applied": float64(3),
+		"skipped": float64(0), "refused": float64(0), "failed": float64(0), "pending": float64(0), "items": loc + "/items",
+		"what": "Forget, acknowledging that the client's retry runs the operation again — keys where scope tenant:web"} {
+		require.Equal(t, v, got[k], k)
+	}
+	_, ok, err := b.records.KeyByID(ctx, late)
+	require.NoError(t, err)
+	require.True(t, ok, "the key that matched after the freeze is untouched")
+	_, items := do(t, support, http.MethodGet, b.srv.URL+loc+"/items?outcome=applied", nil)
+	require.Equal(t, 3, strings.Count(items, "request_id=bulk-"+id), "each applied item links to its audit entries")
+	resp, entries := do(t, signIn(t, b, store.RoleAuditor), http.MethodGet, b.srv.URL+"/audit?target_kind=key&request_id=bulk-"+id, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, entries, `value="bulk-`+id+`"`, "the filter is shown")
+	listed, _, err := b.trail.List(ctx, audit.Filter{TargetKind: "key", RequestID: "bulk-" + id})
+	require.NoError(t, err)
+	require.Len(t, listed, 3, "the audit filter by request finds the items' entries")
+	require.Equal(t, 3, strings.Count(entries, `>key.forget<`), "and lists them")
 }
 
 // TestBulkRBAC: support may bulk-forget keys but not bulk-compensate
@@ -146,17 +182,15 @@ func TestBulkRBAC(t *testing.T) {
 	support := signIn(t, b, store.RoleSupport)
 	resp, _ := do(t, support, http.MethodGet, b.srv.URL+"/operations/bulk?action=compensate&status=review_required", nil)
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
-	resp, _ = do(t, support, http.MethodPost, b.srv.URL+"/operations/bulk", url.Values{"action": {"compensate"}, "status": {"review_required"},
-		"reason": {"outage at the provider"}, "confirm_count": {"1"}, "form_key": {"form-key-rbac-0001"}})
+	oncall := signIn(t, b, store.RoleOncall)
+	loc, page := freeze(t, b, oncall, "/operations/bulk?action=compensate&status=review_required")
+	require.Contains(t, page, "<strong>1</strong> matching items can be decided")
+	resp, _ = do(t, support, http.MethodPost, b.srv.URL+loc+"/submit", url.Values{"reason": {"outage at the provider"}, "confirm_count": {"1"},
+		"form_key": {"form-key-rbac-0001"}})
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 	entries, _, err := b.trail.List(context.Background(), audit.Filter{Outcome: audit.OutcomeDenied})
 	require.NoError(t, err)
 	require.Len(t, entries, 2)
-
-	oncall := signIn(t, b, store.RoleOncall)
-	resp, page := do(t, oncall, http.MethodGet, b.srv.URL+"/operations/bulk?action=compensate&status=review_required", nil)
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Contains(t, page, "<strong>1</strong> matching items can be decided")
 	_, list := do(t, oncall, http.MethodGet, b.srv.URL+"/operations?status=review_required", nil)
 	require.Contains(t, list, `href="/operations/bulk?action=compensate&amp;status=review_required"`)
 }
@@ -195,17 +229,27 @@ func TestSingleDecisionApproval(t *testing.T) {
 		_, ok, err := b.records.KeyByID(ctx, id)
 		require.NoError(t, err)
 		require.True(t, ok, "nothing is decided before approval")
+		n, err := strconv.ParseInt(strings.TrimPrefix(loc, "/bulk/"), 10, 64)
+		require.NoError(t, err)
 		if stale {
 			// Confirmed meanwhile by oncall, directly (confirm needs no
-			// approval here): the held forget must not be forced.
+			// approval here): the held forget must not be forced, and
+			// cannot even be approved — it would decide nothing.
 			resp, _ = do(t, oncall, http.MethodPost, b.srv.URL+path+"/confirm", url.Values{"version": {strconv.FormatInt(version, 10)},
 				"outcome": {"happened"}, "external_ref": {"ch_9"}, "reason": {"seen at the provider"}, "form_key": {"form-key-single-confirm"}})
 			require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+			resp, body = do(t, oncall, http.MethodPost, b.srv.URL+"/approvals/"+strings.TrimPrefix(loc, "/bulk/")+"/approve", url.Values{})
+			require.Equal(t, http.StatusConflict, resp.StatusCode)
+			require.Contains(t, body, "No item of this request can be decided any more")
+			// Forced through the store, as a race between the check and
+			// the approval would: the run still skips it.
+			ok, err := b.db.SetBulkStatus(ctx, n, []string{store.BulkWaitingApproval}, store.BulkRunning, store.RoleAdmin, "race")
+			require.NoError(t, err)
+			require.True(t, ok)
+		} else {
+			resp, _ = do(t, oncall, http.MethodPost, b.srv.URL+"/approvals/"+strings.TrimPrefix(loc, "/bulk/")+"/approve", url.Values{})
+			require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 		}
-		resp, _ = do(t, oncall, http.MethodPost, b.srv.URL+"/approvals/"+strings.TrimPrefix(loc, "/bulk/")+"/approve", url.Values{})
-		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-		n, err := strconv.ParseInt(strings.TrimPrefix(loc, "/bulk/"), 10, 64)
-		require.NoError(t, err)
 		_, err = bulks.Run(ctx, n, 0)
 		require.NoError(t, err)
 		_, ok, err = b.records.KeyByID(ctx, id)
