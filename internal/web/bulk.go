@@ -212,7 +212,7 @@ func handleBulkPreview(kind string, bulks bulkService, log *slog.Logger) http.Ha
 			http.Redirect(w, r, "/bulk/"+strconv.FormatInt(draft.ID, 10), http.StatusSeeOther)
 			return
 		}
-		vm := views.BulkPreviewVM{Kind: kind, ActionLabel: actionLabel(kind, spec.Action), ListURL: "/" + kind + "?" + spec.FilterQuery,
+		vm := views.BulkPreviewVM{Kind: kind, Action: spec.Action, ActionLabel: actionLabel(kind, spec.Action), ListURL: "/" + kind + "?" + spec.FilterQuery,
 			FilterText: filterWords(kind, spec.FilterQuery), Consequence: p.Consequence, Summary: summaryVM(kind, p.Legal, ops.BulkSummary{
 				NotLegal: p.NotLegal, MayHaveHappened: p.MayHaveHappened, Included: p.Included, Breakdown: p.Breakdown, Sample: p.Sample})}
 		vm.Summary.OverCap, vm.Summary.Cap, vm.Summary.Frozen = p.OverCap, p.Cap, false

@@ -291,3 +291,65 @@ func TestCancelledRequestPageSettles(t *testing.T) {
 	require.Contains(t, body, "cancelled")
 	require.NotContains(t, body, `hx-trigger="every 2s"`, "settled: no more refreshing")
 }
+
+// TestBulkPauseResumeRoutes (SPEC K23): the requester pauses, an admin
+// resumes, anyone else is refused and audited; a finished request offers
+// neither pause nor cancel; the steps' forms are bounded.
+func TestBulkPauseResumeRoutes(t *testing.T) {
+	t.Parallel()
+	var bulks *ops.Bulks
+	b := setup(t, func(c *web.Config) {
+		var err error
+		bulks, err = ops.NewBulks(c.Store.(*store.DB), c.Keys.(*ops.Keys), c.Records, c.Operations.(*ops.Operations), nil, ops.BulkConfig{Approval: ops.Approval{}})
+		require.NoError(t, err)
+		c.Bulks = bulks
+	})
+	ctx := context.Background()
+	for i := range 6 {
+		pendingKey(t, b, "pause-route-"+strconv.Itoa(i))
+	}
+	support := signIn(t, b, store.RoleSupport)
+	loc, page := freeze(t, b, support, "/keys/bulk?action=forget&scope=tenant%3Aweb&include_may_have_happened=1")
+	n := strings.Split(strings.Split(page, `<strong>`)[1], `</strong>`)[0]
+	resp, _ := do(t, support, http.MethodPost, b.srv.URL+loc+"/submit", url.Values{"reason": {"provider outage, safe to rerun"}, "confirm_count": {n},
+		"form_key": {bulkFormKey(t, page)}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	_, page = do(t, support, http.MethodGet, b.srv.URL+loc, nil)
+	id := strings.TrimPrefix(loc, "/bulk/")
+	require.Contains(t, page, "Pause request "+id)
+
+	oncall := signIn(t, b, store.RoleOncall)
+	resp, _ = do(t, oncall, http.MethodPost, b.srv.URL+loc+"/pause", url.Values{})
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "neither the requester nor an admin")
+	denied, _, err := b.trail.List(ctx, audit.Filter{Outcome: audit.OutcomeDenied, Action: "bulk.pause"})
+	require.NoError(t, err)
+	require.Len(t, denied, 1, "audited")
+	resp, _ = do(t, support, http.MethodPost, b.srv.URL+loc+"/cancel", url.Values{"note": {strings.Repeat("x", 1<<20)}})
+	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "a step's form is bounded")
+	resp, _ = do(t, support, http.MethodPost, b.srv.URL+loc+"/pause", url.Values{})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	_, page = do(t, support, http.MethodGet, b.srv.URL+loc, nil)
+	require.Contains(t, page, "Paused by support")
+	require.Contains(t, page, "Resume request "+id)
+	require.NotContains(t, page, "Pause request "+id)
+
+	admin := signIn(t, b, store.RoleAdmin)
+	resp, _ = do(t, admin, http.MethodPost, b.srv.URL+loc+"/resume", url.Values{})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "an admin resumes")
+	require.Equal(t, "running", bulkStatus(t, b, support, id)["status"])
+	reqID, err := strconv.ParseInt(id, 10, 64)
+	require.NoError(t, err)
+	done, err := bulks.Run(ctx, reqID, 0)
+	require.NoError(t, err)
+	require.True(t, done)
+	_, page = do(t, support, http.MethodGet, b.srv.URL+loc, nil)
+	require.Contains(t, page, `data-testid="bulk-status">done`)
+	require.NotContains(t, page, "Cancel request "+id, "a finished request offers no cancel")
+	require.NotContains(t, page, "Pause request "+id)
+	require.Contains(t, page, `data-testid="bulk-duration"`, "the report's duration and rate")
+	got := bulkStatus(t, b, support, id)
+	require.Equal(t, loc+"/items", got["items"])
+	require.EqualValues(t, 0, got["pending"])
+	resp, _ = do(t, support, http.MethodGet, b.srv.URL+loc+"/items?outcome=bogus", nil)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "an unknown outcome names its field")
+}

@@ -85,26 +85,25 @@ func incidentVMs(p views.Page, groups []store.IncidentGroup, hours map[string]ma
 			q.Set("operation", g.Operation)
 		}
 		vm.ListURL = listURL(listPath, q)
-		// A key group's bulk selects exactly its keys (the group filter);
-		// an operation group's, its list, when that is the group.
-		exact := vm.ListExact || bulkKind == ops.BulkKeys
-		if exact && p.BulkEnabled && mayBulk(p.Viewer, bulkKind) {
+		// A group's bulk selects exactly its items (the group filter),
+		// whether or not another group shares its list.
+		if p.BulkEnabled && mayBulk(p.Viewer, bulkKind) {
 			// The preview of the action that settles the group without a
 			// guess: ask the provider about keys (or confirm each with its
 			// own reference where the console cannot ask), retry
-			// operations. The preview says which items it is not legal for.
+			// operations. The preview says which items it is not legal
+			// for, and links the group's other actions.
 			bq := url.Values{}
 			for k, v := range q {
 				bq[k] = v
 			}
+			bq.Set("group", g.Key)
 			switch {
 			case bulkKind == ops.BulkOperations:
 				bq.Set("action", string(ops.OperationRetry))
 			case p.VerifyEnabled:
-				bq.Set("group", g.Key)
 				bq.Set("action", ops.BulkVerify)
 			default:
-				bq.Set("group", g.Key)
 				bq.Set("action", ops.BulkConfirmHappened)
 			}
 			vm.BulkURL = listURL(bulkPath, bq)

@@ -3,9 +3,11 @@ package web_test
 import (
 	"context"
 	"fmt"
+	"html"
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,6 +114,18 @@ func TestIncidentsPageK14(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, body, `href="/operations/`+b.opID+`"`, "the operation under review is the group's item")
 
+	// Every group leads into bulk, operations' too: their "act on all"
+	// freezes exactly the group's items, and links the other actions.
+	oncall := signIn(t, b, store.RoleOncall)
+	_, body = do(t, oncall, http.MethodGet, b.srv.URL+"/incidents", nil)
+	opBulk := "/operations/bulk?" + url.Values{"action": {"retry"}, "group": {review.Key}, "status": {"review_required"}, "type": {review.Operation}}.Encode()
+	require.Contains(t, body, `href="`+html.EscapeString(opBulk)+`"`, "the operation group's act on all")
+	require.Equal(t, len(incidentGroups(t, b)), strings.Count(body, ">Act on all</a>"), "on every group")
+	_, body = freeze(t, b, oncall, opBulk)
+	require.Contains(t, body, "<strong>1</strong> matching items can be decided", "the group's one operation")
+	require.Contains(t, body, `data-testid="other-actions"`)
+	require.Contains(t, body, "compensate</a>", "the group's other actions")
+
 	for _, path := range []string{"/incidents/not-a-group", "/incidents/0123456789abcdef01234567"} {
 		resp, _ = do(t, auditor, http.MethodGet, b.srv.URL+path, nil)
 		require.Equal(t, http.StatusNotFound, resp.StatusCode, path)
@@ -121,6 +135,13 @@ func TestIncidentsPageK14(t *testing.T) {
 	require.Contains(t, body, `unstuck_incident_groups{kind="key"} 3`)
 	require.Contains(t, body, `unstuck_incident_groups{kind="operation"} 1`)
 	require.Contains(t, body, `unstuck_incident_items{exact="true",kind="key"} 4`)
+}
+
+func incidentGroups(t *testing.T, b *bundle) []store.IncidentGroup {
+	t.Helper()
+	g, err := b.db.IncidentGroups(context.Background(), 0)
+	require.NoError(t, err)
+	return g
 }
 
 // SPEC K15: the overview draws each state's trend from the snapshots, as
