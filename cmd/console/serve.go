@@ -110,6 +110,9 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 			return nil, err
 		}
 		bulks.SetLogger(log)
+		// Four-eyes per person: no account of the requester's person
+		// (linked on /users, or with the same verified email) approves.
+		bulks.SetPersons(db.Console)
 		o.bulk.use(context.Background(), bulks, log)
 		cfg.Bulks = bulks
 		verify, err := o.bulk.useVerifications(context.Background(), keys, log)

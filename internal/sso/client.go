@@ -190,8 +190,12 @@ func (c *Client) Begin(ctx context.Context) (string, Pending, error) {
 
 // Identity is the user the provider signed in.
 type Identity struct {
-	Subject           string
-	Email             string
+	Subject string
+	Email   string
+	// EmailVerified is the email_verified claim: true only when the
+	// provider says so (a JSON true, or the string "true" that some
+	// providers send); absent or anything else is false.
+	EmailVerified     bool
 	Name              string
 	PreferredUsername string
 	// Groups are the values of the groups claim; nil when it is absent.
@@ -248,8 +252,19 @@ func (c *Client) Finish(ctx context.Context, p Pending, query url.Values) (Ident
 			_ = json.Unmarshal(v, dst) // a claim of another type is ignored
 		}
 	}
+	id.EmailVerified = claimTrue(claims["email_verified"])
 	id.Groups = groupsOf(claims[c.cfg.GroupsClaim])
 	return id, nil
+}
+
+// claimTrue reads a boolean claim: true for a JSON true or the string
+// "true", false for anything else (absent included).
+func claimTrue(raw json.RawMessage) bool {
+	var v any
+	if len(raw) == 0 || json.Unmarshal(raw, &v) != nil {
+		return false
+	}
+	return v == true || v == "true"
 }
 
 // groupsOf reads a groups claim: an array of strings, or one string.

@@ -74,7 +74,7 @@ func TestFinish(t *testing.T) {
 		require.Equal(t, p.Nonce, q.Query().Get("nonce"))
 		id, err := b.client.Finish(t.Context(), p, authorize(t, u, "ada", "pw"))
 		require.NoError(t, err)
-		require.Equal(t, sso.Identity{Subject: "u1", Email: "ada@example.com", Name: "Ada Lovelace", PreferredUsername: "ada",
+		require.Equal(t, sso.Identity{Subject: "u1", Email: "ada@example.com", EmailVerified: true, Name: "Ada Lovelace", PreferredUsername: "ada",
 			Groups: []string{"ops", "eng"}}, id)
 	})
 	t.Run("wrong state", func(t *testing.T) {

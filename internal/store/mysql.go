@@ -50,18 +50,19 @@ const (
 	mysqlCreateUserSQL = `INSERT INTO unstuck_console_user (username, role, password_hash, disabled, created_at, updated_at)
 VALUES (?, ?, ?, 0, ?, ?)`
 
-	// username, role, subject, email, display_name, now, now.
+	// username, role, subject, email, display_name, email_verified, now,
+	// now.
 	mysqlInsertSSOUserSQL = `INSERT INTO unstuck_console_user
-    (username, role, password_hash, disabled, source, subject, email, display_name, created_at, updated_at)
-VALUES (?, ?, '` + NoPassword + `', 0, 'oidc', ?, ?, ?, ?, ?)`
+    (username, role, password_hash, disabled, source, subject, email, display_name, email_verified, created_at, updated_at)
+VALUES (?, ?, '` + NoPassword + `', 0, 'oidc', ?, ?, ?, ?, ?, ?)`
 
-	// role, email, display_name, now, then role, email, display_name,
-	// subject. MySQL assigns left to right, each assignment seeing the
-	// ones before: updated_at comes first, so that it compares the old
-	// values.
+	// role, email, display_name, email_verified, now, then role, email,
+	// display_name, email_verified, subject. MySQL assigns left to right,
+	// each assignment seeing the ones before: updated_at comes first, so
+	// that it compares the old values.
 	mysqlUpdateSSOUserSQL = `UPDATE unstuck_console_user
-SET updated_at = CASE WHEN role = ? AND email = ? AND display_name = ? THEN updated_at ELSE ? END,
-    role = ?, email = ?, display_name = ?
+SET updated_at = CASE WHEN role = ? AND email = ? AND display_name = ? AND email_verified = ? THEN updated_at ELSE ? END,
+    role = ?, email = ?, display_name = ?, email_verified = ?
 WHERE source = 'oidc' AND subject = ?`
 )
 
@@ -152,7 +153,7 @@ func mysqlListUsers(ctx context.Context, db sqliteExecutor) ([]User, error) {
 
 func mysqlInsertSSOUser(ctx context.Context, db sqliteExecutor, name string, s SSOUser) (User, error) {
 	now := sqliteClock().UnixMicro()
-	res, err := db.ExecContext(ctx, mysqlInsertSSOUserSQL, name, s.Role, s.Subject, s.Email, s.DisplayName, now, now)
+	res, err := db.ExecContext(ctx, mysqlInsertSSOUserSQL, name, s.Role, s.Subject, s.Email, s.DisplayName, boolInt(s.EmailVerified), now, now)
 	if err != nil {
 		return User{}, mysqlMapError(err)
 	}
@@ -160,8 +161,9 @@ func mysqlInsertSSOUser(ctx context.Context, db sqliteExecutor, name string, s S
 }
 
 func mysqlUpdateSSOUser(ctx context.Context, db sqliteExecutor, s SSOUser) (User, error) {
-	if _, err := db.ExecContext(ctx, mysqlUpdateSSOUserSQL, s.Role, s.Email, s.DisplayName, sqliteClock().UnixMicro(),
-		s.Role, s.Email, s.DisplayName, s.Subject); err != nil {
+	verified := boolInt(s.EmailVerified)
+	if _, err := db.ExecContext(ctx, mysqlUpdateSSOUserSQL, s.Role, s.Email, s.DisplayName, verified, sqliteClock().UnixMicro(),
+		s.Role, s.Email, s.DisplayName, verified, s.Subject); err != nil {
 		return User{}, mysqlMapError(err)
 	}
 	u, ok, err := mysqlUserBy(ctx, db, "subject", s.Subject)
@@ -176,7 +178,7 @@ func mysqlUpdateSSOUser(ctx context.Context, db sqliteExecutor, s SSOUser) (User
 // token, then now (µs).
 const mysqlFindSessionSQL = `SELECT s.data, s.expiry, s.user_id,
     u.id, u.username, u.role, u.password_hash, u.disabled, u.created_at, u.updated_at,
-    u.source, coalesce(u.subject, ''), u.email, u.display_name
+    u.source, coalesce(u.subject, ''), u.email, u.display_name, u.email_verified
 FROM sessions s LEFT JOIN unstuck_console_user u ON u.id = s.user_id
 WHERE s.token = ? AND s.expiry > ?`
 
@@ -195,7 +197,7 @@ func mysqlFindSession(db sqliteExecutor) func(context.Context, string) (sessionR
 			ext                userExtra
 		)
 		err := db.QueryRowContext(ctx, mysqlFindSessionSQL, token, time.Now().UnixMicro()).Scan(&r.data, &expiry, &r.userID,
-			&uid, &name, &role, &hash, &disabled, &cAt, &uAt, &ext.source, &ext.subject, &ext.email, &ext.displayName)
+			&uid, &name, &role, &hash, &disabled, &cAt, &uAt, &ext.source, &ext.subject, &ext.email, &ext.displayName, &ext.verified)
 		if errors.Is(err, sql.ErrNoRows) {
 			return sessionRow{}, false, nil
 		}

@@ -40,7 +40,7 @@ func pgDeleteExpiredSessions(ctx context.Context, db pgExecutor) (int64, error) 
 // ---- users
 
 const pgUserColumns = `id, username, role, password_hash, disabled, created_at, updated_at,
-    source, coalesce(subject, ''), email, display_name`
+    source, coalesce(subject, ''), email, display_name, email_verified`
 
 // $1 username, $2 role, $3 password_hash.
 const pgCreateUserSQL = `INSERT INTO unstuck_console_user (username, role, password_hash, created_at, updated_at)
@@ -130,7 +130,7 @@ func pgListUsers(ctx context.Context, db pgExecutor) ([]User, error) {
 func pgScanUser(row pgx.Row) (User, error) {
 	var u User
 	if err := row.Scan(&u.ID, &u.Username, &u.Role, &u.PasswordHash, &u.Disabled, &u.CreatedAt, &u.UpdatedAt,
-		&u.Source, &u.Subject, &u.Email, &u.DisplayName); err != nil {
+		&u.Source, &u.Subject, &u.Email, &u.DisplayName, &u.EmailVerified); err != nil {
 		return User{}, err
 	}
 	u.CreatedAt = u.CreatedAt.UTC()

@@ -5,7 +5,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"reflect"
+	"strconv"
 	"time"
 
 	"github.com/alexedwards/scs/v2"
@@ -166,7 +168,7 @@ func sameSession(a, b []byte) bool {
 // $1 token.
 const pgFindSessionSQL = `SELECT s.data, s.expiry, s.user_id,
     u.id, u.username, u.role, u.password_hash, u.disabled, u.created_at, u.updated_at,
-    u.source, coalesce(u.subject, ''), u.email, u.display_name
+    u.source, coalesce(u.subject, ''), u.email, u.display_name, u.email_verified
 FROM sessions s LEFT JOIN unstuck_console_user u ON u.id = s.user_id
 WHERE s.token = $1 AND current_timestamp < s.expiry`
 
@@ -187,7 +189,7 @@ func pgFindSession(db pgExecutor) func(context.Context, string) (sessionRow, boo
 			ext        userExtra
 		)
 		err := db.QueryRow(ctx, pgFindSessionSQL, token).Scan(&r.data, &r.expiry, &r.userID, &uid, &name, &role, &hash, &disabled, &c, &u,
-			&ext.source, &ext.subject, &ext.email, &ext.displayName)
+			&ext.source, &ext.subject, &ext.email, &ext.displayName, &ext.verified)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return sessionRow{}, false, nil
 		}
@@ -214,7 +216,7 @@ func pgCommitSession(db pgExecutor) func(context.Context, string, []byte, time.T
 // milliseconds.
 const sqliteFindSessionSQL = `SELECT s.data, CAST(round((s.expiry - 2440587.5) * 86400000.0) AS INTEGER), s.user_id,
     u.id, u.username, u.role, u.password_hash, u.disabled, u.created_at, u.updated_at,
-    u.source, coalesce(u.subject, ''), u.email, u.display_name
+    u.source, coalesce(u.subject, ''), u.email, u.display_name, u.email_verified
 FROM sessions s LEFT JOIN unstuck_console_user u ON u.id = s.user_id
 WHERE s.token = ?1 AND julianday('now') < s.expiry`
 
@@ -233,7 +235,7 @@ func sqliteFindSession(db sqliteExecutor) func(context.Context, string) (session
 			ext                userExtra
 		)
 		err := db.QueryRowContext(ctx, sqliteFindSessionSQL, token).Scan(&r.data, &ms, &r.userID, &uid, &name, &role, &hash, &disabled, &cAt, &uAt,
-			&ext.source, &ext.subject, &ext.email, &ext.displayName)
+			&ext.source, &ext.subject, &ext.email, &ext.displayName, &ext.verified)
 		if errors.Is(err, sql.ErrNoRows) {
 			return sessionRow{}, false, nil
 		}
@@ -261,6 +263,7 @@ func sqliteCommitSession(db sqliteExecutor) func(context.Context, string, []byte
 // session (NULL when the session has no user).
 type userExtra struct {
 	source, subject, email, displayName *string
+	verified                            nullFlag
 }
 
 func (x userExtra) fill(u *User) {
@@ -269,4 +272,29 @@ func (x userExtra) fill(u *User) {
 			*dst = *src
 		}
 	}
+	u.EmailVerified = x.verified.b
+}
+
+// nullFlag scans a boolean column of any dialect (PostgreSQL's boolean,
+// SQLite's and MySQL's 0 or 1), NULL as false.
+type nullFlag struct{ b bool }
+
+func (f *nullFlag) Scan(v any) error {
+	switch x := v.(type) {
+	case nil:
+		f.b = false
+	case bool:
+		f.b = x
+	case int64:
+		f.b = x != 0
+	case []byte: // MySQL's text protocol
+		n, err := strconv.ParseInt(string(x), 10, 64)
+		if err != nil {
+			return fmt.Errorf("store: cannot scan %q as a boolean", x)
+		}
+		f.b = n != 0
+	default:
+		return fmt.Errorf("store: cannot scan %T as a boolean", v)
+	}
+	return nil
 }

@@ -58,7 +58,7 @@ func sqliteDeleteExpiredSessions(ctx context.Context, db sqliteExecutor) (int64,
 // ---- users
 
 const sqliteUserColumns = `id, username, role, password_hash, disabled, created_at, updated_at,
-    source, coalesce(subject, ''), email, display_name`
+    source, coalesce(subject, ''), email, display_name, email_verified`
 
 // ?1 username, ?2 role, ?3 password_hash, ?4 now (µs).
 const sqliteCreateUserSQL = `INSERT INTO unstuck_console_user (username, role, password_hash, disabled, created_at, updated_at)
@@ -165,14 +165,15 @@ func sqliteListUsers(ctx context.Context, db sqliteExecutor) ([]User, error) {
 func sqliteScanUser(row scanner) (User, error) {
 	var (
 		u                    User
-		disabled             int64
+		disabled, verified   int64
 		createdAt, updatedAt int64
 	)
 	if err := row.Scan(&u.ID, &u.Username, &u.Role, &u.PasswordHash, &disabled, &createdAt, &updatedAt,
-		&u.Source, &u.Subject, &u.Email, &u.DisplayName); err != nil {
+		&u.Source, &u.Subject, &u.Email, &u.DisplayName, &verified); err != nil {
 		return User{}, err
 	}
 	u.Disabled = disabled != 0
+	u.EmailVerified = verified != 0
 	u.CreatedAt = micros(createdAt)
 	u.UpdatedAt = micros(updatedAt)
 	return u, nil

@@ -38,6 +38,10 @@ type SSOUser struct {
 	Username    string
 	Email       string
 	DisplayName string
+	// EmailVerified is the provider's email_verified claim: true only when
+	// the provider says it checked Email. Only a verified email makes
+	// accounts one person (see [DB.SamePerson]).
+	EmailVerified bool
 	// Role is the role the provider's groups map to; required.
 	Role string
 }
@@ -64,8 +68,9 @@ func (d *DB) UserBySubject(ctx context.Context, subject string) (User, bool, err
 	return u, ok, nil
 }
 
-// UpsertSSOUser creates the oidc user of s.Subject, or updates its email,
-// display name and role; it never changes the username, nor Disabled (a
+// UpsertSSOUser creates the oidc user of s.Subject, or updates its email
+// (and whether it is verified), display name and role; it never changes
+// the username, nor Disabled (a
 // user an administrator disabled stays disabled). It returns the user as
 // stored and the role it had before (empty when it was created). It
 // returns a *[FieldError] for an empty subject or an unknown role.
@@ -79,6 +84,7 @@ func (d *DB) UpsertSSOUser(ctx context.Context, s SSOUser) (u User, previousRole
 	}
 	s.Email = clip(s.Email)
 	s.DisplayName = clip(s.DisplayName)
+	s.EmailVerified = s.EmailVerified && s.Email != ""
 	base := SSOUsername(s.Username, s.Subject)
 	for attempt := range 20 {
 		old, ok, err := d.UserBySubject(ctx, s.Subject)
@@ -114,10 +120,11 @@ func (d *DB) insertSSOUser(ctx context.Context, name string, s SSOUser) (User, e
 		return mysqlInsertSSOUser(ctx, d.sqlite, name, s)
 	}
 	if d.dialect == DialectPostgres {
-		u, err := pgScanUser(d.pool.QueryRow(ctx, pgInsertSSOUserSQL, name, s.Role, s.Subject, s.Email, s.DisplayName))
+		u, err := pgScanUser(d.pool.QueryRow(ctx, pgInsertSSOUserSQL, name, s.Role, s.Subject, s.Email, s.DisplayName, s.EmailVerified))
 		return u, pgMapError(err)
 	}
-	u, err := sqliteScanUser(d.sqlite.QueryRowContext(ctx, sqliteInsertSSOUserSQL, name, s.Role, s.Subject, s.Email, s.DisplayName, sqliteClock().UnixMicro()))
+	u, err := sqliteScanUser(d.sqlite.QueryRowContext(ctx, sqliteInsertSSOUserSQL, name, s.Role, s.Subject, s.Email, s.DisplayName, sqliteClock().UnixMicro(),
+		boolInt(s.EmailVerified)))
 	return u, sqliteMapError(err)
 }
 
@@ -126,10 +133,11 @@ func (d *DB) updateSSOUser(ctx context.Context, s SSOUser) (User, error) {
 		return mysqlUpdateSSOUser(ctx, d.sqlite, s)
 	}
 	if d.dialect == DialectPostgres {
-		u, err := pgScanUser(d.pool.QueryRow(ctx, pgUpdateSSOUserSQL, s.Subject, s.Role, s.Email, s.DisplayName))
+		u, err := pgScanUser(d.pool.QueryRow(ctx, pgUpdateSSOUserSQL, s.Subject, s.Role, s.Email, s.DisplayName, s.EmailVerified))
 		return u, pgMapError(err)
 	}
-	u, err := sqliteScanUser(d.sqlite.QueryRowContext(ctx, sqliteUpdateSSOUserSQL, s.Subject, s.Role, s.Email, s.DisplayName, sqliteClock().UnixMicro()))
+	u, err := sqliteScanUser(d.sqlite.QueryRowContext(ctx, sqliteUpdateSSOUserSQL, s.Subject, s.Role, s.Email, s.DisplayName, sqliteClock().UnixMicro(),
+		boolInt(s.EmailVerified)))
 	return u, sqliteMapError(err)
 }
 
@@ -181,17 +189,18 @@ func clip(s string) string {
 const pgUserBySubjectSQL = `SELECT ` + pgUserColumns + ` FROM unstuck_console_user
 WHERE source = 'oidc' AND subject = $1`
 
-// $1 username, $2 role, $3 subject, $4 email, $5 display_name.
+// $1 username, $2 role, $3 subject, $4 email, $5 display_name, $6
+// email_verified.
 const pgInsertSSOUserSQL = `INSERT INTO unstuck_console_user
-    (username, role, password_hash, source, subject, email, display_name, created_at, updated_at)
-VALUES ($1, $2, '` + NoPassword + `', 'oidc', $3, $4, $5, statement_timestamp(), statement_timestamp())
+    (username, role, password_hash, source, subject, email, display_name, email_verified, created_at, updated_at)
+VALUES ($1, $2, '` + NoPassword + `', 'oidc', $3, $4, $5, $6, statement_timestamp(), statement_timestamp())
 RETURNING ` + pgUserColumns
 
-// $1 subject, $2 role, $3 email, $4 display_name; updated_at moves only
-// when something changed.
+// $1 subject, $2 role, $3 email, $4 display_name, $5 email_verified;
+// updated_at moves only when something changed.
 const pgUpdateSSOUserSQL = `UPDATE unstuck_console_user
-SET role = $2, email = $3, display_name = $4,
-    updated_at = CASE WHEN (role, email, display_name) = ($2, $3, $4) THEN updated_at ELSE statement_timestamp() END
+SET role = $2, email = $3, display_name = $4, email_verified = $5,
+    updated_at = CASE WHEN (role, email, display_name, email_verified) = ($2, $3, $4, $5) THEN updated_at ELSE statement_timestamp() END
 WHERE source = 'oidc' AND subject = $1
 RETURNING ` + pgUserColumns
 
@@ -211,16 +220,18 @@ func pgUserBySubject(ctx context.Context, db pgExecutor, subject string) (User, 
 const sqliteUserBySubjectSQL = `SELECT ` + sqliteUserColumns + ` FROM unstuck_console_user
 WHERE source = 'oidc' AND subject = ?1`
 
-// ?1 username, ?2 role, ?3 subject, ?4 email, ?5 display_name, ?6 now (µs).
+// ?1 username, ?2 role, ?3 subject, ?4 email, ?5 display_name, ?6 now
+// (µs), ?7 email_verified (0 or 1).
 const sqliteInsertSSOUserSQL = `INSERT INTO unstuck_console_user
-    (username, role, password_hash, disabled, source, subject, email, display_name, created_at, updated_at)
-VALUES (?1, ?2, '` + NoPassword + `', 0, 'oidc', ?3, ?4, ?5, ?6, ?6)
+    (username, role, password_hash, disabled, source, subject, email, display_name, email_verified, created_at, updated_at)
+VALUES (?1, ?2, '` + NoPassword + `', 0, 'oidc', ?3, ?4, ?5, ?7, ?6, ?6)
 RETURNING ` + sqliteUserColumns
 
-// ?1 subject, ?2 role, ?3 email, ?4 display_name, ?5 now (µs).
+// ?1 subject, ?2 role, ?3 email, ?4 display_name, ?5 now (µs), ?6
+// email_verified (0 or 1).
 const sqliteUpdateSSOUserSQL = `UPDATE unstuck_console_user
-SET role = ?2, email = ?3, display_name = ?4,
-    updated_at = CASE WHEN role = ?2 AND email = ?3 AND display_name = ?4 THEN updated_at ELSE ?5 END
+SET role = ?2, email = ?3, display_name = ?4, email_verified = ?6,
+    updated_at = CASE WHEN role = ?2 AND email = ?3 AND display_name = ?4 AND email_verified = ?6 THEN updated_at ELSE ?5 END
 WHERE source = 'oidc' AND subject = ?1
 RETURNING ` + sqliteUserColumns
 

@@ -82,6 +82,12 @@ type User struct {
 	Subject     string
 	Email       string
 	DisplayName string
+	// EmailVerified says that Email is vouched for: for an oidc user, the
+	// provider's email_verified claim was true at the last sign-in. A
+	// local account has no email (nothing sets one) and so never a
+	// verified one. Accounts with the same verified email are one person
+	// (see [DB.SamePerson]).
+	EmailVerified bool
 }
 
 // CreateUser adds an enabled user. It returns a *[FieldError] (matching

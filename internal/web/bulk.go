@@ -700,7 +700,9 @@ func handleBulkItems(bulks bulkService, log *slog.Logger) http.Handler {
 		out := make([]bulkItemJSON, 0, len(items))
 		for _, it := range items {
 			row := views.BulkItemRow{ID: it.TargetID, Href: itemHref(req.Kind, it.TargetID), Outcome: it.Outcome, Detail: it.Detail, DecidedAt: it.DecidedAt}
-			if it.Outcome != store.ItemPending {
+			// An applied item has its decision's entry; a skipped or
+			// refused one, its conflict entry; a failed one none.
+			if it.Outcome != store.ItemPending && it.Outcome != store.ItemFailed {
 				row.AuditURL = "/audit?" + url.Values{"target_kind": {target}, "target_id": {it.TargetID},
 					"request_id": {ops.BulkRequestID(req.ID)}}.Encode()
 			}

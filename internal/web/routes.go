@@ -30,6 +30,7 @@ type Store interface {
 	userFinder
 	userLister
 	userUnlocker
+	userLinker
 	Ping(ctx context.Context) error
 }
 
@@ -232,6 +233,8 @@ func NewHandler(cfg Config) http.Handler {
 			}
 			r.Method(http.MethodGet, "/users", handleUserList(cfg.Store, log))
 			r.Method(http.MethodPost, "/users/{username}/unlock", handleUserUnlock(cfg.Store, logins, cfg.Trail, log))
+			r.Method(http.MethodPost, "/users/{username}/link", handleUserLink(cfg.Store, cfg.Store, cfg.Trail, log))
+			r.Method(http.MethodPost, "/users/{username}/unlink", handleUserUnlink(cfg.Store, cfg.Trail, log))
 			r.Method(http.MethodGet, "/audit", handleAuditList(cfg.Trail, newChainStatus(cfg.Trail, cfg.AuditVerifyEvery, log), log))
 			r.Method(http.MethodGet, "/audit/export", handleAuditExport(cfg.Trail, log))
 		})

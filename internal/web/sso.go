@@ -186,7 +186,7 @@ func handleSSOCallback(d ssoDeps) http.Handler {
 			return
 		}
 		u, previous, err := d.users.UpsertSSOUser(ctx, store.SSOUser{Subject: id.Subject, Username: firstNonEmpty(id.PreferredUsername, id.Email, id.Name),
-			Email: id.Email, DisplayName: id.Name, Role: role})
+			Email: id.Email, EmailVerified: id.EmailVerified, DisplayName: id.Name, Role: role})
 		if err != nil {
 			writeError(w, r, d.log, err)
 			return

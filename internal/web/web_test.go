@@ -261,6 +261,8 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"POST /keys/bulk":               true, "POST /operations/bulk": true, "POST /bulk/{id}/cancel": true, // tested in TestBulk…
 		"POST /approvals/{id}/approve": true, "POST /approvals/{id}/reject": true,
 		"POST /search": true} // tested in TestSearch
+	// tested in TestFourEyesPerPerson…
+	special["POST /users/{username}/link"], special["POST /users/{username}/unlink"] = true, true
 	covered := map[string]bool{}
 	for _, c := range matrix {
 		covered[c.method+" "+c.pattern] = true

@@ -36,7 +36,10 @@ type User struct {
 	Password string
 	Name     string
 	Email    string
-	Groups   []string
+	// EmailUnverified issues the email with email_verified false: the
+	// provider has not checked it (by default it has).
+	EmailUnverified bool
+	Groups          []string
 }
 
 // Config configures a [Provider].

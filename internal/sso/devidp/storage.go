@@ -235,7 +235,7 @@ func (s *storage) setUserinfo(info *oidc.UserInfo, subject string, scopes []stri
 	}
 	if slices.Contains(scopes, oidc.ScopeEmail) {
 		info.Email = u.Email
-		info.EmailVerified = true
+		info.EmailVerified = oidc.Bool(!u.EmailUnverified)
 	}
 	info.AppendClaims(s.cfg.GroupsClaim, slices.Clone(u.Groups))
 	return nil

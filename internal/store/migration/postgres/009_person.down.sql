@@ -1,0 +1,3 @@
+ALTER TABLE unstuck_console_user
+    DROP COLUMN person_id,
+    DROP COLUMN email_verified;
