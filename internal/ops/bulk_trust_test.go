@@ -268,6 +268,20 @@ func TestBulkFrozenSet(t *testing.T) {
 			_, ok, err := b.records.KeyByID(ctx, late.ID)
 			require.NoError(t, err)
 			require.True(t, ok, "the key that matched after the freeze is in neither set")
+
+			// A draft never submitted is dropped after an hour.
+			stale, _, err := bulks.Freeze(ctx, carol, spec)
+			require.NoError(t, err)
+			require.NotZero(t, stale.ID)
+			ops.SetBulkNow(bulks, func() time.Time { return time.Now().Add(ops.DefaultDraftExpiry + time.Minute) })
+			_, err = bulks.List(ctx, "", 10)
+			require.NoError(t, err)
+			_, ok, err = b.db.BulkByID(ctx, stale.ID)
+			require.NoError(t, err)
+			require.False(t, ok, "the expired draft is gone")
+			items, err := b.db.BulkItems(ctx, stale.ID, "", 0, 10)
+			require.NoError(t, err)
+			require.Empty(t, items, "with its items")
 		})
 	}
 }
