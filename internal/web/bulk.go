@@ -449,6 +449,9 @@ func describeAction(req store.Bulk, item *store.BulkItem) string {
 	if item != nil {
 		return what + " — " + strings.TrimSuffix(req.Kind, "s") + " " + item.TargetID
 	}
+	if req.Filter == "" {
+		return what + " — all " + req.Kind
+	}
 	return what + " — " + req.Kind + " where " + filterWords(req.Kind, req.Filter)
 }
 
