@@ -241,6 +241,15 @@ type Persons interface {
 	SamePerson(ctx context.Context, a, b string) (bool, error)
 }
 
+// SamePerson reports whether accounts a and b are one person: the same
+// username, or accounts the Persons of SetPersons join.
+func (b *Bulks) SamePerson(ctx context.Context, a, c string) (bool, error) {
+	if a == c || b.persons == nil {
+		return a == c, nil
+	}
+	return b.persons.SamePerson(ctx, a, c)
+}
+
 // SetPersons makes b refuse an approval by any account of the requester's
 // person, not only by the requester's own account.
 func (b *Bulks) SetPersons(p Persons) { b.persons = p }
@@ -1077,11 +1086,9 @@ func (b *Bulks) decide(ctx context.Context, actor Actor, id int64, reason string
 	case !ok:
 		return store.Bulk{}, ErrNotFound
 	}
-	self := req.RequestedBy == actor.Username
-	if !self && b.persons != nil {
-		if self, err = b.persons.SamePerson(ctx, req.RequestedBy, actor.Username); err != nil {
-			return req, err
-		}
+	self, err := b.SamePerson(ctx, req.RequestedBy, actor.Username)
+	if err != nil {
+		return req, err
 	}
 	switch {
 	case self:

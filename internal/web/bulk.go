@@ -45,6 +45,7 @@ type bulkService interface {
 	Denied(ctx context.Context, actor ops.Actor, action, targetKind, targetID string) error
 	Config() ops.BulkConfig
 	VerifyReport(ctx context.Context, req store.Bulk, limit int) ([]ops.VerifyReportItem, error)
+	SamePerson(ctx context.Context, a, b string) (bool, error)
 }
 
 // bulkActions are the actions a bulk request may take, per kind, with
@@ -529,6 +530,14 @@ func bulkVM(r *http.Request, bulks bulkService, req store.Bulk) (views.BulkVM, e
 		vm.CanResume = req.Status == store.BulkPaused && owner && v.Can(self+"/resume", http.MethodPost)
 		vm.CanApprove = req.Status == store.BulkWaitingApproval && !vm.OwnRequest && mayAct(r, req.Kind, req.Action) &&
 			v.Can("/approvals/"+strconv.FormatInt(req.ID, 10)+"/approve", http.MethodPost)
+		if vm.CanApprove {
+			// Another account of the requester's person may not either.
+			same, err := bulks.SamePerson(r.Context(), req.RequestedBy, v.Username)
+			if err != nil {
+				return vm, err
+			}
+			vm.CanApprove = !same
+		}
 		vm.CanSubmit = req.Status == store.BulkDraft && vm.OwnRequest && mayAct(r, req.Kind, req.Action) && v.Can(self+"/submit", http.MethodPost)
 		if vm.CanSubmit {
 			vm.FormKey = formKey()

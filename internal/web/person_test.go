@@ -193,6 +193,8 @@ func TestFourEyesPerPersonLinkedByAdmin(t *testing.T) {
 		got := bulkStatus(t, b.bundle, admin, id)
 		require.Equal(t, "waiting_approval", got["status"], "request %s still waits for a second person", id)
 	}
+	_, page := do(t, ssoAcct, http.MethodGet, b.srv.URL+"/bulk/"+fromLocal, nil)
+	require.NotContains(t, page, "Approve request "+fromLocal, "no approve control for another account of the requester")
 
 	// Unlinked, they are two people again: the SSO account approves.
 	resp, _ = do(t, admin, http.MethodPost, b.srv.URL+"/users/support-2/unlink", url.Values{})
@@ -206,6 +208,8 @@ func TestFourEyesPerPersonLinkedByAdmin(t *testing.T) {
 	_, body = do(t, admin, http.MethodGet, b.srv.URL+"/users?unlinked=support-2", nil)
 	require.Regexp(t, `data-testid="person-support">\s*<span class="muted">this account only`, body)
 	require.NotContains(t, body, `action="/users/support/unlink"`)
+	_, page = do(t, ssoAcct, http.MethodGet, b.srv.URL+"/bulk/"+fromLocal, nil)
+	require.Contains(t, page, "Approve request "+fromLocal, "two people again: the control is back")
 	resp, body = do(t, noFollow(t, ssoAcct), http.MethodPost, b.srv.URL+"/approvals/"+fromLocal+"/approve", url.Values{"reason": {"checked"}})
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode, body)
 	require.Equal(t, "running", bulkStatus(t, b.bundle, admin, fromLocal)["status"])
