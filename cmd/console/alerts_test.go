@@ -69,7 +69,8 @@ func TestK18AlertRulesAgainstScrapedMetrics(t *testing.T) {
 	require.NotEmpty(t, groups.Groups)
 
 	path := filepath.Join(t.TempDir(), "alerts.db")
-	base := startDemo(t, "sqlite:"+path)
+	// With checkpoints written outside the database: their alert's series.
+	base, _ := startDemoWith(t, "sqlite:"+path, "--audit-checkpoint-dir", t.TempDir())
 
 	// An empty console: no alert fires.
 	empty := scrapeSeries(t, base)
@@ -125,13 +126,18 @@ func TestK18AlertRulesAgainstScrapedMetrics(t *testing.T) {
 			s.value = 10
 		case name == "up":
 			s.value = 0
+		case name == "unstuck_audit_checkpoint_external_last_success_timestamp_seconds":
+			// Last written three hours before the evaluation's clock,
+			// which starts at Unix 0 here; the bound is two hours.
+			s.value = -3 * 3600
 		case name == "unstuck_incident_groups" && s.labels.Get("kind") == "key":
 			s.growth = 1 // a new cause of stuck keys every minute
 		}
 		broken = append(broken, s)
 	}
 	firing = firingAlerts(t, groups, broken, base)
-	for _, name := range []string{"UnstuckRecordStatsDown", "UnstuckClockSkew", "UnstuckOperationsNotMoving", "UnstuckConsoleDown", "UnstuckIncidentsGrowing"} {
+	for _, name := range []string{"UnstuckRecordStatsDown", "UnstuckClockSkew", "UnstuckOperationsNotMoving", "UnstuckConsoleDown", "UnstuckIncidentsGrowing",
+		"UnstuckAuditCheckpointStale"} {
 		require.Contains(t, firing, name)
 	}
 	require.Equal(t, "running", firing["UnstuckOperationsNotMoving"][0].Labels.Get("status"))

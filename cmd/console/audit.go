@@ -9,26 +9,31 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/unstuckhq/unstuck/internal/audit"
 )
 
 const auditUsage = `Usage:
-  console audit verify --db URL [--checkpoint LINE]... [--anchor SEQ:HASH]...
-  console audit checkpoint --db URL
+  console audit verify --db URL [--checkpoint LINE]... [--checkpoint-file PATH]... [--anchor SEQ:HASH]... [--allow-legacy]
+  console audit checkpoint --db URL [--out PATH]
 
 verify walks the audit trail's chain from seq 1 and reports the first entry
 that is missing, altered or forged; the exit status is non-zero if the chain
-is broken. Entries are MACed with the audit key, so verifying needs it too.
-On success it prints the head as SEQ:HASH.
+is broken, and if no entry is keyed (a chain rewritten without the key looks
+like that) unless --allow-legacy. Entries are MACed with the audit key, so
+verifying needs it too. It checks the chain against the trail's keying
+marker, the last checkpoint stored in the database and every checkpoint
+given. On success it prints the head as SEQ:HASH.
 
-checkpoint verifies the chain, then prints its head with a MAC under the
-audit key on one line to stdout, and stores it in the database for /audit.
-Keep the printed lines outside the database (a log shipper, an object store
-with retention, cron: console audit checkpoint >> /var/log/unstuck/checkpoints),
-and pass one back with verify --checkpoint to detect a cut or rewritten tail,
-even when the database's copy was rewritten too.
+checkpoint verifies the chain, then prints its head and keying with a MAC
+under the audit key on one line to stdout, and stores it in the database for
+/audit; --out also writes it to a file (appended) or a directory (a new file
+each time). Keep checkpoints outside the database, where its owner cannot
+rewrite them ("console serve --audit-checkpoint-dir" writes one every hour),
+and pass them back with verify --checkpoint-file to detect a trail cut,
+emptied or rewritten, even when the database's copies were rewritten too.
 
 The audit key comes from the environment only: UNSTUCK_AUDIT_KEY (at least
 32 bytes, not the application secret), with UNSTUCK_AUDIT_PREVIOUS_KEYS
@@ -177,8 +182,21 @@ func runAuditVerify(ctx context.Context, args []string, getenv func(string) stri
 	var (
 		anchors     []audit.Anchor
 		checkpoints []audit.Checkpoint
+		allowLegacy bool
 	)
 	db, err := openAudit(ctx, "verify", args, getenv, stdout, stderr, func(fs *flag.FlagSet) {
+		fs.BoolVar(&allowLegacy, "allow-legacy", false, "accept a trail whose entries are all legacy SHA-256 links (a trail written before the audit key, not keyed yet); without it such a trail fails, as a rewrite without the key would")
+		fs.Func("checkpoint-file", "a `PATH` with checkpoints: a file of lines as console audit checkpoint prints them, or a directory written by --audit-checkpoint-dir (repeatable)", func(path string) error {
+			cs, err := readCheckpoints(path)
+			if err != nil {
+				return err
+			}
+			if len(cs) == 0 {
+				return fmt.Errorf("%s holds no checkpoint", path)
+			}
+			checkpoints = append(checkpoints, cs...)
+			return nil
+		})
 		fs.Func("checkpoint", "a `LINE` printed by console audit checkpoint, kept outside the database (repeatable)", func(s string) error {
 			c, err := audit.ParseCheckpoint(s)
 			if err != nil {
@@ -200,6 +218,17 @@ func runAuditVerify(ctx context.Context, args []string, getenv func(string) stri
 		return err
 	}
 	defer db.Close()
+	// The last checkpoint stored in the database counts too: it catches a
+	// trail cut or emptied by someone who left the checkpoints alone.
+	stored, ok, err := db.Trail.LastCheckpoint(ctx)
+	if err != nil {
+		return fmt.Errorf("verify the audit trail of %s: %w", db.Redacted, err)
+	}
+	if ok && !slices.ContainsFunc(checkpoints, func(c audit.Checkpoint) bool { return c.Seq == stored.Seq }) {
+		// One kept outside for the same seq is the one to trust: if they
+		// differ, the verification against it says so.
+		checkpoints = append(checkpoints, stored)
+	}
 	for _, c := range checkpoints {
 		if err := db.Trail.CheckCheckpoint(c); err != nil {
 			return fmt.Errorf("checkpoint of seq %d made at %s: %w", c.Seq, c.At.Format("2006-01-02T15:04:05Z"), err)
@@ -221,8 +250,10 @@ func runAuditVerify(ctx context.Context, args []string, getenv func(string) stri
 		fmt.Fprintln(stdout, "keyed: every entry is MACed with the audit key")
 	case v.KeyedFrom > 1:
 		fmt.Fprintf(stdout, "keyed from seq %d: seq 1 to %d are legacy SHA-256 links from before the audit key\n", v.KeyedFrom, v.KeyedFrom-1)
-	default:
+	case allowLegacy:
 		fmt.Fprintln(stdout, "not keyed yet: every entry is a legacy SHA-256 link from before the audit key; the next one appended starts the keyed part")
+	default:
+		return fmt.Errorf("audit trail not keyed: every entry is a legacy SHA-256 link, which anyone who can write the table can rewrite; if the trail was written before the audit key and nothing was appended since, pass --allow-legacy")
 	}
 	if len(checkpoints) > 0 {
 		fmt.Fprintf(stdout, "checkpoints verified: %d\n", len(checkpoints))
@@ -234,7 +265,10 @@ func runAuditVerify(ctx context.Context, args []string, getenv func(string) stri
 }
 
 func runAuditCheckpoint(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	db, err := openAudit(ctx, "checkpoint", args, getenv, stdout, stderr, nil)
+	var out string
+	db, err := openAudit(ctx, "checkpoint", args, getenv, stdout, stderr, func(fs *flag.FlagSet) {
+		fs.StringVar(&out, "out", "", "also write the checkpoint to this `PATH`: a directory gets a new file of its own (never overwritten), a file gets the line appended")
+	})
 	if db == nil || err != nil {
 		return err
 	}
@@ -247,5 +281,10 @@ func runAuditCheckpoint(ctx context.Context, args []string, getenv func(string) 
 		return fmt.Errorf("checkpoint the audit trail of %s: %w", db.Redacted, err)
 	}
 	fmt.Fprintln(stdout, c.String())
+	if out != "" {
+		if _, err := writeCheckpoint(out, c); err != nil {
+			return err
+		}
+	}
 	return nil
 }

@@ -133,7 +133,7 @@ func TestAuditVerify(t *testing.T) {
 			_, _, err = runConsole(t, map[string]string{"UNSTUCK_DB": url}, "audit", "verify")
 			require.ErrorContains(t, err, "UNSTUCK_AUDIT_KEY must be set")
 			_, _, err = runConsole(t, map[string]string{"UNSTUCK_DB": url, "UNSTUCK_AUDIT_KEY": strings.Repeat("x", 32)}, "audit", "verify")
-			require.ErrorContains(t, err, "audit trail broken at seq 1: the entry names audit key ID")
+			require.ErrorContains(t, err, "audit trail broken at seq 1: the keying marker names audit key ID")
 
 			// An edited entry: named by its seq, exit status non-zero.
 			tamper(`UPDATE unstuck_audit_entry SET after_state = '{"status":"completed"}' WHERE seq = 3`)
@@ -173,7 +173,7 @@ func TestAuditCheckpoint(t *testing.T) {
 	out, errOut, err := runConsole(t, auditEnv(url), "audit", "checkpoint")
 	require.NoError(t, err, errOut)
 	line := strings.TrimSpace(out)
-	require.Regexp(t, `^unstuck-audit-checkpoint/v2 5 [0-9a-f]{64} \S+Z [0-9a-f]{16} [0-9a-f]{64}$`, line, "one line, for >> a file")
+	require.Regexp(t, `^unstuck-audit-checkpoint/v3 5 [0-9a-f]{64} \S+Z 1 [0-9a-f]{16} [0-9a-f]{64}$`, line, "one line, for >> a file")
 	stored, ok, err := trail.LastCheckpoint(t.Context())
 	require.NoError(t, err)
 	require.True(t, ok)
@@ -181,10 +181,10 @@ func TestAuditCheckpoint(t *testing.T) {
 
 	out, _, err = runConsole(t, auditEnv(url), "audit", "verify", "--checkpoint", line)
 	require.NoError(t, err)
-	require.Contains(t, out, "checkpoints verified: 1")
+	require.Contains(t, out, "checkpoints verified: 1", "the line given (the stored one is the same)")
 
 	// A line edited to fit another chain: its MAC does not verify.
-	forged := strings.Replace(line, "checkpoint/v2 5 ", "checkpoint/v2 4 ", 1)
+	forged := strings.Replace(line, "checkpoint/v3 5 ", "checkpoint/v3 4 ", 1)
 	_, _, err = runConsole(t, auditEnv(url), "audit", "verify", "--checkpoint", forged)
 	require.ErrorIs(t, err, audit.ErrBadCheckpoint)
 

@@ -43,6 +43,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	oidcAddr := fs.String("oidc-demo-addr", "127.0.0.1:0", "listen `address` of the demo OpenID provider (with --oidc-demo)")
 	bulkOpts := addBulkFlags(fs, getenv)
 	incidentOpts := addIncidentFlags(fs, getenv)
+	checkpointOpts := addCheckpointFlags(fs, getenv)
 	resetUsers := fs.Bool("reset-demo-users", false, "run on a database the demo did not create, or that has other accounts, and give admin, oncall, support and auditor their public demo passwords again")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: console demo [--addr ADDR] [--db URL] [--traffic=false] [--fresh] [--oidc-demo]
@@ -65,6 +66,10 @@ refuses to start while they are enabled.
 		return errUsage
 	}
 	if err := incidentOpts.check(); err != nil {
+		fmt.Fprintf(stderr, "console demo: %v\n", err)
+		return errUsage
+	}
+	if err := checkpointOpts.check(); err != nil {
 		fmt.Fprintf(stderr, "console demo: %v\n", err)
 		return errUsage
 	}
@@ -113,6 +118,7 @@ refuses to start while they are enabled.
 	if err := db.Migrate(ctx); err != nil {
 		return fmt.Errorf("migrate %s: %w", db.Redacted, err)
 	}
+	sealKeying(ctx, db, log)
 	kept, err := ensureDemoUsers(ctx, db.Console, *resetUsers)
 	if err != nil {
 		return err
@@ -155,7 +161,7 @@ refuses to start while they are enabled.
 	base := "http://" + ln.Addr().String()
 	opts := consoleOptions{secureCookies: !loopback, idle: 30 * time.Minute, absolute: 12 * time.Hour, registry: reg,
 		mount: func(r chi.Router) { shop.Routes(r); mountSignups(r) }, operations: decisions, clockSkew: skew,
-		bulk: bulk, bulkConfig: bulkCfg}
+		bulk: bulk, bulkConfig: bulkCfg, checkpoints: startExternalCheckpoints(ctx, db.Trail, checkpointOpts, reg, log)}
 	var idp *devidp.Provider
 	if *oidcDemo {
 		if idp, opts.sso, err = startDemoSSO(*oidcAddr, base, log); err != nil {

@@ -51,6 +51,9 @@ type consoleOptions struct {
 	bulkConfig ops.BulkConfig
 	// traceURL links a key's trace ID to the tracing UI (--trace-url).
 	traceURL string
+	// checkpoints writes the audit trail's checkpoints outside the
+	// database (--audit-checkpoint-dir); nil when it writes none.
+	checkpoints *externalCheckpoints
 }
 
 // consoleHandler builds the console's HTTP handler over db and engine.
@@ -96,6 +99,9 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 		SSO:           o.sso,
 		NoLocalSignIn: o.noLocalSignIn,
 		TraceURL:      o.traceURL,
+	}
+	if o.checkpoints != nil {
+		cfg.ExternalCheckpoints = o.checkpoints
 	}
 	if o.operations != nil {
 		cfg.Operations = o.operations
@@ -202,6 +208,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	ssoF := defineSSOFlags(fs, getenv)
 	bulkOpts := addBulkFlags(fs, getenv)
 	incidentOpts := addIncidentFlags(fs, getenv)
+	checkpointOpts := addCheckpointFlags(fs, getenv)
 	sagaQueue := fs.String("saga-queue", envOr(getenv, "UNSTUCK_SAGA_QUEUE", saga.QueueDefault), "River `queue` of the applications' saga jobs, where operator decisions insert theirs (env UNSTUCK_SAGA_QUEUE)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: console serve --db URL [flags]
@@ -244,6 +251,10 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 		return errUsage
 	}
 	if err := incidentOpts.check(); err != nil {
+		fmt.Fprintf(stderr, "console serve: %v\n", err)
+		return errUsage
+	}
+	if err := checkpointOpts.check(); err != nil {
 		fmt.Fprintf(stderr, "console serve: %v\n", err)
 		return errUsage
 	}
@@ -292,6 +303,7 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 	if err := db.CheckSchema(ctx); err != nil {
 		return err
 	}
+	sealKeying(ctx, db, log)
 	if err := db.useRedisKeys(ctx, *keys, log); err != nil {
 		return err
 	}
@@ -328,7 +340,7 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 	}
 	defer stopRiver() // after the server, before the database closes
 	opts := consoleOptions{bulk: bulk, bulkConfig: bulkCfg, secureCookies: !*insecure, idle: *idle, absolute: *absolute, operations: decisions,
-		registry: reg, clockSkew: skew,
+		registry: reg, clockSkew: skew, checkpoints: startExternalCheckpoints(ctx, db.Trail, checkpointOpts, reg, log),
 		trustedProxies: proxies, metricsToken: getenv("UNSTUCK_METRICS_TOKEN"), noMetricsRoute: *metricsAddr != "",
 		sso: single, noLocalSignIn: *ssoF.noLocal, traceURL: traceTemplate}
 	h, err := consoleHandler(db, engine, opts, log)

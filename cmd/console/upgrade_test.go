@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -275,6 +276,17 @@ func TestUpgradeFromPreviousMain(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, v.OK, "the audit chain verifies: %+v", v)
 			require.Equal(t, int64(len(before["unstuck_audit_entry"].Rows)), v.Checked, "every entry verified")
+			// The keying marker the upgrade wrote: keyed from the fixture's
+			// first keyed entry (or the next seq), sealed by the first
+			// process holding the audit key, and verified then.
+			require.Equal(t, cmp.Or(v.KeyedFrom, v.HeadSeq+1), v.Keying.KeyedFrom, "the marker records when keying began")
+			require.False(t, v.Keying.Sealed(), "migrate ran without the audit key")
+			sealed, err := db.Trail.SealKeying(t.Context())
+			require.NoError(t, err)
+			require.True(t, sealed)
+			v, err = db.Trail.Verify(t.Context())
+			require.NoError(t, err)
+			require.True(t, v.OK && v.Keying.Sealed(), "sealed, and still verified: %+v", v)
 
 			testUpgradedReads(t, db, before)
 		})

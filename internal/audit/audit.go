@@ -215,6 +215,13 @@ func (t *Trail) Migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("audit: migrate: %w", err)
 	}
+	if t.keys != nil && !migrate.Checking(ctx) {
+		// The keying marker the migration wrote, sealed at once when the
+		// key is at hand (else by the first keyed process: SealKeying).
+		if _, err := t.SealKeying(ctx); err != nil {
+			return fmt.Errorf("audit: migrate: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -18,10 +18,13 @@ import (
 )
 
 // checkpointTag starts a checkpoint's text form; checkpointDomain its MAC's
-// message.
+// message. Version 3 records the keying marker's KeyedFrom; version 2
+// checkpoints, made before it, still verify.
 const (
-	checkpointTag    = "unstuck-audit-checkpoint/v2"
-	checkpointDomain = "unstuck/audit/checkpoint/v2"
+	checkpointTag      = "unstuck-audit-checkpoint/v3"
+	checkpointDomain   = "unstuck/audit/checkpoint/v3"
+	checkpointTagV2    = "unstuck-audit-checkpoint/v2"
+	checkpointDomainV2 = "unstuck/audit/checkpoint/v2"
 )
 
 // Errors of checkpoints, matched with errors.Is.
@@ -44,19 +47,30 @@ type Checkpoint struct {
 	Seq  int64
 	Hash []byte
 	// At is when the checkpoint was made, UTC, to the microsecond.
-	At    time.Time
-	KeyID string
-	MAC   []byte
+	At time.Time
+	// KeyedFrom is the keying marker's KeyedFrom when the checkpoint was
+	// made (0: a version 2 checkpoint, which did not record it).
+	KeyedFrom int64
+	KeyID     string
+	MAC       []byte
 }
 
-// Anchor is the checkpoint's head, for [Trail.Verify].
-func (c Checkpoint) Anchor() Anchor { return Anchor{Seq: c.Seq, Hash: c.Hash} }
+// Anchor is the checkpoint's head and keying, for [Trail.Verify].
+func (c Checkpoint) Anchor() Anchor { return Anchor{Seq: c.Seq, Hash: c.Hash, KeyedFrom: c.KeyedFrom} }
 
-// checkpointMAC is the MAC of c's seq, time, key ID and hash under key.
+// checkpointMAC is the MAC of c's seq, time, keying, key ID and hash
+// under key (version 2, without keying, when c.KeyedFrom is 0).
 func checkpointMAC(key []byte, c Checkpoint) []byte {
-	b := appendBytes(nil, checkpointDomain)
+	domain := checkpointDomain
+	if c.KeyedFrom == 0 {
+		domain = checkpointDomainV2
+	}
+	b := appendBytes(nil, domain)
 	b = binary.BigEndian.AppendUint64(b, uint64(c.Seq))
 	b = binary.BigEndian.AppendUint64(b, uint64(c.At.UnixMicro()))
+	if c.KeyedFrom != 0 {
+		b = binary.BigEndian.AppendUint64(b, uint64(c.KeyedFrom))
+	}
 	b = appendBytes(b, c.KeyID)
 	b = appendBytes(b, c.Hash)
 	m := hmac.New(sha256.New, key)
@@ -64,10 +78,10 @@ func checkpointMAC(key []byte, c Checkpoint) []byte {
 	return m.Sum(nil)
 }
 
-// SignCheckpoint returns the checkpoint of a, made at at, MACed with the
-// current key.
+// SignCheckpoint returns the checkpoint of a (its head and keying), made
+// at at, MACed with the current key.
 func (k *Keyring) SignCheckpoint(a Anchor, at time.Time) Checkpoint {
-	c := Checkpoint{Seq: a.Seq, Hash: bytes.Clone(a.Hash), At: time.UnixMicro(at.UnixMicro()).UTC(), KeyID: k.current}
+	c := Checkpoint{Seq: a.Seq, Hash: bytes.Clone(a.Hash), At: time.UnixMicro(at.UnixMicro()).UTC(), KeyedFrom: a.KeyedFrom, KeyID: k.current}
 	c.MAC = checkpointMAC(k.keys[k.current], c)
 	return c
 }
@@ -88,10 +102,14 @@ func (k *Keyring) CheckCheckpoint(c Checkpoint) error {
 }
 
 // MarshalText writes c on one line: the tag, seq, the hash in hex, the
-// time (RFC 3339, UTC, microseconds), the key ID and the MAC in hex,
-// separated by spaces.
+// time (RFC 3339, UTC, microseconds), the keying marker's KeyedFrom, the
+// key ID and the MAC in hex, separated by spaces (a version 2 checkpoint
+// has no KeyedFrom).
 func (c Checkpoint) MarshalText() ([]byte, error) {
-	return fmt.Appendf(nil, "%s %d %x %s %s %x", checkpointTag, c.Seq, c.Hash, c.At.UTC().Format(timeLayout), c.KeyID, c.MAC), nil
+	if c.KeyedFrom == 0 {
+		return fmt.Appendf(nil, "%s %d %x %s %s %x", checkpointTagV2, c.Seq, c.Hash, c.At.UTC().Format(timeLayout), c.KeyID, c.MAC), nil
+	}
+	return fmt.Appendf(nil, "%s %d %x %s %d %s %x", checkpointTag, c.Seq, c.Hash, c.At.UTC().Format(timeLayout), c.KeyedFrom, c.KeyID, c.MAC), nil
 }
 
 // String is the text form of c.
@@ -105,8 +123,17 @@ func (c Checkpoint) String() string {
 func (c *Checkpoint) UnmarshalText(b []byte) error {
 	bad := func(why string) error { return &FieldError{Field: "checkpoint", Reason: why} }
 	parts := strings.Fields(string(b))
-	if len(parts) != 6 || parts[0] != checkpointTag {
-		return bad(fmt.Sprintf("want %q, seq, hash, time, key ID and MAC, as console audit checkpoint prints it", checkpointTag))
+	var keyedFrom int64
+	switch {
+	case len(parts) == 6 && parts[0] == checkpointTagV2:
+	case len(parts) == 7 && parts[0] == checkpointTag:
+		n, err := strconv.ParseInt(parts[4], 10, 64)
+		if err != nil || n <= 0 {
+			return bad(fmt.Sprintf("keyed from %q is not a positive integer", parts[4]))
+		}
+		keyedFrom, parts = n, append(parts[:4], parts[5:]...)
+	default:
+		return bad(fmt.Sprintf("want %q, seq, hash, time, keyed-from seq, key ID and MAC, as console audit checkpoint prints it", checkpointTag))
 	}
 	seq, err := strconv.ParseInt(parts[1], 10, 64)
 	if err != nil || seq <= 0 {
@@ -127,7 +154,7 @@ func (c *Checkpoint) UnmarshalText(b []byte) error {
 	if err != nil || len(mac) != sha256.Size {
 		return bad("the MAC is not 64 hex digits")
 	}
-	*c = Checkpoint{Seq: seq, Hash: hash, At: at.UTC(), KeyID: parts[4], MAC: mac}
+	*c = Checkpoint{Seq: seq, Hash: hash, At: at.UTC(), KeyedFrom: keyedFrom, KeyID: parts[4], MAC: mac}
 	return nil
 }
 
@@ -151,6 +178,9 @@ func (t *Trail) Checkpoint(ctx context.Context) (Checkpoint, Verification, error
 	if t.keys == nil {
 		return Checkpoint{}, Verification{}, fmt.Errorf("audit: checkpoint: %w", ErrNoKey)
 	}
+	if _, err := t.SealKeying(ctx); err != nil && !errors.Is(err, errNoMarker) {
+		return Checkpoint{}, Verification{}, err
+	}
 	var anchors []Anchor
 	last, ok, err := t.LastCheckpoint(ctx)
 	if err != nil {
@@ -172,14 +202,17 @@ func (t *Trail) Checkpoint(ctx context.Context) (Checkpoint, Verification, error
 	if v.HeadSeq == 0 {
 		return Checkpoint{}, v, ErrEmpty
 	}
-	c := t.keys.SignCheckpoint(Anchor{Seq: v.HeadSeq, Hash: v.Head}, time.Now())
+	if !v.Keying.Sealed() {
+		return Checkpoint{}, v, fmt.Errorf("%w: the keying marker (keyed from seq %d) disagrees with the chain and was not sealed", ErrBroken, v.Keying.KeyedFrom)
+	}
+	c := t.keys.SignCheckpoint(Anchor{Seq: v.HeadSeq, Hash: v.Head, KeyedFrom: v.Keying.KeyedFrom}, time.Now())
 	if t.dialect == DialectPostgres {
-		_, err = t.pool.Exec(ctx, `INSERT INTO unstuck_audit_checkpoint (seq, hash, at, key_id, mac) VALUES ($1, $2, $3, $4, $5)`,
-			c.Seq, c.Hash, c.At, c.KeyID, c.MAC)
+		_, err = t.pool.Exec(ctx, `INSERT INTO unstuck_audit_checkpoint (seq, hash, at, key_id, mac, keyed_from) VALUES ($1, $2, $3, $4, $5, $6)`,
+			c.Seq, c.Hash, c.At, c.KeyID, c.MAC, c.KeyedFrom)
 		err = pgMapError(err)
 	} else {
-		_, err = t.sqldb.ExecContext(ctx, `INSERT INTO unstuck_audit_checkpoint (seq, hash, at, key_id, mac) VALUES (?, ?, ?, ?, ?)`,
-			c.Seq, c.Hash, c.At.UnixMicro(), c.KeyID, c.MAC)
+		_, err = t.sqldb.ExecContext(ctx, `INSERT INTO unstuck_audit_checkpoint (seq, hash, at, key_id, mac, keyed_from) VALUES (?, ?, ?, ?, ?, ?)`,
+			c.Seq, c.Hash, c.At.UnixMicro(), c.KeyID, c.MAC, c.KeyedFrom)
 		err = sqliteMapError(err)
 	}
 	if err != nil {
@@ -191,16 +224,16 @@ func (t *Trail) Checkpoint(ctx context.Context) (Checkpoint, Verification, error
 // LastCheckpoint returns the newest stored checkpoint, as stored: check
 // its MAC with [Keyring.CheckCheckpoint]. ok is false when there is none.
 func (t *Trail) LastCheckpoint(ctx context.Context) (c Checkpoint, ok bool, err error) {
-	const q = `SELECT seq, hash, at, key_id, mac FROM unstuck_audit_checkpoint ORDER BY id DESC LIMIT 1`
+	const q = `SELECT seq, hash, at, key_id, mac, keyed_from FROM unstuck_audit_checkpoint ORDER BY id DESC LIMIT 1`
 	if t.dialect == DialectPostgres {
-		err = t.pool.QueryRow(ctx, q).Scan(&c.Seq, &c.Hash, &c.At, &c.KeyID, &c.MAC)
+		err = t.pool.QueryRow(ctx, q).Scan(&c.Seq, &c.Hash, &c.At, &c.KeyID, &c.MAC, &c.KeyedFrom)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return Checkpoint{}, false, nil
 		}
 		err = pgMapError(err)
 	} else {
 		var at int64
-		err = t.sqldb.QueryRowContext(ctx, q).Scan(&c.Seq, &c.Hash, &at, &c.KeyID, &c.MAC)
+		err = t.sqldb.QueryRowContext(ctx, q).Scan(&c.Seq, &c.Hash, &at, &c.KeyID, &c.MAC, &c.KeyedFrom)
 		if errors.Is(err, sql.ErrNoRows) {
 			return Checkpoint{}, false, nil
 		}

@@ -87,7 +87,7 @@ func sqliteMapError(err error) error {
 	}
 	switch serr.Code() {
 	case sqlite3.SQLITE_ERROR:
-		if strings.Contains(serr.Error(), "no such table: unstuck_audit_entry") {
+		if strings.Contains(serr.Error(), "no such table: unstuck_audit_") {
 			return fmt.Errorf("%w: %w", ErrNotMigrated, err)
 		}
 	case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:

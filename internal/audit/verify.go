@@ -28,6 +28,9 @@ type Verification struct {
 	// [Anchor] for later verifications.
 	HeadSeq int64
 	Head    []byte
+	// Keying is the trail's keying marker as read: every entry from its
+	// KeyedFrom on must be keyed, and the trail may not end before it.
+	Keying Keying
 	// KeyedFrom is the first seq that verified as a keyed entry (an HMAC
 	// under an audit key); 0 when none did. Entries before it are legacy
 	// SHA-256 links, appended before the chain was keyed: on their own,
@@ -45,6 +48,9 @@ type Verification struct {
 type Anchor struct {
 	Seq  int64
 	Hash []byte
+	// KeyedFrom, when not 0, is the keying marker's KeyedFrom as the
+	// anchor's checkpoint recorded it: the marker must still say so.
+	KeyedFrom int64
 }
 
 // errStop ends a walk at its first problem.
@@ -60,7 +66,12 @@ var errStop = errors.New("stop")
 //   - its hash differs from an anchor's for that seq: the chain was
 //     rewritten from this seq or before;
 //   - an anchor names a seq beyond the end: entries were removed from the
-//     end.
+//     end;
+//   - the keying marker ([Keying]) is missing, its MAC does not verify,
+//     or it differs from an anchor's: the trail was rewritten by the
+//     table's owner; an entry at or after its KeyedFrom is legacy: the
+//     chain was rewritten without the audit key; the trail ends before
+//     KeyedFrom-1: entries were removed.
 //
 // A keyed entry's hash must be the HMAC of its content under the key its
 // KeyID names, which the trail's keyring must hold (so an entry forged or
@@ -93,6 +104,25 @@ func (t *Trail) Verify(ctx context.Context, anchors ...Anchor) (Verification, er
 		h    hasher
 		prev = make([]byte, sha256.Size)
 	)
+	k, err := t.keying(ctx)
+	switch {
+	case errors.Is(err, errNoMarker):
+		v.FirstBad, v.Problem = 1, "the keying marker is missing (it is written once, when the trail's table is made or upgraded): it was deleted with the table owner's rights; verify against a checkpoint kept outside the database"
+		return v, nil
+	case err != nil:
+		return Verification{}, err
+	}
+	v.Keying = k
+	if problem := t.checkKeying(k); problem != "" {
+		v.FirstBad, v.Problem = 1, problem
+		return v, nil
+	}
+	for seq, a := range anchorKeyedFrom(anchors) {
+		if a != k.KeyedFrom || !k.Sealed() {
+			v.FirstBad, v.Problem = 1, fmt.Sprintf("the keying marker says keyed from seq %d, the checkpoint of seq %d says %d: the marker was rewritten", k.KeyedFrom, seq, a)
+			return v, nil
+		}
+	}
 	for {
 		n := 0
 		err := t.each(ctx, query, []any{v.HeadSeq, verifyPage}, func(e *Entry) error {
@@ -107,6 +137,8 @@ func (t *Trail) Verify(ctx context.Context, anchors ...Anchor) (Verification, er
 				v.FirstBad, v.Problem = e.Seq, fmt.Sprintf("prev_hash is not the hash of seq %d: an entry was inserted or seq %d was rewritten", e.Seq-1, e.Seq-1)
 			case e.KeyID == "" && v.KeyedFrom > 0:
 				v.FirstBad, v.Problem = e.Seq, fmt.Sprintf("the entry has no key ID, but the chain is keyed from seq %d: it was appended or rewritten without the audit key", v.KeyedFrom)
+			case e.KeyID == "" && e.Seq >= k.KeyedFrom:
+				v.FirstBad, v.Problem = e.Seq, fmt.Sprintf("the entry has no key ID, but the keying marker says every entry from seq %d is keyed: the chain was rewritten without the audit key", k.KeyedFrom)
 			case sumErr != nil:
 				v.FirstBad, v.Problem = e.Seq, fmt.Sprintf("the entry names audit key ID %q, which is not among the keys given: add a retired key to UNSTUCK_AUDIT_PREVIOUS_KEYS; otherwise the entry was forged", e.KeyID)
 			case !bytes.Equal(e.Hash, sum) && e.KeyID == "":
@@ -136,6 +168,12 @@ func (t *Trail) Verify(ctx context.Context, anchors ...Anchor) (Verification, er
 			break
 		}
 	}
+	if v.HeadSeq < k.KeyedFrom-1 {
+		v.FirstBad = v.HeadSeq + 1
+		v.Problem = fmt.Sprintf("seq %d is missing: the trail ends at seq %d but the keying marker records that seq %d existed when keying began: entries were removed",
+			v.FirstBad, v.HeadSeq, k.KeyedFrom-1)
+		return v, nil
+	}
 	var beyond int64
 	for seq := range anchored {
 		beyond = max(beyond, seq)
@@ -148,6 +186,18 @@ func (t *Trail) Verify(ctx context.Context, anchors ...Anchor) (Verification, er
 	}
 	v.OK = true
 	return v, nil
+}
+
+// anchorKeyedFrom is the KeyedFrom each anchor records, by seq (anchors
+// without one left out).
+func anchorKeyedFrom(anchors []Anchor) map[int64]int64 {
+	out := map[int64]int64{}
+	for _, a := range anchors {
+		if a.KeyedFrom > 0 {
+			out[a.Seq] = a.KeyedFrom
+		}
+	}
+	return out
 }
 
 // verifySQL reads the page of entries after a seq, in seq order.

@@ -108,17 +108,39 @@ type auditVerifier interface {
 // started it, so a page view of a long chain waits at most auditVerifyWait
 // and then shows the previous result, or that one is under way.
 type chainStatus struct {
-	trail   auditVerifier
-	ttl     time.Duration
-	wait    time.Duration
-	timeout time.Duration
-	now     func() time.Time
-	log     *slog.Logger
+	trail    auditVerifier
+	external ExternalCheckpoints // nil: none are written
+	ttl      time.Duration
+	wait     time.Duration
+	timeout  time.Duration
+	now      func() time.Time
+	log      *slog.Logger
 
 	mu      sync.Mutex
 	last    *chainResult  // nil until the first verification ends
 	running chan struct{} // closed when the verification under way ends; nil when none is
 	started time.Time     // when the verification under way started
+}
+
+// ExternalCheckpoints is the console's schedule of checkpoints written
+// outside the database.
+type ExternalCheckpoints interface {
+	// Newest is when the newest one was made; ok is false when none was.
+	Newest() (at time.Time, ok bool)
+	// MaxAge is the age past which the newest one is overdue.
+	MaxAge() time.Duration
+}
+
+// withExternal adds to vm the age of the newest checkpoint outside the
+// database.
+func (c *chainStatus) withExternal(vm views.ChainStatusVM) views.ChainStatusVM {
+	if c.external == nil {
+		return vm
+	}
+	at, ok := c.external.Newest()
+	vm.External = &views.ExternalCheckpointVM{At: at, Written: ok, MaxAge: c.external.MaxAge(),
+		Stale: !ok || c.now().Sub(at) > c.external.MaxAge()}
+	return vm
 }
 
 // chainResult is one verification and when it ended.
@@ -299,7 +321,7 @@ func handleAuditList(trail AuditTrail, chain *chainStatus, log *slog.Logger) htt
 		q := r.URL.Query()
 		vm := views.AuditVM{Filter: auditFilterVM(q), Outcomes: auditOutcomes}
 		if r.Header.Get("HX-Request") != "true" { // an HTMX swap shows only the results
-			vm.Chain = chainVM(chain.get(r.Context()))
+			vm.Chain = chain.withExternal(chainVM(chain.get(r.Context())))
 		}
 		page := pageFor(r, "Audit trail", "audit") // after the verification: its time is not in the future
 		status := http.StatusOK

@@ -61,6 +61,10 @@ type Config struct {
 	// trail's hash chain before a page view starts the next one;
 	// DefaultAuditVerifyEvery when <= 0.
 	AuditVerifyEvery time.Duration
+	// ExternalCheckpoints, when not nil, says when the newest checkpoint
+	// of the trail written outside the database was made: /audit shows
+	// its age, and warns once it is older than MaxAge (SPEC K24).
+	ExternalCheckpoints ExternalCheckpoints
 	// Keys applies operator decisions on keys and audits them; nil serves
 	// the console read-only.
 	Keys keyDecider
@@ -235,7 +239,9 @@ func NewHandler(cfg Config) http.Handler {
 			r.Method(http.MethodPost, "/users/{username}/unlock", handleUserUnlock(cfg.Store, logins, cfg.Trail, log))
 			r.Method(http.MethodPost, "/users/{username}/link", handleUserLink(cfg.Store, cfg.Store, cfg.Trail, log))
 			r.Method(http.MethodPost, "/users/{username}/unlink", handleUserUnlink(cfg.Store, cfg.Trail, log))
-			r.Method(http.MethodGet, "/audit", handleAuditList(cfg.Trail, newChainStatus(cfg.Trail, cfg.AuditVerifyEvery, log), log))
+			chain := newChainStatus(cfg.Trail, cfg.AuditVerifyEvery, log)
+			chain.external = cfg.ExternalCheckpoints
+			r.Method(http.MethodGet, "/audit", handleAuditList(cfg.Trail, chain, log))
 			r.Method(http.MethodGet, "/audit/export", handleAuditExport(cfg.Trail, log))
 		})
 	})
