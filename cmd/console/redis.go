@@ -21,8 +21,10 @@ import (
 // Help shows the default cut after its scheme ([redactURL]).
 func keysFlag(fs *flag.FlagSet, getenv func(string) string) *string {
 	v := &databaseURL{raw: getenv("UNSTUCK_KEYS")}
-	fs.Var(v, "keys", "idempotency records in Redis instead of --db: redis://[user:password@]host:port[/db][?prefix=P] "+
-		"or redis+cluster://host:port?addr=host2:port&addr=host3:port[&prefix=P] (env UNSTUCK_KEYS); the console's own tables and the audit trail stay in --db")
+	fs.Var(v, "keys", "idempotency records in Redis instead of --db: redis://[user:password@]host:port[/db][?prefix=P][&durability=D] "+
+		"or redis+cluster://host:port?addr=host2:port&addr=host3:port[&prefix=P][&durability=D] (env UNSTUCK_KEYS); the console's own tables and the audit trail stay in --db. "+
+		"A server must keep acknowledged writes across a crash (appendonly yes, appendfsync always); durability=risk accepts one that may lose them (logged), "+
+		"durability=server asserts it of a service whose CONFIG is disabled")
 	return &v.raw
 }
 
@@ -49,6 +51,17 @@ func openRedisKeys(ctx context.Context, raw string, log *slog.Logger) (*idemredi
 		opts = append(opts, idemredis.WithPrefix(p))
 	}
 	q.Del("prefix")
+	switch d := q.Get("durability"); d {
+	case "":
+	case "risk":
+		opts = append(opts, idemredis.WithDurabilityRisk())
+	case "server":
+		opts = append(opts, idemredis.WithDurableServer())
+	default:
+		return nil, nil, fmt.Errorf("--keys %s: durability=%q: use risk (accept a server that may lose acknowledged writes in a crash) "+
+			"or server (the service keeps them by itself, where CONFIG is disabled)", redacted, d)
+	}
+	q.Del("durability")
 	u.RawQuery = q.Encode()
 	var c redis.UniversalClient
 	switch u.Scheme {
@@ -71,6 +84,9 @@ func openRedisKeys(ctx context.Context, raw string, log *slog.Logger) (*idemredi
 	s, err := idemredis.New(ctx, c, opts...)
 	if err != nil {
 		_ = c.Close()
+		if errors.Is(err, idemredis.ErrNotDurable) {
+			return nil, nil, fmt.Errorf("--keys %s: %w (in --keys: durability=risk accepts the risk, durability=server asserts a durable service)", redacted, err)
+		}
 		return nil, nil, fmt.Errorf("--keys %s: %w", redacted, err)
 	}
 	return s, func() { _ = c.Close() }, nil

@@ -103,7 +103,8 @@ func TestRedisKeys(t *testing.T) {
 }
 
 // TestServeRedisKeys: serve starts with --keys on a usable server and
-// refuses one that may evict records, or a URL it cannot use, naming why.
+// refuses one that may evict records or lose acknowledged writes (unless
+// durability=risk), or a URL it cannot use, naming why.
 func TestServeRedisKeys(t *testing.T) {
 	t.Parallel()
 	db := "sqlite:" + filepath.Join(t.TempDir(), "serve.db")
@@ -112,6 +113,23 @@ func TestServeRedisKeys(t *testing.T) {
 	lru := redistest.StartServer(t, "--maxmemory-policy", "allkeys-lru")
 	_, _, err := runConsole(t, env, "serve", "--addr", "127.0.0.1:0", "--keys", "redis://"+lru.Addr)
 	require.ErrorContains(t, err, "maxmemory-policy allkeys-lru")
+	// A server that may lose acknowledged writes in a crash: refused,
+	// naming the setting and the URL's parameter; accepted with it, with
+	// a warning.
+	everysec := redistest.StartServer(t, "--appendfsync", "everysec")
+	_, _, err = runConsole(t, env, "serve", "--addr", "127.0.0.1:0", "--keys", "redis://"+everysec.Addr)
+	require.ErrorContains(t, err, "appendfsync is everysec")
+	require.ErrorContains(t, err, "durability=risk accepts the risk")
+	_, _, err = runConsole(t, env, "serve", "--addr", "127.0.0.1:0", "--keys", "redis://"+everysec.Addr+"?durability=maybe")
+	require.ErrorContains(t, err, `durability="maybe": use risk`)
+	var logs strings.Builder
+	s, closeRedis, err := openRedisKeys(t.Context(), "redis://"+everysec.Addr+"?durability=risk&prefix=risk:", slog.New(slog.NewTextHandler(&logs, nil)))
+	require.NoError(t, err)
+	require.Equal(t, "risk:", s.Prefix())
+	closeRedis()
+	require.Contains(t, logs.String(), "level=WARN")
+	require.Contains(t, logs.String(), "appendfsync is everysec")
+
 	_, _, err = runConsole(t, env, "serve", "--addr", "127.0.0.1:0", "--keys", "memcached://u:secret@host")
 	require.ErrorContains(t, err, "--keys must start with redis://")
 	require.NotContains(t, err.Error(), "secret")

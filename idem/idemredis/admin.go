@@ -578,15 +578,16 @@ func (s *Store) Sweep(ctx context.Context, p idemdriver.SweepParams) (idemdriver
 }
 
 // SeedRecords implements [idemdriver.Seeder]: each record is written as
-// given by one script (refused if its ident exists) with an ID from the
-// counter, and the counter is then raised above every fence seeded.
+// given by one script (refused if its ident exists) with an ID taken as a
+// fence is (see the package documentation), and the counter is then
+// raised above every fence seeded.
 func (s *Store) SeedRecords(ctx context.Context, recs []idemdriver.Record) error {
 	var top int64
 	for _, r := range recs {
 		if err := checkIdent(r.Ident); err != nil {
 			return wrap("seed", err)
 		}
-		id, err := s.c.Incr(ctx, s.idxKeys[ixCounter]).Result()
+		id, err := s.nextFence(ctx)
 		if err != nil {
 			return wrap("seed", err)
 		}
@@ -594,7 +595,7 @@ func (s *Store) SeedRecords(ctx context.Context, recs []idemdriver.Record) error
 		if len(r.ResourceIDs) > 0 {
 			ids, _ = json.Marshal(r.ResourceIDs)
 		}
-		args := []any{strconv.FormatInt(id, 10), "s", r.Scope, "o", r.Operation, "d", r.KeyDigest, "kh", r.KeyHash,
+		args := []any{id, "s", r.Scope, "o", r.Operation, "d", r.KeyDigest, "kh", r.KeyHash,
 			"fp", r.Fingerprint, "st", string(r.Status), "rc", strconv.Itoa(r.ResponseCode), "cid", r.CorrelationID,
 			"ext", r.ExternalRef, "rids", string(ids), "err", r.LastError, "tok", r.Token,
 			"fen", strconv.FormatInt(r.Fence, 10), "att", strconv.Itoa(r.Attempts), "ver", strconv.FormatInt(r.Version, 10),

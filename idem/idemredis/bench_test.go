@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"testing"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idemredis"
 	"github.com/unstuckhq/unstuck/internal/benchround"
+	"github.com/unstuckhq/unstuck/internal/redistest"
 )
 
 // The benchmarks of this file put idem.Run on this store side by side with
@@ -26,8 +28,10 @@ import (
 // long as the stored envelope. Each round (UNSTUCK_BENCH_ROUNDS, see
 // internal/benchround) runs the engine and the limit in alternating order,
 // on the process's throwaway server (BenchmarkRun…) or 3-master cluster
-// (BenchmarkRun…Cluster). They only report; nothing fails on timing. See
-// BENCHMARKS.md for the commands and the ratios.
+// (BenchmarkRun…Cluster), both without persistence (appendonly no, so
+// the store runs WithDurabilityRisk): the ratios are of the client's
+// work. They only report; nothing fails on timing. See BENCHMARKS.md for
+// the commands and the ratios.
 
 var benchGoroutines = []int{1, 8}
 
@@ -59,7 +63,8 @@ func newBenchEnv(b *testing.B, c redis.UniversalClient) benchEnv {
 	b.Helper()
 	ctx := context.Background()
 	p := prefix()
-	s, err := idemredis.New(ctx, c, idemredis.WithPrefix(p))
+	s, err := idemredis.New(ctx, c, idemredis.WithPrefix(p), idemredis.WithDurabilityRisk(),
+		idemredis.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -147,17 +152,35 @@ func benchReplay(b *testing.B, c redis.UniversalClient) {
 
 // BenchmarkRunFirst: idem.Run on a new key (one script that reserves,
 // then one that completes) against SET NX PX + SET, single server.
-func BenchmarkRunFirst(b *testing.B) { benchFirst(b, singleClient(b)) }
+func BenchmarkRunFirst(b *testing.B) { benchFirst(b, volatileClient(b)) }
 
 // BenchmarkRunReplay: idem.Run on a completed key (one script that finds
 // the record) against one GET, single server.
-func BenchmarkRunReplay(b *testing.B) { benchReplay(b, singleClient(b)) }
+func BenchmarkRunReplay(b *testing.B) { benchReplay(b, volatileClient(b)) }
 
 // BenchmarkRunFirstCluster is BenchmarkRunFirst on the 3-master cluster,
 // where a reservation takes 3 round trips (script, fence, index) and a
 // completion 2 (script, index).
-func BenchmarkRunFirstCluster(b *testing.B) { benchFirst(b, clusterClient(b)) }
+func BenchmarkRunFirstCluster(b *testing.B) { benchFirst(b, volatileClusterClient(b)) }
 
 // BenchmarkRunReplayCluster is BenchmarkRunReplay on the cluster: still
 // one script.
-func BenchmarkRunReplayCluster(b *testing.B) { benchReplay(b, clusterClient(b)) }
+func BenchmarkRunReplayCluster(b *testing.B) { benchReplay(b, volatileClusterClient(b)) }
+
+// volatileClient returns a client of the process's throwaway server
+// without persistence.
+func volatileClient(b *testing.B) *redis.Client {
+	b.Helper()
+	c := redis.NewClient(&redis.Options{Addr: redistest.VolatileServer(b)})
+	b.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// volatileClusterClient returns a client of the process's throwaway
+// 3-master cluster without persistence.
+func volatileClusterClient(b *testing.B) *redis.ClusterClient {
+	b.Helper()
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: redistest.VolatileCluster(b).Addrs()})
+	b.Cleanup(func() { _ = c.Close() })
+	return c
+}

@@ -13,11 +13,12 @@
 // New refuses, with an error matching [ErrUnsupported] that says what to
 // change: Redis before 6.2; a server or proxy that does not run scripts by
 // EVALSHA (every primitive is one Lua script, which Redis runs atomically);
-// a cluster node reached by a plain client; and a maxmemory-policy other
+// a cluster node reached by a plain client; a maxmemory-policy other
 // than noeviction (allkeys-* and volatile-* may evict a finished record,
 // and a repeat of its key would run again) unless [WithEvictionAllowed],
-// which logs a warning instead. Keys start with [DefaultPrefix] or
-// [WithPrefix].
+// which logs a warning instead; and persistence under which a crash can
+// lose an acknowledged write (see Durability below). Keys start with
+// [DefaultPrefix] or [WithPrefix].
 //
 // # Records, fences and time
 //
@@ -29,10 +30,17 @@
 // one record) is one script on that hash. A repeat of a key is one
 // EVALSHA.
 //
-// Fences come from one counter (INCR), strictly increasing for every
-// record; a record's ID is the fence of its first reservation. Times are
-// the server's clock (TIME inside the script, Unix microseconds) unless
-// the params carry Now.
+// A new fence is max(counter + 1, the server's clock in Unix
+// microseconds), taken in the script that hands it out: strictly
+// increasing for every record, and never repeated even after a crash
+// that lost acknowledged writes and took the counter back with them
+// (the clock does not go back with them). A record's ID is the fence of
+// its first reservation, so IDs are about the Unix time of creation in
+// µs and never repeat either. This assumes the clock of a restarted
+// server or promoted replica is not behind the crashed one's by more
+// than the time the crash and restart took. Times are the server's clock
+// (TIME inside the script, Unix microseconds) unless the params carry
+// Now; fences always use the server's clock.
 //
 // Retention is native for finished records: Complete and Settle set
 // PEXPIREAT at ExpiresAt plus a grace ([DefaultExpiryGrace],
@@ -76,23 +84,46 @@
 //
 // # Durability
 //
-// Redis acknowledges a write once the master applied it in memory. With
-// AOF and appendfsync everysec (the usual setting) a crash of the server
-// loses up to about a second of acknowledged writes; with replication a
+// Redis acknowledges a write once the master applied it in memory; what
+// a crash loses depends on its persistence. With AOF and appendfsync
+// always the write is in the AOF and fsynced before the reply: a crash
+// of the server loses no acknowledged write. With appendfsync everysec
+// (the usual setting) a crash loses up to about a second of acknowledged
+// writes, more while an fsync is slow (Redis then holds the AOF write
+// back and still replies), even when only the process is killed; with
+// AOF off, everything since the last snapshot. With replication a
 // failover loses what the replica had not received. For idempotency a
-// lost write means: a lost reservation lets a repeat of the key run again
-// while the first run may still be going (no fence protects its
-// effect); a lost completion lets the key be taken over after its lease
-// and, by default, escalated to pending (it never replays a result it
-// does not have). Use appendfsync always for a single server that must
-// not lose acknowledged keys, or [WithWait] (WAIT after every write
-// that changed something: a write that fewer replicas than asked
-// acknowledged returns an error) so that a failover to an acknowledging
-// replica keeps them; the test TestFailoverKeepsAcknowledgedKeys kills a
-// master of a 3-master cluster with replicas and checks that every key
-// acknowledged under WithWait(1, …) replays. WAIT is not a consensus:
-// a replica that acknowledged may still lose the election to one that did
-// not, in rare double failures. WAITAOF (Redis 7.2) is not used.
+// lost reservation lets a repeat of the key run again while the first
+// run may still be going, and answer differently; a lost completion
+// leaves the key processing until its lease ends, then (by default)
+// pending. Measured in TestCrashLosingWritesKeepsFences and
+// TestKillWithAppendfsyncAlwaysRunsNoKeyTwice (see the README's
+// "Measured under faults").
+//
+// So [New] reads appendonly and appendfsync on every master and refuses,
+// naming the setting (the error matches [ErrNotDurable] too), AOF off or
+// appendfsync other than always, unless:
+//
+//   - the store waits for durability per write: [WithWaitAOF] (WAITAOF 1
+//     0 after every write that changed something: fsynced to the
+//     master's AOF; Redis 7.2 or later, AOF on) or [WithWait] with
+//     replicas ≥ 1 (WAIT: on that many replicas; this keeps a write
+//     only when a crashed master is failed over to such a replica, not
+//     when it restarts from its own files, and WAIT is not a consensus:
+//     a replica that acknowledged may still lose the election to one
+//     that did not, in rare double failures). A write that is not
+//     acknowledged in time returns an error; the write itself stands.
+//     TestFailoverKeepsAcknowledgedKeys kills a master of a 3-master
+//     cluster with replicas and checks that every key acknowledged under
+//     WithWait(1, …) replays;
+//   - or the caller accepts the risk with [WithDurabilityRisk], which
+//     logs a warning naming the setting and its consequence.
+//
+// Where CONFIG GET is refused (renamed or denied, as on managed services)
+// New cannot check, says so and refuses, unless a per-write wait,
+// [WithDurabilityRisk], or [WithDurableServer] (the caller asserts the
+// service keeps acknowledged writes by itself; logged at Info) is given;
+// AOF off reported by INFO is refused even then.
 //
 // # Not offered
 //

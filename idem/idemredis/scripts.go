@@ -20,9 +20,43 @@ import "github.com/redis/go-redis/v9"
 // means the server's clock (TIME: scripts replicate their effects, so a
 // replica sees the written values, not the call).
 
+// Fences. A new fence (and a new record's ID, the fence of its first
+// reservation) is max(counter + 1, the server's clock in Unix
+// microseconds from TIME), and the counter is set to it, in the script
+// that uses it (on a cluster, in scriptFence on the index slot).
+//
+// The counter alone would make fences strictly increasing only as long as
+// the server keeps every write. A crash of a server whose AOF is not
+// fsynced at each write (appendfsync everysec, AOF off) loses a suffix
+// of its acknowledged writes, counter increments included: the counter
+// comes back lower, and the next reservation or takeover would hand out
+// again a fence some owner already holds, so that two owners, or two
+// records, share it. The clock does not go back with the lost writes: a
+// fence is at most a few µs ahead of the clock that issued it (Redis
+// cannot run a script per µs for long), and the clock after the restart
+// is past the crash by the time the restart took. So every fence after
+// the restart is above every fence handed out before it, whatever the
+// counter lost. Without a loss the counter keeps fences strictly
+// increasing whatever the clock does (a stall, a step back).
+//
+// This assumes the clock of the server that comes back (the restarted
+// one, or a promoted replica) is not behind the crashed one's by more
+// than the time the crash and restart took, and that no fence was seeded
+// far above the clock (SeedRecords raises the counter to the highest
+// fence seeded). Fences stay below 2^53, exact in Lua's doubles, until
+// the year 2255.
+const luaNextFence = `
+local function nextFence(ck)
+  local t = redis.call('TIME')
+  local n = math.max(tonumber(redis.call('GET', ck) or '0') + 1, tonumber(t[1]) * 1000000 + tonumber(t[2]))
+  redis.call('SET', ck, f(n))
+  return f(n)
+end
+`
+
 // The index keys, by their offset in idxKeys (and in KEYS from X).
 const (
-	ixCounter = iota // fences and IDs
+	ixCounter = iota // fences and IDs (see luaNextFence)
 	ixKeys           // hash id -> record key
 	ixVers           // hash id -> indexed version:status
 	ixUpdated        // zset of every record by updated_at
@@ -80,7 +114,7 @@ end
 const luaFinSingle = `
 local X = 2
 local CLUSTER = false
-` + luaIndex + `
+` + luaIndex + luaNextFence + `
 local function fin(out, chg)
   if chg then idx(chg) end
   return out
@@ -114,9 +148,9 @@ end
 `
 
 // Reserve: ARGV now, lease µs, ttl µs, scope, operation, digest, key hash,
-// fingerprint, owner, fence ("" takes one from the counter on a single
-// server; on a cluster the script answers {2} and the store retries with
-// one), lean ("1"), trace ID. Answers {0, now, fields} for an existing record ({3,
+// fingerprint, owner, fence ("" takes the next one, see luaNextFence, on a
+// single server; on a cluster the script answers {2} and the store
+// retries with one from scriptFence), lean ("1"), trace ID. Answers {0, now, fields} for an existing record ({3,
 // now, lean values} when lean: see leanFields), {1, now, id} for a
 // created one.
 const luaReserve = `
@@ -131,7 +165,7 @@ end
 local fence = ARGV[10]
 if fence == '' then
   if CLUSTER then return fin({2}, nil) end
-  fence = tostring(redis.call('INCR', K(0)))
+  fence = nextFence(K(0))
 end
 local lease = now + tonumber(ARGV[2])
 local ea = now + math.max(tonumber(ARGV[3]), tonumber(ARGV[2]))
@@ -152,7 +186,7 @@ if r[3] and tonumber(r[3]) > now then return fin({0}, nil) end
 local fence = ARGV[9]
 if fence == '' then
   if CLUSTER then return fin({2}, nil) end
-  fence = tostring(redis.call('INCR', K(0)))
+  fence = nextFence(K(0))
 end
 local lease = now + tonumber(ARGV[5])
 redis.call('HSET', rk, 'tok', ARGV[4], 'fen', fence, 'st', 'processing', 'lease', f(lease), 'ua', f(now), 'tr', ARGV[10])
@@ -289,6 +323,14 @@ return fin({1}, change())
 // scriptIndex applies one index change (ARGV) to the index keys (KEYS):
 // the second step of a cluster write.
 var scriptIndex = redis.NewScript("local X = 1\n" + luaIndex + "\nidx(ARGV)\nreturn 1\n")
+
+// scriptFence takes the next fence from the counter (KEYS[1]): a
+// cluster's reservation or takeover, and a seeded record's ID.
+var scriptFence = redis.NewScript(`
+local function f(x) return string.format('%.0f', x) end
+` + luaNextFence + `
+return nextFence(KEYS[1])
+`)
 
 // scriptBump raises the counter (KEYS[1]) to at least ARGV[1].
 var scriptBump = redis.NewScript(`

@@ -31,6 +31,11 @@ const DefaultExpiryGrace = 24 * time.Hour
 // server or configuration the store cannot run on safely.
 var ErrUnsupported = errors.New("idemredis: unsupported server or configuration")
 
+// ErrNotDurable is matched (errors.Is), with [ErrUnsupported], by the
+// error of [New] for a server whose persistence may lose acknowledged
+// writes in a crash, or cannot be read (see New).
+var ErrNotDurable = errors.New("acknowledged writes may not survive a crash of the server")
+
 // Store is the Redis driver: an [idemdriver.Store], [idemdriver.Admin] and
 // [idemdriver.Seeder] over a go-redis client. It is safe for concurrent
 // use. It is not an [idemdriver.TxStore]: Redis has no transaction to
@@ -42,9 +47,13 @@ type Store struct {
 	grace     time.Duration // 0: no native expiry
 	graceSet  bool
 	eviction  bool // allow an evicting maxmemory-policy, with a warning
+	risk      bool // accept persistence that may lose acknowledged writes, with a warning
+	asserted  bool // the caller asserts durability New cannot check
 	logger    *slog.Logger
 	waitN     int
 	waitT     time.Duration
+	waitAOF   time.Duration // with waitAOFOn: WAITAOF 1 0 after every write
+	waitAOFOn bool
 	idxKeys   []string
 	repairAge time.Duration
 }
@@ -80,18 +89,65 @@ func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.logger = l } 
 // acknowledged it, or timeout passed; a write that reached fewer returns
 // an error (the write itself stands). Without it a write is acknowledged
 // once the master applied it, and a failover may lose it: see the package
-// documentation.
+// documentation. With replicas ≥ 1, [New] accepts a master whose own
+// persistence may lose acknowledged writes (AOF off, appendfsync
+// everysec): the copies on the replicas keep them, as long as a crashed
+// master is failed over to such a replica (Sentinel, Cluster) rather than
+// restarted from its own files, which its replicas would then copy.
 func WithWait(replicas int, timeout time.Duration) Option {
 	return func(s *Store) { s.waitN, s.waitT = replicas, timeout }
 }
 
+// WithWaitAOF makes every write that changed something wait, with
+// WAITAOF 1 0 timeout, until the master has written it to its AOF and
+// fsynced it; a write not fsynced within timeout (1ms or more) returns
+// an error (the write itself stands, and a crash may lose it). [New]
+// then accepts appendfsync everysec or no, and refuses a server before
+// Redis 7.2 (no WAITAOF) or with AOF off. The cost is a round trip and
+// the fsync's wait per write; a server with appendfsync always needs no
+// wait.
+func WithWaitAOF(timeout time.Duration) Option {
+	return func(s *Store) { s.waitAOF, s.waitAOFOn = timeout, true }
+}
+
+// WithDurabilityRisk makes [New] accept a server whose persistence may
+// lose acknowledged writes in a crash (AOF off, appendfsync other than
+// always, or settings New cannot read), logging a warning that names the
+// setting instead of refusing. What a crash of such a server costs:
+// a lost reservation lets a repeat of its key run again, possibly while
+// the first run still goes on, and return another answer; a lost
+// completion leaves its key processing until its lease ends (then, by
+// default, pending for an operator). Fences still never repeat (see the
+// package documentation). Measured in TestCrashLosingWritesKeepsFences:
+// every acknowledged key whose write the crash lost ran again.
+func WithDurabilityRisk() Option { return func(s *Store) { s.risk = true } }
+
+// WithDurableServer asserts that the server keeps every acknowledged
+// write across a crash by means [New] cannot read: a managed service that
+// disables CONFIG but writes through a durable log, or appendfsync always
+// behind a renamed CONFIG. It applies only where New cannot read the
+// persistence settings; a setting New can read that loses acknowledged
+// writes is refused all the same. New logs the assertion at Info.
+func WithDurableServer() Option { return func(s *Store) { s.asserted = true } }
+
 // New returns a store on c, after checking that the server can run it:
 // Redis 6.2 or later, scripts run by EVALSHA (a proxy that refuses them is
 // refused), a maxmemory-policy of noeviction (others are refused unless
-// [WithEvictionAllowed]) on every master, and a client of the right kind
-// (a *redis.ClusterClient for a cluster). The error of a refusal matches
-// [ErrUnsupported] and says what to change. New makes a few round trips;
-// call it once at start-up.
+// [WithEvictionAllowed]) and persistence that keeps acknowledged writes
+// across a crash (see Durability below) on every master, and
+// a client of the right kind (a *redis.ClusterClient for a cluster). The
+// error of a refusal matches [ErrUnsupported] and says what to change.
+// New makes a few round trips; call it once at start-up.
+//
+// Durability: New reads appendonly and appendfsync (CONFIG GET append*)
+// and accepts appendonly yes with appendfsync always. Otherwise it
+// refuses, naming the setting, unless the store waits for durability per
+// write ([WithWaitAOF]; [WithWait] with replicas ≥ 1) or the caller
+// accepts the risk ([WithDurabilityRisk], logged as a warning). Where
+// CONFIG GET is refused (renamed or denied, as on managed services) New
+// refuses too, saying the check could not be made, unless a per-write
+// wait, [WithDurableServer] or [WithDurabilityRisk] is given; INFO's
+// aof_enabled:0 still counts as AOF off.
 func New(ctx context.Context, c redis.UniversalClient, opts ...Option) (*Store, error) {
 	s := &Store{c: c, prefix: DefaultPrefix, grace: DefaultExpiryGrace, logger: slog.Default(), repairAge: 10 * time.Second}
 	for _, o := range opts {
@@ -124,8 +180,11 @@ func (s *Store) check(ctx context.Context) error {
 			return fmt.Errorf("%w: client %T: use a *redis.Client or *redis.ClusterClient", ErrUnsupported, s.c)
 		}
 	}
+	if s.waitAOFOn && s.waitAOF < time.Millisecond {
+		return fmt.Errorf("idemredis: WithWaitAOF(%s): the timeout must be 1ms or more", s.waitAOF)
+	}
 	return each(func(ctx context.Context, c *redis.Client) error {
-		info, err := c.Info(ctx, "server", "memory", "cluster").Result()
+		info, err := c.Info(ctx).Result()
 		if err != nil {
 			return fmt.Errorf("idemredis: INFO on %s: %w", c.Options().Addr, err)
 		}
@@ -143,6 +202,9 @@ func (s *Store) check(ctx context.Context) error {
 			}
 			s.logger.Warn("idemredis: " + msg)
 		}
+		if err := s.checkDurability(ctx, c, fields); err != nil {
+			return err
+		}
 		probe := redis.NewScript(`return ARGV[1]`)
 		if err := probe.Load(ctx, c).Err(); err != nil {
 			return fmt.Errorf("%w: SCRIPT LOAD on %s: %v: the store runs every primitive as one Lua script", ErrUnsupported, c.Options().Addr, err)
@@ -153,6 +215,61 @@ func (s *Store) check(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// checkDurability is the persistence check of New on one master (see
+// New): nil when an acknowledged write survives a crash of the server, or
+// the store waits for durability per write, or the caller accepted the
+// risk (logged); else an error naming the setting and the options.
+func (s *Store) checkDurability(ctx context.Context, c *redis.Client, info map[string]string) error {
+	addr := c.Options().Addr
+	cfg, cfgErr := c.ConfigGet(ctx, "append*").Result()
+	aof, fsync := cfg["appendonly"], cfg["appendfsync"]
+	if cfgErr == nil && (aof == "" || fsync == "") {
+		cfgErr = errors.New("no appendonly or appendfsync in its reply")
+	}
+	if cfgErr != nil {
+		aof, fsync = "", ""
+		if info["aof_enabled"] == "0" {
+			aof = "no" // INFO persistence answers where CONFIG is refused
+		}
+	}
+	const options = "pass idemredis.WithWaitAOF (Redis 7.2+, AOF on) or idemredis.WithWait (replicas) to wait for durability per write, " +
+		"or idemredis.WithDurabilityRisk to accept losing acknowledged writes on a crash"
+	var problem, fix string
+	switch {
+	case aof == "no":
+		problem, fix = "appendonly is no: a crash of the server loses every write since its last snapshot, acknowledged ones included", "set appendonly yes and appendfsync always, or "+options
+	case aof == "yes" && fsync != "always":
+		problem, fix = fmt.Sprintf("appendfsync is %s: a crash of the server can lose the writes of the last second or more, acknowledged ones included", fsync), "set appendfsync always, or "+options
+	case cfgErr != nil:
+		problem = fmt.Sprintf("its persistence settings could not be read (CONFIG GET append*: %v), so the store cannot check that an acknowledged write survives a crash", cfgErr)
+		fix = options + ", or idemredis.WithDurableServer if the service keeps every acknowledged write by itself"
+	}
+	switch {
+	case problem == "":
+		return nil
+	case s.waitAOFOn:
+		if v := info["redis_version"]; !atLeast(v, 7, 2) {
+			return fmt.Errorf("%w: %w: %s runs Redis %q: WithWaitAOF needs WAITAOF, Redis 7.2 or later (%s)", ErrUnsupported, ErrNotDurable, addr, v, problem)
+		}
+		if aof == "no" {
+			return fmt.Errorf("%w: %w: %s has appendonly no: WithWaitAOF waits for the AOF; set appendonly yes", ErrUnsupported, ErrNotDurable, addr)
+		}
+		return nil
+	case s.waitN > 0:
+		return nil
+	case s.asserted && cfgErr != nil && aof != "no":
+		s.logger.Info("idemredis: persistence not checked: WithDurableServer asserts that the server keeps acknowledged writes across a crash",
+			"addr", addr, "reason", cfgErr.Error())
+		return nil
+	case s.risk:
+		s.logger.Warn("idemredis: "+addr+": "+problem+"; accepted by WithDurabilityRisk: after such a crash a key whose reservation was lost "+
+			"runs again on its next request (and may answer differently), and a key whose completion was lost stays processing until its lease ends. Fences never repeat.",
+			"addr", addr)
+		return nil
+	}
+	return fmt.Errorf("%w: %w: %s: %s; %s", ErrUnsupported, ErrNotDurable, addr, problem, fix)
 }
 
 // parseInfo parses the text of INFO into its fields.
@@ -243,10 +360,11 @@ func (s *Store) index(ctx context.Context, chg ...any) error {
 }
 
 // eval runs sc by EVALSHA (loading it on NOSCRIPT). When the store was
-// built WithWait, a script that wrote is followed by WAIT on the same
-// connection; one that changed nothing is not waited for.
+// built WithWaitAOF or WithWait, a script that wrote is followed by
+// WAITAOF, then WAIT, on the same connection; one that changed nothing is
+// not waited for.
 func (s *Store) eval(ctx context.Context, sc *redis.Script, keys []string, args ...any) (any, error) {
-	if s.waitN <= 0 {
+	if s.waitN <= 0 && !s.waitAOFOn {
 		return sc.Run(ctx, s.c, keys, args...).Result()
 	}
 	var node *redis.Client
@@ -260,7 +378,7 @@ func (s *Store) eval(ctx context.Context, sc *redis.Script, keys []string, args 
 	case *redis.Client:
 		node = c
 	default:
-		return nil, fmt.Errorf("%w: WithWait needs a *redis.Client or *redis.ClusterClient, not %T", ErrUnsupported, s.c)
+		return nil, fmt.Errorf("%w: WithWait and WithWaitAOF need a *redis.Client or *redis.ClusterClient, not %T", ErrUnsupported, s.c)
 	}
 	conn := node.Conn()
 	defer conn.Close()
@@ -275,6 +393,15 @@ func (s *Store) eval(ctx context.Context, sc *redis.Script, keys []string, args 
 		return nil, err
 	}
 	if !wrote(res) {
+		return res, nil
+	}
+	if s.waitAOFOn {
+		n, err := conn.WaitAOF(ctx, 1, 0, s.waitAOF).Result()
+		if err != nil || len(n) < 1 || n[0] < 1 {
+			return nil, fmt.Errorf("WAITAOF: the write was not fsynced to the AOF within %s (%v); it stands in memory and a crash may lose it", s.waitAOF, err)
+		}
+	}
+	if s.waitN <= 0 {
 		return res, nil
 	}
 	if n, err := conn.Wait(ctx, s.waitN, s.waitT).Result(); err != nil || n < int64(s.waitN) {
@@ -382,11 +509,9 @@ func (s *Store) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdr
 			if fence != "" {
 				return idemdriver.Record{}, false, wrap("reserve", errors.New("the script asked for a fence twice"))
 			}
-			n, err := s.c.Incr(ctx, s.idxKeys[ixCounter]).Result()
-			if err != nil {
+			if fence, err = s.nextFence(ctx); err != nil {
 				return idemdriver.Record{}, false, wrap("reserve: next fence", err)
 			}
-			fence = strconv.FormatInt(n, 10)
 			continue
 		}
 		at, id := micros(str(out[1])), atoi(str(out[2]))
@@ -395,6 +520,14 @@ func (s *Store) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdr
 			LeaseExpiresAt: at.Add(trunc(p.Lease)), Attempts: 1, Version: 1, CreatedAt: at, UpdatedAt: at,
 			ExpiresAt: at.Add(trunc(max(p.TTL, p.Lease))), ReadAt: at}, true, nil
 	}
+}
+
+// nextFence takes the next fence from the counter in a round trip of its
+// own (see luaNextFence). It is not waited for (WithWait, WithWaitAOF):
+// should a crash lose the counter's write, the next fence is higher all
+// the same.
+func (s *Store) nextFence(ctx context.Context) (string, error) {
+	return scriptFence.Run(ctx, s.c, s.idxKeys[ixCounter:ixCounter+1]).Text()
 }
 
 // trunc truncates d to the microseconds the store keeps.
@@ -424,11 +557,9 @@ func (s *Store) Takeover(ctx context.Context, p idemdriver.TakeoverParams) (idem
 			if fence != "" {
 				return idemdriver.Record{}, wrap("takeover", errors.New("the script asked for a fence twice"))
 			}
-			n, err := s.c.Incr(ctx, s.idxKeys[ixCounter]).Result()
-			if err != nil {
+			if fence, err = s.nextFence(ctx); err != nil {
 				return idemdriver.Record{}, wrap("takeover: next fence", err)
 			}
-			fence = strconv.FormatInt(n, 10)
 			continue
 		}
 		rec, err := decodeAt(out[2], out[1])

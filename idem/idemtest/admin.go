@@ -379,9 +379,12 @@ func testAdminBadCursor(t *testing.T, b adminBundle) {
 		require.ErrorAs(t, err, &fe)
 		require.Equal(t, "after", fe.Field)
 	}
-	page, err := b.Admin.ListKeys(t.Context(), idemdriver.KeyFilter{After: good})
+	// A position no record holds, just after r in this order; IDs are
+	// the store's (any positive numbers, e.g. derived from a clock).
+	position := idemdriver.EncodeCursor(idemdriver.Record{ID: r.ID + 1, UpdatedAt: b.base}, idemdriver.OrderNewest)
+	page, err := b.Admin.ListKeys(t.Context(), idemdriver.KeyFilter{After: position})
 	require.NoError(t, err, "a well-formed cursor is only a position")
-	require.Equal(t, []int64{r.ID}, recordIDs(page.Records), "before (base, 42)")
+	require.Equal(t, []int64{r.ID}, recordIDs(page.Records), "before (base, r.ID+1)")
 	page, err = b.Admin.ListKeys(t.Context(), idemdriver.KeyFilter{After: idemdriver.EncodeCursor(r, idemdriver.OrderNewest)})
 	require.NoError(t, err)
 	require.Empty(t, page.Records, "nothing after the only record")

@@ -1,8 +1,11 @@
 // Package redistest starts throwaway Redis servers and clusters for tests,
 // from the redis-server and redis-cli binaries on PATH: a single server on
 // a free port in [7100, 7200) and a cluster of masters (and replicas) on
-// free ports in [7200, 7300), each in a temporary directory, with no
-// persistence. Nothing is mocked.
+// free ports in [7200, 7300), each in a temporary directory. Every node
+// runs with AOF on and appendfsync always (no RDB snapshots): the
+// persistence idemredis.New requires of a server without a per-write
+// wait; a test passes other settings as extra arguments of [StartServer].
+// Nothing is mocked.
 //
 // One server and one cluster are started per test process, on first use,
 // and shared by its tests, which keep apart by key prefix; call [RunMain]
@@ -38,17 +41,65 @@ type Node struct {
 	Addr string // host:port
 	Port int
 	dir  string
+	args []string // redis-server's arguments, for Restart
 	cmd  *exec.Cmd
 	done chan struct{}
 }
 
 // Kill sends SIGKILL to the node and waits for it to exit (a crash, as in
-// a failover test).
+// a failover test). Killing a node that is not running does nothing.
 func (n *Node) Kill() {
 	if n.cmd.Process != nil {
 		_ = n.cmd.Process.Kill()
 	}
 	<-n.done
+}
+
+// Pid returns the process ID of the node's running redis-server.
+func (n *Node) Pid() int { return n.cmd.Process.Pid }
+
+// Dir returns the node's data directory: its AOF (appendonlydir/), and
+// its log (log).
+func (n *Node) Dir() string { return n.dir }
+
+// Restart starts a killed node again with the same arguments, port and
+// data directory, so that it loads what it had persisted, and waits until
+// it answers PING (after loading). It fails t when the node does not come
+// back within 30 s.
+func (n *Node) Restart(t testing.TB) {
+	t.Helper()
+	n.Kill()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for {
+		if err := n.start(); err != nil {
+			t.Fatalf("redistest: restart %s: %v", n.Addr, err)
+		}
+		err := waitFor(ctx, n, "PING", "PONG")
+		if err == nil {
+			return
+		}
+		n.Kill()
+		// The port may still be held for a moment by the killed process's
+		// sockets: try again until the deadline.
+		if ctx.Err() != nil {
+			t.Fatalf("redistest: restart %s: %v (log in %s)", n.Addr, err, n.dir)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// start runs redis-server with n's arguments.
+func (n *Node) start() error {
+	cmd := exec.Command("redis-server", n.args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start redis-server: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	n.cmd, n.done = cmd, done
+	return nil
 }
 
 // Cluster is a Redis Cluster started by this package.
@@ -68,13 +119,20 @@ func (c *Cluster) Addrs() []string {
 }
 
 var process struct {
-	mu       sync.Mutex
-	nodes    []*Node
-	single   *Node
-	singleE  error
-	cluster  *Cluster
-	clusterE error
+	mu        sync.Mutex
+	nodes     []*Node
+	single    *Node
+	singleE   error
+	cluster   *Cluster
+	clusterE  error
+	volatile  *Node
+	volatileE error
+	vcluster  *Cluster
+	vclusterE error
 }
+
+// volatileArgs turn persistence off: see VolatileServer.
+var volatileArgs = []string{"--appendonly", "no"}
 
 // RunMain runs the tests of m, then kills every node started and removes
 // their directories. Nodes are started to receive SIGKILL should the test
@@ -114,6 +172,45 @@ func Server(t testing.TB) string {
 		t.Fatalf("redistest: %v", process.singleE)
 	}
 	return process.single.Addr
+}
+
+// VolatileServer returns the address of this process's throwaway single
+// server without persistence (appendonly no), starting it on first use:
+// for benchmarks, which measure the client's work and whose documented
+// setup has no persistence. idemredis.New accepts it only with
+// WithDurabilityRisk.
+func VolatileServer(t testing.TB) string {
+	t.Helper()
+	process.mu.Lock()
+	defer process.mu.Unlock()
+	if process.volatile == nil && process.volatileE == nil {
+		if err := binaries(); err != nil {
+			unavailable(t, err)
+		}
+		process.volatile, process.volatileE = startNode(context.Background(), 7100, 7200, false, volatileArgs...)
+	}
+	if process.volatileE != nil {
+		t.Fatalf("redistest: %v", process.volatileE)
+	}
+	return process.volatile.Addr
+}
+
+// VolatileCluster is SharedCluster without persistence (see
+// VolatileServer).
+func VolatileCluster(t testing.TB) *Cluster {
+	t.Helper()
+	process.mu.Lock()
+	defer process.mu.Unlock()
+	if process.vcluster == nil && process.vclusterE == nil {
+		if err := binaries(); err != nil {
+			unavailable(t, err)
+		}
+		process.vcluster, process.vclusterE = startCluster(context.Background(), 3, 0, volatileArgs...)
+	}
+	if process.vclusterE != nil {
+		t.Fatalf("redistest: %v", process.vclusterE)
+	}
+	return process.vcluster
 }
 
 // StartServer starts a single server of t's own with extra configuration
@@ -191,13 +288,14 @@ func binaries() error {
 
 // startCluster starts masters+masters*replicas nodes in cluster mode,
 // joins them with redis-cli --cluster create and waits until every node
-// reports cluster_state:ok. Call with process.mu held.
-func startCluster(ctx context.Context, masters, replicas int) (*Cluster, error) {
+// reports cluster_state:ok. extra are more arguments of every node. Call
+// with process.mu held.
+func startCluster(ctx context.Context, masters, replicas int, extra ...string) (*Cluster, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	var nodes []*Node
 	for range masters * (1 + replicas) {
-		n, err := startNode(ctx, 7200, 7300, true)
+		n, err := startNode(ctx, 7200, 7300, true, extra...)
 		if err != nil {
 			return nil, err
 		}
@@ -249,19 +347,17 @@ func startNode(ctx context.Context, lo, hi int, cluster bool, extra ...string) (
 			continue
 		}
 		args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
-			"--save", "", "--appendonly", "no", "--protected-mode", "no", "--logfile", filepath.Join(dir, "log")}
+			"--save", "", "--appendonly", "yes", "--appendfsync", "always",
+			"--protected-mode", "no", "--logfile", filepath.Join(dir, "log")}
 		if cluster {
 			args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 				"--cluster-node-timeout", "2000")
 		}
 		args = append(args, extra...)
-		cmd := exec.Command("redis-server", args...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			return nil, fmt.Errorf("start redis-server: %w", err)
+		n := &Node{Addr: fmt.Sprintf("127.0.0.1:%d", port), Port: port, dir: dir, args: args}
+		if err := n.start(); err != nil {
+			return nil, err
 		}
-		n := &Node{Addr: fmt.Sprintf("127.0.0.1:%d", port), Port: port, dir: dir, cmd: cmd, done: make(chan struct{})}
-		go func() { _ = cmd.Wait(); close(n.done) }()
 		process.nodes = append(process.nodes, n)
 		if lastErr = waitFor(ctx, n, "PING", "PONG"); lastErr == nil {
 			return n, nil
