@@ -21,6 +21,10 @@ to start until it has run; on SQLite every command runs it first. On
 MySQL there are no sagas (River has no MySQL driver): it migrates the
 idempotency records, the console's tables and the audit trail.
 
+With UNSTUCK_AUDIT_KEY set it also seals the audit trail's keying marker
+with it (else the console does at its first start, which then needs
+UPDATE on unstuck_audit_keying).
+
 `)
 		fs.PrintDefaults()
 	}
@@ -44,5 +48,20 @@ idempotency records, the console's tables and the audit trail.
 		return fmt.Errorf("migrate %s: %w", db.Redacted, err)
 	}
 	fmt.Fprintf(stdout, "migrated %s\n", db.Redacted)
+	if getenv("UNSTUCK_AUDIT_KEY") == "" {
+		return nil
+	}
+	keys, err := auditKeysFromEnv(getenv)
+	if err != nil {
+		return err
+	}
+	db.useAuditKeys(keys)
+	sealed, err := db.Trail.SealKeying(ctx)
+	if err != nil {
+		return fmt.Errorf("seal the audit trail's keying marker: %w", err)
+	}
+	if sealed {
+		fmt.Fprintln(stdout, "sealed the audit trail's keying marker with the audit key")
+	}
 	return nil
 }
