@@ -164,6 +164,10 @@ refuses to start while they are enabled.
 		bulk: bulk, bulkConfig: bulkCfg, checkpoints: startExternalCheckpoints(ctx, db.Trail, checkpointOpts, reg, log)}
 	var idp *devidp.Provider
 	if *oidcDemo {
+		if !loopback {
+			_ = ln.Close()
+			return fmt.Errorf("--oidc-demo speaks plain http, which single sign-on accepts on loopback only: run the demo with --addr 127.0.0.1:PORT, not %s", ln.Addr())
+		}
 		if idp, opts.sso, err = startDemoSSO(*oidcAddr, base, log); err != nil {
 			return fmt.Errorf("demo identity provider: %w", err)
 		}

@@ -369,6 +369,9 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 	if single != nil {
 		fmt.Fprintf(stdout, "single sign-on through %s (%d groups mapped to roles; local sign-in %s)\n",
 			single.Client.Issuer(), single.Roles.Len(), map[bool]string{true: "off", false: "on"}[*ssoF.noLocal])
+		if single.BackChannelLogout {
+			fmt.Fprintf(stdout, "back-channel logout: register %s at the provider\n", backChannelURL(*ssoF.redirectURL))
+		}
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "db", db.Redacted)
 	stopSnapshots := startSnapshots(ctx, db, incidentOpts, log)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -94,12 +95,18 @@ type Client struct {
 
 	mu sync.Mutex
 	p  *discovered // nil until a discovery succeeds
+
+	used replayCache // logout tokens accepted, by jti
 }
 
 // discovered is what the provider's discovery document gave.
 type discovered struct {
-	provider   *oidc.Provider
-	verifier   *oidc.IDTokenVerifier
+	provider *oidc.Provider
+	verifier *oidc.IDTokenVerifier
+	// logout verifies logout tokens: the ID token's checks but the
+	// expiry, which VerifyLogoutToken judges itself (exp is optional in
+	// some providers' logout tokens).
+	logout     *oidc.IDTokenVerifier
 	oauth      oauth2.Config
 	endSession string
 }
@@ -112,9 +119,8 @@ func New(cfg Config) (*Client, error) {
 		}
 	}
 	for _, f := range []struct{ name, v string }{{"issuer", cfg.Issuer}, {"redirect URL", cfg.RedirectURL}} {
-		u, err := url.Parse(f.v)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return nil, fmt.Errorf("sso: the %s %q is not an http(s) URL", f.name, f.v)
+		if err := CheckURL(f.v); err != nil {
+			return nil, fmt.Errorf("sso: the %s %w", f.name, err)
 		}
 	}
 	if cfg.GroupsClaim == "" {
@@ -131,6 +137,35 @@ func New(cfg Config) (*Client, error) {
 		hc = &http.Client{Timeout: 10 * time.Second}
 	}
 	return &Client{cfg: cfg, hc: hc}, nil
+}
+
+// CheckURL accepts an issuer or redirect URL: https, or plain http only
+// on a loopback host (localhost and its subdomains, 127.0.0.0/8, ::1),
+// where nothing crosses a network. Over plain http to another host the
+// authorization code, the ID token and the session cookie could be read
+// or changed on the way. The error starts with the URL and says what to
+// change.
+func CheckURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return fmt.Errorf("%q is not an http(s) URL: give an absolute https:// URL", raw)
+	}
+	if u.Scheme == "http" && !loopbackHost(u.Hostname()) {
+		return fmt.Errorf("%q uses plain http on %s, which is not loopback: use https://%s (plain http is only for 127.0.0.1, ::1 or localhost)",
+			raw, u.Hostname(), u.Host+u.EscapedPath())
+	}
+	return nil
+}
+
+// loopbackHost reports whether host (without its port) always names this
+// machine: localhost or a name under it (RFC 6761), or a loopback address.
+func loopbackHost(host string) bool {
+	h := strings.TrimSuffix(strings.ToLower(host), ".")
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(h)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // Issuer is the provider's issuer URL.
@@ -160,6 +195,7 @@ func (c *Client) discover(ctx context.Context) (*discovered, error) {
 	}
 	d := &discovered{provider: p, endSession: extra.EndSession,
 		verifier: p.Verifier(&oidc.Config{ClientID: c.cfg.ClientID, Now: c.cfg.NowFunc}),
+		logout:   p.Verifier(&oidc.Config{ClientID: c.cfg.ClientID, Now: c.cfg.NowFunc, SkipExpiryCheck: true}),
 		oauth: oauth2.Config{ClientID: c.cfg.ClientID, ClientSecret: c.cfg.ClientSecret, RedirectURL: c.cfg.RedirectURL,
 			Endpoint: p.Endpoint(), Scopes: append([]string{oidc.ScopeOpenID}, c.cfg.Scopes...)}}
 	c.p = d

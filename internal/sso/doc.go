@@ -4,6 +4,10 @@
 // verified against the provider's keys (issuer, audience, expiry,
 // signature). Roles come from the provider's groups through a [RoleMap].
 //
+// It also verifies the logout tokens of OpenID Connect Back-Channel Logout
+// 1.0 ([Client.VerifyLogoutToken]) with the same keys, and refuses plain
+// http to a provider or callback that is not on loopback ([CheckURL]).
+//
 // The package speaks to the provider only; creating the console user,
 // the session and the audit entries is the web layer's.
 //

@@ -13,7 +13,7 @@ import (
 	"github.com/unstuckhq/unstuck/internal/sso/devidp"
 )
 
-const redirect = "http://console.test/login/sso/callback"
+const redirect = "http://console.localhost/login/sso/callback"
 
 type testBundle struct {
 	idp    *devidp.Provider
@@ -163,11 +163,11 @@ func TestFinish(t *testing.T) {
 	t.Run("end session URL", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		u, ok := b.client.EndSessionURL(t.Context(), "http://console.test/login")
+		u, ok := b.client.EndSessionURL(t.Context(), "http://console.localhost/login")
 		require.True(t, ok, "discovered on demand")
 		require.Contains(t, u, b.idp.Issuer()+"/end_session?")
 		require.Contains(t, u, "client_id=console")
-		require.Contains(t, u, "post_logout_redirect_uri=http%3A%2F%2Fconsole.test%2Flogin")
+		require.Contains(t, u, "post_logout_redirect_uri=http%3A%2F%2Fconsole.localhost%2Flogin")
 		require.NoError(t, b.idp.Close())
 		c, err := sso.New(sso.Config{Issuer: b.idp.Issuer(), ClientID: "console", ClientSecret: "s3cret", RedirectURL: redirect})
 		require.NoError(t, err)

@@ -18,6 +18,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/auth"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/internal/views"
@@ -206,6 +207,9 @@ type loginDeps struct {
 	// the local form off.
 	sso     *SSO
 	noLocal bool
+	// trail, when not nil, audits local sign-ins (set with single sign-on
+	// on, where local accounts are the break-glass way in).
+	trail auditAppender
 }
 
 // loginForm is the sign-in page's model with the options d offers.
@@ -342,8 +346,13 @@ func handleLogin(d loginDeps) http.Handler {
 		}
 		d.byAccount.Reset(acctKey)
 		d.byAddress.Release(addr)
-		if err := d.sm.RenewToken(ctx); err != nil {
+		if err := startSession(ctx, d.sm); err != nil {
 			writeError(w, r, d.log, err)
+			return
+		}
+		if !appendAudit(r, d.trail, d.log, audit.Entry{Actor: u.Username, Role: u.Role, Action: "user.sign_in", TargetKind: "user",
+			TargetID: u.Username, Reason: "with a local account", Outcome: audit.OutcomeApplied, After: userState(u)}) {
+			writeError(w, r, d.log, errors.New("web: the sign-in could not be audited"))
 			return
 		}
 		d.sm.Put(ctx, sessionUserID, u.ID)

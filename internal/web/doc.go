@@ -9,7 +9,8 @@
 // declare the small interface they use next to them. The console's routes
 // carry sessions ([NewSessionManager]), cross-origin protection on unsafe
 // methods and the casbin RBAC policy ([NewEnforcer]); the health, metrics
-// and static routes and Config.Mount's routes carry none of them.
+// and static routes, the identity provider's back-channel logout endpoint
+// (SSO.BackChannelLogout) and Config.Mount's routes carry none of them.
 //
 // # Errors
 //

@@ -150,7 +150,7 @@ func NewHandler(cfg Config) http.Handler {
 		}
 		ssoD = &ssoDeps{cfg: *cfg.SSO, sm: cfg.Sessions, users: users, noLocal: logins.noLocal, log: log}
 		if cfg.Trail != nil {
-			ssoD.trail = cfg.Trail
+			ssoD.trail, logins.trail = cfg.Trail, cfg.Trail
 		}
 	}
 
@@ -170,6 +170,11 @@ func NewHandler(cfg Config) http.Handler {
 		r.Method(http.MethodGet, "/metrics", MetricsHandler(reg, cfg.MetricsToken))
 	}
 	r.Method(http.MethodGet, "/static/*", staticFiles(cfg.Static, log))
+	if ssoD != nil && ssoD.cfg.BackChannelLogout {
+		// The provider's, server to server: no session, no cookie; the
+		// signed logout token is the authentication.
+		r.Method(http.MethodPost, BackChannelLogoutPath, handleBackChannelLogout(*ssoD, newLogoutLimiter()))
+	}
 	if cfg.Mount != nil {
 		cfg.Mount(r)
 	}

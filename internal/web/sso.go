@@ -31,16 +31,31 @@ type SSO struct {
 	// ReauthAfter is how long a session signed in through the provider
 	// lasts before the user is sent through the provider again, so that
 	// their groups, and so their role and their access, are read again;
-	// DefaultSSOReauth when <= 0. (Sessions also end at the session
-	// manager's idle and absolute timeouts, whichever comes first.)
+	// when <= 0, DefaultSSOReauth, or DefaultSSOReauthBackChannel with
+	// BackChannelLogout. (Sessions also end at the session manager's idle
+	// and absolute timeouts, whichever comes first.)
 	ReauthAfter time.Duration
 	// PostLogoutURL is where the provider's end-session endpoint sends the
 	// browser back to (registered at the provider); empty asks none.
 	PostLogoutURL string
+	// BackChannelLogout serves OpenID Connect Back-Channel Logout at
+	// BackChannelLogoutPath: a logout token the provider POSTs there ends
+	// every console session of its user at once (register the URI at the
+	// provider).
+	BackChannelLogout bool
 }
 
-// DefaultSSOReauth is SSO.ReauthAfter when not set.
-const DefaultSSOReauth = time.Hour
+// Defaults of SSO.ReauthAfter: how long a user the provider no longer
+// lets in keeps a session here, at most, when the provider cannot tell the
+// console (no back-channel logout), and when it can.
+const (
+	DefaultSSOReauth            = 15 * time.Minute
+	DefaultSSOReauthBackChannel = time.Hour
+)
+
+// BackChannelLogoutPath is the console's back-channel logout endpoint
+// (SSO.BackChannelLogout).
+const BackChannelLogoutPath = "/oidc/backchannel-logout"
 
 // Session values of a sign-in through the provider.
 const (
@@ -87,6 +102,9 @@ func (d ssoDeps) label() string {
 func (d ssoDeps) reauthAfter() time.Duration {
 	if d.cfg.ReauthAfter > 0 {
 		return d.cfg.ReauthAfter
+	}
+	if d.cfg.BackChannelLogout {
+		return DefaultSSOReauthBackChannel
 	}
 	return DefaultSSOReauth
 }
@@ -204,7 +222,7 @@ func handleSSOCallback(d ssoDeps) http.Handler {
 				return
 			}
 		}
-		if err := d.sm.RenewToken(ctx); err != nil {
+		if err := startSession(ctx, d.sm); err != nil {
 			writeError(w, r, d.log, err)
 			return
 		}
@@ -225,15 +243,50 @@ func handleSSOCallback(d ssoDeps) http.Handler {
 // audit appends e with r's request fields; it reports false (and logs)
 // when the trail refused it. No trail: true.
 func (d ssoDeps) audit(r *http.Request, e audit.Entry) bool {
-	if d.trail == nil {
+	return appendAudit(r, d.trail, d.log, e)
+}
+
+// appendAudit appends e to trail with r's request fields; it reports false
+// (and logs) when the trail refused it. No trail: true.
+func appendAudit(r *http.Request, trail auditAppender, log *slog.Logger, e audit.Entry) bool {
+	if trail == nil {
 		return true
 	}
 	e.RequestID, e.ClientAddr, e.UserAgent = middleware.GetReqID(r.Context()), clientAddr(r), r.UserAgent()
-	if _, err := d.trail.Append(r.Context(), e); err != nil {
-		d.log.Error("sso: audit append failed", "action", e.Action, "error", err.Error())
+	if _, err := trail.Append(r.Context(), e); err != nil {
+		log.Error("audit append failed", "action", e.Action, "error", err.Error())
 		return false
 	}
 	return true
+}
+
+// startSession makes the request's session a fresh one for a sign-in:
+// every value of the session before (a previous user, the markers of a
+// sign-in through the provider, a pending one) is dropped, and the token
+// renewed, so that nothing of an earlier identity survives into the new
+// one. The caller then puts the new user's values.
+func startSession(ctx context.Context, sm *scs.SessionManager) error {
+	if err := sm.Clear(ctx); err != nil {
+		return err
+	}
+	return sm.RenewToken(ctx)
+}
+
+// userState is an audit entry's state of the console user u: for a user
+// of the provider their subject (as ssoState), for a local account its
+// source and role only.
+func userState(u store.User) json.RawMessage {
+	if u.Source == store.SourceOIDC {
+		return ssoState(sso.Identity{Subject: u.Subject}, u.Role)
+	}
+	b, err := json.Marshal(struct {
+		Source string `json:"source"`
+		Role   string `json:"role,omitempty"`
+	}{store.SourceLocal, u.Role})
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // ssoState is an audit entry's state of a user the provider signed in:
@@ -287,27 +340,35 @@ func (d *ssoDeps) expired(ctx context.Context) bool {
 	return at != 0 && time.Since(time.Unix(at, 0)) > d.reauthAfter()
 }
 
-// handleLogout ends the session. A session signed in through the provider
-// is audited, and the page that confirms it links to the provider's
+// handleLogout ends the session. With single sign-on on, every sign-out
+// is audited, naming the user as the console knows them (a local account:
+// no subject of the provider); the page that confirms the end of a
+// session signed in through the provider links to the provider's
 // end-session endpoint where the provider offers one.
 func handleLogout(sm *scs.SessionManager, sd *ssoDeps, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
 		id := sm.GetInt64(ctx, sessionUserID)
-		subject := sm.GetString(ctx, sessionSSOSubject)
+		viaProvider := sm.GetString(ctx, sessionSSOSubject) != ""
 		if err := sm.Destroy(ctx); err != nil {
 			writeError(w, r, log, err)
 			return
 		}
-		if subject == "" || sd == nil {
+		if sd == nil {
 			http.Redirect(w, r, "/login", http.StatusSeeOther)
 			return
 		}
-		if u, ok, err := sd.users.UserByID(ctx, id); err == nil && ok {
-			sd.audit(r, audit.Entry{Actor: u.Username, Role: u.Role, Action: "user.sign_out", TargetKind: "user", TargetID: u.Username,
-				Outcome: audit.OutcomeApplied, Before: ssoState(sso.Identity{Subject: subject}, u.Role)})
-		} else if err != nil {
-			log.Error("sso: sign-out: reading the user", "error", err.Error())
+		if id != 0 {
+			if u, ok, err := sd.users.UserByID(ctx, id); err == nil && ok {
+				sd.audit(r, audit.Entry{Actor: u.Username, Role: u.Role, Action: "user.sign_out", TargetKind: "user", TargetID: u.Username,
+					Outcome: audit.OutcomeApplied, Before: userState(u)})
+			} else if err != nil {
+				log.Error("sign-out: reading the user", "error", err.Error())
+			}
+		}
+		if !viaProvider {
+			http.Redirect(w, r, "/login", http.StatusSeeOther)
+			return
 		}
 		vm := views.SignedOutVM{}
 		// A provider that does not answer soon costs the link, not the

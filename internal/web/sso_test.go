@@ -23,7 +23,7 @@ import (
 // The console's callback as registered at the provider: the provider only
 // redirects the browser there, so ssoBrowser maps this origin to the test
 // server's.
-const ssoConsole = "http://console.test"
+const ssoConsole = "http://console.localhost"
 
 const ssoRoles = `group,role
 # the four roles, and a group that maps to two of them

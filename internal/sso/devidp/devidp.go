@@ -8,6 +8,12 @@
 //
 // Its knobs (SetGroups, SetIDTokenLifetime, SetAudience) change what it
 // issues next, so tests can make it misbehave as a real provider might.
+//
+// It also plays the provider's side of OpenID Connect Back-Channel Logout
+// 1.0, which the op package does not send: BackChannelLogout signs a
+// logout token for a user with the provider's key and POSTs it to the
+// client's registered URI; LogoutToken and PostLogoutToken let a test
+// forge and send tokens of its own.
 package devidp
 
 import (
@@ -55,6 +61,10 @@ type Config struct {
 	// GroupsClaim names the ID token claim of the groups; "groups" when
 	// empty.
 	GroupsClaim string
+	// BackChannelLogoutURI is the client's registered back-channel logout
+	// URI, where BackChannelLogout POSTs logout tokens; empty registers
+	// none (SetBackChannelLogoutURI sets it later).
+	BackChannelLogoutURI string
 	// ShowUsers lists the users and their passwords on the login page (the
 	// demo).
 	ShowUsers bool
@@ -145,13 +155,13 @@ func newHandler(issuer string, cfg Config) (http.Handler, *storage, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	st := &storage{cfg: cfg, users: slices.Clone(cfg.Users), idTokenLifetime: time.Hour,
+	st := &storage{cfg: cfg, users: slices.Clone(cfg.Users), idTokenLifetime: time.Hour, backChannelURI: cfg.BackChannelLogoutURI,
 		key: signingKey{id: randomID(), key: key}, requests: map[string]*authRequest{}, codes: map[string]string{},
 		tokens: map[string]token{}}
 	var crypto [32]byte
 	_, _ = rand.Read(crypto[:])
 	provider, err := op.NewProvider(&op.Config{CryptoKey: crypto, CodeMethodS256: true, AuthMethodPost: true,
-		DefaultLogoutRedirectURI: "/signed-out"}, st, op.StaticIssuer(issuer), op.WithAllowInsecure(), op.WithLogger(log))
+		DefaultLogoutRedirectURI: "/signed-out", BackChannelLogoutSupported: true}, st, op.StaticIssuer(issuer), op.WithAllowInsecure(), op.WithLogger(log))
 	if err != nil {
 		return nil, nil, fmt.Errorf("devidp: %w", err)
 	}

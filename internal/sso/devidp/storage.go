@@ -21,6 +21,7 @@ type storage struct {
 	users           []User
 	idTokenLifetime time.Duration
 	audience        []string
+	backChannelURI  string
 	requests        map[string]*authRequest // by ID
 	codes           map[string]string       // code → request ID
 	tokens          map[string]token        // access tokens by ID
