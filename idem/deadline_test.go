@@ -16,7 +16,7 @@ type remoteStore struct{ idemdriver.Store }
 
 type ctxKey struct{}
 
-// Issue 12: a store call whose caller's context can never be cancelled
+// A store call whose caller's context can never be cancelled
 // shares a deadline with the calls that begin close to it instead of
 // starting a timer of its own; it still ends at most the store timeout
 // after it began, with context.DeadlineExceeded, and keeps the caller's
@@ -94,7 +94,7 @@ func TestSharedDeadlineBoundsLikeATimeout(t *testing.T) {
 	require.ErrorIs(t, own.Err(), context.Canceled)
 }
 
-// Issue 12: an outcome write's bound is detached from the caller's
+// An outcome write's bound is detached from the caller's
 // cancellation (as context.WithoutCancel) and shares a deadline, in the
 // run state's own storage: cancelling the caller does not end it, its
 // values stay, and the store timeout does.

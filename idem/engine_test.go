@@ -159,7 +159,7 @@ func waitRecorded(t *testing.T, e *idem.Engine) {
 	require.NoError(t, e.Shutdown(ctx), "every background recording ends")
 }
 
-// SPEC R6, issue 9 item 1: a completion that cannot be written is never
+// SPEC R6: a completion that cannot be written is never
 // turned into a re-run. Run returns ErrOutcomeUnrecorded with the value;
 // a repeat during the outage is in progress (the lease is kept alive past
 // its end), then replays the same value; the callback ran once.
@@ -271,7 +271,7 @@ func ExampleRun() {
 	// ch_123 true
 }
 
-// Issue 9 item 10: a key an operator confirmed as happened has no result to
+// A key an operator confirmed as happened has no result to
 // replay. That is an expected state: a repeat logs it at Info, never as a
 // result that cannot be opened (which reads like a wrong secret).
 func TestConfirmedKeyRepeatLogsNoStoredResultAtInfo(t *testing.T) {
@@ -347,7 +347,7 @@ func (f *lostAnswerStore) Reserve(ctx context.Context, p idemdriver.ReserveParam
 	return rec, created, err
 }
 
-// Issue 9 (found by cmd/faults under a blackhole): a reservation that
+// Found by cmd/faults under a blackhole: a reservation that
 // committed but whose answer was lost never ran the callback; it must not
 // sit processing until its lease ends and then be escalated as abandoned
 // (pending for an operator although nothing happened). The engine releases
@@ -400,7 +400,7 @@ func (s *phaseStore) Takeover(ctx context.Context, p idemdriver.TakeoverParams) 
 	return s.Store.Takeover(ctx, p)
 }
 
-// Issue 12 (WithStoreTimeout's contract): the reservation phase — Reserve,
+// WithStoreTimeout's contract: the reservation phase — Reserve,
 // then Takeover of an abandoned record — runs under one deadline, at most
 // the store timeout after the phase began, instead of a timer per call.
 // Owner tokens are 128 random bits, hex-encoded, fresh for every run.

@@ -44,7 +44,7 @@ type localSpy struct{ deadlineSpy }
 
 func (*localSpy) LocalCalls() {}
 
-// TestLocalStoreGetsNoContextDeadline (issue 12): the engine bounds the
+// TestLocalStoreGetsNoContextDeadline: the engine bounds the
 // calls of a LocalStore by a CallDeadline value, not a context deadline
 // (which costs modernc.org/sqlite a goroutine per statement), and those of
 // any other store by a context deadline, as before.

@@ -372,7 +372,7 @@ func BenchmarkMiddleware(b *testing.B) {
 	})
 }
 
-// benchMWFloor is the FLOOR of the middleware (issue 12): the least work
+// benchMWFloor is the FLOOR of the middleware: the least work
 // that the contract asks of an idempotency middleware on top of the
 // handler, with none of the middleware's bookkeeping (no run state on the
 // context, no decision table, no lease, deadline, metrics or late

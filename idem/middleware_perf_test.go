@@ -19,7 +19,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
 
-// The fast paths added for issue 12 (middleware overhead) must give the
+// The fast paths that cut the middleware's overhead must give the
 // same answers as the general code they skip (SPEC H2, H6).
 
 // TestPlainSFStringAgreesWithParser: every value the key fast path accepts

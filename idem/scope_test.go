@@ -16,8 +16,8 @@ import (
 // TestH5ScopeThatCannotBeStoredIs400 checks that a scope a store cannot
 // keep (invalid UTF-8 or NUL, which PostgreSQL's text refuses, or over 255
 // bytes) is the caller's error: 400 invalid_idempotency_scope before the
-// store is touched, never 503 store unavailable (SPEC H5, H16; issue 10
-// item 5).
+// store is touched, never 503 store unavailable (SPEC H5,
+// H16).
 func TestH5ScopeThatCannotBeStoredIs400(t *testing.T) {
 	t.Parallel()
 	inner, _ := newSQLiteStore(t)

@@ -11,7 +11,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
-// BenchmarkTracing measures the cost of tracing (issue 15 part 4): the
+// BenchmarkTracing measures the cost of tracing: the
 // middleware (first request, replay) and Run (first run, replay) on the
 // in-memory fixture store, with tracing off (no WithTracerProvider: the
 // default) and on (an SDK provider that samples every span and exports

@@ -67,7 +67,7 @@ func requireNoSecrets(t *testing.T, spans []sdktrace.ReadOnlySpan, secrets ...st
 	}
 }
 
-// TestK18RunSpans is issue 15 part 4: with a tracer provider, Run records
+// TestK18RunSpans: with a tracer provider, Run records
 // idem.run and idem.decide with the decision, the record ID, the fence and
 // the attempt; the record keeps the trace ID of the call that created it;
 // no span carries the raw key, the scope or the payload.

@@ -20,7 +20,7 @@ import (
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
 
-// Issue 12: the lean Reserve decodes its row itself; a row in any shape
+// The lean Reserve decodes its row itself; a row in any shape
 // but the one it asked for is an error naming the column, never a panic
 // or a guess.
 func TestDecodeLeanRefusesRowsOfAnotherShape(t *testing.T) {
@@ -97,7 +97,7 @@ func TestDecodeLeanRefusesRowsOfAnotherShape(t *testing.T) {
 // leanWays are the two ways of a lean Reserve, forced, by name.
 var leanWays = map[string]leanpath.Way{"OneStatement": leanpath.WriteFirst, "ReadFirst": leanpath.ReadFirst}
 
-// Issue 12, SPEC IDEM-S3: the whole conformance suite, which runs the
+// SPEC IDEM-S3: the whole conformance suite, which runs the
 // engine's lean Reserve (the same-key race, fenced takeover, lean
 // reserve), passes with either way forced; TestConformance runs the
 // adaptive choice.
@@ -116,7 +116,7 @@ func TestConformanceLeanWays(t *testing.T) {
 	}
 }
 
-// Issue 12: a lean Reserve of a key that has a record writes nothing,
+// A lean Reserve of a key that has a record writes nothing,
 // whichever way it takes: no fence is taken from the sequence (whose
 // nextval would write WAL), the record is returned as it is, and inside a
 // transaction (which asks in one statement, with the INSERT) no
@@ -175,7 +175,7 @@ func withoutReadAt(r idemdriver.Record) idemdriver.Record {
 	return r
 }
 
-// Issue 12: an owner's write finds its record through the unique ident
+// An owner's write finds its record through the unique ident
 // index, even where the statistics say few records are processing (the
 // steady state), which made PostgreSQL walk the console's partial indexes
 // of processing records instead, every processing and dead entry of the

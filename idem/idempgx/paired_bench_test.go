@@ -60,7 +60,7 @@ func requiredFirst(ctx context.Context, db dbtx, digest, keyHash, token string, 
 	return err
 }
 
-// BenchmarkRunPaired puts each store row of issue 12 against its limit
+// BenchmarkRunPaired puts each store row of BENCHMARKS.md against its limit
 // and its floor inside one benchmark, on one analyzed table, in blocks of
 // operations shuffled block by block (benchround.Paired): the ratios
 // without the spread of rounds taken seconds apart. Four ops each (see

@@ -255,7 +255,7 @@ func TestReserveCreatesOnce(t *testing.T) {
 }
 
 // TestReserveReplayReadsFirst: a Reserve that meets an existing record
-// writes nothing (issue 12): it takes no fence from the sequence, whose
+// writes nothing: it takes no fence from the sequence, whose
 // nextval would write WAL, and leaves the record unchanged.
 func TestReserveReplayReadsFirst(t *testing.T) {
 	t.Parallel()

@@ -23,7 +23,7 @@ import "fmt"
 //     status 'processing'; a write that matches no row changed nothing.
 //     They test the status with "IS NOT DISTINCT FROM 'processing'", the
 //     same as "=" on a column that is never NULL, but which no index
-//     predicate or key matches (issue 12): with "=", PostgreSQL takes the
+//     predicate or key matches: with "=", PostgreSQL takes the
 //     partial indexes of processing records (unstuck_console_idem_processing*,
 //     for the console) for a statement that names the record's ident,
 //     whenever its statistics say few records are processing (always, in
@@ -84,7 +84,7 @@ const insertLeanSQL = insertRecord + `
 ON CONFLICT (scope, operation, key_digest) DO NOTHING
 RETURNING ` + leanColumns + `, true, coalesce($8::timestamptz, statement_timestamp())`
 
-// reserveLeanSQL is a lean Reserve in one statement (issue 12): it reads
+// reserveLeanSQL is a lean Reserve in one statement: it reads
 // leanColumns of the record and, only when the read finds none, inserts
 // (insertRecord). It returns one row of leanColumns, created and the clock:
 // the new record with created = true, the existing one with created =

@@ -36,7 +36,7 @@ RETURNING id, fence, lease_expires_at, created_at, expires_at`
 WHERE id = $1 AND owner_token = $3 AND fence = $4 AND status IS NOT DISTINCT FROM 'processing'`
 )
 
-// BenchmarkFirstStatements splits the first-request row of issue 12 into
+// BenchmarkFirstStatements splits the first-request row of BENCHMARKS.md into
 // its statements: each operation runs the limit's INSERT and UPDATE on one
 // new key and the store's lean Reserve (written first, reserveLeanSQL) and
 // Complete on another, and the required pair (requiredInsertSQL,

@@ -229,8 +229,8 @@ func (s *Store) Sweep(ctx context.Context, p idemdriver.SweepParams) (idemdriver
 // one pgx makes when a watched context ends — its default handler sets
 // the socket's deadline to that moment, the statement in flight fails and
 // the connection is closed — at the same moment, without registering and
-// removing a watch per statement (issue 12: about 4 % of a replay at one
-// caller). The pool is still waited for under ctx, and call.end clears
+// removing a watch per statement (a watch cost about 4 % of a replay at
+// one caller). The pool is still waited for under ctx, and call.end clears
 // the deadline before the connection goes back.
 func (s *Store) begin(ctx context.Context) (dbtx, context.Context, callConn, error) {
 	if !idemdriver.DeadlineOnly(ctx) {

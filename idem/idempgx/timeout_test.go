@@ -50,7 +50,7 @@ func blackhole(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// Issue 9 item 2: every store call the engine makes is bounded by its
+// Every store call the engine makes is bounded by its
 // store timeout, whatever the caller's context: a blackholed database
 // makes Run, Forget and Sweep fail within the bound instead of hanging.
 func TestStoreCallsAreBoundedByTheStoreTimeout(t *testing.T) {
@@ -93,7 +93,7 @@ func (s sleepyStore) Reserve(ctx context.Context, p idemdriver.ReserveParams) (i
 	return s.Store.Reserve(ctx, p)
 }
 
-// Issue 12: a caller whose context can never be cancelled gets a deadline
+// A caller whose context can never be cancelled gets a deadline
 // shared with other calls (no timer per call); pgx still cancels a
 // statement running on the server when it ends.
 func TestSharedDeadlineCancelsARunningStatement(t *testing.T) {
@@ -114,7 +114,7 @@ func TestSharedDeadlineCancelsARunningStatement(t *testing.T) {
 	}
 }
 
-// Issue 12: a call whose context nothing but the engine's shared deadline
+// A call whose context nothing but the engine's shared deadline
 // ends runs with that deadline on its connection's socket instead of a
 // context pgx watches (idemdriver.DeadlineOnly). Through a proxy that
 // goes silent mid-flight, such a call must still fail at the store

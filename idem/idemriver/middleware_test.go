@@ -303,7 +303,7 @@ func newStore(t *testing.T) idemdriver.Store {
 	return store
 }
 
-// SPEC J1, issue 9 item 1: a worker that succeeded but whose completion
+// SPEC J1: a worker that succeeded but whose completion
 // could not be written completes its job (River must not run it again);
 // the completion is written in the background and a duplicate snoozes,
 // then completes without running.

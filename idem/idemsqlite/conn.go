@@ -15,7 +15,7 @@ import (
 // (queryGetLean) prepared on them, so that a repeat reads its row through
 // the driver alone: database/sql's Stmt costs a pool look-up, a Rows and a
 // conversion of every column per call, which made the read a third dearer
-// than the same query's driver work (issue 12). The statement belongs to
+// than the same query's driver work. The statement belongs to
 // the connection and is finalized by its Close, before the driver's
 // connection closes: database/sql closes connections without telling the
 // store, and SQLite keeps a connection closed under an unfinalized

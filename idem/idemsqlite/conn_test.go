@@ -173,7 +173,7 @@ func TestDecodeLeanRefusesRowsOfAnotherShape(t *testing.T) {
 	require.ErrorContains(t, err, `unknown status "done"`)
 }
 
-// Issue 12, SPEC IDEM-S3: the whole conformance suite, which runs the
+// SPEC IDEM-S3: the whole conformance suite, which runs the
 // engine's lean Reserve (the same-key race, fenced takeover, lean
 // reserve), passes with either way forced; TestConformance runs the
 // adaptive choice.
@@ -190,7 +190,7 @@ func TestConformanceLeanWays(t *testing.T) {
 	}
 }
 
-// Issue 12: a lean Reserve of a key that has a record writes nothing,
+// A lean Reserve of a key that has a record writes nothing,
 // whichever way it takes: the insert that meets the record takes no fence
 // from the counter and changes no row.
 func TestLeanReserveOfExistingWritesNothing(t *testing.T) {
@@ -213,7 +213,7 @@ func TestLeanReserveOfExistingWritesNothing(t *testing.T) {
 	}
 }
 
-// Issue 12: a Store writes first while its keys are new and reads first
+// A Store writes first while its keys are new and reads first
 // once repeats are more than half of its lean Reserves.
 func TestLeanPathOfAStore(t *testing.T) {
 	t.Parallel()

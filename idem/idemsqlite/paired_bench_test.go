@@ -93,7 +93,7 @@ func (r *benchRequired) replayed(ctx context.Context, digest string) ([]byte, ti
 	return result, time.UnixMicro(created).UTC(), nil
 }
 
-// BenchmarkRunPaired puts each store row of issue 12 against its limit
+// BenchmarkRunPaired puts each store row of BENCHMARKS.md against its limit
 // and its floor inside one benchmark, on one database file, in blocks of
 // operations shuffled block by block (benchround.Paired), as idempgx's
 // BenchmarkRunPaired does: limit (the least work SQLite can do), required

@@ -753,7 +753,7 @@ func TestWriteLockHeldElsewhere(t *testing.T) {
 	}
 }
 
-// TestWriterWaitEndsAtCallDeadline (issue 12): the engine sets no context
+// TestWriterWaitEndsAtCallDeadline: the engine sets no context
 // deadline on this store's calls (it is an idemdriver.LocalStore), so the store
 // itself ends a wait for its writer at the engine's store timeout, passed
 // as idemdriver.CallDeadline, well before the caller's own deadline.

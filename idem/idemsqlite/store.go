@@ -71,7 +71,7 @@ func (s *Store) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdr
 }
 
 // leanCosts weigh the way of a lean Reserve on a Store (see reserveLean
-// and leanpath.Path). Measured at 1 goroutine (issue 12, BenchmarkRunFirst
+// and leanpath.Path). Measured at 1 goroutine (BenchmarkRunFirst
 // and BenchmarkRunReplay, each way forced, 3 runs, load 6-7 on 2 cores):
 // a new key read first pays a read that misses, 19-50 µs of CPU on a
 // connection whose page cache another connection's writes made stale; a

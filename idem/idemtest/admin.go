@@ -410,7 +410,7 @@ func testAdminKeyByID(t *testing.T, b adminBundle) {
 
 // testAdminTraceID: the trace ID given to Reserve is stored with the
 // record and read back by KeyByID, and a takeover replaces it with its
-// own (issue 15: the call that created or last took over the record).
+// own: the trace of the call that created or last took over the record.
 func testAdminTraceID(t *testing.T, b adminBundle) {
 	ctx := t.Context()
 	const first, second = "4bf92f3577b34da6a3ce929d0e0e4736", "0af7651916cd43dd8448eb211c80319c"
@@ -508,7 +508,7 @@ func testAdminOverviewCaps(t *testing.T, b adminBundle) {
 	require.Equal(t, idemdriver.StatusCount{Status: idemdriver.StatusPending, Count: 3, Exact: true, Oldest: b.base},
 		o.Count(idemdriver.StatusPending))
 	// More stuck records than the status cap are still counted exactly
-	// (issue 9 item 9: it said 1,000 while 49,585 were stuck)...
+	// (a capped count would say 1,000 while 49,585 were stuck)...
 	require.Equal(t, int64(7), o.StuckProcessing)
 	require.True(t, o.StuckExact, "the stuck count has a cap of its own")
 	require.WithinDuration(t, time.Now(), o.AsOf, 5*time.Second)

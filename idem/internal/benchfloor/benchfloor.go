@@ -1,5 +1,5 @@
 // Package benchfloor is the client work that the contract of idem.Run asks
-// for besides its statements (issue 12): what any implementation of the
+// for besides its statements: what any implementation of the
 // contract must compute on the client, whatever its store. The store
 // benchmarks add it to the database's limit to make the FLOOR variant, the
 // least a conforming engine can cost; limit ÷ floor is then the best
