@@ -29,7 +29,7 @@ func leaseRunner(t *testing.T, margin time.Duration, timeouts ...time.Duration) 
 	return r
 }
 
-// Issue 9 item 7: with nothing configured, River's 1 h rescue delay kept
+// With nothing configured, River's 1 h rescue delay kept
 // a step of a killed process running for an hour. ConfigureRiver derives
 // the knobs from the steps' leases; CheckRiver refuses the gap.
 func TestConfigureRiverDerivesRecoveryFromLeasesG11(t *testing.T) {

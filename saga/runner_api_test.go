@@ -8,7 +8,7 @@ import (
 )
 
 // TestRunnerExposesNoRecordWriter checks that the step machine is the only
-// writer of operation state (issue 11, item 4): no exported method of the
+// writer of operation state: no exported method of the
 // runner returns something that writes operations' records around it, such
 // as its Driver. Operator actions go through the operator API.
 func TestRunnerExposesNoRecordWriter(t *testing.T) {

@@ -587,7 +587,7 @@ func TestF8CompensationFailureHaltsAndNeedsReview(t *testing.T) {
 		_, err = b.eng.RetryStep(t.Context(), saga.ActionParams{OperationID: id, Step: "workspace", Version: op.Version, Actor: "bob", Note: "provider fixed"})
 		require.NoError(t, err)
 		op = waitStatus(t, b, id, saga.StatusCompensated)
-		// Issue 9 item 10: the compensation succeeded on retry, so the
+		// The compensation succeeded on retry, so the
 		// record no longer shows its old failure (the history keeps it).
 		require.Empty(t, op.LastError, "last error of a compensated operation after a successful retry")
 		require.Empty(t, b.provider.Workspaces())
@@ -820,7 +820,7 @@ func gauge(t *testing.T, b *bundle, name, status string) float64 {
 	return 0
 }
 
-// TestG8AcceptedFindingStaysAccepted is issue 9 item 6: an operator
+// TestG8AcceptedFindingStaysAccepted: an operator
 // confirms a step with an identifier the provider does not have under the
 // step's key, reconciliation raises missing_external, the operator
 // resolves the operation as completed — and later reconciliations leave it
@@ -889,7 +889,7 @@ func TestG8AcceptedFindingStaysAccepted(t *testing.T) {
 	})
 }
 
-// TestClockSkewIsReportedAndDelaysNothingG10 is issue 9 item 4: with the
+// TestClockSkewIsReportedAndDelaysNothingG10: with the
 // application's clock 10 minutes ahead of the database's, the skew is
 // measured, logged and exported, and the records keep the database's
 // clock, so an operation (here through an uncertain step, verified after

@@ -14,7 +14,7 @@ import (
 	"github.com/unstuckhq/unstuck/saga"
 )
 
-// TestK18StepAndCompensationSpans is issue 15 part 4: with
+// TestK18StepAndCompensationSpans: with
 // Config.TracerProvider, each step's Do is a saga.step span and each
 // compensation a saga.compensate span, with the operation's ID and type,
 // the step and the attempt; no span carries the operation's input.

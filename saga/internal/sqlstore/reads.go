@@ -19,7 +19,7 @@ type Admin struct {
 	Read func(ctx context.Context, fn func(q Querier) error) error
 	// ReadOne runs fn, which sends one statement, where that costs least:
 	// a single statement sees one snapshot without a transaction, whose
-	// BEGIN and COMMIT are two more round trips on a server (issue 12).
+	// BEGIN and COMMIT are two more round trips on a server.
 	// Nil means Read.
 	ReadOne func(ctx context.Context, fn func(q Querier) error) error
 }
