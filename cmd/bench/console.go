@@ -466,7 +466,7 @@ func buildCases(ctx context.Context, pool *pgxpool.Pool, db readers, deepPages i
 		keys("keys: correlation ID", "", idemdriver.KeyFilter{CorrelationID: corr}, v("correlation_id", corr)),
 		keys("keys: external ref", "", idemdriver.KeyFilter{ExternalRef: ext}, v("external_ref", ext)),
 		// The console takes a raw key by POST /search only (never in a URL,
-		// issue 13): the page measured is the scope + operation list.
+		// SPEC K11): the page measured is the scope + operation list.
 		keys("keys: raw key lookup", "store: key + scope + operation → digest; page: scope + operation", idemdriver.KeyFilter{Scope: lookupScope, Operation: lookupOp,
 			KeyDigest: idem.Digest(lookupScope, lookupOp, rawKey)}, v("scope", lookupScope, "operation", lookupOp)),
 		keys("keys: scope+state (largest, failed)", scopeNote(big), idemdriver.KeyFilter{Scope: big, Status: idemdriver.StatusFailed},
@@ -802,12 +802,13 @@ func ms(d time.Duration) string {
 	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 2, 64)
 }
 
-// targets of issue 5 item 9, in milliseconds.
+// targets are the console's page budgets, in milliseconds: database time
+// of the overview and of a list page, and the p95 of a rendered page.
 const (
 	targetOverviewDB = 20 * time.Millisecond
 	targetListDB     = 10 * time.Millisecond
 	targetHTMLp95    = 50 * time.Millisecond
-	// issue 15: /incidents in at most 50 ms of database time.
+	// /incidents in at most 50 ms of database time.
 	targetIncidentsDB = 50 * time.Millisecond
 )
 

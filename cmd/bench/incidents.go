@@ -12,7 +12,7 @@ import (
 )
 
 // prepareSnapshots gives the pages of trends and incidents what a console
-// that has run for a while has (issue 15): it times one snapshot's
+// that has run for a while has: it times one snapshot's
 // computation over the seeded records, imports 7 days of minute counts
 // 2 days of quarter-hour ones and 90 days of hourly ones shaped on it (once per database), writes the
 // incident groups hourly over the last 24 hours, and takes one real

@@ -1,4 +1,4 @@
-// Command bench is the console's scale benchmark (issue 5 item 9): it seeds
+// Command bench is the console's scale benchmark: it seeds
 // a PostgreSQL database with millions of idempotency records and saga
 // operations, then measures the console's pages on it, both the store calls
 // behind each page (database time) and the whole HTML response over

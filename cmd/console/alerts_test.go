@@ -48,7 +48,7 @@ const (
 	alertInstance = "console:8080"
 )
 
-// TestK18AlertRulesAgainstScrapedMetrics is issue 15 part 3: the rules file
+// TestK18AlertRulesAgainstScrapedMetrics: the rules file
 // parses (rulefmt, as Prometheus loads it), every metric and label matcher
 // of every rule selects series a running console exports, and, on metrics
 // scraped from a console holding records in each state, each alert that

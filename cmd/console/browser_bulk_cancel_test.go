@@ -60,8 +60,8 @@ func startDemoWith(t *testing.T, dbURL string, extra ...string) (string, func())
 	return "", nil
 }
 
-// The browser journey of a bulk run cancelled in its middle (issue 14,
-// SPEC K12), on the real program in Chromium:
+// The browser journey of a bulk run cancelled in its middle (SPEC
+// K12), on the real program in Chromium:
 //
 //	eval "$(bash scripts/playwright-setup.sh)" && go test -race -run BrowserBulkCancel ./cmd/console/
 //

@@ -22,7 +22,7 @@ import (
 	"github.com/unstuckhq/unstuck/saga"
 )
 
-// The browser journeys of operator decisions (issue 6 item 4), on the real
+// The browser journeys of operator decisions, on the real
 // program in Chromium, with the harness of browser_test.go:
 //
 //	eval "$(bash scripts/playwright-setup.sh)" && go test -race -run BrowserDecisions ./cmd/console/

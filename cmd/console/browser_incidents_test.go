@@ -17,7 +17,7 @@ import (
 	"github.com/unstuckhq/unstuck/internal/incident"
 )
 
-// TestBrowserIncidents (issue 15, SPEC K14): the demo's traffic, with a
+// TestBrowserIncidents (SPEC K14): the demo's traffic, with a
 // snapshot every second, yields incident groups on /incidents; a group's
 // items link lists exactly its items, as the records say.
 //

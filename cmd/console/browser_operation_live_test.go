@@ -13,8 +13,8 @@ import (
 	"github.com/unstuckhq/unstuck/saga"
 )
 
-// The operation page's live refresh (issue 13: "after a retry the page
-// still says 'compensating' until reloaded"), on the real program in
+// The operation page's live refresh (after a retry the page must not
+// still say "compensating" until reloaded), on the real program in
 // Chromium, with the harness of browser_test.go:
 //
 //	eval "$(bash scripts/playwright-setup.sh)" && go test -run BrowserOperationLive ./cmd/console/

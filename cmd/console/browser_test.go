@@ -16,8 +16,8 @@ import (
 )
 
 // The browser tests drive the real program ("console demo") in Debian
-// Chromium through playwright-go, by role and accessible name (issue 5 item
-// 7). The driver and the browser come from scripts/playwright-setup.sh:
+// Chromium through playwright-go, by role and accessible name (SPEC
+// K9). The driver and the browser come from scripts/playwright-setup.sh:
 //
 //	eval "$(bash scripts/playwright-setup.sh)" && go test -race -run Browser ./cmd/console/
 //

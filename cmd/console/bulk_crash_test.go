@@ -23,7 +23,7 @@ import (
 	"github.com/unstuckhq/unstuck/internal/store"
 )
 
-// The bulk crash test (issue 14): the console process is killed with
+// The bulk crash test: the console process is killed with
 // SIGKILL in the middle of a bulk run; a new process resumes the run and
 // finishes it, and every item was decided exactly once: one audit entry
 // per item, none twice, the counts exact.

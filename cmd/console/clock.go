@@ -15,7 +15,7 @@ type clockSkew func(context.Context) (time.Duration, error)
 // maxReadySkew is the skew between the console's clock and its database's
 // above which /readyz fails: River schedules the retries, snoozes and
 // rescues of saga jobs on the process clock, so they would be off by as
-// much (issue 9 item 4).
+// much.
 const maxReadySkew = 30 * time.Second
 
 // checkClock measures the runner's clock skew once at start-up (the

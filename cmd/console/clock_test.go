@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Issue 9 item 4: /readyz fails while the console's clock and its
+// /readyz fails while the console's clock and its
 // database's disagree by more than 30 s, either way; everything else, and
 // /readyz when the skew cannot be measured (the database check reports
 // that), goes to the console.

@@ -124,7 +124,7 @@ func testDemoOrders(t *testing.T, base string) {
 	requireProblem(t, call(t, "POST", base+"/shop/orders", `"short"`, `{"sku":"book","qty":1}`), http.StatusBadRequest, "invalid_idempotency_key")
 	requireProblem(t, call(t, "POST", base+"/shop/orders", "unquoted-key-0000001", `{"sku":"book","qty":1}`), http.StatusBadRequest, "invalid_idempotency_key")
 	// README quick start #5: the key is checked before the body (SPEC H4),
-	// so a bad key with a bad body is told about the key (issue 10 item 6).
+	// so a bad key with a bad body is told about the key.
 	requireProblem(t, call(t, "POST", base+"/shop/orders", `"short"`, `{}`), http.StatusBadRequest, "invalid_idempotency_key")
 	requireProblem(t, call(t, "POST", base+"/shop/orders", "", `{}`), http.StatusBadRequest, "idempotency_key_missing")
 	requireProblem(t, call(t, "POST", base+"/shop/exports", `"short"`, `{"format":"xml"}`), http.StatusBadRequest, "invalid_idempotency_key")
@@ -147,7 +147,7 @@ func testDemoOrders(t *testing.T, base string) {
 	require.NotEqual(t, first.json["id"], other.json["id"])
 	requireProblem(t, call(t, "POST", base+"/shop/orders", key, `{}`, "Authorization", "Basic x"), http.StatusUnauthorized, "unauthorized")
 	// A bearer name that is not UTF-8 cannot scope a key: 400, not 503 from
-	// PostgreSQL's refusal (SPEC H5; issue 10 item 5).
+	// PostgreSQL's refusal (SPEC H5).
 	requireProblem(t, call(t, "POST", base+"/shop/orders", `"order-key-0000000003"`, `{"sku":"book","qty":1}`, "Authorization", "Bearer demo-caf\xe9"),
 		http.StatusBadRequest, "invalid_idempotency_scope")
 

@@ -12,7 +12,7 @@ import (
 	"github.com/unstuckhq/unstuck/internal/store"
 )
 
-// The demo must never weaken a real console (issue 10 item 3): it marks the
+// The demo must never weaken a real console: it marks the
 // databases it creates, refuses any other unless told, and never changes an
 // existing account; serve refuses the demo's public secret and its public
 // passwords.

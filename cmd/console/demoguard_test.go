@@ -72,7 +72,7 @@ func sqliteURL(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir
 
 // TestDemoRefusesADatabaseItDidNotCreate checks that the demo runs only on
 // a new database or one it created, never next to other accounts, unless
-// --reset-demo-users (issue 10 item 3).
+// --reset-demo-users.
 func TestDemoRefusesADatabaseItDidNotCreate(t *testing.T) {
 	t.Parallel()
 	for _, dbs := range demoDatabases {
@@ -119,7 +119,7 @@ func TestDemoRefusesADatabaseItDidNotCreate(t *testing.T) {
 
 // TestDemoNeverChangesAnExistingAccount checks that a second run of the
 // demo on its own database creates missing demo accounts only: a changed
-// password stays, a disabled account stays disabled (issue 10 item 3).
+// password stays, a disabled account stays disabled.
 func TestDemoNeverChangesAnExistingAccount(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -157,7 +157,7 @@ func TestDemoNeverChangesAnExistingAccount(t *testing.T) {
 }
 
 // TestDemoFreshDeletesOnlyTheDemosFile checks that --fresh refuses a file
-// the demo did not create, and PostgreSQL (issue 10 item 6).
+// the demo did not create, and PostgreSQL.
 func TestDemoFreshDeletesOnlyTheDemosFile(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "console.db")
@@ -173,7 +173,7 @@ func TestDemoFreshDeletesOnlyTheDemosFile(t *testing.T) {
 }
 
 // TestServeRefusesTheDemoSecret checks that serve never opens or seals
-// with the public demo secret (issue 10 item 3).
+// with the public demo secret.
 func TestServeRefusesTheDemoSecret(t *testing.T) {
 	t.Parallel()
 	dbURL := sqliteURL(t)
@@ -190,7 +190,7 @@ func TestServeRefusesTheDemoSecret(t *testing.T) {
 
 // TestServeRefusesDemoPasswords checks that serve refuses to start while an
 // enabled demo account still has its public password, unless
-// --allow-demo-users (issue 10 item 3).
+// --allow-demo-users.
 func TestServeRefusesDemoPasswords(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

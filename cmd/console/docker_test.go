@@ -38,7 +38,7 @@ func dockerignored(patterns []string, rel string) bool {
 // volume by reading them, since no container engine runs the tests: the
 // context leaves out .git and local databases but keeps every file the
 // build compiles or embeds, and /data exists owned by the runtime user
-// before it is declared a volume (issue 10 item 6).
+// before it is declared a volume.
 func TestDockerImage(t *testing.T) {
 	t.Parallel()
 	root := filepath.Join("..", "..")

@@ -29,7 +29,7 @@ func TestIncidentFlags(t *testing.T) {
 	}
 }
 
-// Issue 15 part 5: the demo's traffic makes new incident groups, and the
+// The demo's traffic makes new incident groups, and the
 // console posts them to the webhook as Slack-compatible JSON.
 func TestDemoPostsNewIncidents(t *testing.T) {
 	t.Parallel()

@@ -86,7 +86,7 @@ func TestHelpOnStdoutErrorsOnStderr(t *testing.T) {
 
 // TestDatabasePasswordNeverPrinted checks that the UNSTUCK_DB default that
 // help and usage show has its password redacted, in the URL's user info
-// and in a password parameter (issue 10 item 6).
+// and in a password parameter.
 func TestDatabasePasswordNeverPrinted(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"UNSTUCK_DB": "postgres://ops:hunter2@db.internal:5432/unstuck?sslmode=require&password=hunter3"}
@@ -154,7 +154,7 @@ func TestMigrateBadInput(t *testing.T) {
 	require.ErrorContains(t, err, "must start with postgres://")
 	require.NotContains(t, err.Error(), "hunter2", "a password is never echoed")
 
-	// MySQL is a store since issue 17: an unreachable server is an
+	// MySQL is a store: an unreachable server is an
 	// error naming the redacted URL.
 	_, _, err = runConsole(t, nil, "migrate", "--db", "mysql://user:hunter2@127.0.0.1:1/db?timeout=2s")
 	require.ErrorContains(t, err, "mysql://user:xxxxx@127.0.0.1:1/db")
@@ -267,7 +267,7 @@ func (f *fakeTerminal) ReadPassword(context.Context) ([]byte, error) {
 
 // TestUserAddPromptsAtATerminal checks that "user add" at a terminal asks
 // for the password on stderr (twice, read without echo) instead of waiting
-// silently, and never prints it (SPEC K5; issue 10 item 6).
+// silently, and never prints it (SPEC K5).
 func TestUserAddPromptsAtATerminal(t *testing.T) {
 	t.Parallel()
 	db := "sqlite:" + filepath.Join(t.TempDir(), "users.db")

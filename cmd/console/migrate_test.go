@@ -59,7 +59,7 @@ func execFor(t *testing.T, url string) execer {
 	return pgExec(t, url)
 }
 
-// Issue 9 item 8: "console migrate" creates River's tables too, so that
+// "console migrate" creates River's tables too, so that
 // the first operator decision can insert its job; running it again changes
 // nothing.
 func TestMigrateCreatesRiverTables(t *testing.T) {
@@ -92,7 +92,7 @@ func TestMigrateCreatesRiverTables(t *testing.T) {
 	}
 }
 
-// Issue 11: the indexes that the console's own "console_operations" line
+// The indexes that the console's own "console_operations" line
 // made on the saga tables belong to the saga drivers now (their migration
 // 003, under the same names, IF NOT EXISTS). A database migrated by the
 // previous main (saga at version 2, console_operations at 1, the indexes
@@ -158,7 +158,7 @@ func serveBriefly(t *testing.T, url string) error {
 	return run(ctx, []string{"serve", "--addr", "127.0.0.1:0"}, func(k string) string { return env[k] }, io.Discard, io.Discard)
 }
 
-// Issue 9 item 8: serve on an unmigrated or partly migrated PostgreSQL
+// Serve on an unmigrated or partly migrated PostgreSQL
 // database refuses to start, naming what is behind and the command to run.
 func TestServeRefusesSchemaBehind(t *testing.T) {
 	t.Parallel()
@@ -195,7 +195,7 @@ func TestServeRefusesSchemaBehind(t *testing.T) {
 	}
 }
 
-// Issue 9 item 8: /readyz answers 503 with the reason while the schema is
+// /readyz answers 503 with the reason while the schema is
 // behind (a database restored from an older backup under a running
 // console), and 200 again once migrated.
 func TestReadyzSchemaBehind(t *testing.T) {
@@ -239,7 +239,7 @@ func TestReadyzSchemaBehind(t *testing.T) {
 	}
 }
 
-// Issue 9 item 8: on SQLite every command migrates first, so "user add"
+// On SQLite every command migrates first, so "user add"
 // works on a fresh file.
 func TestUserAddFreshSQLite(t *testing.T) {
 	t.Parallel()

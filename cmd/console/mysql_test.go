@@ -28,7 +28,7 @@ import (
 	"github.com/unstuckhq/unstuck/internal/store"
 )
 
-// TestConsoleOnMySQL (issue 17): the console on a MySQL database, from
+// TestConsoleOnMySQL: the console on a MySQL database, from
 // "console migrate" and "console user add" to the pages: sign in, list
 // the keys, find a key by its raw value, forget it; the decision's audit
 // entry is in the trail and the chain verifies. The operation pages say

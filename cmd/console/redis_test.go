@@ -42,7 +42,7 @@ func redisPending(t *testing.T, addr, p, key string) idemdriver.Record {
 	return rec
 }
 
-// TestRedisKeys (issue 17): with --keys the console reads the key records
+// TestRedisKeys: with --keys the console reads the key records
 // from Redis and decides on them with an intent and an outcome in its own
 // trail; an intent a stop interrupted is resolved when it starts again.
 func TestRedisKeys(t *testing.T) {

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestServeMetricsAddrAndToken: issue 10 item 5 — /metrics was public on
-// the console's listener. --metrics-addr moves it to a listener of its
+// TestServeMetricsAddrAndToken: /metrics need not be public on the
+// console's listener. --metrics-addr moves it to a listener of its
 // own, and UNSTUCK_METRICS_TOKEN makes it ask for a bearer token; a bad
 // --trusted-proxies is a usage error.
 func TestServeMetricsAddrAndToken(t *testing.T) {

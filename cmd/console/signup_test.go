@@ -295,7 +295,7 @@ func testSignupWelcomePermanent(t *testing.T, base string) {
 	require.True(t, ws[0].Active)
 }
 
-// The crash test (F3, issue 4 item 9): a worker process is killed with
+// The crash test (F3): a worker process is killed with
 // SIGKILL after the workspace provider applied the effect and before the
 // worker recorded it; a new worker process, once River rescued the job,
 // verifies the step by its key and completes it without a second
@@ -522,7 +522,7 @@ func TestSignupCrash(t *testing.T) {
 			upAfter := time.Since(killedAt)
 			v := waitSignup(t, second.base, id, saga.StatusCompleted, 2*crashLease+60*time.Second)
 			recovery := time.Since(killedAt)
-			// Issue 9 item 7: with River's defaults the step stayed
+			// With River's defaults the step stayed
 			// running for an hour. The product's bound, not a
 			// performance figure: resumed (and here completed) within
 			// 2 × its lease + 30 s of the crash.

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Issue 15 part 4: a --trace-url that is not an http(s) URL template with
+// A --trace-url that is not an http(s) URL template with
 // {trace_id} is a usage error at start, naming the flag and the problem.
 func TestServeRejectsBadTraceURL(t *testing.T) {
 	t.Parallel()

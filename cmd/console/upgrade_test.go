@@ -29,7 +29,7 @@ import (
 )
 
 // The fixtures of testdata/upgrade were made by the previous main (commit
-// 7f2d0fc, before issue 11 gave each table one owner) with
+// 7f2d0fc, before each table had one owner) with
 // scripts/make-upgrade-fixtures.sh, which runs
 // testdata/upgrade/makefixture_test.go there. These are its constants.
 const (
@@ -225,7 +225,7 @@ func queryStrings(t *testing.T, raw *sql.DB, q string, args ...any) []string {
 	return out
 }
 
-// Issue 11, "done when": a database created by the previous main upgrades
+// A database created by the previous main upgrades
 // with "console migrate" and keeps every record. The fixture is restored,
 // imaged, migrated by the command's own entry point and imaged again: every
 // table keeps every row and every value of the columns it had (the counts

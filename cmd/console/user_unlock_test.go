@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestUserUnlock: issue 10 item 2 — "console user unlock" clears an
+// TestUserUnlock: "console user unlock" clears an
 // account's sign-in throttle by moving its UpdatedAt, which every console
 // process compares with the failures it counted.
 func TestUserUnlock(t *testing.T) {

@@ -42,7 +42,7 @@ func reconcileOnce[TTx any](ctx context.Context, t *testing.T, d sagadriver.Driv
 	return found
 }
 
-// Issue 9 item 5: after a demo restart, reconciliation finds the
+// After a demo restart, reconciliation finds the
 // workspaces of completed signups where the provider keeps them, and
 // raises no finding (the in-memory provider forgot them all, and every
 // completed signup became missing_external), on PostgreSQL and SQLite;

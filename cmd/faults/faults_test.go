@@ -22,7 +22,7 @@ func TestMain(m *testing.M) {
 }
 
 // TestNoEffectRunsTwiceUnderFaults runs the small scale of every
-// in-process fault experiment (issue 9: PostgreSQL restarted fast and
+// in-process fault experiment (PostgreSQL restarted fast and
 // immediately, its postmaster killed with SIGKILL, random connection drops,
 // the completion statement cut before and after the server, delays and a
 // blackhole that outlasts the engine's store timeout) against idem.Run

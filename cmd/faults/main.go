@@ -1,5 +1,5 @@
 // Command faults runs Jepsen-style fault experiments against the
-// idempotency engine (issue 9) and prints a markdown table of what
+// idempotency engine and prints a markdown table of what
 // happened: for each experiment, how many keys' effects ran twice, never
 // ran, or were left processing or pending.
 //
