@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# bench-console.sh — issue 12, the console's pages against their limits on a
-# fresh database (BENCHMARKS.md, "Console pages against their SQL (issue
-# 12)"). One command: creates a database of its own on the PostgreSQL
+# bench-console.sh — the console's pages against their limits on a fresh
+# database (BENCHMARKS.md, "Console pages against their SQL"). One command: creates a database of its own on the PostgreSQL
 # server of PGURL, seeds KEYS keys and OPERATIONS operations (bench seed:
 # COPY, indexes rebuilt, VACUUM ANALYZE), runs bench pages (ROUNDS rounds of
 # N runs per variant, order alternating; prints min/median/max of page ÷

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench-middleware.sh — issue 12, HTTP middleware overhead (BENCHMARKS.md,
-# "HTTP middleware overhead (issue 12)"). Measures, in interleaved rounds
+# bench-middleware.sh — HTTP middleware overhead (BENCHMARKS.md,
+# "HTTP middleware overhead"). Measures, in interleaved rounds
 # with the order rotated each round, one process per (implementation,
 # variant):
 #   now    idem's BenchmarkMiddleware/{bare,first,replay} at the working tree,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench-paired.sh — issue 12, the store rows measured inside one benchmark:
+# bench-paired.sh — the store rows measured inside one benchmark:
 # BenchmarkRunPaired of one driver package (limit, required, floor and
 # engine in blocks of operations shuffled block by block; see
 # internal/benchround.Paired), COUNT runs in a row. Each run reports, per

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench-stores.sh — issue 12, idem.Run on a store against the database's
-# limit (BENCHMARKS.md, "Stores against the database's limit (issue 12)").
+# bench-stores.sh — idem.Run on a store against the database's
+# limit (BENCHMARKS.md, "Stores against the database's limit").
 # Runs BenchmarkRunFirst and BenchmarkRunReplay of one driver package with
 # UNSTUCK_BENCH_ROUNDS interleaved rounds (engine and limit back to back,
 # the order alternating each round; see internal/benchround), keeps the raw

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make-upgrade-fixtures.sh remakes cmd/console/testdata/upgrade/: a SQLite
 # database file and a PostgreSQL plain-SQL dump made by the previous main
-# (before issue 11's restructuring), which cmd/console's TestUpgrade*
+# (7f2d0fc, before the drivers owned their tables), which cmd/console's TestUpgrade*
 # restores, migrates with the current "console migrate" and checks.
 #
 # It checks out PREV (default 7f2d0fc) in a temporary worktree, copies
