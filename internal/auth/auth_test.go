@@ -42,8 +42,8 @@ func TestValidateAndGeneratePassword(t *testing.T) {
 	require.NoError(t, ValidatePassword(pw))
 }
 
-// TestPasswordRuleIsMoreThanLength: issue 10 item 5 — the rule was length
-// only; all-whitespace and common passwords are refused now (SPEC K5).
+// TestPasswordRuleIsMoreThanLength: the rule is more than a length:
+// all-whitespace and common passwords are refused (SPEC K5).
 func TestPasswordRuleIsMoreThanLength(t *testing.T) {
 	t.Parallel()
 	for _, bad := range []string{
@@ -85,9 +85,9 @@ func TestLimiterWindow(t *testing.T) {
 	require.True(t, ok, "the window slid")
 }
 
-// TestLimitersCountBeforeVerifying: issue 10 item 1 — 15 parallel wrong
-// passwords against a limit of 5 were all verified, because the check and
-// the count were apart. A reservation counts at once (SPEC K8).
+// TestLimitersCountBeforeVerifying: the check and the count are one step
+// (a reservation counts at once), so 15 parallel wrong passwords against a
+// limit of 5 are not all verified (SPEC K8).
 func TestLimitersCountBeforeVerifying(t *testing.T) {
 	t.Parallel()
 	l := NewLimiter(5, time.Minute)
@@ -112,7 +112,7 @@ func TestLimitersCountBeforeVerifying(t *testing.T) {
 	require.EqualValues(t, 5, backoff.Load())
 }
 
-// TestBackoffIsExponentialAndForgets: issue 10 item 2 — no hard lock: the
+// TestBackoffIsExponentialAndForgets: no hard lock: the
 // waits double from Base up to Max, an unlock (the account changed after
 // the first failure) and a success clear them, and a quiet key is
 // forgotten.

@@ -1,6 +1,6 @@
 // Package benchround interleaves the variants of a benchmark in rounds, so
 // that a comparison with a limit is measured back to back under the same
-// load (issue 12). go test -count repeats each sub-benchmark in a row,
+// load. go test -count repeats each sub-benchmark in a row,
 // which does not interleave.
 package benchround
 

@@ -48,7 +48,7 @@ var providers = map[string]func(t *testing.T) *WorkspaceProvider{
 	},
 }
 
-// Issue 9 item 5: a Create under a key whose workspace was made and then
+// A Create under a key whose workspace was made and then
 // refused activation answers the same refusal on every repeat, as a real
 // idempotent provider does; it never activates the workspace nor makes a
 // second one. (It used to activate it on the repeat, so workspace_permanent
@@ -109,7 +109,7 @@ func TestWorkspaceRepeatedCreateOfRefusedNeverActivates(t *testing.T) {
 	}
 }
 
-// Issue 9 item 5: the provider's state is in the demo's database, so a new
+// The provider's state is in the demo's database, so a new
 // provider on it (a restarted demo) finds the workspaces, the refusals, the
 // queued faults and the counters, and never gives a workspace number twice.
 func TestWorkspaceStateSurvivesNewProvider(t *testing.T) {

@@ -1,6 +1,6 @@
 // Package faultproxy is a TCP proxy between an application and a
-// PostgreSQL server that injects faults on demand, for fault experiments
-// (issue 9): drop every connection now, drop connections at random, delay
+// PostgreSQL server that injects faults on demand, for fault experiments:
+// drop every connection now, drop connections at random, delay
 // messages, blackhole all traffic, and cut a chosen SQL statement either
 // before the server sees it or after the server has answered it.
 //

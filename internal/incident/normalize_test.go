@@ -60,7 +60,7 @@ func TestNormalizeBounded(t *testing.T) {
 
 // 10,000 distinct messages of a few shapes make a bounded number of
 // groups, and no pattern keeps an e-mail address, a number or an ID of
-// its message (issue 15, bad input and safety).
+// its message (bad input and safety).
 func TestNormalizeCardinalityK14(t *testing.T) {
 	t.Parallel()
 	shapes := []string{

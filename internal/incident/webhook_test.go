@@ -15,7 +15,7 @@ import (
 	"github.com/unstuckhq/unstuck/internal/store"
 )
 
-// Issue 15 part 5: a new group is posted as Slack-compatible JSON, with
+// A new group is posted as Slack-compatible JSON, with
 // its pattern and never a record's own message.
 func TestWebhook(t *testing.T) {
 	t.Parallel()

@@ -1,4 +1,4 @@
-// Package leanpath chooses the way of a store's lean Reserve (issue 12):
+// Package leanpath chooses the way of a store's lean Reserve:
 // write first (the insert, which meets an existing record and then reads
 // it) or read first (the insert only on a miss), from the outcomes of the
 // Reserves before it. Both ways give the same outcome and guarantees; which

@@ -15,7 +15,7 @@ func mix(l *Path, times int, created ...bool) {
 	}
 }
 
-// Issue 12: with PostgreSQL's costs (a repeat asked in one statement costs
+// With PostgreSQL's costs (a repeat asked in one statement costs
 // little, a new key read first a round trip), a lean Reserve writes first
 // while most keys are new and reads first while at least 4 in 5 Reserves
 // find a record (a retry storm); it goes back when new keys return.

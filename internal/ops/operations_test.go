@@ -379,7 +379,7 @@ func TestOperationDecisions(t *testing.T) {
 				b.insert(t, op)
 				// Everything in the decision's transaction succeeds, its
 				// commit fails: an entry appended in a transaction of its
-				// own would stay behind (issue 11).
+				// own would stay behind.
 				restore := failCommits(t, b.trail.Dialect(), b.exec, b.names)
 				_, err := b.ops.Decide(context.Background(), ops.Actor{Username: "ada", Role: "oncall"}, ops.OperationDecision{ID: op.ID, Version: op.Version,
 					Action: ops.OperationRetry, Step: "workspace", Reason: "the provider is back up after the outage"})

@@ -288,7 +288,7 @@ func TestKeyDecisions(t *testing.T) {
 }
 
 // TestKeyDecisionAndItsEntryCommitTogether breaks the one transaction of a
-// key decision and its audit entry (SPEC CON K5, issue 11): an entry the
+// key decision and its audit entry (SPEC CON K5): an entry the
 // trail refuses, or that the database refuses at its INSERT, leaves the
 // key as it was (an append after the commit would not), and a commit that
 // fails leaves no entry (an append in a transaction of its own would).
@@ -351,7 +351,7 @@ func TestKeyDecisionAndItsEntryCommitTogether(t *testing.T) {
 
 // TestRefusalAuditFailureIsLogged: a refused decision whose audit entry
 // cannot be appended is still refused, and the failure is logged without
-// the reason (issue 11, item 6: it was dropped with _ =).
+// the reason (never dropped with _ =).
 func TestRefusalAuditFailureIsLogged(t *testing.T) {
 	t.Parallel()
 	b := setup(t, backends["SQLite"])

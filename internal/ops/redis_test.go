@@ -97,7 +97,7 @@ func intentSeq(t *testing.T, e audit.Entry) int64 {
 
 var operator = Actor{Username: "ada", Role: "operator", RequestID: "req-1"}
 
-// TestRedisDecisionIntentThenOutcome (SPEC CON K4, issue 17): a decision
+// TestRedisDecisionIntentThenOutcome (SPEC CON K4): a decision
 // on a Redis key is audited as an intent, applied by compare-and-swap on
 // the record's version, then audited as applied, naming the intent.
 func TestRedisDecisionIntentThenOutcome(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 
 // TestClusterSurvivesEveryStopMode: a throwaway Cluster comes back on the
 // same port, with its data, after a fast stop, an immediate stop and a
-// kill -9 of the postmaster (the fault harness of issue 9 relies on it).
+// kill -9 of the postmaster (the fault harness, cmd/faults, relies on it).
 func TestClusterSurvivesEveryStopMode(t *testing.T) {
 	ctx := t.Context()
 	k, err := StartCluster(ctx, "")

@@ -25,7 +25,7 @@ const sessionSlackDivisor = 16
 // sessionStore is the console's scs store: scs's pgxstore or sqlite3store
 // for writes, and a Find of its own that also reads the row's expiry, so
 // that a Commit which changes nothing but pushes the idle deadline a little
-// further is skipped (issue 12: with an idle timeout, scs commits the
+// further is skipped (with an idle timeout, scs would commit the
 // session on every request). See [WithSessionMemo].
 type sessionStore struct {
 	base   scs.Store // Delete

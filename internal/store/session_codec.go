@@ -17,7 +17,7 @@ import (
 // encoded. scs decodes the stored session and encodes it again on every
 // request, and gob builds a new encoder or decoder, type descriptions
 // included, each time: with the unchanged-commit check's decoding, a tenth
-// of a list page's CPU (issue 12). With the memory, a session that did not
+// of a list page's CPU. With the memory, a session that did not
 // change since it was last seen is neither decoded nor encoded again, and
 // its encoding is the same bytes, so the unchanged commit is recognised by
 // comparing bytes. The memory holds at most sessionCodecMemory sessions

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Issue 12: the console's session codec writes scs's gob encoding (any
+// The console's session codec writes scs's gob encoding (any
 // console version reads it: rolling upgrades), round-trips every value
 // type the console and scs store, encodes a session it has seen to the same
 // bytes whatever the map's order, never hands out its memory for the

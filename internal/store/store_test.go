@@ -300,7 +300,7 @@ func TestSessions(t *testing.T) {
 	})
 }
 
-// TestUnlockUser: issue 10 item 2 — an admin's unlock moves the user's
+// TestUnlockUser: an admin's unlock moves the user's
 // UpdatedAt, which the console's sign-in throttle compares with the
 // failures it counted; nothing else of the user changes.
 func TestUnlockUser(t *testing.T) {
@@ -321,7 +321,7 @@ func TestUnlockUser(t *testing.T) {
 	})
 }
 
-// TestSessionCommitSkipped: issue 12 — with an idle timeout scs commits the
+// TestSessionCommitSkipped: with an idle timeout scs commits the
 // session on every request; with WithSessionMemo the store writes it only
 // when its data change or the idle deadline would move by more than the
 // slack (min(1 minute, idle/16)), so an idle session still ends within
@@ -409,7 +409,7 @@ func TestSessionCommitSkipped(t *testing.T) {
 	})
 }
 
-// TestSessionUser: issue 12 — the session's user is read with it, in one
+// TestSessionUser: the session's user is read with it, in one
 // statement: known for the id the session holds, current (a change made
 // since shows), and unknown — the caller reads the user itself — without
 // the memo, for another id, or for a session written without user_id.

@@ -24,8 +24,8 @@ func deniedEntries(t *testing.T, b *bundle) []audit.Entry {
 
 // TestDeniedLongPathIsAudited: a refused attempt on a path longer than the
 // trail's name fields, or with bytes they cannot hold, is still recorded,
-// its path cut and made valid (issue 10, item 5). It was refused by the
-// trail and only logged.
+// its path cut and made valid, not refused by the trail and only
+// logged.
 func TestDeniedLongPathIsAudited(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -59,8 +59,7 @@ func TestDeniedLongPathIsAudited(t *testing.T) {
 
 // TestRequestIDBounded: the client's X-Request-Id becomes the audit
 // trail's request ID only in a bounded, safe form; anything else is
-// replaced with a generated one (issue 10, item 5). It was stored
-// verbatim.
+// replaced with a generated one, never stored verbatim.
 func TestRequestIDBounded(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -101,8 +100,8 @@ func TestRequestIDBounded(t *testing.T) {
 // TestOperationDataGated: an operation's input and its steps' results
 // (a signup's email; SPEC CON K7) are shown only to roles with the operation_data
 // permission, oncall and admin, on request, and each showing is audited
-// as a read, as stored responses are; support and auditor saw them
-// ungated and unaudited (issue 10, item 5).
+// as a read, as stored responses are; support and auditor do not see
+// them.
 func TestOperationDataGated(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

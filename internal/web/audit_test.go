@@ -381,9 +381,9 @@ func TestAuditChainStatus(t *testing.T) {
 }
 
 // TestAuditChainStatusFollowsHead: a verification is shown only for the
-// head it verified. It was kept for the whole period, so a console whose
-// first /audit view found an empty trail said "intact, 0 entries
-// verified" above the entries appended since (issue 10, item 4).
+// head it verified, not for a whole period: a console whose first /audit
+// view found an empty trail never says "intact, 0 entries verified" above
+// the entries appended since.
 func TestAuditChainStatusFollowsHead(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *web.Config) { c.AuditVerifyEvery = time.Hour })

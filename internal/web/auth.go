@@ -166,7 +166,7 @@ func allowedRoute(az *authorizer, role string, r *http.Request) bool {
 	return az.can(role, r.URL.EscapedPath(), r.Method)
 }
 
-// Bounds of the sign-in form (issue 10): checked before any work, any
+// Bounds of the sign-in form: checked before any work, any
 // database query or any log line.
 const (
 	// maxLoginBody is the largest sign-in form read: a username of 64

@@ -130,7 +130,7 @@ func TestBulkKeysWithApproval(t *testing.T) {
 	require.EqualValues(t, 3, got["total"])
 	_, overview := do(t, support, http.MethodGet, b.srv.URL+"/", nil)
 	// The waiting approvals lead the title, before the count that needs a
-	// human (issue 13's "(N) Overview").
+	// human ("(N) Overview", SPEC K15).
 	require.Regexp(t, `<title>\(1 waiting approval\) (\(\d+\) )?Overview · unstuck</title>`, overview)
 
 	resp, _ = do(t, support, http.MethodPost, b.srv.URL+"/approvals/"+id+"/approve", url.Values{})

@@ -136,7 +136,7 @@ func handleKeyDecision(action string, keys keyReader, decider keyDecider, opener
 			})
 		case errors.Is(err, ops.ErrNotFound):
 			// A stale form: say who removed the key and when, as the
-			// operations do with a 409, not a bare 404 (issue 13 defect 10).
+			// operations do with a 409, not a bare 404.
 			writeError(w, r, log, appError(EConflict, goneMessage(r.Context(), decider, id, log)))
 		case errors.Is(err, ops.ErrStale), errors.Is(err, ops.ErrIllegal):
 			msg := "Not applied: the record changed since you opened the page. This is its current state; decide again if still needed."

@@ -13,9 +13,9 @@ import (
 	"github.com/unstuckhq/unstuck/internal/web"
 )
 
-// TestListFiltersRefuseNULAndInvalidUTF8: issue 10 item 5 — a NUL byte or
-// invalid UTF-8 in a key or operation filter reached PostgreSQL, which
-// answered an error (500). Every list page checks its text filters as
+// TestListFiltersRefuseNULAndInvalidUTF8: a NUL byte or invalid UTF-8 in a
+// key or operation filter never reaches the database (PostgreSQL would
+// answer an error, a 500). Every list page checks its text filters as
 // /audit does: 400 naming the field.
 func TestListFiltersRefuseNULAndInvalidUTF8(t *testing.T) {
 	t.Parallel()
@@ -47,8 +47,7 @@ func TestListFiltersRefuseNULAndInvalidUTF8(t *testing.T) {
 	}
 }
 
-// TestHeadAnswersAsGet: issue 10 item 5 — HEAD answered 400 everywhere.
-// It answers as GET, without a body.
+// TestHeadAnswersAsGet: HEAD answers as GET, without a body, never 400.
 func TestHeadAnswersAsGet(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -75,8 +74,8 @@ func TestHeadAnswersAsGet(t *testing.T) {
 	require.Empty(t, exports(t, b), "a HEAD is not an export")
 }
 
-// TestWrongMethodIs405WithAllow: issue 10 item 5 — a wrong method
-// answered 400; it is 405 with the Allow header (RFC 9110 §15.5.6).
+// TestWrongMethodIs405WithAllow: a wrong method is 405 with the Allow
+// header (RFC 9110 §15.5.6), not 400.
 func TestWrongMethodIs405WithAllow(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -92,8 +91,8 @@ func TestWrongMethodIs405WithAllow(t *testing.T) {
 	}
 }
 
-// TestStaticDirectoriesAreNotListed: issue 10 item 5 — /static/ listed
-// its directory.
+// TestStaticDirectoriesAreNotListed: /static/ serves files, never a
+// listing of its directory.
 func TestStaticDirectoriesAreNotListed(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -106,8 +105,8 @@ func TestStaticDirectoriesAreNotListed(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 }
 
-// TestMetricsCanBeGuarded: issue 10 item 5 — /metrics was public with no
-// way to close it. A bearer token guards it (UNSTUCK_METRICS_TOKEN), or it
+// TestMetricsCanBeGuarded: /metrics need not be public. A bearer token
+// guards it (UNSTUCK_METRICS_TOKEN), or it
 // leaves the console's listener for one of its own (--metrics-addr).
 func TestMetricsCanBeGuarded(t *testing.T) {
 	t.Parallel()

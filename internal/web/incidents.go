@@ -132,7 +132,7 @@ func handleIncidents(st IncidentStore, now func() time.Time, log *slog.Logger) h
 		ctx := r.Context()
 		page := pageFor(r, "Incidents", "incidents")
 		t := now().UTC()
-		// The three reads at once (issue 12).
+		// The three reads at once.
 		var (
 			groups []store.IncidentGroup
 			hours  map[string]map[time.Time]int64

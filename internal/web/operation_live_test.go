@@ -12,7 +12,7 @@ import (
 
 // The operation page refreshes its live part only while the operation
 // moves or right after a decision; HTMX gets the fragment "live" alone,
-// and a refresh that finds the operation under review stops (issue 13).
+// and a refresh that finds the operation under review stops.
 func TestOperationPageLive(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -23,7 +23,7 @@ func (s lowerBoundStuck) KeyOverview(ctx context.Context) (idemdriver.KeyOvervie
 	return o, err
 }
 
-// Issue 9 item 9 / issue 12: a stuck count that is a lower bound says so,
+// A stuck count that is a lower bound says so,
 // on the overview ("≥") and in the gauge's exact label; an exact one says
 // that too.
 func TestStuckCountSaysWhetherExact(t *testing.T) {
@@ -47,7 +47,7 @@ func TestStuckCountSaysWhetherExact(t *testing.T) {
 	require.Contains(t, body, `unstuck_idempotency_records{exact="true",status="completed"} 1`)
 }
 
-// Issue 9 item 8: /readyz asks Config.Ready after the database answers and
+// /readyz asks Config.Ready after the database answers and
 // answers 503 with its reason.
 func TestReadinessAsksReady(t *testing.T) {
 	t.Parallel()
@@ -66,7 +66,7 @@ func (failingOverview) KeyOverview(context.Context) (idemdriver.KeyOverview, err
 	return idemdriver.KeyOverview{}, errors.New("the database is gone")
 }
 
-// Issue 15 part 3 (SPEC K18): a failed read of the key counts is a gauge
+// SPEC K18: a failed read of the key counts is a gauge
 // at 0 that the rule UnstuckRecordStatsDown watches, not a silent gap.
 func TestKeyStatsUpGauge(t *testing.T) {
 	t.Parallel()

@@ -11,7 +11,7 @@ import (
 )
 
 // pageAndCount reads a list's page and its count at once, on two
-// connections: two round trips in the time of one (issue 12). The page's
+// connections: two round trips in the time of one. The page's
 // error comes first.
 func pageAndCount[P, C any](page func() (P, error), count func() (C, error)) (P, C, error) {
 	var (

@@ -31,7 +31,7 @@ func pagerLinks(body string) (first, prev, next string) {
 		find(`<a class="next" href="([^"]*)" rel="next">`)
 }
 
-// TestListTotalsAndPreviousPages (issue 13, defect 7; the operator's path):
+// TestListTotalsAndPreviousPages (the operator's path):
 // the key and operation lists say how many items their filter selects,
 // exact or "≥ N" above the count's cap, and page both ways by keyset: a
 // Previous page link leads back to exactly the page before, in either

@@ -16,7 +16,7 @@ import (
 	"github.com/unstuckhq/unstuck/internal/web"
 )
 
-// TestCachedAuthorizationEqualsCasbin: issue 12 (SPEC K6) — the cached
+// TestCachedAuthorizationEqualsCasbin (SPEC K6): the cached
 // decisions per role × route pattern × method are casbin's own for every
 // role, every route of the console, every method and concrete paths of each
 // route (ids with odd characters included), for paths that are no route and
@@ -71,7 +71,7 @@ func TestCachedAuthorizationEqualsCasbin(t *testing.T) {
 	require.False(t, can("nobody", "/", http.MethodGet), "deny by default")
 }
 
-// TestRBACRunsOncePerRoleRouteMethod: issue 12 — casbin (keyMatch2, a
+// TestRBACRunsOncePerRoleRouteMethod: casbin (keyMatch2, a
 // regular expression per policy row) runs once per role × route pattern ×
 // method, not on every request: more pages of the same routes, with other
 // ids, ask it nothing more.

@@ -25,7 +25,7 @@ import (
 
 func TestMain(m *testing.M) { redistest.RunMain(m) }
 
-// TestRedisKeyPages (issue 17): the console administers keys kept in
+// TestRedisKeyPages: the console administers keys kept in
 // Redis as it does keys in SQL: the list, the detail page and a decision,
 // audited as an intent and its outcome in the console's trail.
 func TestRedisKeyPages(t *testing.T) {

@@ -18,7 +18,7 @@ func pageFor(r *http.Request, title, nav string) views.Page {
 }
 
 // renderBuffers hold pages while they render: a list page is 20–40 KiB,
-// which a new buffer would reach by growing six times (issue 12).
+// which a new buffer would reach by growing six times.
 var renderBuffers = sync.Pool{New: func() any { return bytes.NewBuffer(make([]byte, 0, 32<<10)) }}
 
 // putRenderBuffer returns buf to renderBuffers, unless a page made it

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestResolveClientAddr: issue 10 item 2 — the client address comes from
+// TestResolveClientAddr: the client address comes from
 // X-Forwarded-For only when the peer is a trusted proxy, and then it is the
 // rightmost hop that is not one: what is left of it, the client wrote.
 func TestResolveClientAddr(t *testing.T) {

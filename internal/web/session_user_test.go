@@ -23,7 +23,7 @@ func (s *userCountingStore) UserByID(ctx context.Context, id int64) (store.User,
 	return s.DB.UserByID(ctx, id)
 }
 
-// TestSessionReadsItsUser: issue 12 — a signed-in page reads the session
+// TestSessionReadsItsUser: a signed-in page reads the session
 // and its user in one statement, no separate user read; a disabled account
 // and a role change still take effect at the next request (SPEC K5, K6).
 func TestSessionReadsItsUser(t *testing.T) {

@@ -65,8 +65,8 @@ func postLogin(t *testing.T, b *bundle, c *http.Client, from, username, pw strin
 	return resp
 }
 
-// TestSignInFormIsBounded: issue 10 item 1 — a 9 MB username was parsed,
-// looked up and logged whole. The form is refused (413/400) before any
+// TestSignInFormIsBounded: an oversized form (a 9 MB username) is never
+// parsed, looked up or logged whole: it is refused (413/400) before any
 // work and before any log line (SPEC K8).
 func TestSignInFormIsBounded(t *testing.T) {
 	t.Parallel()
@@ -107,9 +107,9 @@ func TestSignInFormIsBounded(t *testing.T) {
 	require.Contains(t, logs.String(), "username=nobody")
 }
 
-// TestParallelWrongPasswordsVerifyAtMostTheLimit: issue 10 item 1 — the
-// limiter checked, verified, then counted: 15 parallel wrong passwords
-// were all verified against a limit of 5 (SPEC K8).
+// TestParallelWrongPasswordsVerifyAtMostTheLimit: the limiter counts an
+// attempt before verifying it, so 15 parallel wrong passwords against a
+// limit of 5 verify at most 5 (SPEC K8).
 func TestParallelWrongPasswordsVerifyAtMostTheLimit(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -133,8 +133,8 @@ func TestParallelWrongPasswordsVerifyAtMostTheLimit(t *testing.T) {
 	require.Equal(t, 15, count[http.StatusUnauthorized]+count[http.StatusTooManyRequests]+count[http.StatusServiceUnavailable], "%v", count)
 }
 
-// TestSignInHashingIsCapped: issue 10 item 1 — Argon2id (19 MiB each) ran
-// for every parallel sign-in. A sign-in that finds no hashing slot in time
+// TestSignInHashingIsCapped: Argon2id (19 MiB each) runs for a bounded
+// number of parallel sign-ins. A sign-in that finds no hashing slot in time
 // is answered 503 with Retry-After, and its attempt is not counted.
 func TestSignInHashingIsCapped(t *testing.T) {
 	t.Parallel()
@@ -178,8 +178,8 @@ func TestSignInHashingIsCapped(t *testing.T) {
 	require.Equal(t, http.StatusTooManyRequests, postLogin(t, b, client(t), from, "later-x", "not-the-password").StatusCode)
 }
 
-// TestLockoutIsNoWeapon: issue 10 item 2 — five wrong passwords from
-// anywhere locked the account for everyone. The throttle is per account
+// TestLockoutIsNoWeapon: wrong passwords from one address do not lock
+// the account for everyone. The throttle is per account
 // and client address, with exponential backoff: the right password from
 // another address signs in while one address hammers the account (SPEC
 // K8). Behind a trusted proxy the address comes from X-Forwarded-For,
@@ -229,7 +229,7 @@ func TestForwardedForIsIgnoredWithoutTrustedProxy(t *testing.T) {
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "one peer address whatever X-Forwarded-For says")
 }
 
-// TestAdminUnlock: issue 10 item 2 — an admin clears an account's sign-in
+// TestAdminUnlock: an admin clears an account's sign-in
 // throttle from /users (a CSRF-protected form, audited as a user change,
 // admin only), or with "console user unlock" from another process, which
 // moves the account's UpdatedAt (SPEC K5, K6).

@@ -25,7 +25,7 @@ func keyLinks(body string) []string {
 	return ids
 }
 
-// TestListSortOrder (issue 13, the operator's path): the key list of
+// TestListSortOrder (the operator's path): the key list of
 // what is stuck is the longest waiting first, says so and offers the
 // other order; order=newest turns it; a bad order is a 400 naming the
 // field.

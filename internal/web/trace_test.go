@@ -13,7 +13,7 @@ import (
 	"github.com/unstuckhq/unstuck/internal/web"
 )
 
-// Issue 15 part 4: the key page shows the trace ID of the call that
+// The key page shows the trace ID of the call that
 // created or last took over the record, linked through --trace-url with
 // the ID escaped into the template; without a template, the ID alone.
 func TestKeyDetailLinksTheTrace(t *testing.T) {

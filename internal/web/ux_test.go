@@ -15,7 +15,7 @@ import (
 	"github.com/unstuckhq/unstuck/internal/store"
 )
 
-// The console under pressure (issue 13): the defects that need no browser.
+// The console under pressure: the defects that need no browser.
 
 // TestStaleForgetSaysWhoForgot (defect 10): a forget form left open after
 // someone forgot the key answers 409 naming who forgot it and when, as the
