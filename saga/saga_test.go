@@ -792,7 +792,7 @@ func TestF13ReconciliationOpensFindingsNeverFixesSilently(t *testing.T) {
 		require.Empty(t, open)
 		require.Equal(t, 1.0, gauge(t, b, "unstuck_saga_open_findings", ""), "the other finding is still open")
 		age := gauge(t, b, "unstuck_saga_oldest_open_finding_age_seconds", "")
-		require.Greater(t, age, 0.0, "issue 15: the open finding's age")
+		require.Greater(t, age, 0.0, "the open finding's age")
 		require.Less(t, age, 600.0, "ages on the database's clock")
 		all, err := b.eng.Findings(ctx, "", false)
 		require.NoError(t, err)

@@ -98,8 +98,8 @@ func TestDemoShop(t *testing.T) {
 				require.Equal(t, http.StatusOK, m.status)
 				require.Contains(t, m.body, "unstuck_idempotency_records{", "SPEC K10")
 				require.Contains(t, m.body, "unstuck_saga_operations{", "SPEC G10")
-				require.Contains(t, m.body, "unstuck_idempotency_outcomes_unrecorded_total", "issue 9: the shop engine's late-recording counters")
-				require.Contains(t, m.body, "\nunstuck_clock_skew_seconds ", "issue 9 item 4")
+				require.Contains(t, m.body, "unstuck_idempotency_outcomes_unrecorded_total", "the shop engine's late-recording counters")
+				require.Contains(t, m.body, "\nunstuck_clock_skew_seconds ", "the clock skew")
 			})
 		})
 	}

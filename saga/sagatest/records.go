@@ -310,6 +310,6 @@ func runRecords[TTx any](t *testing.T, newFixture func(t *testing.T) Fixture[TTx
 		require.Equal(t, map[sagadriver.Status]time.Time{sagadriver.StatusRunning: at(1), sagadriver.StatusReviewRequired: at(2)}, st.OldestUpdate)
 		require.Equal(t, 1, st.FailedCompensations)
 		require.Equal(t, 1, st.OpenFindings)
-		require.Equal(t, at(2), st.OldestOpenFinding, "issue 15: when the oldest open finding was detected")
+		require.Equal(t, at(2), st.OldestOpenFinding, "when the oldest open finding was detected")
 	})
 }
