@@ -176,6 +176,21 @@ func checkKeyLength(key string, r KeyRules) (string, error) {
 	return key, nil
 }
 
+// checkKey applies to a key a client is about to send the rule the
+// middleware applies to a decoded key under r: bytes an RFC 9651 String can
+// hold (printable ASCII, 0x20–0x7E), then the length rule of
+// [ParseKeyHeader]. The [Transport] checks its keys with the default rules,
+// so a key it sends is one a middleware with default [KeyRules] accepts.
+func checkKey(key string, r KeyRules) error {
+	for i := range len(key) {
+		if c := key[i]; c < 0x20 || c > 0x7e {
+			return invalidKey(fmt.Sprintf("byte 0x%02x at %d is not printable ASCII", c, i))
+		}
+	}
+	_, err := checkKeyLength(key, r)
+	return err
+}
+
 // isRawKey reports whether k is acceptable as an unquoted key: 1+ bytes of
 // visible ASCII without the delimiters '"', ',', ';' and '\'.
 func isRawKey(k string) bool {

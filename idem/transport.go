@@ -150,8 +150,10 @@ func TransportMaxRetryAfter(d time.Duration) TransportOption {
 // TransportKeyFunc sets the source of keys for requests that carry none and
 // have no key from [ContextWithKey]. It is called once per RoundTrip, possibly
 // from several goroutines at once. Keys must be unique per logical request
-// and unguessable; a key that is empty, longer than [MaxKeyBytes] or holds
-// bytes outside 0x20–0x7E makes RoundTrip fail before anything is sent.
+// and unguessable; a key that the middleware's default [KeyRules] would
+// refuse (shorter than 16 bytes, longer than [MaxKeyBytes], or holding
+// bytes outside 0x20–0x7E) makes RoundTrip fail with an error matching
+// [ErrInvalidKey] before anything is sent.
 // f must not be nil; the default makes a UUIDv7.
 func TransportKeyFunc(f func() string) TransportOption {
 	return func(c *transportConfig) {
@@ -165,10 +167,11 @@ type transportKeyCtx struct{}
 // ContextWithKey returns a context that makes a [Transport] send key, instead of a
 // generated one, on the request made with it — for example the UUID of the
 // order the request creates, so that a repeat after a crash carries the
-// same key. The key must be 1..[MaxKeyBytes] bytes within 0x20–0x7E, else
-// RoundTrip fails with an error matching [ErrInvalidKey] before anything
-// is sent. A request that already carries an Idempotency-Key header keeps
-// it and ignores this key.
+// same key. The key must pass the middleware's default [KeyRules] — 16 to
+// [MaxKeyBytes] bytes within 0x20–0x7E — else RoundTrip fails with an error
+// matching [ErrInvalidKey] before anything is sent, rather than send a key
+// the server refuses with 400. A request that already carries an
+// Idempotency-Key header keeps it and ignores this key.
 func ContextWithKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, transportKeyCtx{}, key)
 }
@@ -333,13 +336,8 @@ func (t *Transport) key(ctx context.Context) (string, error) {
 			return "", err
 		}
 	}
-	if len(key) == 0 || len(key) > MaxKeyBytes {
-		return "", &ValidationError{Field: "key", Reason: fmt.Sprintf("length %d outside 1..%d bytes", len(key), MaxKeyBytes)}
-	}
-	for i := 0; i < len(key); i++ {
-		if key[i] < 0x20 || key[i] > 0x7e {
-			return "", &ValidationError{Field: "key", Reason: fmt.Sprintf("byte 0x%02x at %d is not printable ASCII", key[i], i)}
-		}
+	if err := checkKey(key, KeyRules{}); err != nil {
+		return "", err
 	}
 	return key, nil
 }

@@ -175,8 +175,8 @@ func TestTransportC1CallerGivenKey(t *testing.T) {
 		name, key, field string
 	}{
 		{"plain", "order-0193b8e4-1d2c-7f00-8000-000000000001", `"order-0193b8e4-1d2c-7f00-8000-000000000001"`},
-		{"escaped", `say "hi" \ bye`, `"say \"hi\" \\ bye"`},
-		{"space and tilde", " ~ ", `" ~ "`},
+		{"escaped", `say "hi" \ and bye`, `"say \"hi\" \\ and bye"`},
+		{"space and tilde", " ~ padded to 16 ~ ", `" ~ padded to 16 ~ "`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -207,11 +207,13 @@ func TestTransportC1InvalidKeyFailsBeforeSending(t *testing.T) {
 		{"newline", func(ctx context.Context) context.Context { return idem.ContextWithKey(ctx, "a\nb") }, nil},
 		{"DEL", func(ctx context.Context) context.Context { return idem.ContextWithKey(ctx, "a\x7f") }, nil},
 		{"empty", func(ctx context.Context) context.Context { return idem.ContextWithKey(ctx, "") }, nil},
+		{"6 bytes, below the middleware's 16", func(ctx context.Context) context.Context { return idem.ContextWithKey(ctx, "order7") }, nil},
+		{"15 bytes", func(ctx context.Context) context.Context { return idem.ContextWithKey(ctx, strings.Repeat("k", 15)) }, nil},
 		{"too long", func(ctx context.Context) context.Context {
 			return idem.ContextWithKey(ctx, strings.Repeat("k", idem.MaxKeyBytes+1))
 		}, nil},
 		{"key func", func(ctx context.Context) context.Context { return ctx },
-			[]idem.TransportOption{idem.TransportKeyFunc(func() string { return "tab\there" })}},
+			[]idem.TransportOption{idem.TransportKeyFunc(func() string { return "tab\there-and-more-bytes" })}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -574,13 +576,13 @@ func TestNewTransportRefusesInvalidOptions(t *testing.T) {
 func TestTransportKeyFunc(t *testing.T) {
 	t.Parallel()
 	srv := newTransportServer(t, func(_ int, w http.ResponseWriter, _ *http.Request) { created(w) })
-	c := srv.client(t, idem.TransportKeyFunc(func() string { return "from-key-func" }))
+	c := srv.client(t, idem.TransportKeyFunc(func() string { return "from-the-key-func" }))
 	req, err := http.NewRequest(http.MethodPost, srv.URL, nil)
 	require.NoError(t, err)
 	resp, err := c.Do(req)
 	require.NoError(t, err)
 	readBody(t, resp)
-	require.Equal(t, []string{`"from-key-func"`}, srv.attempts()[0].keys)
+	require.Equal(t, []string{`"from-the-key-func"`}, srv.attempts()[0].keys)
 }
 
 func TestTransportRetriesConcurrentRequestsIndependently(t *testing.T) {
@@ -752,7 +754,7 @@ func TestTransportK21PendingReviewIsSentOnceAndReturnedAsAnError(t *testing.T) {
 			if tc.body != nil {
 				body = tc.body()
 			}
-			req, err := http.NewRequestWithContext(idem.ContextWithKey(context.Background(), "order-7"), http.MethodPost, srv.URL, body)
+			req, err := http.NewRequestWithContext(idem.ContextWithKey(context.Background(), "order-7-0000000001"), http.MethodPost, srv.URL, body)
 			require.NoError(t, err)
 
 			resp, err := (&http.Client{Transport: tr}).Do(req)
@@ -761,10 +763,39 @@ func TestTransportK21PendingReviewIsSentOnceAndReturnedAsAnError(t *testing.T) {
 			require.False(t, errors.Is(err, idem.ErrInProgress))
 			var pr *idem.PendingReviewResponseError
 			require.ErrorAs(t, err, &pr)
-			require.Equal(t, idem.PendingReviewResponseError{StatusCode: http.StatusConflict, Code: idem.CodePendingReview, Detail: detail, Key: `"order-7"`,
+			require.Equal(t, idem.PendingReviewResponseError{StatusCode: http.StatusConflict, Code: idem.CodePendingReview, Detail: detail, Key: `"order-7-0000000001"`,
 				Body: []byte(fmt.Sprintf(`{"type":"about:blank","status":409,"code":%q,"detail":%q}`, idem.CodePendingReview, detail))}, *pr)
 			require.Len(t, srv.attempts(), 1, "sent exactly once")
 			require.True(t, spy.allClosed(), "the response's body is closed by the transport")
 		})
+	}
+}
+
+// The transport and a middleware with default KeyRules agree on every key:
+// a key the transport sends is never refused with 400 invalid_idempotency_key,
+// and a key the middleware would refuse (6 bytes, 15, 256) fails in
+// RoundTrip before anything is sent.
+func TestTransportSendsOnlyKeysTheMiddlewareAccepts(t *testing.T) {
+	t.Parallel()
+	s := newK21Server(t, idem.MiddlewareConfig{})
+	tr, err := idem.NewTransport(s.Client().Transport)
+	require.NoError(t, err)
+	client := &http.Client{Transport: tr}
+	for _, key := range []string{"order7", strings.Repeat("k", 15), strings.Repeat("k", 16), ` "quoted" \ key `,
+		strings.Repeat("k", idem.MaxKeyBytes), strings.Repeat("k", idem.MaxKeyBytes+1)} {
+		req, err := http.NewRequestWithContext(idem.ContextWithKey(t.Context(), key), http.MethodPost, s.URL+"/pay",
+			strings.NewReader(`{"amount_cents":1999}`))
+		require.NoError(t, err)
+		before := s.hits.Load()
+		resp, err := client.Do(req)
+		if err != nil {
+			require.ErrorIs(t, err, idem.ErrInvalidKey, "%d-byte key", len(key))
+			require.Equal(t, before, s.hits.Load(), "%d-byte key: nothing sent", len(key))
+			require.True(t, len(key) < 16 || len(key) > idem.MaxKeyBytes, "%d-byte key refused by the transport", len(key))
+			continue
+		}
+		body, rerr := io.ReadAll(resp.Body)
+		require.NoError(t, errors.Join(rerr, resp.Body.Close()))
+		require.Equal(t, http.StatusCreated, resp.StatusCode, "%d-byte key: %s", len(key), body)
 	}
 }
