@@ -5,11 +5,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
@@ -175,11 +178,11 @@ func openUnmigrated(ctx context.Context, rawURL string) (*database, error) {
 		}
 		db, err := idemsqlite.Open(path)
 		if err != nil {
-			return nil, fmt.Errorf("open %s: %w", rawURL, err)
+			return nil, sqliteOpenError(rawURL, path, err)
 		}
 		if err := db.PingContext(ctx); err != nil {
 			_ = db.Close()
-			return nil, fmt.Errorf("open %s: %w", rawURL, err)
+			return nil, sqliteOpenError(rawURL, path, err)
 		}
 		imm, err := ops.OpenImmediate(ctx, db)
 		if err != nil {
@@ -197,6 +200,30 @@ func openUnmigrated(ctx context.Context, rawURL string) (*database, error) {
 }
 
 func closeQuietly(db *sql.DB) { _ = db.Close() }
+
+// sqliteOpenError is err, from opening the SQLite file at path, with the
+// fix when the cause is a directory that does not exist: SQLite creates
+// the file but not its directory, and says only "unable to open database
+// file (14)".
+func sqliteOpenError(rawURL, path string, err error) error {
+	dir := filepath.Dir(path)
+	if _, serr := os.Stat(dir); errors.Is(serr, fs.ErrNotExist) {
+		return fmt.Errorf("open %s: the directory %s does not exist; create it (mkdir -p %s) or choose another path: %w", rawURL, dir, dir, err)
+	}
+	return fmt.Errorf("open %s: %w", rawURL, err)
+}
+
+// explain returns err with the fix first when the cause is a table the
+// database does not have (PostgreSQL SQLSTATE 42P01, MySQL and MariaDB
+// error 1146): nobody ran "console migrate" on it. Any other error is
+// returned as it is.
+func (d *database) explain(err error) error {
+	var pgErr *pgconn.PgError
+	if (errors.As(err, &pgErr) && pgErr.Code == "42P01") || migrate.IsMySQLError(err, 1146) {
+		return fmt.Errorf("the database has no console tables yet: run console migrate --db %s first (%w)", d.Redacted, err)
+	}
+	return err
+}
 
 // postgresDecisions returns the console's decisions on the pool, audited
 // in the trail as it is now (after useAuditKeys).

@@ -10,25 +10,53 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/unstuckhq/unstuck/idem"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
-	switch {
-	case err == nil:
-	case errors.Is(err, errUsage):
-		os.Exit(2)
-	default:
+	if err != nil && !errors.Is(err, errUsage) {
 		fmt.Fprintln(os.Stderr, "console:", err)
-		os.Exit(1)
 	}
+	os.Exit(exitStatus(err))
 }
 
 // errUsage reports a command line that could not be parsed; the message was
 // already printed with the usage.
 var errUsage = errors.New("usage")
+
+// exitStatus is the process's exit status after run returned err: 0 when
+// the command is done (serve and demo after SIGINT or SIGTERM), 2 when the
+// command line could not be used (errUsage: an unknown command or flag, a
+// missing required flag), 1 when the command failed.
+func exitStatus(err error) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	default:
+		return 1
+	}
+}
+
+// applicationSecret returns UNSTUCK_SECRET, or an error that says its
+// length and how to make one: the secret is used as raw bytes, never
+// decoded, so a base64 or hex text counts by its characters.
+func applicationSecret(getenv func(string) string) (string, error) {
+	secret := getenv("UNSTUCK_SECRET")
+	const how = "it is used as raw bytes, not decoded from base64 or hex; make one with: openssl rand -base64 48"
+	switch {
+	case secret == "":
+		return "", fmt.Errorf("UNSTUCK_SECRET is not set: the application secret must have at least %d bytes; %s", idem.MinSecretBytes, how)
+	case len(secret) < idem.MinSecretBytes:
+		return "", fmt.Errorf("UNSTUCK_SECRET has %d bytes, at least %d are needed; %s", len(secret), idem.MinSecretBytes, how)
+	}
+	return secret, nil
+}
 
 const usage = `console — the unstuck operations console
 
@@ -40,14 +68,16 @@ Commands:
             with demo users and traffic
   serve     serve the operations console
   migrate   apply the database migrations, River's included (idempotent)
-  user      add, disable, enable or unlock a console account
+  user      add, disable, enable or unlock a console account, or reset its
+            password (user password)
   audit     verify the audit trail, checkpoint its head (audit verify|checkpoint)
   help      show this help
 
 Configuration (flags override the environment):
   UNSTUCK_DB        database: postgres://user@host:5432/db, mysql://user@host:3306/db or sqlite:PATH
   UNSTUCK_ADDR      listen address of serve (default 127.0.0.1:8080)
-  UNSTUCK_SECRET    application secret, at least 32 bytes (serve; never a flag)
+  UNSTUCK_SECRET    application secret, at least 32 bytes taken as they are, not
+                    decoded: openssl rand -base64 48 (serve; never a flag)
   UNSTUCK_PREVIOUS_SECRETS  earlier secrets during a rotation, comma-separated
   UNSTUCK_AUDIT_KEY the audit trail's MAC key, at least 32 bytes, not held by the
                     applications (serve, audit; never a flag)
@@ -61,6 +91,9 @@ Configuration (flags override the environment):
                     its client secret (serve; never a flag)
 
 Run "console <command> --help" for a command's flags.
+
+Exit status: 0 done, 1 the command failed (the error is printed as
+"console: …"), 2 the command line could not be used.
 `
 
 // run is the whole program: it parses args (without the program name),

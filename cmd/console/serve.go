@@ -273,9 +273,9 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 		fmt.Fprintf(stderr, "console serve: --trace-url %q: %v\n", *traceURL, err)
 		return errUsage
 	}
-	secret := getenv("UNSTUCK_SECRET")
-	if len(secret) < idem.MinSecretBytes {
-		return fmt.Errorf("UNSTUCK_SECRET must be set to at least %d bytes", idem.MinSecretBytes)
+	secret, err := applicationSecret(getenv)
+	if err != nil {
+		return err
 	}
 	var previous [][]byte
 	for _, p := range strings.Split(getenv("UNSTUCK_PREVIOUS_SECRETS"), ",") {
@@ -366,6 +366,7 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 		return fmt.Errorf("listen: %w", err)
 	}
 	fmt.Fprintf(stdout, "console listening on http://%s\n", ln.Addr())
+	warnPlainHTTP(ln.Addr(), *insecure, log)
 	if single != nil {
 		fmt.Fprintf(stdout, "single sign-on through %s (%d groups mapped to roles; local sign-in %s)\n",
 			single.Client.Issuer(), single.Roles.Len(), map[bool]string{true: "off", false: "on"}[*ssoF.noLocal])
@@ -377,6 +378,23 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 	stopSnapshots := startSnapshots(ctx, db, incidentOpts, log)
 	defer stopSnapshots() // before the database closes
 	return serveHTTP(ctx, ln, h, log, sweeper(engine, db, log))
+}
+
+// warnPlainHTTP warns when serve listens off loopback, where it still
+// speaks plain http: browsers send a Secure session cookie only over https,
+// so sign-in works only through a TLS-terminating proxy in front; and
+// --insecure-cookies, meant for loopback, would send sessions in clear.
+func warnPlainHTTP(addr net.Addr, insecureCookies bool, log *slog.Logger) {
+	if isLoopback(addr) {
+		return
+	}
+	if insecureCookies {
+		log.Warn("serving plain http off loopback with --insecure-cookies: session cookies travel in clear to "+addr.String()+
+			"; --insecure-cookies is for loopback only — drop it and put https in front", "addr", addr.String())
+		return
+	}
+	log.Warn("serving plain http off loopback: session cookies are Secure, so browsers sign in only over https — put a TLS-terminating proxy in front (and set --trusted-proxies); --insecure-cookies is for loopback only",
+		"addr", addr.String())
 }
 
 func envOr(getenv func(string) string, name, def string) string {

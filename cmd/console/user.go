@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,22 +13,32 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/auth"
 	"github.com/unstuckhq/unstuck/internal/store"
 )
 
 const userUsage = `Usage: console user add --username U --role R [--db URL]
+       console user password --username U [--db URL]   (resets the password)
        console user disable --username U [--db URL]
        console user enable --username U [--db URL]
        console user unlock --username U [--db URL]   (clears the sign-in throttle)
 
-"user add" takes the password from standard input: at a terminal it asks
-for it on stderr without echo (twice); otherwise it reads the first line.
-An empty answer or an empty input generates a password, printed once.
+"user add" and "user password" take the password from standard input: at a
+terminal they ask for it on stderr without echo (twice); otherwise they read
+the first line. An empty answer or an empty input generates a password,
+printed once. "user password" ends the account's sessions and is recorded in
+the audit trail as user.password_reset, so it needs UNSTUCK_AUDIT_KEY.
 
 `
 
-// runUser is "console user add|disable|enable": local accounts (SPEC K5).
+// passwordResetActor is the audit trail's actor of "console user
+// password": whoever runs it holds the database URL, not a console
+// session.
+const passwordResetActor = "system:console-user-password"
+
+// runUser is "console user add|password|disable|enable|unlock": local
+// accounts (SPEC K5).
 func runUser(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, userUsage)
@@ -65,29 +76,40 @@ func runUser(ctx context.Context, args []string, getenv func(string) string, std
 			fmt.Fprintf(stderr, "console user add: --role must be one of auditor, support, oncall, admin (got %q)\n", *role)
 			return errUsage
 		}
-	case "disable", "enable", "unlock":
+	case "password", "disable", "enable", "unlock":
 	default:
 		fmt.Fprintf(stderr, "console user: unknown subcommand %q\n\n%s", sub, userUsage)
 		return errUsage
+	}
+	var auditKeys *audit.Keyring
+	if sub == "password" { // refused before anything is asked or opened
+		keys, err := auditKeysFromEnv(getenv)
+		if err != nil {
+			return fmt.Errorf("user password: %w", err)
+		}
+		auditKeys = keys
 	}
 	db, err := openDatabase(ctx, *dbURL)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if sub == "unlock" { // clears the account's sign-in throttle in every console process
+	switch sub {
+	case "unlock": // clears the account's sign-in throttle in every console process
 		if err := db.Console.UnlockUser(ctx, *username); err != nil {
-			return fmt.Errorf("unlock %s: %w", *username, err)
+			return db.explain(fmt.Errorf("unlock %s: %w", *username, err))
 		}
 		fmt.Fprintf(stdout, "unlocked sign-in of user %s\n", *username)
 		return nil
-	}
-	if sub != "add" {
+	case "disable", "enable":
 		if err := db.Console.SetUserDisabled(ctx, *username, sub == "disable"); err != nil {
-			return fmt.Errorf("%s %s: %w", sub, *username, err)
+			return db.explain(fmt.Errorf("%s %s: %w", sub, *username, err))
 		}
 		fmt.Fprintf(stdout, "%sd user %s\n", sub, *username)
 		return nil
+	case "password":
+		db.useAuditKeys(auditKeys)
+		return resetPassword(ctx, db, *username, stdin, stdout, stderr)
 	}
 	password, generated, err := readPassword(ctx, stdin, stderr, *username)
 	if err != nil {
@@ -98,10 +120,64 @@ func runUser(ctx context.Context, args []string, getenv func(string) string, std
 		return err
 	}
 	u, err := db.Console.CreateUser(ctx, *username, *role, hash)
+	if errors.Is(err, store.ErrConflict) {
+		return fmt.Errorf("add %s: user %s exists; use console user password --username %s to reset its password", *username, *username, *username)
+	}
 	if err != nil {
-		return fmt.Errorf("add %s: %w", *username, err)
+		return db.explain(fmt.Errorf("add %s: %w", *username, err))
 	}
 	fmt.Fprintf(stdout, "added user %s with role %s\n", u.Username, u.Role)
+	if generated {
+		fmt.Fprintf(stdout, "generated password (shown once): %s\n", password)
+	}
+	return nil
+}
+
+// resetPassword is "console user password": it reads a new password for
+// the local account username as "user add" does, stores its hash, ends
+// every session of the account and appends user.password_reset to the
+// audit trail (which db's trail must be able to key). An account that signs
+// in through single sign-on has no console password and is refused. The
+// password changes before the entry is appended, as the console's other
+// account changes do: if the append fails, the error says the password was
+// changed and not recorded.
+func resetPassword(ctx context.Context, db *database, username string, stdin io.Reader, stdout, stderr io.Writer) error {
+	u, ok, err := db.Console.UserByUsername(ctx, username)
+	switch {
+	case err != nil:
+		return db.explain(fmt.Errorf("user password %s: %w", username, err))
+	case !ok:
+		return fmt.Errorf("no user %s; add it with console user add --username %s --role ROLE", username, username)
+	case u.Source != "" && u.Source != store.SourceLocal:
+		return fmt.Errorf("user %s signs in through single sign-on (%s): its password is the identity provider's, not the console's", username, u.Source)
+	}
+	password, generated, err := readPassword(ctx, stdin, stderr, username)
+	if err != nil {
+		return err
+	}
+	hash, err := auth.Hash(password)
+	if err != nil {
+		return err
+	}
+	if err := db.Console.SetUserPassword(ctx, username, hash); err != nil {
+		return fmt.Errorf("user password %s: %w", username, err)
+	}
+	ended, err := db.Console.EndUserSessions(ctx, u.ID)
+	if err != nil {
+		return fmt.Errorf("user password %s: the password changed, but its sessions could not be ended: %w", username, err)
+	}
+	after, err := json.Marshal(struct {
+		SessionsEnded int64 `json:"sessions_ended"`
+	}{ended})
+	if err != nil {
+		return err
+	}
+	if _, err := db.Trail.Append(ctx, audit.Entry{Actor: passwordResetActor, Role: "system", Action: "user.password_reset",
+		TargetKind: "user", TargetID: username, Reason: "password reset with console user password",
+		Outcome: audit.OutcomeApplied, After: after}); err != nil {
+		return fmt.Errorf("user password %s: the password changed and %d sessions ended, but the audit entry could not be appended: %w", username, ended, err)
+	}
+	fmt.Fprintf(stdout, "reset the password of user %s; ended %d sessions\n", username, ended)
 	if generated {
 		fmt.Fprintf(stdout, "generated password (shown once): %s\n", password)
 	}
