@@ -1,11 +1,87 @@
 // Package idem runs an operation at most once per idempotency key and
-// replays its result to every repeat: [Run] for programmatic calls, the
-// HTTP middleware ([NewMiddleware]) for requests, and package idemriver for
-// River jobs, and [NewTransport] for the client side. Records live in a
-// store: idempgx.New (PostgreSQL) or idemsqlite.New (SQLite); a store
-// author implements the contract in package idemdriver and proves it with
-// package idemtest. The engine holds all policy in one decision table; a
-// store only provides atomic primitives.
+// replays its result to every repeat.
+//
+// # What an application calls
+//
+//   - [New] builds the [Engine] over a store, with the application secret
+//     ([WithSecret], at least [MinSecretBytes] bytes) that seals stored
+//     results. One engine per process; call [Engine.Shutdown] before the
+//     process exits and [Engine.Sweep] now and then to delete expired
+//     records.
+//   - [NewMiddleware] makes HTTP handlers idempotent: [Middleware.Required]
+//     or [Middleware.Optional] wraps a route, which then runs once per
+//     Idempotency-Key and replays its response (see the NewMiddleware
+//     example).
+//   - [Run] runs a function once per key, for work that is not an HTTP
+//     request (see the Run example).
+//   - [NewTransport] is the client side: a [net/http.RoundTripper] that
+//     adds a key to each POST and PATCH and retries safely.
+//   - Package [github.com/unstuckhq/unstuck/idem/idemriver] runs River jobs
+//     once per key.
+//
+// A complete program, on the embedded SQLite store:
+//
+//	package main
+//
+//	import (
+//		"context"
+//		"fmt"
+//		"log"
+//		"os"
+//
+//		"github.com/unstuckhq/unstuck/idem"
+//		"github.com/unstuckhq/unstuck/idem/idemsqlite"
+//	)
+//
+//	func main() {
+//		ctx := context.Background()
+//		db, err := idemsqlite.Open("app.db")
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		defer db.Close()
+//		store := idemsqlite.New(db)
+//		if err := store.Migrate(ctx); err != nil { // creates or upgrades its tables
+//			log.Fatal(err)
+//		}
+//		engine, err := idem.New(store, idem.WithSecret([]byte(os.Getenv("APP_SECRET")))) // 32+ bytes
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		defer engine.Shutdown(ctx)
+//
+//		res, err := idem.Run(ctx, engine, "receipt-for-order-42", "tenant:acme",
+//			func(ctx context.Context) (string, error) {
+//				return "receipt-1", nil // the effect: runs once per key and scope
+//			})
+//		if err != nil {
+//			log.Fatal(err)
+//		}
+//		fmt.Println(res.Value, res.Replayed) // "receipt-1 false", then "receipt-1 true"
+//	}
+//
+// # Stores
+//
+// Records live in a store. Each driver's Migrate creates or upgrades its
+// tables and is safe to call on every start, from every process:
+//
+//   - [github.com/unstuckhq/unstuck/idem/idempgx]: PostgreSQL on pgx v5,
+//     idempgx.New(pool), then Migrate.
+//   - [github.com/unstuckhq/unstuck/idem/idemsqlite]: embedded SQLite (one
+//     host, no cgo), idemsqlite.Open(path) and idemsqlite.New(db), then
+//     Migrate.
+//   - [github.com/unstuckhq/unstuck/idem/idemmysql]: MySQL 8 and MariaDB
+//     10.6 or later, idemmysql.Open(dsn) — the DSN must name the database —
+//     and idemmysql.New(db), then Migrate.
+//   - [github.com/unstuckhq/unstuck/idem/idemredis]: Redis 6.2 or later,
+//     or a Redis Cluster: idemredis.New(ctx, client) checks the server and
+//     returns the store and an error; there is nothing to migrate.
+//
+// A store author implements the contract in package
+// [github.com/unstuckhq/unstuck/idem/idemdriver] and proves it with
+// package [github.com/unstuckhq/unstuck/idem/idemtest]. The engine holds
+// all policy in one decision table; a store only provides atomic
+// primitives.
 //
 // Names follow one rule: With… configures the [Engine] ([New]); Run…
 // configures one call of [Run]; Route… one route of the [Middleware];

@@ -1,11 +1,65 @@
 // Package saga runs durable multi-step operations with compensation
 // (sagas) on River (SPEC §2, G1–G11).
 //
-// An operation type is a [Definition]: ordered [Step]s, each compensatable,
-// pivot or retriable, with a Do, an optional Verify (asks the external
-// system, by the step's stable key, whether the effect exists) and an
-// optional Compensate, a retry policy, a timeout and an error
-// classification ([Transient], [Permanent], [Uncertain]).
+// # What an application calls
+//
+//   - A [Definition] per operation type: ordered steps ([Step]), each
+//     compensatable, pivot or retriable, with a Do, an optional Verify
+//     (asks the external system, by the step's stable key, whether the
+//     effect exists) and an optional Compensate, a retry policy, a timeout
+//     and an error classification ([Transient], [Permanent], [Uncertain]).
+//   - A driver, migrated at start-up with its Migrate, beside River's own
+//     migration: [github.com/unstuckhq/unstuck/saga/sagapgx] on PostgreSQL
+//     (with River's riverpgxv5 on the same pool) or
+//     [github.com/unstuckhq/unstuck/saga/sagasqlite] on SQLite (with
+//     riversqlite on the same handle).
+//   - [NewRunner] over the driver; [Runner.AddWorkers] and
+//     [Runner.ConfigureRiver] on the River client's workers and config;
+//     [Runner.SetClient] once the client exists.
+//   - [Runner.StartTx] (or [Runner.Start]) starts an operation, in the
+//     application's transaction; [Runner.Get] and [Runner.Events] read it.
+//
+// The whole wiring, on PostgreSQL (the Definition examples run it on
+// SQLite, end to end):
+//
+//	driver := sagapgx.New(pool)
+//	if err := driver.Migrate(ctx); err != nil { // the engine's tables
+//		return err
+//	}
+//	riverDriver := riverpgxv5.New(pool)
+//	migrator, err := rivermigrate.New(riverDriver, nil)
+//	if err != nil {
+//		return err
+//	}
+//	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil { // River's tables
+//		return err
+//	}
+//	runner, err := saga.NewRunner(driver, saga.Config{Definitions: []saga.Definition{signup}})
+//	if err != nil {
+//		return err
+//	}
+//	workers := river.NewWorkers()
+//	if err := runner.AddWorkers(workers); err != nil {
+//		return err
+//	}
+//	cfg := &river.Config{
+//		Queues:       map[string]river.QueueConfig{saga.QueueDefault: {MaxWorkers: 10}},
+//		Workers:      workers,
+//		PeriodicJobs: runner.PeriodicJobs(),
+//	}
+//	if err := runner.ConfigureRiver(cfg); err != nil { // recovery knobs from the steps' leases
+//		return err
+//	}
+//	client, err := river.NewClient(riverDriver, cfg)
+//	if err != nil {
+//		return err
+//	}
+//	runner.SetClient(client)
+//	if err := client.Start(ctx); err != nil {
+//		return err
+//	}
+//	skew, err := runner.ClockSkew(ctx) // warns above 2 s
+//	op, err := runner.Start(ctx, "signup", input, &saga.StartOpts{ID: signupID})
 //
 // # Records
 //
@@ -13,24 +67,10 @@
 // events, findings), owned by a driver of the contract in
 // saga/sagadriver: saga/sagapgx on PostgreSQL, saga/sagasqlite on SQLite.
 // Only the step machine writes them; consoles read them through the
-// driver's admin contract (sagadriver.Admin). River's jobs only carry an operation forward; River deletes them
-// after their retention.
+// driver's admin contract (sagadriver.Admin). River's jobs only carry an
+// operation forward; River deletes them after their retention.
 //
 // # Running
-//
-//	driver := sagapgx.New(pool)
-//	runner, err := saga.NewRunner(driver, saga.Config{Definitions: defs})
-//	workers := river.NewWorkers()
-//	err = runner.AddWorkers(workers)
-//	cfg := &river.Config{
-//		Queues:       map[string]river.QueueConfig{saga.QueueDefault: {MaxWorkers: 10}},
-//		Workers:      workers,
-//		PeriodicJobs: runner.PeriodicJobs(),
-//	}
-//	err = runner.ConfigureRiver(cfg) // recovery knobs from the steps' leases
-//	client, err := river.NewClient(riverpgxv5.New(pool), cfg)
-//	runner.SetClient(client)
-//	skew, err := runner.ClockSkew(ctx) // warns above 2 s
 //
 // [Runner.StartTx] records the operation and inserts its first job in the
 // application's transaction (the transactional outbox, SPEC G4). Each job

@@ -5,10 +5,23 @@
 // github.com/go-sql-driver/mysql.
 //
 //	db, err := idemmysql.Open("mysql://app:secret@db:3306/app") // or "app:secret@tcp(db:3306)/app"
-//	if err != nil { … }
+//	if err != nil {
+//		return err
+//	}
+//	defer db.Close()
 //	store := idemmysql.New(db)
-//	if err := store.Migrate(ctx); err != nil { … }
+//	if err := store.Migrate(ctx); err != nil {
+//		return err
+//	}
 //	engine, err := idem.New(store, idem.WithSecret(secret))
+//	if err != nil {
+//		return err
+//	}
+//	res, err := idem.Run(ctx, engine, key, scope, sendReceipt) // or idem.NewMiddleware(engine, …)
+//
+// The DSN must name a database that exists ("/app" above): [Open] refuses
+// one without, and [Store.Migrate] creates the store's tables in it. The
+// Open example is a complete program.
 //
 // # Open and the start-up check
 //

@@ -79,9 +79,11 @@ const SQLMode = "STRICT_ALL_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ZERO_DATE,NO_ZE
 // server with [Check]. dsn is a go-sql-driver DSN
 // ("user:pass@tcp(host:3306)/db?param=value") or a URL
 // ("mysql://user:pass@host:3306/db?param=value", the port defaulting to
-// 3306), whose parameters are those of a go-sql-driver DSN. Whatever dsn
-// says, every connection gets parseTime=true in UTC, time_zone '+00:00',
-// and sql_mode [SQLMode]. The pool keeps up to max(16, 4 × GOMAXPROCS)
+// 3306), whose parameters are those of a go-sql-driver DSN. The DSN must
+// name the database (the "/db" part), which must exist: the store's tables
+// are created there by [Store.Migrate], and a DSN without one is refused.
+// Whatever dsn says, every connection gets parseTime=true in UTC,
+// time_zone '+00:00', and sql_mode [SQLMode]. The pool keeps up to max(16, 4 × GOMAXPROCS)
 // connections, each for at most 3 minutes. The caller closes the returned
 // handle.
 func Open(dsn string) (*sql.DB, error) {

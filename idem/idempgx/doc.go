@@ -6,11 +6,22 @@
 // Build the store once, on the application's pool, and create its tables
 // before first use:
 //
+//	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+//	if err != nil {
+//		return err
+//	}
 //	store := idempgx.New(pool)
 //	if err := store.Migrate(ctx); err != nil {
 //		return err
 //	}
 //	engine, err := idem.New(store, idem.WithSecret(secret))
+//	if err != nil {
+//		return err
+//	}
+//	res, err := idem.Run(ctx, engine, key, scope, sendReceipt) // or idem.NewMiddleware(engine, …)
+//
+// The New example is a complete program, down to the admin reads the
+// console makes.
 //
 // Migrate is idempotent and safe to run from every process at start-up:
 // concurrent runs wait for each other on an advisory lock, and the versions

@@ -11,8 +11,32 @@
 // copies the key of args implementing [Keyed] into the job's metadata, and
 // when the job is worked it runs the worker through [idem.Run]:
 //
+//	store := idempgx.New(pool) // or another store of package idem
+//	if err := store.Migrate(ctx); err != nil { // the idempotency records
+//		return err
+//	}
+//	riverDriver := riverpgxv5.New(pool)
+//	migrator, err := rivermigrate.New(riverDriver, nil)
+//	if err != nil {
+//		return err
+//	}
+//	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil { // River's tables
+//		return err
+//	}
+//	engine, err := idem.New(store, idem.WithSecret(secret))
+//	if err != nil {
+//		return err
+//	}
+//	config := &river.Config{Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}}, Workers: workers}
 //	mw, err := idemriver.New(engine, idemriver.WithDefaultTimeout(config.JobTimeout))
+//	if err != nil {
+//		return err
+//	}
 //	config.Middleware = append(config.Middleware, mw)
+//	client, err := river.NewClient(riverDriver, config)
+//
+// The package's example is the same program on SQLite (riversqlite), with
+// a webhook delivered twice and worked once.
 //
 // Args that do not implement Keyed can carry a key through [InsertOpts].
 // A job without a key runs untouched.

@@ -21,7 +21,10 @@
 //	if err := store.Migrate(ctx); err != nil {
 //		return err
 //	}
-//	// store is the idemdriver.Store to give the engine.
+//	engine, err := idem.New(store, idem.WithSecret(secret))
+//
+// The New example is a complete program: it opens a file, migrates it and
+// runs a key twice, the second call replayed.
 //
 // A caller that opens the *sql.DB itself, with driver name "sqlite", must
 // set busy_timeout on every connection, for instance with the DSN parameter
@@ -47,7 +50,7 @@
 // idemdriver.CallDeadline, which bounds the wait for the writer slot; the wait
 // for another handle's write lock is bounded by the busy timeout (10 s
 // with [Open]). A context deadline on the write statements as well was
-// measured at +70 % CPU per first request (issue 12), so it is not set.
+// measured at +70 % CPU per first request, so it is not set.
 //
 // # Transactions and fences
 //

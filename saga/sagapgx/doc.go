@@ -4,8 +4,21 @@
 // jobs commit in one transaction.
 //
 //	driver := sagapgx.New(pool)
-//	if err := driver.Migrate(ctx); err != nil { … }
+//	if err := driver.Migrate(ctx); err != nil { // the engine's tables
+//		return err
+//	}
+//	migrator, err := rivermigrate.New(riverpgxv5.New(pool), nil)
+//	if err != nil {
+//		return err
+//	}
+//	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil { // River's
+//		return err
+//	}
 //	runner, err := saga.NewRunner(driver, saga.Config{Definitions: defs})
+//
+// Package saga's documentation shows the rest of the wiring (workers,
+// River's config, SetClient); its Definition examples run it end to end on
+// SQLite.
 //
 // The driver owns its tables (unstuck_saga_operation, unstuck_saga_step,
 // unstuck_saga_event, unstuck_saga_finding): their schema, every index

@@ -3,6 +3,27 @@
 // a River client built with riversqlite on the same handle, so that the
 // operation records and River's jobs commit in one transaction.
 //
+//	db, err := idemsqlite.Open("app.db") // WAL and a busy timeout; any modernc.org/sqlite handle will do
+//	if err != nil {
+//		return err
+//	}
+//	db.SetMaxOpenConns(1)
+//	driver := sagasqlite.New(db)
+//	if err := driver.Migrate(ctx); err != nil { // the engine's tables
+//		return err
+//	}
+//	migrator, err := rivermigrate.New(riversqlite.New(db), nil)
+//	if err != nil {
+//		return err
+//	}
+//	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil { // River's
+//		return err
+//	}
+//	runner, err := saga.NewRunner(driver, saga.Config{Definitions: defs})
+//
+// The New example is a complete program; package saga's Definition
+// examples run operations end to end on this driver.
+//
 // As riversqlite advises, give the handle one connection
 // (db.SetMaxOpenConns(1)): every transaction then waits its turn in the
 // pool rather than failing with SQLITE_BUSY. With one connection, never hold
