@@ -42,7 +42,7 @@ const (
 	MinRecordingWindow = 30 * time.Second
 )
 
-// Engine decides and records idempotent runs over a [Store]. It is safe for
+// Engine decides and records idempotent runs over a [idemdriver.Store]. It is safe for
 // concurrent use; build it once with [New] and share it.
 type Engine struct {
 	store          idemdriver.Store
@@ -144,8 +144,8 @@ func WithPendingRetryAfter(d time.Duration) Option {
 // caller's context further bounded by d; outcome writes run under a
 // context detached from the caller's cancellation and bounded by d. The
 // driver must honour context deadlines (both drivers here do; see
-// their package documentation for the connect timeout). A [LocalStore]
-// (SQLite) gets the phase's deadline as a value ([CallDeadline]) instead
+// their package documentation for the connect timeout). A [idemdriver.LocalStore]
+// (SQLite) gets the phase's deadline as a value ([idemdriver.CallDeadline]) instead
 // of a context deadline and bounds its calls itself.
 func WithStoreTimeout(d time.Duration) Option {
 	return func(c *engineConfig) { c.storeTimeout = d }
@@ -217,7 +217,7 @@ func (e *Engine) Store() idemdriver.Store { return e.store }
 func (e *Engine) DefaultRecovery() Recovery { return e.recovery }
 
 // bound returns ctx bounded by the store timeout: with a deadline, or, for
-// a [LocalStore], with the end of the timeout as a value that the store
+// a [idemdriver.LocalStore], with the end of the timeout as a value that the store
 // honours itself (see LocalStore). A ctx that can never be cancelled gets
 // a deadline shared with the calls that begin close to it (see
 // sharedDeadlines): no timer of its own.
@@ -281,7 +281,7 @@ func (e *Engine) ForgetOperation(ctx context.Context, key, scope, operation stri
 // Sweep deletes finished records whose retention has ended, never one
 // under a live lease and never a pending one (SPEC M6). An abandoned record
 // (processing, lease ended) past its retention is never deleted: it is
-// escalated to pending with an [AbandonedReason] for an operator, logged
+// escalated to pending with an [idemdriver.AbandonedReason] for an operator, logged
 // and counted. It returns what it did, in batches of 1000, each store call
 // bounded by the store timeout.
 func (e *Engine) Sweep(ctx context.Context) (idemdriver.SweepResult, error) {

@@ -57,10 +57,16 @@ var (
 	ErrOutcomeUnrecorded = errors.New("idem: the callback ran but its outcome is not recorded yet")
 )
 
-// ValidationError names the argument that made a call invalid. It matches
-// ErrInvalidKey with errors.Is.
+// ValidationError names the argument that made a call invalid. With
+// errors.Is it matches [ErrInvalidOption] when Field is "ttl" or "lease"
+// (an out-of-range [RunTTL], [RunLease], [RouteTTL] or [RouteLease]), and
+// [ErrInvalidKey] for every other field: a malformed key, scope, operation
+// or fingerprint, a bad [RouteName], or an Idempotency-Key header
+// [ParseKeyHeader] refuses.
 type ValidationError struct {
-	Field  string // "key", "scope", "operation", "ttl", "lease", "fingerprint"
+	// Field is "key", "scope", "operation", "fingerprint", "route",
+	// "Idempotency-Key", "ttl" or "lease".
+	Field  string
 	Reason string
 }
 

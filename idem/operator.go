@@ -82,7 +82,7 @@ func CheckOperator(rec idemdriver.Record, act OperatorAction) error {
 // with a compare-and-swap on the version: ErrStale if the record changed
 // meanwhile. It returns the record after the decision (ok = false when the
 // decision removed it). Pass the store of a transaction
-// ([TxStore.WithinTx]) to commit the decision with an audit entry.
+// ([idemdriver.TxStore.WithinTx]) to commit the decision with an audit entry.
 func (e *Engine) Settle(ctx context.Context, s idemdriver.Store, rec idemdriver.Record, act OperatorAction, externalRef, note string) (idemdriver.Record, bool, error) {
 	if err := CheckOperator(rec, act); err != nil {
 		return idemdriver.Record{}, false, err

@@ -102,7 +102,7 @@ type outcomeWrite struct {
 // cancellation and bounded by the store timeout. When the write fails for
 // any reason but ErrFenced, outside a transaction, w goes to a background
 // recording and the error matches ErrOutcomeUnrecorded and the store's
-// error. Inside a transaction ([TxStore.WithinTx]) the error is returned
+// error. Inside a transaction ([idemdriver.TxStore.WithinTx]) the error is returned
 // as it is: the whole transaction fails together.
 func (e *Engine) writeOutcome(ctx context.Context, st *runState, w outcomeWrite) error {
 	err := e.tryWrite(e.boundDetached(ctx, &st.bound), st, w)

@@ -89,7 +89,11 @@ const maxTakeoverRounds = 4
 // Run runs fn at most once per (key, scope) while the record is kept, and
 // returns its result to this and every later caller (SPEC IDEM-R).
 //
-//   - Arguments are validated before the store is touched: ErrInvalidKey.
+//   - Arguments are validated before the store is touched: a malformed
+//     key, scope, operation or fingerprint is an error matching
+//     [ErrInvalidKey]; an out-of-range TTL or lease ([RunTTL], [RunLease])
+//     one matching [ErrInvalidOption], and not ErrInvalidKey. Both are a
+//     *[ValidationError] naming the field.
 //   - The first caller runs fn under a lease. A concurrent caller gets
 //     ErrInProgress (an *InProgressError with RetryAfter); a caller after
 //     completion gets the stored value with Replayed set.

@@ -45,7 +45,8 @@ func (s Status) Terminal() bool {
 }
 
 // Ident identifies one record. The triple is unique in every store (SPEC M3).
-// KeyDigest is computed by [Digest]; the raw key is never stored.
+// KeyDigest is computed by [github.com/unstuckhq/unstuck/idem.Digest]; the
+// raw key is never stored.
 type Ident struct {
 	Scope     string
 	Operation string
