@@ -63,7 +63,7 @@ func searchBox(query string) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, "\" aria-label=\"Search\" placeholder=\"Key, ID, correlation or reference\" autocomplete=\"off\" maxlength=\"300\" spellcheck=\"false\"> <button type=\"submit\">Search</button></form>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, "\" aria-label=\"Search\" aria-keyshortcuts=\"/\" placeholder=\"Key, ID, correlation or reference\" autocomplete=\"off\" maxlength=\"300\" spellcheck=\"false\"> <button type=\"submit\">Search</button></form>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -299,7 +299,7 @@ func Search(p Page, vm SearchVM) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			if vm.RawKey {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "<p class=\"help\" id=\"keyhash-note\">Records reserved before this console stored the key's look-up hash (idem migration 003 on PostgreSQL, 004 on SQLite) are not found by their raw key: find those on the Keys page by scope, operation, correlation ID or external reference.</p>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "<p class=\"help\" id=\"keyhash-note\">Keys are case-sensitive. Old records, reserved before keys were searchable, are not found by their raw key: find those on the <a href=\"/keys\">Keys page</a> by scope, operation, correlation ID or external reference.</p>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

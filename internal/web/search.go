@@ -44,7 +44,7 @@ func handleSearch(keys keyReader, sagas operationReader, tombs tombstoneReader, 
 			writeError(w, r, log, &AppError{Code: EInvalid, Field: "q", Message: "The search form could not be read."})
 			return
 		}
-		q := strings.TrimSpace(r.PostForm.Get("q"))
+		q := headerValue(strings.TrimSpace(r.PostForm.Get("q")))
 		vm := views.SearchVM{Query: q}
 		switch {
 		case q == "":
@@ -85,6 +85,19 @@ func isHexDigits(s string) bool {
 		}
 	}
 	return true
+}
+
+// headerValue returns the value of a header line pasted as it was
+// e-mailed or logged ("Idempotency-Key: \"order-1\"", the name in any
+// case), and q itself when it is not such a line.
+func headerValue(q string) string {
+	const name = "idempotency-key"
+	if len(q) > len(name) && strings.EqualFold(q[:len(name)], name) {
+		if rest := strings.TrimLeft(q[len(name):], " \t"); strings.HasPrefix(rest, ":") {
+			return strings.TrimSpace(rest[1:])
+		}
+	}
+	return q
 }
 
 // unquote strips the quotes of a key given as the header sends it
