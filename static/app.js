@@ -107,6 +107,8 @@ document.addEventListener("click", function (event) {
       if (added > 0) announce(added + " new");
     } else if (!el.querySelector("[role=alert]")) {
       announce(Object.keys(now).length + " shown");
+      var heading = document.getElementById("results-title");
+      if (heading) heading.focus();
     }
     before = null;
   });
@@ -181,7 +183,12 @@ document.addEventListener("htmx:configRequest", function (event) {
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (html) {
         if (!html) return;
-        var title = new DOMParser().parseFromString(html, "text/html").title;
+        var doc = new DOMParser().parseFromString(html, "text/html");
+        var title = doc.title;
+        // The navigation's approvals count follows with the title.
+        var fresh = doc.querySelector('nav a[href="/approvals"]');
+        var link = document.querySelector('nav a[href="/approvals"]');
+        if (fresh && link && fresh.textContent !== link.textContent) link.textContent = fresh.textContent;
         if (title && title !== document.title) {
           document.title = title;
           var status = document.getElementById("announce");
@@ -191,3 +198,16 @@ document.addEventListener("htmx:configRequest", function (event) {
       .catch(function () { /* offline: try again later */ });
   }, every);
 })();
+
+// "/" puts the focus in the header's search box, as on most sites, unless
+// the reader is typing in a field.
+document.addEventListener("keydown", function (event) {
+  if (event.key !== "/" || event.ctrlKey || event.metaKey || event.altKey) return;
+  var t = event.target;
+  if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
+  var box = document.querySelector('header [role="search"] input[name="q"], header form.search input[name="q"]');
+  if (!box) return;
+  event.preventDefault();
+  box.focus();
+  box.select();
+});

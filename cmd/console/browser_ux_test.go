@@ -34,8 +34,13 @@ var phone = &playwright.Size{Width: 390, Height: 844}
 
 // themed opens pages at the phone's size in a colour scheme.
 func themed(scheme *playwright.ColorScheme) func(*playwright.BrowserNewContextOptions) {
+	return themedAt(phone, scheme)
+}
+
+// themedAt opens pages at size in a colour scheme.
+func themedAt(size *playwright.Size, scheme *playwright.ColorScheme) func(*playwright.BrowserNewContextOptions) {
 	return func(o *playwright.BrowserNewContextOptions) {
-		o.Viewport = phone
+		o.Viewport = size
 		o.ColorScheme = scheme
 	}
 }
@@ -53,9 +58,9 @@ type axeViolation struct {
 }
 
 // axeCheck runs axe-core (every rule it runs by default: WCAG 2.x A and
-// AA, and best practices) on the page and returns its serious and critical
-// violations, one line each. It is evaluated through the DevTools
-// protocol, which the page's CSP does not govern.
+// AA, and best practices) on the page and returns its violations of
+// moderate impact or above, one line each. It is evaluated through the
+// DevTools protocol, which the page's CSP does not govern.
 func (p *tab) axeCheck() []string {
 	p.t.Helper()
 	loaded, err := p.Evaluate(`() => typeof window.axe === "object"`)
@@ -70,7 +75,7 @@ func (p *tab) axeCheck() []string {
 	require.NoError(p.t, json.Unmarshal([]byte(out.(string)), &vs))
 	var bad []string
 	for _, v := range vs {
-		if v.Impact != "serious" && v.Impact != "critical" {
+		if v.Impact != "moderate" && v.Impact != "serious" && v.Impact != "critical" {
 			continue
 		}
 		var where []string
@@ -183,6 +188,11 @@ func TestBrowserUX(t *testing.T) {
 	t.Run("FilterErrorThroughHTMXIsShown", func(t *testing.T) { testFilterError(t, c) })
 	t.Run("LiveRefreshKeepsFocus", func(t *testing.T) { testLiveRefresh(t, c) })
 	t.Run("RefusedDecisionFocusesTheField", func(t *testing.T) { testRefusedDecision(t, c, w) })
+	t.Run("PhoneListsAreStackedRows", func(t *testing.T) { testPhoneLists(t, c) })
+	t.Run("DesktopTokensDoNotBreak", func(t *testing.T) { testDesktopTokens(t, c, w) })
+	t.Run("NeedsAHumanFirst", func(t *testing.T) { testNeedsAHumanFirst(t, c) })
+	t.Run("PastedHeaderLineFindsTheKey", func(t *testing.T) { testPastedHeaderLine(t, c, w) })
+	t.Run("KeyboardToResults", func(t *testing.T) { testKeyboardToResults(t, c) })
 	t.Run("SupportFindsAQuotedRawKeyAndForgetsIt", func(t *testing.T) { testSupportFindsKey(t, c, w) })
 	t.Run("OverviewTitleCountsAndRefreshes", func(t *testing.T) { testOverviewTitle(t, c, w) })
 	t.Run("OncallResolvesTheOldestReview", func(t *testing.T) { testOncallOldestReview(t, c, w) })
@@ -190,15 +200,17 @@ func TestBrowserUX(t *testing.T) {
 	t.Run("TimesInTheViewersZone", func(t *testing.T) { testTimes(t, c, w) })
 	t.Run("EveryPagePhoneAndAxe", func(t *testing.T) {
 		for _, scheme := range []*playwright.ColorScheme{playwright.ColorSchemeLight, playwright.ColorSchemeDark} {
-			t.Run(string(*scheme), func(t *testing.T) { testEveryPage(t, c, w, scheme) })
+			for _, size := range []*playwright.Size{phone, desktop} {
+				t.Run(fmt.Sprintf("%s-%d", *scheme, size.Width), func(t *testing.T) { testEveryPage(t, c, w, size, scheme) })
+			}
 		}
 	})
 }
 
-// testEveryPage visits every page of the console at 390 px in scheme:
+// testEveryPage visits every page of the console at size in scheme:
 // signed out, as admin (who sees every page) and as support.
-func testEveryPage(t *testing.T, c *console, w *uxWorld, scheme *playwright.ColorScheme) {
-	anon := c.open(t, "", themed(scheme))
+func testEveryPage(t *testing.T, c *console, w *uxWorld, size *playwright.Size, scheme *playwright.ColorScheme) {
+	anon := c.open(t, "", themedAt(size, scheme))
 	anon.goTo("/login")
 	anon.checkPage("/login")
 	anon.ok(anon.GetByLabel("Username", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("admin"), "fill Username")
@@ -209,9 +221,9 @@ func testEveryPage(t *testing.T, c *console, w *uxWorld, scheme *playwright.Colo
 	anon.ok(expect.Locator(anon.GetByLabel("Password", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)})).ToBeFocused(), "the password has the focus")
 	anon.checkPage("/login after a wrong password")
 
-	p := c.open(t, "admin", themed(scheme))
+	p := c.open(t, "admin", themedAt(size, scheme))
 	for _, path := range []string{"/", "/keys", "/keys?state=completed", "/keys?state=bogus", "/operations",
-		"/operations?status=review_required", "/operations/" + w.review[0], "/audit", "/users", "/search", "/no-such-page", "/incidents"} {
+		"/operations?status=review_required", "/operations/" + w.review[0], "/audit", "/users", "/search", "/no-such-page", "/incidents", "/approvals"} {
 		p.goTo(path)
 		p.checkPage(path)
 	}
@@ -240,7 +252,7 @@ func testEveryPage(t *testing.T, c *console, w *uxWorld, scheme *playwright.Colo
 		p.goTo("/audit")
 	}
 
-	support := c.open(t, "support", themed(scheme))
+	support := c.open(t, "support", themedAt(size, scheme))
 	support.goTo("/users")
 	support.checkPage("/users as support (403)")
 }

@@ -868,7 +868,7 @@ func IncidentItems(p Page, vm IncidentItemsVM) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			} else {
-				templ_7745c5c3_Err = operationTable(p, vm.Ops).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = operationTable(p, "Operations", vm.Ops).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -880,7 +880,7 @@ func IncidentItems(p Page, vm IncidentItemsVM) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			} else {
-				templ_7745c5c3_Err = keyTable(p, vm.Keys).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = keyTable(p, "Keys", vm.Keys).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

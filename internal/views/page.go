@@ -38,15 +38,41 @@ type Page struct {
 	// answer to a POST (a refused decision) puts it in the address bar, so
 	// that a reload shows the page instead of posting again.
 	URL string
+	// Results says the page is a list with a results heading
+	// (#results-title): the layout offers a link that skips to it.
+	Results bool
 }
 
-// FullTitle is the document title: the count of requests waiting for
-// approval first, when there are any.
+// FullTitle is the document title, with one prefix at most: for a viewer
+// who may approve bulk requests, the count waiting for approval when there
+// are any; for everyone else the page's own count ("(3) Overview"), which
+// the page's Title carries.
 func (p Page) FullTitle() string {
-	if p.Approvals > 0 {
-		return "(" + strconv.FormatInt(p.Approvals, 10) + " waiting approval) " + p.Title + " · unstuck"
+	if p.Approvals > 0 && p.MayApprove() {
+		return "(" + strconv.FormatInt(p.Approvals, 10) + " waiting approval) " + withoutCount(p.Title) + " · unstuck"
 	}
 	return p.Title + " · unstuck"
+}
+
+// MayApprove reports whether the viewer may approve bulk requests.
+func (p Page) MayApprove() bool {
+	return p.BulkEnabled && p.can("/approvals/1/approve", "POST")
+}
+
+// withoutCount drops a leading "(N) " count from a title.
+func withoutCount(title string) string {
+	if len(title) > 2 && title[0] == '(' {
+		for i := 1; i < len(title); i++ {
+			c := title[i]
+			if c == ')' && i > 1 && i+1 < len(title) && title[i+1] == ' ' {
+				return title[i+2:]
+			}
+			if c < '0' || c > '9' {
+				break
+			}
+		}
+	}
+	return title
 }
 
 func (p Page) can(obj, act string) bool {

@@ -324,6 +324,7 @@ func handleAuditList(trail AuditTrail, chain *chainStatus, log *slog.Logger) htt
 			vm.Chain = chain.withExternal(chainVM(chain.get(r.Context())))
 		}
 		page := pageFor(r, "Audit trail", "audit") // after the verification: its time is not in the future
+		page.Results = true
 		status := http.StatusOK
 		f, ferr := auditFilter(q)
 		if ferr == nil {

@@ -99,6 +99,7 @@ func handleKeyList(keys keyReader, log *slog.Logger) http.Handler {
 			vm.Notice = "Key " + strconv.FormatInt(id, 10) + " released and recorded in the audit trail: the next request with its key runs."
 		}
 		page := pageFor(r, "Keys", "keys")
+		page.Results = true
 		f, ferr := keyFilter(q)
 		if ferr == nil {
 			// Anything stuck is listed the longest waiting first.

@@ -73,6 +73,7 @@ func handleOperationList(ops operationReader, log *slog.Logger) http.Handler {
 			ExternalID: q.Get("external_id"), From: q.Get("from"), To: q.Get("to"), Live: q.Get("live") == "1"}
 		vm := views.OperationsVM{Filter: fvm, Statuses: operationStatuses(), SelfURL: r.URL.RequestURI(), Sort: orderURLs("/operations", q)}
 		page := pageFor(r, "Operations", "operations")
+		page.Results = true
 		f, ferr := operationFilter(q)
 		if ferr == nil {
 			// Operations under review are listed the longest waiting first.
