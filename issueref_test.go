@@ -27,8 +27,6 @@ var issueRefAllowedFiles = []string{
 	"internal/web/keys.go",
 	"internal/web/operations.go",
 	"cmd/console/browser_ux_test.go",
-	// Package docs (*/doc.go) have an owner of their own.
-	"idem/idemsqlite/doc.go",
 }
 
 // issueRefAllowedLines lists references in code rather than comments
