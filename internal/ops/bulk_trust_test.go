@@ -344,12 +344,16 @@ func TestBulkPreviewIsBounded(t *testing.T) {
 	var slowErr *ops.PreviewTooSlowError
 	require.ErrorAs(t, err, &slowErr, "past its time bound")
 	require.ErrorIs(t, err, ops.ErrPreviewTooSlow)
+	// With a time bound far away, only the client going away ends it.
+	waiting := &blockingKeys{Admin: b.records, started: make(chan struct{}, 4), release: make(chan struct{})}
+	patient, err := ops.NewBulks(b.db, b.keys, waiting, nil, nil, ops.BulkConfig{Approval: ops.Approval{}, PreviewTimeout: time.Hour})
+	require.NoError(t, err)
 	gone, cancel := context.WithCancel(ctx)
 	go func() {
-		<-held.started
+		<-waiting.started
 		cancel()
 	}()
-	_, _, err = timed.Freeze(gone, bob, forgetSpec("tenant:ops"))
+	_, _, err = patient.Freeze(gone, bob, forgetSpec("tenant:ops"))
 	require.ErrorIs(t, err, context.Canceled, "the client went away")
 	list, err := b.db.ListBulk(ctx, store.BulkDraft, 10)
 	require.NoError(t, err)
