@@ -211,3 +211,53 @@ document.addEventListener("keydown", function (event) {
   box.focus();
   box.select();
 });
+
+// Date filters (<input type="datetime-local" data-utc>): the server reads
+// and writes them in UTC; unless the viewer chose UTC times, they are
+// shown and typed in the viewer's zone, which their label names, and sent
+// back in UTC. The "today" preset starts at the viewer's midnight.
+(function () {
+  var pad = function (n) { return (n < 10 ? "0" : "") + n; };
+  var utcMode = function () { try { return localStorage.getItem("unstuck.times") === "utc"; } catch (e) { return false; } };
+  var fmtLocal = function (d) { return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + "T" + pad(d.getHours()) + ":" + pad(d.getMinutes()); };
+  var fmtUTC = function (d) { return d.getUTCFullYear() + "-" + pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate()) + "T" + pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes()); };
+  var zone = function () {
+    var off = -new Date().getTimezoneOffset();
+    var sign = off < 0 ? "-" : "+";
+    off = Math.abs(off);
+    return "(your time, UTC" + sign + pad(Math.floor(off / 60)) + ":" + pad(off % 60) + ")";
+  };
+  var toLocal = function () {
+    if (utcMode()) return;
+    document.querySelectorAll("input[data-utc]").forEach(function (input) {
+      if (input.hasAttribute("data-local")) return;
+      input.setAttribute("data-local", "");
+      var m = /^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d)/.exec(input.value);
+      if (m) input.value = fmtLocal(new Date(Date.UTC(+m[1], +m[2] - 1, +m[3], +m[4], +m[5])));
+    });
+    document.querySelectorAll("[data-zone]").forEach(function (s) { s.textContent = zone(); });
+    var today = document.querySelector("a[data-preset-today]");
+    if (today) {
+      var midnight = new Date();
+      midnight.setHours(0, 0, 0, 0);
+      today.setAttribute("href", "/audit?from=" + encodeURIComponent(fmtUTC(midnight)));
+    }
+  };
+  var toUTC = function (value) {
+    var m = /^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d)$/.exec(value);
+    return m ? fmtUTC(new Date(+m[1], +m[2] - 1, +m[3], +m[4], +m[5])) : value;
+  };
+  document.addEventListener("htmx:configRequest", function (event) {
+    var d = event.detail;
+    if (!d || !d.formData || !d.elt || !d.elt.querySelector) return;
+    d.elt.querySelectorAll("input[data-utc][data-local]").forEach(function (input) {
+      if (d.formData.has(input.name)) d.formData.set(input.name, toUTC(d.formData.get(input.name)));
+    });
+  });
+  document.addEventListener("submit", function (event) {
+    // Without HTMX (a plain GET), the fields are converted in place.
+    if (event.defaultPrevented || !event.target.querySelectorAll || event.target.hasAttribute("hx-get")) return;
+    event.target.querySelectorAll("input[data-utc][data-local]").forEach(function (input) { input.value = toUTC(input.value); });
+  });
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", toLocal); else toLocal();
+})();

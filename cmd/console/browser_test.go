@@ -445,7 +445,8 @@ func testForbiddenControls(t *testing.T, c *console) {
 	support := c.open(t, "support")
 	require.Equal(t, http.StatusForbidden, support.goTo("/users"))
 	support.ok(expect.Locator(support.role("heading", "Forbidden")).ToBeVisible(), "support gets the 403 page")
-	support.ok(expect.Locator(support.role("link", "Back to the overview")).ToBeVisible(), "a way back")
+	support.ok(expect.Locator(support.Locator("main").GetByRole("link", playwright.LocatorGetByRoleOptions{Name: "Overview", Exact: playwright.Bool(true)})).ToBeVisible(), "a way back")
+	support.ok(expect.Locator(support.GetByTestId("next-step")).ToContainText("ask an administrator"), "the next step")
 }
 
 // testSignOut: signing out ends the session: the overview then asks for

@@ -184,3 +184,114 @@ func testKeyboardToResults(t *testing.T, c *console) {
 	p.ok(p.role("button", "Apply filters").Click(), "Apply filters")
 	p.ok(expect.Locator(p.role("heading", "Results")).ToBeFocused(), "the results heading has the focus after a filter")
 }
+
+// top is the top of the first element loc matches, in page pixels.
+func (p *tab) top(loc playwright.Locator, what string) float64 {
+	p.t.Helper()
+	box, err := loc.First().BoundingBox()
+	require.NoError(p.t, err, what)
+	require.NotNil(p.t, box, "%s is not rendered", what)
+	return box.Y
+}
+
+// testKeyPagesStateFirst: a key's and an operation's page open with the
+// state, the last error and the decisions; the internals (digest,
+// fingerprint, fence, version) come below them.
+func testKeyPagesStateFirst(t *testing.T, c *console, w *uxWorld) {
+	p := c.open(t, "admin", sized(desktop))
+	dt := func(name string) playwright.Locator {
+		return p.Locator("dl.fields dt").GetByText(name, playwright.LocatorGetByTextOptions{Exact: playwright.Bool(true)})
+	}
+	p.goTo("/keys?state=unavailable")
+	href, err := p.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Keys"}).GetByRole("link").First().GetAttribute("href")
+	require.NoError(t, err)
+	p.goTo(href)
+	lastErr, decide := p.top(dt("Last error"), "Last error"), p.top(p.role("region", "Decide"), "Decide")
+	for _, internal := range []string{"Key digest", "Fingerprint", "Fence", "Version"} {
+		y := p.top(dt(internal), internal)
+		require.Greater(t, y, lastErr, "%s: %s below the last error", href, internal)
+		require.Greater(t, y, decide, "%s: %s below the decisions", href, internal)
+	}
+	p.goTo("/operations/" + w.review[1])
+	lastErr = p.top(dt("Last error"), "Last error")
+	require.Less(t, p.top(dt("Status"), "Status"), lastErr, "the status first")
+	require.Less(t, p.top(p.GetByTestId("last-event"), "what happened last"), p.top(dt("ID"), "ID"), "what happened before the internals")
+	for _, internal := range []string{"ID", "Version"} {
+		require.Greater(t, p.top(dt(internal), internal), lastErr, "operation: %s below the last error", internal)
+	}
+}
+
+// testIncidentsSayWhen: an incident group says since when in absolute
+// time without a hover, the page says how old its snapshot is, and each
+// sparkline has a scale.
+func testIncidentsSayWhen(t *testing.T, c *console) {
+	p := c.open(t, "admin", sized(desktop))
+	p.goTo("/incidents")
+	since := p.GetByTestId("incident-since").First()
+	p.ok(expect.Locator(since).ToHaveText(regexp.MustCompile(`\(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d`)), "the absolute time shows")
+	p.ok(expect.Locator(p.GetByTestId("snapshot-age")).ToBeVisible(), "the snapshot's age")
+	n, err := p.Locator("table.incidents .spark-scale").Count()
+	require.NoError(t, err)
+	m, err := p.Locator("table.incidents svg.spark").Count()
+	require.NoError(t, err)
+	require.Equal(t, m, n, "a scale for every sparkline")
+	group, err := p.Locator(`table[aria-label="Incident groups"] a:text-is("Items")`).First().GetAttribute("href")
+	require.NoError(t, err)
+	p.goTo(group)
+	p.ok(expect.Locator(p.GetByTestId("snapshot-age")).ToContainText("snapshot taken"), "the items page says how old its count is")
+}
+
+// testDeadEnds: the page not found keeps the navigation and offers search
+// and the next step; no "act on all matching" on an empty result or on
+// every key unfiltered.
+func testDeadEnds(t *testing.T, c *console) {
+	p := c.open(t, "support")
+	require.Equal(t, http.StatusNotFound, p.goTo("/no-such-page"))
+	p.ok(expect.Locator(p.GetByRole("navigation", playwright.PageGetByRoleOptions{Name: "Main"})).ToBeVisible(), "the navigation")
+	p.ok(expect.Locator(p.GetByTestId("next-step")).ToContainText("search"), "the next step")
+	p.ok(expect.Locator(p.Locator("main").GetByRole("searchbox")).ToBeVisible(), "a search on the page")
+	p.goTo("/keys")
+	p.ok(expect.Locator(p.GetByTestId("bulk-link")).ToHaveCount(0), "no act on all for every key")
+	p.goTo("/keys?scope=no-such-scope")
+	p.ok(expect.Locator(p.GetByTestId("bulk-link")).ToHaveCount(0), "no act on all for nothing")
+	p.goTo("/keys?state=unavailable")
+	p.ok(expect.Locator(p.GetByTestId("bulk-link")).ToHaveCount(1), "act on all for a filtered list")
+}
+
+// testIncidentAt3am: on-call, woken at 3 a.m. on a phone, goes from the
+// overview to the incident, its items, one operation under review and
+// compensates it: every click counted.
+func testIncidentAt3am(t *testing.T, c *console, w *uxWorld) {
+	p := c.open(t, "oncall", sized(phone))
+	p.goTo("/")
+	n := &clicks{t: t}
+	n.click(p.GetByRole("navigation", playwright.PageGetByRoleOptions{Name: "Main"}).GetByRole("link", playwright.LocatorGetByRoleOptions{Name: "Incidents", Exact: playwright.Bool(true)}), "Incidents")
+	group := p.Locator(`table[aria-label="Incident groups"] tbody tr`).Filter(playwright.LocatorFilterOptions{HasText: "review_required"}).First()
+	n.click(group.Locator(`a:text-is("Items")`), "the group's items")
+	n.click(p.Locator(`a[href="/operations/`+w.review[1]+`"]`), "the operation still under review")
+	compensate := p.role("region", "Decide").Locator(`details[data-action="compensate"]`)
+	n.click(compensate.Locator("summary"), "open Compensate")
+	p.ok(compensate.GetByLabel("Reason", playwright.LocatorGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("the welcome mail is not coming back: undo the signup"), "reason")
+	n.click(compensate.GetByRole("button", playwright.LocatorGetByRoleOptions{Name: "Compensate operation " + w.review[1], Exact: playwright.Bool(true)}), "Compensate")
+	p.ok(expect.Locator(p.GetByRole("status").Filter(playwright.LocatorFilterOptions{HasText: "Compensation started"})).ToBeVisible(), "compensation started")
+	t.Logf("3 a.m. incident walk-through: %d clicks from the overview to the operation compensated", n.n)
+	require.LessOrEqual(t, n.n, 5)
+}
+
+// testAuditFilters: the audit's actor field offers the console's users,
+// the date fields are in the viewer's zone (and sent in UTC), and
+// presets select the last hour and today.
+func testAuditFilters(t *testing.T, c *console) {
+	p := c.open(t, "auditor", func(o *playwright.BrowserNewContextOptions) { o.TimezoneId = playwright.String("Asia/Tokyo") })
+	p.goTo("/audit?from=2026-01-01T00:00")
+	p.ok(expect.Locator(p.Locator(`datalist#actors option[value="support"]`)).ToHaveCount(1), "the actor picker offers the users")
+	from := p.GetByLabel(regexp.MustCompile(`^From`))
+	p.ok(expect.Locator(from).ToHaveValue("2026-01-01T09:00"), "shown in the viewer's zone")
+	p.ok(expect.Locator(p.Locator(`label[for="from"]`)).ToContainText("UTC+09:00"), "the label names the zone")
+	resp, err := p.ExpectResponse(regexp.MustCompile(`/audit\?`), func() error { return p.role("button", "Apply filters").Click() })
+	require.NoError(t, err)
+	require.Contains(t, resp.URL(), "from=2026-01-01T00%3A00", "sent in UTC")
+	p.ok(p.GetByTestId("preset-hour").Click(), "last hour")
+	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/audit\?from=\d{4}-\d\d-\d\dT\d\d`)), "the last hour")
+	p.ok(expect.Locator(p.GetByTestId("preset-today")).ToHaveAttribute("href", regexp.MustCompile(`T15%3A00$`)), "today from the viewer's midnight (15:00 UTC)")
+}

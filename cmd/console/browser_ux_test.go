@@ -193,11 +193,16 @@ func TestBrowserUX(t *testing.T) {
 	t.Run("NeedsAHumanFirst", func(t *testing.T) { testNeedsAHumanFirst(t, c) })
 	t.Run("PastedHeaderLineFindsTheKey", func(t *testing.T) { testPastedHeaderLine(t, c, w) })
 	t.Run("KeyboardToResults", func(t *testing.T) { testKeyboardToResults(t, c) })
+	t.Run("KeyPagesStateFirst", func(t *testing.T) { testKeyPagesStateFirst(t, c, w) })
+	t.Run("IncidentsSayWhen", func(t *testing.T) { testIncidentsSayWhen(t, c) })
+	t.Run("NoDeadEnds", func(t *testing.T) { testDeadEnds(t, c) })
+	t.Run("AuditFilters", func(t *testing.T) { testAuditFilters(t, c) })
 	t.Run("SupportFindsAQuotedRawKeyAndForgetsIt", func(t *testing.T) { testSupportFindsKey(t, c, w) })
 	t.Run("OverviewTitleCountsAndRefreshes", func(t *testing.T) { testOverviewTitle(t, c, w) })
 	t.Run("OncallResolvesTheOldestReview", func(t *testing.T) { testOncallOldestReview(t, c, w) })
 	t.Run("AuditorFindsBothDecisionsAndExportsThem", func(t *testing.T) { testAuditorFindsDecisions(t, c, w) })
 	t.Run("TimesInTheViewersZone", func(t *testing.T) { testTimes(t, c, w) })
+	t.Run("IncidentAt3am", func(t *testing.T) { testIncidentAt3am(t, c, w) })
 	t.Run("EveryPagePhoneAndAxe", func(t *testing.T) {
 		for _, scheme := range []*playwright.ColorScheme{playwright.ColorSchemeLight, playwright.ColorSchemeDark} {
 			for _, size := range []*playwright.Size{phone, desktop} {

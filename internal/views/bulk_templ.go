@@ -2591,7 +2591,8 @@ func otherBulkActions(p Page, kind, listURL, action string) []BulkHidden {
 // BulkLinks are the bulk actions on kind ("keys", "operations") that the
 // viewer may take, each a link to its preview with the filter of self, the
 // list's own URL. The console serves the previews only when it runs bulk
-// decisions: without them a link would lead to a 404.
+// decisions: without them a link would lead to a 404. The unfiltered key
+// list offers none.
 func BulkLinks(p Page, kind, self string) []BulkHidden {
 	if !p.BulkEnabled {
 		return nil
@@ -2612,6 +2613,11 @@ func BulkLinks(p Page, kind, self string) []BulkHidden {
 		}
 	}
 	all := len(q) == 0
+	if all && kind == "keys" {
+		// Every key of every client, completed ones included: no decision
+		// fits them all; filter first.
+		return nil
+	}
 	// The action, its label and the single decision it is many of.
 	var actions [][3]string
 	if kind == "keys" {

@@ -18,6 +18,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/unstuckhq/unstuck/internal/audit"
+	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/internal/views"
 )
 
@@ -313,7 +314,12 @@ func auditUnavailable(log *slog.Logger) http.Handler {
 	})
 }
 
-func handleAuditList(trail AuditTrail, chain *chainStatus, log *slog.Logger) http.Handler {
+// actorLister lists the console's users, for the audit's actor picker.
+type actorLister interface {
+	ListUsers(ctx context.Context) ([]store.User, error)
+}
+
+func handleAuditList(trail AuditTrail, chain *chainStatus, users actorLister, log *slog.Logger) http.Handler {
 	if trail == nil {
 		return auditUnavailable(log)
 	}
@@ -322,6 +328,18 @@ func handleAuditList(trail AuditTrail, chain *chainStatus, log *slog.Logger) htt
 		vm := views.AuditVM{Filter: auditFilterVM(q), Outcomes: auditOutcomes}
 		if r.Header.Get("HX-Request") != "true" { // an HTMX swap shows only the results
 			vm.Chain = chain.withExternal(chainVM(chain.get(r.Context())))
+			if users != nil {
+				if list, err := users.ListUsers(r.Context()); err == nil {
+					for _, u := range list {
+						vm.Actors = append(vm.Actors, u.Username)
+					}
+				} else {
+					log.Warn("audit: users not listed for the actor picker", "error", err.Error())
+				}
+			}
+			now := time.Now().UTC()
+			vm.LastHour = "/audit?from=" + now.Add(-time.Hour).Format("2006-01-02T15:04")
+			vm.Today = "/audit?from=" + now.Format("2006-01-02") + "T00:00"
 		}
 		page := pageFor(r, "Audit trail", "audit") // after the verification: its time is not in the future
 		page.Results = true

@@ -84,6 +84,32 @@ func sessionMemo(next http.Handler) http.Handler {
 	})
 }
 
+// optionalUser puts the signed-in user, if any, in the request's context
+// as requireUser does, and sends everyone on: pages anyone may reach (a
+// page not found) show a signed-in viewer their navigation.
+func optionalUser(sm *scs.SessionManager, users userFinder, az *authorizer, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		if id := sm.GetInt64(ctx, sessionUserID); id != 0 {
+			u, ok, known := store.SessionUser(ctx, id)
+			if !known {
+				var err error
+				if u, ok, err = users.UserByID(ctx, id); err != nil {
+					ok = false
+				}
+			}
+			if ok && !u.Disabled {
+				role := u.Role
+				v := &views.Viewer{Username: u.Username, Role: role, Can: func(obj, act string) bool {
+					return az.can(role, obj, act)
+				}}
+				r = r.WithContext(context.WithValue(ctx, viewerKey{}, v))
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // requireUser loads the signed-in user on every request — so a disabled
 // account or a changed role takes effect at once — and sends anyone else to
 // the sign-in page.

@@ -81,7 +81,8 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		idem.WriteProblem(w, idem.Problem{Status: status, Code: ae.Code, Detail: ae.Message, Field: ae.Field})
 		return
 	}
-	render(w, r, status, pageFor(r, titleOf[ae.Code], ""), views.ErrorPage(status, titleOf[ae.Code], ae.Message))
+	page := pageFor(r, titleOf[ae.Code], "")
+	render(w, r, status, page, views.ErrorPage(page, status, titleOf[ae.Code], ae.Message))
 }
 
 func wantsJSON(r *http.Request) bool {

@@ -196,6 +196,12 @@ func handleIncidentItems(st IncidentStore, keys idemdriver.Admin, sagas operatio
 		all = append(slices.DeleteFunc(all, func(x store.IncidentGroup) bool { return x.Key == g.Key }), g)
 		vms := incidentVMs(page, all, nil, now().UTC())
 		vm := views.IncidentItemsVM{Group: vms[len(vms)-1]}
+		if at, ok, err := st.LastSnapshot(ctx); err != nil {
+			writeError(w, r, log, err)
+			return
+		} else if ok {
+			vm.AsOf = at
+		}
 		if g.Kind == incident.KindOperation {
 			vm.Ops, vm.Scanned, vm.Capped, err = operationItems(ctx, sagas, g)
 		} else {

@@ -246,13 +246,14 @@ func NewHandler(cfg Config) http.Handler {
 			r.Method(http.MethodPost, "/users/{username}/unlink", handleUserUnlink(cfg.Store, cfg.Trail, log))
 			chain := newChainStatus(cfg.Trail, cfg.AuditVerifyEvery, log)
 			chain.external = cfg.ExternalCheckpoints
-			r.Method(http.MethodGet, "/audit", handleAuditList(cfg.Trail, chain, log))
+			r.Method(http.MethodGet, "/audit", handleAuditList(cfg.Trail, chain, cfg.Store, log))
 			r.Method(http.MethodGet, "/audit/export", handleAuditExport(cfg.Trail, log))
 		})
 	})
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+	// A page not found shows the navigation to a signed-in viewer.
+	r.NotFound(cfg.Sessions.LoadAndSave(optionalUser(cfg.Sessions, cfg.Store, az, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, log, appError(ENotFound, "There is no page here."))
-	})
+	}))).ServeHTTP)
 	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("Allow", allowedMethods(r, req.URL.Path))
 		writeError(w, req, log, appError(EMethod, "This method is not allowed here."))
