@@ -16,18 +16,8 @@ import (
 var issueRefRe = regexp.MustCompile(`(?i)\bissues?\s+#?[0-9]+`)
 
 // issueRefAllowedFiles lists the files whose issue references are left
-// for now, each for the reason given; an entry is removed together with
-// its file's references, and the list is meant to end empty.
-var issueRefAllowedFiles = []string{
-	// Being reworked by another change at the same time.
-	"internal/views/incidents_templ.go",
-	"internal/views/operations_templ.go",
-	"internal/views/render_bench_test.go",
-	"internal/views/rows.go",
-	"internal/web/keys.go",
-	"internal/web/operations.go",
-	"cmd/console/browser_ux_test.go",
-}
+// for now, each with its reason; it is empty, and meant to stay so.
+var issueRefAllowedFiles = []string{}
 
 // issueRefAllowedLines lists references in code rather than comments
 // (assertion messages): a line of the file is allowed when it contains

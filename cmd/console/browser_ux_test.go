@@ -19,7 +19,7 @@ import (
 	"github.com/unstuckhq/unstuck/saga"
 )
 
-// The console under pressure (issue 13), in Chromium on the real program:
+// The console under pressure, in Chromium on the real program:
 // every page at 390 × 844 in the light and the dark theme is checked by
 // axe-core (vendored in testdata/axe, so that it runs offline) and for
 // horizontal overflow; the three task walk-throughs count their clicks.

@@ -48,7 +48,7 @@ func (s Spark) Path() string {
 	}
 	// One buffer, coordinates in tenths written as integers: the incidents
 	// page draws 50 of these, and formatting floats was a third of its
-	// rendering (issue 12).
+	// rendering.
 	b := make([]byte, 0, len(pts)*12)
 	for i, v := range pts {
 		x := float64(i) * float64(sparkW-2) / float64(len(pts)-1)

@@ -467,7 +467,7 @@ func OperationDetail(p Page, vm OperationVM) templ.Component {
 // "live", polled every 2 s as the lists' live refresh is (static/app.js):
 // not while the viewer has the focus or a selection in it, points at the
 // decisions, has typed in a form or paused it; a status change is
-// announced in #announce (issue 13).
+// announced in #announce.
 func OperationPage(p Page, vm OperationVM, d OperationDecisionsVM) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context

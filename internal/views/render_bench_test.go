@@ -12,8 +12,8 @@ import (
 )
 
 // BenchmarkKeysPage renders the keys list as the console serves it: the
-// layout around a page of 51 records (issue 12: a list page should cost
-// about its queries). go test -run '^$' -bench KeysPage -benchmem ./internal/views/
+// layout around a page of 51 records: a list page should cost about its
+// queries. go test -run '^$' -bench KeysPage -benchmem ./internal/views/
 func BenchmarkKeysPage(b *testing.B) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	recs := make([]idemdriver.Record, 51)

@@ -17,8 +17,7 @@ import (
 // row of a list renders them: templ formats each expression through
 // fmt.Sprint and a class attribute's expression through its CSS-class
 // machinery, which together cost a 51-row list page more than its
-// database round trip (issue 12; BenchmarkKeysPage went from 190 µs and
-// 1,754 allocations to the figure in BENCHMARKS.md). Each appends its
+// database round trip (BenchmarkKeysPage, BENCHMARKS.md). Each appends its
 // HTML to a buffer, escaping every value as templ does (html.EscapeString),
 // and writes the buffer once.
 

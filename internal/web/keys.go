@@ -35,7 +35,7 @@ type resultOpener interface {
 func handleOverview(keys keyReader, sagas operationReader, sagasUnavailable string, trends IncidentStore, now func() time.Time, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The four reads at once, on four connections: the page waits for
-		// the slowest, not for their sum (issue 12). Each writes its own
+		// the slowest, not for their sum. Each writes its own
 		// fields of vm.
 		ctx := r.Context()
 		vm := views.OverviewVM{ReviewExact: true}
@@ -118,7 +118,7 @@ func handleKeyList(keys keyReader, log *slog.Logger) http.Handler {
 		if ferr == nil && q.Get("console") != "1" {
 			// The console's own decision records (idempotency of its
 			// forms) are not customers' keys: left out unless asked for
-			// (issue 13 defect 13), by the query, so that pages stay full
+			// by the query, so that pages stay full
 			// and counts true.
 			f.SkipOperationPrefix = consoleOperationPrefix
 		}

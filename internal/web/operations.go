@@ -193,7 +193,7 @@ func handleOperationDetail(ops operationReader, log *slog.Logger) http.Handler {
 // "live", asked for with HX-Request) from the page's own address while
 // the operation moves, and on the page right after a decision (?done=),
 // which the engine may not have picked up yet; a refresh that finds the
-// operation final or under review stops (issue 13). A page showing the
+// operation final or under review stops. A page showing the
 // operation's data (?data=show) does not refresh: each showing is audited.
 func liveOperation(r *http.Request, vm *views.OperationVM) {
 	switch st := vm.Operation.Status; {
