@@ -32,11 +32,6 @@ var axeSource string
 // phone is the viewport of the phone checks.
 var phone = &playwright.Size{Width: 390, Height: 844}
 
-// themed opens pages at the phone's size in a colour scheme.
-func themed(scheme *playwright.ColorScheme) func(*playwright.BrowserNewContextOptions) {
-	return themedAt(phone, scheme)
-}
-
 // themedAt opens pages at size in a colour scheme.
 func themedAt(size *playwright.Size, scheme *playwright.ColorScheme) func(*playwright.BrowserNewContextOptions) {
 	return func(o *playwright.BrowserNewContextOptions) {
