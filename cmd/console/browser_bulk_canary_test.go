@@ -24,7 +24,7 @@ import (
 //	eval "$(bash scripts/playwright-setup.sh)" && go test -race -run BrowserBulkCanary ./cmd/console/
 //
 // oncall opens the incident group of 12 stuck payments, acts on all of it
-// ("confirm did not happen", one of the group's other actions), and
+// ("confirm it did not happen", one of the group's other actions), and
 // submits the frozen set; admin reads, before approving, the action in
 // words, the frozen count, the breakdown and a sample; the run (one item a
 // batch) passes its canary batch, then a failure injected in the database
@@ -76,13 +76,13 @@ func TestBrowserBulkCanary(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "no incident group %q on /incidents", message)
 	}
 	p.ok(row.GetByRole("link", playwright.LocatorGetByRoleOptions{Name: regexp.MustCompile(`^Act on all`)}).Click(), "act on all")
-	p.ok(p.GetByTestId("other-actions").GetByRole("link", playwright.LocatorGetByRoleOptions{Name: "confirm did not happen", Exact: playwright.Bool(true)}).Click(),
-		"the group's other action: confirm did not happen")
+	p.ok(p.GetByTestId("other-actions").GetByRole("link", playwright.LocatorGetByRoleOptions{Name: "confirm it did not happen", Exact: playwright.Bool(true)}).Click(),
+		"the group's other action: confirm it did not happen")
 	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/bulk/\d+$`)), "the frozen set's page")
 	p.ok(expect.Locator(p.GetByTestId("legal-count")).ToContainText(strconv.Itoa(n)+" matching items can be decided: this set is frozen"), "the frozen count")
 	p.ok(p.GetByLabel("Reason", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("the card network never saw these charges"), "reason")
 	p.ok(p.GetByLabel("Type the number of items ("+strconv.Itoa(n)+") to confirm").Fill(strconv.Itoa(n)), "typed count")
-	p.ok(p.role("button", "Confirm did not happen "+strconv.Itoa(n)+" keys").Click(), "submit")
+	p.ok(p.role("button", "Confirm it did not happen "+strconv.Itoa(n)+" keys").Click(), "submit")
 	p.ok(expect.Locator(p.GetByTestId("bulk-status")).ToHaveText("waiting_approval"), "waits for a second person")
 	id := regexp.MustCompile(`/bulk/(\d+)$`).FindStringSubmatch(p.URL())[1]
 	reqID, err := strconv.ParseInt(id, 10, 64)
@@ -104,7 +104,7 @@ BEGIN SELECT RAISE(ABORT, 'card network ledger locked'); END`)
 	a := c.open(t, "admin")
 	require.Equal(t, http.StatusOK, a.goTo("/approvals"))
 	a.ok(a.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Waiting for approval"}).GetByRole("link", playwright.LocatorGetByRoleOptions{Name: id, Exact: playwright.Bool(true)}).Click(), "open the request")
-	a.ok(expect.Locator(a.GetByTestId("bulk-what")).ToHaveText("Confirm did not happen — keys where group "+regexp.MustCompile(`group=([0-9a-f]+)`).FindStringSubmatch(mustFilter(t, db, reqID))[1]+", operation POST /charges, state pending"),
+	a.ok(expect.Locator(a.GetByTestId("bulk-what")).ToHaveText("Confirm it did not happen — keys where group "+regexp.MustCompile(`group=([0-9a-f]+)`).FindStringSubmatch(mustFilter(t, db, reqID))[1]+", operation POST /charges, state pending"),
 		"the action in words, with its target")
 	a.ok(expect.Locator(a.GetByTestId("legal-count")).ToContainText(strconv.Itoa(n)+" matching items can be decided"), "the frozen count")
 	a.ok(expect.Locator(a.GetByRole("table", playwright.PageGetByRoleOptions{Name: "By scope"})).ToContainText(scope), "the breakdown")

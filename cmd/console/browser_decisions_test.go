@@ -156,6 +156,11 @@ func testOncallRetries(t *testing.T, c *console, d *decisions) {
 	p.ok(button.Click(), "submit the retry")
 	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(regexp.QuoteMeta(path)+`\?done=retry$`)), "redirected to the operation")
 	p.ok(expect.Locator(p.GetByRole("status").Filter(playwright.LocatorFilterOptions{HasText: "Retry applied"})).ToBeVisible(), "the notice")
+	// The outcome takes the focus, so that a keyboard or screen reader
+	// user lands on it after the redirect.
+	focused, err := p.Evaluate(`() => document.activeElement && document.activeElement.getAttribute("data-testid")`)
+	require.NoError(t, err)
+	require.Equal(t, "decision-outcome", focused, "focus on the decision's outcome")
 
 	waitSignup(t, d.base, d.retried, saga.StatusCompleted, 30*time.Second)
 	p.goTo(path)
@@ -194,7 +199,7 @@ func testSupportForgets(t *testing.T, c *console, d *decisions) {
 	// SPEC K20: the key ran (unavailable), so forget asks for an
 	// acknowledgement that the next run repeats the effect; the browser
 	// does not submit without it.
-	submit := forget.GetByRole("button", playwright.LocatorGetByRoleOptions{Name: "Forget key " + d.keyID, Exact: playwright.Bool(true)})
+	submit := forget.GetByRole("button", playwright.LocatorGetByRoleOptions{Name: "Forget — key " + d.keyID, Exact: playwright.Bool(true)})
 	p.ok(expect.Locator(forget.Locator(".alert")).ToContainText("the effect happens a second time"), "the consequence, named")
 	p.ok(submit.Click(), "submit without the acknowledgement")
 	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/keys/`+d.keyID+`$`)), "not submitted")

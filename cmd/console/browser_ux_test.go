@@ -395,7 +395,7 @@ func testSupportFindsKey(t *testing.T, c *console, w *uxWorld) {
 	// The key ran (unavailable): forgetting it needs the acknowledgement
 	// of a second run (SPEC K20), one click more.
 	n.click(forget.GetByLabel("I understand: the client's retry runs the operation again."), "acknowledge")
-	n.click(forget.GetByRole("button", playwright.LocatorGetByRoleOptions{Name: "Forget key " + id, Exact: playwright.Bool(true)}), "Forget")
+	n.click(forget.GetByRole("button", playwright.LocatorGetByRoleOptions{Name: "Forget — key " + id, Exact: playwright.Bool(true)}), "Forget")
 	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/keys/`+id+`\?done=removed$`)), "forgotten")
 	t.Logf("support walk-through: %d clicks (Enter counted) from the overview to the key forgotten", n.n)
 	require.LessOrEqual(t, n.n, 4)

@@ -117,7 +117,7 @@ func TestVerifyWithTheProvider(t *testing.T) {
 				require.NotEmpty(t, after.Verification.Evidence, "the evidence is in the entry")
 			}
 			_, page := support.do(t, http.MethodGet, "/keys/"+strconv.FormatInt(unchargedID, 10), nil, "")
-			require.Contains(t, page, "Released as", "the released key's page says so")
+			require.Contains(t, page, "Confirmed it did not happen", "the released key's page says so")
 		})
 	}
 }

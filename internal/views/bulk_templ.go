@@ -2622,12 +2622,12 @@ func BulkLinks(p Page, kind, self string) []BulkHidden {
 	var actions [][3]string
 	if kind == "keys" {
 		if p.VerifyEnabled {
-			actions = append(actions, [3]string{"verify", "verify with the provider", "verify"})
+			actions = append(actions, [3]string{"verify", lowerFirst(DecisionVerify), "verify"})
 		}
-		actions = append(actions, [3]string{"confirm_happened", "confirm happened (each key's reference)", "confirm"},
-			[3]string{"confirm", "confirm did not happen", "confirm"}, [3]string{"forget", "forget", "forget"})
+		actions = append(actions, [3]string{"confirm_happened", lowerFirst(DecisionConfirmHappened) + " (each key's reference)", "confirm"},
+			[3]string{"confirm", lowerFirst(DecisionConfirmNotHappened), "confirm"}, [3]string{"forget", lowerFirst(DecisionForget), "forget"})
 	} else {
-		actions = [][3]string{{"retry", "retry", "retry"}, {"compensate", "compensate", "compensate"}, {"resolve", "resolve", "resolve"}}
+		actions = [][3]string{{"retry", lowerFirst(DecisionRetry), "retry"}, {"compensate", lowerFirst(DecisionCompensate), "compensate"}, {"resolve", lowerFirst(DecisionResolve), "resolve"}}
 	}
 	var out []BulkHidden
 	for _, a := range actions {

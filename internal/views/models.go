@@ -146,7 +146,9 @@ type ActionForm struct {
 	URL         string
 	Version     int64
 	FormKey     string // idempotency key minted for this rendered form
-	Outcomes    bool   // the form asks whether the effect happened
+	// Outcome, for a confirmation, is the outcome it records: "happened"
+	// (with the external reference) or "did_not_happen".
+	Outcome string
 	// Acknowledge, when set, is the consequence the operator must tick to
 	// acknowledge before the form is accepted (a forget of a key whose
 	// effect may have happened, SPEC K20).

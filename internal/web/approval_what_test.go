@@ -42,7 +42,7 @@ func TestApproverSeesWhatWillRun(t *testing.T) {
 	loc := resp.Header.Get("Location")
 
 	_, page := do(t, oncall, http.MethodGet, b.srv.URL+loc, nil)
-	want := `Confirm happened, with external reference &#34;ch_ATTACKER_CHOSEN&#34; — key ` + strconv.FormatInt(id, 10)
+	want := `Confirm it happened, with external reference &#34;ch_ATTACKER_CHOSEN&#34; — key ` + strconv.FormatInt(id, 10)
 	require.Contains(t, page, want, "the request's page says what will run")
 	require.Contains(t, page, `data-testid="bulk-target">key `+strconv.FormatInt(id, 10), "and links its item")
 	_, page = do(t, oncall, http.MethodGet, b.srv.URL+"/approvals", nil)
@@ -55,7 +55,7 @@ func TestApproverSeesWhatWillRun(t *testing.T) {
 	var doc struct{ What string }
 	require.NoError(t, json.NewDecoder(r.Body).Decode(&doc))
 	require.NoError(t, r.Body.Close())
-	require.Equal(t, `Confirm happened, with external reference "ch_ATTACKER_CHOSEN" — key `+strconv.FormatInt(id, 10), doc.What, "and its JSON")
+	require.Equal(t, `Confirm it happened, with external reference "ch_ATTACKER_CHOSEN" — key `+strconv.FormatInt(id, 10), doc.What, "and its JSON")
 
 	// A confirm on a key whose outcome is known is refused when it is
 	// requested: nobody is asked to approve it.

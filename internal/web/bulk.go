@@ -49,11 +49,11 @@ type bulkService interface {
 }
 
 // bulkActions are the actions a bulk request may take, per kind, with
-// their labels.
+// their labels: the decision names of an item's page (views.Decisions).
 var bulkActions = map[string][][2]string{
-	ops.BulkKeys: {{ops.BulkVerify, "Verify with the provider"}, {"confirm_happened", "Confirm happened, each with its own reference"},
-		{"confirm", "Confirm did not happen"}, {"forget", "Forget"}},
-	ops.BulkOperations: {{"retry", "Retry"}, {"compensate", "Compensate"}, {"resolve", "Resolve"}},
+	ops.BulkKeys: {{ops.BulkVerify, views.DecisionVerify}, {"confirm_happened", views.DecisionConfirmHappened + ", each with its own reference"},
+		{"confirm", views.DecisionConfirmNotHappened}, {"forget", views.DecisionForget}},
+	ops.BulkOperations: {{"retry", views.DecisionRetry}, {"compensate", views.DecisionCompensate}, {"resolve", views.DecisionResolve}},
 }
 
 // cancelSettle is how long a cancelled request's page keeps refreshing:
@@ -423,27 +423,27 @@ func handleBulkStatus(bulks bulkService, log *slog.Logger) http.Handler {
 func describeAction(req store.Bulk, item *store.BulkItem) string {
 	var params map[string]string
 	_ = json.Unmarshal([]byte(req.Params), &params)
-	step := ""
+	step, ofStep := "", ""
 	if item != nil && item.Step != "" {
-		step = " step " + item.Step
+		step, ofStep = " step "+item.Step, " (step "+item.Step+")"
 	}
 	var what string
 	switch {
 	case req.Kind == ops.BulkKeys && req.Action == "confirm" && params["happened"] == "true":
-		what = "Confirm happened, with external reference " + strconv.Quote(params["external_ref"])
+		what = views.DecisionConfirmHappened + ", with external reference " + strconv.Quote(params["external_ref"])
 	case req.Kind == ops.BulkKeys && req.Action == "forget" && params[ops.FieldAcknowledgeRerun] == "true":
-		what = "Forget, acknowledging that the client's retry runs the operation again"
+		what = views.DecisionForget + ", acknowledging that the client's retry runs the operation again"
 	case req.Kind == ops.BulkOperations && req.Action == "confirm" && params["happened"] == "true":
-		what = "Confirm" + step + " happened, with external reference " + strconv.Quote(params["external_id"])
+		what = views.DecisionConfirmHappened + ofStep + ", with external reference " + strconv.Quote(params["external_id"])
 	case req.Kind == ops.BulkOperations && req.Action == "confirm":
-		what = "Confirm" + step + " did not happen"
+		what = views.DecisionConfirmNotHappened + ofStep
 	case req.Kind == ops.BulkOperations && req.Action == "retry":
-		what = "Retry" + step
+		what = views.DecisionRetry + step
 		if step == "" {
-			what = "Retry each operation's failed step"
+			what = views.DecisionRetry + " each operation's failed step"
 		}
 	case req.Kind == ops.BulkOperations && req.Action == "resolve":
-		what = "Resolve as " + params["resolve_to"]
+		what = views.DecisionResolve + " as " + params["resolve_to"]
 	default:
 		what = actionLabel(req.Kind, req.Action)
 	}

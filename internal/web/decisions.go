@@ -48,7 +48,7 @@ func keyActions(v *views.Viewer, rec idemdriver.Record) []views.ActionForm {
 	id := strconv.FormatInt(rec.ID, 10)
 	var forget, confirm []views.ActionForm
 	if v.Can("/keys/"+id+"/forget", http.MethodPost) && idem.CheckOperator(rec, idem.OperatorForget) == nil {
-		f := views.ActionForm{Name: "forget", Title: "Forget key " + id, URL: "/keys/" + id + "/forget", Version: rec.Version, FormKey: formKey(),
+		f := views.ActionForm{Name: "forget", Title: views.KeyTarget(views.DecisionForget, id), URL: "/keys/" + id + "/forget", Version: rec.Version, FormKey: formKey(),
 			Consequence: "Deletes this record. The next request with this key runs again, as if it had never been seen. Do this only when you are sure the effect did not happen, or may safely happen again."}
 		if why := ops.ForgetRisk(rec); why != "" {
 			f.Acknowledge = "The effect may have happened: " + why + ". " + ops.RerunConsequence(rec)
@@ -56,8 +56,11 @@ func keyActions(v *views.Viewer, rec idemdriver.Record) []views.ActionForm {
 		forget = append(forget, f)
 	}
 	if v.Can("/keys/"+id+"/confirm", http.MethodPost) && idem.CheckOperator(rec, idem.OperatorConfirmHappened) == nil {
-		confirm = append(confirm, views.ActionForm{Name: "confirm", Title: "Confirm the outcome of key " + id, URL: "/keys/" + id + "/confirm", Version: rec.Version, FormKey: formKey(), Outcomes: true,
-			Consequence: "If the effect happened, the key completes with the external reference and is never run again (repeats get 409: no response to replay). If it did not happen, the key is released and the next request runs."})
+		confirm = append(confirm,
+			views.ActionForm{Name: "confirm_happened", Title: views.KeyTarget(views.DecisionConfirmHappened, id), URL: "/keys/" + id + "/confirm", Version: rec.Version, FormKey: formKey(), Outcome: "happened",
+				Consequence: "The key completes with the external reference and is never run again (repeats get 409: no response to replay)."},
+			views.ActionForm{Name: "confirm", Title: views.KeyTarget(views.DecisionConfirmNotHappened, id), URL: "/keys/" + id + "/confirm", Version: rec.Version, FormKey: formKey(), Outcome: "did_not_happen",
+				Consequence: "The record goes and the next request with this key runs, once."})
 	}
 	// A key whose effect may have happened leads with the confirmation
 	// (SPEC K20); forget comes last, behind its acknowledgement.
@@ -257,7 +260,7 @@ func goneMessage(ctx context.Context, decider keyDecider, id int64, log *slog.Lo
 	}
 	how := "forgotten"
 	if last.Action != "key."+string(idem.OperatorForget) {
-		how = "released as \"did not happen\""
+		how = "confirmed not to have happened"
 	}
 	return msg + ": it was " + how + " by " + last.Actor + " " + views.Ago(time.Now(), last.At) + " (" + views.UTC(last.At) +
 		", audit entry " + strconv.FormatInt(last.Seq, 10) + "). Nothing was changed."

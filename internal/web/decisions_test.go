@@ -52,7 +52,7 @@ func TestKeyDecisions(t *testing.T) {
 		support := signIn(t, b, store.RoleSupport)
 		path := "/keys/" + strconv.FormatInt(id, 10)
 		_, page := do(t, support, http.MethodGet, b.srv.URL+path, nil)
-		require.Contains(t, page, "Forget key "+strconv.FormatInt(id, 10))
+		require.Contains(t, page, "Forget — key "+strconv.FormatInt(id, 10))
 		require.Contains(t, page, "The next request with this key runs again", "the consequence is stated")
 		// SPEC K20: the key carries a reference and an unknown outcome, so
 		// the page leads with the confirmation, and forget asks for an
@@ -111,7 +111,7 @@ func TestKeyDecisions(t *testing.T) {
 		resp, _ := do(t, oncall, http.MethodPost, b.srv.URL+path+"/confirm", form)
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 		_, page = do(t, oncall, http.MethodGet, b.srv.URL+resp.Header.Get("Location"), nil)
-		require.Contains(t, page, "Outcome confirmed")
+		require.Contains(t, page, "Confirmed it happened")
 		require.Contains(t, page, "key.confirm_happened", "the item's own audit history")
 		rec, ok, err := b.records.KeyByID(context.Background(), id)
 		require.NoError(t, err)

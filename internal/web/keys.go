@@ -96,7 +96,7 @@ func handleKeyList(keys keyReader, log *slog.Logger) http.Handler {
 			Live: q.Get("live") == "1"}
 		vm := views.KeysVM{Filter: fvm, States: keyStates, SelfURL: r.URL.RequestURI(), Sort: orderURLs("/keys", q)}
 		if id, err := strconv.ParseInt(q.Get("released"), 10, 64); err == nil && id > 0 {
-			vm.Notice = "Key " + strconv.FormatInt(id, 10) + " released and recorded in the audit trail: the next request with its key runs."
+			vm.Notice = "Key " + strconv.FormatInt(id, 10) + " confirmed not to have happened and recorded in the audit trail: the next request with its key runs."
 		}
 		page := pageFor(r, "Keys", "keys")
 		page.Results = true
@@ -230,7 +230,7 @@ func handleKeyDetail(keys keyReader, decider keyDecider, opener resultOpener, lo
 		renderKeyDetail(w, r, http.StatusOK, id, keys, decider, opener, log, func(vm *views.KeyVM) {
 			switch r.URL.Query().Get("done") {
 			case "confirmed":
-				vm.Notice = "Outcome confirmed and recorded in the audit trail."
+				vm.Notice = "Confirmed it happened and recorded in the audit trail: the key is never run again."
 			case "verify":
 				vm.Notice = "Verification requested and recorded in the audit trail: the application's verifier answers in a moment, and its answer is applied in your name."
 			}
@@ -311,7 +311,7 @@ func renderKeyRemoved(w http.ResponseWriter, r *http.Request, status int, id int
 	if r.URL.Query().Get("done") == "removed" {
 		vm.Notice = "Key " + strconv.FormatInt(id, 10) + " forgotten and recorded in the audit trail: the next request with its key runs."
 		if vm.Released {
-			vm.Notice = "Key " + strconv.FormatInt(id, 10) + " released and recorded in the audit trail: the next request with its key runs."
+			vm.Notice = "Key " + strconv.FormatInt(id, 10) + " confirmed not to have happened and recorded in the audit trail: the next request with its key runs."
 		}
 	}
 	page := pageFor(r, "Key "+strconv.FormatInt(id, 10), "keys")

@@ -80,7 +80,11 @@ func operationActions(v *views.Viewer, op saga.Operation) []views.OperationActio
 		for _, c := range legal.Confirm {
 			notHappened = notHappened && c.NotHappened
 		}
-		out = append(out, views.OperationActionForm{Name: "confirm", Title: "Confirm the outcome of a step of operation " + op.ID, URL: base + "/confirm",
+		title := views.DecisionConfirmHappened + " — a step of operation " + op.ID
+		if notHappened {
+			title = views.DecisionConfirmHappened + ", or " + strings.TrimPrefix(views.DecisionConfirmNotHappened, "Confirm ") + " — a step of operation " + op.ID
+		}
+		out = append(out, views.OperationActionForm{Name: "confirm", Title: title, URL: base + "/confirm",
 			Version: op.Version, FormKey: formKey(), Steps: choices(legal.Confirm), Outcomes: true, NotHappened: notHappened, Consequence: confirmConsequence})
 	}
 	if legal.Compensate && can("compensate") {

@@ -85,7 +85,7 @@ func TestOperationDecisions(t *testing.T) {
 		oncall := signIn(t, b, store.RoleOncall)
 		path := "/operations/" + b.opID
 		_, page := do(t, oncall, http.MethodGet, b.srv.URL+path, nil)
-		for _, title := range []string{"Retry a step of operation ", "Confirm the outcome of a step of operation ", "Compensate operation ", "Resolve operation "} {
+		for _, title := range []string{"Retry a step of operation ", "Confirm it happened, or it did not happen — a step of operation ", "Compensate operation ", "Resolve operation "} {
 			require.Contains(t, page, title+b.opID, "the review offers %q", title)
 		}
 		require.Contains(t, page, "the same idempotency key", "the consequence is stated")

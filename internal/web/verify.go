@@ -48,7 +48,7 @@ func verifyAction(ctx context.Context, v *views.Viewer, rec idemdriver.Record) (
 	if !verifyOn(ctx) || !v.Can("/keys/"+id+"/verify", http.MethodPost) || ops.Verifiable(rec) != "" {
 		return views.ActionForm{}, false
 	}
-	return views.ActionForm{Name: "verify", Title: "Verify key " + id + " with the provider", URL: "/keys/" + id + "/verify", Version: rec.Version, FormKey: formKey(),
+	return views.ActionForm{Name: "verify", Title: views.KeyTarget(views.DecisionVerify, id), URL: "/keys/" + id + "/verify", Version: rec.Version, FormKey: formKey(),
 		Consequence: "Asks the application's verifier of " + rec.Operation + " whether the effect happened, by the key's reference. Its answer is applied in your name: happened → the key completes with the provider's reference and is never run again; did not happen → the key is released and the client's retry runs it once; unknown → the key stays as it is and the answer is shown here."}, true
 }
 

@@ -48,7 +48,7 @@ func TestKeyVerifyRoute(t *testing.T) {
 
 	support := signIn(t, b, store.RoleSupport)
 	_, page := do(t, support, http.MethodGet, b.srv.URL+path, nil)
-	require.Contains(t, page, "Verify key "+strconv.FormatInt(id, 10)+" with the provider")
+	require.Contains(t, page, "Verify with the provider — key "+strconv.FormatInt(id, 10))
 	require.Less(t, strings.Index(page, `action="`+path+`/verify"`), strings.Index(page, `action="`+path+`/confirm"`), "offered first")
 	form := url.Values{"version": {strconv.FormatInt(version, 10)}, "reason": {"the customer says it is stuck"}, "form_key": {formKeyOf(t, page, path+"/verify")}}
 	resp, _ := do(t, support, http.MethodPost, b.srv.URL+path+"/verify", form)
