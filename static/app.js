@@ -62,8 +62,10 @@ document.addEventListener("click", function (event) {
       var decide = el.querySelector("[data-decide]");
       if (typed(el) || (decide && decide.matches(":hover"))) return true;
     }
+    // The outcome notice a decision focuses is read, not edited: focus on
+    // it does not hold the refresh.
     var active = document.activeElement;
-    if (active && active !== document.body && el.contains(active)) return true;
+    if (active && active !== document.body && el.contains(active) && !active.matches(".notice[role=status]")) return true;
     if (el.id !== "live" && el.matches(":hover")) return true;
     var sel = window.getSelection && window.getSelection();
     return !!(sel && !sel.isCollapsed && el.contains(sel.anchorNode));
