@@ -11,6 +11,38 @@ document.addEventListener("click", function (event) {
   });
 });
 
+// A list row's "More" (phones): shows the row's other fields (its cells
+// marked "extra"). Open rows stay open across a live refresh of the list.
+document.addEventListener("click", function (event) {
+  var button = event.target.closest("button[data-row-more]");
+  if (!button) return;
+  var row = button.closest("tr");
+  var open = !row.classList.contains("open");
+  row.classList.toggle("open", open);
+  button.setAttribute("aria-expanded", String(open));
+});
+(function () {
+  var opened = [];
+  var key = function (tr) { var a = tr.querySelector("a[href]"); return a ? a.getAttribute("href") : tr.getAttribute("data-seq"); };
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var target = event.detail && event.detail.target;
+    opened = [];
+    if (target) target.querySelectorAll("tr.open").forEach(function (tr) { opened.push(key(tr)); });
+  });
+  document.addEventListener("htmx:afterSettle", function (event) {
+    if (!opened.length) return;
+    var target = event.detail && event.detail.target;
+    var root = target && document.contains(target) ? target : document;
+    root.querySelectorAll("tr").forEach(function (tr) {
+      if (opened.indexOf(key(tr)) < 0) return;
+      tr.classList.add("open");
+      var b = tr.querySelector("button[data-row-more]");
+      if (b) b.setAttribute("aria-expanded", "true");
+    });
+    opened = [];
+  });
+})();
+
 // A page rendered as the answer to a POST (a refused decision) names its
 // own address in <main data-url>: put it in the address bar, so that a
 // reload shows the page instead of posting the form again.

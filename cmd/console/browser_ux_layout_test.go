@@ -295,3 +295,65 @@ func testAuditFilters(t *testing.T, c *console) {
 	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/audit\?from=\d{4}-\d\d-\d\dT\d\d`)), "the last hour")
 	p.ok(expect.Locator(p.GetByTestId("preset-today")).ToHaveAttribute("href", regexp.MustCompile(`T15%3A00$`)), "today from the viewer's midnight (15:00 UTC)")
 }
+
+// testPhoneRowDisclosure: on a phone a list row shows what identifies and
+// explains the item; its other fields are behind the row's "More", and a
+// shortened operation ID has a copy button for the whole of it. On a
+// desktop every cell shows and neither control does.
+func testPhoneRowDisclosure(t *testing.T, c *console) {
+	p := c.open(t, "admin", sized(phone))
+	require.NoError(t, p.Context().GrantPermissions([]string{"clipboard-read", "clipboard-write"}))
+	p.goTo("/operations")
+	row := p.Locator("#results table.list tbody tr").First()
+	corr := row.Locator(`td[data-label="Correlation ID"]`)
+	more := row.GetByRole("button", playwright.LocatorGetByRoleOptions{Name: "More"})
+	p.ok(expect.Locator(corr).ToBeHidden(), "the correlation ID waits behind More")
+	p.ok(expect.Locator(more).ToHaveAttribute("aria-expanded", "false"), "More is closed")
+	p.ok(more.Click(), "More")
+	p.ok(expect.Locator(more).ToHaveAttribute("aria-expanded", "true"), "More is open")
+	p.ok(expect.Locator(row.Locator(`td[data-label="Current step"]`)).ToBeVisible(), "the current step shows")
+	if txt, _ := corr.TextContent(); strings.TrimSpace(txt) != "" {
+		p.ok(expect.Locator(corr).ToBeVisible(), "the correlation ID shows")
+		before, err := corr.Evaluate(`el => getComputedStyle(el, "::before").content`, nil)
+		require.NoError(t, err)
+		require.Equal(t, `"Correlation ID: "`, before, "labelled with its column")
+	}
+	require.Empty(t, p.overflow(), "an open row stays inside the viewport")
+	p.ok(more.Click(), "More again")
+	p.ok(expect.Locator(row.Locator(`td[data-label="Current step"]`)).ToBeHidden(), "closed again")
+
+	// The ID is shortened on the phone; its copy button copies all of it.
+	href, err := row.Locator("a").First().GetAttribute("href")
+	require.NoError(t, err)
+	id := strings.TrimPrefix(href, "/operations/")
+	clipped, err := row.Locator("a code").First().Evaluate(`el => el.scrollWidth > el.clientWidth`, nil)
+	require.NoError(t, err)
+	t.Logf("operation ID %q shortened on the phone: %v", id, clipped)
+	copyID := row.GetByRole("button", playwright.LocatorGetByRoleOptions{Name: "Copy operation ID"})
+	p.ok(expect.Locator(copyID).ToBeVisible(), "the row's copy button")
+	p.ok(copyID.Click(), "copy the ID")
+	p.ok(expect.Locator(copyID).ToHaveText("Copied"), "the button confirms the copy")
+	got, err := p.Evaluate(`() => navigator.clipboard.readText()`)
+	require.NoError(t, err)
+	require.Equal(t, id, got, "the clipboard holds the whole operation ID")
+
+	// Keys and the audit trail have the same disclosure.
+	for path, field := range map[string]string{"/keys": "Attempts", "/audit": "Request ID"} {
+		p.goTo(path)
+		r := p.Locator("table.list tbody tr:has(button[data-row-more])").First()
+		cell := r.Locator(`td[data-label="` + field + `"]`)
+		p.ok(expect.Locator(cell).ToBeHidden(), "%s: %s waits behind More", path, field)
+		p.ok(r.GetByRole("button", playwright.LocatorGetByRoleOptions{Name: "More"}).Click(), "%s: More", path)
+		p.ok(expect.Locator(cell).ToHaveAttribute("data-label", field), "%s: %s", path, field)
+		if path == "/keys" {
+			p.ok(expect.Locator(cell).ToBeVisible(), "%s: %s shows", path, field)
+		}
+	}
+
+	wide := c.open(t, "admin", sized(desktop))
+	wide.goTo("/operations")
+	wrow := wide.Locator("#results table.list tbody tr").First()
+	wide.ok(expect.Locator(wrow.Locator(`td[data-label="Current step"]`)).ToBeVisible(), "every cell shows on a desktop")
+	wide.ok(expect.Locator(wrow.Locator("button[data-row-more]")).ToBeHidden(), "no More on a desktop")
+	wide.ok(expect.Locator(wrow.Locator("button.row-copy")).ToBeHidden(), "no row copy on a desktop")
+}

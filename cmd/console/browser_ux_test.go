@@ -198,6 +198,8 @@ func TestBrowserUX(t *testing.T) {
 	t.Run("AuditorFindsBothDecisionsAndExportsThem", func(t *testing.T) { testAuditorFindsDecisions(t, c, w) })
 	t.Run("TimesInTheViewersZone", func(t *testing.T) { testTimes(t, c, w) })
 	t.Run("IncidentAt3am", func(t *testing.T) { testIncidentAt3am(t, c, w) })
+	// After the journeys: the audit trail has entries to disclose.
+	t.Run("PhoneRowsDiscloseTheRest", func(t *testing.T) { testPhoneRowDisclosure(t, c) })
 	t.Run("EveryPagePhoneAndAxe", func(t *testing.T) {
 		for _, scheme := range []*playwright.ColorScheme{playwright.ColorSchemeLight, playwright.ColorSchemeDark} {
 			for _, size := range []*playwright.Size{phone, desktop} {

@@ -49,23 +49,27 @@ const resolvedManuallyHTML = `<span class="chip chip-resolved" data-testid="reso
 func resolvedManually() templ.Component { return templ.Raw(resolvedManuallyHTML) }
 
 // keyRows renders the rows of the keys list: ID (a link), state, operation,
-// scope, external reference, attempts, updated.
+// scope, external reference, attempts, updated. On a phone the row shows
+// what identifies and explains the key (ID, state, operation, external
+// reference, updated); scope and attempts are behind the row's "More".
 func keyRows(now time.Time, rs []idemdriver.Record) templ.Component {
 	return templ.ComponentFunc(func(_ context.Context, w io.Writer) error {
 		var b [1024]byte
 		for _, r := range rs {
-			buf := append(b[:0], `<tr><td><a href="/keys/`...)
+			buf := append(b[:0], `<tr><td class="row-id"><a href="/keys/`...)
 			buf = strconv.AppendInt(buf, r.ID, 10)
 			buf = append(buf, `" aria-label="Key `...)
 			buf = strconv.AppendInt(buf, r.ID, 10)
 			buf = append(buf, `">`...)
 			buf = strconv.AppendInt(buf, r.ID, 10)
-			buf = append(buf, `</a></td><td>`...)
+			buf = append(buf, `</a>`...)
+			buf = appendRowMore(buf)
+			buf = append(buf, `</td><td>`...)
 			buf = appendStatusChip(buf, DisplayStatus(r))
 			buf = appendCell(buf, r.Operation)
-			buf = appendCell(buf, r.Scope)
+			buf = appendExtraCell(buf, "Scope", r.Scope)
 			buf = appendCell(buf, r.ExternalRef)
-			buf = append(buf, `</td><td class="num">`...)
+			buf = append(buf, `</td><td class="num extra" data-label="Attempts">`...)
 			buf = strconv.AppendInt(buf, int64(r.Attempts), 10)
 			buf = append(buf, `</td><td>`...)
 			buf = appendTime(buf, now, r.UpdatedAt)
@@ -80,23 +84,32 @@ func keyRows(now time.Time, rs []idemdriver.Record) templ.Component {
 
 // operationRows renders the rows of the operations list: ID (a link),
 // status (and whether an operator resolved it), type, current step,
-// correlation ID, why, updated.
+// correlation ID, why, updated. On a phone the ID is shortened with a
+// copy button for the whole of it, and current step and correlation ID
+// are behind the row's "More".
 func operationRows(now time.Time, ops []saga.Operation) templ.Component {
 	return templ.ComponentFunc(func(_ context.Context, w io.Writer) error {
 		var b [1024]byte
 		for _, op := range ops {
-			buf := append(b[:0], `<tr><td><a href="`...)
+			id := html.EscapeString(op.ID)
+			buf := append(b[:0], `<tr><td class="row-id"><a href="`...)
 			buf = append(buf, html.EscapeString(OperationURL(op.ID))...)
 			buf = append(buf, `"><code>`...)
-			buf = append(buf, html.EscapeString(op.ID)...)
-			buf = append(buf, `</code></a></td><td>`...)
+			buf = append(buf, id...)
+			buf = append(buf, `</code></a><button type="button" class="copy row-copy" data-copy="`...)
+			buf = append(buf, id...)
+			buf = append(buf, `" aria-label="Copy operation ID `...)
+			buf = append(buf, id...)
+			buf = append(buf, `">Copy</button>`...)
+			buf = appendRowMore(buf)
+			buf = append(buf, `</td><td>`...)
 			buf = appendStatusChip(buf, string(op.Status))
 			if op.Resolution != "" {
 				buf = append(buf, `<br/>`+resolvedManuallyHTML...)
 			}
 			buf = appendCell(buf, op.Type)
-			buf = appendCell(buf, op.CurrentStep)
-			buf = appendCell(buf, op.CorrelationID)
+			buf = appendExtraCell(buf, "Current step", op.CurrentStep)
+			buf = appendExtraCell(buf, "Correlation ID", op.CorrelationID)
 			buf = appendCell(buf, operationWhy(op))
 			buf = append(buf, `</td><td>`...)
 			buf = appendTime(buf, now, op.UpdatedAt)
@@ -107,6 +120,26 @@ func operationRows(now time.Time, ops []saga.Operation) templ.Component {
 		}
 		return nil
 	})
+}
+
+// rowMoreHTML is a list row's disclosure of its other fields: shown on a
+// phone only, where the cells marked "extra" are hidden until it is
+// pressed (static/app.js toggles the row's "open" class and the button's
+// aria-expanded).
+const rowMoreHTML = `<button type="button" class="row-more" data-row-more aria-expanded="false">More</button>`
+
+func appendRowMore(buf []byte) []byte { return append(buf, rowMoreHTML...) }
+
+// RowMore renders rowMoreHTML for the lists written in templ.
+func RowMore() templ.Component { return templ.Raw(rowMoreHTML) }
+
+// appendExtraCell closes the open cell and appends a cell a phone shows
+// only behind the row's "More", labelled there with the column's name.
+func appendExtraCell(buf []byte, label, text string) []byte {
+	buf = append(buf, `</td><td class="extra" data-label="`...)
+	buf = append(buf, label...)
+	buf = append(buf, `">`...)
+	return append(buf, html.EscapeString(text)...)
 }
 
 // appendCell closes the open cell and appends a new one holding text.

@@ -31,10 +31,11 @@ func TestListRowsEscapeEveryValue(t *testing.T) {
 		t.Fatalf("key rows do not escape every value:\n%s", got)
 	}
 	for _, want := range []string{
-		`<tr><td><a href="/keys/42" aria-label="Key 42">42</a></td><td><span class="chip chip-failed">failed</span></td>`,
-		`<td class="num">3</td><td><time datetime="2026-12-01T09:58:30Z" title="2026-12-01 09:58:30Z">1m ago</time></td></tr>`,
+		`<tr><td class="row-id"><a href="/keys/42" aria-label="Key 42">42</a>` + rowMoreHTML + `</td><td><span class="chip chip-failed">failed</span></td>`,
+		`<td class="extra" data-label="Scope">` + escaped + `</td>`,
+		`<td class="num extra" data-label="Attempts">3</td><td><time datetime="2026-12-01T09:58:30Z" title="2026-12-01 09:58:30Z">1m ago</time></td></tr>`,
 		`<span class="chip chip-stuck">stuck</span>`, // processing past its lease
-		`<td><span>—</span></td></tr>`,               // no update time
+		`<td><span>—</span></td></tr>`, // no update time
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("key rows lack %q:\n%s", want, got)
@@ -56,6 +57,8 @@ func TestListRowsEscapeEveryValue(t *testing.T) {
 	}
 	for _, want := range []string{
 		`<a href="/operations/op%2F1%3F%22%3Cb%3E"><code>op/1?&#34;&lt;b&gt;</code></a>`,
+		`data-copy="op/1?&#34;&lt;b&gt;" aria-label="Copy operation ID op/1?&#34;&lt;b&gt;">Copy</button>` + rowMoreHTML,
+		`<td class="extra" data-label="Correlation ID">` + escaped + `</td>`,
 		`<span class="chip chip-review_required">review_required</span><br/>` + resolvedManuallyHTML,
 		`<td>compensation failed: ` + escaped + `</td>`,
 	} {
