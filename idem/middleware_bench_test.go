@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
-	"github.com/unstuckhq/unstuck/internal/benchround"
+	"github.com/unstuckhq/unstuck/idem/internal/benchround"
 )
 
 // The benchmarks of this file measure the HTTP middleware's own cost, with

@@ -2,7 +2,7 @@
 # bench-paired.sh — the store rows measured inside one benchmark:
 # BenchmarkRunPaired of one driver package (limit, required, floor and
 # engine in blocks of operations shuffled block by block; see
-# internal/benchround.Paired), COUNT runs in a row. Each run reports, per
+# idem/internal/benchround.Paired), COUNT runs in a row. Each run reports, per
 # ratio, the median over its blocks; this prints min / median / max of those
 # medians over the runs, and the per-op time and CPU. Usage:
 #   COUNT=5 N=20000 PART=replay scripts/bench-paired.sh idem/idempgx [raw.txt]

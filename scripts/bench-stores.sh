@@ -3,7 +3,7 @@
 # limit (BENCHMARKS.md, "Stores against the database's limit").
 # Runs BenchmarkRunFirst and BenchmarkRunReplay of one driver package with
 # UNSTUCK_BENCH_ROUNDS interleaved rounds (engine and limit back to back,
-# the order alternating each round; see internal/benchround), keeps the raw
+# the order alternating each round; see idem/internal/benchround), keeps the raw
 # output, and prints per benchmark and goroutine count the ratio
 # limit ÷ engine of ns/op and of cpu-ns/op: min / median / max over the
 # rounds (1.00 = the engine is as fast as the limit); where the benchmark

@@ -23,9 +23,10 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemredis"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/audit"
-	"github.com/unstuckhq/unstuck/internal/migrate"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/store"
+	"github.com/unstuckhq/unstuck/migrate"
+	"github.com/unstuckhq/unstuck/migrate/migratemysql"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
@@ -219,7 +220,7 @@ func sqliteOpenError(rawURL, path string, err error) error {
 // returned as it is.
 func (d *database) explain(err error) error {
 	var pgErr *pgconn.PgError
-	if (errors.As(err, &pgErr) && pgErr.Code == "42P01") || migrate.IsMySQLError(err, 1146) {
+	if (errors.As(err, &pgErr) && pgErr.Code == "42P01") || migratemysql.IsMySQLError(err, 1146) {
 		return fmt.Errorf("the database has no console tables yet: run console migrate --db %s first (%w)", d.Redacted, err)
 	}
 	return err

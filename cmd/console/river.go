@@ -17,8 +17,8 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
-	"github.com/unstuckhq/unstuck/internal/migrate"
 	"github.com/unstuckhq/unstuck/internal/ops"
+	"github.com/unstuckhq/unstuck/migrate"
 	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"

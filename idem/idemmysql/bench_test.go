@@ -16,7 +16,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idemmysql"
-	"github.com/unstuckhq/unstuck/internal/benchround"
+	"github.com/unstuckhq/unstuck/idem/internal/benchround"
 	"github.com/unstuckhq/unstuck/internal/mysqltest"
 )
 
@@ -28,7 +28,7 @@ import (
 // and a prepared UPDATE by id that stores the result, each in autocommit.
 // For a replay it is one prepared SELECT by digest of what a replay needs
 // (status, fingerprint, result). Each round (UNSTUCK_BENCH_ROUNDS, see
-// internal/benchround) runs the engine and the limit in alternating order,
+// idem/internal/benchround) runs the engine and the limit in alternating order,
 // every measured invocation on a fresh database. They only report; nothing
 // fails on timing. cpu-ns/op is this process's CPU only (the server's work
 // is not in it). See BENCHMARKS.md for the command and the ratios.

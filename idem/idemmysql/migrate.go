@@ -3,7 +3,7 @@ package idemmysql
 import "embed"
 
 // idemMigrations holds the "idem" migration line, applied by
-// internal/migrate (one migrator and one bookkeeping table,
+// the migrate package (one migrator and one bookkeeping table,
 // unstuck_migration, for every line).
 //
 //go:embed migration/idem/*.sql

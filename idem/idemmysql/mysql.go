@@ -17,7 +17,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
-	"github.com/unstuckhq/unstuck/internal/migrate"
+	"github.com/unstuckhq/unstuck/migrate"
+	"github.com/unstuckhq/unstuck/migrate/migratemysql"
 )
 
 var (
@@ -49,7 +50,7 @@ func New(db *sql.DB) *Store {
 // Migrate checks the server ([Check]) and creates or upgrades the store's
 // tables: it applies, in order, every migration of the "idem" line that
 // the unstuck_migration table does not list yet, holding the server-wide
-// lock GET_LOCK('unstuck_migration') (internal/migrate.MySQL). MySQL
+// lock GET_LOCK('unstuck_migration') (migratemysql.Migrate). MySQL
 // commits each DDL statement on its own, so a migration is not atomic;
 // every statement of ours is safe to run again, and a Migrate interrupted
 // by a crash is finished by the next one. It is idempotent, and safe to
@@ -64,7 +65,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("idemmysql: migrate: %w", err)
 	}
-	if err := migrate.MySQL(ctx, s.db, "idem", fsys); err != nil {
+	if err := migratemysql.Migrate(ctx, s.db, "idem", fsys); err != nil {
 		return fmt.Errorf("idemmysql: migrate: %w", err)
 	}
 	return nil
@@ -246,7 +247,7 @@ func contains(list []string, s string) bool {
 // IsError reports whether err is a MySQL server error with one of the
 // given numbers (1062 duplicate key, 1213 deadlock, …).
 func IsError(err error, numbers ...uint16) bool {
-	return migrate.IsMySQLError(err, numbers...)
+	return migratemysql.IsMySQLError(err, numbers...)
 }
 
 // MySQL error numbers the store reacts to.

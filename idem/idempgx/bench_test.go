@@ -16,7 +16,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/internal/benchfloor"
-	"github.com/unstuckhq/unstuck/internal/benchround"
+	"github.com/unstuckhq/unstuck/idem/internal/benchround"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
 
@@ -28,7 +28,7 @@ import (
 // sequence, RETURNING its id, and an UPDATE by id that stores the result.
 // For a replay it is one prepared SELECT by digest of what a replay needs
 // (status, fingerprint, result). Each round (UNSTUCK_BENCH_ROUNDS, see
-// internal/benchround) runs the engine and the limit in alternating order,
+// idem/internal/benchround) runs the engine and the limit in alternating order,
 // every measured invocation on a fresh schema. They only report; nothing
 // fails on timing. Besides ns/op they report cpu-ns/op, the CPU time of this
 // process per operation: the client side only, the server's work is not in

@@ -15,8 +15,8 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idemtest"
+	"github.com/unstuckhq/unstuck/idem/internal/leanpath"
 	"github.com/unstuckhq/unstuck/internal/idemsql"
-	"github.com/unstuckhq/unstuck/internal/leanpath"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
 

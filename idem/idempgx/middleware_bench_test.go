@@ -18,7 +18,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/internal/benchfloor"
-	"github.com/unstuckhq/unstuck/internal/benchround"
+	"github.com/unstuckhq/unstuck/idem/internal/benchround"
 )
 
 // The benchmarks of this file drive the HTTP middleware end to end: a real

@@ -13,7 +13,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/internal/benchfloor"
-	"github.com/unstuckhq/unstuck/internal/leanpath"
+	"github.com/unstuckhq/unstuck/idem/internal/leanpath"
 )
 
 // requiredInsertSQL and requiredUpdateSQL are the limit's pair with what

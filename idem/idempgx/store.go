@@ -18,8 +18,8 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
-	"github.com/unstuckhq/unstuck/internal/leanpath"
-	"github.com/unstuckhq/unstuck/internal/migrate"
+	"github.com/unstuckhq/unstuck/idem/internal/leanpath"
+	"github.com/unstuckhq/unstuck/migrate/migratepgx"
 )
 
 var (
@@ -79,7 +79,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("idempgx: migrate: %w", err)
 	}
-	if err := migrate.Postgres(ctx, s.pool, "idem", fsys); err != nil {
+	if err := migratepgx.Migrate(ctx, s.pool, "idem", fsys); err != nil {
 		return fmt.Errorf("idempgx: migrate: %w", err)
 	}
 	return nil

@@ -16,7 +16,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idemredis"
-	"github.com/unstuckhq/unstuck/internal/benchround"
+	"github.com/unstuckhq/unstuck/idem/internal/benchround"
 	"github.com/unstuckhq/unstuck/internal/redistest"
 )
 
@@ -26,7 +26,7 @@ import (
 // that is one SET … NX PX of a processing marker (insert-if-absent with a
 // lease) and one SET of the result; for a replay one GET of a value as
 // long as the stored envelope. Each round (UNSTUCK_BENCH_ROUNDS, see
-// internal/benchround) runs the engine and the limit in alternating order,
+// idem/internal/benchround) runs the engine and the limit in alternating order,
 // on the process's throwaway server (BenchmarkRun…) or 3-master cluster
 // (BenchmarkRun…Cluster), both without persistence (appendonly no, so
 // the store runs WithDurabilityRisk): the ratios are of the client's

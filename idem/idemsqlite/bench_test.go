@@ -17,7 +17,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/internal/benchfloor"
-	"github.com/unstuckhq/unstuck/internal/benchround"
+	"github.com/unstuckhq/unstuck/idem/internal/benchround"
 )
 
 // The benchmarks of this file put idem.Run on this store side by side with
@@ -28,7 +28,7 @@ import (
 // UPDATE by id that stores the result, each on one writer (a semaphore of
 // one, as SQLite has one writer). For a replay it is one prepared SELECT by
 // digest of what a replay needs (status, fingerprint, result). Each round
-// (UNSTUCK_BENCH_ROUNDS, see internal/benchround) runs the engine and the
+// (UNSTUCK_BENCH_ROUNDS, see idem/internal/benchround) runs the engine and the
 // limit in alternating order, every measured invocation on a fresh database
 // file. They only report; nothing fails on timing. Besides ns/op they report
 // cpu-ns/op, the CPU time of the process per operation, SQLite's work

@@ -16,7 +16,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idemtest"
-	"github.com/unstuckhq/unstuck/internal/leanpath"
+	"github.com/unstuckhq/unstuck/idem/internal/leanpath"
 )
 
 // openLean returns a migrated store on a new file opened with Open, its

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/internal/migrate"
+	"github.com/unstuckhq/unstuck/migrate/migratesqlite"
 )
 
 func TestMigrateLine(t *testing.T) {
@@ -20,12 +20,12 @@ func TestMigrateLine(t *testing.T) {
 	fsys := fstest.MapFS{
 		"001_create.up.sql": {Data: []byte("CREATE TABLE t (v INTEGER NOT NULL); INSERT INTO t VALUES (1);")},
 	}
-	require.NoError(t, migrate.SQLite(ctx, db, "test", fsys))
-	require.NoError(t, migrate.SQLite(ctx, db, "test", fsys), "again")
+	require.NoError(t, migratesqlite.Migrate(ctx, db, "test", fsys))
+	require.NoError(t, migratesqlite.Migrate(ctx, db, "test", fsys), "again")
 
 	// A new version is applied alone; the old one does not run again.
 	fsys["002_more.up.sql"] = &fstest.MapFile{Data: []byte("INSERT INTO t VALUES (2);")}
-	require.NoError(t, migrate.SQLite(ctx, db, "test", fsys))
+	require.NoError(t, migratesqlite.Migrate(ctx, db, "test", fsys))
 	var sum, versions int
 	require.NoError(t, db.QueryRowContext(ctx, `SELECT sum(v) FROM t`).Scan(&sum))
 	require.Equal(t, 3, sum, "each migration ran once")
@@ -35,7 +35,7 @@ func TestMigrateLine(t *testing.T) {
 
 	// A failing migration leaves neither its changes nor its bookkeeping row.
 	fsys["003_bad.up.sql"] = &fstest.MapFile{Data: []byte("INSERT INTO t VALUES (4); INSERT INTO missing VALUES (1);")}
-	require.Error(t, migrate.SQLite(ctx, db, "test", fsys))
+	require.Error(t, migratesqlite.Migrate(ctx, db, "test", fsys))
 	require.NoError(t, db.QueryRowContext(ctx, `SELECT sum(v) FROM t`).Scan(&sum))
 	require.Equal(t, 3, sum, "failed migration rolled back")
 	require.NoError(t, db.QueryRowContext(ctx,
@@ -43,5 +43,5 @@ func TestMigrateLine(t *testing.T) {
 	require.Equal(t, 2, versions)
 
 	// Lines are independent.
-	require.NoError(t, migrate.SQLite(ctx, db, "other", fstest.MapFS{"001_create.up.sql": {Data: []byte("CREATE TABLE u (v INTEGER)")}}))
+	require.NoError(t, migratesqlite.Migrate(ctx, db, "other", fstest.MapFS{"001_create.up.sql": {Data: []byte("CREATE TABLE u (v INTEGER)")}}))
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/internal/benchfloor"
-	"github.com/unstuckhq/unstuck/internal/benchround"
+	"github.com/unstuckhq/unstuck/idem/internal/benchround"
 )
 
 // The required statements: the limit's with only what the contract asks

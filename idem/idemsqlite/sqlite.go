@@ -15,8 +15,8 @@ import (
 	"modernc.org/sqlite"
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
-	"github.com/unstuckhq/unstuck/internal/leanpath"
-	"github.com/unstuckhq/unstuck/internal/migrate"
+	"github.com/unstuckhq/unstuck/idem/internal/leanpath"
+	"github.com/unstuckhq/unstuck/migrate/migratesqlite"
 )
 
 var (
@@ -113,7 +113,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("idemsqlite: migrate: %w", err)
 	}
-	if err := migrate.SQLite(ctx, s.db, "idem", fsys); err != nil {
+	if err := migratesqlite.Migrate(ctx, s.db, "idem", fsys); err != nil {
 		return fmt.Errorf("idemsqlite: migrate: %w", err)
 	}
 	return nil
@@ -168,11 +168,11 @@ func Open(path string) (*sql.DB, error) {
 	return db, nil
 }
 
-// immediate runs fn in a BEGIN IMMEDIATE transaction ([migrate.Immediate]:
+// immediate runs fn in a BEGIN IMMEDIATE transaction ([migratesqlite.Immediate]:
 // the write lock taken up front, COMMIT never cancelled) while holding the
 // store's writer semaphore.
 func (s *Store) immediate(ctx context.Context, fn func(conn *sql.Conn) error) error {
-	return s.write(ctx, func() error { return migrate.Immediate(ctx, s.db, fn) })
+	return s.write(ctx, func() error { return migratesqlite.Immediate(ctx, s.db, fn) })
 }
 
 // prepared returns query prepared on the pool, kept in slot. database/sql

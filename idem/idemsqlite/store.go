@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
-	"github.com/unstuckhq/unstuck/internal/leanpath"
+	"github.com/unstuckhq/unstuck/idem/internal/leanpath"
 )
 
 // defaultSweepLimit bounds a Sweep whose params give no limit.

@@ -15,7 +15,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/unstuckhq/unstuck/internal/migrate"
+	"github.com/unstuckhq/unstuck/migrate"
+	"github.com/unstuckhq/unstuck/migrate/migratemysql"
+	"github.com/unstuckhq/unstuck/migrate/migratepgx"
+	"github.com/unstuckhq/unstuck/migrate/migratesqlite"
 )
 
 // Dialects, as [Trail.Dialect] reports them.
@@ -206,11 +209,11 @@ func (t *Trail) Migrate(ctx context.Context) error {
 	}
 	switch t.dialect {
 	case DialectPostgres:
-		err = migrate.Postgres(ctx, t.pool, migrationLine, fsys)
+		err = migratepgx.Migrate(ctx, t.pool, migrationLine, fsys)
 	case DialectMySQL:
-		err = migrate.MySQL(ctx, t.sqldb, migrationLine, fsys)
+		err = migratemysql.Migrate(ctx, t.sqldb, migrationLine, fsys)
 	default:
-		err = migrate.SQLite(ctx, t.sqldb, migrationLine, fsys)
+		err = migratesqlite.Migrate(ctx, t.sqldb, migrationLine, fsys)
 	}
 	if err != nil {
 		return fmt.Errorf("audit: migrate: %w", err)
@@ -328,7 +331,7 @@ func (t *Trail) sqliteWrite(ctx context.Context, fn func(conn *sql.Conn) error) 
 		return ctx.Err()
 	}
 	defer func() { <-t.writer }()
-	return migrate.Immediate(ctx, t.sqldb, fn)
+	return migratesqlite.Immediate(ctx, t.sqldb, fn)
 }
 
 // normalize checks that the trail has its keys and e's fields, and returns

@@ -19,9 +19,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem/idemmysql"
-	"github.com/unstuckhq/unstuck/internal/migrate"
 	"github.com/unstuckhq/unstuck/internal/mysqltest"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
+	"github.com/unstuckhq/unstuck/migrate/migratesqlite"
 )
 
 func TestMain(m *testing.M) { pgtest.RunMain(m) }
@@ -71,7 +71,7 @@ func (b testBundle) withinTx(ctx context.Context, fn func(appendTx func(Entry) (
 		}
 		return tx.Commit()
 	}
-	return migrate.Immediate(ctx, b.sqlDB, func(conn *sql.Conn) error {
+	return migratesqlite.Immediate(ctx, b.sqlDB, func(conn *sql.Conn) error {
 		return fn(func(e Entry) (Entry, error) { return b.trail.AppendSQLiteTx(ctx, conn, e) })
 	})
 }

@@ -13,8 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/internal/migrate"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
+	"github.com/unstuckhq/unstuck/migrate/migratepgx"
+	"github.com/unstuckhq/unstuck/migrate/migratesqlite"
 )
 
 func TestNewKeyring(t *testing.T) {
@@ -185,13 +186,13 @@ func legacyBundle(t *testing.T, dialect string, n int) testBundle {
 	var b testBundle
 	if dialect == DialectPostgres {
 		pool := pgtest.Schema(t)
-		require.NoError(t, migrate.Postgres(ctx, pool, migrationLine, v1))
+		require.NoError(t, migratepgx.Migrate(ctx, pool, migrationLine, v1))
 		b = testBundle{trail: NewPostgres(pool, WithKeys(testKeys)), pool: pool}
 	} else {
 		db, err := openSQLite(filepath.Join(t.TempDir(), "audit.db"))
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, db.Close()) })
-		require.NoError(t, migrate.SQLite(ctx, db, migrationLine, v1))
+		require.NoError(t, migratesqlite.Migrate(ctx, db, migrationLine, v1))
 		b = testBundle{trail: NewSQLite(db, WithKeys(testKeys)), sqlDB: db}
 	}
 	prev := make([]byte, 32)

@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/unstuckhq/unstuck/internal/migrate"
+	"github.com/unstuckhq/unstuck/migrate/migratemysql"
 )
 
 // mysqlNow is the database's clock in Unix microseconds, UTC.
@@ -103,7 +103,7 @@ func mysqlAppend(ctx context.Context, ex Executor, e Entry, keys *Keyring) (Entr
 
 // mysqlMapError maps a missing table (1146) to ErrNotMigrated.
 func mysqlMapError(err error) error {
-	if migrate.IsMySQLError(err, 1146) {
+	if migratemysql.IsMySQLError(err, 1146) {
 		return fmt.Errorf("%w: %w", ErrNotMigrated, err)
 	}
 	return err

@@ -17,7 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/unstuckhq/unstuck/internal/migrate"
+	"github.com/unstuckhq/unstuck/migrate/migratemysql"
 )
 
 // Statuses of a bulk request.
@@ -141,7 +141,7 @@ func (c bulkConn) exec(ctx context.Context, query string, args ...any) (int64, e
 	res, err := c.d.sqlite.ExecContext(ctx, query, args...)
 	// A single statement in autocommit that InnoDB chose as a deadlock
 	// victim was rolled back whole: it is run again, a few times.
-	for i := 0; i < 3 && c.d.dialect == DialectMySQL && migrate.IsMySQLError(err, mysqlErrDeadlock); i++ {
+	for i := 0; i < 3 && c.d.dialect == DialectMySQL && migratemysql.IsMySQLError(err, mysqlErrDeadlock); i++ {
 		res, err = c.d.sqlite.ExecContext(ctx, query, args...)
 	}
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/unstuckhq/unstuck/internal/migrate"
+	"github.com/unstuckhq/unstuck/migrate/migratesqlite"
 )
 
 // Retention of the snapshots.
@@ -229,7 +229,7 @@ func (d *DB) WriteSnapshot(ctx context.Context, compute func(ctx context.Context
 	// BEGIN IMMEDIATE: a second console's snapshot waits for the write
 	// lock (busy_timeout) instead of failing with SQLITE_BUSY when a
 	// deferred transaction that read first upgrades to a write.
-	err = migrate.Immediate(ctx, d.sqlite, func(conn *sql.Conn) error {
+	err = migratesqlite.Immediate(ctx, d.sqlite, func(conn *sql.Conn) error {
 		var werr error
 		res.New, werr = writeSnapshot(ctx, snapExec{lite: conn}, snap)
 		return werr

@@ -3,12 +3,13 @@ package store
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/unstuckhq/unstuck/idem/idemmysql"
-	"github.com/unstuckhq/unstuck/internal/benchround"
 	"github.com/unstuckhq/unstuck/internal/mysqltest"
 )
 
@@ -32,7 +33,7 @@ func BenchmarkMySQLSnapshotWrite(b *testing.B) {
 		return benchSnapshot(start.Add(time.Duration(minute) * time.Minute))
 	}
 	ctx := context.Background()
-	benchround.Run(b, 1, func(b *testing.B) {
+	benchPair(b, func(b *testing.B) {
 		for b.Loop() {
 			s := next()
 			if _, err := engine.WriteSnapshot(ctx, func(context.Context) (Snapshot, error) { return s, nil }); err != nil {
@@ -46,6 +47,28 @@ func BenchmarkMySQLSnapshotWrite(b *testing.B) {
 			}
 		}
 	})
+}
+
+// benchPair runs engine and limit as sub-benchmarks of b named
+// "engine/goroutines=1" and "limit/goroutines=1", UNSTUCK_BENCH_ROUNDS
+// times (default 1), the engine first in even rounds and the limit first
+// in odd ones: the rounds and names of the library's benchmarks (its
+// benchround package is internal to idem), so that one script reads both.
+func benchPair(b *testing.B, engine, limit func(b *testing.B)) {
+	rounds, err := strconv.Atoi(os.Getenv("UNSTUCK_BENCH_ROUNDS"))
+	if err != nil || rounds < 1 {
+		rounds = 1
+	}
+	sides := [2]struct {
+		name string
+		fn   func(b *testing.B)
+	}{{"engine", engine}, {"limit", limit}}
+	for round := range rounds {
+		for i := range sides {
+			side := sides[(round+i)%2]
+			b.Run(side.name+"/goroutines=1", side.fn)
+		}
+	}
 }
 
 const benchSnapshotGroups = 200

@@ -15,7 +15,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/unstuckhq/unstuck/internal/migrate"
+	"github.com/unstuckhq/unstuck/migrate/migratemysql"
 )
 
 // NewMySQL returns a DB on db, a MySQL 8 or MariaDB 10.6+ database opened
@@ -34,7 +34,7 @@ const mysqlErrDeadlock = 1213
 // mysqlMapError maps a unique violation (the only unique values the
 // console writes are a username and an oidc subject) to ErrConflict.
 func mysqlMapError(err error) error {
-	if migrate.IsMySQLError(err, mysqlErrDuplicate) {
+	if migratemysql.IsMySQLError(err, mysqlErrDuplicate) {
 		return fmt.Errorf("%w: %w", ErrConflict, err)
 	}
 	return err

@@ -38,7 +38,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/unstuckhq/unstuck/internal/migrate"
+	"github.com/unstuckhq/unstuck/migrate/migratemysql"
+	"github.com/unstuckhq/unstuck/migrate/migratesqlite"
 )
 
 // FieldSameAs names the account a link names ("same person as …") in a
@@ -439,13 +440,13 @@ func (d *DB) relink(ctx context.Context, plan linkPlan) (LinkChange, error) {
 		// another; a deadlock with another writer runs the whole
 		// transaction again, a few times.
 		for range 3 {
-			if ch, err = d.relinkSQL(ctx, plan, readSQL+lock, `UPDATE unstuck_console_user SET person_id = ? WHERE id = ?`, nullable); !migrate.IsMySQLError(err, mysqlErrDeadlock) {
+			if ch, err = d.relinkSQL(ctx, plan, readSQL+lock, `UPDATE unstuck_console_user SET person_id = ? WHERE id = ?`, nullable); !migratemysql.IsMySQLError(err, mysqlErrDeadlock) {
 				break
 			}
 		}
 		return ch, err
 	}
-	err := migrate.Immediate(ctx, d.sqlite, func(conn *sql.Conn) error {
+	err := migratesqlite.Immediate(ctx, d.sqlite, func(conn *sql.Conn) error {
 		var err error
 		ch, err = relinkOn(ctx, conn, plan, readSQL, `UPDATE unstuck_console_user SET person_id = ?1 WHERE id = ?2`, nullable)
 		return err

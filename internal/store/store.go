@@ -12,7 +12,9 @@ import (
 	"github.com/alexedwards/scs/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/unstuckhq/unstuck/internal/migrate"
+	"github.com/unstuckhq/unstuck/migrate/migratemysql"
+	"github.com/unstuckhq/unstuck/migrate/migratepgx"
+	"github.com/unstuckhq/unstuck/migrate/migratesqlite"
 )
 
 // Dialects, as [DB.Dialect] reports them.
@@ -126,11 +128,11 @@ func (d *DB) Migrate(ctx context.Context) error {
 func (d *DB) migrateLine(ctx context.Context, line string, fsys fs.FS) error {
 	switch d.dialect {
 	case DialectPostgres:
-		return migrate.Postgres(ctx, d.pool, line, fsys)
+		return migratepgx.Migrate(ctx, d.pool, line, fsys)
 	case DialectMySQL:
-		return migrate.MySQL(ctx, d.sqlite, line, fsys)
+		return migratemysql.Migrate(ctx, d.sqlite, line, fsys)
 	}
-	return migrate.SQLite(ctx, d.sqlite, line, fsys)
+	return migratesqlite.Migrate(ctx, d.sqlite, line, fsys)
 }
 
 func (d *DB) migrate(ctx context.Context) error {

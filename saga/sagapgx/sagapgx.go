@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/unstuckhq/unstuck/internal/migrate"
+	"github.com/unstuckhq/unstuck/migrate/migratepgx"
 	"github.com/unstuckhq/unstuck/saga/internal/sqlstore"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
@@ -115,7 +115,7 @@ func (d *Driver) Migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sagapgx: migrate: %w", err)
 	}
-	if err := migrate.Postgres(ctx, d.pool, "saga", fsys); err != nil {
+	if err := migratepgx.Migrate(ctx, d.pool, "saga", fsys); err != nil {
 		return fmt.Errorf("sagapgx: migrate: %w", err)
 	}
 	return nil

@@ -12,7 +12,7 @@ import (
 	modernc "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
-	"github.com/unstuckhq/unstuck/internal/migrate"
+	"github.com/unstuckhq/unstuck/migrate/migratesqlite"
 	"github.com/unstuckhq/unstuck/saga/internal/sqlstore"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
@@ -85,7 +85,7 @@ func (d *Driver) Migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("sagasqlite: migrate: %w", err)
 	}
-	if err := migrate.SQLite(ctx, d.db, "saga", fsys); err != nil {
+	if err := migratesqlite.Migrate(ctx, d.db, "saga", fsys); err != nil {
 		return fmt.Errorf("sagasqlite: migrate: %w", err)
 	}
 	return nil

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/unstuckhq/unstuck/idem"
-	"github.com/unstuckhq/unstuck/internal/benchround"
+	"github.com/unstuckhq/unstuck/idem/internal/benchround"
 )
 
 // PairedRatios are the ratios a store's paired benchmark reports:

@@ -3,7 +3,7 @@
 --
 -- Every statement of this file is safe to run again: MySQL commits each
 -- DDL statement on its own, so a crash can leave a migration half applied,
--- and the next Migrate runs the whole file again (see internal/migrate).
+-- and the next Migrate runs the whole file again (see migrate/migratemysql).
 --
 -- Timestamps (lease_expires_at, created_at, updated_at, expires_at) are
 -- BIGINT Unix microseconds, UTC, taken from the database's clock

@@ -12,15 +12,15 @@ func TestReadMigrations(t *testing.T) {
 
 	t.Run("SortedByVersion", func(t *testing.T) {
 		t.Parallel()
-		got, err := readMigrations(fstest.MapFS{
+		got, err := Read(fstest.MapFS{
 			"010_later.up.sql":    {Data: []byte("B")},
 			"002_second.up.sql":   {Data: []byte("A")},
 			"002_second.down.sql": {Data: []byte("ignored")},
 		})
 		require.NoError(t, err)
-		require.Equal(t, []migration{
-			{version: 2, name: "second", sql: "A"},
-			{version: 10, name: "later", sql: "B"},
+		require.Equal(t, []Migration{
+			{Version: 2, Name: "second", SQL: "A"},
+			{Version: 10, Name: "later", SQL: "B"},
 		}, got)
 	})
 
@@ -35,7 +35,7 @@ func TestReadMigrations(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			_, err := readMigrations(fsys)
+			_, err := Read(fsys)
 			require.Error(t, err)
 		})
 	}
@@ -49,5 +49,5 @@ func TestReadMigrationsRefusesStrayFiles(t *testing.T) {
 	}
 	m, err := parseMigrationName("012_add_things.up.sql")
 	require.NoError(t, err)
-	require.Equal(t, migration{version: 12, name: "add_things"}, m)
+	require.Equal(t, Migration{Version: 12, Name: "add_things"}, m)
 }

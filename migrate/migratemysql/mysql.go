@@ -1,4 +1,8 @@
-package migrate
+// Package migratemysql applies a migration line ([migrate]) on MySQL and
+// MariaDB through database/sql. It imports go-sql-driver/mysql, the driver
+// the MySQL store is used with, only to read a server error's number
+// ([IsMySQLError]); it links no other database's driver.
+package migratemysql
 
 import (
 	"context"
@@ -11,6 +15,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/unstuckhq/unstuck/migrate"
 )
 
 // mysqlCreateMigrationTable is the bookkeeping table on MySQL and MariaDB;
@@ -39,7 +45,7 @@ const mysqlLockTimeout = 120
 // interrupted is run again and may meet them.
 var mysqlRerunErrors = []uint16{1050, 1060, 1061, 1359, 1826, 3822}
 
-// MySQL applies, in version order, every NNN_name.up.sql file at the root
+// Migrate applies, in version order, every NNN_name.up.sql file at the root
 // of fsys that unstuck_migration does not list for line, on one connection
 // of db that holds the server-wide lock GET_LOCK('unstuck_migration')
 // throughout, so concurrent callers wait for each other and the later ones
@@ -56,14 +62,14 @@ var mysqlRerunErrors = []uint16{1050, 1060, 1061, 1359, 1826, 3822}
 // Statements are split at a ';' that ends a line; a statement must not
 // contain one (a trigger is one statement, without BEGIN … END).
 //
-// Under a context from [CheckOnly] it applies nothing and takes no lock:
-// it returns a [*BehindError] when a migration is not applied, else nil.
-func MySQL(ctx context.Context, db *sql.DB, line string, fsys fs.FS) (err error) {
-	ms, err := readMigrations(fsys)
+// Under a context from [migrate.CheckOnly] it applies nothing and takes no lock:
+// it returns a [*migrate.BehindError] when a migration is not applied, else nil.
+func Migrate(ctx context.Context, db *sql.DB, line string, fsys fs.FS) (err error) {
+	ms, err := migrate.Read(fsys)
 	if err != nil {
 		return fmt.Errorf("read %s migrations: %w", line, err)
 	}
-	if Checking(ctx) {
+	if migrate.Checking(ctx) {
 		var n int
 		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM information_schema.tables
 WHERE table_schema = DATABASE() AND table_name = 'unstuck_migration'`).Scan(&n); err != nil {
@@ -75,7 +81,7 @@ WHERE table_schema = DATABASE() AND table_name = 'unstuck_migration'`).Scan(&n);
 				return err
 			}
 		}
-		return behind(line, ms, applied)
+		return migrate.Behind(line, ms, applied)
 	}
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -97,7 +103,7 @@ WHERE table_schema = DATABASE() AND table_name = 'unstuck_migration'`).Scan(&n);
 		// The lock also ends with the session; releasing it here lets the
 		// pooled connection go back without it.
 		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), `SELECT RELEASE_LOCK(?)`, mysqlLockName); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("unlock: %w", rerr), discard(conn))
+			err = errors.Join(err, fmt.Errorf("unlock: %w", rerr), migrate.Discard(conn))
 		}
 	}()
 	if _, err := conn.ExecContext(ctx, mysqlCreateMigrationTable); err != nil {
@@ -108,18 +114,18 @@ WHERE table_schema = DATABASE() AND table_name = 'unstuck_migration'`).Scan(&n);
 		return err
 	}
 	for _, m := range ms {
-		if slices.Contains(applied, int32(m.version)) {
+		if slices.Contains(applied, int32(m.Version)) {
 			continue
 		}
-		for i, stmt := range SplitStatements(m.sql) {
+		for i, stmt := range SplitStatements(m.SQL) {
 			if _, err := conn.ExecContext(ctx, stmt); err != nil && !IsMySQLError(err, mysqlRerunErrors...) {
-				return fmt.Errorf("apply %s migration %03d_%s, statement %d: %w", line, m.version, m.name, i+1, err)
+				return fmt.Errorf("apply %s migration %03d_%s, statement %d: %w", line, m.Version, m.Name, i+1, err)
 			}
 		}
 		if _, err := conn.ExecContext(ctx,
 			`INSERT INTO unstuck_migration (line, version, name, applied_at) VALUES (?, ?, ?, ?)`,
-			line, m.version, m.name, time.Now().UnixMicro()); err != nil {
-			return fmt.Errorf("record %s migration %03d_%s: %w", line, m.version, m.name, err)
+			line, m.Version, m.Name, time.Now().UnixMicro()); err != nil {
+			return fmt.Errorf("record %s migration %03d_%s: %w", line, m.Version, m.Name, err)
 		}
 	}
 	return nil
@@ -167,7 +173,7 @@ func mysqlApplied(ctx context.Context, q interface {
 // SplitStatements splits a migration file into its statements: a statement
 // ends with a ';' at the end of a line; lines that are only a "--" comment
 // are dropped. MySQL's drivers run one statement per call unless the
-// connection allows several, which [MySQL] does not require.
+// connection allows several, which [Migrate] does not require.
 func SplitStatements(file string) []string {
 	var (
 		out []string
