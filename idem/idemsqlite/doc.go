@@ -72,16 +72,18 @@
 //
 // # Transactional mode
 //
-// The Store is also an [idemdriver.TxStore]. [Store.WithinTx] begins a BEGIN
-// IMMEDIATE transaction on one connection and hands fn an idemdriver.Store that
-// writes the record on that connection; the application reaches the same
-// connection with [TxFrom] and writes its own rows through it, so that the
-// record and the business write commit together (SPEC IDEM-H17). WithinTx
-// commits when fn returns nil and rolls back otherwise:
+// The Store is also an [idemdriver.TxStore]. [Store.WithinTx] begins a
+// *sql.Tx that holds the write lock from its start (as BEGIN IMMEDIATE) and
+// hands fn an idemdriver.Store that writes the record in it; the
+// application reaches the same *sql.Tx with [TxFrom] and writes its own
+// rows through it, or starts a saga in it (sagasqlite's transactions are
+// *sql.Tx), so that the record and the business write commit together
+// (SPEC IDEM-H17). WithinTx commits when fn returns nil and rolls back
+// otherwise:
 //
 //	err := store.WithinTx(ctx, func(ctx context.Context, tx idemdriver.Store) error {
-//		conn, _ := idemsqlite.TxFrom(ctx)
-//		if _, err := conn.ExecContext(ctx, "INSERT INTO orders (id) VALUES (?)", id); err != nil {
+//		sqlTx, _ := idemsqlite.TxFrom(ctx)
+//		if _, err := sqlTx.ExecContext(ctx, "INSERT INTO orders (id) VALUES (?)", id); err != nil {
 //			return err
 //		}
 //		return tx.Complete(ctx, ident, owner, completion)

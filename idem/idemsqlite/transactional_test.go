@@ -62,7 +62,7 @@ func newTxHarness(t *testing.T) idemtest.TxHarness {
 		},
 		ConnsInUse:   func() int { return db.Stats().InUse },
 		ErrTxDone:    sql.ErrTxDone,
-		ErrAppTxDone: sql.ErrConnDone, // the connection in a kept context is released
+		ErrAppTxDone: sql.ErrTxDone, // the transaction in a kept context has ended
 		OtherStore: func(t *testing.T) idemdriver.Store {
 			other, err := idemsqlite.Open(b.path)
 			require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/migrate"
 )
 
 // Executor is what the application writes through inside [Store.WithinTx]:
@@ -20,21 +21,30 @@ type Executor interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// txKey is the context key under which WithinTx puts its connection.
+// txKey is the context key under which WithinTx puts its transaction.
 type txKey struct{}
 
 // WithinTx implements [idemdriver.TxStore.WithinTx] (SPEC IDEM-H17): it begins a
-// BEGIN IMMEDIATE transaction on one connection of the pool and calls fn
-// with a context that carries that connection and with tx, an [idemdriver.Store]
-// whose calls run on it, inside the transaction, without beginning
-// transactions of their own. The application reaches the connection with
-// [TxFrom] and makes its own writes through it, so that they and the
-// record's writes commit together or not at all.
+// *sql.Tx on one connection of the pool that holds the database's write
+// lock from its start, and calls fn with a context that carries that
+// transaction and with tx, an [idemdriver.Store] whose calls run in it
+// without beginning transactions of their own. The application reaches the
+// transaction with [TxFrom] and makes its own writes through it — or hands
+// it to another engine's …Tx call, such as a saga runner's StartTx on
+// sagasqlite — so that they and the record's writes commit together or not
+// at all.
 //
-// WithinTx owns the transaction: if fn returns nil it runs COMMIT and
-// returns its error; otherwise, or if fn panics, it runs ROLLBACK and
-// returns fn's error. Both run without ctx's cancellation, and the
+// WithinTx owns the transaction: if fn returns nil it commits and returns
+// the commit's error; otherwise, or if fn panics, it rolls back and returns
+// fn's error. The transaction is begun without ctx's cancellation, so ctx
+// ending neither rolls it back under fn nor cancels the COMMIT, and the
 // connection always goes back to the pool (or is closed if ROLLBACK fails).
+//
+// The write lock is taken by the transaction's first statement, a write
+// that changes no row (takeWriteLockSQL), so that the *sql.Tx behaves as
+// BEGIN IMMEDIATE whatever the handle's _txlock: a deferred transaction
+// that reads, and then writes after another connection's commit, fails
+// with SQLITE_BUSY whatever the busy timeout.
 //
 // Transactional mode serialises writes on SQLite. The transaction holds the
 // database's write lock, and this Store's writer semaphore, from BEGIN to
@@ -44,24 +54,26 @@ type txKey struct{}
 // (10 s with [Open]). Reads go on (WAL) and do not see the transaction
 // before it commits. So fn should be short and must make no network call
 // and wait for no other request. In particular fn must not write through
-// the Store itself, only through tx and the connection: such a write waits
+// the Store itself, only through tx and the transaction: such a write waits
 // for the semaphore that WithinTx holds until ctx ends.
 //
 // tx refuses every call once fn has returned, with an error wrapping
-// [sql.ErrTxDone]. tx and the connection in ctx are one connection and are
-// not safe for concurrent use: fn calls them from one goroutine at a time.
-// Leases and retention are judged as by the Store: by the process clock at
-// each call, or by a params struct's Now.
+// [sql.ErrTxDone]. tx and the transaction in ctx are one connection and
+// are not safe for concurrent use: fn calls them from one goroutine at a
+// time. Leases and retention are judged as by the Store: by the process
+// clock at each call, or by a params struct's Now.
 func (s *Store) WithinTx(ctx context.Context, fn func(ctx context.Context, tx idemdriver.Store) error) error {
 	fnFailed := false
-	err := s.immediate(ctx, func(conn *sql.Conn) error {
-		ts := &txStore{ex: conn, ended: new(atomic.Bool)}
-		defer ts.ended.Store(true)
-		if err := fn(context.WithValue(ctx, txKey{}, Executor(conn)), ts); err != nil {
-			fnFailed = true
-			return err
-		}
-		return nil
+	err := s.write(ctx, func() error {
+		return s.inWriteTx(ctx, func(sqlTx *sql.Tx) error {
+			ts := &txStore{ex: sqlTx, ended: new(atomic.Bool)}
+			defer ts.ended.Store(true)
+			if err := fn(context.WithValue(ctx, txKey{}, sqlTx), ts); err != nil {
+				fnFailed = true
+				return err
+			}
+			return nil
+		})
 	})
 	if err != nil && !fnFailed {
 		return fmt.Errorf("idemsqlite: within tx: %w", err)
@@ -69,15 +81,65 @@ func (s *Store) WithinTx(ctx context.Context, fn func(ctx context.Context, tx id
 	return err
 }
 
-// TxFrom returns the connection that [Store.WithinTx] put in ctx, inside
-// its transaction, for the application's writes that must commit or roll
-// back with the record's; ok is false when ctx does not come from WithinTx.
-// WithinTx owns the transaction: do not run COMMIT, ROLLBACK or BEGIN on
-// it (a SAVEPOINT is fine), do not use it after fn has returned, and do not
-// use it from several goroutines at once.
-func TxFrom(ctx context.Context) (Executor, bool) {
-	ex, ok := ctx.Value(txKey{}).(Executor)
-	return ex, ok
+// takeWriteLockSQL is the first statement of WithinTx's transaction: an
+// UPDATE that matches no row, which takes the database's write lock (and
+// waits for it under busy_timeout, as BEGIN IMMEDIATE does) and changes
+// nothing.
+const takeWriteLockSQL = `UPDATE unstuck_idem_record SET id = id WHERE 0`
+
+// inWriteTx runs fn in a *sql.Tx that holds the write lock from its first
+// statement, on a connection of its own, and commits if fn returns nil.
+// BEGIN and COMMIT run without ctx's cancellation; a connection whose
+// ROLLBACK failed is discarded rather than returned to the pool.
+func (s *Store) inWriteTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("get connection: %w", err)
+	}
+	defer func() {
+		if cerr := conn.Close(); cerr != nil && !errors.Is(cerr, sql.ErrConnDone) {
+			err = errors.Join(err, fmt.Errorf("release connection: %w", cerr))
+		}
+	}()
+	tx, err := conn.BeginTx(context.WithoutCancel(ctx), nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	done := false
+	defer func() {
+		if done {
+			return
+		}
+		if rerr := tx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
+			err = errors.Join(err, fmt.Errorf("rollback: %w", rerr), migrate.Discard(conn))
+		}
+	}()
+	if _, err := tx.ExecContext(ctx, takeWriteLockSQL); err != nil {
+		return fmt.Errorf("take the write lock: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	// Commit rolls back a COMMIT that fails (a deferred foreign key, for
+	// instance), so the connection never goes back inside a transaction.
+	done = true
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// TxFrom returns the transaction that [Store.WithinTx] put in ctx, for the
+// application's writes that must commit or roll back with the record's,
+// and for other engines' …Tx calls on the same database file (a saga
+// runner's StartTx on sagasqlite, whose transactions are *sql.Tx); ok is
+// false when ctx does not come from WithinTx. WithinTx owns the
+// transaction: do not commit or roll it back (a SAVEPOINT is fine), do not
+// use it after fn has returned, and do not use it from several goroutines
+// at once.
+func TxFrom(ctx context.Context) (*sql.Tx, bool) {
+	tx, ok := ctx.Value(txKey{}).(*sql.Tx)
+	return tx, ok
 }
 
 // Tx returns the store's primitives on tx, a transaction the caller began
