@@ -9,11 +9,11 @@ package idemmysql
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/idem/internal/sqlstore"
 )
 
 // keyWhere returns the WHERE clause (or "") of q's filters, with its
@@ -126,12 +126,6 @@ const queryNeedsAttention = `SELECT * FROM (
 ORDER BY updated_at, id
 LIMIT ?`
 
-// queryStatusCounts counts every status exactly, with its least
-// updated_at, from the (status, updated_at, id) index.
-const queryStatusCounts = `SELECT status, count(*), min(updated_at)
-FROM unstuck_idem_record
-GROUP BY status`
-
 // queryStuckCount reads the clock and counts the processing records past
 // their lease, from the (status, lease_expires_at) index.
 const queryStuckCount = `SELECT ` + dbNow + `, count(*) FROM unstuck_idem_record
@@ -148,29 +142,12 @@ func (s *Store) ListKeys(ctx context.Context, f idemdriver.KeyFilter) (idemdrive
 	if err != nil {
 		return idemdriver.KeyPage{}, fmt.Errorf("idemmysql: list keys: %w", err)
 	}
-	// One more row than the page was read to learn whether another follows.
-	page := idemdriver.KeyPage{Records: recs}
-	if len(recs) > q.Limit {
-		page.Records = recs[:q.Limit]
-		page.Next = idemdriver.EncodeCursor(page.Records[q.Limit-1], q.Order)
-	}
-	return page, nil
+	return sqlstore.Page(recs, q), nil
 }
 
 // CountKeys implements [idemdriver.Admin.CountKeys].
 func (s *Store) CountKeys(ctx context.Context, f idemdriver.KeyFilter, upTo int) (idemdriver.KeyCount, error) {
-	f.After = "" // ignored, as the contract says; not checked either
-	q, err := f.Check()
-	if err != nil {
-		return idemdriver.KeyCount{}, err
-	}
-	upTo = idemdriver.ClampCountUpTo(upTo)
-	query, args := countKeysSQL(q, upTo)
-	var n int64
-	if err := s.db.QueryRowContext(ctx, query, args...).Scan(&n); err != nil {
-		return idemdriver.KeyCount{}, fmt.Errorf("idemmysql: count keys: %w", err)
-	}
-	return idemdriver.CappedCount(n, upTo), nil
+	return sqlstore.CountKeys(ctx, s.db, driverName, f, upTo, countKeysSQL)
 }
 
 // KeyByID implements [idemdriver.Admin.KeyByID].
@@ -198,20 +175,13 @@ func (s *Store) EachKey(ctx context.Context, f idemdriver.KeyFilter, batch int, 
 }
 
 func (s *Store) queryRecords(ctx context.Context, query string, args ...any) ([]idemdriver.Record, error) {
-	rows, err := s.db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var recs []idemdriver.Record
-	for rows.Next() {
-		rec, _, _, err := scanRecord(rows)
-		if err != nil {
-			return nil, err
-		}
-		recs = append(recs, rec)
-	}
-	return recs, rows.Err()
+	return sqlstore.CollectRecords(ctx, s.db, scanListed, query, args...)
+}
+
+// scanListed reads a listed row: a record always, with the clock.
+func scanListed(rows *sql.Rows) (idemdriver.Record, error) {
+	rec, _, _, err := scanRecord(rows)
+	return rec, err
 }
 
 // KeyOverview implements [idemdriver.Admin.KeyOverview]. Every count is
@@ -232,43 +202,17 @@ func (s *Store) keyOverview(ctx context.Context) (idemdriver.KeyOverview, error)
 	if err := s.db.QueryRowContext(ctx, queryStuckCount).Scan(&now, &o.StuckProcessing); err != nil {
 		return idemdriver.KeyOverview{}, err
 	}
-	o.AsOf = micros(now)
-	rows, err := s.db.QueryContext(ctx, queryStatusCounts)
+	o.AsOf = sqlstore.Micros(now)
+	counts, err := sqlstore.StatusCounts(ctx, s.db)
 	if err != nil {
 		return idemdriver.KeyOverview{}, err
 	}
-	defer rows.Close()
-	counts := make(map[idemdriver.Status]idemdriver.StatusCount, len(idemdriver.Statuses))
-	for rows.Next() {
-		var (
-			status        string
-			count, oldest int64
-		)
-		if err := rows.Scan(&status, &count, &oldest); err != nil {
-			return idemdriver.KeyOverview{}, err
-		}
-		st := idemdriver.Status(status)
-		counts[st] = idemdriver.StatusCount{Status: st, Count: count, Exact: true, Oldest: micros(oldest)}
-	}
-	if err := rows.Err(); err != nil {
-		return idemdriver.KeyOverview{}, err
-	}
-	for _, st := range idemdriver.Statuses {
-		c, ok := counts[st]
-		if !ok {
-			c = idemdriver.StatusCount{Status: st, Exact: true}
-		}
-		o.Counts = append(o.Counts, c)
-	}
+	o.Counts = counts
 	return o, nil
 }
 
 // querySeed inserts one record as it is.
-const querySeed = `INSERT INTO unstuck_idem_record (
-    scope, operation, key_digest, fingerprint, status, result, response_code,
-    correlation_id, external_ref, resource_ids, last_error, owner_token, fence, lease_expires_at,
-    attempts, version, created_at, updated_at, expires_at, key_hash
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULLIF(?, ''))`
+const querySeed = sqlstore.QuerySeedColumns + ` VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULLIF(?, ''))`
 
 // SeedRecords implements [idemdriver.Seeder]: it inserts recs in one READ
 // COMMITTED transaction and raises the fence counter above the highest
@@ -286,26 +230,9 @@ func (s *Store) SeedRecords(ctx context.Context, recs []idemdriver.Record) error
 			return err
 		}
 		defer st.Close()
-		var top int64
-		for _, r := range recs {
-			ids, err := json.Marshal(nonNil(r.ResourceIDs))
-			if err != nil {
-				return err
-			}
-			var lease sql.NullInt64
-			if !r.LeaseExpiresAt.IsZero() {
-				lease = sql.NullInt64{Int64: r.LeaseExpiresAt.UnixMicro(), Valid: true}
-			}
-			var result any
-			if r.Result != nil {
-				result = r.Result
-			}
-			if _, err := st.ExecContext(ctx, r.Scope, r.Operation, r.KeyDigest, r.Fingerprint, string(r.Status), result,
-				r.ResponseCode, r.CorrelationID, r.ExternalRef, string(ids), r.LastError, r.Token, r.Fence, lease,
-				r.Attempts, r.Version, r.CreatedAt.UnixMicro(), r.UpdatedAt.UnixMicro(), r.ExpiresAt.UnixMicro(), r.KeyHash); err != nil {
-				return fmt.Errorf("record %s/%s: %w", r.Scope, r.Operation, err)
-			}
-			top = max(top, r.Fence)
+		top, err := sqlstore.Seed(ctx, st, recs)
+		if err != nil {
+			return err
 		}
 		if top > 0 {
 			if _, err := tx.ExecContext(ctx, queryRaiseFence, top); err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/idem/internal/sqlstore"
 	"github.com/unstuckhq/unstuck/migrate"
 	"github.com/unstuckhq/unstuck/migrate/migratemysql"
 )
@@ -274,63 +275,18 @@ func retry(fn func() error) error {
 	return err
 }
 
-// inTx runs fn in a READ COMMITTED transaction on the pool and commits if
-// fn returns nil, running it again after a deadlock.
+// readCommitted are the options of every transaction the store begins.
+var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+
+// inTx runs fn in a READ COMMITTED transaction on the pool
+// ([sqlstore.InTx]) and commits if fn returns nil, running it again after
+// a deadlock.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	return retry(func() error {
-		tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-		if err != nil {
-			return fmt.Errorf("begin: %w", err)
-		}
-		if err := fn(tx); err != nil {
-			return errors.Join(err, ignoreDone(tx.Rollback()))
-		}
-		return tx.Commit()
-	})
+	return retry(func() error { return sqlstore.InTx(ctx, s.db, readCommitted, "", fn) })
 }
 
-// ignoreDone drops sql.ErrTxDone: a deadlock already ended the
-// transaction.
-func ignoreDone(err error) error {
-	if errors.Is(err, sql.ErrTxDone) {
-		return nil
-	}
-	return err
-}
-
-// prepared returns query prepared on the pool, kept in slot. database/sql
-// keeps it prepared on each connection it has run on. Racing first callers
-// may each prepare it; the losers close theirs.
+// prepared returns query prepared on the pool, kept in slot
+// ([sqlstore.Prepared]).
 func (s *Store) prepared(ctx context.Context, slot *atomic.Pointer[sql.Stmt], query string) (*sql.Stmt, error) {
-	if st := slot.Load(); st != nil {
-		return st, nil
-	}
-	st, err := s.db.PrepareContext(ctx, query)
-	if err != nil {
-		return nil, fmt.Errorf("prepare: %w", err)
-	}
-	if slot.CompareAndSwap(nil, st) {
-		return st, nil
-	}
-	if err := st.Close(); err != nil {
-		return nil, err
-	}
-	return slot.Load(), nil
-}
-
-// stmtExec runs a prepared statement as an Executor for the statement's
-// own query: the query argument is ignored, so it must be the one the
-// statement was prepared from.
-type stmtExec struct{ st *sql.Stmt }
-
-func (e stmtExec) ExecContext(ctx context.Context, _ string, args ...any) (sql.Result, error) {
-	return e.st.ExecContext(ctx, args...)
-}
-
-func (e stmtExec) QueryContext(ctx context.Context, _ string, args ...any) (*sql.Rows, error) {
-	return e.st.QueryContext(ctx, args...)
-}
-
-func (e stmtExec) QueryRowContext(ctx context.Context, _ string, args ...any) *sql.Row {
-	return e.st.QueryRowContext(ctx, args...)
+	return sqlstore.Prepared(ctx, s.db, slot, query)
 }

@@ -119,11 +119,6 @@ WHERE scope = ? AND operation = ? AND key_digest = ?
     version = version + 1, updated_at = ` + nowOr + `
 WHERE scope = ? AND operation = ? AND key_digest = ? AND version = ?`
 
-	// queryDeleteVersion deletes a record still at the version an operator
-	// saw. It takes scope, operation, key_digest, version.
-	queryDeleteVersion = `DELETE FROM unstuck_idem_record
-WHERE scope = ? AND operation = ? AND key_digest = ? AND version = ?`
-
 	// queryAnnotate replaces correlation_id and external_ref when the
 	// argument is not empty and appends the JSON array argument to
 	// resource_ids. It takes correlation_id, external_ref, resource_ids
@@ -136,15 +131,6 @@ WHERE scope = ? AND operation = ? AND key_digest = ? AND version = ?`
     version = version + 1, updated_at = ` + nowOr + `
 WHERE scope = ? AND operation = ? AND key_digest = ?
   AND owner_token = ? AND fence = ? AND status = 'processing'`
-
-	// queryRelease takes scope, operation, key_digest, owner_token, fence.
-	queryRelease = `DELETE FROM unstuck_idem_record
-WHERE scope = ? AND operation = ? AND key_digest = ?
-  AND owner_token = ? AND fence = ? AND status = 'processing'`
-
-	// queryDelete takes scope, operation, key_digest.
-	queryDelete = `DELETE FROM unstuck_idem_record
-WHERE scope = ? AND operation = ? AND key_digest = ?`
 
 	// queryExtend moves a running record's lease to at least now + lease,
 	// never shortening it, and keeps the retention at least as long. The

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/idem/internal/sqlstore"
 )
 
 // defaultSweepLimit bounds a Sweep whose params give no limit.
@@ -18,14 +19,9 @@ const defaultSweepLimit = 1000
 // insert conflicted with is deleted before it can be read.
 const maxReserveTries = 5
 
-// Executor is what the application writes through inside [Store.WithinTx]:
-// the transaction. *sql.DB, *sql.Conn and *sql.Tx satisfy it; the store's
-// own statements run on one too.
-type Executor interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
+// Executor is what the application writes through: *sql.DB, *sql.Conn
+// and *sql.Tx satisfy it; the store's own statements run on one too.
+type Executor = sqlstore.Executor
 
 // Reserve implements [idemdriver.Store.Reserve]. It reads first: a repeat
 // of an existing key is answered by one prepared read, which takes no lock
@@ -64,7 +60,7 @@ func (s *Store) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdr
 		if ok {
 			return rec, false, nil
 		}
-		rec, ok, err = insert(ctx, stmtExec{ins}, stmtExec{fence}, p, now)
+		rec, ok, err = insert(ctx, sqlstore.StmtExec{St: ins}, sqlstore.StmtExec{St: fence}, p, now)
 		if IsError(err, errDeadlock) {
 			continue // rolled back: look again
 		}
@@ -132,8 +128,8 @@ func insert(ctx context.Context, insEx, fenceEx Executor, p idemdriver.ReservePa
 	}
 	rec := idemdriver.Record{ID: id, Ident: p.Ident, KeyHash: p.KeyHash, TraceID: p.TraceID, Fingerprint: p.Fingerprint,
 		Status: idemdriver.StatusProcessing, Owner: idemdriver.Owner{Token: p.Owner, Fence: fence},
-		LeaseExpiresAt: micros(lease), Attempts: 1, Version: 1,
-		CreatedAt: micros(now), UpdatedAt: micros(now), ExpiresAt: micros(expires), ReadAt: micros(now)}
+		LeaseExpiresAt: sqlstore.Micros(lease), Attempts: 1, Version: 1,
+		CreatedAt: sqlstore.Micros(now), UpdatedAt: sqlstore.Micros(now), ExpiresAt: sqlstore.Micros(expires), ReadAt: sqlstore.Micros(now)}
 	return rec, true, nil
 }
 
@@ -156,22 +152,14 @@ func nextFence(ctx context.Context, ex Executor) (int64, error) {
 // the record it wrote.
 func (s *Store) Takeover(ctx context.Context, p idemdriver.TakeoverParams) (idemdriver.Record, error) {
 	var rec idemdriver.Record
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		rec, err = takeover(ctx, tx, p)
-		return err
-	})
-	if err != nil {
-		if errors.Is(err, idemdriver.ErrFenced) {
-			return idemdriver.Record{}, err
-		}
-		return idemdriver.Record{}, fmt.Errorf("idemmysql: takeover: %w", err)
+	if err := s.inTx(ctx, func(tx *sql.Tx) (err error) { rec, err = ops{}.Takeover(ctx, tx, p); return err }); err != nil {
+		return idemdriver.Record{}, sqlstore.Wrap(driverName, "takeover", err)
 	}
 	return rec, nil
 }
 
-// takeover runs Takeover's statements on ex, which must be a transaction.
-func takeover(ctx context.Context, ex Executor, p idemdriver.TakeoverParams) (idemdriver.Record, error) {
+// Takeover runs Takeover's statements on ex, which must be a transaction.
+func (ops) Takeover(ctx context.Context, ex Executor, p idemdriver.TakeoverParams) (idemdriver.Record, error) {
 	fence, err := nextFence(ctx, ex)
 	if err != nil {
 		return idemdriver.Record{}, err
@@ -185,7 +173,7 @@ func takeover(ctx context.Context, ex Executor, p idemdriver.TakeoverParams) (id
 	} else {
 		res, err = ex.ExecContext(ctx, queryTakeover, append([]any{p.NewOwner, fence, p.TraceID, now, p.Lease.Microseconds(), now}, where...)...)
 	}
-	if err := casResult(res, err); err != nil {
+	if err := sqlstore.CASResult(res, err); err != nil {
 		return idemdriver.Record{}, err
 	}
 	rec, ok, _, err := read(ctx, ex, queryGet, p.Ident, p.Now)
@@ -204,102 +192,68 @@ func takeover(ctx context.Context, ex Executor, p idemdriver.TakeoverParams) (id
 // as no result.
 func (s *Store) Complete(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, c idemdriver.Completion) error {
 	st, err := s.prepared(ctx, &s.completeStmt, queryComplete)
-	if err != nil {
-		return fmt.Errorf("idemmysql: complete: %w", err)
+	if err == nil {
+		err = retry(func() error { return ops{}.Complete(ctx, sqlstore.StmtExec{St: st}, id, o, c) })
 	}
-	if err := retry(func() error { return complete(ctx, stmtExec{st}, id, o, c) }); err != nil {
-		if errors.Is(err, idemdriver.ErrFenced) {
-			return err
-		}
-		return fmt.Errorf("idemmysql: complete: %w", err)
-	}
-	return nil
+	return sqlstore.Wrap(driverName, "complete", err)
 }
 
-// complete writes c for the owner o; see [Store.Complete].
-func complete(ctx context.Context, ex Executor, id idemdriver.Ident, o idemdriver.Owner, c idemdriver.Completion) error {
+// Complete writes c for the owner o; see [Store.Complete].
+func (ops) Complete(ctx context.Context, ex Executor, id idemdriver.Ident, o idemdriver.Owner, c idemdriver.Completion) error {
 	if !c.Status.Valid() || c.Status == idemdriver.StatusProcessing {
 		return fmt.Errorf("status %q is not a final status", c.Status)
 	}
 	res, err := ex.ExecContext(ctx, queryComplete,
 		string(c.Status), c.Result, int64(c.ResponseCode), c.LastError, nowArg(c.Now),
 		id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence)
-	return casResult(res, err)
+	return sqlstore.CASResult(res, err)
 }
 
 // Annotate implements [idemdriver.Store.Annotate]. Empty CorrelationID and
 // ExternalRef leave the stored values; ResourceIDs are appended in order,
 // without removing duplicates.
 func (s *Store) Annotate(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, a idemdriver.Annotation) error {
-	if err := retry(func() error { return annotate(ctx, s.db, id, o, a) }); err != nil {
-		if errors.Is(err, idemdriver.ErrFenced) {
-			return err
-		}
-		return fmt.Errorf("idemmysql: annotate: %w", err)
-	}
-	return nil
+	return sqlstore.Wrap(driverName, "annotate", retry(func() error { return ops{}.Annotate(ctx, s.db, id, o, a) }))
 }
 
-// annotate attaches a for the owner o; see [Store.Annotate].
-func annotate(ctx context.Context, ex Executor, id idemdriver.Ident, o idemdriver.Owner, a idemdriver.Annotation) error {
-	ids, err := json.Marshal(nonNil(a.ResourceIDs))
+// Annotate attaches a for the owner o; see [Store.Annotate].
+func (ops) Annotate(ctx context.Context, ex Executor, id idemdriver.Ident, o idemdriver.Owner, a idemdriver.Annotation) error {
+	ids, err := json.Marshal(sqlstore.NonNil(a.ResourceIDs))
 	if err != nil {
 		return fmt.Errorf("encode resource ids: %w", err)
 	}
 	res, err := ex.ExecContext(ctx, queryAnnotate,
 		a.CorrelationID, a.ExternalRef, string(ids), nowArg(a.Now),
 		id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence)
-	return casResult(res, err)
+	return sqlstore.CASResult(res, err)
 }
 
 // Release implements [idemdriver.Store.Release].
 func (s *Store) Release(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner) error {
-	if err := retry(func() error { return release(ctx, s.db, id, o) }); err != nil {
-		if errors.Is(err, idemdriver.ErrFenced) {
-			return err
-		}
-		return fmt.Errorf("idemmysql: release: %w", err)
-	}
-	return nil
-}
-
-// release deletes the running record of the owner o.
-func release(ctx context.Context, ex Executor, id idemdriver.Ident, o idemdriver.Owner) error {
-	res, err := ex.ExecContext(ctx, queryRelease, id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence)
-	return casResult(res, err)
+	return sqlstore.Wrap(driverName, "release", retry(func() error { return sqlstore.Release(ctx, s.db, id, o) }))
 }
 
 // Extend implements [idemdriver.Store.Extend] with one UPDATE, which hands
 // the new end of the lease back with its result (LAST_INSERT_ID(expr)).
 func (s *Store) Extend(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, lease time.Duration, now time.Time) (time.Time, error) {
 	var until time.Time
-	err := retry(func() error {
-		var err error
-		until, err = extend(ctx, s.db, id, o, lease, now)
-		return err
-	})
-	if err != nil {
-		if errors.Is(err, idemdriver.ErrFenced) {
-			return time.Time{}, err
-		}
-		return time.Time{}, fmt.Errorf("idemmysql: extend: %w", err)
-	}
-	return until, nil
+	err := retry(func() (err error) { until, err = ops{}.Extend(ctx, s.db, id, o, lease, now); return err })
+	return until, sqlstore.Wrap(driverName, "extend", err)
 }
 
-// extend moves the lease of the owner o; see [Store.Extend].
-func extend(ctx context.Context, ex Executor, id idemdriver.Ident, o idemdriver.Owner, lease time.Duration, now time.Time) (time.Time, error) {
+// Extend moves the lease of the owner o; see [Store.Extend].
+func (ops) Extend(ctx context.Context, ex Executor, id idemdriver.Ident, o idemdriver.Owner, lease time.Duration, now time.Time) (time.Time, error) {
 	at, us := nowArg(now), lease.Microseconds()
 	res, err := ex.ExecContext(ctx, queryExtend, at, us, at, us, at,
 		id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence)
-	if err := casResult(res, err); err != nil {
+	if err := sqlstore.CASResult(res, err); err != nil {
 		return time.Time{}, err
 	}
 	until, err := res.LastInsertId()
 	if err != nil {
 		return time.Time{}, err
 	}
-	return micros(until), nil
+	return sqlstore.Micros(until), nil
 }
 
 // Get implements [idemdriver.Store.Get]. The record's ReadAt is the
@@ -309,7 +263,7 @@ func (s *Store) Get(ctx context.Context, id idemdriver.Ident) (idemdriver.Record
 	if err != nil {
 		return idemdriver.Record{}, false, fmt.Errorf("idemmysql: get: %w", err)
 	}
-	rec, ok, _, err := read(ctx, stmtExec{st}, queryGet, id, time.Time{})
+	rec, ok, _, err := read(ctx, sqlstore.StmtExec{St: st}, queryGet, id, time.Time{})
 	if err != nil {
 		return idemdriver.Record{}, false, fmt.Errorf("idemmysql: get: %w", err)
 	}
@@ -319,25 +273,8 @@ func (s *Store) Get(ctx context.Context, id idemdriver.Ident) (idemdriver.Record
 // Delete implements [idemdriver.Store.Delete].
 func (s *Store) Delete(ctx context.Context, id idemdriver.Ident) (bool, error) {
 	var existed bool
-	err := retry(func() error {
-		var err error
-		existed, err = deleteRecord(ctx, s.db, id)
-		return err
-	})
-	if err != nil {
-		return false, fmt.Errorf("idemmysql: delete: %w", err)
-	}
-	return existed, nil
-}
-
-// deleteRecord deletes the record for id and reports whether there was one.
-func deleteRecord(ctx context.Context, ex Executor, id idemdriver.Ident) (bool, error) {
-	res, err := ex.ExecContext(ctx, queryDelete, id.Scope, id.Operation, id.KeyDigest)
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
-	return n > 0, err
+	err := retry(func() (err error) { existed, err = sqlstore.DeleteRecord(ctx, s.db, id); return err })
+	return existed, sqlstore.Wrap(driverName, "delete", err)
 }
 
 // Settle implements [idemdriver.Store.Settle] in one READ COMMITTED
@@ -347,40 +284,23 @@ func (s *Store) Settle(ctx context.Context, id idemdriver.Ident, st idemdriver.S
 		rec idemdriver.Record
 		ok  bool
 	)
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		rec, ok, err = settle(ctx, tx, id, st)
-		return err
-	})
-	if err != nil {
-		if errors.Is(err, idemdriver.ErrStale) {
-			return idemdriver.Record{}, false, err
-		}
-		return idemdriver.Record{}, false, fmt.Errorf("idemmysql: settle: %w", err)
+	if err := s.inTx(ctx, func(tx *sql.Tx) (err error) { rec, ok, err = ops{}.Settle(ctx, tx, id, st); return err }); err != nil {
+		return idemdriver.Record{}, false, sqlstore.Wrap(driverName, "settle", err)
 	}
 	return rec, ok, nil
 }
 
-// settle applies an operator's decision on ex; see [Store.Settle].
-func settle(ctx context.Context, ex Executor, id idemdriver.Ident, st idemdriver.Settlement) (idemdriver.Record, bool, error) {
+// Settle applies an operator's decision on ex; see [Store.Settle].
+func (ops) Settle(ctx context.Context, ex Executor, id idemdriver.Ident, st idemdriver.Settlement) (idemdriver.Record, bool, error) {
 	if st.Delete {
-		res, err := ex.ExecContext(ctx, queryDeleteVersion, id.Scope, id.Operation, id.KeyDigest, st.Version)
-		if err != nil {
-			return idemdriver.Record{}, false, err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return idemdriver.Record{}, false, err
-		} else if n == 0 {
-			return idemdriver.Record{}, false, idemdriver.ErrStale
-		}
-		return idemdriver.Record{}, false, nil
+		return idemdriver.Record{}, false, sqlstore.DeleteAtVersion(ctx, ex, id, st.Version)
 	}
 	if !st.Status.Terminal() {
 		return idemdriver.Record{}, false, fmt.Errorf("status %q is not a terminal status", st.Status)
 	}
 	res, err := ex.ExecContext(ctx, querySettle, string(st.Status), st.ExternalRef, st.LastError, nowArg(st.Now),
 		id.Scope, id.Operation, id.KeyDigest, st.Version)
-	if err := casResult(res, err); err != nil {
+	if err := sqlstore.CASResult(res, err); err != nil {
 		if errors.Is(err, idemdriver.ErrFenced) {
 			return idemdriver.Record{}, false, idemdriver.ErrStale
 		}
@@ -406,7 +326,7 @@ func (s *Store) Sweep(ctx context.Context, p idemdriver.SweepParams) (idemdriver
 	var res idemdriver.SweepResult
 	err := retry(func() error {
 		var err error
-		res, err = sweep(ctx, s.db, p)
+		res, err = ops{}.Sweep(ctx, s.db, p)
 		return err
 	})
 	if err == nil {
@@ -418,38 +338,18 @@ func (s *Store) Sweep(ctx context.Context, p idemdriver.SweepParams) (idemdriver
 	return res, nil
 }
 
-// sweep escalates abandoned and deletes finished expired records; see
+// Sweep escalates abandoned and deletes finished expired records; see
 // [Store.Sweep].
-func sweep(ctx context.Context, ex Executor, p idemdriver.SweepParams) (idemdriver.SweepResult, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = defaultSweepLimit
-	}
+func (ops) Sweep(ctx context.Context, ex Executor, p idemdriver.SweepParams) (idemdriver.SweepResult, error) {
 	var now int64
 	if err := ex.QueryRowContext(ctx, queryClock, nowArg(p.Now)).Scan(&now); err != nil {
 		return idemdriver.SweepResult{}, fmt.Errorf("read the clock: %w", err)
 	}
-	var out idemdriver.SweepResult
-	res, err := ex.ExecContext(ctx, querySweepEscalate, now, now, now, int64(limit))
-	if err != nil {
-		return idemdriver.SweepResult{}, err
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return idemdriver.SweepResult{}, err
-	}
-	out.Escalated, limit = int(n), limit-int(n)
-	if limit <= 0 {
-		return out, nil
-	}
-	if res, err = ex.ExecContext(ctx, querySweep, now, int64(limit)); err != nil {
-		return idemdriver.SweepResult{}, err
-	}
-	if n, err = res.RowsAffected(); err != nil {
-		return idemdriver.SweepResult{}, err
-	}
-	out.Deleted = int(n)
-	return out, nil
+	return sqlstore.Sweep(p, defaultSweepLimit, func(limit int64) (sql.Result, error) {
+		return ex.ExecContext(ctx, querySweepEscalate, now, now, now, limit)
+	}, func(limit int64) (sql.Result, error) {
+		return ex.ExecContext(ctx, querySweep, now, limit)
+	})
 }
 
 // trimFences deletes every fence row below the highest: the rows are only
@@ -482,23 +382,6 @@ func read(ctx context.Context, ex Executor, query string, id idemdriver.Ident, n
 	return scanRecord(ex.QueryRowContext(ctx, query, nowArg(now), id.Scope, id.Operation, id.KeyDigest))
 }
 
-// casResult turns the outcome of a compare-and-swap statement into an
-// error: idemdriver.ErrFenced when it matched no row. Every such statement
-// changes version, so a matched row is a changed (affected) row.
-func casResult(res sql.Result, err error) error {
-	if err != nil {
-		return err
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return err
-	}
-	if n == 0 {
-		return idemdriver.ErrFenced
-	}
-	return nil
-}
-
 // scanRecord reads one row of the clock (µs) and recordColumns, whose
 // record columns may all be NULL (a LEFT JOIN that found none: ok false).
 // The record's ReadAt is the clock. It returns an error, never a panic,
@@ -526,36 +409,17 @@ func scanRecord(row interface{ Scan(dest ...any) error }) (idemdriver.Record, bo
 	}
 	rec := idemdriver.Record{ID: id.Int64,
 		Ident:   idemdriver.Ident{Scope: scope.String, Operation: operation.String, KeyDigest: keyDigest.String},
-		KeyHash: keyHash.String, TraceID: traceID.String, Fingerprint: fingerprint.String, Status: idemdriver.Status(status.String),
+		KeyHash: keyHash.String, TraceID: traceID.String, Fingerprint: fingerprint.String,
 		ResponseCode: int(responseCode.Int64), CorrelationID: correlation.String, ExternalRef: external.String,
 		LastError: lastError.String, Owner: idemdriver.Owner{Token: owner.String, Fence: fence.Int64},
 		Attempts: int(attempts.Int64), Version: version.Int64,
-		CreatedAt: micros(createdAt.Int64), UpdatedAt: micros(updatedAt.Int64), ExpiresAt: micros(expiresAt.Int64),
-		ReadAt: micros(now)}
-	if !rec.Status.Valid() {
-		return idemdriver.Record{}, false, now, fmt.Errorf("record %d: unknown status %q", rec.ID, status.String)
-	}
-	if result.Valid {
-		// A stored empty result stays non-nil.
-		rec.Result = result.V
-		if rec.Result == nil {
-			rec.Result = []byte{}
-		}
-	}
-	if s := resourceIDs.String; s != "[]" { // the common empty list needs no JSON decode
-		var ids []string
-		if err := json.Unmarshal([]byte(s), &ids); err != nil {
-			return idemdriver.Record{}, false, now, fmt.Errorf("record %d: decode resource_ids: %w", rec.ID, err)
-		}
-		if ids == nil {
-			return idemdriver.Record{}, false, now, fmt.Errorf("record %d: decode resource_ids: not an array", rec.ID)
-		}
-		if len(ids) > 0 {
-			rec.ResourceIDs = ids // an empty list reads as nil
-		}
+		CreatedAt: sqlstore.Micros(createdAt.Int64), UpdatedAt: sqlstore.Micros(updatedAt.Int64), ExpiresAt: sqlstore.Micros(expiresAt.Int64),
+		ReadAt: sqlstore.Micros(now)}
+	if err := sqlstore.DecodeRecord(&rec, status.String, result, resourceIDs.String); err != nil {
+		return idemdriver.Record{}, false, now, err
 	}
 	if lease.Valid {
-		rec.LeaseExpiresAt = micros(lease.Int64)
+		rec.LeaseExpiresAt = sqlstore.Micros(lease.Int64)
 	}
 	return rec, true, now, nil
 }
@@ -580,7 +444,7 @@ func scanLean(row interface{ Scan(dest ...any) error }, id idemdriver.Ident) (id
 	}
 	rec := idemdriver.Record{ID: v.id.Int64, Ident: id, Fingerprint: v.fingerprint.String,
 		Owner:     idemdriver.Owner{Token: v.owner.String, Fence: v.fence.Int64},
-		CreatedAt: micros(v.created.Int64), ExpiresAt: micros(v.exp.Int64), ReadAt: micros(v.now)}
+		CreatedAt: sqlstore.Micros(v.created.Int64), ExpiresAt: sqlstore.Micros(v.exp.Int64), ReadAt: sqlstore.Micros(v.now)}
 	if rec.Status = idemdriver.Status(v.status.String); !rec.Status.Valid() {
 		return idemdriver.Record{}, false, v.now, fmt.Errorf("record %d: unknown status %q", rec.ID, v.status.String)
 	}
@@ -591,20 +455,7 @@ func scanLean(row interface{ Scan(dest ...any) error }, id idemdriver.Ident) (id
 		}
 	}
 	if v.lease.Valid {
-		rec.LeaseExpiresAt = micros(v.lease.Int64)
+		rec.LeaseExpiresAt = sqlstore.Micros(v.lease.Int64)
 	}
 	return rec, true, v.now, nil
-}
-
-// micros converts stored Unix microseconds to a UTC time.
-func micros(us int64) time.Time {
-	return time.UnixMicro(us).UTC()
-}
-
-// nonNil returns ids, or an empty slice for nil so that it encodes as [].
-func nonNil(ids []string) []string {
-	if ids == nil {
-		return []string{}
-	}
-	return ids
 }

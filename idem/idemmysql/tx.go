@@ -3,16 +3,11 @@ package idemmysql
 import (
 	"context"
 	"database/sql"
-	"errors"
-	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/idem/internal/sqlstore"
 )
-
-// txKey is the context key under which WithinTx puts its transaction.
-type txKey struct{}
 
 // WithinTx implements [idemdriver.TxStore.WithinTx] (SPEC IDEM-H17): it
 // begins a READ COMMITTED transaction on the pool and calls fn with a
@@ -41,34 +36,10 @@ type txKey struct{}
 // concurrent use: fn calls them from one goroutine at a time. Leases and
 // retention are judged as by the Store: by the database's clock at each
 // statement, or by a params struct's Now.
-func (s *Store) WithinTx(ctx context.Context, fn func(ctx context.Context, tx idemdriver.Store) error) (err error) {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("idemmysql: within tx: %w", err)
-	}
-	sqlTx, err := s.db.BeginTx(context.WithoutCancel(ctx), &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err != nil {
-		return fmt.Errorf("idemmysql: within tx: begin: %w", err)
-	}
-	ts := &txStore{ex: sqlTx, ended: new(atomic.Bool)}
-	committed := false
-	defer func() {
-		ts.ended.Store(true)
-		if committed {
-			return
-		}
-		if rerr := sqlTx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
-			err = errors.Join(err, fmt.Errorf("idemmysql: within tx: rollback: %w", rerr))
-		}
-	}()
-	if err := fn(context.WithValue(ctx, txKey{}, Executor(sqlTx)), ts); err != nil {
-		return err
-	}
-	ts.ended.Store(true)
-	committed = true
-	if err := sqlTx.Commit(); err != nil {
-		return fmt.Errorf("idemmysql: within tx: commit: %w", err)
-	}
-	return nil
+func (s *Store) WithinTx(ctx context.Context, fn func(ctx context.Context, tx idemdriver.Store) error) error {
+	return sqlstore.WithinTx(ctx, driverName, ops{}, func(ctx context.Context, fn func(tx *sql.Tx) error) error {
+		return sqlstore.InTx(ctx, s.db, readCommitted, "", fn)
+	}, fn)
 }
 
 // TxFrom returns the transaction that [Store.WithinTx] put in ctx, for
@@ -79,9 +50,8 @@ func (s *Store) WithinTx(ctx context.Context, fn func(ctx context.Context, tx id
 // several goroutines at once. Note that MySQL commits implicitly before
 // and after DDL (CREATE, ALTER, DROP, TRUNCATE): such a statement in fn
 // would commit the transaction half-way.
-func TxFrom(ctx context.Context) (Executor, bool) {
-	ex, ok := ctx.Value(txKey{}).(Executor)
-	return ex, ok
+func TxFrom(ctx context.Context) (*sql.Tx, bool) {
+	return sqlstore.TxFrom(ctx)
 }
 
 // Tx returns the store's primitives on tx, a transaction the caller began
@@ -96,118 +66,22 @@ func TxFrom(ctx context.Context) (Executor, bool) {
 // with [sql.ErrTxDone]. The returned Store is not safe for concurrent use,
 // as tx is not.
 func (s *Store) Tx(tx *sql.Tx) idemdriver.Store {
-	return &txStore{ex: tx}
+	return sqlstore.NewTxStore(driverName, ops{}, tx)
 }
 
-// txStore is the idemdriver.Store of [Store.Tx] and of WithinTx's fn: the
-// store's calls on one transaction. ended, set only by WithinTx, is atomic
-// so that a call after fn has returned, from any goroutine, is refused
-// without a data race.
-type txStore struct {
-	ex    Executor
-	ended *atomic.Bool // nil for Tx
+// ops are the store's primitives on one executor ([sqlstore.Ops]), for
+// the Store of a transaction: leases and retention judged by the
+// database's clock at each statement, or by a params struct's Now.
+type ops struct{}
+
+func (ops) Reserve(ctx context.Context, ex Executor, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
+	return reserveTx(ctx, ex, p)
 }
 
-// exec returns the executor to run op on, or an error once WithinTx's fn
-// has returned.
-func (t *txStore) exec(op string) (Executor, error) {
-	if t.ended != nil && t.ended.Load() {
-		return nil, fmt.Errorf("idemmysql: %s: the transaction of WithinTx has ended: %w", op, sql.ErrTxDone)
-	}
-	return t.ex, nil
-}
-
-// wrap prefixes err with the call, except the sentinels callers match.
-func wrap(op string, err error) error {
-	if err == nil || errors.Is(err, idemdriver.ErrFenced) || errors.Is(err, idemdriver.ErrStale) {
-		return err
-	}
-	return fmt.Errorf("idemmysql: %s: %w", op, err)
-}
-
-func (t *txStore) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
-	ex, err := t.exec("reserve")
-	if err != nil {
-		return idemdriver.Record{}, false, err
-	}
-	rec, created, err := reserveTx(ctx, ex, p)
-	return rec, created, wrap("reserve", err)
-}
-
-func (t *txStore) Takeover(ctx context.Context, p idemdriver.TakeoverParams) (idemdriver.Record, error) {
-	ex, err := t.exec("takeover")
-	if err != nil {
-		return idemdriver.Record{}, err
-	}
-	rec, err := takeover(ctx, ex, p)
-	return rec, wrap("takeover", err)
-}
-
-func (t *txStore) Complete(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, c idemdriver.Completion) error {
-	ex, err := t.exec("complete")
-	if err != nil {
-		return err
-	}
-	return wrap("complete", complete(ctx, ex, id, o, c))
-}
-
-func (t *txStore) Annotate(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, a idemdriver.Annotation) error {
-	ex, err := t.exec("annotate")
-	if err != nil {
-		return err
-	}
-	return wrap("annotate", annotate(ctx, ex, id, o, a))
-}
-
-func (t *txStore) Release(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner) error {
-	ex, err := t.exec("release")
-	if err != nil {
-		return err
-	}
-	return wrap("release", release(ctx, ex, id, o))
-}
-
-func (t *txStore) Get(ctx context.Context, id idemdriver.Ident) (idemdriver.Record, bool, error) {
-	ex, err := t.exec("get")
-	if err != nil {
-		return idemdriver.Record{}, false, err
-	}
+func (ops) Get(ctx context.Context, ex Executor, id idemdriver.Ident) (idemdriver.Record, bool, error) {
 	rec, ok, _, err := read(ctx, ex, queryGet, id, time.Time{})
-	return rec, ok, wrap("get", err)
+	return rec, ok, err
 }
 
-func (t *txStore) Delete(ctx context.Context, id idemdriver.Ident) (bool, error) {
-	ex, err := t.exec("delete")
-	if err != nil {
-		return false, err
-	}
-	existed, err := deleteRecord(ctx, ex, id)
-	return existed, wrap("delete", err)
-}
-
-func (t *txStore) Sweep(ctx context.Context, p idemdriver.SweepParams) (idemdriver.SweepResult, error) {
-	ex, err := t.exec("sweep")
-	if err != nil {
-		return idemdriver.SweepResult{}, err
-	}
-	res, err := sweep(ctx, ex, p)
-	return res, wrap("sweep", err)
-}
-
-func (t *txStore) Extend(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, lease time.Duration, now time.Time) (time.Time, error) {
-	ex, err := t.exec("extend")
-	if err != nil {
-		return time.Time{}, err
-	}
-	until, err := extend(ctx, ex, id, o, lease, now)
-	return until, wrap("extend", err)
-}
-
-func (t *txStore) Settle(ctx context.Context, id idemdriver.Ident, st idemdriver.Settlement) (idemdriver.Record, bool, error) {
-	ex, err := t.exec("settle")
-	if err != nil {
-		return idemdriver.Record{}, false, err
-	}
-	rec, ok, err := settle(ctx, ex, id, st)
-	return rec, ok, wrap("settle", err)
-}
+// driverName prefixes the errors of the store's calls.
+const driverName = "idemmysql"

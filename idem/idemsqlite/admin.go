@@ -11,7 +11,6 @@ package idemsqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/idem/internal/sqlstore"
 )
 
 // keyWhere returns the WHERE clause (or "") of q's filters, with its
@@ -136,12 +136,6 @@ FROM (
 ORDER BY updated_at, id
 LIMIT ?1`
 
-// queryStatusCounts counts every status exactly, with its least
-// updated_at, in one pass over the (status, updated_at, id) index.
-const queryStatusCounts = `SELECT status, count(*), min(updated_at)
-FROM unstuck_idem_record
-GROUP BY status`
-
 // queryStuckCount takes ?1 now (µs); the partial index of processing
 // records serves it.
 const queryStuckCount = `SELECT count(*) FROM unstuck_idem_record
@@ -159,29 +153,14 @@ func (s *Store) ListKeys(ctx context.Context, f idemdriver.KeyFilter) (idemdrive
 	if err != nil {
 		return idemdriver.KeyPage{}, fmt.Errorf("idemsqlite: list keys: %w", err)
 	}
-	// One more row than the page was read to learn whether another follows.
-	page := idemdriver.KeyPage{Records: recs}
-	if len(recs) > q.Limit {
-		page.Records = recs[:q.Limit]
-		page.Next = idemdriver.EncodeCursor(page.Records[q.Limit-1], q.Order)
-	}
-	return page, nil
+	return sqlstore.Page(recs, q), nil
 }
 
 // CountKeys implements [idemdriver.Admin.CountKeys].
 func (s *Store) CountKeys(ctx context.Context, f idemdriver.KeyFilter, upTo int) (idemdriver.KeyCount, error) {
-	f.After = "" // ignored, as the contract says; not checked either
-	q, err := f.Check()
-	if err != nil {
-		return idemdriver.KeyCount{}, err
-	}
-	upTo = idemdriver.ClampCountUpTo(upTo)
-	query, args := countKeysSQL(q, clock(time.Time{}), upTo)
-	var n int64
-	if err := s.db.QueryRowContext(ctx, query, args...).Scan(&n); err != nil {
-		return idemdriver.KeyCount{}, fmt.Errorf("idemsqlite: count keys: %w", err)
-	}
-	return idemdriver.CappedCount(n, upTo), nil
+	return sqlstore.CountKeys(ctx, s.db, driverName, f, upTo, func(q idemdriver.KeyQuery, upTo int) (string, []any) {
+		return countKeysSQL(q, clock(time.Time{}), upTo)
+	})
 }
 
 // KeyByID implements [idemdriver.Admin.KeyByID].
@@ -209,20 +188,7 @@ func (s *Store) EachKey(ctx context.Context, f idemdriver.KeyFilter, batch int, 
 }
 
 func (s *Store) queryRecords(ctx context.Context, now time.Time, query string, args ...any) ([]idemdriver.Record, error) {
-	rows, err := s.db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var recs []idemdriver.Record
-	for rows.Next() {
-		rec, err := scanRecord(rows, now)
-		if err != nil {
-			return nil, err
-		}
-		recs = append(recs, rec)
-	}
-	return recs, rows.Err()
+	return sqlstore.CollectRecords(ctx, s.db, func(rows *sql.Rows) (idemdriver.Record, error) { return scanRecord(rows, now) }, query, args...)
 }
 
 // KeyOverview implements [idemdriver.Admin.KeyOverview]. Every count is
@@ -238,34 +204,11 @@ func (s *Store) KeyOverview(ctx context.Context) (idemdriver.KeyOverview, error)
 
 func (s *Store) keyOverview(ctx context.Context) (idemdriver.KeyOverview, error) {
 	now := clock(time.Time{})
-	rows, err := s.db.QueryContext(ctx, queryStatusCounts)
+	counts, err := sqlstore.StatusCounts(ctx, s.db)
 	if err != nil {
 		return idemdriver.KeyOverview{}, err
 	}
-	defer rows.Close()
-	counts := make(map[idemdriver.Status]idemdriver.StatusCount, len(idemdriver.Statuses))
-	for rows.Next() {
-		var (
-			status        string
-			count, oldest int64
-		)
-		if err := rows.Scan(&status, &count, &oldest); err != nil {
-			return idemdriver.KeyOverview{}, err
-		}
-		st := idemdriver.Status(status)
-		counts[st] = idemdriver.StatusCount{Status: st, Count: count, Exact: true, Oldest: micros(oldest)}
-	}
-	if err := rows.Err(); err != nil {
-		return idemdriver.KeyOverview{}, err
-	}
-	o := idemdriver.KeyOverview{StuckExact: true, AsOf: now}
-	for _, st := range idemdriver.Statuses {
-		c, ok := counts[st]
-		if !ok {
-			c = idemdriver.StatusCount{Status: st, Exact: true}
-		}
-		o.Counts = append(o.Counts, c)
-	}
+	o := idemdriver.KeyOverview{Counts: counts, StuckExact: true, AsOf: now}
 	if err := s.db.QueryRowContext(ctx, queryStuckCount, now.UnixMicro()).Scan(&o.StuckProcessing); err != nil {
 		return idemdriver.KeyOverview{}, err
 	}
@@ -274,11 +217,7 @@ func (s *Store) keyOverview(ctx context.Context) (idemdriver.KeyOverview, error)
 
 // querySeed inserts one record as it is; the fence trigger of migration 002
 // keeps the fence counter at or above every fence inserted.
-const querySeed = `INSERT INTO unstuck_idem_record (
-    scope, operation, key_digest, fingerprint, status, result, response_code,
-    correlation_id, external_ref, resource_ids, last_error, owner_token, fence, lease_expires_at,
-    attempts, version, created_at, updated_at, expires_at, key_hash
-) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, nullif(?20, ''))`
+const querySeed = sqlstore.QuerySeedColumns + ` VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, nullif(?20, ''))`
 
 // SeedRecords implements [idemdriver.Seeder]: it inserts recs in one write
 // transaction, holding the store's writer like every write; the fence
@@ -297,26 +236,8 @@ func (s *Store) SeedRecords(ctx context.Context, recs []idemdriver.Record) error
 			return err
 		}
 		defer st.Close()
-		for _, r := range recs {
-			ids, err := json.Marshal(nonNil(r.ResourceIDs))
-			if err != nil {
-				return err
-			}
-			var lease sql.NullInt64
-			if !r.LeaseExpiresAt.IsZero() {
-				lease = sql.NullInt64{Int64: r.LeaseExpiresAt.UnixMicro(), Valid: true}
-			}
-			var result any
-			if r.Result != nil {
-				result = r.Result
-			}
-			if _, err := st.ExecContext(ctx, r.Scope, r.Operation, r.KeyDigest, r.Fingerprint, string(r.Status), result,
-				r.ResponseCode, r.CorrelationID, r.ExternalRef, string(ids), r.LastError, r.Token, r.Fence, lease,
-				r.Attempts, r.Version, r.CreatedAt.UnixMicro(), r.UpdatedAt.UnixMicro(), r.ExpiresAt.UnixMicro(), r.KeyHash); err != nil {
-				return fmt.Errorf("record %s/%s: %w", r.Scope, r.Operation, err)
-			}
-		}
-		return nil
+		_, err = sqlstore.Seed(ctx, st, recs)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("idemsqlite: seed records: %w", err)

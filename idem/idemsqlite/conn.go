@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/idem/internal/sqlstore"
 )
 
 // The connections of a handle from [Open] carry the store's lean read
@@ -160,10 +161,10 @@ func decodeLean(row *[leanColumnCount]driver.Value, p idemdriver.ReserveParams, 
 	}
 	rec.Ident = p.Ident
 	if leaseValid {
-		rec.LeaseExpiresAt = micros(lease)
+		rec.LeaseExpiresAt = sqlstore.Micros(lease)
 	}
-	rec.CreatedAt = micros(createdAt)
-	rec.ExpiresAt = micros(expiresAt)
+	rec.CreatedAt = sqlstore.Micros(createdAt)
+	rec.ExpiresAt = sqlstore.Micros(expiresAt)
 	rec.ReadAt = readAt
 	return rec, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idemtest"
 	"github.com/unstuckhq/unstuck/idem/internal/leanpath"
+	"github.com/unstuckhq/unstuck/idem/internal/sqlstore"
 )
 
 // openLean returns a migrated store on a new file opened with Open, its
@@ -153,7 +154,7 @@ func TestDecodeLeanRefusesRowsOfAnotherShape(t *testing.T) {
 	rec, err := decodeLean(&good, p, at)
 	require.NoError(t, err)
 	require.Equal(t, idemdriver.Record{ID: 7, Ident: p.Ident, Fingerprint: "fp", Status: idemdriver.StatusCompleted, Result: []byte("r"),
-		Owner: idemdriver.Owner{Token: "tok", Fence: 3}, CreatedAt: micros(10), ExpiresAt: micros(20), ReadAt: at}, rec)
+		Owner: idemdriver.Owner{Token: "tok", Fence: 3}, CreatedAt: sqlstore.Micros(10), ExpiresAt: sqlstore.Micros(20), ReadAt: at}, rec)
 
 	empty := good
 	empty[3] = []byte(nil) // an empty blob

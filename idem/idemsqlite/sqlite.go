@@ -16,6 +16,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/internal/leanpath"
+	"github.com/unstuckhq/unstuck/idem/internal/sqlstore"
 	"github.com/unstuckhq/unstuck/migrate/migratesqlite"
 )
 
@@ -175,41 +176,8 @@ func (s *Store) immediate(ctx context.Context, fn func(conn *sql.Conn) error) er
 	return s.write(ctx, func() error { return migratesqlite.Immediate(ctx, s.db, fn) })
 }
 
-// prepared returns query prepared on the pool, kept in slot. database/sql
-// keeps it prepared on each connection it has run on, which spares SQLite
-// parsing the query on every call of the common path (read, reserve,
-// complete). Racing first callers may each prepare it; the losers close
-// theirs.
+// prepared returns query prepared on the pool, kept in slot
+// ([sqlstore.Prepared]).
 func (s *Store) prepared(ctx context.Context, slot *atomic.Pointer[sql.Stmt], query string) (*sql.Stmt, error) {
-	if st := slot.Load(); st != nil {
-		return st, nil
-	}
-	st, err := s.db.PrepareContext(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	if slot.CompareAndSwap(nil, st) {
-		return st, nil
-	}
-	if err := st.Close(); err != nil {
-		return nil, err
-	}
-	return slot.Load(), nil
-}
-
-// stmtExec runs a prepared statement as an Executor for the statement's
-// own query: the query argument is ignored, so it must be the one the
-// statement was prepared from.
-type stmtExec struct{ st *sql.Stmt }
-
-func (e stmtExec) ExecContext(ctx context.Context, _ string, args ...any) (sql.Result, error) {
-	return e.st.ExecContext(ctx, args...)
-}
-
-func (e stmtExec) QueryContext(ctx context.Context, _ string, args ...any) (*sql.Rows, error) {
-	return e.st.QueryContext(ctx, args...)
-}
-
-func (e stmtExec) QueryRowContext(ctx context.Context, _ string, args ...any) *sql.Row {
-	return e.st.QueryRowContext(ctx, args...)
+	return sqlstore.Prepared(ctx, s.db, slot, query)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/internal/leanpath"
+	"github.com/unstuckhq/unstuck/idem/internal/sqlstore"
 )
 
 // defaultSweepLimit bounds a Sweep whose params give no limit.
@@ -44,7 +45,7 @@ func (s *Store) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdr
 		}
 		st, err := s.prepared(ctx, &s.insertStmt, queryInsert)
 		if err != nil {
-			return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: reserve: prepare: %w", err)
+			return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: reserve: %w", err)
 		}
 		created := false
 		err = s.writeAfterWait(ctx, func(waited bool) error {
@@ -100,11 +101,11 @@ func (s *Store) reserveLean(ctx context.Context, p idemdriver.ReserveParams, now
 func (s *Store) reserveLeanWay(ctx context.Context, p idemdriver.ReserveParams, now time.Time, readFirst bool) (idemdriver.Record, bool, error) {
 	get, err := s.prepared(ctx, &s.getLeanStmt, queryGetLean)
 	if err != nil {
-		return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: reserve: prepare: %w", err)
+		return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: reserve: %w", err)
 	}
 	ins, err := s.prepared(ctx, &s.insertLeanStmt, queryInsertLean)
 	if err != nil {
-		return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: reserve: prepare: %w", err)
+		return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: reserve: %w", err)
 	}
 	lookup := func() (idemdriver.Record, bool, error) {
 		return s.readLean(ctx, get, p, now)
@@ -199,8 +200,8 @@ func insertLean(ctx context.Context, ins *sql.Stmt, p idemdriver.ReserveParams, 
 	at := now.UnixMicro()
 	rec = idemdriver.Record{ID: v.id, Ident: p.Ident, KeyHash: p.KeyHash, TraceID: p.TraceID, Fingerprint: p.Fingerprint,
 		Status: idemdriver.StatusProcessing, Owner: idemdriver.Owner{Token: p.Owner, Fence: v.fence},
-		LeaseExpiresAt: micros(at + p.Lease.Microseconds()), Attempts: 1, Version: 1,
-		CreatedAt: micros(at), UpdatedAt: micros(at), ExpiresAt: micros(at + max(p.TTL, p.Lease).Microseconds()), ReadAt: now}
+		LeaseExpiresAt: sqlstore.Micros(at + p.Lease.Microseconds()), Attempts: 1, Version: 1,
+		CreatedAt: sqlstore.Micros(at), UpdatedAt: sqlstore.Micros(at), ExpiresAt: sqlstore.Micros(at + max(p.TTL, p.Lease).Microseconds()), ReadAt: now}
 	return rec, true, nil
 }
 
@@ -244,10 +245,10 @@ func scanLean(rows *sql.Rows, qerr error, p idemdriver.ReserveParams, readAt tim
 		}
 	}
 	if lease.Valid {
-		rec.LeaseExpiresAt = micros(lease.Int64)
+		rec.LeaseExpiresAt = sqlstore.Micros(lease.Int64)
 	}
-	rec.CreatedAt = micros(createdAt)
-	rec.ExpiresAt = micros(expiresAt)
+	rec.CreatedAt = sqlstore.Micros(createdAt)
+	rec.ExpiresAt = sqlstore.Micros(expiresAt)
 	rec.ReadAt = readAt
 	return rec, true, nil
 }
@@ -293,20 +294,15 @@ func insert(ctx context.Context, ex Executor, p idemdriver.ReserveParams, now ti
 // [idemdriver.ErrFenced] consumes no fence. A pending record is never taken over.
 func (s *Store) Takeover(ctx context.Context, p idemdriver.TakeoverParams) (idemdriver.Record, error) {
 	var rec idemdriver.Record
-	err := s.immediate(ctx, func(conn *sql.Conn) error {
-		var err error
-		rec, err = takeover(ctx, conn, p)
-		return err
-	})
-	if err != nil {
-		return idemdriver.Record{}, fmt.Errorf("idemsqlite: takeover: %w", err)
+	if err := s.immediate(ctx, func(conn *sql.Conn) (err error) { rec, err = ops{}.Takeover(ctx, conn, p); return err }); err != nil {
+		return idemdriver.Record{}, sqlstore.Wrap(driverName, "takeover", err)
 	}
 	return rec, nil
 }
 
-// takeover is the transaction of Takeover. ex must be inside a write
+// Takeover is the transaction of Takeover. ex must be inside a write
 // transaction.
-func takeover(ctx context.Context, ex Executor, p idemdriver.TakeoverParams) (idemdriver.Record, error) {
+func (ops) Takeover(ctx context.Context, ex Executor, p idemdriver.TakeoverParams) (idemdriver.Record, error) {
 	now := clock(p.Now)
 	at := now.UnixMicro()
 	var id int64
@@ -343,45 +339,29 @@ func takeover(ctx context.Context, ex Executor, p idemdriver.TakeoverParams) (id
 // c.Result is stored as no result.
 func (s *Store) Complete(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, c idemdriver.Completion) error {
 	st, err := s.prepared(ctx, &s.completeStmt, queryComplete)
-	if err != nil {
-		return fmt.Errorf("idemsqlite: complete: prepare: %w", err)
+	if err == nil {
+		err = s.write(ctx, func() error { return ops{}.Complete(ctx, sqlstore.StmtExec{St: st}, id, o, c) })
 	}
-	if err := s.write(ctx, func() error { return complete(ctx, stmtExec{st}, id, o, c) }); err != nil {
-		return fmt.Errorf("idemsqlite: complete: %w", err)
-	}
-	return nil
+	return sqlstore.Wrap(driverName, "complete", err)
 }
 
 // Annotate implements [idemdriver.Store.Annotate]. Empty CorrelationID and
 // ExternalRef leave the stored values; ResourceIDs are appended in order,
 // without removing duplicates.
 func (s *Store) Annotate(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, a idemdriver.Annotation) error {
-	if err := s.write(ctx, func() error { return annotate(ctx, s.db, id, o, a) }); err != nil {
-		return fmt.Errorf("idemsqlite: annotate: %w", err)
-	}
-	return nil
+	return sqlstore.Wrap(driverName, "annotate", s.write(ctx, func() error { return ops{}.Annotate(ctx, s.db, id, o, a) }))
 }
 
 // Release implements [idemdriver.Store.Release].
 func (s *Store) Release(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner) error {
-	if err := s.write(ctx, func() error { return release(ctx, s.db, id, o) }); err != nil {
-		return fmt.Errorf("idemsqlite: release: %w", err)
-	}
-	return nil
+	return sqlstore.Wrap(driverName, "release", s.write(ctx, func() error { return sqlstore.Release(ctx, s.db, id, o) }))
 }
 
 // Extend implements [idemdriver.Store.Extend].
 func (s *Store) Extend(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, lease time.Duration, now time.Time) (time.Time, error) {
 	var until time.Time
-	err := s.write(ctx, func() error {
-		var err error
-		until, err = extend(ctx, s.db, id, o, lease, now)
-		return err
-	})
-	if err != nil {
-		return time.Time{}, fmt.Errorf("idemsqlite: extend: %w", err)
-	}
-	return until, nil
+	err := s.write(ctx, func() (err error) { until, err = ops{}.Extend(ctx, s.db, id, o, lease, now); return err })
+	return until, sqlstore.Wrap(driverName, "extend", err)
 }
 
 // Get implements [idemdriver.Store.Get]. The record's ReadAt is the process clock
@@ -397,31 +377,18 @@ func (s *Store) Get(ctx context.Context, id idemdriver.Ident) (idemdriver.Record
 // Delete implements [idemdriver.Store.Delete].
 func (s *Store) Delete(ctx context.Context, id idemdriver.Ident) (bool, error) {
 	var existed bool
-	err := s.write(ctx, func() error {
-		var err error
-		existed, err = deleteRecord(ctx, s.db, id)
-		return err
-	})
-	if err != nil {
-		return false, fmt.Errorf("idemsqlite: delete: %w", err)
-	}
-	return existed, nil
+	err := s.write(ctx, func() (err error) { existed, err = sqlstore.DeleteRecord(ctx, s.db, id); return err })
+	return existed, sqlstore.Wrap(driverName, "delete", err)
 }
 
 // Settle implements [idemdriver.Store.Settle].
 func (s *Store) Settle(ctx context.Context, id idemdriver.Ident, st idemdriver.Settlement) (idemdriver.Record, bool, error) {
-	var rec idemdriver.Record
-	var ok bool
-	err := s.write(ctx, func() error {
-		var err error
-		rec, ok, err = settle(ctx, s.db, id, st)
-		return err
-	})
-	if err != nil {
-		if errors.Is(err, idemdriver.ErrStale) {
-			return idemdriver.Record{}, false, err
-		}
-		return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: settle: %w", err)
+	var (
+		rec idemdriver.Record
+		ok  bool
+	)
+	if err := s.write(ctx, func() (err error) { rec, ok, err = ops{}.Settle(ctx, s.db, id, st); return err }); err != nil {
+		return idemdriver.Record{}, false, sqlstore.Wrap(driverName, "settle", err)
 	}
 	return rec, ok, nil
 }
@@ -434,7 +401,7 @@ func (s *Store) Sweep(ctx context.Context, p idemdriver.SweepParams) (idemdriver
 	var res idemdriver.SweepResult
 	err := s.immediate(ctx, func(conn *sql.Conn) error {
 		var err error
-		res, err = sweep(ctx, conn, p)
+		res, err = ops{}.Sweep(ctx, conn, p)
 		return err
 	})
 	if err != nil {
@@ -448,31 +415,31 @@ func (s *Store) Sweep(ctx context.Context, p idemdriver.SweepParams) (idemdriver
 // transaction's connection. None begins a transaction. Their errors are
 // not prefixed; the callers add "idemsqlite: <call>".
 
-// complete writes c for the owner o; see [Store.Complete].
-func complete(ctx context.Context, ex Executor, id idemdriver.Ident, o idemdriver.Owner, c idemdriver.Completion) error {
+// Complete writes c for the owner o; see [Store.Complete].
+func (ops) Complete(ctx context.Context, ex Executor, id idemdriver.Ident, o idemdriver.Owner, c idemdriver.Completion) error {
 	if !c.Status.Valid() || c.Status == idemdriver.StatusProcessing {
 		return fmt.Errorf("status %q is not a final status", c.Status)
 	}
 	res, err := ex.ExecContext(ctx, queryComplete,
 		string(c.Status), c.Result, int64(c.ResponseCode), c.LastError, clock(c.Now).UnixMicro(),
 		id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence)
-	return casResult(res, err)
+	return sqlstore.CASResult(res, err)
 }
 
-// annotate attaches a for the owner o; see [Store.Annotate].
-func annotate(ctx context.Context, ex Executor, id idemdriver.Ident, o idemdriver.Owner, a idemdriver.Annotation) error {
-	ids, err := json.Marshal(nonNil(a.ResourceIDs))
+// Annotate attaches a for the owner o; see [Store.Annotate].
+func (ops) Annotate(ctx context.Context, ex Executor, id idemdriver.Ident, o idemdriver.Owner, a idemdriver.Annotation) error {
+	ids, err := json.Marshal(sqlstore.NonNil(a.ResourceIDs))
 	if err != nil {
 		return fmt.Errorf("encode resource ids: %w", err)
 	}
 	res, err := ex.ExecContext(ctx, queryAnnotate,
 		a.CorrelationID, a.ExternalRef, string(ids), clock(a.Now).UnixMicro(),
 		id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence)
-	return casResult(res, err)
+	return sqlstore.CASResult(res, err)
 }
 
-// extend moves the lease of the owner o; see [Store.Extend].
-func extend(ctx context.Context, ex Executor, id idemdriver.Ident, o idemdriver.Owner, lease time.Duration, now time.Time) (time.Time, error) {
+// Extend moves the lease of the owner o; see [Store.Extend].
+func (ops) Extend(ctx context.Context, ex Executor, id idemdriver.Ident, o idemdriver.Owner, lease time.Duration, now time.Time) (time.Time, error) {
 	at := clock(now)
 	var until int64
 	err := ex.QueryRowContext(ctx, queryExtend, at.Add(lease).UnixMicro(), at.UnixMicro(),
@@ -483,29 +450,13 @@ func extend(ctx context.Context, ex Executor, id idemdriver.Ident, o idemdriver.
 	if err != nil {
 		return time.Time{}, err
 	}
-	return micros(until), nil
+	return sqlstore.Micros(until), nil
 }
 
-// release deletes the running record of the owner o.
-func release(ctx context.Context, ex Executor, id idemdriver.Ident, o idemdriver.Owner) error {
-	res, err := ex.ExecContext(ctx, queryRelease,
-		id.Scope, id.Operation, id.KeyDigest, o.Token, o.Fence)
-	return casResult(res, err)
-}
-
-// settle applies an operator's decision; see [Store.Settle].
-func settle(ctx context.Context, ex Executor, id idemdriver.Ident, st idemdriver.Settlement) (idemdriver.Record, bool, error) {
+// Settle applies an operator's decision; see [Store.Settle].
+func (ops) Settle(ctx context.Context, ex Executor, id idemdriver.Ident, st idemdriver.Settlement) (idemdriver.Record, bool, error) {
 	if st.Delete {
-		res, err := ex.ExecContext(ctx, queryDeleteVersion, id.Scope, id.Operation, id.KeyDigest, st.Version)
-		if err != nil {
-			return idemdriver.Record{}, false, err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return idemdriver.Record{}, false, err
-		} else if n == 0 {
-			return idemdriver.Record{}, false, idemdriver.ErrStale
-		}
-		return idemdriver.Record{}, false, nil
+		return idemdriver.Record{}, false, sqlstore.DeleteAtVersion(ctx, ex, id, st.Version)
 	}
 	if !st.Status.Terminal() {
 		return idemdriver.Record{}, false, fmt.Errorf("status %q is not a terminal status", st.Status)
@@ -522,48 +473,15 @@ func settle(ctx context.Context, ex Executor, id idemdriver.Ident, st idemdriver
 	return rec, true, nil
 }
 
-// deleteRecord deletes the record for id and reports whether there was one.
-func deleteRecord(ctx context.Context, ex Executor, id idemdriver.Ident) (bool, error) {
-	res, err := ex.ExecContext(ctx, queryDelete, id.Scope, id.Operation, id.KeyDigest)
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, err
-	}
-	return n > 0, nil
-}
-
-// sweep escalates abandoned and deletes finished expired records; see
+// Sweep escalates abandoned and deletes finished expired records; see
 // [Store.Sweep]. ex must be inside a write transaction, so that the two
 // statements see one state.
-func sweep(ctx context.Context, ex Executor, p idemdriver.SweepParams) (idemdriver.SweepResult, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = defaultSweepLimit
-	}
+func (ops) Sweep(ctx context.Context, ex Executor, p idemdriver.SweepParams) (idemdriver.SweepResult, error) {
 	now := clock(p.Now).UnixMicro()
-	var out idemdriver.SweepResult
-	for _, step := range []struct {
-		query string
-		n     *int
-	}{{querySweepEscalate, &out.Escalated}, {querySweep, &out.Deleted}} {
-		if limit <= 0 {
-			break
-		}
-		res, err := ex.ExecContext(ctx, step.query, now, int64(limit))
-		if err != nil {
-			return idemdriver.SweepResult{}, err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return idemdriver.SweepResult{}, err
-		}
-		*step.n = int(n)
-		limit -= int(n)
+	step := func(query string) func(limit int64) (sql.Result, error) {
+		return func(limit int64) (sql.Result, error) { return ex.ExecContext(ctx, query, now, limit) }
 	}
-	return out, nil
+	return sqlstore.Sweep(p, defaultSweepLimit, step(querySweepEscalate), step(querySweep))
 }
 
 // clock returns now, or the process clock when now is zero, truncated to
@@ -614,22 +532,6 @@ func nextFence(ctx context.Context, ex Executor) (int64, error) {
 	return fence, nil
 }
 
-// casResult turns the outcome of a compare-and-swap statement into an
-// error: idemdriver.ErrFenced when it matched no row.
-func casResult(res sql.Result, err error) error {
-	if err != nil {
-		return err
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return err
-	}
-	if n == 0 {
-		return idemdriver.ErrFenced
-	}
-	return nil
-}
-
 // scanRecord reads one row of recordColumns, stamped with readAt. It returns
 // sql.ErrNoRows unwrapped, and an error, never a panic, for a row that does
 // not decode (an unknown status, resource_ids that are not a JSON array of
@@ -652,52 +554,17 @@ func scanRecord(row interface{ Scan(dest ...any) error }, readAt time.Time) (ide
 		return idemdriver.Record{}, err
 	}
 	rec.KeyHash = keyHash.String
-	rec.Status = idemdriver.Status(status)
-	if !rec.Status.Valid() {
-		return idemdriver.Record{}, fmt.Errorf("record %d: unknown status %q", rec.ID, status)
-	}
-	if result.Valid {
-		// database/sql copies []byte destinations out of driver memory;
-		// a stored empty result stays non-nil.
-		rec.Result = result.V
-		if rec.Result == nil {
-			rec.Result = []byte{}
-		}
-	}
-	if resourceIDs != "[]" { // the common empty list needs no JSON decode
-		var ids []string
-		if err := json.Unmarshal([]byte(resourceIDs), &ids); err != nil {
-			return idemdriver.Record{}, fmt.Errorf("record %d: decode resource_ids: %w", rec.ID, err)
-		}
-		if ids == nil {
-			// JSON null decodes without error; "[]" decodes to a non-nil slice.
-			return idemdriver.Record{}, fmt.Errorf("record %d: decode resource_ids: not an array", rec.ID)
-		}
-		if len(ids) > 0 {
-			rec.ResourceIDs = ids // an empty list reads as nil
-		}
+	if err := sqlstore.DecodeRecord(&rec, status, result, resourceIDs); err != nil {
+		return idemdriver.Record{}, err
 	}
 	rec.ResponseCode = int(responseCode)
 	rec.Attempts = int(attempts)
 	if leaseExpiresAt.Valid {
-		rec.LeaseExpiresAt = micros(leaseExpiresAt.Int64)
+		rec.LeaseExpiresAt = sqlstore.Micros(leaseExpiresAt.Int64)
 	}
-	rec.CreatedAt = micros(createdAt)
-	rec.UpdatedAt = micros(updatedAt)
-	rec.ExpiresAt = micros(expireAt)
+	rec.CreatedAt = sqlstore.Micros(createdAt)
+	rec.UpdatedAt = sqlstore.Micros(updatedAt)
+	rec.ExpiresAt = sqlstore.Micros(expireAt)
 	rec.ReadAt = readAt
 	return rec, nil
-}
-
-// micros converts stored Unix microseconds to a UTC time.
-func micros(us int64) time.Time {
-	return time.UnixMicro(us).UTC()
-}
-
-// nonNil returns ids, or an empty slice for nil so that it encodes as [].
-func nonNil(ids []string) []string {
-	if ids == nil {
-		return []string{}
-	}
-	return ids
 }

@@ -3,26 +3,15 @@ package idemsqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
-	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
-	"github.com/unstuckhq/unstuck/migrate"
+	"github.com/unstuckhq/unstuck/idem/internal/sqlstore"
 )
 
-// Executor is what the application writes through inside [Store.WithinTx]:
-// the transaction's connection. *sql.DB, *sql.Conn and *sql.Tx satisfy it;
-// the store's own statements run on one too.
-type Executor interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// txKey is the context key under which WithinTx puts its transaction.
-type txKey struct{}
+// Executor is what the application writes through: *sql.DB, *sql.Conn
+// and *sql.Tx satisfy it; the store's own statements run on one too.
+type Executor = sqlstore.Executor
 
 // WithinTx implements [idemdriver.TxStore.WithinTx] (SPEC IDEM-H17): it begins a
 // *sql.Tx on one connection of the pool that holds the database's write
@@ -63,22 +52,9 @@ type txKey struct{}
 // time. Leases and retention are judged as by the Store: by the process
 // clock at each call, or by a params struct's Now.
 func (s *Store) WithinTx(ctx context.Context, fn func(ctx context.Context, tx idemdriver.Store) error) error {
-	fnFailed := false
-	err := s.write(ctx, func() error {
-		return s.inWriteTx(ctx, func(sqlTx *sql.Tx) error {
-			ts := &txStore{ex: sqlTx, ended: new(atomic.Bool)}
-			defer ts.ended.Store(true)
-			if err := fn(context.WithValue(ctx, txKey{}, sqlTx), ts); err != nil {
-				fnFailed = true
-				return err
-			}
-			return nil
-		})
-	})
-	if err != nil && !fnFailed {
-		return fmt.Errorf("idemsqlite: within tx: %w", err)
-	}
-	return err
+	return sqlstore.WithinTx(ctx, driverName, ops{}, func(ctx context.Context, fn func(tx *sql.Tx) error) error {
+		return s.write(ctx, func() error { return sqlstore.InTx(ctx, s.db, nil, takeWriteLockSQL, fn) })
+	}, fn)
 }
 
 // takeWriteLockSQL is the first statement of WithinTx's transaction: an
@@ -86,48 +62,6 @@ func (s *Store) WithinTx(ctx context.Context, fn func(ctx context.Context, tx id
 // waits for it under busy_timeout, as BEGIN IMMEDIATE does) and changes
 // nothing.
 const takeWriteLockSQL = `UPDATE unstuck_idem_record SET id = id WHERE 0`
-
-// inWriteTx runs fn in a *sql.Tx that holds the write lock from its first
-// statement, on a connection of its own, and commits if fn returns nil.
-// BEGIN and COMMIT run without ctx's cancellation; a connection whose
-// ROLLBACK failed is discarded rather than returned to the pool.
-func (s *Store) inWriteTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
-	conn, err := s.db.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("get connection: %w", err)
-	}
-	defer func() {
-		if cerr := conn.Close(); cerr != nil && !errors.Is(cerr, sql.ErrConnDone) {
-			err = errors.Join(err, fmt.Errorf("release connection: %w", cerr))
-		}
-	}()
-	tx, err := conn.BeginTx(context.WithoutCancel(ctx), nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	done := false
-	defer func() {
-		if done {
-			return
-		}
-		if rerr := tx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
-			err = errors.Join(err, fmt.Errorf("rollback: %w", rerr), migrate.Discard(conn))
-		}
-	}()
-	if _, err := tx.ExecContext(ctx, takeWriteLockSQL); err != nil {
-		return fmt.Errorf("take the write lock: %w", err)
-	}
-	if err := fn(tx); err != nil {
-		return err
-	}
-	// Commit rolls back a COMMIT that fails (a deferred foreign key, for
-	// instance), so the connection never goes back inside a transaction.
-	done = true
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
-}
 
 // TxFrom returns the transaction that [Store.WithinTx] put in ctx, for the
 // application's writes that must commit or roll back with the record's,
@@ -138,8 +72,7 @@ func (s *Store) inWriteTx(ctx context.Context, fn func(tx *sql.Tx) error) (err e
 // use it after fn has returned, and do not use it from several goroutines
 // at once.
 func TxFrom(ctx context.Context) (*sql.Tx, bool) {
-	tx, ok := ctx.Value(txKey{}).(*sql.Tx)
-	return tx, ok
+	return sqlstore.TxFrom(ctx)
 }
 
 // Tx returns the store's primitives on tx, a transaction the caller began
@@ -158,140 +91,21 @@ func TxFrom(ctx context.Context) (*sql.Tx, bool) {
 // The returned Store is not safe for concurrent use, as tx is not. Leases
 // and retention are judged as by the Store.
 func (s *Store) Tx(tx *sql.Tx) idemdriver.Store {
-	return &txStore{ex: tx}
+	return sqlstore.NewTxStore(driverName, ops{}, tx)
 }
 
-// txStore is the idemdriver.Store of [Store.Tx] and of WithinTx's fn: the
-// store's calls on one transaction. It is not safe for concurrent use.
-// ended, set only by WithinTx, is atomic so that a call after fn has
-// returned, from any goroutine, is refused without a data race.
-type txStore struct {
-	ex    Executor
-	ended *atomic.Bool // nil for Tx
+// ops are the store's primitives on one executor ([sqlstore.Ops]), for
+// the Store of a transaction: leases and retention judged by the process
+// clock at each call, or by a params struct's Now.
+type ops struct{}
+
+func (ops) Reserve(ctx context.Context, ex Executor, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
+	return insert(ctx, ex, p, clock(p.Now))
 }
 
-// exec returns the executor to run op on, or an error once WithinTx's fn has
-// returned.
-func (t *txStore) exec(op string) (Executor, error) {
-	if t.ended != nil && t.ended.Load() {
-		return nil, fmt.Errorf("idemsqlite: %s: the transaction of WithinTx has ended: %w", op, sql.ErrTxDone)
-	}
-	return t.ex, nil
+func (ops) Get(ctx context.Context, ex Executor, id idemdriver.Ident) (idemdriver.Record, bool, error) {
+	return get(ctx, ex, id, clock(time.Time{}))
 }
 
-func (t *txStore) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
-	ex, err := t.exec("reserve")
-	if err != nil {
-		return idemdriver.Record{}, false, err
-	}
-	rec, created, err := insert(ctx, ex, p, clock(p.Now))
-	if err != nil {
-		return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: reserve: %w", err)
-	}
-	return rec, created, nil
-}
-
-func (t *txStore) Takeover(ctx context.Context, p idemdriver.TakeoverParams) (idemdriver.Record, error) {
-	ex, err := t.exec("takeover")
-	if err != nil {
-		return idemdriver.Record{}, err
-	}
-	rec, err := takeover(ctx, ex, p)
-	if err != nil {
-		return idemdriver.Record{}, fmt.Errorf("idemsqlite: takeover: %w", err)
-	}
-	return rec, nil
-}
-
-func (t *txStore) Complete(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, c idemdriver.Completion) error {
-	ex, err := t.exec("complete")
-	if err != nil {
-		return err
-	}
-	if err := complete(ctx, ex, id, o, c); err != nil {
-		return fmt.Errorf("idemsqlite: complete: %w", err)
-	}
-	return nil
-}
-
-func (t *txStore) Annotate(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, a idemdriver.Annotation) error {
-	ex, err := t.exec("annotate")
-	if err != nil {
-		return err
-	}
-	if err := annotate(ctx, ex, id, o, a); err != nil {
-		return fmt.Errorf("idemsqlite: annotate: %w", err)
-	}
-	return nil
-}
-
-func (t *txStore) Release(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner) error {
-	ex, err := t.exec("release")
-	if err != nil {
-		return err
-	}
-	if err := release(ctx, ex, id, o); err != nil {
-		return fmt.Errorf("idemsqlite: release: %w", err)
-	}
-	return nil
-}
-
-func (t *txStore) Get(ctx context.Context, id idemdriver.Ident) (idemdriver.Record, bool, error) {
-	ex, err := t.exec("get")
-	if err != nil {
-		return idemdriver.Record{}, false, err
-	}
-	rec, ok, err := get(ctx, ex, id, clock(time.Time{}))
-	if err != nil {
-		return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: get: %w", err)
-	}
-	return rec, ok, nil
-}
-
-func (t *txStore) Delete(ctx context.Context, id idemdriver.Ident) (bool, error) {
-	ex, err := t.exec("delete")
-	if err != nil {
-		return false, err
-	}
-	existed, err := deleteRecord(ctx, ex, id)
-	if err != nil {
-		return false, fmt.Errorf("idemsqlite: delete: %w", err)
-	}
-	return existed, nil
-}
-
-func (t *txStore) Sweep(ctx context.Context, p idemdriver.SweepParams) (idemdriver.SweepResult, error) {
-	ex, err := t.exec("sweep")
-	if err != nil {
-		return idemdriver.SweepResult{}, err
-	}
-	res, err := sweep(ctx, ex, p)
-	if err != nil {
-		return idemdriver.SweepResult{}, fmt.Errorf("idemsqlite: sweep: %w", err)
-	}
-	return res, nil
-}
-
-func (t *txStore) Extend(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, lease time.Duration, now time.Time) (time.Time, error) {
-	ex, err := t.exec("extend")
-	if err != nil {
-		return time.Time{}, err
-	}
-	until, err := extend(ctx, ex, id, o, lease, now)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("idemsqlite: extend: %w", err)
-	}
-	return until, nil
-}
-
-func (t *txStore) Settle(ctx context.Context, id idemdriver.Ident, st idemdriver.Settlement) (idemdriver.Record, bool, error) {
-	ex, err := t.exec("settle")
-	if err != nil {
-		return idemdriver.Record{}, false, err
-	}
-	rec, ok, err := settle(ctx, ex, id, st)
-	if err != nil && !errors.Is(err, idemdriver.ErrStale) {
-		return idemdriver.Record{}, false, fmt.Errorf("idemsqlite: settle: %w", err)
-	}
-	return rec, ok, err
-}
+// driverName prefixes the errors of the store's calls.
+const driverName = "idemsqlite"
