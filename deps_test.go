@@ -20,7 +20,7 @@ const (
 
 // libraryDeps lists, for each package of the library an application
 // embeds, the database drivers it must not link: a store links only its
-// own database's driver, and the engine none (docs/decisions/0007).
+// own database's driver, and the engine none (docs/decisions/0007-one-module-each-driver-links-its-database.md).
 var libraryDeps = map[string][]string{
 	"idem":                  {depPgx, depMySQL, depSQLite},
 	"idem/idemsqlite":       {depPgx, depMySQL},
