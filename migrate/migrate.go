@@ -162,3 +162,19 @@ func Discard(conn *sql.Conn) error {
 	}
 	return nil
 }
+
+// WithConn runs fn on a connection of db of its own and returns the
+// connection to the pool after it, joining an error of the release to
+// fn's.
+func WithConn(ctx context.Context, db *sql.DB, fn func(conn *sql.Conn) error) (err error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("get connection: %w", err)
+	}
+	defer func() {
+		if cerr := conn.Close(); cerr != nil && !errors.Is(cerr, sql.ErrConnDone) {
+			err = errors.Join(err, fmt.Errorf("release connection: %w", cerr))
+		}
+	}()
+	return fn(conn)
+}

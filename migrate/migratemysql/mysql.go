@@ -83,52 +83,45 @@ WHERE table_schema = DATABASE() AND table_name = 'unstuck_migration'`).Scan(&n);
 		}
 		return migrate.Behind(line, ms, applied)
 	}
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("get connection: %w", err)
-	}
-	defer func() {
-		if cerr := conn.Close(); cerr != nil && !errors.Is(cerr, sql.ErrConnDone) {
-			err = errors.Join(err, fmt.Errorf("release connection: %w", cerr))
+	return migrate.WithConn(ctx, db, func(conn *sql.Conn) (err error) {
+		var got sql.NullInt64
+		if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(?, ?)`, mysqlLockName, mysqlLockTimeout).Scan(&got); err != nil {
+			return fmt.Errorf("lock: %w", err)
 		}
-	}()
-	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(?, ?)`, mysqlLockName, mysqlLockTimeout).Scan(&got); err != nil {
-		return fmt.Errorf("lock: %w", err)
-	}
-	if got.Int64 != 1 {
-		return fmt.Errorf("lock: another migration held %q for %d s", mysqlLockName, mysqlLockTimeout)
-	}
-	defer func() {
-		// The lock also ends with the session; releasing it here lets the
-		// pooled connection go back without it.
-		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), `SELECT RELEASE_LOCK(?)`, mysqlLockName); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("unlock: %w", rerr), migrate.Discard(conn))
+		if got.Int64 != 1 {
+			return fmt.Errorf("lock: another migration held %q for %d s", mysqlLockName, mysqlLockTimeout)
 		}
-	}()
-	if _, err := conn.ExecContext(ctx, mysqlCreateMigrationTable); err != nil {
-		return fmt.Errorf("create migration table: %w", err)
-	}
-	applied, err := mysqlApplied(ctx, conn, line)
-	if err != nil {
-		return err
-	}
-	for _, m := range ms {
-		if slices.Contains(applied, int32(m.Version)) {
-			continue
+		defer func() {
+			// The lock also ends with the session; releasing it here lets the
+			// pooled connection go back without it.
+			if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), `SELECT RELEASE_LOCK(?)`, mysqlLockName); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("unlock: %w", rerr), migrate.Discard(conn))
+			}
+		}()
+		if _, err := conn.ExecContext(ctx, mysqlCreateMigrationTable); err != nil {
+			return fmt.Errorf("create migration table: %w", err)
 		}
-		for i, stmt := range SplitStatements(m.SQL) {
-			if _, err := conn.ExecContext(ctx, stmt); err != nil && !IsMySQLError(err, mysqlRerunErrors...) {
-				return fmt.Errorf("apply %s migration %03d_%s, statement %d: %w", line, m.Version, m.Name, i+1, err)
+		applied, err := mysqlApplied(ctx, conn, line)
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			if slices.Contains(applied, int32(m.Version)) {
+				continue
+			}
+			for i, stmt := range SplitStatements(m.SQL) {
+				if _, err := conn.ExecContext(ctx, stmt); err != nil && !IsMySQLError(err, mysqlRerunErrors...) {
+					return fmt.Errorf("apply %s migration %03d_%s, statement %d: %w", line, m.Version, m.Name, i+1, err)
+				}
+			}
+			if _, err := conn.ExecContext(ctx,
+				`INSERT INTO unstuck_migration (line, version, name, applied_at) VALUES (?, ?, ?, ?)`,
+				line, m.Version, m.Name, time.Now().UnixMicro()); err != nil {
+				return fmt.Errorf("record %s migration %03d_%s: %w", line, m.Version, m.Name, err)
 			}
 		}
-		if _, err := conn.ExecContext(ctx,
-			`INSERT INTO unstuck_migration (line, version, name, applied_at) VALUES (?, ?, ?, ?)`,
-			line, m.Version, m.Name, time.Now().UnixMicro()); err != nil {
-			return fmt.Errorf("record %s migration %03d_%s: %w", line, m.Version, m.Name, err)
-		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // IsMySQLError reports whether err is a MySQL server error with one of

@@ -103,34 +103,27 @@ func Migrate(ctx context.Context, db *sql.DB, line string, fsys fs.FS) error {
 // transaction that upgrades to a write can fail with SQLITE_BUSY whatever
 // the timeout. COMMIT and ROLLBACK run without cancellation; a connection
 // whose ROLLBACK failed is discarded rather than returned to the pool.
-func Immediate(ctx context.Context, db *sql.DB, fn func(conn *sql.Conn) error) (err error) {
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("get connection: %w", err)
-	}
-	defer func() {
-		if cerr := conn.Close(); cerr != nil && !errors.Is(cerr, sql.ErrConnDone) {
-			err = errors.Join(err, fmt.Errorf("release connection: %w", cerr))
+func Immediate(ctx context.Context, db *sql.DB, fn func(conn *sql.Conn) error) error {
+	return migrate.WithConn(ctx, db, func(conn *sql.Conn) (err error) {
+		if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+			return fmt.Errorf("begin immediate: %w", err)
 		}
-	}()
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return fmt.Errorf("begin immediate: %w", err)
-	}
-	committed := false
-	defer func() {
-		if committed {
-			return
+		committed := false
+		defer func() {
+			if committed {
+				return
+			}
+			if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("rollback: %w", rerr), migrate.Discard(conn))
+			}
+		}()
+		if err := fn(conn); err != nil {
+			return err
 		}
-		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("rollback: %w", rerr), migrate.Discard(conn))
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), "COMMIT"); err != nil {
+			return fmt.Errorf("commit: %w", err)
 		}
-	}()
-	if err := fn(conn); err != nil {
-		return err
-	}
-	if _, err := conn.ExecContext(context.WithoutCancel(ctx), "COMMIT"); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	committed = true
-	return nil
+		committed = true
+		return nil
+	})
 }

@@ -224,43 +224,36 @@ func Sweep(p idemdriver.SweepParams, defaultLimit int, escalate, remove func(lim
 // neither rolls it back under fn nor cuts COMMIT or ROLLBACK short; each
 // statement still ends with ctx. A connection whose ROLLBACK failed is
 // discarded rather than returned to the pool.
-func InTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, first string, fn func(tx *sql.Tx) error) (err error) {
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("get connection: %w", err)
-	}
-	defer func() {
-		if cerr := conn.Close(); cerr != nil && !errors.Is(cerr, sql.ErrConnDone) {
-			err = errors.Join(err, fmt.Errorf("release connection: %w", cerr))
+func InTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, first string, fn func(tx *sql.Tx) error) error {
+	return migrate.WithConn(ctx, db, func(conn *sql.Conn) (err error) {
+		tx, err := conn.BeginTx(context.WithoutCancel(ctx), opts)
+		if err != nil {
+			return fmt.Errorf("begin: %w", err)
 		}
-	}()
-	tx, err := conn.BeginTx(context.WithoutCancel(ctx), opts)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	done := false
-	defer func() {
-		if done {
-			return
+		done := false
+		defer func() {
+			if done {
+				return
+			}
+			if rerr := tx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
+				err = errors.Join(err, fmt.Errorf("rollback: %w", rerr), migrate.Discard(conn))
+			}
+		}()
+		if first != "" {
+			if _, err := tx.ExecContext(ctx, first); err != nil {
+				return err
+			}
 		}
-		if rerr := tx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
-			err = errors.Join(err, fmt.Errorf("rollback: %w", rerr), migrate.Discard(conn))
-		}
-	}()
-	if first != "" {
-		if _, err := tx.ExecContext(ctx, first); err != nil {
+		if err := fn(tx); err != nil {
 			return err
 		}
-	}
-	if err := fn(tx); err != nil {
-		return err
-	}
-	// Both drivers' Commit leave the connection outside a transaction when
-	// COMMIT fails (modernc.org/sqlite rolls back a COMMIT that a deferred
-	// foreign key refused).
-	done = true
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
+		// Both drivers' Commit leave the connection outside a transaction when
+		// COMMIT fails (modernc.org/sqlite rolls back a COMMIT that a deferred
+		// foreign key refused).
+		done = true
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		return nil
+	})
 }
