@@ -273,7 +273,7 @@ func (e *Engine) ForgetOperation(ctx context.Context, key, scope, operation stri
 	defer cancel()
 	existed, err := e.store.Delete(ctx, idemdriver.Ident{Scope: scope, Operation: operation, KeyDigest: Digest(scope, operation, key)})
 	if err != nil {
-		return false, fmt.Errorf("idem: forget: %w", err)
+		return false, fmt.Errorf("idem: forget: %w", storeError(err))
 	}
 	return existed, nil
 }

@@ -89,6 +89,45 @@ func TestValidationComesBeforeTheStore(t *testing.T) {
 	require.Zero(t, s.calls.Load(), "R2: no store call for invalid input")
 }
 
+// refusingStore passes every call to a real store, except that it
+// refuses every scope as a database whose columns cannot hold it would.
+type refusingStore struct{ idemdriver.Store }
+
+func (refusingStore) refuse() error {
+	return fmt.Errorf("driver: reserve: %w", &idemdriver.FieldError{Field: "scope", Reason: "refused by the database"})
+}
+
+func (s refusingStore) Reserve(context.Context, idemdriver.ReserveParams) (idemdriver.Record, bool, error) {
+	return idemdriver.Record{}, false, s.refuse()
+}
+
+func (s refusingStore) Delete(context.Context, idemdriver.Ident) (bool, error) {
+	return false, s.refuse()
+}
+
+// TestStoreFieldErrorIsAValidationError: a driver refuses an argument with
+// the contract's FieldError; the application still sees a
+// *ValidationError matching ErrInvalidKey, with the driver's error in it.
+func TestStoreFieldErrorIsAValidationError(t *testing.T) {
+	t.Parallel()
+	inner, _ := newSQLiteStore(t)
+	e, err := idem.New(refusingStore{inner}, idem.WithSecret(idemtest.Secret))
+	require.NoError(t, err)
+	_, runErr := idem.Run(t.Context(), e, "k", "s", func(context.Context) (int, error) { return 1, nil })
+	_, forgetErr := e.Forget(t.Context(), "k", "s")
+	for _, err := range []error{runErr, forgetErr} {
+		require.ErrorIs(t, err, idem.ErrInvalidKey)
+		require.NotErrorIs(t, err, idem.ErrInvalidOption)
+		var ve *idem.ValidationError
+		require.ErrorAs(t, err, &ve)
+		require.Equal(t, "scope", ve.Field)
+		require.Equal(t, "refused by the database", ve.Reason)
+		var fe *idemdriver.FieldError
+		require.ErrorAs(t, err, &fe, "the driver's error stays in the chain")
+		require.ErrorIs(t, err, idemdriver.ErrInvalidArgument)
+	}
+}
+
 func TestUnreachableStoreIsAnErrorNeverACompletion(t *testing.T) {
 	t.Parallel()
 	s, closeDB := newSQLiteStore(t)

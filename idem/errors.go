@@ -63,11 +63,17 @@ var (
 // [ErrInvalidKey] for every other field: a malformed key, scope, operation
 // or fingerprint, a bad [RouteName], or an Idempotency-Key header
 // [ParseKeyHeader] refuses.
+//
+// A store that refuses an argument its database cannot hold returns an
+// *[idemdriver.FieldError]; the engine reports it as a ValidationError
+// with the same Field and Reason, which unwraps to the store's error
+// (errors.As still finds the driver's own error in it).
 type ValidationError struct {
 	// Field is "key", "scope", "operation", "fingerprint", "route",
 	// "Idempotency-Key", "ttl" or "lease".
 	Field  string
 	Reason string
+	cause  error // the store's error, when a store refused the argument
 }
 
 func (e *ValidationError) Error() string {
@@ -81,6 +87,22 @@ func (e *ValidationError) Is(target error) bool {
 		return target == ErrInvalidOption
 	}
 	return target == ErrInvalidKey
+}
+
+// Unwrap returns the store's error when a store refused the argument, nil
+// otherwise.
+func (e *ValidationError) Unwrap() error { return e.cause }
+
+// storeError returns err, from a store call, as a *ValidationError when
+// the store refused an argument with an *idemdriver.FieldError matching
+// idemdriver.ErrInvalidArgument, so that applications match the same
+// error whatever the store; any other error is returned as it is.
+func storeError(err error) error {
+	var fe *idemdriver.FieldError
+	if err == nil || !errors.Is(err, idemdriver.ErrInvalidArgument) || !errors.As(err, &fe) {
+		return err
+	}
+	return &ValidationError{Field: fe.Field, Reason: fe.Reason, cause: err}
 }
 
 // InProgressError says that the key is held by another owner, or that its

@@ -100,7 +100,7 @@ func (e *Engine) Settle(ctx context.Context, s idemdriver.Store, rec idemdriver.
 	defer cancel()
 	after, ok, err := s.Settle(bctx, rec.Ident, st)
 	if err != nil {
-		return idemdriver.Record{}, false, fmt.Errorf("idem: settle: %w", err)
+		return idemdriver.Record{}, false, fmt.Errorf("idem: settle: %w", storeError(err))
 	}
 	e.log.Info("idem: operator decision applied", "key_id", SafeKeyID(rec.KeyDigest), "operation", rec.Operation, "action", string(act))
 	return after, ok, nil

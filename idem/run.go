@@ -229,7 +229,7 @@ func (e *Engine) acquireAs(ctx context.Context, s idemdriver.Store, id idemdrive
 			if !inTx {
 				e.disown(s, id, token)
 			}
-			return claim{}, fmt.Errorf("idem: reserve: %w", err)
+			return claim{}, fmt.Errorf("idem: reserve: %w", storeError(err))
 		}
 		if created {
 			return claim{rec: rec, outcome: decide.Outcome{Action: decide.ActionReserve}}, nil
@@ -253,7 +253,7 @@ func (e *Engine) acquireAs(ctx context.Context, s idemdriver.Store, id idemdrive
 			if !inTx && out.Action == decide.ActionRestart {
 				e.disown(s, id, token)
 			}
-			return claim{}, fmt.Errorf("idem: take over: %w", err)
+			return claim{}, fmt.Errorf("idem: take over: %w", storeError(err))
 		}
 		e.log.Info("idem: lease taken over", "key_id", SafeKeyID(id.KeyDigest), "operation", id.Operation,
 			"fence", taken.Fence, "attempt", taken.Attempts, "action", out.Action.String())

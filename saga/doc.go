@@ -143,7 +143,7 @@
 // Verify for stuck and recently finished operations, records findings and
 // raises the operation to review_required; it never changes a step.
 // Resolving the operation accepts its findings: the same difference (the
-// same [Finding] Fingerprint: kind, step and the facts compared) is never
+// same [sagadriver.Finding] Fingerprint: kind, step and the facts compared) is never
 // raised again, and a new one reopens the operation with a finding that
 // names the accepted one and says what changed. [NewCollector] exports
 // Prometheus gauges.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
 )
 
@@ -23,16 +24,16 @@ import (
 // engine's tables, starts a River client working def's operations, starts
 // one operation with input and waits until it settles. It returns the
 // runner, to read the records.
-func runExample(def saga.Definition, input any) (*saga.Runner[*sql.Tx], saga.Operation, error) {
+func runExample(def saga.Definition, input any) (*saga.Runner[*sql.Tx], sagadriver.Operation, error) {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "saga-example-")
 	if err != nil {
-		return nil, saga.Operation{}, err
+		return nil, sagadriver.Operation{}, err
 	}
 	defer os.RemoveAll(dir)
 	db, err := idemsqlite.Open(filepath.Join(dir, "app.db"))
 	if err != nil {
-		return nil, saga.Operation{}, err
+		return nil, sagadriver.Operation{}, err
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1) // riversqlite's advice
@@ -40,23 +41,23 @@ func runExample(def saga.Definition, input any) (*saga.Runner[*sql.Tx], saga.Ope
 	rd := riversqlite.New(db)
 	migrator, err := rivermigrate.New(rd, nil)
 	if err != nil {
-		return nil, saga.Operation{}, err
+		return nil, sagadriver.Operation{}, err
 	}
 	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return nil, saga.Operation{}, err
+		return nil, sagadriver.Operation{}, err
 	}
 	driver := sagasqlite.New(db)
 	if err := driver.Migrate(ctx); err != nil {
-		return nil, saga.Operation{}, err
+		return nil, sagadriver.Operation{}, err
 	}
 
 	runner, err := saga.NewRunner(driver, saga.Config{Definitions: []saga.Definition{def}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		return nil, saga.Operation{}, err
+		return nil, sagadriver.Operation{}, err
 	}
 	workers := river.NewWorkers()
 	if err := runner.AddWorkers(workers); err != nil {
-		return nil, saga.Operation{}, err
+		return nil, sagadriver.Operation{}, err
 	}
 	cfg := &river.Config{
 		FetchCooldown:     10 * time.Millisecond,
@@ -68,24 +69,24 @@ func runExample(def saga.Definition, input any) (*saga.Runner[*sql.Tx], saga.Ope
 	// JobTimeout and RescueStuckJobsAfter from the steps' leases, so that a
 	// step of a process that died resumes in minutes, not River's hour.
 	if err := runner.ConfigureRiver(cfg); err != nil {
-		return nil, saga.Operation{}, err
+		return nil, sagadriver.Operation{}, err
 	}
 	client, err := river.NewClient(rd, cfg)
 	if err != nil {
-		return nil, saga.Operation{}, err
+		return nil, sagadriver.Operation{}, err
 	}
 	runner.SetClient(client)
 	if err := client.Start(ctx); err != nil {
-		return nil, saga.Operation{}, err
+		return nil, sagadriver.Operation{}, err
 	}
 	defer func() { _ = client.Stop(ctx) }()
 
 	op, err := runner.Start(ctx, def.Type, input, &saga.StartOpts{ID: "op-1"})
 	if err != nil {
-		return nil, saga.Operation{}, err
+		return nil, sagadriver.Operation{}, err
 	}
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if op, err = runner.Get(ctx, op.ID); err != nil || op.Status.Terminal() || op.Status == saga.StatusReviewRequired {
+		if op, err = runner.Get(ctx, op.ID); err != nil || op.Status.Terminal() || op.Status == sagadriver.StatusReviewRequired {
 			break
 		}
 	}
@@ -95,7 +96,7 @@ func runExample(def saga.Definition, input any) (*saga.Runner[*sql.Tx], saga.Ope
 	return runner, op, errors.Join(err, evErr)
 }
 
-var exampleEvents []saga.Event
+var exampleEvents []sagadriver.Event
 
 // A signup: a local account (compensatable), a workspace at a provider
 // (the pivot, verified by its key when its answer is lost) and a welcome
@@ -104,7 +105,7 @@ func ExampleDefinition() {
 	workspaces := map[string]string{} // the provider: key → workspace id
 	def := saga.Definition{Type: "signup", Steps: []saga.Step{
 		{
-			Name: "account", System: "local", Kind: saga.Compensatable,
+			Name: "account", System: "local", Kind: sagadriver.Compensatable,
 			Do: func(ctx context.Context, in saga.StepInput) (saga.Result, error) {
 				var v struct{ Email string }
 				if err := in.Decode(&v); err != nil {
@@ -115,7 +116,7 @@ func ExampleDefinition() {
 			Compensate: func(ctx context.Context, in saga.StepInput) error { return nil },
 		},
 		{
-			Name: "workspace", System: "provider", Kind: saga.Pivot,
+			Name: "workspace", System: "provider", Kind: sagadriver.Pivot,
 			Retry: saga.RetryPolicy{MaxAttempts: 3, Initial: 100 * time.Millisecond},
 			Do: func(ctx context.Context, in saga.StepInput) (saga.Result, error) {
 				// The provider deduplicates by the step's stable key.
@@ -136,7 +137,7 @@ func ExampleDefinition() {
 			},
 		},
 		{
-			Name: "welcome", System: "mailer", Kind: saga.Retriable,
+			Name: "welcome", System: "mailer", Kind: sagadriver.Retriable,
 			Do: func(ctx context.Context, in saga.StepInput) (saga.Result, error) {
 				return saga.Result{ExternalID: "msg-1"}, nil
 			},
@@ -162,18 +163,18 @@ func ExampleDefinition() {
 // A permanent failure at the pivot compensates the steps before it, in
 // reverse order; the steps never reached are skipped.
 func ExampleDefinition_compensation() {
-	step := func(name string, kind saga.Kind, do saga.StepFunc) saga.Step {
+	step := func(name string, kind sagadriver.Kind, do saga.StepFunc) saga.Step {
 		return saga.Step{Name: name, Kind: kind, Do: do,
 			Compensate: func(ctx context.Context, in saga.StepInput) error { return nil }}
 	}
 	ok := func(ctx context.Context, in saga.StepInput) (saga.Result, error) { return saga.Result{}, nil }
 	def := saga.Definition{Type: "order", Steps: []saga.Step{
-		step("reserve_stock", saga.Compensatable, ok),
-		step("hold_credit", saga.Compensatable, ok),
-		step("charge_card", saga.Pivot, func(ctx context.Context, in saga.StepInput) (saga.Result, error) {
+		step("reserve_stock", sagadriver.Compensatable, ok),
+		step("hold_credit", sagadriver.Compensatable, ok),
+		step("charge_card", sagadriver.Pivot, func(ctx context.Context, in saga.StepInput) (saga.Result, error) {
 			return saga.Result{}, saga.Permanent(errors.New("card declined"))
 		}),
-		{Name: "ship", Kind: saga.Retriable, Do: ok},
+		{Name: "ship", Kind: sagadriver.Retriable, Do: ok},
 	}}
 
 	_, op, err := runExample(def, nil)
@@ -205,12 +206,12 @@ func ExampleDefinition_compensation() {
 // waits for an operator (forward recovery).
 func ExampleDefinition_reviewRequired() {
 	def := saga.Definition{Type: "signup", Steps: []saga.Step{
-		{Name: "workspace", Kind: saga.Pivot,
+		{Name: "workspace", Kind: sagadriver.Pivot,
 			Do: func(ctx context.Context, in saga.StepInput) (saga.Result, error) {
 				return saga.Result{ExternalID: "ws-1"}, nil
 			},
 			Compensate: func(ctx context.Context, in saga.StepInput) error { return nil }},
-		{Name: "welcome", Kind: saga.Retriable,
+		{Name: "welcome", Kind: sagadriver.Retriable,
 			Do: func(ctx context.Context, in saga.StepInput) (saga.Result, error) {
 				return saga.Result{}, saga.Permanent(errors.New("mailbox does not exist"))
 			}},

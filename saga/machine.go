@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // This file is the one state machine of operations and steps: a pure
@@ -38,9 +40,9 @@ type signal struct {
 	// actor is "worker", "operator:<name>" or "reconciler".
 	actor string
 
-	result  Result // sigDone, sigVerified (Applied), opConfirm (happened); sigFailed: a partial effect
-	class   Class  // sigFailed, sigCompFailed
-	err     string // sigFailed, sigCompFailed, recFinding
+	result  Result           // sigDone, sigVerified (Applied), opConfirm (happened); sigFailed: a partial effect
+	class   sagadriver.Class // sigFailed, sigCompFailed
+	err     string           // sigFailed, sigCompFailed, recFinding
 	outcome Outcome
 	// hasVerify says whether the step can be verified (sigBegin,
 	// sigFailed).
@@ -50,9 +52,9 @@ type signal struct {
 	// compensateFailed: (sigFailed, sigBegin) the step declares that a
 	// failure may leave part of its effect, so it is compensated too.
 	compensateFailed bool
-	happened         bool   // opConfirm
-	note             string // operator actions
-	resolveTo        Status // opResolve
+	happened         bool              // opConfirm
+	note             string            // operator actions
+	resolveTo        sagadriver.Status // opResolve
 }
 
 // jobKind names the River job kinds the engine inserts.
@@ -74,8 +76,8 @@ type enqueue struct {
 
 // decision is the output of decide.
 type decision struct {
-	op      Operation
-	events  []Event
+	op      sagadriver.Operation
+	events  []sagadriver.Event
 	enqueue []enqueue
 	// proceed: the job goes on to call the step's function.
 	proceed bool
@@ -97,15 +99,15 @@ type machine struct {
 	s signal
 }
 
-func (m *machine) op() *Operation { return &m.d.op }
+func (m *machine) op() *sagadriver.Operation { return &m.d.op }
 
 func (m *machine) event(step, action, from, to, msg string, attempt int) {
-	m.d.events = append(m.d.events, Event{OperationID: m.d.op.ID, Step: step, Action: action, From: from, To: to,
+	m.d.events = append(m.d.events, sagadriver.Event{OperationID: m.d.op.ID, Step: step, Action: action, From: from, To: to,
 		Actor: m.s.actor, Message: msg, Attempt: attempt, At: m.s.now})
 	m.d.changed = true
 }
 
-func (m *machine) setOp(to Status, msg string) {
+func (m *machine) setOp(to sagadriver.Status, msg string) {
 	o := m.op()
 	if o.Status == to {
 		return
@@ -118,18 +120,18 @@ func (m *machine) setOp(to Status, msg string) {
 	} else {
 		o.FinishedAt = nil
 	}
-	if to != StatusReviewRequired {
+	if to != sagadriver.StatusReviewRequired {
 		o.ReviewReason = ""
 	}
 	m.event("", "status", string(from), string(to), msg, 0)
 }
 
-func (m *machine) setStep(st *StepRecord, to StepStatus, action, msg string, attempt int) {
+func (m *machine) setStep(st *sagadriver.StepRecord, to sagadriver.StepStatus, action, msg string, attempt int) {
 	from := st.Status
 	st.Status = to
 	st.UpdatedAt = m.s.now
 	switch to {
-	case StepCompleted, StepFailed, StepSkipped, StepCompensated, StepCompensationFailed:
+	case sagadriver.StepCompleted, sagadriver.StepFailed, sagadriver.StepSkipped, sagadriver.StepCompensated, sagadriver.StepCompensationFailed:
 		t := m.s.now
 		st.FinishedAt = &t
 	}
@@ -138,17 +140,17 @@ func (m *machine) setStep(st *StepRecord, to StepStatus, action, msg string, att
 
 func (m *machine) review(reason, msg string) {
 	m.op().LastError = msg
-	m.setOp(StatusReviewRequired, reason+": "+msg)
+	m.setOp(sagadriver.StatusReviewRequired, reason+": "+msg)
 	m.op().ReviewReason = reason
 }
 
-func (m *machine) enqueue(kind jobKind, st *StepRecord, delay time.Duration) {
+func (m *machine) enqueue(kind jobKind, st *sagadriver.StepRecord, delay time.Duration) {
 	st.Generation++
 	m.d.enqueue = append(m.d.enqueue, enqueue{kind: kind, step: st.Name, generation: st.Generation, delay: delay})
 	m.d.changed = true
 }
 
-func (m *machine) illegal(action string, st *StepRecord, reason string) error {
+func (m *machine) illegal(action string, st *sagadriver.StepRecord, reason string) error {
 	e := &TransitionError{Action: action, Operation: m.op().Status, Reason: reason}
 	if st != nil {
 		e.Step, e.StepStatus = st.Name, st.Status
@@ -160,10 +162,10 @@ func (m *machine) illegal(action string, st *StepRecord, reason string) error {
 // the signal (a stale or duplicate job) is a no-op with a reason, never an
 // error; for operator actions it is a *TransitionError. The returned
 // record has its Version unchanged: the store increments it on write.
-func decide(op Operation, s signal) (decision, error) {
+func decide(op sagadriver.Operation, s signal) (decision, error) {
 	m := &machine{d: decision{op: clone(op)}, s: s}
 	o := m.op()
-	var st *StepRecord
+	var st *sagadriver.StepRecord
 	if s.step != "" {
 		var ok bool
 		if st, ok = o.Step(s.step); !ok {
@@ -179,13 +181,13 @@ func decide(op Operation, s signal) (decision, error) {
 	case sigBegin:
 		m.begin(st)
 	case sigDone:
-		if st.Status != StepRunning {
+		if st.Status != sagadriver.StepRunning {
 			m.late(st, "result")
 			break
 		}
 		m.complete(st, s.result, "step_completed", "")
 	case sigFailed:
-		if st.Status != StepRunning {
+		if st.Status != sagadriver.StepRunning {
 			m.late(st, "error")
 			break
 		}
@@ -195,16 +197,16 @@ func decide(op Operation, s signal) (decision, error) {
 	case sigCompBegin:
 		m.compBegin(st)
 	case sigCompDone:
-		if st.CompStatus != CompRunning || o.Status != StatusCompensating {
+		if st.CompStatus != sagadriver.CompRunning || o.Status != sagadriver.StatusCompensating {
 			m.late(st, "compensation result")
 			break
 		}
-		st.CompStatus = CompCompleted
+		st.CompStatus = sagadriver.CompCompleted
 		st.CompError = ""
-		m.setStep(st, StepCompensated, "compensated", "", st.CompAttempts)
+		m.setStep(st, sagadriver.StepCompensated, "compensated", "", st.CompAttempts)
 		m.nextCompensation()
 	case sigCompFailed:
-		if st.CompStatus != CompRunning || o.Status != StatusCompensating {
+		if st.CompStatus != sagadriver.CompRunning || o.Status != sagadriver.StatusCompensating {
 			m.late(st, "compensation error")
 			break
 		}
@@ -218,7 +220,7 @@ func decide(op Operation, s signal) (decision, error) {
 	case opResolve:
 		err = m.operatorResolve()
 	case recFinding:
-		if o.Status != StatusReviewRequired {
+		if o.Status != sagadriver.StatusReviewRequired {
 			m.review("reconciliation_finding", s.err)
 		}
 	default:
@@ -235,7 +237,7 @@ func decide(op Operation, s signal) (decision, error) {
 
 // late records a result that arrived for a step no longer waiting for it
 // (hanging: a forward answer after compensation started, or a duplicate).
-func (m *machine) late(st *StepRecord, what string) {
+func (m *machine) late(st *sagadriver.StepRecord, what string) {
 	m.d.noop = fmt.Sprintf("step %s is %s (compensation %q): %s ignored", st.Name, st.Status, st.CompStatus, what)
 	msg := m.d.noop
 	if m.s.result.ExternalID != "" {
@@ -247,19 +249,19 @@ func (m *machine) late(st *StepRecord, what string) {
 	m.event(st.Name, "late_result", string(st.Status), string(st.Status), msg, st.Attempts)
 }
 
-func (m *machine) begin(st *StepRecord) {
+func (m *machine) begin(st *sagadriver.StepRecord) {
 	o := m.op()
-	if o.Status != StatusPending && o.Status != StatusRunning {
+	if o.Status != sagadriver.StatusPending && o.Status != sagadriver.StatusRunning {
 		m.d.noop = fmt.Sprintf("operation is %s", o.Status)
 		return
 	}
 	switch st.Status {
-	case StepPending, StepRetrying:
-	case StepRunning:
+	case sagadriver.StepPending, sagadriver.StepRetrying:
+	case sagadriver.StepRunning:
 		// A previous attempt began and never recorded its outcome.
 		if st.Attempts >= st.MaxAttempts && !m.s.hasVerify {
-			m.setOp(StatusRunning, "")
-			m.s.class, m.s.err = ClassTransient, "attempt interrupted without an outcome"
+			m.setOp(sagadriver.StatusRunning, "")
+			m.s.class, m.s.err = sagadriver.ClassTransient, "attempt interrupted without an outcome"
 			m.failed(st)
 			return
 		}
@@ -268,7 +270,7 @@ func (m *machine) begin(st *StepRecord) {
 		m.d.noop = fmt.Sprintf("step %s is %s", st.Name, st.Status)
 		return
 	}
-	m.setOp(StatusRunning, "")
+	m.setOp(sagadriver.StatusRunning, "")
 	o.CurrentStep = st.Name
 	st.Attempts++
 	if st.StartedAt == nil {
@@ -279,19 +281,19 @@ func (m *machine) begin(st *StepRecord) {
 	if m.d.verifyFirst {
 		msg = "previous attempt has no recorded outcome: verifying first"
 	}
-	m.setStep(st, StepRunning, "step_begun", msg, st.Attempts)
+	m.setStep(st, sagadriver.StepRunning, "step_begun", msg, st.Attempts)
 	m.d.proceed = true
 }
 
 // complete records the step's effect and moves the operation on.
-func (m *machine) complete(st *StepRecord, r Result, action, msg string) {
+func (m *machine) complete(st *sagadriver.StepRecord, r Result, action, msg string) {
 	st.Result = r.Data
 	st.ExternalID = r.ExternalID
 	st.LastError, st.LastErrorClass = "", ""
 	if msg == "" && r.ExternalID != "" {
 		msg = "external id " + r.ExternalID
 	}
-	m.setStep(st, StepCompleted, action, msg, st.Attempts)
+	m.setStep(st, sagadriver.StepCompleted, action, msg, st.Attempts)
 	m.advance()
 }
 
@@ -301,10 +303,10 @@ func (m *machine) advance() {
 	for i := range o.Steps {
 		st := &o.Steps[i]
 		switch st.Status {
-		case StepCompleted:
+		case sagadriver.StepCompleted:
 			continue
-		case StepPending:
-			m.setOp(StatusRunning, "")
+		case sagadriver.StepPending:
+			m.setOp(sagadriver.StatusRunning, "")
 			o.CurrentStep = st.Name
 			m.enqueue(jobStep, st, 0)
 			return
@@ -316,10 +318,10 @@ func (m *machine) advance() {
 		}
 	}
 	o.LastError = ""
-	m.setOp(StatusCompleted, "every step completed")
+	m.setOp(sagadriver.StatusCompleted, "every step completed")
 }
 
-func (m *machine) failed(st *StepRecord) {
+func (m *machine) failed(st *sagadriver.StepRecord) {
 	s := m.s
 	st.LastError, st.LastErrorClass = s.err, s.class
 	if s.result.ExternalID != "" {
@@ -328,20 +330,20 @@ func (m *machine) failed(st *StepRecord) {
 		st.ExternalID = s.result.ExternalID
 	}
 	switch {
-	case s.class == ClassUncertain:
+	case s.class == sagadriver.ClassUncertain:
 		st.Verifications = 0
-		m.setStep(st, StepUncertain, "step_uncertain", s.err, st.Attempts)
+		m.setStep(st, sagadriver.StepUncertain, "step_uncertain", s.err, st.Attempts)
 		if !s.hasVerify {
 			m.review("uncertain_unresolved", fmt.Sprintf("step %s: outcome unknown and the step cannot be verified: %s", st.Name, s.err))
 			return
 		}
 		m.enqueue(jobVerify, st, s.verifyAfter)
-	case s.class == ClassTransient && st.Attempts < st.MaxAttempts:
-		m.setStep(st, StepRetrying, "step_retrying", s.err, st.Attempts)
+	case s.class == sagadriver.ClassTransient && st.Attempts < st.MaxAttempts:
+		m.setStep(st, sagadriver.StepRetrying, "step_retrying", s.err, st.Attempts)
 		m.d.retry = true
 	default:
 		reason := "permanent_failure"
-		if s.class == ClassTransient {
+		if s.class == sagadriver.ClassTransient {
 			reason = "retries_exhausted"
 		}
 		m.failStep(st, reason, s.err, s.compensateFailed)
@@ -350,10 +352,10 @@ func (m *machine) failed(st *StepRecord) {
 
 // failStep marks st failed and compensates the operation, or sends it to
 // review when st is retriable (forward recovery).
-func (m *machine) failStep(st *StepRecord, reason, msg string, compensateSelf bool) {
-	m.setStep(st, StepFailed, "step_failed", reason+": "+msg, st.Attempts)
+func (m *machine) failStep(st *sagadriver.StepRecord, reason, msg string, compensateSelf bool) {
+	m.setStep(st, sagadriver.StepFailed, "step_failed", reason+": "+msg, st.Attempts)
 	full := fmt.Sprintf("step %s failed after %d attempt(s) (%s): %s", st.Name, st.Attempts, reason, msg)
-	if st.Kind == Retriable {
+	if st.Kind == sagadriver.Retriable {
 		m.review(reason, full)
 		return
 	}
@@ -372,31 +374,31 @@ func (m *machine) failStep(st *StepRecord, reason, msg string, compensateSelf bo
 // with nothing to undo the operation fails.
 func (m *machine) compensate(why, failed string) {
 	o := m.op()
-	var plan []*StepRecord
+	var plan []*sagadriver.StepRecord
 	for i := range o.Steps {
 		st := &o.Steps[i]
 		switch st.Status {
-		case StepPending, StepRetrying:
-			m.setStep(st, StepSkipped, "step_skipped", "", st.Attempts)
-		case StepCompleted, StepUncertain, StepRunning, StepFailed:
-			if st.Compensable && (st.Status != StepFailed || st.Name == failed) {
+		case sagadriver.StepPending, sagadriver.StepRetrying:
+			m.setStep(st, sagadriver.StepSkipped, "step_skipped", "", st.Attempts)
+		case sagadriver.StepCompleted, sagadriver.StepUncertain, sagadriver.StepRunning, sagadriver.StepFailed:
+			if st.Compensable && (st.Status != sagadriver.StepFailed || st.Name == failed) {
 				plan = append(plan, st)
 			}
 		}
 	}
 	if len(plan) == 0 {
-		m.setOp(StatusFailed, why+"; nothing to compensate")
+		m.setOp(sagadriver.StatusFailed, why+"; nothing to compensate")
 		return
 	}
-	slices.SortFunc(plan, func(a, b *StepRecord) int { return cmp.Compare(a.CompSeq, b.CompSeq) })
+	slices.SortFunc(plan, func(a, b *sagadriver.StepRecord) int { return cmp.Compare(a.CompSeq, b.CompSeq) })
 	names := make([]string, len(plan))
 	for i, st := range plan {
-		st.CompStatus = CompPending
+		st.CompStatus = sagadriver.CompPending
 		st.CompAttempts, st.CompError = 0, ""
-		m.setStep(st, StepCompensating, "compensation_planned", fmt.Sprintf("position %d", i+1), st.Attempts)
+		m.setStep(st, sagadriver.StepCompensating, "compensation_planned", fmt.Sprintf("position %d", i+1), st.Attempts)
 		names[i] = st.Name
 	}
-	m.setOp(StatusCompensating, fmt.Sprintf("%s; compensating %v", why, names))
+	m.setOp(sagadriver.StatusCompensating, fmt.Sprintf("%s; compensating %v", why, names))
 	m.nextCompensation()
 }
 
@@ -405,24 +407,24 @@ func (m *machine) compensate(why, failed string) {
 // review_required already).
 func (m *machine) nextCompensation() {
 	o := m.op()
-	var next *StepRecord
+	var next *sagadriver.StepRecord
 	for i := range o.Steps {
 		st := &o.Steps[i]
-		if st.CompStatus == CompPending && (next == nil || st.CompSeq < next.CompSeq) {
+		if st.CompStatus == sagadriver.CompPending && (next == nil || st.CompSeq < next.CompSeq) {
 			next = st
 		}
 	}
 	if next == nil {
-		m.setOp(StatusCompensated, "every compensation completed")
+		m.setOp(sagadriver.StatusCompensated, "every compensation completed")
 		return
 	}
 	o.CurrentStep = next.Name
 	m.enqueue(jobCompensate, next, 0)
 }
 
-func (m *machine) verified(st *StepRecord) {
+func (m *machine) verified(st *sagadriver.StepRecord) {
 	s := m.s
-	if st.Status != StepUncertain || m.op().Status != StatusRunning {
+	if st.Status != sagadriver.StepUncertain || m.op().Status != sagadriver.StatusRunning {
 		m.d.noop = fmt.Sprintf("step %s is %s, operation %s: verification not needed", st.Name, st.Status, m.op().Status)
 		return
 	}
@@ -436,7 +438,7 @@ func (m *machine) verified(st *StepRecord) {
 			m.failStep(st, "retries_exhausted", "verification found no effect after the last attempt", false)
 			return
 		}
-		m.setStep(st, StepPending, "verified", "verification found no effect: executing again with the same key", st.Attempts)
+		m.setStep(st, sagadriver.StepPending, "verified", "verification found no effect: executing again with the same key", st.Attempts)
 		m.enqueue(jobStep, st, 0)
 	default:
 		st.Verifications++
@@ -450,73 +452,73 @@ func (m *machine) verified(st *StepRecord) {
 	}
 }
 
-func (m *machine) compBegin(st *StepRecord) {
-	if m.op().Status != StatusCompensating {
+func (m *machine) compBegin(st *sagadriver.StepRecord) {
+	if m.op().Status != sagadriver.StatusCompensating {
 		m.d.noop = fmt.Sprintf("operation is %s", m.op().Status)
 		return
 	}
 	switch st.CompStatus {
-	case CompPending, CompRetrying, CompRunning:
+	case sagadriver.CompPending, sagadriver.CompRetrying, sagadriver.CompRunning:
 	default:
 		m.d.noop = fmt.Sprintf("compensation of %s is %q", st.Name, st.CompStatus)
 		return
 	}
 	m.op().CurrentStep = st.Name
-	st.CompStatus = CompRunning
+	st.CompStatus = sagadriver.CompRunning
 	st.CompAttempts++
 	st.UpdatedAt = m.s.now
 	m.event(st.Name, "compensation_begun", string(st.Status), string(st.Status), "", st.CompAttempts)
 	m.d.proceed = true
 }
 
-func (m *machine) compFailed(st *StepRecord) {
+func (m *machine) compFailed(st *sagadriver.StepRecord) {
 	s := m.s
 	st.CompError = s.err
-	if s.class != ClassPermanent && st.CompAttempts < st.CompMaxAttempts {
-		st.CompStatus = CompRetrying
+	if s.class != sagadriver.ClassPermanent && st.CompAttempts < st.CompMaxAttempts {
+		st.CompStatus = sagadriver.CompRetrying
 		st.UpdatedAt = s.now
 		m.event(st.Name, "compensation_retrying", string(st.Status), string(st.Status), s.err, st.CompAttempts)
 		m.d.retry = true
 		return
 	}
-	st.CompStatus = CompFailed
-	m.setStep(st, StepCompensationFailed, "compensation_failed", s.err, st.CompAttempts)
+	st.CompStatus = sagadriver.CompFailed
+	m.setStep(st, sagadriver.StepCompensationFailed, "compensation_failed", s.err, st.CompAttempts)
 	m.review("compensation_failed", fmt.Sprintf("compensation of step %s failed after %d attempt(s): %s (external id %q)", st.Name, st.CompAttempts, s.err, st.ExternalID))
 }
 
-func (m *machine) operatorRetry(st *StepRecord) error {
+func (m *machine) operatorRetry(st *sagadriver.StepRecord) error {
 	o := m.op()
 	const action = "retry step"
 	if st == nil {
 		return m.illegal(action, nil, "a step is required")
 	}
-	if o.Status != StatusReviewRequired {
+	if o.Status != sagadriver.StatusReviewRequired {
 		return m.illegal(action, st, "only an operation under review can be retried")
 	}
 	switch st.Status {
-	case StepFailed, StepUncertain, StepRunning, StepRetrying:
+	case sagadriver.StepFailed, sagadriver.StepUncertain, sagadriver.StepRunning, sagadriver.StepRetrying:
 		for _, other := range o.Steps {
-			if other.CompStatus != CompNone {
+			if other.CompStatus != sagadriver.CompNone {
 				return m.illegal(action, st, "compensation has started; retry the failed compensation instead")
 			}
 		}
 		st.Attempts, st.Verifications = 0, 0
 		st.LastError, st.LastErrorClass = "", ""
 		st.FinishedAt = nil
-		m.event(st.Name, "operator_retry", string(st.Status), string(StepPending), m.s.note, 0)
-		m.setStep(st, StepPending, "step_reset", "", 0)
-		m.setOp(StatusRunning, "operator retry of "+st.Name)
+		m.event(st.Name, "operator_retry", string(st.Status), string(sagadriver.StepPending), m.s.note, 0)
+		m.setStep(st, sagadriver.StepPending, "step_reset", "", 0)
+		m.setOp(sagadriver.StatusRunning, "operator retry of "+st.Name)
 		o.CurrentStep = st.Name
 		m.enqueue(jobStep, st, 0)
-	case StepCompensationFailed:
-		st.CompStatus, st.CompAttempts, st.CompError = CompPending, 0, ""
+	case sagadriver.StepCompensationFailed:
+		st.CompStatus, st.CompAttempts, st.CompError = sagadriver.CompPending, 0, ""
 		st.FinishedAt = nil
 		// The failure that sent the operation to review is in its
 		// history; the record shows the failure of the retry, if any.
 		o.LastError = ""
-		m.event(st.Name, "operator_retry", string(st.Status), string(StepCompensating), m.s.note, 0)
-		m.setStep(st, StepCompensating, "compensation_reset", "", 0)
-		m.setOp(StatusCompensating, "operator retry of the compensation of "+st.Name)
+		m.event(st.Name, "operator_retry", string(st.Status), string(sagadriver.StepCompensating), m.s.note, 0)
+		m.setStep(st, sagadriver.StepCompensating, "compensation_reset", "", 0)
+		m.setOp(sagadriver.StatusCompensating, "operator retry of the compensation of "+st.Name)
 		m.nextCompensation()
 	default:
 		return m.illegal(action, st, "only a failed, uncertain or stuck step or a failed compensation can be retried")
@@ -524,42 +526,42 @@ func (m *machine) operatorRetry(st *StepRecord) error {
 	return nil
 }
 
-func (m *machine) operatorConfirm(st *StepRecord) error {
+func (m *machine) operatorConfirm(st *sagadriver.StepRecord) error {
 	o := m.op()
 	const action = "confirm outcome"
 	if st == nil {
 		return m.illegal(action, nil, "a step is required")
 	}
-	if o.Status != StatusReviewRequired {
+	if o.Status != sagadriver.StatusReviewRequired {
 		return m.illegal(action, st, "only an operation under review can have a step confirmed")
 	}
 	if m.s.note == "" {
 		return m.illegal(action, st, "a note with the evidence is required")
 	}
 	switch st.Status {
-	case StepUncertain, StepFailed, StepRunning, StepRetrying:
+	case sagadriver.StepUncertain, sagadriver.StepFailed, sagadriver.StepRunning, sagadriver.StepRetrying:
 		for _, other := range o.Steps {
-			if other.CompStatus != CompNone {
+			if other.CompStatus != sagadriver.CompNone {
 				return m.illegal(action, st, "compensation has started")
 			}
 		}
 		m.event(st.Name, "operator_confirm", string(st.Status), "", fmt.Sprintf("happened=%t external id %q: %s", m.s.happened, m.s.result.ExternalID, m.s.note), st.Attempts)
 		if m.s.happened {
-			m.setOp(StatusRunning, "operator confirmed "+st.Name+" happened")
+			m.setOp(sagadriver.StatusRunning, "operator confirmed "+st.Name+" happened")
 			m.complete(st, m.s.result, "step_completed", "confirmed by operator")
 			return nil
 		}
-		m.setOp(StatusRunning, "operator confirmed "+st.Name+" did not happen")
+		m.setOp(sagadriver.StatusRunning, "operator confirmed "+st.Name+" did not happen")
 		m.failStep(st, "permanent_failure", "confirmed by operator as not done: "+m.s.note, false)
-	case StepCompensationFailed:
+	case sagadriver.StepCompensationFailed:
 		if !m.s.happened {
 			return m.illegal(action, st, "a compensation that did not happen is retried, not confirmed")
 		}
-		m.event(st.Name, "operator_confirm", string(st.Status), string(StepCompensated), m.s.note, st.CompAttempts)
+		m.event(st.Name, "operator_confirm", string(st.Status), string(sagadriver.StepCompensated), m.s.note, st.CompAttempts)
 		o.LastError = ""
-		st.CompStatus, st.CompError = CompCompleted, ""
-		m.setStep(st, StepCompensated, "compensated", "confirmed by operator", st.CompAttempts)
-		m.setOp(StatusCompensating, "operator confirmed the compensation of "+st.Name)
+		st.CompStatus, st.CompError = sagadriver.CompCompleted, ""
+		m.setStep(st, sagadriver.StepCompensated, "compensated", "confirmed by operator", st.CompAttempts)
+		m.setOp(sagadriver.StatusCompensating, "operator confirmed the compensation of "+st.Name)
 		m.nextCompensation()
 	default:
 		return m.illegal(action, st, "only an uncertain, failed or stuck step or a failed compensation can be confirmed")
@@ -569,20 +571,20 @@ func (m *machine) operatorConfirm(st *StepRecord) error {
 
 func (m *machine) operatorCompensate() error {
 	o := m.op()
-	if o.Status != StatusReviewRequired && o.Status != StatusRunning {
+	if o.Status != sagadriver.StatusReviewRequired && o.Status != sagadriver.StatusRunning {
 		return m.illegal("start compensation", nil, "only a running operation or one under review can be compensated")
 	}
 	for _, st := range o.Steps {
-		if st.CompStatus != CompNone {
+		if st.CompStatus != sagadriver.CompNone {
 			return m.illegal("start compensation", nil, "compensation has started already; retry or confirm the failed compensation")
 		}
 	}
-	m.event("", "operator_compensate", string(o.Status), string(StatusCompensating), m.s.note, 0)
+	m.event("", "operator_compensate", string(o.Status), string(sagadriver.StatusCompensating), m.s.note, 0)
 	for i := range o.Steps {
-		if st := &o.Steps[i]; st.Status == StepFailed || st.Status == StepRetrying {
+		if st := &o.Steps[i]; st.Status == sagadriver.StepFailed || st.Status == sagadriver.StepRetrying {
 			// A failed step took no effect; one retrying is stopped.
-			if st.Status == StepRetrying {
-				m.setStep(st, StepSkipped, "step_skipped", "stopped by operator", st.Attempts)
+			if st.Status == sagadriver.StepRetrying {
+				m.setStep(st, sagadriver.StepSkipped, "step_skipped", "stopped by operator", st.Attempts)
 			}
 		}
 	}
@@ -592,14 +594,14 @@ func (m *machine) operatorCompensate() error {
 
 func (m *machine) operatorResolve() error {
 	o := m.op()
-	if o.Status != StatusReviewRequired {
+	if o.Status != sagadriver.StatusReviewRequired {
 		return m.illegal("resolve", nil, "only an operation under review can be resolved")
 	}
 	if m.s.note == "" {
 		return m.illegal("resolve", nil, "a note is required")
 	}
 	switch m.s.resolveTo {
-	case StatusCompleted, StatusFailed, StatusCompensated:
+	case sagadriver.StatusCompleted, sagadriver.StatusFailed, sagadriver.StatusCompensated:
 	default:
 		return m.illegal("resolve", nil, fmt.Sprintf("resolve to completed, failed or compensated, not %q", m.s.resolveTo))
 	}

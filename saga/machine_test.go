@@ -9,19 +9,21 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // fixture builds an operation of three steps (account: compensatable,
 // workspace: pivot, welcome: retriable), in status opStatus, with the
 // steps in the given statuses.
-func fixture(opStatus Status, statuses ...StepStatus) Operation {
+func fixture(opStatus sagadriver.Status, statuses ...sagadriver.StepStatus) sagadriver.Operation {
 	now := time.Unix(1_700_000_000, 0).UTC()
-	op := Operation{ID: "op1", Type: "signup", Status: opStatus, Version: 3, CreatedAt: now, UpdatedAt: now}
-	kinds := []Kind{Compensatable, Pivot, Retriable}
+	op := sagadriver.Operation{ID: "op1", Type: "signup", Status: opStatus, Version: 3, CreatedAt: now, UpdatedAt: now}
+	kinds := []sagadriver.Kind{sagadriver.Compensatable, sagadriver.Pivot, sagadriver.Retriable}
 	names := []string{"account", "workspace", "welcome"}
 	for i, name := range names {
-		st := StepRecord{Name: name, Seq: i, Kind: kinds[i], Status: StepPending, Key: "op1/" + name,
-			MaxAttempts: 3, CompMaxAttempts: 2, Compensable: kinds[i] != Retriable, CompSeq: len(names) - i, CompKey: "op1/" + name + "/compensate"}
+		st := sagadriver.StepRecord{Name: name, Seq: i, Kind: kinds[i], Status: sagadriver.StepPending, Key: "op1/" + name,
+			MaxAttempts: 3, CompMaxAttempts: 2, Compensable: kinds[i] != sagadriver.Retriable, CompSeq: len(names) - i, CompKey: "op1/" + name + "/compensate"}
 		if i < len(statuses) {
 			st.Status = statuses[i]
 		}
@@ -31,9 +33,9 @@ func fixture(opStatus Status, statuses ...StepStatus) Operation {
 }
 
 type want struct {
-	op       Status
-	steps    []StepStatus
-	comp     []CompStatus
+	op       sagadriver.Status
+	steps    []sagadriver.StepStatus
+	comp     []sagadriver.CompStatus
 	enqueue  []enqueue
 	proceed  bool
 	verify   bool
@@ -46,16 +48,16 @@ type want struct {
 	attempts []int
 }
 
-func stepStatuses(op Operation) []StepStatus {
-	out := make([]StepStatus, len(op.Steps))
+func stepStatuses(op sagadriver.Operation) []sagadriver.StepStatus {
+	out := make([]sagadriver.StepStatus, len(op.Steps))
 	for i, s := range op.Steps {
 		out[i] = s.Status
 	}
 	return out
 }
 
-func compStatuses(op Operation) []CompStatus {
-	out := make([]CompStatus, len(op.Steps))
+func compStatuses(op sagadriver.Operation) []sagadriver.CompStatus {
+	out := make([]sagadriver.CompStatus, len(op.Steps))
 	for i, s := range op.Steps {
 		out[i] = s.CompStatus
 	}
@@ -65,112 +67,112 @@ func compStatuses(op Operation) []CompStatus {
 func TestDecide(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1_700_000_100, 0).UTC()
-	P, R, C, F, U := StepPending, StepRunning, StepCompleted, StepFailed, StepUncertain
-	withAttempts := func(op Operation, step string, n int) Operation {
+	P, R, C, F, U := sagadriver.StepPending, sagadriver.StepRunning, sagadriver.StepCompleted, sagadriver.StepFailed, sagadriver.StepUncertain
+	withAttempts := func(op sagadriver.Operation, step string, n int) sagadriver.Operation {
 		st, _ := op.Step(step)
 		st.Attempts = n
 		return op
 	}
-	withComp := func(op Operation, step string, cs CompStatus, attempts int) Operation {
+	withComp := func(op sagadriver.Operation, step string, cs sagadriver.CompStatus, attempts int) sagadriver.Operation {
 		st, _ := op.Step(step)
 		st.CompStatus, st.CompAttempts = cs, attempts
 		return op
 	}
 	tests := []struct {
 		name string
-		op   Operation
+		op   sagadriver.Operation
 		sig  signal
 		want want
 	}{
-		{"G4 begin: pending step runs, operation starts", fixture(StatusPending), signal{kind: sigBegin, step: "account"},
-			want{op: StatusRunning, steps: []StepStatus{R, P, P}, proceed: true, attempts: []int{1, 0, 0}}},
-		{"G4 done: next step enqueued in the same transaction", fixture(StatusRunning, R), signal{kind: sigDone, step: "account", result: Result{ExternalID: "acc_1"}},
-			want{op: StatusRunning, steps: []StepStatus{C, P, P}, enqueue: []enqueue{{kind: jobStep, step: "workspace", generation: 1}}}},
-		{"G4 done at the last step: operation completed", fixture(StatusRunning, C, C, R), signal{kind: sigDone, step: "welcome"},
-			want{op: StatusCompleted, steps: []StepStatus{C, C, C}}},
-		{"F5 duplicate delivery of a completed step is a no-op", fixture(StatusRunning, C, R), signal{kind: sigBegin, step: "account"},
-			want{op: StatusRunning, steps: []StepStatus{C, R, P}, noop: true}},
-		{"F5 begin on a terminal operation is a no-op", fixture(StatusCompensated, StepCompensated, StepSkipped, StepSkipped), signal{kind: sigBegin, step: "workspace"},
-			want{op: StatusCompensated, noop: true}},
-		{"F3 step found running is verified first", withAttempts(fixture(StatusRunning, C, R), "workspace", 1), signal{kind: sigBegin, step: "workspace", hasVerify: true},
-			want{op: StatusRunning, steps: []StepStatus{C, R, P}, proceed: true, verify: true, attempts: []int{0, 2, 0}}},
-		{"F3 step found running without Verify runs again with the same key", withAttempts(fixture(StatusRunning, C, R), "workspace", 1), signal{kind: sigBegin, step: "workspace"},
-			want{op: StatusRunning, steps: []StepStatus{C, R, P}, proceed: true, attempts: []int{0, 2, 0}}},
-		{"F3 interrupted last attempt without Verify: retries exhausted, compensate", withAttempts(fixture(StatusRunning, C, R), "workspace", 3), signal{kind: sigBegin, step: "workspace"},
-			want{op: StatusCompensating, steps: []StepStatus{StepCompensating, F, StepSkipped}, comp: []CompStatus{CompPending, "", ""},
+		{"G4 begin: pending step runs, operation starts", fixture(sagadriver.StatusPending), signal{kind: sigBegin, step: "account"},
+			want{op: sagadriver.StatusRunning, steps: []sagadriver.StepStatus{R, P, P}, proceed: true, attempts: []int{1, 0, 0}}},
+		{"G4 done: next step enqueued in the same transaction", fixture(sagadriver.StatusRunning, R), signal{kind: sigDone, step: "account", result: Result{ExternalID: "acc_1"}},
+			want{op: sagadriver.StatusRunning, steps: []sagadriver.StepStatus{C, P, P}, enqueue: []enqueue{{kind: jobStep, step: "workspace", generation: 1}}}},
+		{"G4 done at the last step: operation completed", fixture(sagadriver.StatusRunning, C, C, R), signal{kind: sigDone, step: "welcome"},
+			want{op: sagadriver.StatusCompleted, steps: []sagadriver.StepStatus{C, C, C}}},
+		{"F5 duplicate delivery of a completed step is a no-op", fixture(sagadriver.StatusRunning, C, R), signal{kind: sigBegin, step: "account"},
+			want{op: sagadriver.StatusRunning, steps: []sagadriver.StepStatus{C, R, P}, noop: true}},
+		{"F5 begin on a terminal operation is a no-op", fixture(sagadriver.StatusCompensated, sagadriver.StepCompensated, sagadriver.StepSkipped, sagadriver.StepSkipped), signal{kind: sigBegin, step: "workspace"},
+			want{op: sagadriver.StatusCompensated, noop: true}},
+		{"F3 step found running is verified first", withAttempts(fixture(sagadriver.StatusRunning, C, R), "workspace", 1), signal{kind: sigBegin, step: "workspace", hasVerify: true},
+			want{op: sagadriver.StatusRunning, steps: []sagadriver.StepStatus{C, R, P}, proceed: true, verify: true, attempts: []int{0, 2, 0}}},
+		{"F3 step found running without Verify runs again with the same key", withAttempts(fixture(sagadriver.StatusRunning, C, R), "workspace", 1), signal{kind: sigBegin, step: "workspace"},
+			want{op: sagadriver.StatusRunning, steps: []sagadriver.StepStatus{C, R, P}, proceed: true, attempts: []int{0, 2, 0}}},
+		{"F3 interrupted last attempt without Verify: retries exhausted, compensate", withAttempts(fixture(sagadriver.StatusRunning, C, R), "workspace", 3), signal{kind: sigBegin, step: "workspace"},
+			want{op: sagadriver.StatusCompensating, steps: []sagadriver.StepStatus{sagadriver.StepCompensating, F, sagadriver.StepSkipped}, comp: []sagadriver.CompStatus{sagadriver.CompPending, "", ""},
 				enqueue: []enqueue{{kind: jobCompensate, step: "account", generation: 1}}}},
-		{"G5 F1 transient with attempts left: retrying, River retries", withAttempts(fixture(StatusRunning, C, R), "workspace", 1), signal{kind: sigFailed, step: "workspace", class: ClassTransient, err: "503"},
-			want{op: StatusRunning, steps: []StepStatus{C, StepRetrying, P}, retry: true}},
-		{"G5 G7 transient exhausted at a pivot: compensate", withAttempts(fixture(StatusRunning, C, R), "workspace", 3), signal{kind: sigFailed, step: "workspace", class: ClassTransient, err: "503"},
-			want{op: StatusCompensating, steps: []StepStatus{StepCompensating, F, StepSkipped}, enqueue: []enqueue{{kind: jobCompensate, step: "account", generation: 1}}}},
-		{"G5 F6 permanent at a pivot: compensate completed steps in reverse", fixture(StatusRunning, C, R), signal{kind: sigFailed, step: "workspace", class: ClassPermanent, err: "quota"},
-			want{op: StatusCompensating, steps: []StepStatus{StepCompensating, F, StepSkipped}, comp: []CompStatus{CompPending, "", ""},
+		{"G5 F1 transient with attempts left: retrying, River retries", withAttempts(fixture(sagadriver.StatusRunning, C, R), "workspace", 1), signal{kind: sigFailed, step: "workspace", class: sagadriver.ClassTransient, err: "503"},
+			want{op: sagadriver.StatusRunning, steps: []sagadriver.StepStatus{C, sagadriver.StepRetrying, P}, retry: true}},
+		{"G5 G7 transient exhausted at a pivot: compensate", withAttempts(fixture(sagadriver.StatusRunning, C, R), "workspace", 3), signal{kind: sigFailed, step: "workspace", class: sagadriver.ClassTransient, err: "503"},
+			want{op: sagadriver.StatusCompensating, steps: []sagadriver.StepStatus{sagadriver.StepCompensating, F, sagadriver.StepSkipped}, enqueue: []enqueue{{kind: jobCompensate, step: "account", generation: 1}}}},
+		{"G5 F6 permanent at a pivot: compensate completed steps in reverse", fixture(sagadriver.StatusRunning, C, R), signal{kind: sigFailed, step: "workspace", class: sagadriver.ClassPermanent, err: "quota"},
+			want{op: sagadriver.StatusCompensating, steps: []sagadriver.StepStatus{sagadriver.StepCompensating, F, sagadriver.StepSkipped}, comp: []sagadriver.CompStatus{sagadriver.CompPending, "", ""},
 				enqueue: []enqueue{{kind: jobCompensate, step: "account", generation: 1}}}},
-		{"G6 permanent at a step that compensates on failure: compensated first", fixture(StatusRunning, C, R), signal{kind: sigFailed, step: "workspace", class: ClassPermanent, err: "activation refused", compensateFailed: true},
-			want{op: StatusCompensating, steps: []StepStatus{StepCompensating, StepCompensating, StepSkipped}, enqueue: []enqueue{{kind: jobCompensate, step: "workspace", generation: 1}}}},
-		{"G5 permanent at the first step: nothing to compensate, failed", fixture(StatusRunning, R), signal{kind: sigFailed, step: "account", class: ClassPermanent, err: "invalid email"},
-			want{op: StatusFailed, steps: []StepStatus{F, StepSkipped, StepSkipped}}},
-		{"G5 F7 permanent at a retriable step: review, no compensation", fixture(StatusRunning, C, C, R), signal{kind: sigFailed, step: "welcome", class: ClassPermanent, err: "bounced"},
-			want{op: StatusReviewRequired, steps: []StepStatus{C, C, F}, comp: []CompStatus{"", "", ""}, review: "permanent_failure"}},
-		{"G7 transient exhausted at a retriable step: review", withAttempts(fixture(StatusRunning, C, C, R), "welcome", 3), signal{kind: sigFailed, step: "welcome", class: ClassTransient, err: "503"},
-			want{op: StatusReviewRequired, steps: []StepStatus{C, C, F}, review: "retries_exhausted"}},
-		{"G5 F2 uncertain with Verify: verify job scheduled", fixture(StatusRunning, C, R), signal{kind: sigFailed, step: "workspace", class: ClassUncertain, err: "timeout", hasVerify: true, verifyAfter: time.Second},
-			want{op: StatusRunning, steps: []StepStatus{C, U, P}, enqueue: []enqueue{{kind: jobVerify, step: "workspace", generation: 1, delay: time.Second}}}},
-		{"G5 G7 uncertain without Verify: review", fixture(StatusRunning, C, R), signal{kind: sigFailed, step: "workspace", class: ClassUncertain, err: "timeout"},
-			want{op: StatusReviewRequired, steps: []StepStatus{C, U, P}, review: "uncertain_unresolved"}},
-		{"F2 verify applied: completed, no second Do", fixture(StatusRunning, C, U), signal{kind: sigVerified, step: "workspace", outcome: Applied, result: Result{ExternalID: "ws_1"}},
-			want{op: StatusRunning, steps: []StepStatus{C, C, P}, enqueue: []enqueue{{kind: jobStep, step: "welcome", generation: 1}}}},
-		{"G5 verify not applied: executed again with the same key", withAttempts(fixture(StatusRunning, C, U), "workspace", 1), signal{kind: sigVerified, step: "workspace", outcome: NotApplied},
-			want{op: StatusRunning, steps: []StepStatus{C, P, P}, enqueue: []enqueue{{kind: jobStep, step: "workspace", generation: 1}}}},
-		{"F11 verify inconclusive under the cap: snooze", fixture(StatusRunning, C, U), signal{kind: sigVerified, step: "workspace", outcome: Unknown, maxVerifications: 3, verifyAfter: time.Second},
-			want{op: StatusRunning, steps: []StepStatus{C, U, P}, snooze: true}},
-		{"F11 G7 verify inconclusive at the cap: review", func() Operation {
-			op := fixture(StatusRunning, C, U)
+		{"G6 permanent at a step that compensates on failure: compensated first", fixture(sagadriver.StatusRunning, C, R), signal{kind: sigFailed, step: "workspace", class: sagadriver.ClassPermanent, err: "activation refused", compensateFailed: true},
+			want{op: sagadriver.StatusCompensating, steps: []sagadriver.StepStatus{sagadriver.StepCompensating, sagadriver.StepCompensating, sagadriver.StepSkipped}, enqueue: []enqueue{{kind: jobCompensate, step: "workspace", generation: 1}}}},
+		{"G5 permanent at the first step: nothing to compensate, failed", fixture(sagadriver.StatusRunning, R), signal{kind: sigFailed, step: "account", class: sagadriver.ClassPermanent, err: "invalid email"},
+			want{op: sagadriver.StatusFailed, steps: []sagadriver.StepStatus{F, sagadriver.StepSkipped, sagadriver.StepSkipped}}},
+		{"G5 F7 permanent at a retriable step: review, no compensation", fixture(sagadriver.StatusRunning, C, C, R), signal{kind: sigFailed, step: "welcome", class: sagadriver.ClassPermanent, err: "bounced"},
+			want{op: sagadriver.StatusReviewRequired, steps: []sagadriver.StepStatus{C, C, F}, comp: []sagadriver.CompStatus{"", "", ""}, review: "permanent_failure"}},
+		{"G7 transient exhausted at a retriable step: review", withAttempts(fixture(sagadriver.StatusRunning, C, C, R), "welcome", 3), signal{kind: sigFailed, step: "welcome", class: sagadriver.ClassTransient, err: "503"},
+			want{op: sagadriver.StatusReviewRequired, steps: []sagadriver.StepStatus{C, C, F}, review: "retries_exhausted"}},
+		{"G5 F2 uncertain with Verify: verify job scheduled", fixture(sagadriver.StatusRunning, C, R), signal{kind: sigFailed, step: "workspace", class: sagadriver.ClassUncertain, err: "timeout", hasVerify: true, verifyAfter: time.Second},
+			want{op: sagadriver.StatusRunning, steps: []sagadriver.StepStatus{C, U, P}, enqueue: []enqueue{{kind: jobVerify, step: "workspace", generation: 1, delay: time.Second}}}},
+		{"G5 G7 uncertain without Verify: review", fixture(sagadriver.StatusRunning, C, R), signal{kind: sigFailed, step: "workspace", class: sagadriver.ClassUncertain, err: "timeout"},
+			want{op: sagadriver.StatusReviewRequired, steps: []sagadriver.StepStatus{C, U, P}, review: "uncertain_unresolved"}},
+		{"F2 verify applied: completed, no second Do", fixture(sagadriver.StatusRunning, C, U), signal{kind: sigVerified, step: "workspace", outcome: Applied, result: Result{ExternalID: "ws_1"}},
+			want{op: sagadriver.StatusRunning, steps: []sagadriver.StepStatus{C, C, P}, enqueue: []enqueue{{kind: jobStep, step: "welcome", generation: 1}}}},
+		{"G5 verify not applied: executed again with the same key", withAttempts(fixture(sagadriver.StatusRunning, C, U), "workspace", 1), signal{kind: sigVerified, step: "workspace", outcome: NotApplied},
+			want{op: sagadriver.StatusRunning, steps: []sagadriver.StepStatus{C, P, P}, enqueue: []enqueue{{kind: jobStep, step: "workspace", generation: 1}}}},
+		{"F11 verify inconclusive under the cap: snooze", fixture(sagadriver.StatusRunning, C, U), signal{kind: sigVerified, step: "workspace", outcome: Unknown, maxVerifications: 3, verifyAfter: time.Second},
+			want{op: sagadriver.StatusRunning, steps: []sagadriver.StepStatus{C, U, P}, snooze: true}},
+		{"F11 G7 verify inconclusive at the cap: review", func() sagadriver.Operation {
+			op := fixture(sagadriver.StatusRunning, C, U)
 			op.Steps[1].Verifications = 2
 			return op
 		}(), signal{kind: sigVerified, step: "workspace", outcome: Unknown, maxVerifications: 3},
-			want{op: StatusReviewRequired, steps: []StepStatus{C, U, P}, review: "uncertain_unresolved"}},
-		{"F10 late forward result after compensation started is ignored", fixture(StatusCompensating, StepCompensating, StepCompensating), signal{kind: sigDone, step: "workspace", result: Result{ExternalID: "ws_9"}},
-			want{op: StatusCompensating, steps: []StepStatus{StepCompensating, StepCompensating, P}, noop: true}},
-		{"G6 compensation begins", withComp(fixture(StatusCompensating, StepCompensating, F, StepSkipped), "account", CompPending, 0), signal{kind: sigCompBegin, step: "account"},
-			want{op: StatusCompensating, comp: []CompStatus{CompRunning, "", ""}, proceed: true}},
-		{"G6 compensation of a step not planned is a no-op", fixture(StatusCompensating, StepCompensating, F, StepSkipped), signal{kind: sigCompBegin, step: "welcome"},
-			want{op: StatusCompensating, noop: true}},
-		{"G6 last compensation done: compensated", withComp(fixture(StatusCompensating, StepCompensating, F, StepSkipped), "account", CompRunning, 1), signal{kind: sigCompDone, step: "account"},
-			want{op: StatusCompensated, steps: []StepStatus{StepCompensated, F, StepSkipped}, comp: []CompStatus{CompCompleted, "", ""}}},
-		{"G6 compensation done: next in order", withComp(withComp(fixture(StatusCompensating, StepCompensating, StepCompensating, F), "workspace", CompRunning, 1), "account", CompPending, 0), signal{kind: sigCompDone, step: "workspace"},
-			want{op: StatusCompensating, steps: []StepStatus{StepCompensating, StepCompensated, F}, enqueue: []enqueue{{kind: jobCompensate, step: "account", generation: 1}}}},
-		{"G6 F8 compensation fails transiently with attempts left: retry", withComp(fixture(StatusCompensating, StepCompensating, F), "account", CompRunning, 1), signal{kind: sigCompFailed, step: "account", class: ClassTransient, err: "503"},
-			want{op: StatusCompensating, comp: []CompStatus{CompRetrying, "", ""}, retry: true}},
-		{"G6 G7 F8 compensation exhausted: halt, review", withComp(withComp(fixture(StatusCompensating, StepCompensating, StepCompensating, F), "workspace", CompRunning, 2), "account", CompPending, 0), signal{kind: sigCompFailed, step: "workspace", class: ClassTransient, err: "503"},
-			want{op: StatusReviewRequired, steps: []StepStatus{StepCompensating, StepCompensationFailed, F}, comp: []CompStatus{CompPending, CompFailed, ""}, review: "compensation_failed"}},
-		{"G6 permanent compensation failure: review at once", withComp(fixture(StatusCompensating, StepCompensating, F), "account", CompRunning, 1), signal{kind: sigCompFailed, step: "account", class: ClassPermanent, err: "account locked"},
-			want{op: StatusReviewRequired, steps: []StepStatus{StepCompensationFailed, F, P}, review: "compensation_failed"}},
-		{"G9 retry a failed retriable step", fixture(StatusReviewRequired, C, C, F), signal{kind: opRetry, step: "welcome", note: "smtp fixed"},
-			want{op: StatusRunning, steps: []StepStatus{C, C, P}, enqueue: []enqueue{{kind: jobStep, step: "welcome", generation: 1}}, attempts: []int{0, 0, 0}}},
-		{"G9 retry a failed compensation resumes the plan", withComp(withComp(fixture(StatusReviewRequired, StepCompensating, StepCompensationFailed, F), "workspace", CompFailed, 2), "account", CompPending, 0), signal{kind: opRetry, step: "workspace"},
-			want{op: StatusCompensating, steps: []StepStatus{StepCompensating, StepCompensating, F}, enqueue: []enqueue{{kind: jobCompensate, step: "workspace", generation: 1}}}},
-		{"G9 retry refused unless under review", fixture(StatusRunning, C, R), signal{kind: opRetry, step: "workspace"}, want{errAs: true}},
-		{"G9 retry refused for a completed step", fixture(StatusReviewRequired, C, C, F), signal{kind: opRetry, step: "account"}, want{errAs: true}},
-		{"G9 retry of an unknown step: not found", fixture(StatusReviewRequired, C, C, F), signal{kind: opRetry, step: "nope"}, want{errIs: ErrNotFound}},
-		{"G9 confirm happened: completed with the external id, operation goes on", fixture(StatusReviewRequired, C, U), signal{kind: opConfirm, step: "workspace", happened: true, result: Result{ExternalID: "ws_7"}, note: "seen in provider console"},
-			want{op: StatusRunning, steps: []StepStatus{C, C, P}, enqueue: []enqueue{{kind: jobStep, step: "welcome", generation: 1}}}},
-		{"G9 confirm not happened at a pivot: compensate", fixture(StatusReviewRequired, C, U), signal{kind: opConfirm, step: "workspace", note: "not in provider"},
-			want{op: StatusCompensating, steps: []StepStatus{StepCompensating, F, StepSkipped}, enqueue: []enqueue{{kind: jobCompensate, step: "account", generation: 1}}}},
-		{"G9 confirm needs a note", fixture(StatusReviewRequired, C, U), signal{kind: opConfirm, step: "workspace", happened: true}, want{errAs: true}},
-		{"G9 confirm a failed compensation as done continues the plan", withComp(fixture(StatusReviewRequired, StepCompensationFailed, F), "account", CompFailed, 2), signal{kind: opConfirm, step: "account", happened: true, note: "deleted by hand"},
-			want{op: StatusCompensated, steps: []StepStatus{StepCompensated, F, P}}},
-		{"G9 start compensation from review", fixture(StatusReviewRequired, C, C, F), signal{kind: opCompensate, note: "customer cancelled"},
-			want{op: StatusCompensating, steps: []StepStatus{StepCompensating, StepCompensating, F}, enqueue: []enqueue{{kind: jobCompensate, step: "workspace", generation: 1}}}},
-		{"G9 start compensation refused once compensating", withComp(fixture(StatusReviewRequired, StepCompensationFailed, F), "account", CompFailed, 2), signal{kind: opCompensate}, want{errAs: true}},
-		{"G9 start compensation refused on a terminal operation", fixture(StatusCompleted, C, C, C), signal{kind: opCompensate}, want{errAs: true}},
-		{"G9 resolve a review with a note", fixture(StatusReviewRequired, C, C, F), signal{kind: opResolve, note: "welcome sent by hand", resolveTo: StatusCompleted},
-			want{op: StatusCompleted, steps: []StepStatus{C, C, F}}},
-		{"G9 resolve needs a note", fixture(StatusReviewRequired, C, C, F), signal{kind: opResolve, resolveTo: StatusCompleted}, want{errAs: true}},
-		{"G9 resolve refused unless under review", fixture(StatusRunning, C, R), signal{kind: opResolve, note: "x", resolveTo: StatusFailed}, want{errAs: true}},
-		{"G9 resolve only to a terminal status", fixture(StatusReviewRequired, C, C, F), signal{kind: opResolve, note: "x", resolveTo: StatusRunning}, want{errAs: true}},
-		{"G8 F13 finding raises to review", fixture(StatusCompensated, StepCompensated, F, StepSkipped), signal{kind: recFinding, err: "provider has workspace ws_1"},
-			want{op: StatusReviewRequired, review: "reconciliation_finding"}},
+			want{op: sagadriver.StatusReviewRequired, steps: []sagadriver.StepStatus{C, U, P}, review: "uncertain_unresolved"}},
+		{"F10 late forward result after compensation started is ignored", fixture(sagadriver.StatusCompensating, sagadriver.StepCompensating, sagadriver.StepCompensating), signal{kind: sigDone, step: "workspace", result: Result{ExternalID: "ws_9"}},
+			want{op: sagadriver.StatusCompensating, steps: []sagadriver.StepStatus{sagadriver.StepCompensating, sagadriver.StepCompensating, P}, noop: true}},
+		{"G6 compensation begins", withComp(fixture(sagadriver.StatusCompensating, sagadriver.StepCompensating, F, sagadriver.StepSkipped), "account", sagadriver.CompPending, 0), signal{kind: sigCompBegin, step: "account"},
+			want{op: sagadriver.StatusCompensating, comp: []sagadriver.CompStatus{sagadriver.CompRunning, "", ""}, proceed: true}},
+		{"G6 compensation of a step not planned is a no-op", fixture(sagadriver.StatusCompensating, sagadriver.StepCompensating, F, sagadriver.StepSkipped), signal{kind: sigCompBegin, step: "welcome"},
+			want{op: sagadriver.StatusCompensating, noop: true}},
+		{"G6 last compensation done: compensated", withComp(fixture(sagadriver.StatusCompensating, sagadriver.StepCompensating, F, sagadriver.StepSkipped), "account", sagadriver.CompRunning, 1), signal{kind: sigCompDone, step: "account"},
+			want{op: sagadriver.StatusCompensated, steps: []sagadriver.StepStatus{sagadriver.StepCompensated, F, sagadriver.StepSkipped}, comp: []sagadriver.CompStatus{sagadriver.CompCompleted, "", ""}}},
+		{"G6 compensation done: next in order", withComp(withComp(fixture(sagadriver.StatusCompensating, sagadriver.StepCompensating, sagadriver.StepCompensating, F), "workspace", sagadriver.CompRunning, 1), "account", sagadriver.CompPending, 0), signal{kind: sigCompDone, step: "workspace"},
+			want{op: sagadriver.StatusCompensating, steps: []sagadriver.StepStatus{sagadriver.StepCompensating, sagadriver.StepCompensated, F}, enqueue: []enqueue{{kind: jobCompensate, step: "account", generation: 1}}}},
+		{"G6 F8 compensation fails transiently with attempts left: retry", withComp(fixture(sagadriver.StatusCompensating, sagadriver.StepCompensating, F), "account", sagadriver.CompRunning, 1), signal{kind: sigCompFailed, step: "account", class: sagadriver.ClassTransient, err: "503"},
+			want{op: sagadriver.StatusCompensating, comp: []sagadriver.CompStatus{sagadriver.CompRetrying, "", ""}, retry: true}},
+		{"G6 G7 F8 compensation exhausted: halt, review", withComp(withComp(fixture(sagadriver.StatusCompensating, sagadriver.StepCompensating, sagadriver.StepCompensating, F), "workspace", sagadriver.CompRunning, 2), "account", sagadriver.CompPending, 0), signal{kind: sigCompFailed, step: "workspace", class: sagadriver.ClassTransient, err: "503"},
+			want{op: sagadriver.StatusReviewRequired, steps: []sagadriver.StepStatus{sagadriver.StepCompensating, sagadriver.StepCompensationFailed, F}, comp: []sagadriver.CompStatus{sagadriver.CompPending, sagadriver.CompFailed, ""}, review: "compensation_failed"}},
+		{"G6 permanent compensation failure: review at once", withComp(fixture(sagadriver.StatusCompensating, sagadriver.StepCompensating, F), "account", sagadriver.CompRunning, 1), signal{kind: sigCompFailed, step: "account", class: sagadriver.ClassPermanent, err: "account locked"},
+			want{op: sagadriver.StatusReviewRequired, steps: []sagadriver.StepStatus{sagadriver.StepCompensationFailed, F, P}, review: "compensation_failed"}},
+		{"G9 retry a failed retriable step", fixture(sagadriver.StatusReviewRequired, C, C, F), signal{kind: opRetry, step: "welcome", note: "smtp fixed"},
+			want{op: sagadriver.StatusRunning, steps: []sagadriver.StepStatus{C, C, P}, enqueue: []enqueue{{kind: jobStep, step: "welcome", generation: 1}}, attempts: []int{0, 0, 0}}},
+		{"G9 retry a failed compensation resumes the plan", withComp(withComp(fixture(sagadriver.StatusReviewRequired, sagadriver.StepCompensating, sagadriver.StepCompensationFailed, F), "workspace", sagadriver.CompFailed, 2), "account", sagadriver.CompPending, 0), signal{kind: opRetry, step: "workspace"},
+			want{op: sagadriver.StatusCompensating, steps: []sagadriver.StepStatus{sagadriver.StepCompensating, sagadriver.StepCompensating, F}, enqueue: []enqueue{{kind: jobCompensate, step: "workspace", generation: 1}}}},
+		{"G9 retry refused unless under review", fixture(sagadriver.StatusRunning, C, R), signal{kind: opRetry, step: "workspace"}, want{errAs: true}},
+		{"G9 retry refused for a completed step", fixture(sagadriver.StatusReviewRequired, C, C, F), signal{kind: opRetry, step: "account"}, want{errAs: true}},
+		{"G9 retry of an unknown step: not found", fixture(sagadriver.StatusReviewRequired, C, C, F), signal{kind: opRetry, step: "nope"}, want{errIs: ErrNotFound}},
+		{"G9 confirm happened: completed with the external id, operation goes on", fixture(sagadriver.StatusReviewRequired, C, U), signal{kind: opConfirm, step: "workspace", happened: true, result: Result{ExternalID: "ws_7"}, note: "seen in provider console"},
+			want{op: sagadriver.StatusRunning, steps: []sagadriver.StepStatus{C, C, P}, enqueue: []enqueue{{kind: jobStep, step: "welcome", generation: 1}}}},
+		{"G9 confirm not happened at a pivot: compensate", fixture(sagadriver.StatusReviewRequired, C, U), signal{kind: opConfirm, step: "workspace", note: "not in provider"},
+			want{op: sagadriver.StatusCompensating, steps: []sagadriver.StepStatus{sagadriver.StepCompensating, F, sagadriver.StepSkipped}, enqueue: []enqueue{{kind: jobCompensate, step: "account", generation: 1}}}},
+		{"G9 confirm needs a note", fixture(sagadriver.StatusReviewRequired, C, U), signal{kind: opConfirm, step: "workspace", happened: true}, want{errAs: true}},
+		{"G9 confirm a failed compensation as done continues the plan", withComp(fixture(sagadriver.StatusReviewRequired, sagadriver.StepCompensationFailed, F), "account", sagadriver.CompFailed, 2), signal{kind: opConfirm, step: "account", happened: true, note: "deleted by hand"},
+			want{op: sagadriver.StatusCompensated, steps: []sagadriver.StepStatus{sagadriver.StepCompensated, F, P}}},
+		{"G9 start compensation from review", fixture(sagadriver.StatusReviewRequired, C, C, F), signal{kind: opCompensate, note: "customer cancelled"},
+			want{op: sagadriver.StatusCompensating, steps: []sagadriver.StepStatus{sagadriver.StepCompensating, sagadriver.StepCompensating, F}, enqueue: []enqueue{{kind: jobCompensate, step: "workspace", generation: 1}}}},
+		{"G9 start compensation refused once compensating", withComp(fixture(sagadriver.StatusReviewRequired, sagadriver.StepCompensationFailed, F), "account", sagadriver.CompFailed, 2), signal{kind: opCompensate}, want{errAs: true}},
+		{"G9 start compensation refused on a terminal operation", fixture(sagadriver.StatusCompleted, C, C, C), signal{kind: opCompensate}, want{errAs: true}},
+		{"G9 resolve a review with a note", fixture(sagadriver.StatusReviewRequired, C, C, F), signal{kind: opResolve, note: "welcome sent by hand", resolveTo: sagadriver.StatusCompleted},
+			want{op: sagadriver.StatusCompleted, steps: []sagadriver.StepStatus{C, C, F}}},
+		{"G9 resolve needs a note", fixture(sagadriver.StatusReviewRequired, C, C, F), signal{kind: opResolve, resolveTo: sagadriver.StatusCompleted}, want{errAs: true}},
+		{"G9 resolve refused unless under review", fixture(sagadriver.StatusRunning, C, R), signal{kind: opResolve, note: "x", resolveTo: sagadriver.StatusFailed}, want{errAs: true}},
+		{"G9 resolve only to a terminal status", fixture(sagadriver.StatusReviewRequired, C, C, F), signal{kind: opResolve, note: "x", resolveTo: sagadriver.StatusRunning}, want{errAs: true}},
+		{"G8 F13 finding raises to review", fixture(sagadriver.StatusCompensated, sagadriver.StepCompensated, F, sagadriver.StepSkipped), signal{kind: recFinding, err: "provider has workspace ws_1"},
+			want{op: sagadriver.StatusReviewRequired, review: "reconciliation_finding"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -227,11 +229,11 @@ func TestDecide(t *testing.T) {
 func TestClassify(t *testing.T) {
 	t.Parallel()
 	base := errors.New("boom")
-	require.Equal(t, ClassTransient, Classify(base))
-	require.Equal(t, ClassPermanent, Classify(fmt.Errorf("wrap: %w", Permanent(base))))
-	require.Equal(t, ClassUncertain, Classify(Uncertain(base)))
-	require.Equal(t, ClassUncertain, Classify(fmt.Errorf("call: %w", contextDeadline())))
-	require.Equal(t, ClassTransient, Classify(Transient(fmt.Errorf("call: %w", contextDeadline()))), "an explicit mark wins")
+	require.Equal(t, sagadriver.ClassTransient, Classify(base))
+	require.Equal(t, sagadriver.ClassPermanent, Classify(fmt.Errorf("wrap: %w", Permanent(base))))
+	require.Equal(t, sagadriver.ClassUncertain, Classify(Uncertain(base)))
+	require.Equal(t, sagadriver.ClassUncertain, Classify(fmt.Errorf("call: %w", contextDeadline())))
+	require.Equal(t, sagadriver.ClassTransient, Classify(Transient(fmt.Errorf("call: %w", contextDeadline()))), "an explicit mark wins")
 	require.NoError(t, Permanent(nil))
 	require.ErrorIs(t, Permanent(base), base)
 }
@@ -258,13 +260,13 @@ func TestJobTagsOnlyWhatRiverAccepts(t *testing.T) {
 
 func TestFailedStepKeepsThePartialEffectsID(t *testing.T) {
 	t.Parallel()
-	d, err := decide(fixture(StatusRunning, StepCompleted, StepRunning), signal{kind: sigFailed, step: "workspace", class: ClassPermanent,
+	d, err := decide(fixture(sagadriver.StatusRunning, sagadriver.StepCompleted, sagadriver.StepRunning), signal{kind: sigFailed, step: "workspace", class: sagadriver.ClassPermanent,
 		err: "activation refused", compensateFailed: true, result: Result{ExternalID: "ws_9"}, now: time.Unix(1_700_000_200, 0)})
 	require.NoError(t, err)
 	ws, _ := d.op.Step("workspace")
 	require.Equal(t, "ws_9", ws.ExternalID)
-	require.Equal(t, StepCompensating, ws.Status)
-	d, err = decide(fixture(StatusRunning, StepCompleted, StepRunning), signal{kind: sigFailed, step: "workspace", class: ClassTransient, err: "503"})
+	require.Equal(t, sagadriver.StepCompensating, ws.Status)
+	d, err = decide(fixture(sagadriver.StatusRunning, sagadriver.StepCompleted, sagadriver.StepRunning), signal{kind: sigFailed, step: "workspace", class: sagadriver.ClassTransient, err: "503"})
 	require.NoError(t, err)
 	ws, _ = d.op.Step("workspace")
 	require.Empty(t, ws.ExternalID)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
@@ -91,10 +92,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, 1)
 	ch <- prometheus.MustNewConstMetric(c.skew, prometheus.GaugeValue, st.skew.Seconds())
 	now := st.now
-	for _, s := range Statuses {
+	for _, s := range sagadriver.Statuses {
 		ch <- prometheus.MustNewConstMetric(c.ops, prometheus.GaugeValue, float64(st.Operations[s]), string(s))
 	}
-	for _, s := range []Status{StatusRunning, StatusCompensating, StatusReviewRequired} {
+	for _, s := range []sagadriver.Status{sagadriver.StatusRunning, sagadriver.StatusCompensating, sagadriver.StatusReviewRequired} {
 		age := 0.0
 		if t, ok := st.OldestUpdate[s]; ok {
 			age = max(now.Sub(t).Seconds(), 0)

@@ -3,6 +3,8 @@ package saga
 import (
 	"context"
 	"fmt"
+
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // ActionParams identify an operator action (SPEC G9) on an operation.
@@ -23,8 +25,8 @@ type ActionParams struct {
 // Change is the operation before and after an operator action, for the
 // audit trail.
 type Change struct {
-	Before Operation
-	After  Operation
+	Before sagadriver.Operation
+	After  sagadriver.Operation
 }
 
 // RetryStep retries a failed, uncertain or stuck step of an operation under
@@ -79,12 +81,12 @@ func (r *Runner[TTx]) StartCompensationTx(ctx context.Context, tx TTx, p ActionP
 // failed or compensated), and resolves the operation's open findings. The
 // engine changes nothing else: the operator has settled the external
 // state.
-func (r *Runner[TTx]) Resolve(ctx context.Context, p ActionParams, to Status) (Change, error) {
+func (r *Runner[TTx]) Resolve(ctx context.Context, p ActionParams, to sagadriver.Status) (Change, error) {
 	return r.within(ctx, func(ctx context.Context, tx TTx) (Change, error) { return r.ResolveTx(ctx, tx, p, to) })
 }
 
 // ResolveTx is Resolve in the caller's transaction.
-func (r *Runner[TTx]) ResolveTx(ctx context.Context, tx TTx, p ActionParams, to Status) (Change, error) {
+func (r *Runner[TTx]) ResolveTx(ctx context.Context, tx TTx, p ActionParams, to sagadriver.Status) (Change, error) {
 	ch, err := r.operator(ctx, tx, p, signal{kind: opResolve, resolveTo: to})
 	if err != nil {
 		return ch, err

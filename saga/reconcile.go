@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
@@ -64,31 +65,31 @@ func (w *reconcileWorker[TTx]) Work(ctx context.Context, _ *river.Job[ReconcileA
 // never changes a step: what to do about a difference is an operator's
 // decision. Verify is called outside any transaction. It also measures the
 // clock skew (ClockSkew). It returns the new findings.
-func (r *Runner[TTx]) Reconcile(ctx context.Context) ([]Finding, error) {
+func (r *Runner[TTx]) Reconcile(ctx context.Context) ([]sagadriver.Finding, error) {
 	if _, err := r.ClockSkew(ctx); err != nil {
 		r.log.WarnContext(ctx, "saga: reconcile: cannot measure the clock skew", "error", err.Error())
 	}
 	var now time.Time
-	var stuck, finished []Operation
+	var stuck, finished []sagadriver.Operation
 	err := r.driver.WithinTx(ctx, func(ctx context.Context, tx TTx) error {
 		var err error
 		if now, err = r.clock(ctx, tx); err != nil {
 			return err
 		}
-		if stuck, err = r.driver.ListOperations(ctx, tx, sagadriver.ListParams{Statuses: []Status{StatusPending, StatusRunning, StatusCompensating},
+		if stuck, err = r.driver.ListOperations(ctx, tx, sagadriver.ListParams{Statuses: []sagadriver.Status{sagadriver.StatusPending, sagadriver.StatusRunning, sagadriver.StatusCompensating},
 			UpdatedBefore: now.Add(-r.cfg.StuckAfter)}); err != nil {
 			return err
 		}
-		finished, err = r.driver.ListOperations(ctx, tx, sagadriver.ListParams{Statuses: []Status{StatusCompleted, StatusFailed, StatusCompensated},
+		finished, err = r.driver.ListOperations(ctx, tx, sagadriver.ListParams{Statuses: []sagadriver.Status{sagadriver.StatusCompleted, sagadriver.StatusFailed, sagadriver.StatusCompensated},
 			FinishedAfter: now.Add(-r.cfg.ReconcileWindow), Limit: 500})
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("saga: reconcile: %w", err)
 	}
-	var found []Finding
+	var found []sagadriver.Finding
 	var errs []error
-	check := func(op Operation, fs []Finding) {
+	check := func(op sagadriver.Operation, fs []sagadriver.Finding) {
 		for _, f := range fs {
 			f, ok, err := r.record(ctx, op, f)
 			if err != nil {
@@ -107,7 +108,7 @@ func (r *Runner[TTx]) Reconcile(ctx context.Context) ([]Finding, error) {
 	return found, errors.Join(errs...)
 }
 
-func (r *Runner[TTx]) verify(ctx context.Context, op Operation, st StepRecord) (Verification, bool) {
+func (r *Runner[TTx]) verify(ctx context.Context, op sagadriver.Operation, st sagadriver.StepRecord) (Verification, bool) {
 	def, ok := r.defs[op.Type]
 	if !ok {
 		return Verification{}, false
@@ -125,11 +126,11 @@ func (r *Runner[TTx]) verify(ctx context.Context, op Operation, st StepRecord) (
 	return v, true
 }
 
-func (r *Runner[TTx]) checkStuck(ctx context.Context, op Operation, now time.Time) []Finding {
-	var out []Finding
+func (r *Runner[TTx]) checkStuck(ctx context.Context, op sagadriver.Operation, now time.Time) []sagadriver.Finding {
+	var out []sagadriver.Finding
 	for _, st := range op.Steps {
-		unsettled := st.Status == StepRunning || st.Status == StepRetrying || st.Status == StepUncertain ||
-			(st.Status == StepPending && op.CurrentStep == st.Name) || st.Status == StepCompensating
+		unsettled := st.Status == sagadriver.StepRunning || st.Status == sagadriver.StepRetrying || st.Status == sagadriver.StepUncertain ||
+			(st.Status == sagadriver.StepPending && op.CurrentStep == st.Name) || st.Status == sagadriver.StepCompensating
 		if !unsettled {
 			continue
 		}
@@ -148,15 +149,15 @@ func (r *Runner[TTx]) checkStuck(ctx context.Context, op Operation, now time.Tim
 		} else {
 			detail += "; the step cannot be verified"
 		}
-		out = append(out, Finding{OperationID: op.ID, Step: st.Name, Kind: FindingUnresolved, ExternalID: ext, Detail: detail, DetectedAt: now,
-			Fingerprint: fmt.Sprintf("%s %s: we record %s since %s; the external system says %s (%q)", FindingUnresolved, st.Name, st.Status,
+		out = append(out, sagadriver.Finding{OperationID: op.ID, Step: st.Name, Kind: sagadriver.FindingUnresolved, ExternalID: ext, Detail: detail, DetectedAt: now,
+			Fingerprint: fmt.Sprintf("%s %s: we record %s since %s; the external system says %s (%q)", sagadriver.FindingUnresolved, st.Name, st.Status,
 				st.UpdatedAt.Format(time.RFC3339Nano), outcomeOf(v, ok), ext)})
 	}
 	return out
 }
 
-func (r *Runner[TTx]) checkFinished(ctx context.Context, op Operation, now time.Time) []Finding {
-	var out []Finding
+func (r *Runner[TTx]) checkFinished(ctx context.Context, op sagadriver.Operation, now time.Time) []sagadriver.Finding {
+	var out []sagadriver.Finding
 	for _, st := range op.Steps {
 		v, ok := r.verify(ctx, op, st)
 		if !ok {
@@ -165,20 +166,20 @@ func (r *Runner[TTx]) checkFinished(ctx context.Context, op Operation, now time.
 		// The facts compared: what the operator accepts by resolving.
 		facts := fmt.Sprintf("we record %s (%q); the external system says %s (%q)", st.Status, st.ExternalID, v.Outcome, v.Result.ExternalID)
 		switch {
-		case v.Outcome == Applied && st.Status != StepCompleted:
-			out = append(out, Finding{OperationID: op.ID, Step: st.Name, Kind: FindingOrphanExternal, ExternalID: v.Result.ExternalID, DetectedAt: now,
-				Fingerprint: FindingOrphanExternal + " " + st.Name + ": " + facts,
+		case v.Outcome == Applied && st.Status != sagadriver.StepCompleted:
+			out = append(out, sagadriver.Finding{OperationID: op.ID, Step: st.Name, Kind: sagadriver.FindingOrphanExternal, ExternalID: v.Result.ExternalID, DetectedAt: now,
+				Fingerprint: sagadriver.FindingOrphanExternal + " " + st.Name + ": " + facts,
 				Detail:      fmt.Sprintf("the external system has the effect of step %s (%s) but we record it %s in a %s operation", st.Name, v.Result.ExternalID, st.Status, op.Status)})
-		case v.Outcome == NotApplied && st.Status == StepCompleted && op.Status == StatusCompleted:
-			out = append(out, Finding{OperationID: op.ID, Step: st.Name, Kind: FindingMissingExternal, ExternalID: st.ExternalID, DetectedAt: now,
-				Fingerprint: FindingMissingExternal + " " + st.Name + ": " + facts,
+		case v.Outcome == NotApplied && st.Status == sagadriver.StepCompleted && op.Status == sagadriver.StatusCompleted:
+			out = append(out, sagadriver.Finding{OperationID: op.ID, Step: st.Name, Kind: sagadriver.FindingMissingExternal, ExternalID: st.ExternalID, DetectedAt: now,
+				Fingerprint: sagadriver.FindingMissingExternal + " " + st.Name + ": " + facts,
 				Detail:      fmt.Sprintf("we record step %s completed (%s) but the external system has no such effect", st.Name, st.ExternalID)})
-		case v.Outcome == Applied && st.Status == StepCompleted && op.Status == StatusCompleted &&
+		case v.Outcome == Applied && st.Status == sagadriver.StepCompleted && op.Status == sagadriver.StatusCompleted &&
 			st.ExternalID != "" && v.Result.ExternalID != "" && st.ExternalID != v.Result.ExternalID:
 			// An operator confirmed the step with an identifier the
 			// external system does not have under the step's key.
-			out = append(out, Finding{OperationID: op.ID, Step: st.Name, Kind: FindingMissingExternal, ExternalID: st.ExternalID, DetectedAt: now,
-				Fingerprint: FindingMissingExternal + " " + st.Name + ": " + facts,
+			out = append(out, sagadriver.Finding{OperationID: op.ID, Step: st.Name, Kind: sagadriver.FindingMissingExternal, ExternalID: st.ExternalID, DetectedAt: now,
+				Fingerprint: sagadriver.FindingMissingExternal + " " + st.Name + ": " + facts,
 				Detail: fmt.Sprintf("we record step %s completed (%s) but the external system has %s under its key instead",
 					st.Name, st.ExternalID, v.Result.ExternalID)})
 		}
@@ -198,7 +199,7 @@ func outcomeOf(v Verification, verified bool) string {
 // open, or was accepted (its operation resolved) with the same
 // fingerprint. A finding that differs from the last accepted one reopens
 // the operation and says what changed.
-func (r *Runner[TTx]) record(ctx context.Context, seen Operation, f Finding) (Finding, bool, error) {
+func (r *Runner[TTx]) record(ctx context.Context, seen sagadriver.Operation, f sagadriver.Finding) (sagadriver.Finding, bool, error) {
 	inserted := false
 	err := r.driver.WithinTx(ctx, func(ctx context.Context, tx TTx) error {
 		op, err := r.driver.GetOperation(ctx, tx, seen.ID, true)
@@ -212,7 +213,7 @@ func (r *Runner[TTx]) record(ctx context.Context, seen Operation, f Finding) (Fi
 		if err != nil {
 			return err
 		}
-		var accepted *Finding
+		var accepted *sagadriver.Finding
 		for i := range prior {
 			p := &prior[i]
 			if p.Kind != f.Kind || p.Step != f.Step {
@@ -239,7 +240,7 @@ func (r *Runner[TTx]) record(ctx context.Context, seen Operation, f Finding) (Fi
 		if err != nil {
 			return err
 		}
-		d.events = append(d.events, Event{OperationID: op.ID, Step: f.Step, Action: "finding", Actor: "reconciler", Message: f.Kind + ": " + f.Detail, At: now})
+		d.events = append(d.events, sagadriver.Event{OperationID: op.ID, Step: f.Step, Action: "finding", Actor: "reconciler", Message: f.Kind + ": " + f.Detail, At: now})
 		d.changed = true
 		return r.apply(ctx, tx, &d)
 	})

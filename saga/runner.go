@@ -13,8 +13,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/riverqueue/river"
-	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // QueueDefault is the River queue of the engine's jobs unless
@@ -206,8 +207,8 @@ type StartOpts struct {
 
 // Start records a new operation of type typ with input (marshalled to
 // JSON) and inserts its first job, in one transaction of its own.
-func (r *Runner[TTx]) Start(ctx context.Context, typ string, input any, opts *StartOpts) (Operation, error) {
-	var op Operation
+func (r *Runner[TTx]) Start(ctx context.Context, typ string, input any, opts *StartOpts) (sagadriver.Operation, error) {
+	var op sagadriver.Operation
 	err := r.driver.WithinTx(ctx, func(ctx context.Context, tx TTx) error {
 		var err error
 		op, err = r.StartTx(ctx, tx, typ, input, opts)
@@ -221,31 +222,31 @@ func (r *Runner[TTx]) Start(ctx context.Context, typ string, input any, opts *St
 // application's own writes in tx, the operation and the job commit
 // together or not at all, and the job is not worked before the commit.
 // The caller commits or rolls back tx; on an error it must roll back.
-func (r *Runner[TTx]) StartTx(ctx context.Context, tx TTx, typ string, input any, opts *StartOpts) (Operation, error) {
+func (r *Runner[TTx]) StartTx(ctx context.Context, tx TTx, typ string, input any, opts *StartOpts) (sagadriver.Operation, error) {
 	def, ok := r.defs[typ]
 	if !ok {
-		return Operation{}, fmt.Errorf("saga: start: unknown operation type %q", typ)
+		return sagadriver.Operation{}, fmt.Errorf("saga: start: unknown operation type %q", typ)
 	}
 	if opts == nil {
 		opts = &StartOpts{}
 	}
 	raw, err := json.Marshal(input)
 	if err != nil {
-		return Operation{}, fmt.Errorf("saga: start %s: marshal input: %w", typ, err)
+		return sagadriver.Operation{}, fmt.Errorf("saga: start %s: marshal input: %w", typ, err)
 	}
 	id := opts.ID
 	if id == "" {
 		u, err := uuid.NewV7()
 		if err != nil {
-			return Operation{}, fmt.Errorf("saga: start %s: %w", typ, err)
+			return sagadriver.Operation{}, fmt.Errorf("saga: start %s: %w", typ, err)
 		}
 		id = u.String()
 	}
 	now, err := r.clock(ctx, tx)
 	if err != nil {
-		return Operation{}, err
+		return sagadriver.Operation{}, err
 	}
-	op := Operation{ID: id, Type: typ, Status: StatusPending, CorrelationID: opts.CorrelationID, Input: raw,
+	op := sagadriver.Operation{ID: id, Type: typ, Status: sagadriver.StatusPending, CorrelationID: opts.CorrelationID, Input: raw,
 		CurrentStep: def.Steps[0].Name, Version: 1, CreatedAt: now, UpdatedAt: now}
 	compSeq := map[string]int{}
 	for i, name := range def.CompensationOrder {
@@ -256,29 +257,29 @@ func (r *Runner[TTx]) StartTx(ctx context.Context, tx TTx, typ string, input any
 		if !ok {
 			seq = len(def.Steps) - i
 		}
-		op.Steps = append(op.Steps, StepRecord{Name: s.Name, Seq: i, Kind: s.kind(), System: s.System, Status: StepPending,
+		op.Steps = append(op.Steps, sagadriver.StepRecord{Name: s.Name, Seq: i, Kind: s.kind(), System: s.System, Status: sagadriver.StepPending,
 			Key: id + "/" + s.Name, MaxAttempts: s.Retry.withDefaults().MaxAttempts, Compensable: s.Compensate != nil,
 			CompSeq: seq, CompKey: id + "/" + s.Name + "/compensate", CompMaxAttempts: s.CompensationRetry.withDefaults().MaxAttempts,
 			UpdatedAt: now})
 	}
 	op.Steps[0].Generation = 1
 	if err := r.driver.InsertOperation(ctx, tx, &op); err != nil {
-		return Operation{}, fmt.Errorf("saga: start %s: %w", typ, err)
+		return sagadriver.Operation{}, fmt.Errorf("saga: start %s: %w", typ, err)
 	}
-	ev := Event{OperationID: id, Action: "started", To: string(StatusPending), Actor: "app", At: now,
+	ev := sagadriver.Event{OperationID: id, Action: "started", To: string(sagadriver.StatusPending), Actor: "app", At: now,
 		Message: "correlation " + opts.CorrelationID}
-	if err := r.driver.InsertEvents(ctx, tx, []Event{ev}); err != nil {
-		return Operation{}, fmt.Errorf("saga: start %s: %w", typ, err)
+	if err := r.driver.InsertEvents(ctx, tx, []sagadriver.Event{ev}); err != nil {
+		return sagadriver.Operation{}, fmt.Errorf("saga: start %s: %w", typ, err)
 	}
 	if err := r.insertJob(ctx, tx, &op, enqueue{kind: jobStep, step: def.Steps[0].Name, generation: 1}); err != nil {
-		return Operation{}, fmt.Errorf("saga: start %s: %w", typ, err)
+		return sagadriver.Operation{}, fmt.Errorf("saga: start %s: %w", typ, err)
 	}
 	return op, nil
 }
 
 // Get reads an operation with its steps, or returns ErrNotFound.
-func (r *Runner[TTx]) Get(ctx context.Context, id string) (Operation, error) {
-	var op Operation
+func (r *Runner[TTx]) Get(ctx context.Context, id string) (sagadriver.Operation, error) {
+	var op sagadriver.Operation
 	err := r.driver.WithinTx(ctx, func(ctx context.Context, tx TTx) error {
 		var err error
 		op, err = r.driver.GetOperation(ctx, tx, id, false)
@@ -290,13 +291,13 @@ func (r *Runner[TTx]) Get(ctx context.Context, id string) (Operation, error) {
 // GetTx reads an operation with its steps in tx, or returns ErrNotFound,
 // and locks it until tx ends: an operator action later in tx sees the same
 // state, and a concurrent one waits for tx.
-func (r *Runner[TTx]) GetTx(ctx context.Context, tx TTx, id string) (Operation, error) {
+func (r *Runner[TTx]) GetTx(ctx context.Context, tx TTx, id string) (sagadriver.Operation, error) {
 	return r.driver.GetOperation(ctx, tx, id, true)
 }
 
 // Events returns an operation's history, oldest first.
-func (r *Runner[TTx]) Events(ctx context.Context, id string) ([]Event, error) {
-	var evs []Event
+func (r *Runner[TTx]) Events(ctx context.Context, id string) ([]sagadriver.Event, error) {
+	var evs []sagadriver.Event
 	err := r.driver.WithinTx(ctx, func(ctx context.Context, tx TTx) error {
 		var err error
 		evs, err = r.driver.ListEvents(ctx, tx, id)
@@ -307,8 +308,8 @@ func (r *Runner[TTx]) Events(ctx context.Context, id string) ([]Event, error) {
 
 // Findings returns the reconciliation findings of an operation ("" for
 // every operation), only the open ones if open is set.
-func (r *Runner[TTx]) Findings(ctx context.Context, id string, open bool) ([]Finding, error) {
-	var fs []Finding
+func (r *Runner[TTx]) Findings(ctx context.Context, id string, open bool) ([]sagadriver.Finding, error) {
+	var fs []sagadriver.Finding
 	err := r.driver.WithinTx(ctx, func(ctx context.Context, tx TTx) error {
 		var err error
 		fs, err = r.driver.ListFindings(ctx, tx, id, open)
@@ -318,7 +319,7 @@ func (r *Runner[TTx]) Findings(ctx context.Context, id string, open bool) ([]Fin
 }
 
 // insertJob inserts the River job of e in tx.
-func (r *Runner[TTx]) insertJob(ctx context.Context, tx TTx, op *Operation, e enqueue) error {
+func (r *Runner[TTx]) insertJob(ctx context.Context, tx TTx, op *sagadriver.Operation, e enqueue) error {
 	client, err := r.riverClient()
 	if err != nil {
 		return err
@@ -394,10 +395,10 @@ func (r *Runner[TTx]) apply(ctx context.Context, tx TTx, d *decision) error {
 }
 
 // results collects the results of the completed steps.
-func results(op Operation) map[string]Result {
+func results(op sagadriver.Operation) map[string]Result {
 	out := map[string]Result{}
 	for _, s := range op.Steps {
-		if s.Status == StepCompleted || s.Status == StepCompensating || s.Status == StepCompensated || s.Status == StepCompensationFailed {
+		if s.Status == sagadriver.StepCompleted || s.Status == sagadriver.StepCompensating || s.Status == sagadriver.StepCompensated || s.Status == sagadriver.StepCompensationFailed {
 			out[s.Name] = Result{ExternalID: s.ExternalID, Data: s.Result}
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // Definition is an operation type: a name and its ordered steps. Register
@@ -51,7 +53,7 @@ type Step struct {
 	// System names the system the step changes, for the console.
 	System string
 	// Kind is compensatable (the default), pivot or retriable.
-	Kind Kind
+	Kind sagadriver.Kind
 	// Do performs the effect. Required.
 	Do StepFunc
 	// Verify checks the external status by the step's key. Optional, but
@@ -83,7 +85,7 @@ type Step struct {
 	MaxVerifications int
 	// Classify overrides the classification of Do's and Compensate's
 	// errors. Nil uses [Classify].
-	Classify func(error) Class
+	Classify func(error) sagadriver.Class
 }
 
 // RetryPolicy bounds the attempts of a step and spaces them out: the n-th
@@ -217,7 +219,7 @@ func validateDefinition(d Definition) error {
 			return fmt.Errorf("saga: definition %q: step %q has no Do", d.Type, s.Name)
 		}
 		switch s.Kind {
-		case "", Compensatable, Pivot, Retriable:
+		case "", sagadriver.Compensatable, sagadriver.Pivot, sagadriver.Retriable:
 		default:
 			return fmt.Errorf("saga: definition %q: step %q has unknown kind %q", d.Type, s.Name, s.Kind)
 		}
@@ -260,9 +262,9 @@ func (d Definition) step(name string) (Step, bool) {
 	return d.Steps[i], true
 }
 
-func (s Step) kind() Kind {
+func (s Step) kind() sagadriver.Kind {
 	if s.Kind == "" {
-		return Compensatable
+		return sagadriver.Compensatable
 	}
 	return s.Kind
 }
@@ -288,7 +290,7 @@ func (s Step) maxVerifications() int {
 	return s.MaxVerifications
 }
 
-func (s Step) classify(err error) Class {
+func (s Step) classify(err error) sagadriver.Class {
 	if s.Classify != nil {
 		return s.Classify(err)
 	}

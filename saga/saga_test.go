@@ -36,15 +36,15 @@ func TestMain(m *testing.M) { pgtest.RunMain(m) }
 // engine is what the tests use of a *saga.Runner, whatever its
 // transaction type.
 type engine interface {
-	Start(ctx context.Context, typ string, input any, opts *saga.StartOpts) (saga.Operation, error)
-	Get(ctx context.Context, id string) (saga.Operation, error)
-	Events(ctx context.Context, id string) ([]saga.Event, error)
-	Findings(ctx context.Context, id string, open bool) ([]saga.Finding, error)
+	Start(ctx context.Context, typ string, input any, opts *saga.StartOpts) (sagadriver.Operation, error)
+	Get(ctx context.Context, id string) (sagadriver.Operation, error)
+	Events(ctx context.Context, id string) ([]sagadriver.Event, error)
+	Findings(ctx context.Context, id string, open bool) ([]sagadriver.Finding, error)
 	RetryStep(ctx context.Context, p saga.ActionParams) (saga.Change, error)
 	ConfirmStep(ctx context.Context, p saga.ConfirmParams) (saga.Change, error)
 	StartCompensation(ctx context.Context, p saga.ActionParams) (saga.Change, error)
-	Resolve(ctx context.Context, p saga.ActionParams, to saga.Status) (saga.Change, error)
-	Reconcile(ctx context.Context) ([]saga.Finding, error)
+	Resolve(ctx context.Context, p saga.ActionParams, to sagadriver.Status) (saga.Change, error)
+	Reconcile(ctx context.Context) ([]sagadriver.Finding, error)
 	ClockSkew(ctx context.Context) (time.Duration, error)
 }
 
@@ -86,7 +86,7 @@ func (w *world) definition() saga.Definition {
 	fast := saga.RetryPolicy{MaxAttempts: 3, Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}
 	return saga.Definition{Type: "signup", Steps: []saga.Step{
 		{
-			Name: "account", System: "local", Kind: saga.Compensatable, Retry: fast, CompensationRetry: fast,
+			Name: "account", System: "local", Kind: sagadriver.Compensatable, Retry: fast, CompensationRetry: fast,
 			Do: func(ctx context.Context, in saga.StepInput) (saga.Result, error) {
 				var input signupInput
 				if err := in.Decode(&input); err != nil {
@@ -101,7 +101,7 @@ func (w *world) definition() saga.Definition {
 			},
 		},
 		{
-			Name: "workspace", System: "workspace-provider", Kind: saga.Pivot, Retry: fast, CompensationRetry: fast,
+			Name: "workspace", System: "workspace-provider", Kind: sagadriver.Pivot, Retry: fast, CompensationRetry: fast,
 			VerifyAfter: 50 * time.Millisecond, MaxVerifications: 3, CompensateOnFailure: true, Timeout: 5 * time.Second,
 			Do: func(ctx context.Context, in saga.StepInput) (saga.Result, error) {
 				var input signupInput
@@ -130,7 +130,7 @@ func (w *world) definition() saga.Definition {
 			},
 		},
 		{
-			Name: "welcome", System: "mailer", Kind: saga.Retriable, Retry: fast,
+			Name: "welcome", System: "mailer", Kind: sagadriver.Retriable, Retry: fast,
 			Do: func(ctx context.Context, in saga.StepInput) (saga.Result, error) {
 				w.mu.Lock()
 				defer w.mu.Unlock()
@@ -302,7 +302,7 @@ func forEachBackend(t *testing.T, test func(t *testing.T, b *bundle)) {
 }
 
 // waitFor polls the operation until cond holds, failing after 20s.
-func waitFor(t *testing.T, b *bundle, id string, what string, cond func(saga.Operation) bool) saga.Operation {
+func waitFor(t *testing.T, b *bundle, id string, what string, cond func(sagadriver.Operation) bool) sagadriver.Operation {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -323,9 +323,9 @@ func waitFor(t *testing.T, b *bundle, id string, what string, cond func(saga.Ope
 	}
 }
 
-func waitStatus(t *testing.T, b *bundle, id string, s saga.Status) saga.Operation {
+func waitStatus(t *testing.T, b *bundle, id string, s sagadriver.Status) sagadriver.Operation {
 	t.Helper()
-	return waitFor(t, b, id, string(s), func(op saga.Operation) bool { return op.Status == s })
+	return waitFor(t, b, id, string(s), func(op sagadriver.Operation) bool { return op.Status == s })
 }
 
 func startSignup(t *testing.T, b *bundle, email string) string {
@@ -333,11 +333,11 @@ func startSignup(t *testing.T, b *bundle, email string) string {
 	id := fmt.Sprintf("op-%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), time.Now().UnixNano())
 	op, err := b.eng.Start(t.Context(), "signup", signupInput{Email: email}, &saga.StartOpts{ID: id, CorrelationID: email})
 	require.NoError(t, err)
-	require.Equal(t, saga.StatusPending, op.Status)
+	require.Equal(t, sagadriver.StatusPending, op.Status)
 	return op.ID
 }
 
-func step(t *testing.T, op saga.Operation, name string) saga.StepRecord {
+func step(t *testing.T, op sagadriver.Operation, name string) sagadriver.StepRecord {
 	t.Helper()
 	st, ok := op.Step(name)
 	require.True(t, ok, "step %s", name)
@@ -366,10 +366,10 @@ func TestStartRunsEveryStepG4(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *bundle) {
 		id := startSignup(t, b, "happy@example.com")
-		op := waitStatus(t, b, id, saga.StatusCompleted)
+		op := waitStatus(t, b, id, sagadriver.StatusCompleted)
 		require.NotNil(t, op.FinishedAt)
 		for _, st := range op.Steps {
-			require.Equal(t, saga.StepCompleted, st.Status, st.Name)
+			require.Equal(t, sagadriver.StepCompleted, st.Status, st.Name)
 			require.Equal(t, 1, st.Attempts, st.Name)
 			require.Equal(t, id+"/"+st.Name, st.Key)
 		}
@@ -382,7 +382,7 @@ func TestStartRunsEveryStepG4(t *testing.T) {
 		evs, err := b.eng.Events(t.Context(), id)
 		require.NoError(t, err)
 		require.Equal(t, "started", evs[0].Action)
-		require.Equal(t, string(saga.StatusCompleted), evs[len(evs)-1].To)
+		require.Equal(t, string(sagadriver.StatusCompleted), evs[len(evs)-1].To)
 
 		_, err = b.eng.Start(t.Context(), "signup", signupInput{Email: "x@example.com"}, &saga.StartOpts{ID: id})
 		require.ErrorIs(t, err, saga.ErrExists)
@@ -398,7 +398,7 @@ func TestF1TransientBeforeEffectRetriesWithSameKey(t *testing.T) {
 		b.provider.Inject(id+"/workspace", demo.WSErrorBefore, demo.WSErrorBefore)
 		_, err := b.eng.Start(t.Context(), "signup", signupInput{Email: "f1@example.com"}, &saga.StartOpts{ID: id})
 		require.NoError(t, err)
-		op := waitStatus(t, b, id, saga.StatusCompleted)
+		op := waitStatus(t, b, id, sagadriver.StatusCompleted)
 		require.Equal(t, 3, step(t, op, "workspace").Attempts)
 		creates, effects, _ := b.provider.Counts(id + "/workspace")
 		require.Equal(t, 3, creates)
@@ -424,12 +424,12 @@ func TestF1G7TransientExhaustedAtPivotCompensates(t *testing.T) {
 		b.provider.Inject(id+"/workspace", demo.WSErrorBefore, demo.WSErrorBefore, demo.WSErrorBefore)
 		_, err := b.eng.Start(t.Context(), "signup", signupInput{Email: "f1x@example.com"}, &saga.StartOpts{ID: id})
 		require.NoError(t, err)
-		op := waitStatus(t, b, id, saga.StatusCompensated)
+		op := waitStatus(t, b, id, sagadriver.StatusCompensated)
 		ws := step(t, op, "workspace")
 		require.Equal(t, 3, ws.Attempts)
 		require.Contains(t, op.LastError, "retries_exhausted")
 		require.False(t, accountActive(t, b, id))
-		require.Equal(t, saga.StepSkipped, step(t, op, "welcome").Status)
+		require.Equal(t, sagadriver.StepSkipped, step(t, op, "welcome").Status)
 		requireInvariants(t, b, id)
 	})
 }
@@ -441,7 +441,7 @@ func TestF2TimeoutAfterEffectIsVerifiedNotRepeated(t *testing.T) {
 		b.provider.Inject(id+"/workspace", demo.WSTimeoutAfter)
 		_, err := b.eng.Start(t.Context(), "signup", signupInput{Email: "f2@example.com"}, &saga.StartOpts{ID: id})
 		require.NoError(t, err)
-		op := waitStatus(t, b, id, saga.StatusCompleted)
+		op := waitStatus(t, b, id, sagadriver.StatusCompleted)
 		ws := step(t, op, "workspace")
 		require.Equal(t, 1, ws.Attempts, "no second Do")
 		require.Equal(t, 1, ws.Verifications)
@@ -458,7 +458,7 @@ func TestF4F5DuplicateJobsChangeNothing(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *bundle) {
 		id := startSignup(t, b, "f5@example.com")
-		op := waitStatus(t, b, id, saga.StatusCompleted)
+		op := waitStatus(t, b, id, sagadriver.StatusCompleted)
 		ws := step(t, op, "workspace")
 		ref := saga.JobRef{OperationID: id, Step: "workspace", Generation: ws.Generation, Type: "signup"}
 		// F5: the same job inserted again is skipped by River's uniqueness
@@ -479,7 +479,7 @@ func TestF4F5DuplicateJobsChangeNothing(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 		after, err := b.eng.Get(t.Context(), id)
 		require.NoError(t, err)
-		require.Equal(t, saga.StatusCompleted, after.Status)
+		require.Equal(t, sagadriver.StatusCompleted, after.Status)
 		creates, effects, deletes := b.provider.Counts(id + "/workspace")
 		require.Equal(t, []int{1, 1, 0}, []int{creates, effects, deletes})
 		require.Equal(t, 1, b.welcomeCount(id))
@@ -494,10 +494,10 @@ func TestF6PermanentAtPivotCompensatesInReverse(t *testing.T) {
 		b.provider.Inject(id+"/workspace", demo.WSActivateRefused)
 		_, err := b.eng.Start(t.Context(), "signup", signupInput{Email: "f6@example.com"}, &saga.StartOpts{ID: id})
 		require.NoError(t, err)
-		op := waitStatus(t, b, id, saga.StatusCompensated)
-		require.Equal(t, saga.StepCompensated, step(t, op, "account").Status)
-		require.Equal(t, saga.StepCompensated, step(t, op, "workspace").Status, "its partial effect was undone")
-		require.Equal(t, saga.StepSkipped, step(t, op, "welcome").Status)
+		op := waitStatus(t, b, id, sagadriver.StatusCompensated)
+		require.Equal(t, sagadriver.StepCompensated, step(t, op, "account").Status)
+		require.Equal(t, sagadriver.StepCompensated, step(t, op, "workspace").Status, "its partial effect was undone")
+		require.Equal(t, sagadriver.StepSkipped, step(t, op, "welcome").Status)
 		require.Empty(t, b.provider.Workspaces())
 		require.False(t, accountActive(t, b, id))
 		require.Zero(t, b.welcomeCount(id))
@@ -526,12 +526,12 @@ func TestF7PermanentAtRetriableStepNeedsReview(t *testing.T) {
 		b.mu.Unlock()
 		_, err := b.eng.Start(t.Context(), "signup", signupInput{Email: "f7@example.com"}, &saga.StartOpts{ID: id})
 		require.NoError(t, err)
-		op := waitStatus(t, b, id, saga.StatusReviewRequired)
+		op := waitStatus(t, b, id, sagadriver.StatusReviewRequired)
 		require.Equal(t, "permanent_failure", op.ReviewReason)
 		require.Contains(t, op.LastError, "mailbox does not exist")
-		require.Equal(t, saga.StepFailed, step(t, op, "welcome").Status)
+		require.Equal(t, sagadriver.StepFailed, step(t, op, "welcome").Status)
 		for _, st := range op.Steps {
-			require.Equal(t, saga.CompNone, st.CompStatus, "no compensation after the pivot")
+			require.Equal(t, sagadriver.CompNone, st.CompStatus, "no compensation after the pivot")
 		}
 		require.True(t, accountActive(t, b, id))
 		require.Len(t, b.provider.Workspaces(), 1)
@@ -547,9 +547,9 @@ func TestF7PermanentAtRetriableStepNeedsReview(t *testing.T) {
 		require.ErrorAs(t, err, &te, "a completed step cannot be retried")
 		ch, err := b.eng.RetryStep(t.Context(), saga.ActionParams{OperationID: id, Step: "welcome", Version: op.Version, Actor: "ann", Note: "mailbox fixed"})
 		require.NoError(t, err)
-		require.Equal(t, saga.StatusReviewRequired, ch.Before.Status)
-		require.Equal(t, saga.StatusRunning, ch.After.Status)
-		waitStatus(t, b, id, saga.StatusCompleted)
+		require.Equal(t, sagadriver.StatusReviewRequired, ch.Before.Status)
+		require.Equal(t, sagadriver.StatusRunning, ch.After.Status)
+		waitStatus(t, b, id, sagadriver.StatusCompleted)
 		require.Equal(t, 1, b.welcomeCount(id))
 		requireInvariants(t, b, id)
 	})
@@ -564,16 +564,16 @@ func TestF8CompensationFailureHaltsAndNeedsReview(t *testing.T) {
 		b.provider.InjectAlways(key, demo.WSDeleteError)
 		_, err := b.eng.Start(t.Context(), "signup", signupInput{Email: "f8@example.com"}, &saga.StartOpts{ID: id})
 		require.NoError(t, err)
-		op := waitStatus(t, b, id, saga.StatusReviewRequired)
+		op := waitStatus(t, b, id, sagadriver.StatusReviewRequired)
 		require.Equal(t, "compensation_failed", op.ReviewReason)
 		ws := step(t, op, "workspace")
-		require.Equal(t, saga.StepCompensationFailed, ws.Status)
-		require.Equal(t, saga.CompFailed, ws.CompStatus)
+		require.Equal(t, sagadriver.StepCompensationFailed, ws.Status)
+		require.Equal(t, sagadriver.CompFailed, ws.CompStatus)
 		require.Equal(t, 3, ws.CompAttempts)
 		require.Contains(t, ws.CompError, "could not delete")
 		require.Contains(t, op.LastError, "workspace")
 		acc := step(t, op, "account")
-		require.Equal(t, saga.CompPending, acc.CompStatus, "halted: the account is not compensated")
+		require.Equal(t, sagadriver.CompPending, acc.CompStatus, "halted: the account is not compensated")
 		require.True(t, accountActive(t, b, id))
 		require.Len(t, b.provider.Workspaces(), 1, "the workspace is still there, visibly")
 
@@ -586,7 +586,7 @@ func TestF8CompensationFailureHaltsAndNeedsReview(t *testing.T) {
 		b.provider.InjectAlways(key, "")
 		_, err = b.eng.RetryStep(t.Context(), saga.ActionParams{OperationID: id, Step: "workspace", Version: op.Version, Actor: "bob", Note: "provider fixed"})
 		require.NoError(t, err)
-		op = waitStatus(t, b, id, saga.StatusCompensated)
+		op = waitStatus(t, b, id, sagadriver.StatusCompensated)
 		// The compensation succeeded on retry, so the
 		// record no longer shows its old failure (the history keeps it).
 		require.Empty(t, op.LastError, "last error of a compensated operation after a successful retry")
@@ -613,9 +613,9 @@ func TestF9NullCompensationSucceeds(t *testing.T) {
 		b.provider.Inject(id+"/workspace", demo.WSRefuse)
 		_, err := b.eng.Start(t.Context(), "signup", signupInput{Email: "f9@example.com"}, &saga.StartOpts{ID: id})
 		require.NoError(t, err)
-		op := waitStatus(t, b, id, saga.StatusCompensated)
+		op := waitStatus(t, b, id, sagadriver.StatusCompensated)
 		ws := step(t, op, "workspace")
-		require.Equal(t, saga.StepCompensated, ws.Status, "compensated although nothing was made")
+		require.Equal(t, sagadriver.StepCompensated, ws.Status, "compensated although nothing was made")
 		require.Equal(t, 1, ws.CompAttempts)
 		creates, effects, deletes := b.provider.Counts(id + "/workspace")
 		require.Equal(t, []int{1, 0, 0}, []int{creates, effects, deletes})
@@ -632,9 +632,9 @@ func TestF10ForwardAfterCompensationIsRefused(t *testing.T) {
 		b.block["account"] = release
 		b.mu.Unlock()
 		id := startSignup(t, b, "f10@example.com")
-		op := waitFor(t, b, id, "account running", func(op saga.Operation) bool {
+		op := waitFor(t, b, id, "account running", func(op sagadriver.Operation) bool {
 			st, _ := op.Step("account")
-			return st.Status == saga.StepRunning
+			return st.Status == sagadriver.StepRunning
 		})
 		// The operator compensates while the account call is in flight. A
 		// write of the running step may land between the read and the
@@ -646,7 +646,7 @@ func TestF10ForwardAfterCompensationIsRefused(t *testing.T) {
 			op, err = b.eng.Get(t.Context(), id)
 			require.NoError(t, err)
 			st, _ := op.Step("account")
-			require.Equal(t, saga.StepRunning, st.Status, "the account call is still in flight")
+			require.Equal(t, sagadriver.StepRunning, st.Status, "the account call is still in flight")
 			_, err = b.eng.StartCompensation(t.Context(), saga.ActionParams{OperationID: id, Version: op.Version, Actor: "cy", Note: "fraud"})
 		}
 		require.NoError(t, err)
@@ -654,7 +654,7 @@ func TestF10ForwardAfterCompensationIsRefused(t *testing.T) {
 		delete(b.block, "account")
 		b.mu.Unlock()
 		close(release)
-		op = waitStatus(t, b, id, saga.StatusCompensated)
+		op = waitStatus(t, b, id, sagadriver.StatusCompensated)
 		evs, err := b.eng.Events(t.Context(), id)
 		require.NoError(t, err)
 		// The compensation ran (null or not: the account call may have
@@ -672,7 +672,7 @@ func TestF10ForwardAfterCompensationIsRefused(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 		creates, _, _ := b.provider.Counts(id + "/workspace")
 		require.Zero(t, creates)
-		require.Equal(t, saga.StepSkipped, step(t, op, "workspace").Status)
+		require.Equal(t, sagadriver.StepSkipped, step(t, op, "workspace").Status)
 	})
 }
 
@@ -684,10 +684,10 @@ func TestF11UncertainLoopIsCappedThenConfirmed(t *testing.T) {
 		b.provider.Inject(key, demo.WSTimeoutAfter, demo.WSLookupUnknown, demo.WSLookupUnknown, demo.WSLookupUnknown)
 		_, err := b.eng.Start(t.Context(), "signup", signupInput{Email: "f11@example.com"}, &saga.StartOpts{ID: id})
 		require.NoError(t, err)
-		op := waitStatus(t, b, id, saga.StatusReviewRequired)
+		op := waitStatus(t, b, id, sagadriver.StatusReviewRequired)
 		require.Equal(t, "uncertain_unresolved", op.ReviewReason)
 		ws := step(t, op, "workspace")
-		require.Equal(t, saga.StepUncertain, ws.Status)
+		require.Equal(t, sagadriver.StepUncertain, ws.Status)
 		require.Equal(t, 3, ws.Verifications, "capped at MaxVerifications")
 		creates, _, _ := b.provider.Counts(key)
 		require.Equal(t, 1, creates, "never blindly repeated")
@@ -703,9 +703,9 @@ func TestF11UncertainLoopIsCappedThenConfirmed(t *testing.T) {
 		ch, err := b.eng.ConfirmStep(t.Context(), saga.ConfirmParams{ActionParams: saga.ActionParams{OperationID: id, Step: "workspace", Version: op.Version, Actor: "dee", Note: "seen in the provider console"},
 			Happened: true, ExternalID: found.ID})
 		require.NoError(t, err)
-		require.Equal(t, saga.StepUncertain, step(t, ch.Before, "workspace").Status)
-		require.Equal(t, saga.StepCompleted, step(t, ch.After, "workspace").Status)
-		op = waitStatus(t, b, id, saga.StatusCompleted)
+		require.Equal(t, sagadriver.StepUncertain, step(t, ch.Before, "workspace").Status)
+		require.Equal(t, sagadriver.StepCompleted, step(t, ch.After, "workspace").Status)
+		op = waitStatus(t, b, id, sagadriver.StatusCompleted)
 		require.Equal(t, found.ID, step(t, op, "workspace").ExternalID)
 		require.Equal(t, 1, b.welcomeCount(id))
 		requireInvariants(t, b, id)
@@ -719,15 +719,15 @@ func TestF12InterruptedWorkerReRunsIdempotently(t *testing.T) {
 		b.block["workspace"] = make(chan struct{})
 		b.mu.Unlock()
 		id := startSignup(t, b, "f12@example.com")
-		waitFor(t, b, id, "workspace running", func(op saga.Operation) bool {
+		waitFor(t, b, id, "workspace running", func(op sagadriver.Operation) bool {
 			st, _ := op.Step("workspace")
-			return st.Status == saga.StepRunning
+			return st.Status == sagadriver.StepRunning
 		})
 		b.mu.Lock()
 		delete(b.block, "workspace") // the next run is not blocked
 		b.mu.Unlock()
 		b.restart(true) // cancels the blocked call
-		op := waitStatus(t, b, id, saga.StatusCompleted)
+		op := waitStatus(t, b, id, sagadriver.StatusCompleted)
 		creates, effects, _ := b.provider.Counts(id + "/workspace")
 		require.Equal(t, 1, effects)
 		require.LessOrEqual(t, creates, 1, "the interrupted call never reached the provider")
@@ -742,13 +742,13 @@ func TestF13ReconciliationOpensFindingsNeverFixesSilently(t *testing.T) {
 		ctx := t.Context()
 		// Missing: we completed, the provider lost the workspace.
 		done := startSignup(t, b, "f13a@example.com")
-		waitStatus(t, b, done, saga.StatusCompleted)
+		waitStatus(t, b, done, sagadriver.StatusCompleted)
 		// Orphan: we compensated, the provider has a workspace anyway.
 		orphan := fmt.Sprintf("f13b-%d", time.Now().UnixNano())
 		b.provider.Inject(orphan+"/workspace", demo.WSRefuse)
 		_, err := b.eng.Start(ctx, "signup", signupInput{Email: "f13b@example.com"}, &saga.StartOpts{ID: orphan})
 		require.NoError(t, err)
-		waitStatus(t, b, orphan, saga.StatusCompensated)
+		waitStatus(t, b, orphan, sagadriver.StatusCompensated)
 
 		found, err := b.eng.Reconcile(ctx)
 		require.NoError(t, err)
@@ -763,18 +763,18 @@ func TestF13ReconciliationOpensFindingsNeverFixesSilently(t *testing.T) {
 		for _, f := range found {
 			kinds[f.OperationID] = f.Kind
 		}
-		require.Equal(t, saga.FindingMissingExternal, kinds[done])
-		require.Equal(t, saga.FindingOrphanExternal, kinds[orphan])
+		require.Equal(t, sagadriver.FindingMissingExternal, kinds[done])
+		require.Equal(t, sagadriver.FindingOrphanExternal, kinds[orphan])
 
 		for _, id := range []string{done, orphan} {
 			op, err := b.eng.Get(ctx, id)
 			require.NoError(t, err)
-			require.Equal(t, saga.StatusReviewRequired, op.Status, "raised, not fixed")
+			require.Equal(t, sagadriver.StatusReviewRequired, op.Status, "raised, not fixed")
 			require.Equal(t, "reconciliation_finding", op.ReviewReason)
 		}
 		op, err := b.eng.Get(ctx, orphan)
 		require.NoError(t, err)
-		require.Equal(t, saga.StepCompensated, step(t, op, "workspace").Status, "the step is unchanged")
+		require.Equal(t, sagadriver.StepCompensated, step(t, op, "workspace").Status, "the step is unchanged")
 		require.Len(t, b.provider.Workspaces(), 1, "the orphan is not deleted silently")
 		require.Equal(t, ws.ID, b.provider.Workspaces()[0].ID)
 
@@ -784,9 +784,9 @@ func TestF13ReconciliationOpensFindingsNeverFixesSilently(t *testing.T) {
 
 		// The operator deletes the orphan by hand and resolves.
 		b.provider.Remove(orphan + "/workspace")
-		ch, err := b.eng.Resolve(ctx, saga.ActionParams{OperationID: orphan, Version: op.Version, Actor: "eve", Note: "orphan deleted by hand"}, saga.StatusCompensated)
+		ch, err := b.eng.Resolve(ctx, saga.ActionParams{OperationID: orphan, Version: op.Version, Actor: "eve", Note: "orphan deleted by hand"}, sagadriver.StatusCompensated)
 		require.NoError(t, err)
-		require.Equal(t, saga.StatusCompensated, ch.After.Status)
+		require.Equal(t, sagadriver.StatusCompensated, ch.After.Status)
 		open, err := b.eng.Findings(ctx, orphan, true)
 		require.NoError(t, err)
 		require.Empty(t, open)
@@ -836,22 +836,22 @@ func TestG8AcceptedFindingStaysAccepted(t *testing.T) {
 		b.provider.Inject(key, demo.WSTimeoutAfter, demo.WSLookupUnknown, demo.WSLookupUnknown, demo.WSLookupUnknown)
 		_, err := b.eng.Start(ctx, "signup", signupInput{Email: "g8a@example.com"}, &saga.StartOpts{ID: id})
 		require.NoError(t, err)
-		op := waitStatus(t, b, id, saga.StatusReviewRequired)
+		op := waitStatus(t, b, id, sagadriver.StatusReviewRequired)
 		b.provider.Remove(key) // the provider lost it; the operator has another ID
 		_, err = b.eng.ConfirmStep(ctx, saga.ConfirmParams{ActionParams: saga.ActionParams{OperationID: id, Step: "workspace", Version: op.Version,
 			Actor: "ann", Note: "provider support says ws_manual is it"}, Happened: true, ExternalID: "ws_manual"})
 		require.NoError(t, err)
-		op = waitStatus(t, b, id, saga.StatusCompleted)
+		op = waitStatus(t, b, id, sagadriver.StatusCompleted)
 
 		found, err := b.eng.Reconcile(ctx)
 		require.NoError(t, err)
 		require.Len(t, found, 1)
-		require.Equal(t, saga.FindingMissingExternal, found[0].Kind)
+		require.Equal(t, sagadriver.FindingMissingExternal, found[0].Kind)
 		first := found[0]
 		op, err = b.eng.Get(ctx, id)
 		require.NoError(t, err)
-		require.Equal(t, saga.StatusReviewRequired, op.Status)
-		_, err = b.eng.Resolve(ctx, saga.ActionParams{OperationID: id, Version: op.Version, Actor: "ann", Note: "ws_manual is right; the provider files it elsewhere"}, saga.StatusCompleted)
+		require.Equal(t, sagadriver.StatusReviewRequired, op.Status)
+		_, err = b.eng.Resolve(ctx, saga.ActionParams{OperationID: id, Version: op.Version, Actor: "ann", Note: "ws_manual is right; the provider files it elsewhere"}, sagadriver.StatusCompleted)
 		require.NoError(t, err)
 
 		for range 3 {
@@ -861,7 +861,7 @@ func TestG8AcceptedFindingStaysAccepted(t *testing.T) {
 		}
 		op, err = b.eng.Get(ctx, id)
 		require.NoError(t, err)
-		require.Equal(t, saga.StatusCompleted, op.Status, "the resolution stays")
+		require.Equal(t, sagadriver.StatusCompleted, op.Status, "the resolution stays")
 		all, err := b.eng.Findings(ctx, id, false)
 		require.NoError(t, err)
 		require.Len(t, all, 1)
@@ -880,7 +880,7 @@ func TestG8AcceptedFindingStaysAccepted(t *testing.T) {
 		require.Contains(t, found[0].Detail, ws.ID)
 		op, err = b.eng.Get(ctx, id)
 		require.NoError(t, err)
-		require.Equal(t, saga.StatusReviewRequired, op.Status)
+		require.Equal(t, sagadriver.StatusReviewRequired, op.Status)
 		require.Equal(t, "reconciliation_finding", op.ReviewReason)
 		require.Contains(t, op.LastError, fmt.Sprintf("reopened: differs from finding #%d", first.ID), "the operator sees why")
 		found, err = b.eng.Reconcile(ctx)
@@ -917,7 +917,7 @@ func TestClockSkewIsReportedAndDelaysNothingG10(t *testing.T) {
 			began := time.Now()
 			_, err = b.eng.Start(ctx, "signup", signupInput{Email: "skew@example.com"}, &saga.StartOpts{ID: id})
 			require.NoError(t, err)
-			op := waitStatus(t, b, id, saga.StatusCompleted)
+			op := waitStatus(t, b, id, sagadriver.StatusCompleted)
 			require.Equal(t, 1, step(t, op, "workspace").Verifications)
 			// The database's clock (PostgreSQL's, or the process's for
 			// SQLite), not the application's 10 minutes ahead.

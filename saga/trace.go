@@ -7,6 +7,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // TracerName is the instrumentation scope of the runner's spans.
@@ -39,7 +41,7 @@ const (
 
 // startCall starts the span name around a step's call, or returns a nil
 // span when tracing is off (nothing else runs then).
-func (r *Runner[TTx]) startCall(ctx context.Context, name string, op Operation, step string, attempt int, jobID int64) (context.Context, trace.Span) {
+func (r *Runner[TTx]) startCall(ctx context.Context, name string, op sagadriver.Operation, step string, attempt int, jobID int64) (context.Context, trace.Span) {
 	if r.tracer == nil {
 		return ctx, nil
 	}

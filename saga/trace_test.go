@@ -12,6 +12,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/internal/demo"
 	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // TestK18StepAndCompensationSpans: with
@@ -28,7 +29,7 @@ func TestK18StepAndCompensationSpans(t *testing.T) {
 	b.provider.Inject(id+"/workspace", demo.WSActivateRefused)
 	_, err := b.eng.Start(t.Context(), "signup", signupInput{Email: email}, &saga.StartOpts{ID: id})
 	require.NoError(t, err)
-	waitStatus(t, b, id, saga.StatusCompensated)
+	waitStatus(t, b, id, sagadriver.StatusCompensated)
 
 	type call struct{ name, step string }
 	var calls []call

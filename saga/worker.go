@@ -8,6 +8,8 @@ import (
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
+
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // JobRef is what every engine job carries: the step of an operation and
@@ -57,18 +59,18 @@ func (r *Runner[TTx]) AddWorkers(workers *river.Workers) error {
 }
 
 // load reads the operation and the definition of its step in tx.
-func (r *Runner[TTx]) load(ctx context.Context, tx TTx, ref JobRef) (Operation, Step, error) {
+func (r *Runner[TTx]) load(ctx context.Context, tx TTx, ref JobRef) (sagadriver.Operation, Step, error) {
 	op, err := r.driver.GetOperation(ctx, tx, ref.OperationID, true)
 	if err != nil {
-		return Operation{}, Step{}, err
+		return sagadriver.Operation{}, Step{}, err
 	}
 	def, ok := r.defs[op.Type]
 	if !ok {
-		return Operation{}, Step{}, fmt.Errorf("saga: operation %s has type %q, which this runner does not know", op.ID, op.Type)
+		return sagadriver.Operation{}, Step{}, fmt.Errorf("saga: operation %s has type %q, which this runner does not know", op.ID, op.Type)
 	}
 	step, ok := def.step(ref.Step)
 	if !ok {
-		return Operation{}, Step{}, fmt.Errorf("saga: operation type %q has no step %q", op.Type, ref.Step)
+		return sagadriver.Operation{}, Step{}, fmt.Errorf("saga: operation type %q has no step %q", op.Type, ref.Step)
 	}
 	return op, step, nil
 }
@@ -85,7 +87,7 @@ func (r *Runner[TTx]) stepOf(ref JobRef) (Step, bool) {
 // check for a verify job) in a transaction of its own. When the job has
 // nothing to do, it is completed in the same transaction and begin
 // returns ok false.
-func begin[TTx any, T river.JobArgs](ctx context.Context, r *Runner[TTx], job *river.Job[T], ref JobRef, mk func(Operation, Step) signal) (op Operation, step Step, d decision, ok bool, err error) {
+func begin[TTx any, T river.JobArgs](ctx context.Context, r *Runner[TTx], job *river.Job[T], ref JobRef, mk func(sagadriver.Operation, Step) signal) (op sagadriver.Operation, step Step, d decision, ok bool, err error) {
 	err = r.driver.WithinTx(ctx, func(ctx context.Context, tx TTx) error {
 		var err error
 		op, step, err = r.load(ctx, tx, ref)
@@ -175,7 +177,7 @@ func finish[TTx any, T river.JobArgs](ctx context.Context, r *Runner[TTx], job *
 	return nil
 }
 
-func inputFor(op Operation, step string, key string, attempt int) StepInput {
+func inputFor(op sagadriver.Operation, step string, key string, attempt int) StepInput {
 	return StepInput{OperationID: op.ID, Type: op.Type, Step: step, Key: key, StepKey: op.ID + "/" + step, Attempt: attempt,
 		Input: op.Input, Results: results(op)}
 }
@@ -230,7 +232,7 @@ func (w *stepWorker[TTx]) NextRetry(job *river.Job[StepArgs]) time.Time {
 
 func (w *stepWorker[TTx]) Work(ctx context.Context, job *river.Job[StepArgs]) error {
 	r, ref := w.r, job.Args.JobRef
-	op, step, d, ok, err := begin(ctx, r, job, ref, func(_ Operation, step Step) signal {
+	op, step, d, ok, err := begin(ctx, r, job, ref, func(_ sagadriver.Operation, step Step) signal {
 		return signal{kind: sigBegin, hasVerify: step.Verify != nil, compensateFailed: step.CompensateOnFailure}
 	})
 	if !ok {
@@ -252,7 +254,7 @@ func (w *stepWorker[TTx]) Work(ctx context.Context, job *river.Job[StepArgs]) er
 			if verr != nil {
 				msg += ": " + errText(verr)
 			}
-			return finish(ctx, r, job, ref, signal{kind: sigFailed, class: ClassUncertain, err: msg,
+			return finish(ctx, r, job, ref, signal{kind: sigFailed, class: sagadriver.ClassUncertain, err: msg,
 				hasVerify: true, verifyAfter: step.verifyAfter()}, nil)
 		}
 	}
@@ -277,7 +279,7 @@ func (w *verifyWorker[TTx]) Timeout(job *river.Job[VerifyArgs]) time.Duration {
 
 func (w *verifyWorker[TTx]) Work(ctx context.Context, job *river.Job[VerifyArgs]) error {
 	r, ref := w.r, job.Args.JobRef
-	var op Operation
+	var op sagadriver.Operation
 	var step Step
 	noop := ""
 	var wait time.Duration
@@ -290,7 +292,7 @@ func (w *verifyWorker[TTx]) Work(ctx context.Context, job *river.Job[VerifyArgs]
 		switch {
 		case st.Generation != ref.Generation:
 			noop = "stale job"
-		case st.Status != StepUncertain || op.Status != StatusRunning || step.Verify == nil:
+		case st.Status != sagadriver.StepUncertain || op.Status != sagadriver.StatusRunning || step.Verify == nil:
 			noop = fmt.Sprintf("step is %s, operation %s", st.Status, op.Status)
 		default:
 			now, err := r.clock(ctx, tx)
@@ -337,7 +339,7 @@ func (w *compensateWorker[TTx]) NextRetry(job *river.Job[CompensateArgs]) time.T
 
 func (w *compensateWorker[TTx]) Work(ctx context.Context, job *river.Job[CompensateArgs]) error {
 	r, ref := w.r, job.Args.JobRef
-	op, step, _, ok, err := begin(ctx, r, job, ref, func(Operation, Step) signal { return signal{kind: sigCompBegin} })
+	op, step, _, ok, err := begin(ctx, r, job, ref, func(sagadriver.Operation, Step) signal { return signal{kind: sigCompBegin} })
 	if !ok {
 		return err
 	}

@@ -30,7 +30,6 @@ import (
 	"github.com/unstuckhq/unstuck/internal/auth"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/internal/web"
-	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
 )
@@ -495,11 +494,11 @@ func buildCases(ctx context.Context, pool *pgxpool.Pool, db readers, deepPages i
 		ops("operations: first page", "", sagadriver.OperationFilter{}, v()),
 		ops("operations: deep page", fmt.Sprintf("after %d Next links", deepPages), sagadriver.OperationFilter{After: opDeep}, v("after", opDeep)),
 		ops("operations: very deep page", "cursor at the middle in time", sagadriver.OperationFilter{After: opVeryDeep.Next}, v("after", opVeryDeep.Next)),
-		ops("operations: status=review_required", "", sagadriver.OperationFilter{Status: saga.StatusReviewRequired}, v("status", "review_required")),
+		ops("operations: status=review_required", "", sagadriver.OperationFilter{Status: sagadriver.StatusReviewRequired}, v("status", "review_required")),
 		ops("operations: type=payout", "", sagadriver.OperationFilter{Type: "payout"}, v("type", "payout")),
 		ops("operations: correlation ID", "", sagadriver.OperationFilter{CorrelationID: opCorr}, v("correlation_id", opCorr)),
 		ops("operations: external ID", "a step's external ID", sagadriver.OperationFilter{ExternalID: stepExt}, v("external_id", stepExt)),
-		ops("operations: status+type (failed, payout)", "", sagadriver.OperationFilter{Status: saga.StatusFailed, Type: "payout"},
+		ops("operations: status+type (failed, payout)", "", sagadriver.OperationFilter{Status: sagadriver.StatusFailed, Type: "payout"},
 			v("status", "failed", "type", "payout")),
 		opDetail("operation detail (review_required)", reviewOp),
 		opDetail("operation detail (completed)", doneOp),

@@ -33,7 +33,6 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/ops"
-	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
 )
@@ -172,8 +171,8 @@ func seedEveryState(t *testing.T, base, path string) {
 	// Review required, one with a failed compensation.
 	compFail := postSignup(t, base, signupKey(t, "compfail"), `{"email":"alerts-comp@example.com","fail":"workspace_compensation_fails"}`)
 	welcome := postSignup(t, base, signupKey(t, "welcome"), `{"email":"alerts-welcome@example.com","fail":"welcome_permanent"}`)
-	waitSignup(t, base, compFail, saga.StatusReviewRequired, 60*time.Second)
-	waitSignup(t, base, welcome, saga.StatusReviewRequired, 60*time.Second)
+	waitSignup(t, base, compFail, sagadriver.StatusReviewRequired, 60*time.Second)
+	waitSignup(t, base, welcome, sagadriver.StatusReviewRequired, 60*time.Second)
 
 	db, err := idemsqlite.Open(path)
 	require.NoError(t, err)

@@ -17,7 +17,7 @@ import (
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/demo"
 	"github.com/unstuckhq/unstuck/internal/ops"
-	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // The browser journey of bulk decisions with four-eyes approval (issue
@@ -43,7 +43,7 @@ func TestBrowserBulk(t *testing.T) {
 		ids = append(ids, postSignup(t, base, signupKey(t, "bulk"+strconv.Itoa(i)), `{"email":"bulk`+strconv.Itoa(i)+`@example.com","fail":"welcome_permanent"}`))
 	}
 	for _, id := range ids {
-		waitSignup(t, base, id, saga.StatusReviewRequired, 30*time.Second)
+		waitSignup(t, base, id, sagadriver.StatusReviewRequired, 30*time.Second)
 	}
 	stale := ids[0]
 	for _, role := range []string{"oncall", "admin"} {
@@ -91,9 +91,9 @@ func TestBrowserBulk(t *testing.T) {
 	a.ok(expect.Locator(report.GetByRole("link", playwright.LocatorGetByRoleOptions{Name: stale, Exact: playwright.Bool(true)})).ToBeVisible(), "the stale item is listed")
 
 	for _, op := range ids[1:] {
-		waitSignup(t, base, op, saga.StatusCompleted, 30*time.Second)
+		waitSignup(t, base, op, sagadriver.StatusCompleted, 30*time.Second)
 	}
-	require.Equal(t, string(saga.StatusFailed), getSignup(t, base, stale).Status, "the stale item was not forced")
+	require.Equal(t, string(sagadriver.StatusFailed), getSignup(t, base, stale).Status, "the stale item was not forced")
 
 	db, err := idemsqlite.Open(path)
 	require.NoError(t, err)

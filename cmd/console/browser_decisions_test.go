@@ -19,7 +19,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
-	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // The browser journeys of operator decisions, on the real
@@ -117,8 +117,8 @@ func TestBrowserDecisions(t *testing.T) {
 	d.key = fmt.Sprintf("receipt-browser-%d", time.Now().UnixNano())
 	d.jobs.unavailable(t, d.key)
 	d.jobs.unavailable(t, d.key+"-spare")
-	waitSignup(t, base, d.retried, saga.StatusReviewRequired, 30*time.Second)
-	waitSignup(t, base, d.review, saga.StatusReviewRequired, 30*time.Second)
+	waitSignup(t, base, d.retried, sagadriver.StatusReviewRequired, 30*time.Second)
+	waitSignup(t, base, d.review, sagadriver.StatusReviewRequired, 30*time.Second)
 
 	t.Run("CSPDetector", func(t *testing.T) { testCSPDetector(t, c) })
 	t.Run("SignIn", func(t *testing.T) {
@@ -162,7 +162,7 @@ func testOncallRetries(t *testing.T, c *console, d *decisions) {
 	require.NoError(t, err)
 	require.Equal(t, "decision-outcome", focused, "focus on the decision's outcome")
 
-	waitSignup(t, d.base, d.retried, saga.StatusCompleted, 30*time.Second)
+	waitSignup(t, d.base, d.retried, sagadriver.StatusCompleted, 30*time.Second)
 	p.goTo(path)
 	p.ok(expect.Locator(h1).ToContainText("completed"), "the operation completed")
 	history := p.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Decisions on this item"})
@@ -302,7 +302,7 @@ func testAuditorDenied(t *testing.T, c *console, d *decisions) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusForbidden, resp.Status(), "a hand-made POST with the auditor's session")
-	require.Equal(t, string(saga.StatusReviewRequired), getSignup(t, c.base, d.review).Status, "nothing applied")
+	require.Equal(t, string(sagadriver.StatusReviewRequired), getSignup(t, c.base, d.review).Status, "nothing applied")
 
 	p.goTo("/audit?outcome=denied")
 	denied := p.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Audit trail"}).GetByRole("row").Filter(playwright.LocatorFilterOptions{HasText: "POST " + opPath + "/retry"})

@@ -10,7 +10,7 @@ import (
 	"github.com/mxschmitt/playwright-go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // The operation page's live refresh (after a retry the page must not
@@ -29,8 +29,8 @@ func TestBrowserOperationLive(t *testing.T) {
 	// email is refused: both review_required.
 	undone := postSignup(t, base, signupKey(t, "undone"), `{"email":"una@example.com","fail":"workspace_compensation_fails"}`)
 	typing := postSignup(t, base, signupKey(t, "typing"), `{"email":"tia@example.com","fail":"welcome_permanent"}`)
-	waitSignup(t, base, undone, saga.StatusReviewRequired, 30*time.Second)
-	waitSignup(t, base, typing, saga.StatusReviewRequired, 30*time.Second)
+	waitSignup(t, base, undone, sagadriver.StatusReviewRequired, 30*time.Second)
+	waitSignup(t, base, typing, sagadriver.StatusReviewRequired, 30*time.Second)
 
 	t.Run("RetriedOperationShowsItsStatusWithoutReload", func(t *testing.T) { testLiveAfterRetry(t, c, undone) })
 	t.Run("DecideFormIsNotReplacedWhileTypedIn", func(t *testing.T) { testLiveKeepsTypedForm(t, c, typing) })
@@ -109,7 +109,7 @@ func testLiveKeepsTypedForm(t *testing.T, c *console, id string) {
 	other := c.open(t, "oncall")
 	require.Equal(t, http.StatusOK, other.goTo("/operations/"+id))
 	retryFromPage(t, other, id, "welcome")
-	waitSignup(t, c.base, id, saga.StatusCompleted, 30*time.Second)
+	waitSignup(t, c.base, id, sagadriver.StatusCompleted, 30*time.Second)
 
 	// Focused and empty, then focused and typed in, then typed in and
 	// left: three refresh periods each, the form is the same element.

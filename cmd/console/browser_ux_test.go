@@ -16,7 +16,7 @@ import (
 	"github.com/mxschmitt/playwright-go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // The console under pressure, in Chromium on the real program:
@@ -167,7 +167,7 @@ func TestBrowserUX(t *testing.T) {
 
 	for _, who := range []string{"first", "second"} {
 		w.review = append(w.review, postSignup(t, base, signupKey(t, who), fmt.Sprintf(`{"email":"%s@example.com","fail":"welcome_permanent"}`, who)))
-		waitSignup(t, base, w.review[len(w.review)-1], saga.StatusReviewRequired, 30*time.Second)
+		waitSignup(t, base, w.review[len(w.review)-1], sagadriver.StatusReviewRequired, 30*time.Second)
 	}
 	key := fmt.Sprintf("yourkey-%d", time.Now().UnixNano())
 	w.jobs.unavailable(t, key)

@@ -20,7 +20,6 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
-	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
@@ -123,7 +122,7 @@ func TestMigrateUpgradesOperationsLine(t *testing.T) {
 			require.ErrorContains(t, err, "schema is behind: saga (")
 			require.Equal(t, 1, strings.Count(err.Error(), " ("), "only saga is behind: %v", err)
 			at := time.Now().UTC().Truncate(time.Microsecond)
-			op := saga.Operation{ID: "op-upgrade", Type: "signup", Status: saga.StatusReviewRequired, Input: []byte(`{}`),
+			op := sagadriver.Operation{ID: "op-upgrade", Type: "signup", Status: sagadriver.StatusReviewRequired, Input: []byte(`{}`),
 				Version: 1, CreatedAt: at, UpdatedAt: at}
 			insert := func(ctx context.Context) error {
 				if db.Pool != nil {
@@ -140,8 +139,8 @@ func TestMigrateUpgradesOperationsLine(t *testing.T) {
 			require.NoError(t, db.CheckSchema(t.Context()))
 			det, err := db.Sagas.ReadOperation(t.Context(), op.ID, 0)
 			require.NoError(t, err, "the operation is kept")
-			require.Equal(t, saga.StatusReviewRequired, det.Operation.Status)
-			page, err := db.Sagas.PageOperations(t.Context(), sagadriver.OperationFilter{Status: saga.StatusReviewRequired})
+			require.Equal(t, sagadriver.StatusReviewRequired, det.Operation.Status)
+			page, err := db.Sagas.PageOperations(t.Context(), sagadriver.OperationFilter{Status: sagadriver.StatusReviewRequired})
 			require.NoError(t, err)
 			require.Len(t, page.Operations, 1)
 			require.NoError(t, serveBriefly(t, url))

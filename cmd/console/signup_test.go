@@ -27,7 +27,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/demo"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
-	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
 )
@@ -67,7 +67,7 @@ func getSignup(t *testing.T, base, id string) demo.SignupView {
 
 // waitSignup polls GET /shop/signups/{id} until the operation is in
 // status, failing after within.
-func waitSignup(t *testing.T, base, id string, status saga.Status, within time.Duration) demo.SignupView {
+func waitSignup(t *testing.T, base, id string, status sagadriver.Status, within time.Duration) demo.SignupView {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
@@ -151,7 +151,7 @@ func testSignupCompletes(t *testing.T, base string) {
 	require.Equal(t, first.body, again.body)
 	requireProblem(t, call(t, "POST", base+"/shop/signups", key, `{"email":"bob@example.com"}`), http.StatusUnprocessableEntity, "idempotency_key_reused")
 
-	v := waitSignup(t, base, id, saga.StatusCompleted, 30*time.Second)
+	v := waitSignup(t, base, id, sagadriver.StatusCompleted, 30*time.Second)
 	require.Equal(t, demo.SignupType, v.Type)
 	require.Equal(t, "ann@example.com", v.Email)
 	require.NotNil(t, v.FinishedAt)
@@ -206,15 +206,15 @@ func testSignupValidation(t *testing.T, base string) {
 	key := signupKey(t, "fixed")
 	requireProblem(t, call(t, "POST", base+"/shop/signups", key, `{"email":"x"}`), http.StatusBadRequest, "invalid_request")
 	id := postSignup(t, base, key, `{"email":"fixed@example.com"}`)
-	waitSignup(t, base, id, saga.StatusCompleted, 30*time.Second)
+	waitSignup(t, base, id, sagadriver.StatusCompleted, 30*time.Second)
 }
 
 func testSignupEmailTaken(t *testing.T, base string) {
 	email := fmt.Sprintf("taken-%d@example.com", time.Now().UnixNano())
 	first := postSignup(t, base, signupKey(t, "a"), `{"email":"`+email+`"}`)
-	waitSignup(t, base, first, saga.StatusCompleted, 30*time.Second)
+	waitSignup(t, base, first, sagadriver.StatusCompleted, 30*time.Second)
 	second := postSignup(t, base, signupKey(t, "b"), `{"email":"`+email+`"}`)
-	v := waitSignup(t, base, second, saga.StatusFailed, 30*time.Second)
+	v := waitSignup(t, base, second, sagadriver.StatusFailed, 30*time.Second)
 	acc := signupStep(t, v, "account")
 	require.Equal(t, "failed", acc.Status)
 	require.Equal(t, "permanent", acc.LastErrorClass)
@@ -226,7 +226,7 @@ func testSignupEmailTaken(t *testing.T, base string) {
 
 func testSignupWorkspacePermanent(t *testing.T, base string) {
 	id := postSignup(t, base, signupKey(t, "perm"), `{"email":"perm@example.com","fail":"workspace_permanent"}`)
-	v := waitSignup(t, base, id, saga.StatusCompensated, 30*time.Second)
+	v := waitSignup(t, base, id, sagadriver.StatusCompensated, 30*time.Second)
 	ws := signupStep(t, v, "workspace")
 	require.Equal(t, "compensated", ws.Status, "its partial effect (a workspace never activated) was undone")
 	require.Equal(t, "permanent", ws.LastErrorClass)
@@ -246,7 +246,7 @@ func testSignupWorkspacePermanent(t *testing.T, base string) {
 
 func testSignupWorkspaceTimeoutAfterEffect(t *testing.T, base string) {
 	id := postSignup(t, base, signupKey(t, "timeout"), `{"email":"slow@example.com","fail":"workspace_timeout_after_effect"}`)
-	v := waitSignup(t, base, id, saga.StatusCompleted, 30*time.Second)
+	v := waitSignup(t, base, id, sagadriver.StatusCompleted, 30*time.Second)
 	ws := signupStep(t, v, "workspace")
 	require.Equal(t, 1, ws.Attempts, "verified, never executed again")
 	require.Equal(t, 1, ws.Verifications)
@@ -259,7 +259,7 @@ func testSignupWorkspaceTimeoutAfterEffect(t *testing.T, base string) {
 
 func testSignupWorkspaceCompensationFails(t *testing.T, base string) {
 	id := postSignup(t, base, signupKey(t, "compfail"), `{"email":"stuck@example.com","fail":"workspace_compensation_fails"}`)
-	v := waitSignup(t, base, id, saga.StatusReviewRequired, 30*time.Second)
+	v := waitSignup(t, base, id, sagadriver.StatusReviewRequired, 30*time.Second)
 	require.Equal(t, "compensation_failed", v.ReviewReason)
 	ws := signupStep(t, v, "workspace")
 	require.Equal(t, "compensation_failed", ws.Status)
@@ -279,7 +279,7 @@ func testSignupWorkspaceCompensationFails(t *testing.T, base string) {
 
 func testSignupWelcomePermanent(t *testing.T, base string) {
 	id := postSignup(t, base, signupKey(t, "welcome"), `{"email":"nobody@example.com","fail":"welcome_permanent"}`)
-	v := waitSignup(t, base, id, saga.StatusReviewRequired, 30*time.Second)
+	v := waitSignup(t, base, id, sagadriver.StatusReviewRequired, 30*time.Second)
 	require.Equal(t, "permanent_failure", v.ReviewReason)
 	w := signupStep(t, v, "welcome")
 	require.Equal(t, "failed", w.Status)
@@ -407,11 +407,11 @@ func (w *worker) stop(t *testing.T) {
 
 // sagaRecords reads an operation and its history straight from the
 // database, with no worker running.
-func sagaRecords(t *testing.T, dbURL, id string) (saga.Operation, []saga.Event) {
+func sagaRecords(t *testing.T, dbURL, id string) (sagadriver.Operation, []sagadriver.Event) {
 	t.Helper()
 	ctx := t.Context()
-	var op saga.Operation
-	var evs []saga.Event
+	var op sagadriver.Operation
+	var evs []sagadriver.Event
 	if path, ok := strings.CutPrefix(dbURL, "sqlite:"); ok {
 		db, err := idemsqlite.Open(path)
 		require.NoError(t, err)
@@ -511,7 +511,7 @@ func TestSignupCrash(t *testing.T) {
 			// attempt unrecorded; the provider has the workspace.
 			op, _ := sagaRecords(t, dbURL, id)
 			ws, _ := op.Step("workspace")
-			require.Equal(t, saga.StepRunning, ws.Status)
+			require.Equal(t, sagadriver.StepRunning, ws.Status)
 			require.Equal(t, 1, ws.Attempts)
 			require.Empty(t, ws.ExternalID)
 			counts, err := client.Counts(t.Context(), key)
@@ -520,7 +520,7 @@ func TestSignupCrash(t *testing.T) {
 
 			second := startWorker(t, dbURL, srv.URL)
 			upAfter := time.Since(killedAt)
-			v := waitSignup(t, second.base, id, saga.StatusCompleted, 2*crashLease+60*time.Second)
+			v := waitSignup(t, second.base, id, sagadriver.StatusCompleted, 2*crashLease+60*time.Second)
 			recovery := time.Since(killedAt)
 			// With River's defaults the step stayed
 			// running for an hour. The product's bound, not a

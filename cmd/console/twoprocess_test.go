@@ -37,6 +37,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemriver"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
 )
 
@@ -306,13 +307,13 @@ func runTwoprocApp(ctx context.Context, dbURL, id string, hang bool, stdout, std
 // review_required, with nothing compensated).
 func (a *twoprocApp) definition() saga.Definition {
 	fast := saga.RetryPolicy{MaxAttempts: 5, Initial: 200 * time.Millisecond, Max: time.Second}
-	step := func(name string, kind saga.Kind) saga.Step {
+	step := func(name string, kind sagadriver.Kind) saga.Step {
 		return saga.Step{Name: name, System: "twoproc", Kind: kind, Do: a.do, Verify: a.verify, Compensate: a.compensate,
 			Retry: fast, CompensationRetry: fast, Timeout: twoprocStepTimeout, VerifyAfter: 500 * time.Millisecond}
 	}
-	ship := step("ship", saga.Retriable)
+	ship := step("ship", sagadriver.Retriable)
 	ship.Compensate = nil
-	return saga.Definition{Type: twoprocType, Steps: []saga.Step{step("reserve", saga.Compensatable), step("charge", saga.Compensatable), ship}}
+	return saga.Definition{Type: twoprocType, Steps: []saga.Step{step("reserve", sagadriver.Compensatable), step("charge", sagadriver.Compensatable), ship}}
 }
 
 func (a *twoprocApp) logCall(ctx context.Context, in saga.StepInput, action string) error {
@@ -470,7 +471,7 @@ func TestTwoProcessDeployment(t *testing.T) {
 
 	t.Run("RetryFromConsole", func(t *testing.T) {
 		id := startTwoprocOperation(t, app, "fail_once", "twoproc-single")
-		waitTwoprocStatus(t, d, id, saga.StatusReviewRequired, twoprocWait)
+		waitTwoprocStatus(t, d, id, sagadriver.StatusReviewRequired, twoprocWait)
 		path := "/operations/" + id
 		resp, page := oncall.do(t, http.MethodGet, path, nil, "")
 		require.Equal(t, http.StatusOK, resp.StatusCode, "the operation's page: %s", twoprocText(page))
@@ -478,7 +479,7 @@ func TestTwoProcessDeployment(t *testing.T) {
 		resp, body := oncall.do(t, http.MethodPost, path+"/retry", url.Values{"version": {version}, "step": {"ship"},
 			"reason": {"the carrier is back after its outage"}, "form_key": {key}}, "")
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the console's retry answers 303 (it answered %d: %s)", resp.StatusCode, twoprocText(body))
-		waitTwoprocStatus(t, d, id, saga.StatusCompleted, twoprocWait)
+		waitTwoprocStatus(t, d, id, sagadriver.StatusCompleted, twoprocWait)
 		var attempts int
 		require.NoError(t, pool.QueryRow(t.Context(), `SELECT n FROM twoproc_attempt WHERE op = $1 AND step = 'ship'`, id).Scan(&attempts))
 		require.Equal(t, 2, attempts, "ship ran once more, after the retry")
@@ -487,7 +488,7 @@ func TestTwoProcessDeployment(t *testing.T) {
 
 	t.Run("CompensateFromConsole", func(t *testing.T) {
 		id := startTwoprocOperation(t, app, "fail", "twoproc-compensate")
-		waitTwoprocStatus(t, d, id, saga.StatusReviewRequired, twoprocWait)
+		waitTwoprocStatus(t, d, id, sagadriver.StatusReviewRequired, twoprocWait)
 		path := "/operations/" + id
 		resp, page := oncall.do(t, http.MethodGet, path, nil, "")
 		require.Equal(t, http.StatusOK, resp.StatusCode, "the operation's page: %s", twoprocText(page))
@@ -495,10 +496,10 @@ func TestTwoProcessDeployment(t *testing.T) {
 		resp, body := oncall.do(t, http.MethodPost, path+"/compensate", url.Values{"version": {version},
 			"reason": {"the carrier will not ship this order"}, "form_key": {key}}, "")
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the console's compensate answers 303 (it answered %d: %s)", resp.StatusCode, twoprocText(body))
-		op := waitTwoprocStatus(t, d, id, saga.StatusCompensated, twoprocWait)
+		op := waitTwoprocStatus(t, d, id, sagadriver.StatusCompensated, twoprocWait)
 		for _, name := range []string{"reserve", "charge"} {
 			st, _ := op.Step(name)
-			require.Equal(t, saga.CompCompleted, st.CompStatus, "step %s compensated", name)
+			require.Equal(t, sagadriver.CompCompleted, st.CompStatus, "step %s compensated", name)
 			requireTwoprocCall(t, pool, id, name, "compensate", twoprocAppIDPrefix+"1")
 		}
 	})
@@ -520,11 +521,11 @@ func TestTwoProcessDeployment(t *testing.T) {
 		// the provider, and raises it for review; an operator resolves it
 		// from the console; the same difference is never raised again.
 		id := startTwoprocOperation(t, app, "ok", "twoproc-drift")
-		op := waitTwoprocStatus(t, d, id, saga.StatusCompleted, twoprocWait)
+		op := waitTwoprocStatus(t, d, id, sagadriver.StatusCompleted, twoprocWait)
 		ship, _ := op.Step("ship")
 		_, err := pool.Exec(t.Context(), `DELETE FROM twoproc_effect WHERE key = $1`, ship.Key)
 		require.NoError(t, err)
-		op = waitTwoprocStatus(t, d, id, saga.StatusReviewRequired, twoprocWait)
+		op = waitTwoprocStatus(t, d, id, sagadriver.StatusReviewRequired, twoprocWait)
 		require.NotEmpty(t, op.ReviewReason, "the finding says why")
 		path := "/operations/" + id
 		resp, page := oncall.do(t, http.MethodGet, path, nil, "")
@@ -533,11 +534,11 @@ func TestTwoProcessDeployment(t *testing.T) {
 		resp, body := oncall.do(t, http.MethodPost, path+"/resolve", url.Values{"version": {version}, "status": {"completed"},
 			"reason": {"the carrier re-created the shipment by hand"}, "form_key": {key}}, "")
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the console's resolve answers 303 (it answered %d: %s)", resp.StatusCode, twoprocText(body))
-		waitTwoprocStatus(t, d, id, saga.StatusCompleted, twoprocWait)
+		waitTwoprocStatus(t, d, id, sagadriver.StatusCompleted, twoprocWait)
 		// Reconciliation runs every 2 s and still sees the difference:
 		// after several runs the resolution stands.
 		for until := time.Now().Add(8 * time.Second); time.Now().Before(until); time.Sleep(250 * time.Millisecond) {
-			require.Equal(t, saga.StatusCompleted, twoprocOperation(t, d, id).Status, "the resolution stays resolved")
+			require.Equal(t, sagadriver.StatusCompleted, twoprocOperation(t, d, id).Status, "the resolution stays resolved")
 		}
 	})
 
@@ -548,7 +549,7 @@ func TestTwoProcessDeployment(t *testing.T) {
 			ids[i] = startTwoprocOperation(t, app, "fail_once", "twoproc-bulk")
 		}
 		for _, id := range ids {
-			waitTwoprocStatus(t, d, id, saga.StatusReviewRequired, twoprocWait)
+			waitTwoprocStatus(t, d, id, sagadriver.StatusReviewRequired, twoprocWait)
 		}
 		loc, page := twoprocFreeze(t, oncall, "/operations/bulk?action=retry&status=review_required&correlation_id=twoproc-bulk")
 		legal := regexp.MustCompile(`<strong>(\d+)</strong> matching items can be decided`).FindStringSubmatch(page)
@@ -576,7 +577,7 @@ func TestTwoProcessDeployment(t *testing.T) {
 		require.Equal(t, "done", got.Status, "the bulk request is done: %+v", got)
 		require.EqualValues(t, n, got.Applied, "every item of the bulk retry applied: %+v", got)
 		for _, id := range ids {
-			waitTwoprocStatus(t, d, id, saga.StatusCompleted, twoprocWait)
+			waitTwoprocStatus(t, d, id, sagadriver.StatusCompleted, twoprocWait)
 			requireTwoprocCall(t, pool, id, "ship", "do", twoprocAppIDPrefix+"1")
 		}
 	})
@@ -616,7 +617,7 @@ func TestTwoProcessDeployment(t *testing.T) {
 		require.Equal(t, "signal: killed", app.cmd.ProcessState.String())
 		app = startTwoprocApp(t, parent, dbURL, twoprocAppIDPrefix+"2", false)
 
-		waitTwoprocStatus(t, d, id, saga.StatusCompleted, twoprocRescueBound-time.Since(killed))
+		waitTwoprocStatus(t, d, id, sagadriver.StatusCompleted, twoprocRescueBound-time.Since(killed))
 		t.Logf("the step killed in the middle was rescued, and its operation completed, %v after the SIGKILL (bound %v)",
 			time.Since(killed).Round(time.Second), twoprocRescueBound)
 		requireTwoprocCall(t, pool, id, "reserve", "do", twoprocAppIDPrefix+"2")
@@ -853,9 +854,9 @@ func twoprocAppliedDecisions(t *testing.T, pool *pgxpool.Pool, id int64) int {
 }
 
 // twoprocOperation reads an operation from the saga's tables.
-func twoprocOperation(t *testing.T, d *sagapgx.Driver, id string) saga.Operation {
+func twoprocOperation(t *testing.T, d *sagapgx.Driver, id string) sagadriver.Operation {
 	t.Helper()
-	var op saga.Operation
+	var op sagadriver.Operation
 	require.NoError(t, d.WithinTx(t.Context(), func(ctx context.Context, tx pgx.Tx) error {
 		var err error
 		op, err = d.GetOperation(ctx, tx, id, false)
@@ -866,7 +867,7 @@ func twoprocOperation(t *testing.T, d *sagapgx.Driver, id string) saga.Operation
 
 // waitTwoprocStatus polls the operation until it is in status, failing
 // after within.
-func waitTwoprocStatus(t *testing.T, d *sagapgx.Driver, id string, status saga.Status, within time.Duration) saga.Operation {
+func waitTwoprocStatus(t *testing.T, d *sagapgx.Driver, id string, status sagadriver.Status, within time.Duration) sagadriver.Operation {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {

@@ -17,7 +17,7 @@ import (
 
 // reconcileAfterRestart builds what a restarted demo builds on db — its
 // workspace provider and the signups' saga runner — and reconciles once.
-func reconcileAfterRestart(ctx context.Context, t *testing.T, db *database) []saga.Finding {
+func reconcileAfterRestart(ctx context.Context, t *testing.T, db *database) []sagadriver.Finding {
 	t.Helper()
 	var sdb demo.SignupDB = sqlSignupDB{db.SQL}
 	if db.Pool != nil {
@@ -33,7 +33,7 @@ func reconcileAfterRestart(ctx context.Context, t *testing.T, db *database) []sa
 	return reconcileOnce(ctx, t, sagasqlite.New(db.SQL), cfg)
 }
 
-func reconcileOnce[TTx any](ctx context.Context, t *testing.T, d sagadriver.Driver[TTx], cfg saga.Config) []saga.Finding {
+func reconcileOnce[TTx any](ctx context.Context, t *testing.T, d sagadriver.Driver[TTx], cfg saga.Config) []sagadriver.Finding {
 	t.Helper()
 	runner, err := saga.NewRunner(d, cfg)
 	require.NoError(t, err)
@@ -64,9 +64,9 @@ func TestDemoRestartReconcilesClean(t *testing.T) {
 			}
 			permanent := postSignup(t, base, signupKey(t, "p"), `{"email":"restart-p@example.com","fail":"workspace_permanent"}`)
 			for _, id := range completed {
-				waitSignup(t, base, id, saga.StatusCompleted, 30*time.Second)
+				waitSignup(t, base, id, sagadriver.StatusCompleted, 30*time.Second)
 			}
-			waitSignup(t, base, permanent, saga.StatusCompensated, 30*time.Second)
+			waitSignup(t, base, permanent, sagadriver.StatusCompensated, 30*time.Second)
 
 			db, err := openDatabase(t.Context(), url)
 			require.NoError(t, err)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
 )
 
@@ -47,7 +48,7 @@ type shop struct {
 func (s *shop) definition() saga.Definition {
 	return saga.Definition{Type: "order", Steps: []saga.Step{
 		{
-			Name: "reserve_stock", System: "warehouse", Kind: saga.Compensatable,
+			Name: "reserve_stock", System: "warehouse", Kind: sagadriver.Compensatable,
 			Do: func(ctx context.Context, in saga.StepInput) (saga.Result, error) {
 				s.mu.Lock()
 				defer s.mu.Unlock()
@@ -62,7 +63,7 @@ func (s *shop) definition() saga.Definition {
 			},
 		},
 		{
-			Name: "charge_card", System: "payments", Kind: saga.Pivot,
+			Name: "charge_card", System: "payments", Kind: sagadriver.Pivot,
 			Retry: saga.RetryPolicy{MaxAttempts: 3, Initial: 100 * time.Millisecond},
 			Do: func(ctx context.Context, in saga.StepInput) (saga.Result, error) {
 				var o Order
@@ -92,7 +93,7 @@ func (s *shop) definition() saga.Definition {
 			Compensate: func(ctx context.Context, in saga.StepInput) error { return nil }, // a refund
 		},
 		{
-			Name: "ship", System: "carrier", Kind: saga.Retriable,
+			Name: "ship", System: "carrier", Kind: sagadriver.Retriable,
 			Do: func(ctx context.Context, in saga.StepInput) (saga.Result, error) {
 				return saga.Result{ExternalID: "parcel-" + in.Key}, nil
 			},
@@ -209,14 +210,14 @@ func run(ctx context.Context, dbPath string) error {
 
 // waitSettled polls the operation until it is terminal or waits for an
 // operator (review_required).
-func waitSettled(ctx context.Context, runner *saga.Runner[*sql.Tx], id string) (saga.Operation, error) {
+func waitSettled(ctx context.Context, runner *saga.Runner[*sql.Tx], id string) (sagadriver.Operation, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		op, err := runner.Get(ctx, id)
 		if err != nil {
 			return op, err
 		}
-		if op.Status.Terminal() || op.Status == saga.StatusReviewRequired {
+		if op.Status.Terminal() || op.Status == sagadriver.StatusReviewRequired {
 			return op, nil
 		}
 		if time.Now().After(deadline) {

@@ -120,26 +120,48 @@ var (
 	ErrInvalidCursor = errors.New("idem: invalid cursor")
 )
 
-// FieldError is a filter field refused by [KeyFilter.Check]: Field names
-// it as a form or query would ("status", "stuck", "key_digest", "after")
-// and Reason says why. It matches [ErrInvalidFilter], and
-// [ErrInvalidCursor] when it is about the cursor.
+// ErrInvalidArgument: a [Store] primitive refused an argument its database
+// cannot hold (a scope, operation or key digest its columns or checks
+// refuse). The error is a *[FieldError] naming the field as the
+// application knows it ("scope", "operation", "key"); the engine reports
+// it to its caller as an idem.ValidationError matching idem.ErrInvalidKey,
+// so a driver never needs to import the engine.
+var ErrInvalidArgument = errors.New("idem: invalid argument")
+
+// FieldError is the one error a driver returns for an invalid field: Field
+// names it as a form, a query or the application would ("scope", "key",
+// "status", "after") and Reason says why.
+//
+// A store primitive that refuses an argument returns one built as
+// &FieldError{Field: …, Reason: …}; it matches [ErrInvalidArgument]. A
+// filter refused by [KeyFilter.Check] (and so by every [Admin] read)
+// matches [ErrInvalidFilter] instead, and also [ErrInvalidCursor] when it
+// is about the cursor.
 type FieldError struct {
 	Field  string
 	Reason string
+	filter bool // set by KeyFilter.Check: a filter field, not a store argument
 }
 
 func (e *FieldError) Error() string {
 	return "idem: invalid " + e.Field + ": " + e.Reason
 }
 
-// Unwrap lets errors.Is match ErrInvalidFilter, and ErrInvalidCursor for
-// the cursor.
+// Unwrap lets errors.Is match ErrInvalidArgument for a store argument, and
+// ErrInvalidFilter (with ErrInvalidCursor for the cursor) for a filter.
 func (e *FieldError) Unwrap() []error {
-	if e.Field == "after" {
+	switch {
+	case !e.filter:
+		return []error{ErrInvalidArgument}
+	case e.Field == "after":
 		return []error{ErrInvalidFilter, ErrInvalidCursor}
 	}
 	return []error{ErrInvalidFilter}
+}
+
+// filterError is the *FieldError of an invalid filter field.
+func filterError(field, reason string) *FieldError {
+	return &FieldError{Field: field, Reason: reason, filter: true}
 }
 
 // KeyFilter selects records for [Admin.ListKeys] and [Admin.EachKey].
@@ -245,25 +267,25 @@ type KeyQuery struct {
 func (f KeyFilter) Check() (KeyQuery, error) {
 	q := KeyQuery{KeyFilter: f}
 	if f.Status != "" && !f.Status.Valid() {
-		return q, &FieldError{Field: "status", Reason: fmt.Sprintf("%q is not a status", f.Status)}
+		return q, filterError("status", fmt.Sprintf("%q is not a status", f.Status))
 	}
 	if f.Stuck {
 		if f.Status != "" && f.Status != StatusProcessing {
-			return q, &FieldError{Field: "stuck", Reason: "only processing records can be past their lease"}
+			return q, filterError("stuck", "only processing records can be past their lease")
 		}
 		q.Status = StatusProcessing
 	}
 	if f.KeyDigest != "" && (len(f.KeyDigest) < ShortDigestLen || !isHex(f.KeyDigest, 64)) {
-		return q, &FieldError{Field: "key_digest", Reason: fmt.Sprintf("not a key digest or a prefix of one (%d to 64 lowercase hex digits)", ShortDigestLen)}
+		return q, filterError("key_digest", fmt.Sprintf("not a key digest or a prefix of one (%d to 64 lowercase hex digits)", ShortDigestLen))
 	}
 	if len(f.SkipOperationPrefix) > 255 {
-		return q, &FieldError{Field: "skip_operation_prefix", Reason: "longer than an operation (255 bytes)"}
+		return q, filterError("skip_operation_prefix", "longer than an operation (255 bytes)")
 	}
 	if f.KeyHash != "" && (len(f.KeyHash) != 64 || !isHex(f.KeyHash, 64)) {
-		return q, &FieldError{Field: "key_hash", Reason: "not a key hash (64 lowercase hex digits)"}
+		return q, filterError("key_hash", "not a key hash (64 lowercase hex digits)")
 	}
 	if !f.Order.Valid() {
-		return q, &FieldError{Field: "order", Reason: fmt.Sprintf("%q is not an order (newest or oldest)", f.Order)}
+		return q, filterError("order", fmt.Sprintf("%q is not an order (newest or oldest)", f.Order))
 	}
 	if f.Order == "" {
 		q.Order = OrderNewest
@@ -275,7 +297,7 @@ func (f KeyFilter) Check() (KeyQuery, error) {
 			return q, err
 		}
 		if order != q.Order {
-			return q, &FieldError{Field: "after", Reason: "a cursor of the " + string(order) + "-first list, not the " + string(q.Order) + "-first one"}
+			return q, filterError("after", "a cursor of the "+string(order)+"-first list, not the "+string(q.Order)+"-first one")
 		}
 		q.AfterSet, q.AfterUpdatedAt, q.AfterID = true, at, id
 	}
@@ -337,7 +359,7 @@ func EncodeCursor(rec Record, o Order) string {
 // anything else.
 func DecodeCursor(s string) (updatedAt time.Time, id int64, o Order, err error) {
 	bad := func(reason string) (time.Time, int64, Order, error) {
-		return time.Time{}, 0, "", &FieldError{Field: "after", Reason: reason}
+		return time.Time{}, 0, "", filterError("after", reason)
 	}
 	b, derr := base64.RawURLEncoding.DecodeString(s)
 	if derr != nil {

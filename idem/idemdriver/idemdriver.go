@@ -132,21 +132,13 @@ type ReserveParams struct {
 	TTL         time.Duration // retention from now; the store keeps at least the lease
 	// Now replaces the store's clock when non-zero (tests only).
 	Now time.Time
-	// Lean lets the store return, for a record that exists (created =
-	// false), only the fields a decision and a replay read (see
-	// [LeanFields]); every other field may be zero. A created record is
-	// always whole. The engine sets it on every Reserve: a repeat then
-	// reads a narrow row. A store may ignore it and return whole records.
+	// Lean is an optional capability (see [LeanFields]): a store may
+	// ignore it and return whole records.
 	Lean bool
 	// TraceID is stored with a new record (see Record.TraceID); "" when
 	// the call is not traced.
 	TraceID string
 }
-
-// LeanFields names the fields of a [Record] that [Store.Reserve] fills for
-// an existing record when [ReserveParams.Lean] is set: those the engine's
-// decision, a takeover and a replay read.
-const LeanFields = "ID, Ident, Fingerprint, Status, Result, Owner (Token, Fence), LeaseExpiresAt, CreatedAt, ExpiresAt, ReadAt"
 
 // TakeoverParams describes a compare-and-swap takeover for [Store.Takeover].
 type TakeoverParams struct {
@@ -174,9 +166,10 @@ type Completion struct {
 	LastError    string
 	Now          time.Time
 	// RecordID, when not 0, is the ID of the record the owner holds
-	// (Record.ID as Reserve or Takeover returned it). A store may find the
-	// record by it, by primary key, instead of by the ident; it must still
-	// change no record but the one the ident names.
+	// (Record.ID as Reserve or Takeover returned it). Optional: a store
+	// may ignore it, or find the record by it, by primary key, instead of
+	// by the ident (it must still change no record but the one the ident
+	// names). What it saves is not measured separately.
 	RecordID int64
 }
 
@@ -304,86 +297,4 @@ type Store interface {
 	// pending, its owner cleared (fenced out) and its LastError set to
 	// AbandonedReason(lease end, "sweep"), so that an operator decides.
 	Sweep(ctx context.Context, p SweepParams) (SweepResult, error)
-}
-
-// LocalStore is implemented by a [Store] on a database embedded in the
-// process (the SQLite driver), whose calls make no network round trip. A
-// context deadline costs such a store more than its statements: it makes
-// database/sql and modernc.org/sqlite start a goroutine per statement to
-// watch the context. So the engine sets no deadline on the calls it makes
-// to a LocalStore; it passes the end of the store timeout
-// (idem.WithStoreTimeout) as a value instead, which [CallDeadline] reads. The
-// caller's own deadline and cancellation still reach the store through the
-// context, as for any store.
-//
-// The contract of a LocalStore: a call that waits for anything in the
-// process (a queue of its own writers) gives up at the CallDeadline with an
-// error matching [context.DeadlineExceeded]; every other wait in a call is
-// bounded by the store itself (SQLite's busy timeout on another handle's
-// write lock), as its documentation states.
-type LocalStore interface {
-	Store
-	// LocalCalls marks the contract above; it does nothing.
-	LocalCalls()
-}
-
-// callDeadlineKey is the context key of [CallDeadline].
-type callDeadlineKey struct{}
-
-// CallDeadline returns when the engine wants the current call of a
-// [LocalStore] to end; ok is false when ctx carries none (a call not made
-// by the engine, or to a store that is not local, whose context has a
-// deadline instead).
-func CallDeadline(ctx context.Context) (deadline time.Time, ok bool) {
-	deadline, ok = ctx.Value(callDeadlineKey{}).(time.Time)
-	return deadline, ok
-}
-
-// TxStore is a [Store] that can put a record's writes in one database
-// transaction with the application's own writes (SPEC H17). The HTTP
-// middleware's transactional mode needs one.
-type TxStore interface {
-	Store
-	// WithinTx begins a transaction and calls fn with a context that carries
-	// it — the driver documents how the application reaches it, e.g.
-	// idempgx.TxFrom(ctx) — and with a Store whose primitives run inside it. If
-	// fn returns nil the transaction is committed and the commit's error
-	// returned; otherwise it is rolled back and fn's error returned. fn must
-	// not keep the transaction after it returns. Concurrent writers of the
-	// same record wait for the transaction to end (a unique-index wait on
-	// PostgreSQL, the write lock on SQLite).
-	WithinTx(ctx context.Context, fn func(ctx context.Context, tx Store) error) error
-}
-
-// DeadlineOnlyKey is the context key under which a context whose only
-// cancellation is its deadline answers its own Done channel (see
-// [DeadlineOnly]). The engine's bound of a call whose caller can never
-// cancel it (an outcome write, a context.Background caller) answers it;
-// like net/http's context keys, it is a pointer to an unexported type.
-var DeadlineOnlyKey any = &deadlineOnlyKey{}
-
-type deadlineOnlyKey struct{}
-
-// DeadlineOnly reports whether nothing but its deadline ends ctx: ctx
-// answers [DeadlineOnlyKey] with the channel its Done returns (a context
-// derived with a cancellation of its own has another Done and is not). A
-// store may then end the call at ctx's deadline by other means than
-// watching ctx — idempgx sets the deadline on the connection's socket,
-// which is what pgx does itself when a watched context ends, without
-// registering a watch per statement — as long as the call still fails with
-// an error matching [context.DeadlineExceeded] at that deadline.
-func DeadlineOnly(ctx context.Context) bool {
-	done := ctx.Done()
-	if done == nil {
-		return false
-	}
-	ch, ok := ctx.Value(DeadlineOnlyKey).(<-chan struct{})
-	return ok && ch == done
-}
-
-// ContextWithCallDeadline returns a copy of ctx that carries deadline for
-// [CallDeadline]. The engine calls it for every call it makes to a
-// [LocalStore]; a store's own tests may too.
-func ContextWithCallDeadline(ctx context.Context, deadline time.Time) context.Context {
-	return context.WithValue(ctx, callDeadlineKey{}, deadline)
 }

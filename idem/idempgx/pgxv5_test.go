@@ -197,8 +197,9 @@ func TestSchemaRefusesEmptyScope(t *testing.T) {
 
 	_, _, err := b.store.Reserve(t.Context(), idemdriver.ReserveParams{
 		Ident: idemdriver.Ident{Operation: "run", KeyDigest: strings.Repeat("a", 64)}, Owner: "o", Lease: time.Minute, TTL: time.Hour})
-	require.ErrorIs(t, err, idem.ErrInvalidKey)
-	var verr *idem.ValidationError
+	require.ErrorIs(t, err, idemdriver.ErrInvalidArgument)
+	require.NotErrorIs(t, err, idemdriver.ErrInvalidFilter)
+	var verr *idemdriver.FieldError
 	require.ErrorAs(t, err, &verr)
 	require.Equal(t, "scope", verr.Field)
 

@@ -16,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/internal/leanpath"
 	"github.com/unstuckhq/unstuck/migrate/migratepgx"
@@ -678,7 +677,8 @@ func scanRecord(row pgx.Row, extra ...any) (idemdriver.Record, error) {
 }
 
 // Constraints whose violation means an invalid argument, by the name the
-// migration gives them, and the idem.ValidationError field each stands for.
+// migration gives them, and the idemdriver.FieldError field each stands
+// for.
 const (
 	scopeCheck     = "unstuck_idem_record_scope_check"
 	operationCheck = "unstuck_idem_record_operation_check"
@@ -687,7 +687,8 @@ const (
 
 // mapError wraps err with the store call it came from, mapping SQLSTATEs
 // that have a meaning for callers: a check or not-null violation on the
-// ident columns also matches [idem.ErrInvalidKey]; a missing table says
+// ident columns is an *[idemdriver.FieldError] (the engine reports it as
+// an idem.ValidationError matching idem.ErrInvalidKey); a missing table says
 // that Migrate has not run in this search_path.
 func mapError(op string, err error) error {
 	var pgErr *pgconn.PgError
@@ -706,7 +707,7 @@ func mapError(op string, err error) error {
 			field = "key"
 		}
 		if field != "" {
-			verr := &idem.ValidationError{Field: field, Reason: "refused by the database: " + pgErr.Message}
+			verr := &idemdriver.FieldError{Field: field, Reason: "refused by the database: " + pgErr.Message}
 			return fmt.Errorf("idempgx: %s: %w: %w", op, verr, err)
 		}
 	case "42P01", "3F000": // undefined_table, invalid_schema_name

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
 )
@@ -67,7 +66,7 @@ func TestWithinTxAbortedStatement(t *testing.T) {
 	err := b.store.WithinTx(t.Context(), func(ctx context.Context, tx idemdriver.Store) error {
 		require.NoError(t, writeOrder(ctx, "order-1"))
 		_, _, err := tx.Reserve(ctx, reserveParams(idemdriver.Ident{Operation: "run", KeyDigest: strings.Repeat("a", 64)}, "o"))
-		require.ErrorIs(t, err, idem.ErrInvalidKey, "a check violation is mapped inside a transaction too")
+		require.ErrorIs(t, err, idemdriver.ErrInvalidArgument, "a check violation is mapped inside a transaction too")
 		_, _, err = tx.Get(ctx, newIdent())
 		require.Error(t, err, "the transaction is aborted")
 		return nil

@@ -1,5 +1,7 @@
 // Package idemtest is the conformance suite every [idemdriver.Store] passes: ours
-// (idem/idempgx, idem/idemsqlite) and any store an application writes.
+// (idem/idempgx, idem/idemsqlite, idem/idemmysql, idem/idemredis, the
+// in-memory idem/idemmem) and any store an application writes. [Run] needs
+// only the required contract; the other suites test optional capabilities.
 //
 //	func TestConformance(t *testing.T) {
 //		idemtest.Run(t, func(t *testing.T) idemdriver.Store {

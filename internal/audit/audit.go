@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/unstuckhq/unstuck/internal/fielderr"
 	"io/fs"
 	"strings"
 	"time"
@@ -59,27 +60,19 @@ const (
 // Errors of the trail's calls, matched with errors.Is.
 var (
 	// ErrInvalid: an entry or a filter was refused before the database was
-	// asked. The error is a *[FieldError] naming the field.
+	// asked. The error is a *[fielderr.Error] naming the field.
 	ErrInvalid = errors.New("invalid argument")
 	// ErrNotMigrated: the audit table does not exist: Migrate has not run
 	// on this database (or search_path).
 	ErrNotMigrated = errors.New("audit table not found: run the audit migration")
 )
 
-// FieldError is an argument refused by the trail: Field names it as the
-// database column does ("actor", "target_kind", "reason", …) and Reason
-// says why. It matches [ErrInvalid].
-type FieldError struct {
-	Field  string
-	Reason string
+// invalid is the error of an argument refused by the trail: field names it
+// as the database column does ("actor", "target_kind", "reason", …) and
+// reason says why. It matches [ErrInvalid].
+func invalid(field, reason string) *fielderr.Error {
+	return &fielderr.Error{Field: field, Reason: reason, In: "audit", Is: ErrInvalid}
 }
-
-func (e *FieldError) Error() string {
-	return "audit: invalid " + e.Field + ": " + e.Reason
-}
-
-// Unwrap lets errors.Is match ErrInvalid.
-func (e *FieldError) Unwrap() error { return ErrInvalid }
 
 // Entry is one record of the trail.
 //
@@ -337,7 +330,7 @@ func (t *Trail) sqliteWrite(ctx context.Context, fn func(conn *sql.Conn) error) 
 // normalize checks that the trail has its keys and e's fields, and returns
 // the entry to store: assigned fields cleared, states compacted, request
 // fields made valid UTF-8 and cut to their limit. It returns an error
-// matching ErrNoKey without keys, a *FieldError for a refused field.
+// matching ErrNoKey without keys, a *fielderr.Error for a refused field.
 func (t *Trail) normalize(e Entry) (Entry, error) {
 	if t.keys == nil {
 		return Entry{}, fmt.Errorf("audit: append: %w", ErrNoKey)
@@ -380,13 +373,13 @@ func (t *Trail) normalize(e Entry) (Entry, error) {
 func checkText(field, v string, required bool, max int) error {
 	switch {
 	case required && strings.TrimSpace(v) == "":
-		return &FieldError{Field: field, Reason: "required"}
+		return invalid(field, "required")
 	case len(v) > max:
-		return &FieldError{Field: field, Reason: fmt.Sprintf("longer than %d bytes", max)}
+		return invalid(field, fmt.Sprintf("longer than %d bytes", max))
 	case !utf8.ValidString(v):
-		return &FieldError{Field: field, Reason: "not valid UTF-8"}
+		return invalid(field, "not valid UTF-8")
 	case strings.IndexByte(v, 0) >= 0:
-		return &FieldError{Field: field, Reason: "contains a NUL byte"}
+		return invalid(field, "contains a NUL byte")
 	}
 	return nil
 }
@@ -396,17 +389,17 @@ func checkText(field, v string, required bool, max int) error {
 // json.Marshal does by default. Stored that way, a state survives any
 // round trip through encoding/json byte for byte, so an exported entry
 // still hashes to its Hash. It returns nil for an empty state or JSON null,
-// and a *FieldError for invalid or oversized JSON.
+// and a *fielderr.Error for invalid or oversized JSON.
 func compactState(field string, state json.RawMessage) (json.RawMessage, error) {
 	if len(state) > MaxStateBytes {
-		return nil, &FieldError{Field: field, Reason: fmt.Sprintf("longer than %d bytes", MaxStateBytes)}
+		return nil, invalid(field, fmt.Sprintf("longer than %d bytes", MaxStateBytes))
 	}
 	if len(bytes.TrimSpace(state)) == 0 {
 		return nil, nil
 	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, state); err != nil {
-		return nil, &FieldError{Field: field, Reason: "not valid JSON: " + err.Error()}
+		return nil, invalid(field, "not valid JSON: "+err.Error())
 	}
 	if compact.String() == "null" {
 		return nil, nil

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/unstuckhq/unstuck/internal/fielderr"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -261,7 +262,7 @@ func TestAppendValidation(t *testing.T) {
 			e := entry(entryOpts{})
 			tc.edit(&e)
 			_, err := b.trail.Append(t.Context(), e)
-			var fe *FieldError
+			var fe *fielderr.Error
 			require.ErrorAs(t, err, &fe)
 			require.ErrorIs(t, err, ErrInvalid)
 			require.Equal(t, tc.field, fe.Field, "field named")

@@ -119,9 +119,9 @@ func (c Checkpoint) String() string {
 }
 
 // UnmarshalText reads what MarshalText writes. It checks the form, not the
-// MAC. A refused text is a *FieldError for the field "checkpoint".
+// MAC. A refused text is a *fielderr.Error for the field "checkpoint".
 func (c *Checkpoint) UnmarshalText(b []byte) error {
-	bad := func(why string) error { return &FieldError{Field: "checkpoint", Reason: why} }
+	bad := func(why string) error { return invalid("checkpoint", why) }
 	parts := strings.Fields(string(b))
 	var keyedFrom int64
 	switch {
@@ -281,11 +281,11 @@ func ParseAnchor(s string) (Anchor, error) {
 	seqText, hashText, ok := strings.Cut(strings.TrimSpace(s), ":")
 	seq, err := strconv.ParseInt(seqText, 10, 64)
 	if !ok || err != nil || seq <= 0 {
-		return Anchor{}, &FieldError{Field: "anchor", Reason: fmt.Sprintf("%q is not SEQ:HASH", s)}
+		return Anchor{}, invalid("anchor", fmt.Sprintf("%q is not SEQ:HASH", s))
 	}
 	hash, err := hex.DecodeString(hashText)
 	if err != nil || len(hash) != sha256.Size {
-		return Anchor{}, &FieldError{Field: "anchor", Reason: "the hash is not 64 hex digits"}
+		return Anchor{}, invalid("anchor", "the hash is not 64 hex digits")
 	}
 	return Anchor{Seq: seq, Hash: hash}, nil
 }

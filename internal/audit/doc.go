@@ -140,7 +140,7 @@
 //
 // # Errors
 //
-// A refused entry, filter, anchor or checkpoint text is a *[FieldError]
+// A refused entry, filter, anchor or checkpoint text is a *[fielderr.Error]
 // matching [ErrInvalid]; a database without the table matches [ErrNotMigrated]; a trail without
 // keys [ErrNoKey].
 package audit

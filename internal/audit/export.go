@@ -70,7 +70,7 @@ func (t *Trail) Export(ctx context.Context, f Filter, w io.Writer, format string
 		write = func(e *Entry) error { return enc.Encode(e) }
 		flush = bw.Flush
 	default:
-		return &FieldError{Field: "format", Reason: fmt.Sprintf("%q is not csv or jsonl", format)}
+		return invalid("format", fmt.Sprintf("%q is not csv or jsonl", format))
 	}
 	for {
 		entries, next, err := t.page(ctx, f, t.exportPage)

@@ -39,15 +39,15 @@ type Filter struct {
 	Limit int
 }
 
-// check validates f. It returns a *FieldError.
+// check validates f. It returns a *fielderr.Error.
 func (f Filter) check() error {
 	switch {
 	case f.After < 0:
-		return &FieldError{Field: "after", Reason: "a cursor is a positive seq"}
+		return invalid("after", "a cursor is a positive seq")
 	case f.TargetID != "" && f.TargetKind == "":
-		return &FieldError{Field: "target_id", Reason: "a target ID needs its target kind"}
+		return invalid("target_id", "a target ID needs its target kind")
 	case !f.From.IsZero() && !f.To.IsZero() && !f.To.After(f.From):
-		return &FieldError{Field: "to", Reason: "must be after from"}
+		return invalid("to", "must be after from")
 	}
 	return nil
 }
@@ -79,10 +79,10 @@ func (t *Trail) List(ctx context.Context, f Filter) (entries []Entry, next int64
 // history an item's page shows.
 func (t *Trail) History(ctx context.Context, targetKind, targetID string, limit int) ([]Entry, error) {
 	if targetKind == "" {
-		return nil, &FieldError{Field: "target_kind", Reason: "required"}
+		return nil, invalid("target_kind", "required")
 	}
 	if targetID == "" {
-		return nil, &FieldError{Field: "target_id", Reason: "required"}
+		return nil, invalid("target_id", "required")
 	}
 	entries, _, err := t.List(ctx, Filter{TargetKind: targetKind, TargetID: targetID, Limit: limit})
 	return entries, err

@@ -91,10 +91,10 @@ func (t *Trail) Verify(ctx context.Context, anchors ...Anchor) (Verification, er
 	anchored := make(map[int64][]byte, len(anchors))
 	for _, a := range anchors {
 		if a.Seq <= 0 || len(a.Hash) != sha256.Size {
-			return Verification{}, &FieldError{Field: "anchor", Reason: fmt.Sprintf("seq %d with a %d-byte hash: want a positive seq and a SHA-256", a.Seq, len(a.Hash))}
+			return Verification{}, invalid("anchor", fmt.Sprintf("seq %d with a %d-byte hash: want a positive seq and a SHA-256", a.Seq, len(a.Hash)))
 		}
 		if h, ok := anchored[a.Seq]; ok && !bytes.Equal(h, a.Hash) {
-			return Verification{}, &FieldError{Field: "anchor", Reason: fmt.Sprintf("two different hashes for seq %d", a.Seq)}
+			return Verification{}, invalid("anchor", fmt.Sprintf("two different hashes for seq %d", a.Seq))
 		}
 		anchored[a.Seq] = a.Hash
 	}

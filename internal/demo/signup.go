@@ -17,6 +17,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // SignupType is the saga operation type of a demo signup.
@@ -132,7 +133,7 @@ type Signups struct {
 	log        *slog.Logger
 
 	start func(ctx context.Context, id string, in SignupInput, correlation string) error
-	get   func(ctx context.Context, id string) (saga.Operation, error)
+	get   func(ctx context.Context, id string) (sagadriver.Operation, error)
 }
 
 // NewSignups returns the signups of shop over db and the workspace
@@ -194,7 +195,7 @@ func (s *Signups) Workspaces() WorkspaceAPI { return s.workspaces }
 func (s *Signups) Definition() saga.Definition {
 	return saga.Definition{Type: SignupType, Steps: []saga.Step{
 		{
-			Name: "account", System: "local", Kind: saga.Compensatable,
+			Name: "account", System: "local", Kind: sagadriver.Compensatable,
 			Retry:             saga.RetryPolicy{MaxAttempts: 4, Initial: 250 * time.Millisecond, Max: 2 * time.Second},
 			CompensationRetry: saga.RetryPolicy{MaxAttempts: 4, Initial: 250 * time.Millisecond, Max: 2 * time.Second},
 			Timeout:           10 * time.Second,
@@ -202,7 +203,7 @@ func (s *Signups) Definition() saga.Definition {
 			Compensate:        s.closeAccount,
 		},
 		{
-			Name: "workspace", System: "workspace-provider", Kind: saga.Pivot, CompensateOnFailure: true,
+			Name: "workspace", System: "workspace-provider", Kind: sagadriver.Pivot, CompensateOnFailure: true,
 			Retry:             saga.RetryPolicy{MaxAttempts: 4, Initial: 500 * time.Millisecond, Max: 5 * time.Second},
 			CompensationRetry: saga.RetryPolicy{MaxAttempts: workspaceCompAttempts, Initial: 250 * time.Millisecond, Max: 2 * time.Second},
 			Timeout:           10 * time.Second,
@@ -213,7 +214,7 @@ func (s *Signups) Definition() saga.Definition {
 			Compensate:        s.deleteWorkspace,
 		},
 		{
-			Name: "welcome", System: "mailer", Kind: saga.Retriable,
+			Name: "welcome", System: "mailer", Kind: sagadriver.Retriable,
 			Retry:   saga.RetryPolicy{MaxAttempts: 5, Initial: 500 * time.Millisecond, Max: 5 * time.Second},
 			Timeout: 10 * time.Second,
 			Do:      s.sendWelcome,
@@ -305,7 +306,7 @@ func (s *Signups) createWorkspace(ctx context.Context, in saga.StepInput) (saga.
 	ws, err := s.workspaces.Create(ctx, in.Key, v.Email)
 	if err != nil {
 		err = classifyWorkspace(err)
-		if saga.Classify(err) == saga.ClassPermanent {
+		if saga.Classify(err) == sagadriver.ClassPermanent {
 			// Refused, maybe after making the workspace: name what is
 			// left for the compensation and the operators.
 			if left, ok, lerr := s.workspaces.Lookup(ctx, in.Key); lerr == nil && ok {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // The signups' verifier answers from the saga's records: the operation of
@@ -19,11 +20,11 @@ func TestSignupVerifier(t *testing.T) {
 	s := &Signups{}
 	_, err := s.Verifier().Verify(t.Context(), idem.Abandoned{KeyDigest: digest})
 	require.Error(t, err, "not running: unknown")
-	s.get = func(_ context.Context, id string) (saga.Operation, error) {
+	s.get = func(_ context.Context, id string) (sagadriver.Operation, error) {
 		if id == SignupOperationID(digest) {
-			return saga.Operation{ID: id, Type: SignupType, Status: saga.StatusRunning}, nil
+			return sagadriver.Operation{ID: id, Type: SignupType, Status: sagadriver.StatusRunning}, nil
 		}
-		return saga.Operation{}, saga.ErrNotFound
+		return sagadriver.Operation{}, saga.ErrNotFound
 	}
 	v, err := s.Verifier().Verify(t.Context(), idem.Abandoned{KeyDigest: digest})
 	require.NoError(t, err)

@@ -315,7 +315,7 @@ type BulkSpec struct {
 	// every item.
 	All bool
 	// ResolveTo is a resolve's terminal status.
-	ResolveTo saga.Status
+	ResolveTo sagadriver.Status
 	// IncludeMayHaveHappened: a forget includes the keys whose effect may
 	// have happened ([ForgetRisk]), acknowledging that their clients'
 	// retries run them again. Without it they are left out, counted in
@@ -484,7 +484,7 @@ func (s *BulkSpec) Validate() error {
 		case OperationRetry, OperationCompensate:
 		case OperationResolve:
 			switch s.ResolveTo {
-			case saga.StatusCompleted, saga.StatusFailed, saga.StatusCompensated:
+			case sagadriver.StatusCompleted, sagadriver.StatusFailed, sagadriver.StatusCompensated:
 			default:
 				return invalid("status", "resolve as completed, failed or compensated")
 			}
@@ -755,7 +755,7 @@ func notLegalReason(r idemdriver.Record, err error) string {
 
 // operationLegal says whether act is legal on op now ("" why), and the
 // step a retry takes.
-func operationLegal(op saga.Operation, act OperationAction) (step, why string) {
+func operationLegal(op sagadriver.Operation, act OperationAction) (step, why string) {
 	l := Legal(op)
 	switch act {
 	case OperationRetry:

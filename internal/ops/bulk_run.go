@@ -11,7 +11,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/store"
-	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // Run decides the pending items of request id, a batch at a time, for at
@@ -203,12 +203,12 @@ func (b *Bulks) item(ctx context.Context, req store.Bulk, params map[string]stri
 			return b.refuse(ctx, req, it, store.ItemFailed, "this console has no saga records", nil, mark)
 		}
 		d := OperationDecision{ID: it.TargetID, Version: it.Version, Action: OperationAction(req.Action), Step: it.Step,
-			ResolveTo: saga.Status(params["resolve_to"]), Happened: params["happened"] == "true", ExternalID: params["external_id"], Reason: reason}
+			ResolveTo: sagadriver.Status(params["resolve_to"]), Happened: params["happened"] == "true", ExternalID: params["external_id"], Reason: reason}
 		if err := d.Validate(); err != nil {
 			return b.refuse(ctx, req, it, store.ItemFailed, err.Error(), nil, mark)
 		}
 		refusal = operationEntry(actor, d, nil, nil, audit.OutcomeConflict)
-		var seen *saga.Operation
+		var seen *sagadriver.Operation
 		_, seen, err = b.ops.decide(ctx, actor, d, mark(store.ItemApplied, ""))
 		if seen != nil {
 			before = operationSnapshot(*seen)

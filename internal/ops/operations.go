@@ -11,6 +11,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // OperationAction is an operator action on a saga operation.
@@ -50,14 +51,14 @@ type OperationDecision struct {
 	ExternalID string
 	// ResolveTo is the terminal status of an OperationResolve: completed,
 	// failed or compensated.
-	ResolveTo saga.Status
+	ResolveTo sagadriver.Status
 	Reason    string
 }
 
 // OperationResult is an applied decision: the operation before and after.
 type OperationResult struct {
-	Before saga.Operation
-	After  saga.Operation
+	Before sagadriver.Operation
+	After  sagadriver.Operation
 }
 
 // Validate checks the decision's fields before anything is read.
@@ -87,7 +88,7 @@ func (d *OperationDecision) Validate() error {
 	case OperationCompensate:
 	case OperationResolve:
 		switch d.ResolveTo {
-		case saga.StatusCompleted, saga.StatusFailed, saga.StatusCompensated:
+		case sagadriver.StatusCompleted, sagadriver.StatusFailed, sagadriver.StatusCompensated:
 		default:
 			return invalid("status", "resolve as completed, failed or compensated")
 		}
@@ -113,11 +114,11 @@ func (d *OperationDecision) Validate() error {
 type Operations struct {
 	trail  *audit.Trail
 	log    *slog.Logger
-	decide func(ctx context.Context, actor Actor, d OperationDecision, first txHook) (OperationResult, *saga.Operation, error)
+	decide func(ctx context.Context, actor Actor, d OperationDecision, first txHook) (OperationResult, *sagadriver.Operation, error)
 	// tx runs a function in one transaction of the DB (bulk refusals).
 	tx txRunner
 	// get reads an operation with its steps (bulk previews).
-	get func(ctx context.Context, id string) (saga.Operation, error)
+	get func(ctx context.Context, id string) (sagadriver.Operation, error)
 }
 
 // SetLogger makes o log there the audit entries of refused decisions it
@@ -212,7 +213,7 @@ type operationTx[TTx any] struct {
 // when it was read, for the audit entry of a refusal.
 // first, if not nil, runs first in the transaction (a bulk item's
 // outcome).
-func (o operationTx[TTx]) decide(ctx context.Context, actor Actor, d OperationDecision, first txHook) (res OperationResult, seen *saga.Operation, err error) {
+func (o operationTx[TTx]) decide(ctx context.Context, actor Actor, d OperationDecision, first txHook) (res OperationResult, seen *sagadriver.Operation, err error) {
 	err = o.db.within(ctx, func(ctx context.Context, tx TTx) error {
 		if first != nil {
 			if err := first(ctx, tx); err != nil {
@@ -276,14 +277,14 @@ func operationEntry(actor Actor, d OperationDecision, before, after any, outcome
 // operationSnapshot is the audited state of an operation: its status and
 // its steps', without its input or the steps' results, which may hold
 // personal data.
-func operationSnapshot(op saga.Operation) map[string]any {
+func operationSnapshot(op sagadriver.Operation) map[string]any {
 	steps := make([]map[string]any, 0, len(op.Steps))
 	for _, st := range op.Steps {
 		s := map[string]any{"name": st.Name, "status": string(st.Status), "attempts": st.Attempts, "external_id": st.ExternalID}
 		if st.LastError != "" {
 			s["last_error"] = st.LastError
 		}
-		if st.CompStatus != saga.CompNone {
+		if st.CompStatus != sagadriver.CompNone {
 			s["compensation"] = string(st.CompStatus)
 			s["compensation_attempts"] = st.CompAttempts
 		}
@@ -300,7 +301,7 @@ func operationSnapshot(op saga.Operation) map[string]any {
 // StepChoice is a step an action may name.
 type StepChoice struct {
 	Name   string
-	Status saga.StepStatus
+	Status sagadriver.StepStatus
 	// NotHappened says whether a confirmation may say the effect did not
 	// happen (not for a failed compensation: that one is retried).
 	NotHappened bool
@@ -329,29 +330,29 @@ func (l LegalActions) Any() bool {
 // (saga/machine.go) accepts on op: the console offers only these. The
 // engine still decides when the decision is applied; a state that moved
 // on in between is refused there (ErrStale or ErrIllegal).
-func Legal(op saga.Operation) LegalActions {
+func Legal(op sagadriver.Operation) LegalActions {
 	var l LegalActions
 	compStarted := false
 	for _, st := range op.Steps {
-		if st.CompStatus != saga.CompNone {
+		if st.CompStatus != sagadriver.CompNone {
 			compStarted = true
 		}
 	}
-	if op.Status == saga.StatusReviewRequired {
+	if op.Status == sagadriver.StatusReviewRequired {
 		for _, st := range op.Steps {
 			switch st.Status {
-			case saga.StepFailed, saga.StepUncertain, saga.StepRunning, saga.StepRetrying:
+			case sagadriver.StepFailed, sagadriver.StepUncertain, sagadriver.StepRunning, sagadriver.StepRetrying:
 				if !compStarted {
 					l.Retry = append(l.Retry, StepChoice{Name: st.Name, Status: st.Status, NotHappened: true})
 					l.Confirm = append(l.Confirm, StepChoice{Name: st.Name, Status: st.Status, NotHappened: true})
 				}
-			case saga.StepCompensationFailed:
+			case sagadriver.StepCompensationFailed:
 				l.Retry = append(l.Retry, StepChoice{Name: st.Name, Status: st.Status})
 				l.Confirm = append(l.Confirm, StepChoice{Name: st.Name, Status: st.Status})
 			}
 		}
 		l.Resolve = true
 	}
-	l.Compensate = (op.Status == saga.StatusReviewRequired || op.Status == saga.StatusRunning) && !compStarted
+	l.Compensate = (op.Status == sagadriver.StatusReviewRequired || op.Status == sagadriver.StatusRunning) && !compStarted
 	return l
 }

@@ -34,14 +34,14 @@ type sagaBundle struct {
 	ops   *ops.Operations
 	trail *audit.Trail
 	// insert records op through the saga driver, as the engine does.
-	insert func(t *testing.T, op saga.Operation)
+	insert func(t *testing.T, op sagadriver.Operation)
 	// get reads an operation through the runner.
-	get func(t *testing.T, id string) saga.Operation
+	get func(t *testing.T, id string) sagadriver.Operation
 	// jobs counts River jobs of kind.
 	jobs func(t *testing.T, kind string) int
 	// try runs one operator action in a transaction that is rolled back,
 	// and returns the engine's answer (for TestLegalMatchesTheEngine).
-	try func(t *testing.T, op saga.Operation, d ops.OperationDecision) error
+	try func(t *testing.T, op sagadriver.Operation, d ops.OperationDecision) error
 	// exec runs a statement on the test's own database, as its owner;
 	// names runs a query of one text column there.
 	exec  func(t testing.TB, query string)
@@ -115,17 +115,17 @@ func newSagaBundle[TTx any](t *testing.T, rd riverdriver.Driver[TTx], sd sagadri
 	decisions, err := ops.NewOperations(db, runner)
 	require.NoError(t, err)
 	return &sagaBundle{ops: decisions, trail: trail,
-		insert: func(t *testing.T, op saga.Operation) {
+		insert: func(t *testing.T, op sagadriver.Operation) {
 			require.NoError(t, sd.WithinTx(t.Context(), func(ctx context.Context, tx TTx) error {
 				return sd.InsertOperation(ctx, tx, &op)
 			}))
 		},
-		get: func(t *testing.T, id string) saga.Operation {
+		get: func(t *testing.T, id string) sagadriver.Operation {
 			op, err := runner.Get(t.Context(), id)
 			require.NoError(t, err)
 			return op
 		},
-		try: func(t *testing.T, op saga.Operation, d ops.OperationDecision) error {
+		try: func(t *testing.T, op sagadriver.Operation, d ops.OperationDecision) error {
 			var applied error
 			err := sd.WithinTx(t.Context(), func(ctx context.Context, tx TTx) error {
 				p := saga.ActionParams{OperationID: op.ID, Step: d.Step, Version: op.Version, Actor: "probe", Note: "probing the engine's rules"}
@@ -137,7 +137,7 @@ func newSagaBundle[TTx any](t *testing.T, rd riverdriver.Driver[TTx], sd sagadri
 				case ops.OperationCompensate:
 					_, applied = runner.StartCompensationTx(ctx, tx, p)
 				case ops.OperationResolve:
-					_, applied = runner.ResolveTx(ctx, tx, p, saga.StatusCompleted)
+					_, applied = runner.ResolveTx(ctx, tx, p, sagadriver.StatusCompleted)
 				}
 				return errRollback
 			})
@@ -149,20 +149,20 @@ func newSagaBundle[TTx any](t *testing.T, rd riverdriver.Driver[TTx], sd sagadri
 
 // The operations the tests decide on, in the states the engine leaves
 // them in.
-func step(name string, kind saga.Kind, status saga.StepStatus, comp saga.CompStatus) saga.StepRecord {
-	return saga.StepRecord{Name: name, Kind: kind, Status: status, CompStatus: comp, MaxAttempts: 4, CompMaxAttempts: 3,
-		Compensable: kind != saga.Retriable, Attempts: 1}
+func step(name string, kind sagadriver.Kind, status sagadriver.StepStatus, comp sagadriver.CompStatus) sagadriver.StepRecord {
+	return sagadriver.StepRecord{Name: name, Kind: kind, Status: status, CompStatus: comp, MaxAttempts: 4, CompMaxAttempts: 3,
+		Compensable: kind != sagadriver.Retriable, Attempts: 1}
 }
 
-func operation(id string, status saga.Status, steps ...saga.StepRecord) saga.Operation {
+func operation(id string, status sagadriver.Status, steps ...sagadriver.StepRecord) sagadriver.Operation {
 	at := time.Now().UTC().Add(-time.Minute).Truncate(time.Microsecond)
-	op := saga.Operation{ID: id, Type: "signup", Status: status, CorrelationID: "corr-" + id, Input: []byte(`{"email":"ann@example.com"}`),
+	op := sagadriver.Operation{ID: id, Type: "signup", Status: status, CorrelationID: "corr-" + id, Input: []byte(`{"email":"ann@example.com"}`),
 		CurrentStep: steps[0].Name, Version: 5, CreatedAt: at, UpdatedAt: at}
 	for i, st := range steps {
 		st.Seq, st.Key, st.CompKey, st.CompSeq, st.Generation, st.UpdatedAt = i, id+"/"+st.Name, id+"/"+st.Name+"/compensate", len(steps)-i, 1, at
 		op.Steps = append(op.Steps, st)
 	}
-	if status == saga.StatusReviewRequired {
+	if status == sagadriver.StatusReviewRequired {
 		op.ReviewReason = "uncertain_unresolved"
 	}
 	return op
@@ -170,11 +170,11 @@ func operation(id string, status saga.Status, steps ...saga.StepRecord) saga.Ope
 
 // uncertainPivot is under review: its account completed, its workspace's
 // outcome unknown, its welcome not reached.
-func uncertainPivot(id string) saga.Operation {
-	return operation(id, saga.StatusReviewRequired,
-		step("account", saga.Compensatable, saga.StepCompleted, saga.CompNone),
-		step("workspace", saga.Pivot, saga.StepUncertain, saga.CompNone),
-		step("welcome", saga.Retriable, saga.StepPending, saga.CompNone))
+func uncertainPivot(id string) sagadriver.Operation {
+	return operation(id, sagadriver.StatusReviewRequired,
+		step("account", sagadriver.Compensatable, sagadriver.StepCompleted, sagadriver.CompNone),
+		step("workspace", sagadriver.Pivot, sagadriver.StepUncertain, sagadriver.CompNone),
+		step("welcome", sagadriver.Retriable, sagadriver.StepPending, sagadriver.CompNone))
 }
 
 func TestOperationDecisions(t *testing.T) {
@@ -265,10 +265,10 @@ func TestOperationDecisions(t *testing.T) {
 				res, err := b.ops.Decide(context.Background(), actor, ops.OperationDecision{ID: retry.ID, Version: retry.Version,
 					Action: ops.OperationRetry, Step: "workspace", Reason: "the provider is back up after the outage"})
 				require.NoError(t, err)
-				require.Equal(t, saga.StatusReviewRequired, res.Before.Status)
-				require.Equal(t, saga.StatusRunning, res.After.Status)
+				require.Equal(t, sagadriver.StatusReviewRequired, res.Before.Status)
+				require.Equal(t, sagadriver.StatusRunning, res.After.Status)
 				st, _ := res.After.Step("workspace")
-				require.Equal(t, saga.StepPending, st.Status)
+				require.Equal(t, sagadriver.StepPending, st.Status)
 				require.Equal(t, 0, st.Attempts, "fresh attempts")
 				require.Equal(t, retry.ID+"/workspace", st.Key, "the same key")
 				require.Equal(t, 1, b.jobs(t, "saga.step"), "the step's job is inserted with the decision")
@@ -279,24 +279,24 @@ func TestOperationDecisions(t *testing.T) {
 					Action: ops.OperationConfirm, Step: "workspace", Happened: true, ExternalID: "ws-77", Reason: "the provider's console shows ws-77"})
 				require.NoError(t, err)
 				st, _ = res.After.Step("workspace")
-				require.Equal(t, saga.StepCompleted, st.Status)
+				require.Equal(t, sagadriver.StepCompleted, st.Status)
 				require.Equal(t, "ws-77", st.ExternalID)
-				require.Equal(t, saga.StatusRunning, res.After.Status, "on to the welcome step")
+				require.Equal(t, sagadriver.StatusRunning, res.After.Status, "on to the welcome step")
 
 				compensate := uncertainPivot("op-compensate")
 				b.insert(t, compensate)
 				res, err = b.ops.Decide(context.Background(), actor, ops.OperationDecision{ID: compensate.ID, Version: compensate.Version,
 					Action: ops.OperationCompensate, Reason: "the customer asked us to cancel the signup"})
 				require.NoError(t, err)
-				require.Equal(t, saga.StatusCompensating, res.After.Status)
+				require.Equal(t, sagadriver.StatusCompensating, res.After.Status)
 				require.Equal(t, 1, b.jobs(t, "saga.compensate"))
 
 				resolve := uncertainPivot("op-resolve")
 				b.insert(t, resolve)
 				res, err = b.ops.Decide(context.Background(), actor, ops.OperationDecision{ID: resolve.ID, Version: resolve.Version,
-					Action: ops.OperationResolve, ResolveTo: saga.StatusCompleted, Reason: "created the workspace by hand as ws-9"})
+					Action: ops.OperationResolve, ResolveTo: sagadriver.StatusCompleted, Reason: "created the workspace by hand as ws-9"})
 				require.NoError(t, err)
-				require.Equal(t, saga.StatusCompleted, res.After.Status)
+				require.Equal(t, sagadriver.StatusCompleted, res.After.Status)
 				require.Equal(t, "created the workspace by hand as ws-9", res.After.Resolution, "resolved manually, with the reason")
 
 				for id, action := range map[string]string{retry.ID: "operation.retry", confirm.ID: "operation.confirm", compensate.ID: "operation.compensate", resolve.ID: "operation.resolve"} {
@@ -347,7 +347,7 @@ func TestOperationDecisions(t *testing.T) {
 				require.ErrorIs(t, err, audit.ErrInvalid)
 				got := b.get(t, op.ID)
 				require.Equal(t, op.Version, got.Version, "nothing applied without its audit entry")
-				require.Equal(t, saga.StatusReviewRequired, got.Status)
+				require.Equal(t, sagadriver.StatusReviewRequired, got.Status)
 				require.Equal(t, 0, b.jobs(t, "saga.step"), "no job either")
 			})
 
@@ -365,7 +365,7 @@ func TestOperationDecisions(t *testing.T) {
 				require.ErrorContains(t, err, "the test refuses this audit entry")
 				got := b.get(t, op.ID)
 				require.Equal(t, op.Version, got.Version, "nothing applied without its audit entry")
-				require.Equal(t, saga.StatusReviewRequired, got.Status)
+				require.Equal(t, sagadriver.StatusReviewRequired, got.Status)
 				require.Equal(t, 0, b.jobs(t, "saga.step"), "no job either")
 				hist, err := b.ops.History(context.Background(), op.ID, 10)
 				require.NoError(t, err)
@@ -387,7 +387,7 @@ func TestOperationDecisions(t *testing.T) {
 				require.ErrorContains(t, err, "commit: ", "the COMMIT failed")
 				got := b.get(t, op.ID)
 				require.Equal(t, op.Version, got.Version, "nothing applied")
-				require.Equal(t, saga.StatusReviewRequired, got.Status)
+				require.Equal(t, sagadriver.StatusReviewRequired, got.Status)
 				require.Equal(t, 0, b.jobs(t, "saga.step"), "no job either")
 				hist, err := b.ops.History(context.Background(), op.ID, 10)
 				require.NoError(t, err)
@@ -402,7 +402,7 @@ func TestOperationDecisions(t *testing.T) {
 				for field, d := range map[string]ops.OperationDecision{
 					"reason": {Action: ops.OperationCompensate, Reason: "too short"},
 					"step":   {Action: ops.OperationRetry, Reason: "a long enough reason"},
-					"status": {Action: ops.OperationResolve, ResolveTo: saga.StatusRunning, Reason: "a long enough reason"},
+					"status": {Action: ops.OperationResolve, ResolveTo: sagadriver.StatusRunning, Reason: "a long enough reason"},
 					"action": {Action: "explode", Reason: "a long enough reason"},
 				} {
 					d.ID, d.Version = op.ID, op.Version
@@ -439,28 +439,28 @@ func TestOperationDecisions(t *testing.T) {
 func TestLegalMatchesTheEngine(t *testing.T) {
 	t.Parallel()
 	b := sagaBackends["SQLite"](t)
-	states := []saga.Operation{
+	states := []sagadriver.Operation{
 		uncertainPivot("op-uncertain"),
-		operation("op-welcome-failed", saga.StatusReviewRequired,
-			step("account", saga.Compensatable, saga.StepCompleted, saga.CompNone),
-			step("workspace", saga.Pivot, saga.StepCompleted, saga.CompNone),
-			step("welcome", saga.Retriable, saga.StepFailed, saga.CompNone)),
-		operation("op-comp-failed", saga.StatusReviewRequired,
-			step("account", saga.Compensatable, saga.StepCompensating, saga.CompPending),
-			step("workspace", saga.Pivot, saga.StepCompensationFailed, saga.CompFailed),
-			step("welcome", saga.Retriable, saga.StepSkipped, saga.CompNone)),
-		operation("op-running", saga.StatusRunning,
-			step("account", saga.Compensatable, saga.StepCompleted, saga.CompNone),
-			step("workspace", saga.Pivot, saga.StepRunning, saga.CompNone),
-			step("welcome", saga.Retriable, saga.StepPending, saga.CompNone)),
-		operation("op-compensating", saga.StatusCompensating,
-			step("account", saga.Compensatable, saga.StepCompensating, saga.CompRunning),
-			step("workspace", saga.Pivot, saga.StepFailed, saga.CompNone),
-			step("welcome", saga.Retriable, saga.StepSkipped, saga.CompNone)),
-		operation("op-completed", saga.StatusCompleted,
-			step("account", saga.Compensatable, saga.StepCompleted, saga.CompNone),
-			step("workspace", saga.Pivot, saga.StepCompleted, saga.CompNone),
-			step("welcome", saga.Retriable, saga.StepCompleted, saga.CompNone)),
+		operation("op-welcome-failed", sagadriver.StatusReviewRequired,
+			step("account", sagadriver.Compensatable, sagadriver.StepCompleted, sagadriver.CompNone),
+			step("workspace", sagadriver.Pivot, sagadriver.StepCompleted, sagadriver.CompNone),
+			step("welcome", sagadriver.Retriable, sagadriver.StepFailed, sagadriver.CompNone)),
+		operation("op-comp-failed", sagadriver.StatusReviewRequired,
+			step("account", sagadriver.Compensatable, sagadriver.StepCompensating, sagadriver.CompPending),
+			step("workspace", sagadriver.Pivot, sagadriver.StepCompensationFailed, sagadriver.CompFailed),
+			step("welcome", sagadriver.Retriable, sagadriver.StepSkipped, sagadriver.CompNone)),
+		operation("op-running", sagadriver.StatusRunning,
+			step("account", sagadriver.Compensatable, sagadriver.StepCompleted, sagadriver.CompNone),
+			step("workspace", sagadriver.Pivot, sagadriver.StepRunning, sagadriver.CompNone),
+			step("welcome", sagadriver.Retriable, sagadriver.StepPending, sagadriver.CompNone)),
+		operation("op-compensating", sagadriver.StatusCompensating,
+			step("account", sagadriver.Compensatable, sagadriver.StepCompensating, sagadriver.CompRunning),
+			step("workspace", sagadriver.Pivot, sagadriver.StepFailed, sagadriver.CompNone),
+			step("welcome", sagadriver.Retriable, sagadriver.StepSkipped, sagadriver.CompNone)),
+		operation("op-completed", sagadriver.StatusCompleted,
+			step("account", sagadriver.Compensatable, sagadriver.StepCompleted, sagadriver.CompNone),
+			step("workspace", sagadriver.Pivot, sagadriver.StepCompleted, sagadriver.CompNone),
+			step("welcome", sagadriver.Retriable, sagadriver.StepCompleted, sagadriver.CompNone)),
 	}
 	names := func(cs []ops.StepChoice) map[string]ops.StepChoice {
 		m := map[string]ops.StepChoice{}
@@ -491,6 +491,6 @@ func TestLegalMatchesTheEngine(t *testing.T) {
 		}
 		check(legal.Compensate, ops.OperationDecision{Action: ops.OperationCompensate}, "compensate")
 		check(legal.Resolve, ops.OperationDecision{Action: ops.OperationResolve}, "resolve")
-		require.Equal(t, !op.Status.Terminal() && op.Status != saga.StatusCompensating, legal.Any(), op.ID)
+		require.Equal(t, !op.Status.Terminal() && op.Status != sagadriver.StatusCompensating, legal.Any(), op.ID)
 	}
 }

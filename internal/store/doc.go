@@ -35,7 +35,7 @@
 // # Errors
 //
 // Absence is reported by (v, ok, err) on reads and by an error matching
-// [ErrNotFound] on writes. Refused arguments are *[FieldError] values
+// [ErrNotFound] on writes. Refused arguments are *[fielderr.Error] values
 // matching [ErrInvalid] (and [ErrInvalidCursor] for a bad cursor); a taken
 // username matches [ErrConflict], recognised by SQLSTATE 23505, SQLite's
 // extended code 2067 or MySQL's error 1062.

@@ -33,6 +33,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/unstuckhq/unstuck/internal/fielderr"
 	"slices"
 	"strings"
 
@@ -43,7 +44,7 @@ import (
 )
 
 // FieldSameAs names the account a link names ("same person as …") in a
-// *[FieldError] of [DB.LinkUsers].
+// *[fielderr.Error] of [DB.LinkUsers].
 const FieldSameAs = "same_as"
 
 // PersonAccount is another account of a person, as [People.Others]
@@ -246,7 +247,7 @@ type LinkChange struct {
 // LinkUsers records that the accounts named username and sameAs are one
 // person: their link groups become one. Linking accounts linked already
 // changes nothing. It returns an error matching [ErrNotFound] when there is
-// no user named username, and a *[FieldError] for [FieldSameAs] when
+// no user named username, and a *[fielderr.Error] for [FieldSameAs] when
 // sameAs names no user or names username itself.
 func (d *DB) LinkUsers(ctx context.Context, username, sameAs string) (LinkChange, error) {
 	if err := ValidateUsername(username); err != nil {
@@ -254,17 +255,17 @@ func (d *DB) LinkUsers(ctx context.Context, username, sameAs string) (LinkChange
 	}
 	switch {
 	case sameAs == "":
-		return LinkChange{}, &FieldError{Field: FieldSameAs, Reason: "name the other account of the same person"}
+		return LinkChange{}, invalid(FieldSameAs, "name the other account of the same person")
 	case sameAs == username:
-		return LinkChange{}, &FieldError{Field: FieldSameAs, Reason: "an account cannot be linked to itself: name another account"}
+		return LinkChange{}, invalid(FieldSameAs, "an account cannot be linked to itself: name another account")
 	case ValidateUsername(sameAs) != nil:
-		return LinkChange{}, &FieldError{Field: FieldSameAs, Reason: fmt.Sprintf("there is no user named %q", sameAs)}
+		return LinkChange{}, invalid(FieldSameAs, fmt.Sprintf("there is no user named %q", sameAs))
 	}
 	ch, err := d.relink(ctx, func(rows []linkRow) (LinkChange, map[int64]int64, error) {
 		return planLink(rows, username, sameAs)
 	})
 	if err != nil {
-		var fe *FieldError
+		var fe *fielderr.Error
 		if errors.As(err, &fe) {
 			return LinkChange{}, fe
 		}
@@ -343,7 +344,7 @@ func planLink(rows []linkRow, username, sameAs string) (LinkChange, map[int64]in
 	case a < 0:
 		return LinkChange{}, nil, ErrNotFound
 	case b < 0:
-		return LinkChange{}, nil, &FieldError{Field: FieldSameAs, Reason: fmt.Sprintf("there is no user named %q", sameAs)}
+		return LinkChange{}, nil, invalid(FieldSameAs, fmt.Sprintf("there is no user named %q", sameAs))
 	}
 	in := func(r linkRow) bool {
 		return r.id == rows[a].id || r.id == rows[b].id ||

@@ -3,6 +3,7 @@ package store
 import (
 	"database/sql"
 	"fmt"
+	"github.com/unstuckhq/unstuck/internal/fielderr"
 	"sync"
 	"testing"
 
@@ -155,7 +156,7 @@ func TestSamePersonByAdminLink(t *testing.T) {
 		require.ErrorIs(t, err, ErrNotFound)
 		for _, sameAs := range []string{"nobody", "", "support", "Not A Name"} {
 			_, err = b.db.LinkUsers(ctx, "support", sameAs)
-			var fe *FieldError
+			var fe *fielderr.Error
 			require.ErrorAs(t, err, &fe, "same_as %q", sameAs)
 			require.Equal(t, FieldSameAs, fe.Field)
 			require.ErrorIs(t, err, ErrInvalid)

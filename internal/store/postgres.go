@@ -140,7 +140,7 @@ func pgScanUser(row pgx.Row) (User, error) {
 
 // pgMapError maps the SQLSTATEs that mean something to callers: a unique
 // violation on the username to ErrConflict, a username the database refuses
-// to a *FieldError, a missing table to a hint about Migrate.
+// to a *fielderr.Error, a missing table to a hint about Migrate.
 func pgMapError(err error) error {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
@@ -153,7 +153,7 @@ func pgMapError(err error) error {
 		}
 	case "23514": // check_violation
 		if pgErr.ConstraintName == "unstuck_console_user_username_check" {
-			return &FieldError{Field: "username", Reason: "refused by the database: " + pgErr.Message}
+			return invalid("username", "refused by the database: "+pgErr.Message)
 		}
 	case "42P01", "3F000": // undefined_table, invalid_schema_name
 		return fmt.Errorf("%w (have the driver's Migrate and the console's Migrate run in the pool's search_path?)", err)

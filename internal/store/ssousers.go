@@ -73,11 +73,11 @@ func (d *DB) UserBySubject(ctx context.Context, subject string) (User, bool, err
 // the username, nor Disabled (a
 // user an administrator disabled stays disabled). It returns the user as
 // stored and the role it had before (empty when it was created). It
-// returns a *[FieldError] for an empty subject or an unknown role.
+// returns a *[fielderr.Error] for an empty subject or an unknown role.
 // Concurrent first sign-ins of one subject create one user.
 func (d *DB) UpsertSSOUser(ctx context.Context, s SSOUser) (u User, previousRole string, err error) {
 	if s.Subject == "" {
-		return User{}, "", &FieldError{Field: "subject", Reason: "must not be empty"}
+		return User{}, "", invalid("subject", "must not be empty")
 	}
 	if err := validateRole(s.Role); err != nil {
 		return User{}, "", err

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/unstuckhq/unstuck/internal/fielderr"
 	"io/fs"
 
 	"github.com/alexedwards/scs/pgxstore"
@@ -32,32 +33,15 @@ var (
 	// ErrConflict: a unique value is taken (a username).
 	ErrConflict = errors.New("already exists")
 	// ErrInvalid: an argument was refused before the database was asked.
-	// The error is a *[FieldError] naming the field.
+	// The error is a *[fielderr.Error] naming the field.
 	ErrInvalid = errors.New("invalid argument")
-	// ErrInvalidCursor: OperationFilter.After is not a cursor this package
-	// made. Such errors also match ErrInvalid.
-	ErrInvalidCursor = errors.New("invalid cursor")
 )
 
-// FieldError is an argument refused by the store: Field names it as the
-// caller knows it ("username", "role", "after", …) and Reason says why. It
-// matches [ErrInvalid], and [ErrInvalidCursor] when it is about a cursor.
-type FieldError struct {
-	Field  string
-	Reason string
-	cursor bool
-}
-
-func (e *FieldError) Error() string {
-	return "store: invalid " + e.Field + ": " + e.Reason
-}
-
-// Unwrap lets errors.Is match ErrInvalid, and ErrInvalidCursor for a cursor.
-func (e *FieldError) Unwrap() []error {
-	if e.cursor {
-		return []error{ErrInvalid, ErrInvalidCursor}
-	}
-	return []error{ErrInvalid}
+// invalid is the error of an argument refused by the store: field names
+// it as the caller knows it ("username", "role", …) and reason says why.
+// It matches [ErrInvalid].
+func invalid(field, reason string) *fielderr.Error {
+	return &fielderr.Error{Field: field, Reason: reason, In: "store", Is: ErrInvalid}
 }
 
 // defaultCountCap is how many operations of one status OperationOverview

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"github.com/unstuckhq/unstuck/internal/fielderr"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -203,7 +204,7 @@ func TestUsers(t *testing.T) {
 		} {
 			_, err := b.db.CreateUser(ctx, bad.username, bad.role, bad.hash)
 			require.ErrorIs(t, err, ErrInvalid, "%q %q", bad.username, bad.role)
-			var fe *FieldError
+			var fe *fielderr.Error
 			require.ErrorAs(t, err, &fe)
 			require.Equal(t, bad.field, fe.Field, "%q %q", bad.username, bad.role)
 		}

@@ -78,7 +78,7 @@ type TombstoneFilter struct {
 // Tombstones returns at most limit tombstones matching f, newest first.
 func (d *DB) Tombstones(ctx context.Context, f TombstoneFilter, limit int) ([]Tombstone, error) {
 	if f.RecordID == 0 && f.KeyHash == "" && f.KeyDigest == "" {
-		return nil, &FieldError{Field: "tombstone", Reason: "give a record ID, a key hash or a key digest"}
+		return nil, invalid("tombstone", "give a record ID, a key hash or a key digest")
 	}
 	if limit <= 0 || limit > 100 {
 		limit = 100

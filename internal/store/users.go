@@ -30,17 +30,17 @@ func ValidRole(role string) bool {
 // maxUsernameLen bounds a username, in bytes (all its characters are ASCII).
 const maxUsernameLen = 64
 
-// ValidateUsername returns a *[FieldError] for "username" unless name is 1
+// ValidateUsername returns a *[fielderr.Error] for "username" unless name is 1
 // to 64 characters of a-z, 0-9, '.', '_' and '-'. Usernames are therefore
 // compared exactly; callers fold case before looking one up if they wish.
 func ValidateUsername(name string) error {
 	if name == "" || len(name) > maxUsernameLen {
-		return &FieldError{Field: "username", Reason: fmt.Sprintf("must be 1 to %d characters", maxUsernameLen)}
+		return invalid("username", fmt.Sprintf("must be 1 to %d characters", maxUsernameLen))
 	}
 	for i := range len(name) {
 		c := name[i]
 		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return &FieldError{Field: "username", Reason: "may contain only a-z, 0-9, '.', '_' and '-'"}
+			return invalid("username", "may contain only a-z, 0-9, '.', '_' and '-'")
 		}
 	}
 	return nil
@@ -48,14 +48,14 @@ func ValidateUsername(name string) error {
 
 func validateRole(role string) error {
 	if !ValidRole(role) {
-		return &FieldError{Field: "role", Reason: fmt.Sprintf("%q is not one of auditor, support, oncall, admin", role)}
+		return invalid("role", fmt.Sprintf("%q is not one of auditor, support, oncall, admin", role))
 	}
 	return nil
 }
 
 func validatePasswordHash(hash string) error {
 	if hash == "" {
-		return &FieldError{Field: "password_hash", Reason: "must not be empty"}
+		return invalid("password_hash", "must not be empty")
 	}
 	return nil
 }
@@ -90,7 +90,7 @@ type User struct {
 	EmailVerified bool
 }
 
-// CreateUser adds an enabled user. It returns a *[FieldError] (matching
+// CreateUser adds an enabled user. It returns a *[fielderr.Error] (matching
 // [ErrInvalid]) for a bad username, role or empty hash, and an error
 // matching [ErrConflict] when the username is taken.
 func (d *DB) CreateUser(ctx context.Context, username, role, passwordHash string) (User, error) {
@@ -159,7 +159,7 @@ func (d *DB) SetUserDisabled(ctx context.Context, username string, disabled bool
 }
 
 // SetUserPassword replaces a user's password hash. It returns a
-// *[FieldError] for an empty hash and an error matching [ErrNotFound] when
+// *[fielderr.Error] for an empty hash and an error matching [ErrNotFound] when
 // there is no such user.
 func (d *DB) SetUserPassword(ctx context.Context, username, passwordHash string) error {
 	if err := validatePasswordHash(passwordHash); err != nil {
@@ -168,7 +168,7 @@ func (d *DB) SetUserPassword(ctx context.Context, username, passwordHash string)
 	return d.updateUser(ctx, "set password of", username, "password_hash", passwordHash)
 }
 
-// SetUserRole changes a user's role. It returns a *[FieldError] for an
+// SetUserRole changes a user's role. It returns a *[fielderr.Error] for an
 // unknown role and an error matching [ErrNotFound] when there is no such
 // user. The web layer renews the user's session token on a role change.
 func (d *DB) SetUserRole(ctx context.Context, username, role string) error {

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
-	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // Spark is a server-rendered sparkline (SPEC K15): its points, oldest
@@ -138,7 +138,7 @@ type IncidentsVM struct {
 type IncidentItemsVM struct {
 	Group IncidentVM
 	Keys  []idemdriver.Record
-	Ops   []saga.Operation
+	Ops   []sagadriver.Operation
 	// Capped tells that the search stopped after Scanned records: there
 	// may be more items than listed.
 	Capped  bool

@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
-	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // StatusCount is one row of the overview's counts.
@@ -36,7 +36,7 @@ type OverviewVM struct {
 	OperationsAsOf        time.Time
 	// Review lists operations in review_required, the longest waiting
 	// first: they come first under "Needs a human".
-	Review []saga.Operation
+	Review []sagadriver.Operation
 	// ReviewCount counts the operations in review_required and
 	// AttentionCount the keys pending, unavailable or stuck; a count whose
 	// Exact is false is an estimate or a lower bound, shown as "≥ N".
@@ -186,7 +186,7 @@ type OperationsVM struct {
 	Filter     OperationFilterVM
 	Sort       SortVM
 	Statuses   []string
-	Operations []saga.Operation
+	Operations []sagadriver.Operation
 	Pager      PagerVM
 	// Total is how many operations the filter selects, exact or "at least".
 	Total    CountVM
@@ -197,12 +197,12 @@ type OperationsVM struct {
 
 // OperationVM is the operation detail page's model.
 type OperationVM struct {
-	Operation saga.Operation
+	Operation sagadriver.Operation
 	// Events is the timeline, oldest first; EventsOmitted counts the
 	// earlier events left out.
-	Events        []saga.Event
+	Events        []sagadriver.Event
 	EventsOmitted int64
-	Findings      []saga.Finding
+	Findings      []sagadriver.Finding
 	// DataNote, when set, says why the operation's input and its steps'
 	// results were left out of Operation (the viewer's role, not asked
 	// for, or their viewing could not be audited); DataURL, when set, asks

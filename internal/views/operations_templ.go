@@ -18,7 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // Operations is the operation list: filters in the URL, keyset pages, and
@@ -380,7 +380,7 @@ func operationResultsBody(p Page, vm OperationsVM) templ.Component {
 	})
 }
 
-func operationTable(p Page, label string, ops []saga.Operation) templ.Component {
+func operationTable(p Page, label string, ops []sagadriver.Operation) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -698,7 +698,7 @@ func operationLive(p Page, vm OperationVM, d OperationDecisionsVM) templ.Compone
 				return templ_7745c5c3_Err
 			}
 		}
-		if vm.Operation.Status == saga.StatusReviewRequired {
+		if vm.Operation.Status == sagadriver.StatusReviewRequired {
 			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 49, "<section class=\"alert\" aria-labelledby=\"review-title\" data-testid=\"review\"><h2 id=\"review-title\">Needs a human</h2><p>The engine stopped and will not act on this operation until an operator decides. It is neither done nor rolled back.</p><p>Reason: <strong>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
@@ -1729,7 +1729,7 @@ func (d OperationDecisionsVM) ReasonFor(action string) string {
 	return ""
 }
 
-func stepTable(p Page, steps []saga.StepRecord) templ.Component {
+func stepTable(p Page, steps []sagadriver.StepRecord) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -1945,7 +1945,7 @@ func stepTable(p Page, steps []saga.StepRecord) templ.Component {
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-				} else if st.CompStatus == saga.CompNone {
+				} else if st.CompStatus == sagadriver.CompNone {
 					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 170, "<span class=\"muted\">not planned</span>")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
@@ -2036,7 +2036,7 @@ func stepTable(p Page, steps []saga.StepRecord) templ.Component {
 	})
 }
 
-func stepKeyTable(steps []saga.StepRecord) templ.Component {
+func stepKeyTable(steps []sagadriver.StepRecord) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -2125,7 +2125,7 @@ func stepKeyTable(steps []saga.StepRecord) templ.Component {
 	})
 }
 
-func eventTable(p Page, events []saga.Event) templ.Component {
+func eventTable(p Page, events []sagadriver.Event) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -2333,7 +2333,7 @@ func eventTable(p Page, events []saga.Event) templ.Component {
 	})
 }
 
-func findingTable(p Page, findings []saga.Finding) templ.Component {
+func findingTable(p Page, findings []sagadriver.Finding) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -2566,7 +2566,7 @@ func timeAndUTC(now time.Time, t time.Time) templ.Component {
 func OperationURL(id string) string { return "/operations/" + url.PathEscape(id) }
 
 // operationWhy is what the list shows of why an operation is where it is.
-func operationWhy(op saga.Operation) string {
+func operationWhy(op sagadriver.Operation) string {
 	switch {
 	case op.ReviewReason != "" && op.LastError != "":
 		return op.ReviewReason + ": " + truncate(op.LastError, 160)

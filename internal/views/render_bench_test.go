@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
-	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // BenchmarkKeysPage renders the keys list as the console serves it: the
@@ -38,9 +38,9 @@ func BenchmarkKeysPage(b *testing.B) {
 // serves it: the layout around a page of 51 operations under review.
 func BenchmarkOperationsPage(b *testing.B) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	ops := make([]saga.Operation, 51)
+	ops := make([]sagadriver.Operation, 51)
 	for i := range ops {
-		ops[i] = saga.Operation{ID: "op_" + strconv.Itoa(700000+i), Type: "checkout", Status: saga.StatusReviewRequired,
+		ops[i] = sagadriver.Operation{ID: "op_" + strconv.Itoa(700000+i), Type: "checkout", Status: sagadriver.StatusReviewRequired,
 			CurrentStep: "charge", CorrelationID: "order-" + strconv.Itoa(i), ReviewReason: "compensation failed",
 			LastError: "provider timeout after 30s", UpdatedAt: now.Add(-time.Duration(i) * time.Minute)}
 	}

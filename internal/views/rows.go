@@ -10,7 +10,7 @@ import (
 	"github.com/a-h/templ"
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
-	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // The components of this file are written in Go, not templ, because every
@@ -87,7 +87,7 @@ func keyRows(now time.Time, rs []idemdriver.Record) templ.Component {
 // correlation ID, why, updated. On a phone the ID is shortened with a
 // copy button for the whole of it, and current step and correlation ID
 // are behind the row's "More".
-func operationRows(now time.Time, ops []saga.Operation) templ.Component {
+func operationRows(now time.Time, ops []sagadriver.Operation) templ.Component {
 	return templ.ComponentFunc(func(_ context.Context, w io.Writer) error {
 		var b [1024]byte
 		for _, op := range ops {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
-	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // The list rows are written in Go (rows.go): every value a customer or an
@@ -46,7 +46,7 @@ func TestListRowsEscapeEveryValue(t *testing.T) {
 	}
 
 	sb.Reset()
-	ops := []saga.Operation{{ID: `op/1?"<b>`, Type: hostile, Status: saga.StatusReviewRequired, CurrentStep: hostile,
+	ops := []sagadriver.Operation{{ID: `op/1?"<b>`, Type: hostile, Status: sagadriver.StatusReviewRequired, CurrentStep: hostile,
 		CorrelationID: hostile, ReviewReason: "compensation failed", LastError: hostile, Resolution: "x", UpdatedAt: now}}
 	if err := operationRows(now, ops).Render(context.Background(), &sb); err != nil {
 		t.Fatal(err)

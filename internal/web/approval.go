@@ -15,7 +15,7 @@ import (
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/internal/views"
-	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 func handleApprovals(bulks bulkService, log *slog.Logger) http.Handler {
@@ -166,7 +166,7 @@ func approvalGate(kind, action string, bulks bulkService, log *slog.Logger) func
 				verr = d.Validate()
 			} else {
 				d := ops.OperationDecision{ID: id, Version: version, Action: ops.OperationAction(action), Step: f.Get("step"), Reason: f.Get("reason"),
-					ResolveTo: saga.Status(f.Get("status")), Happened: params["happened"] == "true", ExternalID: f.Get("external_ref")}
+					ResolveTo: sagadriver.Status(f.Get("status")), Happened: params["happened"] == "true", ExternalID: f.Get("external_ref")}
 				verr = d.Validate()
 			}
 			if verr != nil {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"github.com/unstuckhq/unstuck/internal/fielderr"
 	"io"
 	"log/slog"
 	"net/http"
@@ -347,7 +348,7 @@ func handleAuditList(trail AuditTrail, chain *chainStatus, users actorLister, lo
 		f, ferr := auditFilter(q)
 		if ferr == nil {
 			entries, next, err := trail.List(r.Context(), f)
-			var fe *audit.FieldError
+			var fe *fielderr.Error
 			switch {
 			case errors.As(err, &fe):
 				ferr = &AppError{Code: EInvalid, Field: fe.Field, Message: "Field " + strconv.Quote(fe.Field) + ": " + fe.Reason + "."}

@@ -23,7 +23,6 @@ import (
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/internal/views"
-	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
@@ -97,7 +96,7 @@ const includeMayHaveHappened = "include_may_have_happened"
 // bulkSpec reads a bulk action and the list's filter from q (a query or a
 // form); an invalid field is an AppError naming it.
 func bulkSpec(kind string, q url.Values) (ops.BulkSpec, *AppError) {
-	spec := ops.BulkSpec{Kind: kind, Action: q.Get("action"), All: q.Get("all") == "1", ResolveTo: saga.Status(q.Get("resolve_to")),
+	spec := ops.BulkSpec{Kind: kind, Action: q.Get("action"), All: q.Get("all") == "1", ResolveTo: sagadriver.Status(q.Get("resolve_to")),
 		IncludeMayHaveHappened: q.Get(includeMayHaveHappened) == "1"}
 	spec.Group = q.Get("group")
 	if q.Get("key") != "" {

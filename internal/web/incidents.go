@@ -18,7 +18,6 @@ import (
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/internal/views"
-	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
@@ -259,7 +258,7 @@ func keyItems(ctx context.Context, keys idemdriver.Admin, g store.IncidentGroup)
 		})
 }
 
-func operationItems(ctx context.Context, sagas operationIterator, g store.IncidentGroup) ([]saga.Operation, int, bool, error) {
+func operationItems(ctx context.Context, sagas operationIterator, g store.IncidentGroup) ([]sagadriver.Operation, int, bool, error) {
 	if sagas == nil {
 		return nil, 0, false, nil
 	}
@@ -339,7 +338,7 @@ func overviewTrends(ctx context.Context, st IncidentStore, now time.Time, vm *vi
 	}
 	vm.KeyTrends = build(incident.KindKey, keyStates)
 	var opStates []string
-	for _, s := range saga.Statuses {
+	for _, s := range sagadriver.Statuses {
 		opStates = append(opStates, string(s))
 	}
 	vm.OperationTrends = build(incident.KindOperation, opStates)

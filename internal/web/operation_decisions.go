@@ -14,7 +14,7 @@ import (
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/views"
-	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // operationDecider is what the operation decision routes need (an
@@ -59,7 +59,7 @@ const (
 
 // operationActions are the decisions the viewer may take on op now:
 // allowed by the policy and legal in the saga's state machine.
-func operationActions(v *views.Viewer, op saga.Operation) []views.OperationActionForm {
+func operationActions(v *views.Viewer, op sagadriver.Operation) []views.OperationActionForm {
 	legal := ops.Legal(op)
 	base := views.OperationURL(op.ID)
 	can := func(action string) bool { return v != nil && v.Can(base+"/"+action, http.MethodPost) }
@@ -100,11 +100,11 @@ func operationActions(v *views.Viewer, op saga.Operation) []views.OperationActio
 
 // compensateConsequence says what compensation will undo: every step that
 // completed or may have applied, in the order of the definition's plan.
-func compensateConsequence(op saga.Operation) string {
+func compensateConsequence(op sagadriver.Operation) string {
 	var undo []string
 	for _, st := range op.Steps {
 		switch st.Status {
-		case saga.StepCompleted, saga.StepUncertain, saga.StepRunning:
+		case sagadriver.StepCompleted, sagadriver.StepUncertain, sagadriver.StepRunning:
 			if st.Compensable {
 				undo = append(undo, st.Name)
 			}
@@ -193,7 +193,7 @@ func handleOperationDecision(action ops.OperationAction, reader operationReader,
 		}
 		version, _ := strconv.ParseInt(r.PostFormValue("version"), 10, 64)
 		d := ops.OperationDecision{ID: id, Version: version, Action: action, Reason: r.PostFormValue("reason"),
-			Step: r.PostFormValue("step"), ExternalID: r.PostFormValue("external_ref"), ResolveTo: saga.Status(r.PostFormValue("status"))}
+			Step: r.PostFormValue("step"), ExternalID: r.PostFormValue("external_ref"), ResolveTo: sagadriver.Status(r.PostFormValue("status"))}
 		kept := func(vm *views.OperationDecisionsVM) {
 			vm.Action, vm.Reason, vm.Outcome, vm.ExternalRef, vm.ResolveTo = string(action), d.Reason, r.PostFormValue("outcome"), d.ExternalID, string(d.ResolveTo)
 		}
@@ -287,7 +287,7 @@ func gateOperationData(r *http.Request, vm *views.OperationVM, viewer dataViewer
 		vm.DataNote = "Inputs and step results are not shown: their viewing could not be recorded in the audit trail."
 	}
 	op.Input = nil
-	steps := make([]saga.StepRecord, len(op.Steps))
+	steps := make([]sagadriver.StepRecord, len(op.Steps))
 	for i, st := range op.Steps {
 		st.Result = nil
 		steps[i] = st

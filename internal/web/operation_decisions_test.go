@@ -20,6 +20,7 @@ import (
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/internal/web"
 	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
 )
 
@@ -61,7 +62,7 @@ func (b *bundle) migrateRiver(t *testing.T) {
 	require.NoError(t, err)
 }
 
-func (b *bundle) operation(t *testing.T) saga.Operation {
+func (b *bundle) operation(t *testing.T) sagadriver.Operation {
 	t.Helper()
 	det, err := b.sagas.ReadOperation(context.Background(), b.opID, 0)
 	require.NoError(t, err)
@@ -103,7 +104,7 @@ func TestOperationDecisions(t *testing.T) {
 		require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"), "replayed, not applied again")
 
 		op := b.operation(t)
-		require.Equal(t, saga.StatusRunning, op.Status)
+		require.Equal(t, sagadriver.StatusRunning, op.Status)
 		require.EqualValues(t, 8, op.Version, "one change")
 		var jobs int
 		require.NoError(t, b.sqlDB.QueryRow(`SELECT count(*) FROM river_job WHERE kind = 'saga.step'`).Scan(&jobs))
@@ -140,7 +141,7 @@ func TestOperationDecisions(t *testing.T) {
 		require.Contains(t, page, "created the workspace by hand as ws-9", "the resolution")
 		require.NotContains(t, page, `id="actions-title"`, "a closed operation offers no decision")
 		op := b.operation(t)
-		require.Equal(t, saga.StatusCompleted, op.Status)
+		require.Equal(t, sagadriver.StatusCompleted, op.Status)
 		require.Equal(t, "created the workspace by hand as ws-9", op.Resolution)
 		_, list := do(t, admin, http.MethodGet, b.srv.URL+"/operations", nil)
 		require.Contains(t, list, "resolved manually", "the list shows it too")

@@ -13,7 +13,6 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/unstuckhq/unstuck/internal/views"
-	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
@@ -26,7 +25,7 @@ type OperationReader interface {
 	ReadOperation(ctx context.Context, id string, maxEvents int) (sagadriver.OperationDetail, error)
 	CountOperations(ctx context.Context, exactUpTo int) (sagadriver.OperationCounts, error)
 	CountFiltered(ctx context.Context, f sagadriver.OperationFilter, upTo int) (sagadriver.FilteredCount, error)
-	ReviewRequired(ctx context.Context, limit int) ([]saga.Operation, error)
+	ReviewRequired(ctx context.Context, limit int) ([]sagadriver.Operation, error)
 }
 
 // operationReader is the name the handlers use.
@@ -48,8 +47,8 @@ func readOperation(ctx context.Context, ops operationReader, id string) (sagadri
 // operationStatuses are the statuses the list filters by, in saga's
 // display order.
 func operationStatuses() []string {
-	out := make([]string, len(saga.Statuses))
-	for i, s := range saga.Statuses {
+	out := make([]string, len(sagadriver.Statuses))
+	for i, s := range sagadriver.Statuses {
 		out[i] = string(s)
 	}
 	return out
@@ -78,7 +77,7 @@ func handleOperationList(ops operationReader, log *slog.Logger) http.Handler {
 		if ferr == nil {
 			// Operations under review are listed the longest waiting first.
 			var order string
-			order, ferr = listOrder(q, q.Get("status") == string(saga.StatusReviewRequired))
+			order, ferr = listOrder(q, q.Get("status") == string(sagadriver.StatusReviewRequired))
 			f.Order = sagadriver.Order(order)
 			vm.Sort.Oldest = f.Order.Oldest()
 			if ferr == nil {
@@ -132,10 +131,10 @@ func operationFilter(q url.Values) (sagadriver.OperationFilter, *AppError) {
 		return f, err
 	}
 	if s := q.Get("status"); s != "" {
-		if !slices.Contains(saga.Statuses, saga.Status(s)) {
+		if !slices.Contains(sagadriver.Statuses, sagadriver.Status(s)) {
 			return f, &AppError{Code: EInvalid, Field: "status", Message: "Unknown status " + strconv.Quote(s) + "."}
 		}
-		f.Status = saga.Status(s)
+		f.Status = sagadriver.Status(s)
 	}
 	for _, tf := range []struct {
 		name string
@@ -198,7 +197,7 @@ func handleOperationDetail(ops operationReader, log *slog.Logger) http.Handler {
 func liveOperation(r *http.Request, vm *views.OperationVM) {
 	switch st := vm.Operation.Status; {
 	case r.URL.Query().Get("data") == "show":
-	case st == saga.StatusPending, st == saga.StatusRunning, st == saga.StatusCompensating:
+	case st == sagadriver.StatusPending, st == sagadriver.StatusRunning, st == sagadriver.StatusCompensating:
 		vm.Live = true
 	case st.Terminal():
 	default:
@@ -227,7 +226,7 @@ func operationsOverview(ctx context.Context, ops operationReader, vm *views.Over
 		vm.Operations = append(vm.Operations, views.StatusCount{Status: string(c.Status), Count: c.Count, Exact: c.Exact,
 			Oldest: c.Oldest, Href: "/operations?status=" + url.QueryEscape(string(c.Status))})
 		exact = exact && c.Exact
-		if c.Status == saga.StatusReviewRequired {
+		if c.Status == sagadriver.StatusReviewRequired {
 			vm.ReviewCount, vm.ReviewExact = c.Count, c.Exact
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/store"
-	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // pagerLinks returns a list page's First, Previous and Next links ("" for
@@ -111,7 +111,7 @@ func TestListTotalsAndPreviousPages(t *testing.T) {
 	// Operations: 60 more beside the setup's one under review.
 	for i := range 60 {
 		at := base.Add(time.Duration(i) * time.Second)
-		op := saga.Operation{ID: fmt.Sprintf("op-page-%03d", i), Type: "pager", Status: saga.StatusCompleted, Input: []byte(`{}`), Version: 1, CreatedAt: at, UpdatedAt: at}
+		op := sagadriver.Operation{ID: fmt.Sprintf("op-page-%03d", i), Type: "pager", Status: sagadriver.StatusCompleted, Input: []byte(`{}`), Version: 1, CreatedAt: at, UpdatedAt: at}
 		require.NoError(t, b.sagas.WithinTx(t.Context(), func(ctx context.Context, tx *sql.Tx) error {
 			return b.sagas.InsertOperation(ctx, tx, &op)
 		}))

@@ -13,7 +13,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/store"
-	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // keyLinks returns the IDs of the key links of a list page, in order.
@@ -87,7 +87,7 @@ func TestListSortOrder(t *testing.T) {
 
 	// Operations under review: the longest waiting first by default.
 	at := time.Now().UTC().Add(-time.Hour).Truncate(time.Microsecond)
-	older := saga.Operation{ID: "op-web-sort", Type: "signup", Status: saga.StatusReviewRequired, ReviewReason: "uncertain_unresolved",
+	older := sagadriver.Operation{ID: "op-web-sort", Type: "signup", Status: sagadriver.StatusReviewRequired, ReviewReason: "uncertain_unresolved",
 		Input: []byte(`{}`), Version: 1, CreatedAt: at, UpdatedAt: at}
 	require.NoError(t, b.sagas.WithinTx(t.Context(), func(ctx context.Context, tx *sql.Tx) error {
 		return b.sagas.InsertOperation(ctx, tx, &older)

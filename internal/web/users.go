@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/unstuckhq/unstuck/internal/fielderr"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -138,7 +139,7 @@ func handleUserLink(users userLister, links userLinker, trail AuditTrail, log *s
 		}
 		sameAs := strings.TrimSpace(r.PostForm.Get(store.FieldSameAs))
 		ch, err := links.LinkUsers(r.Context(), name, sameAs)
-		var fe *store.FieldError
+		var fe *fielderr.Error
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			writeError(w, r, log, appError(ENotFound, "There is no user with this name."))

@@ -31,7 +31,7 @@ import (
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/internal/web"
-	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
 )
 
@@ -147,18 +147,18 @@ func seedOperation(t *testing.T, d *sagasqlite.Driver) string {
 	const id = "op-web-0001"
 	at := time.Now().UTC().Add(-10 * time.Minute).Truncate(time.Microsecond)
 	later := at.Add(3 * time.Minute)
-	op := saga.Operation{ID: id, Type: "signup", Status: saga.StatusReviewRequired, CorrelationID: "order-77",
+	op := sagadriver.Operation{ID: id, Type: "signup", Status: sagadriver.StatusReviewRequired, CorrelationID: "order-77",
 		Input: []byte(`{"email":"ann@example.com"}`), CurrentStep: "workspace", LastError: "workspace: timeout after 5s",
 		ReviewReason: "uncertain_unresolved", Version: 7, CreatedAt: at, UpdatedAt: later,
-		Steps: []saga.StepRecord{
-			{Name: "account", Seq: 0, Kind: saga.Compensatable, System: "local", Status: saga.StepCompleted, Key: id + "/account",
+		Steps: []sagadriver.StepRecord{
+			{Name: "account", Seq: 0, Kind: sagadriver.Compensatable, System: "local", Status: sagadriver.StepCompleted, Key: id + "/account",
 				ExternalID: "acct-881", Result: []byte(`{"external_id":"acct-881"}`), Attempts: 1, MaxAttempts: 5, Compensable: true,
 				CompSeq: 2, CompKey: id + "/account/compensate", CompMaxAttempts: 5, Generation: 1, StartedAt: &at, FinishedAt: &at, UpdatedAt: at},
-			{Name: "workspace", Seq: 1, Kind: saga.Pivot, System: "workspace-provider", Status: saga.StepUncertain, Key: id + "/workspace",
-				Attempts: 2, MaxAttempts: 5, Verifications: 3, LastError: "workspace: timeout after 5s", LastErrorClass: saga.ClassUncertain,
+			{Name: "workspace", Seq: 1, Kind: sagadriver.Pivot, System: "workspace-provider", Status: sagadriver.StepUncertain, Key: id + "/workspace",
+				Attempts: 2, MaxAttempts: 5, Verifications: 3, LastError: "workspace: timeout after 5s", LastErrorClass: sagadriver.ClassUncertain,
 				Compensable: true, CompSeq: 1, CompKey: id + "/workspace/compensate", CompMaxAttempts: 5, Generation: 4, StartedAt: &later, UpdatedAt: later},
 		}}
-	events := []saga.Event{
+	events := []sagadriver.Event{
 		{OperationID: id, Action: "started", To: "pending", Actor: "app", At: at},
 		{OperationID: id, Step: "workspace", Action: "step_uncertain", From: "running", To: "uncertain", Actor: "worker",
 			Message: "workspace: timeout after 5s", Attempt: 2, At: later},

@@ -3,9 +3,11 @@
 // implements, the records it stores ([Operation], [StepRecord], [Event],
 // [Finding]) with their statuses, and the [Admin] read contract that
 // consoles, search and bulk tools read operations through. An application
-// uses package saga, which re-exports the record types and errors it
-// returns by type alias, and never needs this package but to pass a driver
-// to saga.NewRunner.
+// calls package saga and names the records, statuses, step kinds and error
+// classes from here (sagadriver.Operation, sagadriver.Pivot,
+// sagadriver.ClassPermanent), as a River application names
+// rivertype.JobRow: one type for the runner's API and the drivers, no
+// aliases (docs/conventions.md in the repository).
 //
 // Drivers: saga/sagapgx (PostgreSQL on pgx) and saga/sagasqlite (SQLite
 // on database/sql). The package that creates the tables is the only one

@@ -44,7 +44,7 @@ func ExampleNew() {
 	}
 
 	// What a console shows: the operations waiting for a human.
-	page, err := driver.PageOperations(ctx, sagadriver.OperationFilter{Status: saga.StatusReviewRequired})
+	page, err := driver.PageOperations(ctx, sagadriver.OperationFilter{Status: sagadriver.StatusReviewRequired})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
 )
 
@@ -45,7 +46,7 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	c := counts.Count(saga.StatusReviewRequired)
+	c := counts.Count(sagadriver.StatusReviewRequired)
 	fmt.Println(c.Status, c.Count, c.Exact)
 	// Output: review_required 0 true
 }

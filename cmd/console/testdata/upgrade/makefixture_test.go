@@ -32,6 +32,7 @@ import (
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // The fixture's secrets and its one non-demo account; the upgrade test
@@ -81,15 +82,15 @@ func TestMakeUpgradeFixture(t *testing.T) {
 	for i, c := range []struct {
 		mode   string
 		email  string
-		status saga.Status
+		status sagadriver.Status
 	}{
-		{"", "ann@example.com", saga.StatusCompleted},
-		{"", "drift@example.com", saga.StatusCompleted},
-		{"", "ann@example.com", saga.StatusFailed}, // the email is taken
-		{demo.SignupWorkspaceTimeoutAfterEffect, "slow@example.com", saga.StatusCompleted},
-		{"workspace_permanent", "perm@example.com", saga.StatusCompensated},
-		{"workspace_compensation_fails", "stuck@example.com", saga.StatusReviewRequired},
-		{"welcome_permanent", "nobody@example.com", saga.StatusReviewRequired},
+		{"", "ann@example.com", sagadriver.StatusCompleted},
+		{"", "drift@example.com", sagadriver.StatusCompleted},
+		{"", "ann@example.com", sagadriver.StatusFailed}, // the email is taken
+		{demo.SignupWorkspaceTimeoutAfterEffect, "slow@example.com", sagadriver.StatusCompleted},
+		{"workspace_permanent", "perm@example.com", sagadriver.StatusCompensated},
+		{"workspace_compensation_fails", "stuck@example.com", sagadriver.StatusReviewRequired},
+		{"welcome_permanent", "nobody@example.com", sagadriver.StatusReviewRequired},
 	} {
 		body := `{"email":"` + c.email + `"}`
 		if c.mode != "" {
@@ -175,9 +176,9 @@ func TestMakeUpgradeFixture(t *testing.T) {
 	require.NoError(t, err)
 	defer release()
 	driftOp := getSignup(t, base, drift)
-	require.Equal(t, string(saga.StatusReviewRequired), driftOp.Status)
+	require.Equal(t, string(sagadriver.StatusReviewRequired), driftOp.Status)
 	_, err = opOps.Decide(ctx, oncall, ops.OperationDecision{ID: drift, Version: driftOp.Version, Action: ops.OperationResolve,
-		ResolveTo: saga.StatusCompleted, Reason: "the workspace was deleted by its owner"})
+		ResolveTo: sagadriver.StatusCompleted, Reason: "the workspace was deleted by its owner"})
 	require.NoError(t, err)
 
 	// The console's own tables: a user of the operator's (not a demo
