@@ -17,7 +17,8 @@ import (
 // the transaction with Store.Tx) and its audit entry commit together or
 // not at all. trail and console must be MySQL ones on the same database.
 // The audit append locks the trail's lock row until the commit, so appends
-// (not the decisions' other statements) are serialised.
+// (not the decisions' other statements) are serialised. log is as for
+// [Postgres].
 func MySQL(db *sql.DB, trail *audit.Trail, console *store.DB, log *slog.Logger) (*DB[*sql.Tx], error) {
 	if db == nil || trail == nil || console == nil {
 		return nil, errors.New("ops: decisions need a database handle, an audit trail and the console store")

@@ -423,3 +423,18 @@ func TestRefusalAuditFailureIsLogged(t *testing.T) {
 	require.Contains(t, buf.String(), `"target_id":"`+fmt.Sprint(rec.ID)+`"`)
 	require.NotContains(t, buf.String(), reason, "no reason in the logs")
 }
+
+// TestDecisionsRefuseAnotherDialect: the console store of a DB is of the
+// DB's dialect, so that its typed statements run in the DB's transactions.
+func TestDecisionsRefuseAnotherDialect(t *testing.T) {
+	t.Parallel()
+	db, err := idemsqlite.Open(filepath.Join(t.TempDir(), "dialect.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	_, err = ops.SQLite(db, audit.NewSQLite(db), store.NewMySQL(db), nil)
+	require.Error(t, err, "a MySQL console store under SQLite decisions")
+	_, err = ops.MySQL(db, audit.NewMySQL(db), store.NewSQLite(db), nil)
+	require.Error(t, err, "a SQLite console store under MySQL decisions")
+	_, err = ops.SQLite(db, audit.NewSQLite(db), store.NewSQLite(db), nil)
+	require.NoError(t, err)
+}

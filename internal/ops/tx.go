@@ -107,7 +107,7 @@ func (d pgxTx) appendTx(ctx context.Context, tx pgx.Tx, e audit.Entry) (audit.En
 // as a handle from [OpenImmediate] does, so that a decision holds the
 // write lock from its first read to its commit: a deferred transaction
 // that read, then writes after another connection's commit, fails with
-// SQLITE_BUSY whatever the busy timeout.
+// SQLITE_BUSY whatever the busy timeout. log is as for [Postgres].
 func SQLite(db *sql.DB, trail *audit.Trail, console *store.DB, log *slog.Logger) (*DB[*sql.Tx], error) {
 	if db == nil || trail == nil || console == nil {
 		return nil, errors.New("ops: decisions need a database handle, an audit trail and the console store")
