@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -14,25 +13,12 @@ import (
 	"github.com/unstuckhq/unstuck/internal/ops"
 )
 
-// bulkRunner is the console's bulk work on River (SPEC K12): the worker
-// that the console's River client runs on ops.BulkQueue, and the insert
-// that starts a request's run. The client is built before the decisions
-// the worker needs, so the worker finds its ops.Bulks through use.
-//
-// It also runs the console's wait for verification answers (SPEC K19):
-// newVerifications, set by the wiring of the applications' River, builds
-// the verifications of the key decisions, and useVerifications starts
-// applying their answers.
-type bulkRunner struct {
-	mu     sync.Mutex
-	bulks  *ops.Bulks
-	verify *ops.Verifications
-	insert func(ctx context.Context, args ops.BulkArgs) error
-	// insertAwait inserts the console's wait for a verification's answer.
-	insertAwait func(ctx context.Context, args ops.VerifyAwaitArgs) error
-	// newVerifications builds the verifications of keys on the
-	// applications' River tables.
-	newVerifications func(keys *ops.Keys) (*ops.Verifications, error)
+// bulkSetup is what the console's bulk work on River (SPEC K12) and its
+// verifications of keys (SPEC K19) are built from: the bounds of bulk
+// requests, and the scheduled verification with the keys it looks at.
+// consoleRiver builds them with the River clients.
+type bulkSetup struct {
+	config ops.BulkConfig
 	// reconcile is the scheduled verification of keys (off when its
 	// After is 0); keyList lists the keys it looks at.
 	reconcile ops.ReconcileConfig
@@ -41,99 +27,46 @@ type bulkRunner struct {
 	}
 }
 
-// register adds the bulk worker and its queue (one job at a time: the
-// runs of several requests take turns, bounding their load) to cfg.
-func (b *bulkRunner) register(workers *river.Workers, cfg *river.Config) error {
+// registerBulk adds to cfg the workers of bulks' runs and of verify's
+// answers (and b's scheduled verification), with their queues: one bulk
+// job at a time, so that the runs of several requests take turns,
+// bounding their load.
+func registerBulk[TTx any](b *bulkSetup, workers *river.Workers, cfg *river.Config, bulks *ops.Bulks[TTx], verify *ops.Verifications[TTx]) error {
 	if cfg.Queues == nil {
 		cfg.Queues = map[string]river.QueueConfig{}
 	}
 	cfg.Queues[ops.BulkQueue] = river.QueueConfig{MaxWorkers: 1}
 	cfg.Queues[ops.VerifyAwaitQueue] = river.QueueConfig{MaxWorkers: 5}
-	if b.reconcile.After > 0 {
+	if b.reconcile.After > 0 && b.keyList != nil {
 		// On the console's own leader: one console of several runs it.
 		cfg.PeriodicJobs = append(cfg.PeriodicJobs, river.NewPeriodicJob(river.PeriodicInterval(b.reconcile.Every),
 			func() (river.JobArgs, *river.InsertOpts) { return ops.ReconcileKeysArgs{}, nil },
 			&river.PeriodicJobOpts{ID: ops.ReconcileKeysArgs{}.Kind()}))
 		if err := river.AddWorkerSafely(workers, river.WorkFunc(func(ctx context.Context, _ *river.Job[ops.ReconcileKeysArgs]) error {
-			b.mu.Lock()
-			v := b.verify
-			b.mu.Unlock()
-			if v == nil || b.keyList == nil {
-				return nil // not serving verifications yet: the next run
-			}
-			_, err := v.Reconcile(ctx, b.keyList, b.reconcile)
+			_, err := verify.Reconcile(ctx, b.keyList, b.reconcile)
 			return err
 		})); err != nil {
 			return err
 		}
 	}
 	if err := river.AddWorkerSafely(workers, river.WorkFunc(func(ctx context.Context, job *river.Job[ops.VerifyAwaitArgs]) error {
-		b.mu.Lock()
-		v := b.verify
-		b.mu.Unlock()
-		if v == nil {
-			return river.JobSnooze(time.Second)
-		}
-		return v.Await(ctx, job.Args)
+		return verify.Await(ctx, job.Args)
 	})); err != nil {
 		return err
 	}
-	return river.AddWorkerSafely(workers, river.WorkFunc(func(ctx context.Context, job *river.Job[ops.BulkArgs]) error {
-		b.mu.Lock()
-		bulks := b.bulks
-		b.mu.Unlock()
-		if bulks == nil {
-			return river.JobSnooze(time.Second)
-		}
-		return ops.NewBulkWorker(bulks).Work(ctx, job)
-	}))
+	return river.AddWorkerSafely(workers, ops.NewBulkWorker(bulks))
 }
 
-// useVerifications sets the verifications whose answers the console
-// applies, and resumes the waits a stopped process left. It returns nil
-// when the console cannot verify (no applications' River: MySQL).
-func (b *bulkRunner) useVerifications(ctx context.Context, keys *ops.Keys, log *slog.Logger) (*ops.Verifications, error) {
-	if b.newVerifications == nil {
-		return nil, nil
-	}
-	v, err := b.newVerifications(keys)
-	if err != nil {
-		return nil, err
-	}
-	v.SetLogger(log)
-	v.SetEnqueue(func(ctx context.Context, args ops.VerifyAwaitArgs) error {
-		if b.insertAwait == nil {
-			return errNoConsoleRiver
-		}
-		return b.insertAwait(ctx, args)
-	})
-	b.mu.Lock()
-	b.verify = v
-	b.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := v.Resume(ctx); err != nil {
-		log.Error("verification answers not resumed", "error", err.Error())
-	}
-	return v, nil
-}
-
-// use sets the decisions the worker runs, and resumes the requests a
-// stopped process left running.
-func (b *bulkRunner) use(ctx context.Context, bulks *ops.Bulks, log *slog.Logger) {
-	b.mu.Lock()
-	b.bulks = bulks
-	b.mu.Unlock()
-	bulks.SetEnqueue(func(ctx context.Context, id int64) error {
-		if b.insert == nil {
-			return errNoConsoleRiver
-		}
-		return b.insert(ctx, ops.BulkArgs{BulkID: id})
-	})
+// resumeBulk starts again the bulk runs and the waits for verification
+// answers that a stopped process left, once their River client works.
+func resumeBulk[TTx any](ctx context.Context, bulks *ops.Bulks[TTx], verify *ops.Verifications[TTx], log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := bulks.ResumeRuns(ctx); err != nil {
 		log.Error("bulk requests not resumed", "error", err.Error())
+	}
+	if err := verify.Resume(ctx); err != nil {
+		log.Error("verification answers not resumed", "error", err.Error())
 	}
 }
 

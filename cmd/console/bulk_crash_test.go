@@ -82,6 +82,22 @@ func startBulkWorker(t *testing.T, dbURL string) *worker {
 	return nil
 }
 
+// requestBulk records spec's request of count items on db, decided by
+// engine's keys in dec's transactions, with no approval and no River: as
+// a console that crashed before its run started leaves it.
+func requestBulk[TTx any](t *testing.T, db *database, dec *ops.DB[TTx], engine *idem.Engine, stores interface {
+	Tx(tx TTx) idemdriver.Store
+}, spec ops.BulkSpec, count int64) store.Bulk {
+	t.Helper()
+	keys, err := keysOn(db, dec, engine, stores)
+	require.NoError(t, err)
+	bulks, err := ops.NewBulks(ops.BulkParts[TTx]{Store: db.Console, Keys: keys, KeyList: db.Records}, ops.BulkConfig{Approval: ops.Approval{}})
+	require.NoError(t, err)
+	req, _, err := bulks.Request(t.Context(), ops.Actor{Username: "oncall", Role: "oncall"}, spec, "provider outage: rerun every charge", count)
+	require.NoError(t, err)
+	return req
+}
+
 func TestBulkCrash(t *testing.T) {
 	t.Parallel()
 	const n = 1500
@@ -110,15 +126,20 @@ func TestBulkCrash(t *testing.T) {
 			require.NoError(t, db.Records.(idemdriver.Seeder).SeedRecords(ctx, recs))
 			engine, err := idem.New(db.Store, idem.WithSecret([]byte(demoSecret)))
 			require.NoError(t, err)
-			kd, err := db.keyDecisions(engine)
-			require.NoError(t, err)
-			bulks, err := ops.NewBulks(db.Console, kd, db.Records, nil, nil, ops.BulkConfig{Approval: ops.Approval{}})
-			require.NoError(t, err)
 			// Recorded here, running, with no River client: the console
 			// resumes it when it starts.
-			req, _, err := bulks.Request(ctx, ops.Actor{Username: "oncall", Role: "oncall"}, ops.BulkSpec{Kind: ops.BulkKeys, Action: "forget",
-				KeyFilter: idemdriver.KeyFilter{Scope: "tenant:crash"}, FilterQuery: "scope=tenant%3Acrash", IncludeMayHaveHappened: true}, "provider outage: rerun every charge", n)
-			require.NoError(t, err)
+			spec := ops.BulkSpec{Kind: ops.BulkKeys, Action: "forget", KeyFilter: idemdriver.KeyFilter{Scope: "tenant:crash"},
+				FilterQuery: "scope=tenant%3Acrash", IncludeMayHaveHappened: true}
+			var req store.Bulk
+			if db.Pool != nil {
+				dec, err := db.postgresDecisions(nil)
+				require.NoError(t, err)
+				req = requestBulk(t, db, dec, engine, db.pgStore, spec, n)
+			} else {
+				dec, err := db.sqliteDecisions(nil)
+				require.NoError(t, err)
+				req = requestBulk(t, db, dec, engine, db.sqliteStore, spec, n)
+			}
 			require.Equal(t, store.BulkRunning, req.Status)
 
 			applied := func() int64 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -25,6 +26,7 @@ import (
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/store"
+	"github.com/unstuckhq/unstuck/internal/web"
 	"github.com/unstuckhq/unstuck/migrate"
 	"github.com/unstuckhq/unstuck/migrate/migratemysql"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
@@ -227,53 +229,56 @@ func (d *database) explain(err error) error {
 }
 
 // postgresDecisions returns the console's decisions on the pool, audited
-// in the trail as it is now (after useAuditKeys).
-func (d *database) postgresDecisions() (*ops.DB[pgx.Tx], error) {
-	return ops.Postgres(d.Pool, d.Trail)
+// in the trail as it is now (after useAuditKeys), logging to log.
+func (d *database) postgresDecisions(log *slog.Logger) (*ops.DB[pgx.Tx], error) {
+	return ops.Postgres(d.Pool, d.Trail, d.Console, log)
 }
 
 // sqliteDecisions returns the console's decisions on the Immediate
-// handle, audited in the trail as it is now (after useAuditKeys).
-func (d *database) sqliteDecisions() (*ops.DB[*sql.Tx], error) {
-	return ops.SQLite(d.Immediate, d.Trail)
+// handle, audited in the trail as it is now (after useAuditKeys), logging
+// to log.
+func (d *database) sqliteDecisions(log *slog.Logger) (*ops.DB[*sql.Tx], error) {
+	return ops.SQLite(d.Immediate, d.Trail, d.Console, log)
 }
 
 // keyDecisions returns the console's decisions on keys of engine, whose
-// store must be d.Store.
-func (d *database) keyDecisions(engine *idem.Engine) (*ops.Keys, error) {
-	if d.redisKeys != nil {
-		return d.redisKeyDecisions(engine)
-	}
-	var (
-		keys *ops.Keys
-		err  error
-	)
+// store must be d.Store, logging to log: for a console without River
+// (MySQL), or one that serves no operation decisions.
+func (d *database) keyDecisions(engine *idem.Engine, log *slog.Logger) (web.KeyDecider, error) {
 	switch {
 	case d.MySQL != nil:
-		db, derr := d.mysqlDecisions()
-		if derr != nil {
-			return nil, derr
+		db, err := d.mysqlDecisions(log)
+		if err != nil {
+			return nil, err
 		}
-		keys, err = ops.NewKeys(db, engine, d.mysqlStore.Tx, d.Records)
+		return keysOn(d, db, engine, d.mysqlStore)
 	case d.Pool != nil:
-		db, derr := d.postgresDecisions()
-		if derr != nil {
-			return nil, derr
+		db, err := d.postgresDecisions(log)
+		if err != nil {
+			return nil, err
 		}
-		keys, err = ops.NewKeys(db, engine, d.pgStore.Tx, d.Records)
+		return keysOn(d, db, engine, d.pgStore)
 	default:
-		db, derr := d.sqliteDecisions()
-		if derr != nil {
-			return nil, derr
+		db, err := d.sqliteDecisions(log)
+		if err != nil {
+			return nil, err
 		}
-		keys, err = ops.NewKeys(db, engine, d.sqliteStore.Tx, d.Records)
+		return keysOn(d, db, engine, d.sqliteStore)
 	}
-	if err != nil {
-		return nil, err
+}
+
+// keysOn returns the decisions on keys of engine in db's transactions:
+// on d's Redis store when it has one (intent, compare-and-swap, outcome:
+// ops.NewKeysOnStore), else on stores, the idempotency store of db's
+// database (d.Store as its driver's type), with each removed record's
+// tombstone (SPEC K21).
+func keysOn[TTx any](d *database, db *ops.DB[TTx], engine *idem.Engine, stores interface {
+	Tx(tx TTx) idemdriver.Store
+}) (*ops.Keys[TTx], error) {
+	if d.redisKeys != nil {
+		return ops.NewKeysOnStore(db, engine, d.redisKeys, d.redisKeys)
 	}
-	// A removed record's tombstone, with its decision (SPEC K21).
-	keys.SetTombstones(d.Console)
-	return keys, nil
+	return ops.NewKeys(db, engine, stores, d.Records)
 }
 
 // schemeOf returns what precedes the first colon, so an error never echoes

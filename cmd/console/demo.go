@@ -137,7 +137,7 @@ refuses to start while they are enabled.
 		return fmt.Errorf("metrics: %w", err)
 	}
 	var skew clockSkew
-	bulk := &bulkRunner{keyList: db.Records}
+	bulk := &bulkSetup{config: bulkCfg, keyList: db.Records}
 	if bulk.reconcile, err = bulkOpts.reconcile(); err != nil {
 		fmt.Fprintf(stderr, "console %s: %v\n", fs.Name(), err)
 		return errUsage
@@ -148,7 +148,7 @@ refuses to start while they are enabled.
 	}
 	defer stopSagas() // before the database closes
 	// The console part of the demo, wired as "console serve" is.
-	decisions, stopConsoleRiver, err := operationDecisions(ctx, db, saga.QueueDefault, reg, &skew, bulk, log)
+	wired, stopConsoleRiver, err := operationDecisions(ctx, db, engine, saga.QueueDefault, reg, &skew, bulk, log)
 	if err != nil {
 		return fmt.Errorf("operation decisions: %w", err)
 	}
@@ -160,8 +160,8 @@ refuses to start while they are enabled.
 	loopback := isLoopback(ln.Addr())
 	base := "http://" + ln.Addr().String()
 	opts := consoleOptions{secureCookies: !loopback, idle: 30 * time.Minute, absolute: 12 * time.Hour, registry: reg,
-		mount: func(r chi.Router) { shop.Routes(r); mountSignups(r) }, operations: decisions, clockSkew: skew,
-		bulk: bulk, bulkConfig: bulkCfg, checkpoints: startExternalCheckpoints(ctx, db.Trail, checkpointOpts, reg, log)}
+		mount: func(r chi.Router) { shop.Routes(r); mountSignups(r) }, decisions: wired, clockSkew: skew,
+		checkpoints: startExternalCheckpoints(ctx, db.Trail, checkpointOpts, reg, log)}
 	var idp *devidp.Provider
 	if *oidcDemo {
 		if !loopback {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strings"
 
@@ -73,7 +74,7 @@ func openMySQL(ctx context.Context, rawURL string) (*database, error) {
 }
 
 // mysqlDecisions returns the console's decisions on the MySQL handle,
-// audited in the trail as it is now (after useAuditKeys).
-func (d *database) mysqlDecisions() (*ops.DB[*sql.Tx], error) {
-	return ops.MySQL(d.MySQL, d.Trail)
+// audited in the trail as it is now (after useAuditKeys), logging to log.
+func (d *database) mysqlDecisions(log *slog.Logger) (*ops.DB[*sql.Tx], error) {
+	return ops.MySQL(d.MySQL, d.Trail, d.Console, log)
 }

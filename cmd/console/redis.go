@@ -11,7 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemredis"
 	"github.com/unstuckhq/unstuck/internal/ops"
 )
@@ -118,21 +117,4 @@ func (d *database) useRedisKeys(ctx context.Context, raw string, log *slog.Logge
 	closeDB := d.Close
 	d.Close = func() { closeRedis(); closeDB() }
 	return nil
-}
-
-// redisKeyDecisions returns the key decisions of engine on d's Redis
-// store, audited in d's trail.
-func (d *database) redisKeyDecisions(engine *idem.Engine) (*ops.Keys, error) {
-	if d.Pool != nil {
-		db, err := d.postgresDecisions()
-		if err != nil {
-			return nil, err
-		}
-		return ops.NewKeysOnStore(db, engine, d.redisKeys, d.redisKeys)
-	}
-	db, err := d.sqliteDecisions()
-	if err != nil {
-		return nil, err
-	}
-	return ops.NewKeysOnStore(db, engine, d.redisKeys, d.redisKeys)
 }

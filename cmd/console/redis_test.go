@@ -71,7 +71,7 @@ func TestRedisKeys(t *testing.T) {
 
 	engine, err := idem.New(db.Store, idem.WithSecret([]byte("serve-test-secret-0123456789abcdef")))
 	require.NoError(t, err)
-	keys, err := db.keyDecisions(engine)
+	keys, err := db.keyDecisions(engine, nil)
 	require.NoError(t, err)
 	actor := ops.Actor{Username: "ada", Role: "admin"}
 	_, err = keys.Decide(ctx, actor, ops.KeyDecision{RecordID: rec.ID, Version: rec.Version, Action: idem.OperatorForget, Reason: "the customer asked for it", AcknowledgeRerun: true})

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -16,8 +15,10 @@ import (
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 
+	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/ops"
+	"github.com/unstuckhq/unstuck/internal/web"
 	"github.com/unstuckhq/unstuck/migrate"
 	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
@@ -157,33 +158,53 @@ func openConsoleRiverSQLite(ctx context.Context, path string) (*sql.DB, error) {
 	return ops.OpenImmediate(ctx, db)
 }
 
-// operationDecisions builds the console's decisions on saga operations and
-// its bulk runs: a saga runner without definitions (operator actions use
-// only the records: the state machine, the version check and the jobs to
-// insert) on the insert-only client of the applications' tables, whose
-// jobs, on queue, the applications' River workers run; and the console's
-// own River client, on its own tables, working ops.BulkQueue with bulk's
-// worker. It registers the saga metrics in reg and sets *skew to the
-// runner's clock skew, for /readyz. stop stops the console's client and
-// must be called before the database closes. On MySQL (no River) it
-// returns no decisions and bulk must be nil.
-func operationDecisions(ctx context.Context, db *database, queue string, reg prometheus.Registerer, skew *clockSkew, bulk *bulkRunner, log *slog.Logger) (*ops.Operations, func(), error) {
+// wiredDecisions are the console's operator decisions wired on one database,
+// as the web handler serves them: on keys, and without River (MySQL) only
+// those; on saga operations; bulk requests and verifications, nil without
+// the console's own River (no bulk).
+type wiredDecisions struct {
+	keys       web.KeyDecider
+	operations web.OperationDecider
+	bulks      web.BulkService
+	verify     web.KeyVerifier
+}
+
+// operationDecisions builds the console's decisions on keys of engine and
+// on saga operations, and with bulk its bulk runs and verifications: a
+// saga runner without definitions (operator actions use only the records:
+// the state machine, the version check and the jobs to insert) on the
+// insert-only client of the applications' tables, whose jobs, on queue,
+// the applications' River workers run; and the console's own River, on
+// its own tables, working ops.BulkQueue and ops.VerifyAwaitQueue. It
+// registers the saga metrics in reg and sets *skew to the runner's clock
+// skew, for /readyz. stop stops the console's client and must be called
+// before the database closes. On MySQL (no River) it returns no decisions
+// (the handler makes those on keys) and bulk must be nil.
+func operationDecisions(ctx context.Context, db *database, engine *idem.Engine, queue string, reg prometheus.Registerer, skew *clockSkew, bulk *bulkSetup, log *slog.Logger) (*wiredDecisions, func(), error) {
 	if db.MySQL != nil {
 		return nil, func() {}, nil
 	}
 	cfg := saga.Config{Queue: queue, Logger: log}
 	if db.Pool != nil {
-		dec, err := db.postgresDecisions()
+		dec, err := db.postgresDecisions(log)
+		if err != nil {
+			return nil, nil, err
+		}
+		keys, err := keysOn(db, dec, engine, db.pgStore)
 		if err != nil {
 			return nil, nil, err
 		}
 		own := riverpgxv5.New(db.Pool)
-		return consoleRiver(ctx, riverpgxv5.New(db.Pool), own, consoleRiverSchema, sagapgx.New(db.Pool), dec, cfg, reg, skew, bulk, log)
+		return consoleRiver(ctx, db, riverpgxv5.New(db.Pool), own, consoleRiverSchema, sagapgx.New(db.Pool), keys, cfg, reg, skew, bulk, log)
 	}
 	// As the demo: the handle with one connection and BEGIN IMMEDIATE, so
 	// that a decision holds the write lock from its read to its audit
 	// entry and inserts its job in the same transaction.
-	dec, err := db.sqliteDecisions()
+	dec, err := db.sqliteDecisions(log)
+	if err != nil {
+		return nil, nil, err
+	}
+	keys, err := keysOn(db, dec, engine, db.sqliteStore)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -191,18 +212,22 @@ func operationDecisions(ctx context.Context, db *database, queue string, reg pro
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", consoleRiverLine, err)
 	}
-	decisions, stop, err := consoleRiver(ctx, riversqlite.New(db.Immediate), riversqlite.New(rdb), "", sagasqlite.New(db.Immediate), dec, cfg, reg, skew, bulk, log)
+	wired, stop, err := consoleRiver(ctx, db, riversqlite.New(db.Immediate), riversqlite.New(rdb), "", sagasqlite.New(db.Immediate), keys, cfg, reg, skew, bulk, log)
 	if err != nil {
 		closeQuietly(rdb)
 		return nil, nil, err
 	}
-	return decisions, func() { stop(); closeQuietly(rdb) }, nil
+	return wired, func() { stop(); closeQuietly(rdb) }, nil
 }
 
-// consoleRiver wires operationDecisions: apps is the driver on the
-// applications' River tables, own the driver of the console's own, in
-// ownSchema.
-func consoleRiver[TTx, TOwn any](ctx context.Context, apps riverdriver.Driver[TTx], own riverdriver.Driver[TOwn], ownSchema string, sd sagadriver.Driver[TTx], dec *ops.DB[TTx], cfg saga.Config, reg prometheus.Registerer, skew *clockSkew, bulk *bulkRunner, log *slog.Logger) (*ops.Operations, func(), error) {
+// consoleRiver wires operationDecisions in one pass, each part built
+// with what it needs: apps is the driver on the applications' River
+// tables, own the driver of the console's own, in ownSchema. Bulk runs
+// and the waits for verification answers are inserted through an
+// insert-only client on the console's tables, built first; their workers
+// run on the working client built last, once the bulk decisions and the
+// verifications exist.
+func consoleRiver[TTx, TOwn any](ctx context.Context, db *database, apps riverdriver.Driver[TTx], own riverdriver.Driver[TOwn], ownSchema string, sd sagadriver.Driver[TTx], keys *ops.Keys[TTx], cfg saga.Config, reg prometheus.Registerer, skew *clockSkew, bulk *bulkSetup, log *slog.Logger) (*wiredDecisions, func(), error) {
 	runner, err := saga.NewRunner(sd, cfg)
 	if err != nil {
 		return nil, nil, err
@@ -216,40 +241,51 @@ func consoleRiver[TTx, TOwn any](ctx context.Context, apps riverdriver.Driver[TT
 		return nil, nil, fmt.Errorf("saga metrics: %w", err)
 	}
 	*skew = checkClock(ctx, runner, log)
-	decisions, err := ops.NewOperations(dec, runner)
+	operations, err := ops.NewOperations(keys.DB(), runner)
 	if err != nil {
 		return nil, nil, err
 	}
-	decisions.SetLogger(log)
+	wired := &wiredDecisions{keys: keys, operations: operations}
 	if bulk == nil {
-		return decisions, func() {}, nil
+		return wired, func() {}, nil
+	}
+	// Insert-only (no Workers, no Queues): it inserts the jobs the
+	// working client below runs.
+	enqueue, err := river.NewClient(own, &river.Config{Logger: log.With("component", "console-river"), Schema: ownSchema})
+	if err != nil {
+		return nil, nil, fmt.Errorf("console river client: %w", err)
+	}
+	verify, err := ops.NewVerifications(keys, inserter, enqueue)
+	if err != nil {
+		return nil, nil, err
+	}
+	parts := ops.BulkParts[TTx]{Store: db.Console, Keys: keys, KeyList: db.Records, Operations: operations, Verifications: verify,
+		// Four-eyes per person: no account of the requester's person
+		// (linked on /users, or with the same verified email) approves.
+		Persons: db.Console, Runs: enqueue}
+	if db.Sagas != nil {
+		parts.OperationList = db.Sagas
+	}
+	bulks, err := ops.NewBulks(parts, bulk.config)
+	if err != nil {
+		return nil, nil, err
 	}
 	workers := river.NewWorkers()
 	rcfg := &river.Config{Logger: log.With("component", "console-river"), Workers: workers, Schema: ownSchema,
 		FetchPollInterval: 250 * time.Millisecond}
-	if err := bulk.register(workers, rcfg); err != nil {
+	if err := registerBulk(bulk, workers, rcfg, bulks, verify); err != nil {
 		return nil, nil, err
 	}
 	client, err := river.NewClient(own, rcfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("console river client: %w", err)
 	}
-	bulk.insert = bulkInsert(client)
-	bulk.insertAwait = func(ctx context.Context, args ops.VerifyAwaitArgs) error {
-		_, err := client.Insert(ctx, args, nil)
-		return err
-	}
-	bulk.newVerifications = func(keys *ops.Keys) (*ops.Verifications, error) {
-		return ops.NewVerifications(dec, keys, inserter)
-	}
 	// Not ctx: River stops when stop says, after the HTTP server, before
 	// the database closes.
 	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
 		return nil, nil, fmt.Errorf("start console river: %w", err)
 	}
-	return decisions, stopRiver(client, log), nil
+	resumeBulk(ctx, bulks, verify, log)
+	wired.bulks, wired.verify = bulks, verify
+	return wired, stopRiver(client, log), nil
 }
-
-// errNoConsoleRiver is a bulk request started before the console's own
-// River client exists.
-var errNoConsoleRiver = errors.New("no River client runs bulk requests")

@@ -19,7 +19,6 @@ import (
 
 	"github.com/unstuckhq/unstuck"
 	"github.com/unstuckhq/unstuck/idem"
-	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/web"
 	"github.com/unstuckhq/unstuck/saga"
 )
@@ -37,18 +36,16 @@ type consoleOptions struct {
 	absolute      time.Duration
 	mount         func(chi.Router)
 	registry      *prometheus.Registry // nil: a new one
-	// operations decides on saga operations; nil serves them read-only.
-	operations *ops.Operations
+	// decisions are the operator decisions wired with River
+	// (operationDecisions); nil: the handler decides on keys alone and
+	// serves operations read-only.
+	decisions *wiredDecisions
 	// clockSkew, if not nil, fails /readyz above maxReadySkew.
 	clockSkew clockSkew
 	// sso, if not nil, signs users in through the OpenID provider;
 	// noLocalSignIn then turns the local form off.
 	sso           *web.SSO
 	noLocalSignIn bool
-	// bulk runs bulk requests on the River client; nil serves no bulk
-	// decisions or approvals. bulkConfig bounds them.
-	bulk       *bulkRunner
-	bulkConfig ops.BulkConfig
 	// traceURL links a key's trace ID to the tracing UI (--trace-url).
 	traceURL string
 	// checkpoints writes the audit trail's checkpoints outside the
@@ -66,11 +63,14 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 	if err != nil {
 		return nil, err
 	}
-	keys, err := db.keyDecisions(engine)
-	if err != nil {
-		return nil, err
+	wired := o.decisions
+	if wired == nil {
+		keys, err := db.keyDecisions(engine, log)
+		if err != nil {
+			return nil, err
+		}
+		wired = &wiredDecisions{keys: keys}
 	}
-	keys.SetLogger(log)
 	cfg := web.Config{
 		TrustedProxies: o.trustedProxies,
 		MetricsToken:   o.metricsToken,
@@ -90,7 +90,7 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 		Mount:            o.mount,
 		Registry:         o.registry,
 		Trail:            db.Trail,
-		Keys:             keys,
+		Keys:             wired.keys,
 		Ready:            db.CheckSchema,
 		// Trends and incident groups, from the snapshots startSnapshots
 		// takes.
@@ -103,32 +103,11 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 	if o.checkpoints != nil {
 		cfg.ExternalCheckpoints = o.checkpoints
 	}
-	if o.operations != nil {
-		cfg.Operations = o.operations
+	if wired.operations != nil {
+		cfg.Operations = wired.operations
 	}
-	if o.bulk != nil {
-		var opList ops.OperationIterator
-		if db.Sagas != nil {
-			opList = db.Sagas
-		}
-		bulks, err := ops.NewBulks(db.Console, keys, db.Records, o.operations, opList, o.bulkConfig)
-		if err != nil {
-			return nil, err
-		}
-		bulks.SetLogger(log)
-		// Four-eyes per person: no account of the requester's person
-		// (linked on /users, or with the same verified email) approves.
-		bulks.SetPersons(db.Console)
-		o.bulk.use(context.Background(), bulks, log)
-		cfg.Bulks = bulks
-		verify, err := o.bulk.useVerifications(context.Background(), keys, log)
-		if err != nil {
-			return nil, err
-		}
-		if verify != nil {
-			cfg.Verify = verify
-			bulks.SetVerifications(verify)
-		}
+	if wired.bulks != nil {
+		cfg.Bulks, cfg.Verify = wired.bulks, wired.verify
 	}
 	if o.clockSkew != nil {
 		return readyClock(web.NewHandler(cfg), o.clockSkew, log), nil
@@ -321,7 +300,7 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 	// on; the applications' River workers run them.
 	reg := prometheus.NewRegistry()
 	var skew clockSkew
-	bulk := &bulkRunner{keyList: db.Records}
+	bulk := &bulkSetup{config: bulkCfg, keyList: db.Records}
 	if bulk.reconcile, err = bulkOpts.reconcile(); err != nil {
 		fmt.Fprintf(stderr, "console %s: %v\n", fs.Name(), err)
 		return errUsage
@@ -334,12 +313,12 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 		bulk = nil
 		log.Info("serving keys, decisions and the audit trail on MySQL; " + errNoSagasOnMySQL.Error())
 	}
-	decisions, stopRiver, err := operationDecisions(ctx, db, *sagaQueue, reg, &skew, bulk, log)
+	wired, stopRiver, err := operationDecisions(ctx, db, engine, *sagaQueue, reg, &skew, bulk, log)
 	if err != nil {
 		return fmt.Errorf("operation decisions: %w", err)
 	}
 	defer stopRiver() // after the server, before the database closes
-	opts := consoleOptions{bulk: bulk, bulkConfig: bulkCfg, secureCookies: !*insecure, idle: *idle, absolute: *absolute, operations: decisions,
+	opts := consoleOptions{secureCookies: !*insecure, idle: *idle, absolute: *absolute, decisions: wired,
 		registry: reg, clockSkew: skew, checkpoints: startExternalCheckpoints(ctx, db.Trail, checkpointOpts, reg, log),
 		trustedProxies: proxies, metricsToken: getenv("UNSTUCK_METRICS_TOKEN"), noMetricsRoute: *metricsAddr != "",
 		sso: single, noLocalSignIn: *ssoF.noLocal, traceURL: traceTemplate}

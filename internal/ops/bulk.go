@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"math"
 	"slices"
@@ -178,7 +177,8 @@ type BulkConfig struct {
 	PauseStreak int
 }
 
-// bulkStore is the console store's bulk tables (a *store.DB).
+// bulkStore is the console store's bulk tables (a *store.DB); an item's
+// outcome is set in its decision's transaction (DB.markItem).
 type bulkStore interface {
 	CreateBulk(ctx context.Context, b store.Bulk, items []store.BulkItem) (store.Bulk, error)
 	BulkByID(ctx context.Context, id int64) (store.Bulk, bool, error)
@@ -188,7 +188,6 @@ type bulkStore interface {
 	SetBulkStatus(ctx context.Context, id int64, from []string, to, by, reason string) (bool, error)
 	ExpireBulk(ctx context.Context, now time.Time) ([]int64, error)
 	BulkItems(ctx context.Context, id int64, outcome string, after, limit int) ([]store.BulkItem, error)
-	MarkBulkItemTx(ctx context.Context, tx any, id int64, seq int, outcome, detail string) (bool, error)
 	SubmitBulk(ctx context.Context, id int64, by, to, reason string, expiresAt time.Time) (bool, error)
 	DecidedBy(ctx context.Context, kind, target string, id int64) (int64, bool, error)
 }
@@ -204,34 +203,54 @@ type OperationIterator interface {
 	EachOperation(ctx context.Context, f sagadriver.OperationFilter, batchSize int, fn func([]sagadriver.Operation) error) error
 }
 
-// Bulks runs bulk decisions and approvals: a request fixes its items and
-// their versions, and each item is then decided through the same one
-// transaction as a single decision (Keys.Decide, Operations.Decide), with
-// the item's outcome set first in that transaction, so that a stale item
-// is skipped, never forced, and a resumed run decides no item twice. It is
-// safe for concurrent use.
-type Bulks struct {
+// Bulks runs bulk decisions and approvals on a database of transaction
+// type TTx: a request fixes its items and their versions, and each item is
+// then decided through the same one transaction as a single decision
+// (Keys.Decide, Operations.Decide), with the item's outcome set first in
+// that transaction, so that a stale item is skipped, never forced, and a
+// resumed run decides no item twice. It is safe for concurrent use.
+type Bulks[TTx any] struct {
+	db      *DB[TTx] // the decisions' database: keys.db
 	store   bulkStore
-	keys    *Keys
-	ops     *Operations
+	keys    *Keys[TTx]
+	ops     *Operations[TTx]
 	keyList keyIterator
 	opList  OperationIterator
-	trail   *audit.Trail
-	cfg     BulkConfig
-	log     *slog.Logger
-	// enqueue starts the durable run of a request (a River job); nil
-	// leaves requests to Run.
-	enqueue func(ctx context.Context, id int64) error
-	// verify requests the verifications of a bulk "verify" (SPEC K19);
-	// nil offers no bulk verification.
-	verify *Verifications
-	// persons says whether two accounts are one person; nil: only the
-	// same username is.
+	verify  *Verifications[TTx]
 	persons Persons
+	runs    Enqueuer
+	cfg     BulkConfig
 	now     func() time.Time
 
 	mu       sync.Mutex
 	previews map[string]int // running previews per person
+}
+
+// BulkParts are what [Bulks] work with, all built before them.
+type BulkParts[TTx any] struct {
+	// Store is the console's store on the decisions' database (its bulk
+	// tables).
+	Store bulkStore
+	// Keys decides on keys, listed with KeyList. Required.
+	Keys    *Keys[TTx]
+	KeyList keyIterator
+	// Operations decides on operations, listed with OperationList; nil:
+	// this console has no saga records.
+	Operations    *Operations[TTx]
+	OperationList OperationIterator
+	// Verifications requests the verifications of bulk "verify" requests
+	// on keys (SPEC K19); nil refuses that action.
+	Verifications *Verifications[TTx]
+	// Persons says whether two accounts are one person, so that no
+	// account of the requester's person approves (SPEC K13); nil: only the
+	// same username is.
+	Persons Persons
+	// Runs starts the durable run of a request: it inserts [BulkArgs] on
+	// the console's own River, whose [BulkWorker] calls [Bulks.Run]. An
+	// insert-only client on those tables will do, so that Bulks exist
+	// before the client that works them. nil leaves requests to a caller
+	// of Run.
+	Runs Enqueuer
 }
 
 // Persons says whether two console accounts belong to one person: a
@@ -242,23 +261,17 @@ type Persons interface {
 }
 
 // SamePerson reports whether accounts a and b are one person: the same
-// username, or accounts the Persons of SetPersons join.
-func (b *Bulks) SamePerson(ctx context.Context, a, c string) (bool, error) {
+// username, or accounts the Persons of [BulkParts] join.
+func (b *Bulks[TTx]) SamePerson(ctx context.Context, a, c string) (bool, error) {
 	if a == c || b.persons == nil {
 		return a == c, nil
 	}
 	return b.persons.SamePerson(ctx, a, c)
 }
 
-// SetPersons makes b refuse an approval by any account of the requester's
-// person, not only by the requester's own account.
-func (b *Bulks) SetPersons(p Persons) { b.persons = p }
-
-// NewBulks returns the bulk decisions over st, deciding keys with keys
-// (listed with keyList) and operations with operations (listed with
-// opList); operations and opList may be nil (no saga records).
-func NewBulks(st bulkStore, keys *Keys, keyList keyIterator, operations *Operations, opList OperationIterator, cfg BulkConfig) (*Bulks, error) {
-	if st == nil || keys == nil || keyList == nil {
+// NewBulks returns the bulk decisions of p, bounded by cfg.
+func NewBulks[TTx any](p BulkParts[TTx], cfg BulkConfig) (*Bulks[TTx], error) {
+	if p.Store == nil || p.Keys == nil || p.KeyList == nil {
 		return nil, errors.New("ops: bulk decisions need a store, key decisions and a key iterator")
 	}
 	orDefault(&cfg.Cap, DefaultBulkCap)
@@ -272,8 +285,8 @@ func NewBulks(st bulkStore, keys *Keys, keyList keyIterator, operations *Operati
 	if cfg.Approval == nil {
 		cfg.Approval = Approval{"bulk": true}
 	}
-	return &Bulks{store: st, keys: keys, keyList: keyList, ops: operations, opList: opList, trail: keys.trail, cfg: cfg,
-		log: slog.Default(), now: time.Now, previews: map[string]int{}}, nil
+	return &Bulks[TTx]{db: p.Keys.db, store: p.Store, keys: p.Keys, keyList: p.KeyList, ops: p.Operations, opList: p.OperationList, verify: p.Verifications,
+		persons: p.Persons, runs: p.Runs, cfg: cfg, now: time.Now, previews: map[string]int{}}, nil
 }
 
 // orDefault sets *v to d when it is not positive.
@@ -283,23 +296,8 @@ func orDefault[T int | float64 | time.Duration](v *T, d T) {
 	}
 }
 
-// SetLogger sets where b logs; call it before b is used.
-func (b *Bulks) SetLogger(log *slog.Logger) {
-	if log != nil {
-		b.log = log
-	}
-}
-
-// SetVerifications makes v request the verifications of bulk "verify"
-// requests on keys (SPEC K19). Without it, that action is refused.
-func (b *Bulks) SetVerifications(v *Verifications) { b.verify = v }
-
-// SetEnqueue sets how a request's run is started (a River insert of
-// [BulkArgs]); call it before b is used.
-func (b *Bulks) SetEnqueue(fn func(ctx context.Context, id int64) error) { b.enqueue = fn }
-
 // Config returns b's configuration, defaults filled in.
-func (b *Bulks) Config() BulkConfig { return b.cfg }
+func (b *Bulks[TTx]) Config() BulkConfig { return b.cfg }
 
 // BulkSpec is what a bulk request acts on: an action on the items of one
 // list's filter.
@@ -520,7 +518,7 @@ func Consequence(kind, action string) string { return consequences[kind+"/"+acti
 // not in req's frozen set: they started matching after the freeze. atLeast
 // says the count stopped at the cap. It is a preview of actor's, bounded
 // as one.
-func (b *Bulks) Drift(ctx context.Context, actor Actor, req store.Bulk, spec BulkSpec) (n int64, atLeast bool, err error) {
+func (b *Bulks[TTx]) Drift(ctx context.Context, actor Actor, req store.Bulk, spec BulkSpec) (n int64, atLeast bool, err error) {
 	done, err := b.previewing(actor)
 	if err != nil {
 		return 0, false, err
@@ -556,7 +554,7 @@ func (b *Bulks) Drift(ctx context.Context, actor Actor, req store.Bulk, spec Bul
 // bounded: it stops at Cap+1 legal items, and after PreviewTimeout with a
 // *PreviewTooSlowError (the items left out could not all be counted, so
 // no set is offered); it ends with ctx.
-func (b *Bulks) Preview(ctx context.Context, spec BulkSpec) (BulkPreview, error) {
+func (b *Bulks[TTx]) Preview(ctx context.Context, spec BulkSpec) (BulkPreview, error) {
 	if err := spec.Validate(); err != nil {
 		return BulkPreview{}, err
 	}
@@ -657,7 +655,7 @@ func (b *Bulks) Preview(ctx context.Context, spec BulkSpec) (BulkPreview, error)
 					}
 				}
 				p.Scanned++
-				op, err := b.ops.get(bounded, o.ID)
+				op, err := b.ops.runner.Get(bounded, o.ID)
 				if errors.Is(err, saga.ErrNotFound) {
 					continue
 				}
@@ -694,7 +692,7 @@ func (b *Bulks) Preview(ctx context.Context, spec BulkSpec) (BulkPreview, error)
 
 // previewing counts a preview of actor's person until done is called:
 // at most MaxPreviewsPerUser at once (else ErrTooManyPreviews).
-func (b *Bulks) previewing(actor Actor) (done func(), err error) {
+func (b *Bulks[TTx]) previewing(actor Actor) (done func(), err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.previews[actor.Username] >= MaxPreviewsPerUser {
@@ -797,7 +795,7 @@ func validReason(field, reason string) (string, error) {
 // K22). A preview with no legal item, or over the cap, is returned
 // without a draft (req.ID 0). At most MaxPreviewsPerUser previews of one
 // person run at once (else ErrTooManyPreviews).
-func (b *Bulks) Freeze(ctx context.Context, actor Actor, spec BulkSpec) (store.Bulk, BulkPreview, error) {
+func (b *Bulks[TTx]) Freeze(ctx context.Context, actor Actor, spec BulkSpec) (store.Bulk, BulkPreview, error) {
 	done, err := b.previewing(actor)
 	if err != nil {
 		return store.Bulk{}, BulkPreview{}, err
@@ -822,7 +820,7 @@ func (b *Bulks) Freeze(ctx context.Context, actor Actor, spec BulkSpec) (store.B
 }
 
 // canary is the size of the first batch of a run of n items.
-func (b *Bulks) canary(n int) int {
+func (b *Bulks[TTx]) canary(n int) int {
 	c := int(math.Ceil(float64(n) * b.cfg.CanaryPercent / 100))
 	return min(max(c, b.cfg.CanaryMin), n)
 }
@@ -832,7 +830,7 @@ func (b *Bulks) canary(n int) int {
 // it waits for approval if the configuration says so, else its run
 // starts. The request is audited. A draft that is not actor's, or no
 // longer a draft (submitted, expired), is ErrNotWaiting.
-func (b *Bulks) Submit(ctx context.Context, actor Actor, id int64, reason string, confirmCount int64) (store.Bulk, error) {
+func (b *Bulks[TTx]) Submit(ctx context.Context, actor Actor, id int64, reason string, confirmCount int64) (store.Bulk, error) {
 	reason, err := validReason("reason", reason)
 	if err != nil {
 		return store.Bulk{}, err
@@ -866,7 +864,7 @@ func (b *Bulks) Submit(ctx context.Context, actor Actor, id int64, reason string
 // Request freezes spec for actor and submits it with reason in one step,
 // if confirmCount is the number of items frozen (else a *CountError): the
 // programmatic form of a preview and its submission.
-func (b *Bulks) Request(ctx context.Context, actor Actor, spec BulkSpec, reason string, confirmCount int64) (store.Bulk, BulkPreview, error) {
+func (b *Bulks[TTx]) Request(ctx context.Context, actor Actor, spec BulkSpec, reason string, confirmCount int64) (store.Bulk, BulkPreview, error) {
 	if _, err := validReason("reason", reason); err != nil {
 		return store.Bulk{}, BulkPreview{}, err
 	}
@@ -888,7 +886,7 @@ func (b *Bulks) Request(ctx context.Context, actor Actor, spec BulkSpec, reason 
 // its parameters (a confirm's outcome and reference, a retry's step, a
 // resolve's status). It runs, through the same path as a bulk item, once
 // approved.
-func (b *Bulks) RequestSingle(ctx context.Context, actor Actor, kind, action, id string, version int64, step string, params map[string]any, reason string) (store.Bulk, error) {
+func (b *Bulks[TTx]) RequestSingle(ctx context.Context, actor Actor, kind, action, id string, version int64, step string, params map[string]any, reason string) (store.Bulk, error) {
 	reason, err := validReason("reason", reason)
 	if err != nil {
 		return store.Bulk{}, err
@@ -915,7 +913,7 @@ func (b *Bulks) RequestSingle(ctx context.Context, actor Actor, kind, action, id
 // now: ErrNotFound, ErrStale (another version), ErrIllegal (not allowed in
 // its state), or a *FieldError (a forget of a key whose effect may have
 // happened, without the acknowledgement).
-func (b *Bulks) singleLegal(ctx context.Context, kind, action, id string, version int64, step string, params map[string]any) error {
+func (b *Bulks[TTx]) singleLegal(ctx context.Context, kind, action, id string, version int64, step string, params map[string]any) error {
 	switch kind {
 	case BulkKeys:
 		n, err := strconv.ParseInt(id, 10, 64)
@@ -943,7 +941,7 @@ func (b *Bulks) singleLegal(ctx context.Context, kind, action, id string, versio
 		if b.ops == nil {
 			return invalid("kind", "this console has no saga records")
 		}
-		op, err := b.ops.get(ctx, id)
+		op, err := b.ops.runner.Get(ctx, id)
 		switch {
 		case errors.Is(err, saga.ErrNotFound):
 			return ErrNotFound
@@ -973,13 +971,13 @@ func (b *Bulks) singleLegal(ctx context.Context, kind, action, id string, versio
 
 // announce audits a request made (its one item for a single decision)
 // and starts its run unless it waits for approval.
-func (b *Bulks) announce(ctx context.Context, actor Actor, req store.Bulk, item *store.BulkItem) error {
+func (b *Bulks[TTx]) announce(ctx context.Context, actor Actor, req store.Bulk, item *store.BulkItem) error {
 	after := map[string]any{"kind": req.Kind, "action": req.Action, "filter": req.Filter, "params": req.Params, "count": req.Total,
 		"not_legal": req.NotLegal, "status": req.Status, "single": req.Single}
 	if item != nil {
 		after["target"], after["version"] = item.TargetID, item.Version
 	}
-	if _, err := b.trail.Append(ctx, b.entry(actor, req, "bulk.request", req.Reason, after, audit.OutcomeApplied)); err != nil {
+	if _, err := b.db.trail.Append(ctx, b.entry(actor, req, "bulk.request", req.Reason, after, audit.OutcomeApplied)); err != nil {
 		return err
 	}
 	if req.Status == store.BulkRunning {
@@ -988,18 +986,19 @@ func (b *Bulks) announce(ctx context.Context, actor Actor, req store.Bulk, item 
 	return nil
 }
 
-func (b *Bulks) start(ctx context.Context, id int64) error {
-	if b.enqueue == nil {
+// start inserts the job of request id's run, if b has Runs.
+func (b *Bulks[TTx]) start(ctx context.Context, id int64) error {
+	if b.runs == nil {
 		return nil
 	}
-	if err := b.enqueue(ctx, id); err != nil {
+	if _, err := b.runs.Insert(ctx, BulkArgs{BulkID: id}, nil); err != nil {
 		return fmt.Errorf("ops: start bulk request %d: %w", id, err)
 	}
 	return nil
 }
 
 // Get returns request id with its counts.
-func (b *Bulks) Get(ctx context.Context, id int64) (store.Bulk, bool, error) {
+func (b *Bulks[TTx]) Get(ctx context.Context, id int64) (store.Bulk, bool, error) {
 	req, ok, err := b.store.BulkByID(ctx, id)
 	if err != nil || !ok {
 		return req, ok, err
@@ -1015,7 +1014,7 @@ func (b *Bulks) Get(ctx context.Context, id int64) (store.Bulk, bool, error) {
 
 // List returns up to limit requests in status ("" every one), newest
 // first, after expiring those past their time.
-func (b *Bulks) List(ctx context.Context, status string, limit int) ([]store.Bulk, error) {
+func (b *Bulks[TTx]) List(ctx context.Context, status string, limit int) ([]store.Bulk, error) {
 	if _, err := b.expire(ctx); err != nil {
 		return nil, err
 	}
@@ -1023,7 +1022,7 @@ func (b *Bulks) List(ctx context.Context, status string, limit int) ([]store.Bul
 }
 
 // Waiting counts the requests waiting for approval.
-func (b *Bulks) Waiting(ctx context.Context) (int64, error) {
+func (b *Bulks[TTx]) Waiting(ctx context.Context) (int64, error) {
 	if _, err := b.expire(ctx); err != nil {
 		return 0, err
 	}
@@ -1032,17 +1031,17 @@ func (b *Bulks) Waiting(ctx context.Context) (int64, error) {
 
 // Items returns up to limit items of request id with outcome ("" every
 // one) after seq after.
-func (b *Bulks) Items(ctx context.Context, id int64, outcome string, after, limit int) ([]store.BulkItem, error) {
+func (b *Bulks[TTx]) Items(ctx context.Context, id int64, outcome string, after, limit int) ([]store.BulkItem, error) {
 	return b.store.BulkItems(ctx, id, outcome, after, limit)
 }
 
 // expire moves the requests past their time to expired, audited.
-func (b *Bulks) expire(ctx context.Context) ([]int64, error) {
+func (b *Bulks[TTx]) expire(ctx context.Context) ([]int64, error) {
 	ids, err := b.store.ExpireBulk(ctx, b.now())
 	for _, id := range ids {
 		e := audit.Entry{Actor: "system", Role: "system", Action: "bulk.expire", TargetKind: "bulk", TargetID: strconv.FormatInt(id, 10),
 			Reason: "no approval before the request expired", Outcome: audit.OutcomeApplied, RequestID: BulkRequestID(id)}
-		if _, aerr := b.trail.Append(ctx, e); aerr != nil {
+		if _, aerr := b.db.trail.Append(ctx, e); aerr != nil {
 			err = errors.Join(err, aerr)
 		}
 	}
@@ -1053,17 +1052,17 @@ func (b *Bulks) expire(ctx context.Context) ([]int64, error) {
 // requester (else ErrSelfApproval, audited as denied), and starts its run:
 // each item is decided then, its version checked at that moment. The
 // caller checks that actor's role may perform the action.
-func (b *Bulks) Approve(ctx context.Context, actor Actor, id int64, reason string) (store.Bulk, error) {
+func (b *Bulks[TTx]) Approve(ctx context.Context, actor Actor, id int64, reason string) (store.Bulk, error) {
 	return b.decide(ctx, actor, id, reason, true)
 }
 
 // Reject rejects request id as actor, with a reason, under the rules of
 // Approve.
-func (b *Bulks) Reject(ctx context.Context, actor Actor, id int64, reason string) (store.Bulk, error) {
+func (b *Bulks[TTx]) Reject(ctx context.Context, actor Actor, id int64, reason string) (store.Bulk, error) {
 	return b.decide(ctx, actor, id, reason, false)
 }
 
-func (b *Bulks) decide(ctx context.Context, actor Actor, id int64, reason string, approve bool) (store.Bulk, error) {
+func (b *Bulks[TTx]) decide(ctx context.Context, actor Actor, id int64, reason string, approve bool) (store.Bulk, error) {
 	action, to := "bulk.approve", store.BulkRunning
 	if !approve {
 		action, to = "bulk.reject", store.BulkRejected
@@ -1093,7 +1092,7 @@ func (b *Bulks) decide(ctx context.Context, actor Actor, id int64, reason string
 	switch {
 	case self:
 		e := b.entry(actor, req, action, "refused: the requester cannot approve or reject their own request", nil, audit.OutcomeDenied)
-		if _, aerr := b.trail.Append(context.WithoutCancel(ctx), e); aerr != nil {
+		if _, aerr := b.db.trail.Append(context.WithoutCancel(ctx), e); aerr != nil {
 			return req, errors.Join(ErrSelfApproval, aerr)
 		}
 		return req, ErrSelfApproval
@@ -1120,7 +1119,7 @@ func (b *Bulks) decide(ctx context.Context, actor Actor, id int64, reason string
 	}
 	req.Status, req.DecidedBy, req.DecisionReason = to, actor.Username, reason
 	after := map[string]any{"status": to, "requested_by": req.RequestedBy, "approver": actor.Username, "count": req.Total}
-	if _, err := b.trail.Append(ctx, b.entry(actor, req, action, reason, after, audit.OutcomeApplied)); err != nil {
+	if _, err := b.db.trail.Append(ctx, b.entry(actor, req, action, reason, after, audit.OutcomeApplied)); err != nil {
 		return req, err
 	}
 	if approve {
@@ -1131,7 +1130,7 @@ func (b *Bulks) decide(ctx context.Context, actor Actor, id int64, reason string
 
 // Cancel stops request id: items already decided stay decided, the others
 // are not decided. Only the requester or an admin (isAdmin) may cancel.
-func (b *Bulks) Cancel(ctx context.Context, actor Actor, id int64, isAdmin bool) (store.Bulk, error) {
+func (b *Bulks[TTx]) Cancel(ctx context.Context, actor Actor, id int64, isAdmin bool) (store.Bulk, error) {
 	req, ok, err := b.Get(ctx, id)
 	switch {
 	case err != nil:
@@ -1149,7 +1148,7 @@ func (b *Bulks) Cancel(ctx context.Context, actor Actor, id int64, isAdmin bool)
 		return req, fmt.Errorf("%w: it is %s", ErrNotWaiting, req.Status)
 	}
 	req.Status = store.BulkCancelled
-	if _, err := b.trail.Append(ctx, b.entry(actor, req, "bulk.cancel", "cancelled by "+actor.Username, map[string]any{"status": req.Status}, audit.OutcomeApplied)); err != nil {
+	if _, err := b.db.trail.Append(ctx, b.entry(actor, req, "bulk.cancel", "cancelled by "+actor.Username, map[string]any{"status": req.Status}, audit.OutcomeApplied)); err != nil {
 		return req, err
 	}
 	return req, nil
@@ -1158,19 +1157,19 @@ func (b *Bulks) Cancel(ctx context.Context, actor Actor, id int64, isAdmin bool)
 // Pause stops the run of request id until someone resumes it: items
 // decided stay decided, the others wait. Only the requester (any account
 // or an admin may pause, and resume.
-func (b *Bulks) Pause(ctx context.Context, actor Actor, id int64, isAdmin bool) (store.Bulk, error) {
+func (b *Bulks[TTx]) Pause(ctx context.Context, actor Actor, id int64, isAdmin bool) (store.Bulk, error) {
 	return b.pauseOrResume(ctx, actor, id, isAdmin, true)
 }
 
 // Resume continues paused request id under the rules of Pause; the run
 // goes on with normal batches and the same failure threshold.
-func (b *Bulks) Resume(ctx context.Context, actor Actor, id int64, isAdmin bool) (store.Bulk, error) {
+func (b *Bulks[TTx]) Resume(ctx context.Context, actor Actor, id int64, isAdmin bool) (store.Bulk, error) {
 	return b.pauseOrResume(ctx, actor, id, isAdmin, false)
 }
 
 // anyItemLegal reports whether some item of req is still at its frozen
 // version and its action legal for it: reading items until the first one.
-func (b *Bulks) anyItemLegal(ctx context.Context, req store.Bulk) (bool, error) {
+func (b *Bulks[TTx]) anyItemLegal(ctx context.Context, req store.Bulk) (bool, error) {
 	var params map[string]any
 	if req.Params != "" {
 		if err := json.Unmarshal([]byte(req.Params), &params); err != nil {
@@ -1197,7 +1196,7 @@ func (b *Bulks) anyItemLegal(ctx context.Context, req store.Bulk) (bool, error) 
 	}
 }
 
-func (b *Bulks) pauseOrResume(ctx context.Context, actor Actor, id int64, isAdmin, pause bool) (store.Bulk, error) {
+func (b *Bulks[TTx]) pauseOrResume(ctx context.Context, actor Actor, id int64, isAdmin, pause bool) (store.Bulk, error) {
 	req, ok, err := b.Get(ctx, id)
 	switch {
 	case err != nil:
@@ -1219,7 +1218,7 @@ func (b *Bulks) pauseOrResume(ctx context.Context, actor Actor, id int64, isAdmi
 		return req, fmt.Errorf("%w: it is %s", ErrNotWaiting, req.Status)
 	}
 	req.Status = to
-	if _, err := b.trail.Append(ctx, b.entry(actor, req, action, action[5:]+"d by "+actor.Username, map[string]any{"status": to}, audit.OutcomeApplied)); err != nil {
+	if _, err := b.db.trail.Append(ctx, b.entry(actor, req, action, action[5:]+"d by "+actor.Username, map[string]any{"status": to}, audit.OutcomeApplied)); err != nil {
 		return req, err
 	}
 	if !pause {
@@ -1230,7 +1229,7 @@ func (b *Bulks) pauseOrResume(ctx context.Context, actor Actor, id int64, isAdmi
 
 // Running lists the IDs of the requests whose run is not finished, for a
 // restarted process to resume them.
-func (b *Bulks) Running(ctx context.Context) ([]int64, error) {
+func (b *Bulks[TTx]) Running(ctx context.Context) ([]int64, error) {
 	list, err := b.store.ListBulk(ctx, store.BulkRunning, 1000)
 	if err != nil {
 		return nil, err
@@ -1244,7 +1243,7 @@ func (b *Bulks) Running(ctx context.Context) ([]int64, error) {
 
 // ResumeRuns starts the run of every request still running: after a
 // crash, a run resumes at its first pending item.
-func (b *Bulks) ResumeRuns(ctx context.Context) error {
+func (b *Bulks[TTx]) ResumeRuns(ctx context.Context) error {
 	ids, err := b.Running(ctx)
 	if err != nil {
 		return err
@@ -1261,12 +1260,12 @@ func (b *Bulks) ResumeRuns(ctx context.Context) error {
 // item's entry points at its request by it.
 func BulkRequestID(id int64) string { return "bulk-" + strconv.FormatInt(id, 10) }
 
-func (b *Bulks) entry(actor Actor, req store.Bulk, action, reason string, after map[string]any, outcome string) audit.Entry {
+func (b *Bulks[TTx]) entry(actor Actor, req store.Bulk, action, reason string, after map[string]any, outcome string) audit.Entry {
 	return audit.Entry{Actor: actor.Username, Role: actor.Role, Action: action, TargetKind: "bulk", TargetID: strconv.FormatInt(req.ID, 10),
 		Reason: reason, After: mustJSON(after), Outcome: outcome, RequestID: BulkRequestID(req.ID), ClientAddr: actor.ClientAddr, UserAgent: actor.UserAgent}
 }
 
 // Denied audits a bulk or approval step the authorization refused.
-func (b *Bulks) Denied(ctx context.Context, actor Actor, action, targetKind, targetID string) error {
-	return RecordDenied(ctx, b.trail, actor, action, targetKind, targetID)
+func (b *Bulks[TTx]) Denied(ctx context.Context, actor Actor, action, targetKind, targetID string) error {
+	return RecordDenied(ctx, b.db.trail, actor, action, targetKind, targetID)
 }

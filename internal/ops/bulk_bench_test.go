@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -145,7 +146,7 @@ func BenchmarkBulkScale(b *testing.B) {
 
 // bulkBench opens the seeded database at url (closed when b ends) and
 // returns its engine and an ops.Bulks of cfg on it.
-func bulkBench(b *testing.B, url string, cfg ops.BulkConfig) (*idem.Engine, *ops.Bulks) {
+func bulkBench(b *testing.B, url string, cfg ops.BulkConfig) (*idem.Engine, *ops.Bulks[pgx.Tx]) {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, url)
 	require.NoError(b, err)
@@ -157,11 +158,11 @@ func bulkBench(b *testing.B, url string, cfg ops.BulkConfig) (*idem.Engine, *ops
 	require.NoError(b, trail.Migrate(ctx))
 	engine, err := idem.New(s, idem.WithSecret([]byte("ops-test-secret-0123456789abcdefgh")))
 	require.NoError(b, err)
-	d, err := ops.Postgres(pool, trail)
+	d, err := ops.Postgres(pool, trail, cdb, nil)
 	require.NoError(b, err)
-	keys, err := ops.NewKeys(d, engine, s.Tx, s)
+	keys, err := ops.NewKeys(d, engine, s, s)
 	require.NoError(b, err)
-	bulks, err := ops.NewBulks(cdb, keys, s, nil, nil, cfg)
+	bulks, err := ops.NewBulks(ops.BulkParts[pgx.Tx]{Store: cdb, Keys: keys, KeyList: s}, cfg)
 	require.NoError(b, err)
 	return engine, bulks
 }

@@ -2,5 +2,5 @@ package ops
 
 import "time"
 
-// SetBulkNow replaces b's clock (expiry tests).
-func SetBulkNow(b *Bulks, now func() time.Time) { b.now = now }
+// SetNow replaces b's clock (expiry tests).
+func (b *Bulks[TTx]) SetNow(now func() time.Time) { b.now = now }

@@ -30,7 +30,7 @@ import (
 // The first batch is the request's canary (SPEC K23); after it and after
 // every batch, the run pauses itself when more than PauseRate of the batch
 // failed, and at once when PauseStreak items in a row failed.
-func (b *Bulks) Run(ctx context.Context, id int64, slice time.Duration) (bool, error) {
+func (b *Bulks[TTx]) Run(ctx context.Context, id int64, slice time.Duration) (bool, error) {
 	start := b.now()
 	streak := 0
 	for {
@@ -114,22 +114,22 @@ func (b *Bulks) Run(ctx context.Context, id int64, slice time.Duration) (bool, e
 
 // autoPause pauses req's run because its failures crossed the threshold,
 // audited as the system's decision.
-func (b *Bulks) autoPause(ctx context.Context, req store.Bulk, why string) error {
+func (b *Bulks[TTx]) autoPause(ctx context.Context, req store.Bulk, why string) error {
 	why = "paused automatically: " + why
 	moved, err := b.store.SetBulkStatus(ctx, req.ID, []string{store.BulkRunning}, store.BulkPaused, "system", why)
 	if err != nil || !moved {
 		return err
 	}
-	b.log.WarnContext(ctx, "ops: bulk run paused itself", "bulk", req.ID, "why", why)
+	b.db.log.WarnContext(ctx, "ops: bulk run paused itself", "bulk", req.ID, "why", why)
 	req.Status = store.BulkPaused
-	_, err = b.trail.Append(ctx, b.entry(Actor{Username: "system", Role: "system"}, req, "bulk.pause", why,
+	_, err = b.db.trail.Append(ctx, b.entry(Actor{Username: "system", Role: "system"}, req, "bulk.pause", why,
 		map[string]any{"status": store.BulkPaused}, audit.OutcomeApplied))
 	return err
 }
 
 // item decides one item of req, and returns its outcome ("" when another
 // run decided it).
-func (b *Bulks) item(ctx context.Context, req store.Bulk, params map[string]string, it store.BulkItem) (string, error) {
+func (b *Bulks[TTx]) item(ctx context.Context, req store.Bulk, params map[string]string, it store.BulkItem) (string, error) {
 	actor := Actor{Username: req.RequestedBy, Role: req.RequestedRole, RequestID: BulkRequestID(req.ID)}
 	reason := req.Reason + " (bulk request " + strconv.FormatInt(req.ID, 10) + ")"
 	if req.Single {
@@ -138,17 +138,10 @@ func (b *Bulks) item(ctx context.Context, req store.Bulk, params map[string]stri
 	if req.DecidedBy != "" {
 		reason += ", approved by " + req.DecidedBy
 	}
-	mark := func(outcome, detail string) txHook {
-		return func(ctx context.Context, tx any) error {
-			ok, err := b.store.MarkBulkItemTx(ctx, tx, req.ID, it.Seq, outcome, detail)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return errAlreadyDecided
-			}
-			return nil
-		}
+	// mark is the item with its outcome, set first in the decision's
+	// transaction.
+	mark := func(outcome, detail string) *bulkItem {
+		return &bulkItem{bulk: req.ID, seq: it.Seq, outcome: outcome, detail: detail}
 	}
 	var (
 		err     error
@@ -163,7 +156,7 @@ func (b *Bulks) item(ctx context.Context, req store.Bulk, params map[string]stri
 		}
 		refusal = audit.Entry{Actor: actor.Username, Role: actor.Role, Action: verifyAction, TargetKind: "key", TargetID: it.TargetID,
 			Reason: reason, Outcome: audit.OutcomeConflict, RequestID: actor.RequestID}
-		_, err = b.verify.requestFirst(ctx, actor, id, it.Version, reason, mark(store.ItemApplied, "verification requested"))
+		_, err = b.verify.request(ctx, actor, id, it.Version, reason, mark(store.ItemApplied, "verification requested"))
 	case req.Kind == BulkKeys:
 		d := KeyDecision{Version: it.Version, Action: keyAction(req.Action), Reason: reason, AcknowledgeRerun: params[FieldAcknowledgeRerun] == "true"}
 		if req.Single && req.Action == "confirm" && params["happened"] == "true" {
@@ -239,7 +232,7 @@ func (b *Bulks) item(ctx context.Context, req store.Bulk, params map[string]stri
 	case ctx.Err() != nil:
 		return "", nil
 	default:
-		b.log.ErrorContext(ctx, "ops: bulk item failed", "bulk", req.ID, "target", it.TargetID, "error", err.Error())
+		b.db.log.ErrorContext(ctx, "ops: bulk item failed", "bulk", req.ID, "target", it.TargetID, "error", err.Error())
 		return b.refuse(ctx, req, it, store.ItemFailed, err.Error(), nil, mark)
 	}
 }
@@ -247,20 +240,17 @@ func (b *Bulks) item(ctx context.Context, req store.Bulk, params map[string]stri
 // refuse sets an item's outcome other than applied, with its conflict
 // entry if e is not nil, in one transaction of the decisions' database,
 // and returns the outcome ("" when another run decided the item).
-func (b *Bulks) refuse(ctx context.Context, req store.Bulk, it store.BulkItem, outcome, why string, e *audit.Entry, mark func(outcome, detail string) txHook) (string, error) {
-	runner := b.keys.tx
-	if req.Kind == BulkOperations && b.ops != nil {
-		runner = b.ops.tx
-	}
-	err := runner.run(ctx, func(ctx context.Context, tx any, appendEntry func(audit.Entry) error) error {
-		if err := mark(outcome, why)(ctx, tx); err != nil {
+func (b *Bulks[TTx]) refuse(ctx context.Context, req store.Bulk, it store.BulkItem, outcome, why string, e *audit.Entry, mark func(outcome, detail string) *bulkItem) (string, error) {
+	err := b.db.within(ctx, func(ctx context.Context, tx TTx) error {
+		if err := b.db.markItem(ctx, tx, mark(outcome, why)); err != nil {
 			return err
 		}
 		if e == nil {
 			return nil
 		}
 		e.Reason = cut(e.Reason+" — refused: "+why, maxEntryReason)
-		return appendEntry(*e)
+		_, err := b.db.appendTx(ctx, tx, *e)
+		return err
 	})
 	if errors.Is(err, errAlreadyDecided) || (err != nil && ctx.Err() != nil) {
 		return "", nil

@@ -38,11 +38,11 @@ func bulkEntries(t *testing.T, b bundle, id int64) []audit.Entry {
 	}
 }
 
-func newBulks(t *testing.T, b bundle, approval string) *ops.Bulks {
+func newBulks(t *testing.T, b bundle, approval string) bulkDecisions {
 	t.Helper()
 	a, err := ops.ParseApproval(approval)
 	require.NoError(t, err)
-	bulks, err := ops.NewBulks(b.db, b.keys, b.records, nil, nil, ops.BulkConfig{Approval: a, Batch: 7})
+	bulks, err := b.newBulks(b.records, ops.BulkConfig{Approval: a, Batch: 7})
 	require.NoError(t, err)
 	return bulks
 }
@@ -219,8 +219,8 @@ func TestBulkApprovalK13(t *testing.T) {
 				pending(t, b, "appr-exp")
 				req, _, err := bulks.Request(ctx, alice, forgetSpec("tenant:ops"), "provider outage, keys safe to rerun", 1)
 				require.NoError(t, err)
-				ops.SetBulkNow(bulks, func() time.Time { return time.Now().Add(25 * time.Hour) })
-				defer ops.SetBulkNow(bulks, time.Now)
+				bulks.SetNow(func() time.Time { return time.Now().Add(25 * time.Hour) })
+				defer bulks.SetNow(time.Now)
 				_, err = bulks.Approve(ctx, bob, req.ID, "")
 				require.ErrorIs(t, err, ops.ErrNotWaiting)
 				got, _, err := bulks.Get(ctx, req.ID)
@@ -257,7 +257,7 @@ func TestBulkCancelMidway(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			b := setup(t, backend)
-			bulks, err := ops.NewBulks(b.db, b.keys, b.records, nil, nil, ops.BulkConfig{Approval: ops.Approval{}, Batch: 5, Pause: 300 * time.Millisecond})
+			bulks, err := b.newBulks(b.records, ops.BulkConfig{Approval: ops.Approval{}, Batch: 5, Pause: 300 * time.Millisecond})
 			require.NoError(t, err)
 			const n = 40
 			for i := range n {

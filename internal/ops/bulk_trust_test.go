@@ -49,7 +49,7 @@ BEGIN SELECT RAISE(ABORT, 'provider ledger locked'); END`)
 }
 
 // itemIDs returns the record IDs of request id's items, in run order.
-func itemIDs(t *testing.T, bulks *ops.Bulks, id int64) []int64 {
+func itemIDs(t *testing.T, bulks bulkDecisions, id int64) []int64 {
 	t.Helper()
 	items, err := bulks.Items(context.Background(), id, "", 0, 10000)
 	require.NoError(t, err)
@@ -73,7 +73,7 @@ func TestBulkCanaryPausesAndResumes(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			b := setup(t, backend)
-			bulks, err := ops.NewBulks(b.db, b.keys, b.records, nil, nil, ops.BulkConfig{Approval: ops.Approval{}, Batch: 10})
+			bulks, err := b.newBulks(b.records, ops.BulkConfig{Approval: ops.Approval{}, Batch: 10})
 			require.NoError(t, err)
 			const n = 40
 			for i := range n {
@@ -156,7 +156,7 @@ func TestBulkPausesOnAFailureStreak(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t, backends["SQLite"])
-	bulks, err := ops.NewBulks(b.db, b.keys, b.records, nil, nil, ops.BulkConfig{Approval: ops.Approval{}, Batch: 500,
+	bulks, err := b.newBulks(b.records, ops.BulkConfig{Approval: ops.Approval{}, Batch: 500,
 		PauseRate: 0.99, PauseStreak: 20})
 	require.NoError(t, err)
 	const n = 60
@@ -273,7 +273,7 @@ func TestBulkFrozenSet(t *testing.T) {
 			stale, _, err := bulks.Freeze(ctx, carol, spec)
 			require.NoError(t, err)
 			require.NotZero(t, stale.ID)
-			ops.SetBulkNow(bulks, func() time.Time { return time.Now().Add(ops.DefaultDraftExpiry + time.Minute) })
+			bulks.SetNow(func() time.Time { return time.Now().Add(ops.DefaultDraftExpiry + time.Minute) })
 			_, err = bulks.List(ctx, "", 10)
 			require.NoError(t, err)
 			_, ok, err = b.db.BulkByID(ctx, stale.ID)
@@ -317,7 +317,7 @@ func TestBulkPreviewIsBounded(t *testing.T) {
 		pending(t, b, fmt.Sprintf("bounded-%02d", i))
 	}
 	slow := &blockingKeys{Admin: b.records, started: make(chan struct{}, 4), release: make(chan struct{})}
-	bulks, err := ops.NewBulks(b.db, b.keys, slow, nil, nil, ops.BulkConfig{Approval: ops.Approval{}, PreviewTimeout: time.Minute})
+	bulks, err := b.newBulks(slow, ops.BulkConfig{Approval: ops.Approval{}, PreviewTimeout: time.Minute})
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	for range ops.MaxPreviewsPerUser {
@@ -338,7 +338,7 @@ func TestBulkPreviewIsBounded(t *testing.T) {
 	require.NoError(t, err, "the previews ended: room again")
 
 	held := &blockingKeys{Admin: b.records, started: make(chan struct{}, 4), release: make(chan struct{})}
-	timed, err := ops.NewBulks(b.db, b.keys, held, nil, nil, ops.BulkConfig{Approval: ops.Approval{}, PreviewTimeout: 50 * time.Millisecond})
+	timed, err := b.newBulks(held, ops.BulkConfig{Approval: ops.Approval{}, PreviewTimeout: 50 * time.Millisecond})
 	require.NoError(t, err)
 	_, _, err = timed.Freeze(ctx, alice, forgetSpec("tenant:ops"))
 	var slowErr *ops.PreviewTooSlowError
@@ -346,7 +346,7 @@ func TestBulkPreviewIsBounded(t *testing.T) {
 	require.ErrorIs(t, err, ops.ErrPreviewTooSlow)
 	// With a time bound far away, only the client going away ends it.
 	waiting := &blockingKeys{Admin: b.records, started: make(chan struct{}, 4), release: make(chan struct{})}
-	patient, err := ops.NewBulks(b.db, b.keys, waiting, nil, nil, ops.BulkConfig{Approval: ops.Approval{}, PreviewTimeout: time.Hour})
+	patient, err := b.newBulks(waiting, ops.BulkConfig{Approval: ops.Approval{}, PreviewTimeout: time.Hour})
 	require.NoError(t, err)
 	gone, cancel := context.WithCancel(ctx)
 	go func() {

@@ -32,16 +32,16 @@ func (BulkArgs) InsertOpts() river.InsertOpts {
 // carry on, so no job outlives River's timeout and a crashed process's
 // run resumes at its first pending item ([Bulks.Resume] on start, or
 // River's rescue of the job).
-type BulkWorker struct {
+type BulkWorker[TTx any] struct {
 	river.WorkerDefaults[BulkArgs]
-	bulks *Bulks
+	bulks *Bulks[TTx]
 }
 
 // NewBulkWorker returns the worker of b's requests.
-func NewBulkWorker(b *Bulks) *BulkWorker { return &BulkWorker{bulks: b} }
+func NewBulkWorker[TTx any](b *Bulks[TTx]) *BulkWorker[TTx] { return &BulkWorker[TTx]{bulks: b} }
 
 // Work decides the request's pending items for up to 20 s.
-func (w *BulkWorker) Work(ctx context.Context, job *river.Job[BulkArgs]) error {
+func (w *BulkWorker[TTx]) Work(ctx context.Context, job *river.Job[BulkArgs]) error {
 	done, err := w.bulks.Run(ctx, job.Args.BulkID, bulkSlice)
 	if err != nil {
 		return err

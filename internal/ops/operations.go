@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -107,26 +106,14 @@ func (d *OperationDecision) Validate() error {
 	return nil
 }
 
-// Operations decides on saga operations: retry a step, confirm a step's
-// outcome, start compensation, resolve a review. Each decision runs the
-// saga runner's operator action (its state machine and version check) and
-// appends the audit entry in one transaction.
-type Operations struct {
-	trail  *audit.Trail
-	log    *slog.Logger
-	decide func(ctx context.Context, actor Actor, d OperationDecision, first txHook) (OperationResult, *sagadriver.Operation, error)
-	// tx runs a function in one transaction of the DB (bulk refusals).
-	tx txRunner
-	// get reads an operation with its steps (bulk previews).
-	get func(ctx context.Context, id string) (sagadriver.Operation, error)
-}
-
-// SetLogger makes o log there the audit entries of refused decisions it
-// failed to append; default slog.Default(). Call it before o is used.
-func (o *Operations) SetLogger(log *slog.Logger) {
-	if log != nil {
-		o.log = log
-	}
+// Operations decides on saga operations whose records are on a database
+// of transaction type TTx: retry a step, confirm a step's outcome, start
+// compensation, resolve a review. Each decision runs the saga runner's
+// operator action (its state machine and version check) and appends the
+// audit entry in one transaction.
+type Operations[TTx any] struct {
+	db     *DB[TTx]
+	runner *saga.Runner[TTx]
 }
 
 // NewOperations returns the operation decisions of runner on db: each
@@ -137,12 +124,11 @@ func (o *Operations) SetLogger(log *slog.Logger) {
 // The runner needs a River client able to insert jobs (an insert-only
 // client is enough: the application's workers run them, on the runner's
 // Queue) but no definitions: operator actions use only the records.
-func NewOperations[TTx any](db *DB[TTx], runner *saga.Runner[TTx]) (*Operations, error) {
+func NewOperations[TTx any](db *DB[TTx], runner *saga.Runner[TTx]) (*Operations[TTx], error) {
 	if db == nil || runner == nil {
 		return nil, errors.New("ops: operations need a database and a saga runner")
 	}
-	o := operationTx[TTx]{db: db, runner: runner}
-	return &Operations{trail: db.trail, log: slog.Default(), decide: o.decide, tx: db, get: runner.Get}, nil
+	return &Operations[TTx]{db: db, runner: runner}, nil
 }
 
 // Decide applies d as actor: in one transaction of its DB it reads and
@@ -152,7 +138,7 @@ func NewOperations[TTx any](db *DB[TTx], runner *saga.Runner[TTx]) (*Operations,
 // River jobs), and appends the audit entry. A refused attempt is audited
 // as a conflict; an invalid one (a *FieldError) is not a decision and is
 // not audited.
-func (o *Operations) Decide(ctx context.Context, actor Actor, d OperationDecision) (OperationResult, error) {
+func (o *Operations[TTx]) Decide(ctx context.Context, actor Actor, d OperationDecision) (OperationResult, error) {
 	if err := d.Validate(); err != nil {
 		return OperationResult{}, err
 	}
@@ -178,47 +164,39 @@ func (o *Operations) Decide(ctx context.Context, actor Actor, d OperationDecisio
 }
 
 // Denied audits an attempt the authorization refused.
-func (o *Operations) Denied(ctx context.Context, actor Actor, action, targetKind, targetID string) error {
-	return RecordDenied(ctx, o.trail, actor, action, targetKind, targetID)
+func (o *Operations[TTx]) Denied(ctx context.Context, actor Actor, action, targetKind, targetID string) error {
+	return RecordDenied(ctx, o.db.trail, actor, action, targetKind, targetID)
 }
 
 // DataViewed audits that actor was shown an operation's input and its
 // steps' results: a read of possibly personal data (SPEC CON K7), as
 // Keys.ResponseViewed is for stored responses.
-func (o *Operations) DataViewed(ctx context.Context, actor Actor, id string) error {
-	_, err := o.trail.Append(ctx, audit.Entry{Actor: actor.Username, Role: actor.Role, Action: "operation.view_data", TargetKind: "operation",
+func (o *Operations[TTx]) DataViewed(ctx context.Context, actor Actor, id string) error {
+	_, err := o.db.trail.Append(ctx, audit.Entry{Actor: actor.Username, Role: actor.Role, Action: "operation.view_data", TargetKind: "operation",
 		TargetID: id, Reason: "input and step results shown on the operation's page", Outcome: audit.OutcomeRead,
 		RequestID: actor.RequestID, ClientAddr: actor.ClientAddr, UserAgent: actor.UserAgent})
 	return err
 }
 
 // History returns the audit entries of one operation, newest first.
-func (o *Operations) History(ctx context.Context, id string, limit int) ([]audit.Entry, error) {
-	return o.trail.History(ctx, "operation", id, limit)
+func (o *Operations[TTx]) History(ctx context.Context, id string, limit int) ([]audit.Entry, error) {
+	return o.db.trail.History(ctx, "operation", id, limit)
 }
 
 // refused audits a decision that was not applied, in a transaction of its
 // own (appendRefusal).
-func (o *Operations) refused(ctx context.Context, actor Actor, d OperationDecision, before any, why string) {
-	appendRefusal(ctx, o.trail, o.log, operationEntry(actor, d, before, nil, audit.OutcomeConflict), why)
+func (o *Operations[TTx]) refused(ctx context.Context, actor Actor, d OperationDecision, before any, why string) {
+	appendRefusal(ctx, o.db.trail, o.db.log, operationEntry(actor, d, before, nil, audit.OutcomeConflict), why)
 }
 
-// operationTx is the operation decision on a DB of transaction type TTx.
-type operationTx[TTx any] struct {
-	db     *DB[TTx]
-	runner *saga.Runner[TTx]
-}
-
-// decide runs d in one transaction. seen is the operation as read in it,
-// when it was read, for the audit entry of a refusal.
-// first, if not nil, runs first in the transaction (a bulk item's
-// outcome).
-func (o operationTx[TTx]) decide(ctx context.Context, actor Actor, d OperationDecision, first txHook) (res OperationResult, seen *sagadriver.Operation, err error) {
+// decide runs d in one transaction: the bulk item's outcome (item, if not
+// nil, first), the operation read and its version checked, the runner's
+// action, and the audit entry. seen is the operation as read in it, when
+// it was read, for the audit entry of a refusal.
+func (o *Operations[TTx]) decide(ctx context.Context, actor Actor, d OperationDecision, item *bulkItem) (res OperationResult, seen *sagadriver.Operation, err error) {
 	err = o.db.within(ctx, func(ctx context.Context, tx TTx) error {
-		if first != nil {
-			if err := first(ctx, tx); err != nil {
-				return err
-			}
+		if err := o.db.markItem(ctx, tx, item); err != nil {
+			return err
 		}
 		cur, err := o.runner.GetTx(ctx, tx, d.ID)
 		switch {
@@ -260,8 +238,6 @@ func (o operationTx[TTx]) decide(ctx context.Context, actor Actor, d OperationDe
 			return err
 		}
 		res = OperationResult{Before: ch.Before, After: ch.After}
-		// Last, just before the commit: the append serialises with every
-		// other append until this transaction ends.
 		_, err = o.db.appendTx(ctx, tx, operationEntry(actor, d, operationSnapshot(ch.Before), operationSnapshot(ch.After), audit.OutcomeApplied))
 		return err
 	})

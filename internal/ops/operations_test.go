@@ -21,6 +21,7 @@ import (
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
+	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
@@ -31,7 +32,7 @@ import (
 // workers: the jobs a decision inserts stay queued), the operation
 // decisions over it and the audit trail.
 type sagaBundle struct {
-	ops   *ops.Operations
+	ops   operationDecisions
 	trail *audit.Trail
 	// insert records op through the saga driver, as the engine does.
 	insert func(t *testing.T, op sagadriver.Operation)
@@ -58,7 +59,7 @@ var sagaBackends = map[string]func(t *testing.T) *sagaBundle{
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = riverDB.Close() })
 		trail := audit.NewSQLite(db, audit.WithKeys(testAuditKeys))
-		decisions, err := ops.SQLite(riverDB, trail)
+		decisions, err := ops.SQLite(riverDB, trail, store.NewSQLite(db), nil)
 		require.NoError(t, err)
 		b := newSagaBundle(t, riversqlite.New(riverDB), sagasqlite.New(riverDB), decisions, trail)
 		b.exec = func(t testing.TB, query string) {
@@ -77,7 +78,7 @@ var sagaBackends = map[string]func(t *testing.T) *sagaBundle{
 	"PostgreSQL": func(t *testing.T) *sagaBundle {
 		pool := pgtest.Schema(t)
 		trail := audit.NewPostgres(pool, audit.WithKeys(testAuditKeys))
-		decisions, err := ops.Postgres(pool, trail)
+		decisions, err := ops.Postgres(pool, trail, store.NewPostgres(pool), nil)
 		require.NoError(t, err)
 		b := newSagaBundle(t, riverpgxv5.New(pool), sagapgx.New(pool), decisions, trail)
 		b.exec = func(t testing.TB, query string) {
@@ -96,6 +97,13 @@ var sagaBackends = map[string]func(t *testing.T) *sagaBundle{
 }
 
 var errRollback = errors.New("roll back")
+
+// operationDecisions is an *ops.Operations of any backend's transaction
+// type.
+type operationDecisions interface {
+	Decide(ctx context.Context, actor ops.Actor, d ops.OperationDecision) (ops.OperationResult, error)
+	History(ctx context.Context, id string, limit int) ([]audit.Entry, error)
+}
 
 func newSagaBundle[TTx any](t *testing.T, rd riverdriver.Driver[TTx], sd sagadriver.Driver[TTx], db *ops.DB[TTx], trail *audit.Trail) *sagaBundle {
 	t.Helper()

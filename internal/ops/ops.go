@@ -14,7 +14,6 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/audit"
-	"github.com/unstuckhq/unstuck/internal/store"
 )
 
 // Bounds of a decision's reason (SPEC CON K4).
@@ -55,59 +54,42 @@ type recordFinder interface {
 	KeyByID(ctx context.Context, id int64) (idemdriver.Record, bool, error)
 }
 
-// Keys decides on idempotency keys: forget, confirm happened, confirm not
-// happened.
-type Keys struct {
+// Keys decides on idempotency keys of a store whose transactions are of
+// type TTx: forget, confirm happened, confirm not happened.
+type Keys[TTx any] struct {
+	db      *DB[TTx]
+	engine  *idem.Engine
 	records recordFinder
-	trail   *audit.Trail
-	log     *slog.Logger
-	// decide runs the decision in one transaction of the DB's type.
-	decide func(ctx context.Context, actor Actor, d KeyDecision, target string, found idemdriver.Record, first txHook) (KeyResult, error)
-	// tx runs a function in one transaction of the DB (bulk refusals).
-	tx txRunner
-	// tombs records the tombstone of a removed record ([Keys.SetTombstones]).
-	tombs *tombstoner
+	// stores binds the idempotency store to a decision's transaction; nil
+	// when the records are kept outside db (outside).
+	stores txStores[TTx]
+	// outside is the store of records kept outside db's transactions
+	// (idemredis, [NewKeysOnStore]); nil otherwise.
+	outside idemdriver.Store
 }
 
-// tombstoneStore records the tombstone of a key record a decision
-// removed, in the decision's transaction (store.DB.AddTombstoneTx).
-type tombstoneStore interface {
-	AddTombstoneTx(ctx context.Context, tx any, t store.Tombstone) error
+// txStores binds an idempotency store to a transaction of type TTx: the
+// *Store of idempgx (pgx.Tx), idemsqlite and idemmysql (*sql.Tx).
+type txStores[TTx any] interface {
+	Tx(tx TTx) idemdriver.Store
 }
 
-// tombstoner is where the decisions find the tombstone store, set after
-// they are built.
-type tombstoner struct{ st tombstoneStore }
-
-// SetTombstones makes each decision that removes a key record (forget,
-// confirm not happened) record its tombstone in st, in the decision's
-// transaction (SPEC K21). st must be the console's store on the decisions'
-// database. Call it before k is used; without it no tombstone is kept.
-func (k *Keys) SetTombstones(st tombstoneStore) {
-	k.tombs.st = st
-}
-
-// SetLogger makes k log there the audit entries of refused decisions it
-// failed to append; default slog.Default(). Call it before k is used.
-func (k *Keys) SetLogger(log *slog.Logger) {
-	if log != nil {
-		k.log = log
-	}
-}
-
-// NewKeys returns the key decisions of engine on db. store binds the
-// idempotency driver's primitives to a transaction of db (idempgx's or
-// idemsqlite's Store.Tx, on the database of the engine's store), so that
-// each decision's read, transition and audit entry commit together in
-// db's transaction. records finds a key record by its console ID.
-func NewKeys[TTx any](db *DB[TTx], engine *idem.Engine, store func(tx TTx) idemdriver.Store, records recordFinder) (*Keys, error) {
-	if db == nil || engine == nil || store == nil || records == nil {
+// NewKeys returns the key decisions of engine on db. stores binds the
+// idempotency driver's primitives to a transaction of db (idempgx's,
+// idemsqlite's or idemmysql's *Store, on the database of the engine's
+// store), so that each decision's read, transition, tombstone (SPEC K21)
+// and audit entry commit together in db's transaction. records finds a key
+// record by its console ID.
+func NewKeys[TTx any](db *DB[TTx], engine *idem.Engine, stores txStores[TTx], records recordFinder) (*Keys[TTx], error) {
+	if db == nil || engine == nil || stores == nil || records == nil {
 		return nil, errors.New("ops: key decisions need a database, an engine, a store and a record finder")
 	}
-	tombs := &tombstoner{}
-	kt := keyTx[TTx]{db: db, engine: engine, store: store, tombs: tombs}
-	return &Keys{records: records, trail: db.trail, log: slog.Default(), decide: kt.decide, tx: db, tombs: tombs}, nil
+	return &Keys[TTx]{db: db, engine: engine, records: records, stores: stores}, nil
 }
+
+// DB returns the database k decides on: the one its operation decisions
+// and bulk requests share.
+func (k *Keys[TTx]) DB() *DB[TTx] { return k.db }
 
 // KeyDecision is an operator's decision on one key record, as the form
 // submitted it.
@@ -164,7 +146,7 @@ func (d *KeyDecision) Validate() error {
 // refuses it if its version is not d.Version (ErrStale) or the engine's
 // rules forbid the action (ErrIllegal), applies it, and appends the audit
 // entry. A refused attempt is audited as a conflict.
-func (k *Keys) Decide(ctx context.Context, actor Actor, d KeyDecision) (KeyResult, error) {
+func (k *Keys[TTx]) Decide(ctx context.Context, actor Actor, d KeyDecision) (KeyResult, error) {
 	target := strconv.FormatInt(d.RecordID, 10)
 	if err := d.Validate(); err != nil {
 		return KeyResult{}, err
@@ -192,25 +174,26 @@ func (k *Keys) Decide(ctx context.Context, actor Actor, d KeyDecision) (KeyResul
 	return res, nil
 }
 
-// keyTx is the key decision on a DB of transaction type TTx.
-type keyTx[TTx any] struct {
-	db     *DB[TTx]
-	engine *idem.Engine
-	store  func(tx TTx) idemdriver.Store
-	tombs  *tombstoner
+// decide runs d on the record found by its ID: in one transaction of db
+// when the records are in it, else in three steps (decideOutside). item,
+// if not nil, is the bulk item whose outcome the decision sets first in
+// its transaction.
+func (k *Keys[TTx]) decide(ctx context.Context, actor Actor, d KeyDecision, target string, found idemdriver.Record, item *bulkItem) (KeyResult, error) {
+	if k.outside != nil {
+		return k.decideOutside(ctx, actor, d, target, found, item)
+	}
+	return k.decideTx(ctx, actor, d, target, found, item)
 }
 
-// decide runs d, on the record found by its ID, in one transaction.
-// first, if not nil, runs first in the transaction (a bulk item's
-// outcome).
-func (k keyTx[TTx]) decide(ctx context.Context, actor Actor, d KeyDecision, target string, found idemdriver.Record, first txHook) (res KeyResult, err error) {
+// decideTx runs d in one transaction: the bulk item's outcome, the record
+// read and its version checked, the engine's transition, the tombstone of
+// a removed record, and the audit entry.
+func (k *Keys[TTx]) decideTx(ctx context.Context, actor Actor, d KeyDecision, target string, found idemdriver.Record, item *bulkItem) (res KeyResult, err error) {
 	err = k.db.within(ctx, func(ctx context.Context, tx TTx) error {
-		if first != nil {
-			if err := first(ctx, tx); err != nil {
-				return err
-			}
+		if err := k.db.markItem(ctx, tx, item); err != nil {
+			return err
 		}
-		store := k.store(tx)
+		store := k.stores.Tx(tx)
 		cur, ok, err := store.Get(ctx, found.Ident)
 		switch {
 		case err != nil:
@@ -237,16 +220,12 @@ func (k keyTx[TTx]) decide(ctx context.Context, actor Actor, d KeyDecision, targ
 		if kept {
 			res.After = &after
 			afterState = snapshot(after)
-		} else if k.tombs.st != nil {
-			if err := k.tombs.st.AddTombstoneTx(ctx, tx, tombstone(actor, d, cur)); err != nil {
-				return err
-			}
+		} else if err := k.db.console.AddTombstoneTx(ctx, tx, tombstone(actor, d, cur)); err != nil {
+			return err
 		}
 		if d.Verification != nil {
 			afterState["verification"] = d.Verification
 		}
-		// Last, just before the commit: the append serialises with every
-		// other append until this transaction ends.
 		_, err = k.db.appendTx(ctx, tx, entry(actor, d, target, snapshot(cur), afterState, audit.OutcomeApplied))
 		return err
 	})
@@ -262,8 +241,8 @@ func RecordDenied(ctx context.Context, trail *audit.Trail, actor Actor, action, 
 }
 
 // refused audits a decision that was not applied.
-func (k *Keys) refused(ctx context.Context, actor Actor, d KeyDecision, target string, before any, why string) {
-	appendRefusal(ctx, k.trail, k.log, entry(actor, d, target, before, nil, audit.OutcomeConflict), why)
+func (k *Keys[TTx]) refused(ctx context.Context, actor Actor, d KeyDecision, target string, before any, why string) {
+	appendRefusal(ctx, k.db.trail, k.db.log, entry(actor, d, target, before, nil, audit.OutcomeConflict), why)
 }
 
 // appendRefusal appends e, a refused decision's entry, with why after its
@@ -311,19 +290,19 @@ func mustJSON(v any) json.RawMessage {
 }
 
 // Denied audits an attempt the authorization refused.
-func (k *Keys) Denied(ctx context.Context, actor Actor, action, targetKind, targetID string) error {
-	return RecordDenied(ctx, k.trail, actor, action, targetKind, targetID)
+func (k *Keys[TTx]) Denied(ctx context.Context, actor Actor, action, targetKind, targetID string) error {
+	return RecordDenied(ctx, k.db.trail, actor, action, targetKind, targetID)
 }
 
 // History returns the audit entries of one key record, newest first.
-func (k *Keys) History(ctx context.Context, recordID int64, limit int) ([]audit.Entry, error) {
-	return k.trail.History(ctx, "key", strconv.FormatInt(recordID, 10), limit)
+func (k *Keys[TTx]) History(ctx context.Context, recordID int64, limit int) ([]audit.Entry, error) {
+	return k.db.trail.History(ctx, "key", strconv.FormatInt(recordID, 10), limit)
 }
 
 // ResponseViewed audits that actor was shown a key's stored response: a
 // read of possibly personal data (SPEC CON K7).
-func (k *Keys) ResponseViewed(ctx context.Context, actor Actor, recordID int64) error {
-	_, err := k.trail.Append(ctx, audit.Entry{Actor: actor.Username, Role: actor.Role, Action: "key.view_response", TargetKind: "key",
+func (k *Keys[TTx]) ResponseViewed(ctx context.Context, actor Actor, recordID int64) error {
+	_, err := k.db.trail.Append(ctx, audit.Entry{Actor: actor.Username, Role: actor.Role, Action: "key.view_response", TargetKind: "key",
 		TargetID: strconv.FormatInt(recordID, 10), Reason: "stored response shown on the key's page", Outcome: audit.OutcomeRead,
 		RequestID: actor.RequestID, ClientAddr: actor.ClientAddr, UserAgent: actor.UserAgent})
 	return err

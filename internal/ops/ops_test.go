@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -36,7 +37,9 @@ type bundle struct {
 	// records reads the engine's records, as the console does.
 	records idemdriver.Admin
 	trail   *audit.Trail
-	keys    *ops.Keys
+	keys    keyDecisions
+	// newBulks returns the bulk decisions of keys, listed with keyList.
+	newBulks func(keyList keyIterator, cfg ops.BulkConfig) (bulkDecisions, error)
 	// exec runs a statement on the test's own database, as its owner;
 	// names runs a query of one text column there.
 	exec  func(t testing.TB, query string)
@@ -48,10 +51,12 @@ type bundle struct {
 // backend is a migrated-to-be database: the engine's store, the console's
 // store, the trail, and the key decisions of an engine on it.
 type backend struct {
-	store   idemdriver.Store
-	db      *store.DB
-	trail   *audit.Trail
-	newKeys func(engine *idem.Engine) (*ops.Keys, error)
+	store idemdriver.Store
+	db    *store.DB
+	trail *audit.Trail
+	// newKeys returns the key decisions of engine, logging to log, and
+	// how bulk decisions of them are made.
+	newKeys func(engine *idem.Engine, log *slog.Logger) (keyDecisions, func(keyIterator, ops.BulkConfig) (bulkDecisions, error), error)
 	exec    func(t testing.TB, query string)
 	names   func(t testing.TB, query string) []string
 }
@@ -66,12 +71,12 @@ var backends = map[string]func(t testing.TB) backend{
 		t.Cleanup(func() { _ = imm.Close() })
 		s, cdb, trail := idemsqlite.New(db), store.NewSQLite(db), audit.NewSQLite(db, audit.WithKeys(testAuditKeys))
 		return backend{store: s, db: cdb, trail: trail,
-			newKeys: func(engine *idem.Engine) (*ops.Keys, error) {
-				d, err := ops.SQLite(imm, trail)
+			newKeys: func(engine *idem.Engine, log *slog.Logger) (keyDecisions, func(keyIterator, ops.BulkConfig) (bulkDecisions, error), error) {
+				d, err := ops.SQLite(imm, trail, cdb, log)
 				if err != nil {
-					return nil, err
+					return nil, nil, err
 				}
-				return ops.NewKeys(d, engine, s.Tx, s)
+				return keysOf(ops.NewKeys(d, engine, s, s))(cdb)
 			},
 			exec: func(t testing.TB, query string) {
 				t.Helper()
@@ -86,12 +91,12 @@ var backends = map[string]func(t testing.TB) backend{
 		t.Cleanup(func() { _ = db.Close() })
 		s, cdb, trail := idemmysql.New(db), store.NewMySQL(db), audit.NewMySQL(db, audit.WithKeys(testAuditKeys))
 		return backend{store: s, db: cdb, trail: trail,
-			newKeys: func(engine *idem.Engine) (*ops.Keys, error) {
-				d, err := ops.MySQL(db, trail)
+			newKeys: func(engine *idem.Engine, log *slog.Logger) (keyDecisions, func(keyIterator, ops.BulkConfig) (bulkDecisions, error), error) {
+				d, err := ops.MySQL(db, trail, cdb, log)
 				if err != nil {
-					return nil, err
+					return nil, nil, err
 				}
-				return ops.NewKeys(d, engine, s.Tx, s)
+				return keysOf(ops.NewKeys(d, engine, s, s))(cdb)
 			},
 			exec: func(t testing.TB, query string) {
 				t.Helper()
@@ -104,12 +109,12 @@ var backends = map[string]func(t testing.TB) backend{
 		pool := pgtest.Schema(t)
 		s, cdb, trail := idempgx.New(pool), store.NewPostgres(pool), audit.NewPostgres(pool, audit.WithKeys(testAuditKeys))
 		return backend{store: s, db: cdb, trail: trail,
-			newKeys: func(engine *idem.Engine) (*ops.Keys, error) {
-				d, err := ops.Postgres(pool, trail)
+			newKeys: func(engine *idem.Engine, log *slog.Logger) (keyDecisions, func(keyIterator, ops.BulkConfig) (bulkDecisions, error), error) {
+				d, err := ops.Postgres(pool, trail, cdb, log)
 				if err != nil {
-					return nil, err
+					return nil, nil, err
 				}
-				return ops.NewKeys(d, engine, s.Tx, s)
+				return keysOf(ops.NewKeys(d, engine, s, s))(cdb)
 			},
 			exec: func(t testing.TB, query string) {
 				t.Helper()
@@ -129,7 +134,58 @@ var testAuditKeys = func() *audit.Keyring {
 	return k
 }()
 
+// keyDecisions is an *ops.Keys of any backend's transaction type.
+type keyDecisions interface {
+	Decide(ctx context.Context, actor ops.Actor, d ops.KeyDecision) (ops.KeyResult, error)
+	History(ctx context.Context, recordID int64, limit int) ([]audit.Entry, error)
+}
+
+// bulkDecisions is an *ops.Bulks of any backend's transaction type.
+type bulkDecisions interface {
+	Approve(ctx context.Context, actor ops.Actor, id int64, reason string) (store.Bulk, error)
+	Reject(ctx context.Context, actor ops.Actor, id int64, reason string) (store.Bulk, error)
+	Cancel(ctx context.Context, actor ops.Actor, id int64, isAdmin bool) (store.Bulk, error)
+	Pause(ctx context.Context, actor ops.Actor, id int64, isAdmin bool) (store.Bulk, error)
+	Resume(ctx context.Context, actor ops.Actor, id int64, isAdmin bool) (store.Bulk, error)
+	Config() ops.BulkConfig
+	Drift(ctx context.Context, actor ops.Actor, req store.Bulk, spec ops.BulkSpec) (int64, bool, error)
+	Preview(ctx context.Context, spec ops.BulkSpec) (ops.BulkPreview, error)
+	Freeze(ctx context.Context, actor ops.Actor, spec ops.BulkSpec) (store.Bulk, ops.BulkPreview, error)
+	Submit(ctx context.Context, actor ops.Actor, id int64, reason string, confirmCount int64) (store.Bulk, error)
+	Request(ctx context.Context, actor ops.Actor, spec ops.BulkSpec, reason string, confirmCount int64) (store.Bulk, ops.BulkPreview, error)
+	Get(ctx context.Context, id int64) (store.Bulk, bool, error)
+	List(ctx context.Context, status string, limit int) ([]store.Bulk, error)
+	Items(ctx context.Context, id int64, outcome string, after, limit int) ([]store.BulkItem, error)
+	Waiting(ctx context.Context) (int64, error)
+	Run(ctx context.Context, id int64, slice time.Duration) (bool, error)
+	SetNow(now func() time.Time)
+}
+
+// keyIterator reads the key records a filter selects.
+type keyIterator interface {
+	EachKey(ctx context.Context, f idemdriver.KeyFilter, batch int, fn func([]idemdriver.Record) error) error
+}
+
+// keysOf returns, for the console store cdb, keys and how bulk decisions
+// of them are made, listing with a key iterator.
+func keysOf[TTx any](keys *ops.Keys[TTx], err error) func(cdb *store.DB) (keyDecisions, func(keyIterator, ops.BulkConfig) (bulkDecisions, error), error) {
+	return func(cdb *store.DB) (keyDecisions, func(keyIterator, ops.BulkConfig) (bulkDecisions, error), error) {
+		if err != nil {
+			return nil, nil, err
+		}
+		return keys, func(keyList keyIterator, cfg ops.BulkConfig) (bulkDecisions, error) {
+			return ops.NewBulks(ops.BulkParts[TTx]{Store: cdb, Keys: keys, KeyList: keyList}, cfg)
+		}, nil
+	}
+}
+
 func setup(t testing.TB, newBackend func(t testing.TB) backend) bundle {
+	t.Helper()
+	return setupLogged(t, newBackend, nil)
+}
+
+// setupLogged is setup with the decisions logging to log.
+func setupLogged(t testing.TB, newBackend func(t testing.TB) backend, log *slog.Logger) bundle {
 	t.Helper()
 	ctx := context.Background()
 	be := newBackend(t)
@@ -138,9 +194,9 @@ func setup(t testing.TB, newBackend func(t testing.TB) backend) bundle {
 	require.NoError(t, be.trail.Migrate(ctx))
 	e, err := idem.New(be.store, idem.WithSecret([]byte("ops-test-secret-0123456789abcdefgh")))
 	require.NoError(t, err)
-	keys, err := be.newKeys(e)
+	keys, newBulks, err := be.newKeys(e, log)
 	require.NoError(t, err)
-	return bundle{engine: e, db: be.db, records: be.store.(idemdriver.Admin), trail: be.trail, keys: keys, exec: be.exec, names: be.names, dialect: be.trail.Dialect()}
+	return bundle{engine: e, db: be.db, records: be.store.(idemdriver.Admin), trail: be.trail, keys: keys, newBulks: newBulks, exec: be.exec, names: be.names, dialect: be.trail.Dialect()}
 }
 
 // sqlNames runs query on db and returns its one text column.
@@ -354,9 +410,8 @@ func TestKeyDecisionAndItsEntryCommitTogether(t *testing.T) {
 // the reason (never dropped with _ =).
 func TestRefusalAuditFailureIsLogged(t *testing.T) {
 	t.Parallel()
-	b := setup(t, backends["SQLite"])
 	var buf bytes.Buffer
-	b.keys.SetLogger(slog.New(slog.NewJSONHandler(&buf, nil)))
+	b := setupLogged(t, backends["SQLite"], slog.New(slog.NewJSONHandler(&buf, nil)))
 	rec := pending(t, b, "k-refusal-log")
 	reason := "an outdated page was open, secret-ish words"
 	// A stale version is refused; the trail refuses an entry without an
@@ -367,4 +422,19 @@ func TestRefusalAuditFailureIsLogged(t *testing.T) {
 	require.Contains(t, buf.String(), "the audit entry of a refused decision was not appended")
 	require.Contains(t, buf.String(), `"target_id":"`+fmt.Sprint(rec.ID)+`"`)
 	require.NotContains(t, buf.String(), reason, "no reason in the logs")
+}
+
+// TestDecisionsRefuseAnotherDialect: the console store of a DB is of the
+// DB's dialect, so that its typed statements run in the DB's transactions.
+func TestDecisionsRefuseAnotherDialect(t *testing.T) {
+	t.Parallel()
+	db, err := idemsqlite.Open(filepath.Join(t.TempDir(), "dialect.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	_, err = ops.SQLite(db, audit.NewSQLite(db), store.NewMySQL(db), nil)
+	require.Error(t, err, "a MySQL console store under SQLite decisions")
+	_, err = ops.MySQL(db, audit.NewMySQL(db), store.NewSQLite(db), nil)
+	require.Error(t, err, "a SQLite console store under MySQL decisions")
+	_, err = ops.SQLite(db, audit.NewSQLite(db), store.NewSQLite(db), nil)
+	require.NoError(t, err)
 }

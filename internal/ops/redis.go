@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 
 	"github.com/unstuckhq/unstuck/idem"
@@ -53,21 +52,13 @@ var testHookAfterIntent func() error
 // should the record change between the claim and the compare-and-swap (an
 // operator's decision on the same record in those milliseconds), the item
 // reads applied while the trail shows the conflict.
-func NewKeysOnStore[TTx any](db *DB[TTx], engine *idem.Engine, s idemdriver.Store, records recordFinder) (*Keys, error) {
+func NewKeysOnStore[TTx any](db *DB[TTx], engine *idem.Engine, s idemdriver.Store, records recordFinder) (*Keys[TTx], error) {
 	if db == nil || engine == nil || s == nil || records == nil {
 		return nil, errors.New("ops: key decisions need a database, an engine, a store and a record finder")
 	}
-	k := storeKeys[TTx]{db: db, engine: engine, store: s}
 	// No tombstones: the record is removed outside the decisions'
 	// database; its page finds the decision in the audit trail.
-	return &Keys{records: records, trail: db.trail, log: slog.Default(), decide: k.decide, tx: db, tombs: &tombstoner{}}, nil
-}
-
-// storeKeys decides on keys of a store outside db's transactions.
-type storeKeys[TTx any] struct {
-	db     *DB[TTx]
-	engine *idem.Engine
-	store  idemdriver.Store
+	return &Keys[TTx]{db: db, engine: engine, records: records, outside: s}, nil
 }
 
 // intentAfter is the After of an intent entry: what the decision will do.
@@ -76,7 +67,10 @@ type intentAfter struct {
 	ExternalRef string              `json:"external_ref,omitempty"`
 }
 
-func (k storeKeys[TTx]) decide(ctx context.Context, actor Actor, d KeyDecision, target string, found idemdriver.Record, first txHook) (KeyResult, error) {
+// decideOutside runs d on found, a record of k.outside, in the three steps
+// of [NewKeysOnStore]. item, if not nil, is the bulk item whose outcome
+// the intent's transaction sets first, claiming it.
+func (k *Keys[TTx]) decideOutside(ctx context.Context, actor Actor, d KeyDecision, target string, found idemdriver.Record, item *bulkItem) (KeyResult, error) {
 	if found.Version != d.Version {
 		return KeyResult{}, ErrStale
 	}
@@ -88,10 +82,8 @@ func (k storeKeys[TTx]) decide(ctx context.Context, actor Actor, d KeyDecision, 
 	}
 	var intent audit.Entry
 	err := k.db.within(ctx, func(ctx context.Context, tx TTx) error {
-		if first != nil {
-			if err := first(ctx, tx); err != nil {
-				return err
-			}
+		if err := k.db.markItem(ctx, tx, item); err != nil {
+			return err
 		}
 		var err error
 		intent, err = k.db.appendTx(ctx, tx, entry(actor, d, target, snapshot(found),
@@ -108,9 +100,9 @@ func (k storeKeys[TTx]) decide(ctx context.Context, actor Actor, d KeyDecision, 
 	}
 	// The outcome is written whatever happens to the request now.
 	ctx = context.WithoutCancel(ctx)
-	after, kept, err := k.engine.Settle(ctx, k.store, found, d.Action, d.ExternalRef, d.Reason)
+	after, kept, err := k.engine.Settle(ctx, k.outside, found, d.Action, d.ExternalRef, d.Reason)
 	switch {
-	case errors.Is(err, idemdriver.ErrStale) && first != nil:
+	case errors.Is(err, idemdriver.ErrStale) && item != nil:
 		// A bulk item claimed with the intent: its refusal cannot be
 		// marked any more, so the conflict is audited here, naming the
 		// intent.

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"crypto/rand"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"path/filepath"
@@ -29,7 +30,7 @@ type redisBundle struct {
 	store   *idemredis.Store
 	engine  *idem.Engine
 	trail   *audit.Trail
-	keys    *Keys
+	keys    *Keys[*sql.Tx]
 	console *store.DB
 }
 
@@ -53,12 +54,12 @@ func newRedisBundle(t *testing.T) redisBundle {
 	imm, err := OpenImmediate(ctx, db)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = imm.Close() })
-	d, err := SQLite(imm, trail)
+	cdb := store.NewSQLite(db)
+	require.NoError(t, cdb.Migrate(ctx))
+	d, err := SQLite(imm, trail, cdb, nil)
 	require.NoError(t, err)
 	keys, err := NewKeysOnStore(d, engine, s, s)
 	require.NoError(t, err)
-	cdb := store.NewSQLite(db)
-	require.NoError(t, cdb.Migrate(ctx))
 	return redisBundle{store: s, engine: engine, trail: trail, keys: keys, console: cdb}
 }
 
@@ -205,7 +206,7 @@ func TestRedisBulkForget(t *testing.T) {
 	ctx := t.Context()
 	a, err := ParseApproval("none")
 	require.NoError(t, err)
-	bulks, err := NewBulks(b.console, b.keys, b.store, nil, nil, BulkConfig{Approval: a, Batch: 7})
+	bulks, err := NewBulks(BulkParts[*sql.Tx]{Store: b.console, Keys: b.keys, KeyList: b.store}, BulkConfig{Approval: a, Batch: 7})
 	require.NoError(t, err)
 	const n = 12
 	recs := make([]idemdriver.Record, n)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -76,56 +75,69 @@ func (VerifyAwaitArgs) InsertOpts() river.InsertOpts {
 }
 
 // Verifications requests verifications of keys and applies their answers.
-type Verifications struct {
-	keys    *Keys
-	trail   *audit.Trail
-	log     *slog.Logger
-	request func(ctx context.Context, args idemriver.VerifyArgs, e audit.Entry, first txHook) (entry audit.Entry, jobID int64, duplicate bool, err error)
-	jobGet  func(ctx context.Context, id int64) (*rivertype.JobRow, error)
-	enqueue func(ctx context.Context, args VerifyAwaitArgs) error
-	now     func() time.Time
+type Verifications[TTx any] struct {
+	keys *Keys[TTx]
+	// jobs inserts the applications' verification jobs and reads their
+	// answers.
+	jobs verifyJobs[TTx]
+	// awaits inserts the console's own waits for the answers.
+	awaits Enqueuer
+	now    func() time.Time
 }
 
-// NewVerifications returns the verifications of keys' records, whose jobs
-// client (an insert-only client on the applications' River tables, on
-// db's database) inserts in db's transactions.
-func NewVerifications[TTx any](db *DB[TTx], keys *Keys, client *river.Client[TTx]) (*Verifications, error) {
-	if db == nil || keys == nil || client == nil {
-		return nil, errors.New("ops: verifications need a database, the key decisions and a River client")
+// verifyJobs inserts the applications' verification jobs in a decision's
+// transaction and reads their answers: a *river.Client[TTx] on their
+// River tables.
+type verifyJobs[TTx any] interface {
+	InsertTx(ctx context.Context, tx TTx, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
+	JobGet(ctx context.Context, id int64) (*rivertype.JobRow, error)
+}
+
+// Enqueuer inserts a job on the console's own River tables: a
+// *river.Client on them. An insert-only client (no Workers, no Queues)
+// will do, built before the client whose workers run the jobs, so that
+// those workers and what enqueues their jobs are built in one pass.
+type Enqueuer interface {
+	Insert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
+}
+
+// NewVerifications returns the verifications of keys' records. jobs (an
+// insert-only client on the applications' River tables, on the database
+// of keys' decisions) inserts their jobs in the decisions' transactions;
+// awaits inserts the console's own jobs (VerifyAwaitArgs) that wait for
+// each answer and apply it ([Verifications.Await]).
+func NewVerifications[TTx any](keys *Keys[TTx], jobs verifyJobs[TTx], awaits Enqueuer) (*Verifications[TTx], error) {
+	if keys == nil || jobs == nil || awaits == nil {
+		return nil, errors.New("ops: verifications need the key decisions, a River client of the applications' jobs and one of the console's")
 	}
-	v := &Verifications{keys: keys, trail: db.trail, log: slog.Default(), now: time.Now, jobGet: client.JobGet}
-	v.request = func(ctx context.Context, args idemriver.VerifyArgs, e audit.Entry, first txHook) (entry audit.Entry, jobID int64, duplicate bool, err error) {
-		err = db.within(ctx, func(ctx context.Context, tx TTx) error {
-			if first != nil {
-				if err := first(ctx, tx); err != nil {
-					return err
-				}
-			}
-			res, err := client.InsertTx(ctx, tx, args, nil)
-			if err != nil {
-				return fmt.Errorf("insert the verification job: %w", err)
-			}
-			jobID, duplicate = res.Job.ID, res.UniqueSkippedAsDuplicate
-			e.After = mustJSON(map[string]any{"job_id": jobID, "queue": idemriver.VerifyQueue, "already_requested": duplicate})
-			entry, err = db.appendTx(ctx, tx, e)
+	return &Verifications[TTx]{keys: keys, jobs: jobs, awaits: awaits, now: time.Now}, nil
+}
+
+// insertRequest inserts args, the applications' verification job, and
+// appends e, the request's audit entry, in one transaction, which sets
+// item's outcome first when it is not nil (a bulk item).
+func (v *Verifications[TTx]) insertRequest(ctx context.Context, args idemriver.VerifyArgs, e audit.Entry, item *bulkItem) (entry audit.Entry, jobID int64, duplicate bool, err error) {
+	db := v.keys.db
+	err = db.within(ctx, func(ctx context.Context, tx TTx) error {
+		if err := db.markItem(ctx, tx, item); err != nil {
 			return err
-		})
-		return entry, jobID, duplicate, err
-	}
-	return v, nil
+		}
+		res, err := v.jobs.InsertTx(ctx, tx, args, nil)
+		if err != nil {
+			return fmt.Errorf("insert the verification job: %w", err)
+		}
+		jobID, duplicate = res.Job.ID, res.UniqueSkippedAsDuplicate
+		e.After = mustJSON(map[string]any{"job_id": jobID, "queue": idemriver.VerifyQueue, "already_requested": duplicate})
+		entry, err = db.appendTx(ctx, tx, e)
+		return err
+	})
+	return entry, jobID, duplicate, err
 }
 
-// SetLogger sets where failures to apply an answer are logged.
-func (v *Verifications) SetLogger(log *slog.Logger) {
-	if log != nil {
-		v.log = log
-	}
-}
-
-// SetEnqueue sets how the console's own job that waits for an answer is
-// inserted (on the console's River tables). Call it before Request.
-func (v *Verifications) SetEnqueue(fn func(ctx context.Context, args VerifyAwaitArgs) error) {
-	v.enqueue = fn
+// enqueue inserts the console's wait for a verification's answer.
+func (v *Verifications[TTx]) enqueue(ctx context.Context, a VerifyAwaitArgs) error {
+	_, err := v.awaits.Insert(ctx, a, nil)
+	return err
 }
 
 // Verifiable says why r cannot be verified, "" when it can: only a record
@@ -145,13 +157,13 @@ func Verifiable(r idemdriver.Record) string {
 // actor with reason: the request's audit entry and the applications' job
 // commit together; the answer is applied when it comes. The same request
 // twice (or by two operators) while the first waits is one job.
-func (v *Verifications) Request(ctx context.Context, actor Actor, id, version int64, reason string) (audit.Entry, error) {
-	return v.requestFirst(ctx, actor, id, version, reason, nil)
+func (v *Verifications[TTx]) Request(ctx context.Context, actor Actor, id, version int64, reason string) (audit.Entry, error) {
+	return v.request(ctx, actor, id, version, reason, nil)
 }
 
-// requestFirst is Request, running first in its transaction (a bulk
-// item's outcome) when not nil.
-func (v *Verifications) requestFirst(ctx context.Context, actor Actor, id, version int64, reason string, first txHook) (audit.Entry, error) {
+// request is Request, setting item's outcome first in its transaction
+// when it is not nil (a bulk item).
+func (v *Verifications[TTx]) request(ctx context.Context, actor Actor, id, version int64, reason string, item *bulkItem) (audit.Entry, error) {
 	reason, err := validReason("reason", reason)
 	if err != nil {
 		return audit.Entry{}, err
@@ -176,9 +188,9 @@ func (v *Verifications) requestFirst(ctx context.Context, actor Actor, id, versi
 		CorrelationID: r.CorrelationID, ExternalRef: r.ExternalRef, ResourceIDs: r.ResourceIDs, Fence: r.Fence, Attempt: r.Attempts,
 		FirstSeenAt: r.CreatedAt, RequestedBy: actor.Username}
 	target := strconv.FormatInt(id, 10)
-	e, jobID, duplicate, err := v.request(ctx, args, audit.Entry{Actor: actor.Username, Role: actor.Role, Action: verifyAction, TargetKind: "key",
+	e, jobID, duplicate, err := v.insertRequest(ctx, args, audit.Entry{Actor: actor.Username, Role: actor.Role, Action: verifyAction, TargetKind: "key",
 		TargetID: target, Reason: reason, Before: mustJSON(snapshot(r)), Outcome: OutcomeRequested,
-		RequestID: actor.RequestID, ClientAddr: actor.ClientAddr, UserAgent: actor.UserAgent}, first)
+		RequestID: actor.RequestID, ClientAddr: actor.ClientAddr, UserAgent: actor.UserAgent}, item)
 	if err != nil {
 		return audit.Entry{}, fmt.Errorf("ops: verify key %d: %w", id, err)
 	}
@@ -189,12 +201,9 @@ func (v *Verifications) requestFirst(ctx context.Context, actor Actor, id, versi
 	}
 	await := VerifyAwaitArgs{JobID: jobID, RecordID: id, Version: version, RequestSeq: e.Seq, Actor: actor.Username, Role: actor.Role,
 		Reason: reason, RequestedAt: now}
-	if v.enqueue == nil {
-		return e, errors.New("ops: no River client applies verification answers")
-	}
 	if err := v.enqueue(ctx, await); err != nil {
 		// The request stands; Resume finds it at the next start.
-		v.log.ErrorContext(ctx, "ops: the wait for a verification's answer was not enqueued", "record_id", id, "request_seq", e.Seq, "error", err.Error())
+		v.keys.db.log.ErrorContext(ctx, "ops: the wait for a verification's answer was not enqueued", "record_id", id, "request_seq", e.Seq, "error", err.Error())
 	}
 	return e, nil
 }
@@ -203,8 +212,8 @@ func (v *Verifications) requestFirst(ctx context.Context, actor Actor, id, versi
 func requestID(seq int64) string { return "verify-" + strconv.FormatInt(seq, 10) }
 
 // answered reports whether the request of a has its answer in the trail.
-func (v *Verifications) answered(ctx context.Context, a VerifyAwaitArgs) (bool, error) {
-	hist, err := v.trail.History(ctx, "key", strconv.FormatInt(a.RecordID, 10), audit.MaxLimit)
+func (v *Verifications[TTx]) answered(ctx context.Context, a VerifyAwaitArgs) (bool, error) {
+	hist, err := v.keys.db.trail.History(ctx, "key", strconv.FormatInt(a.RecordID, 10), audit.MaxLimit)
 	if err != nil {
 		return false, err
 	}
@@ -221,7 +230,7 @@ func (v *Verifications) answered(ctx context.Context, a VerifyAwaitArgs) (bool, 
 // request; after that, or when the job failed or is gone, the answer is
 // "unknown" with why. An answer is applied once: a second run finds it in
 // the trail.
-func (v *Verifications) Await(ctx context.Context, a VerifyAwaitArgs) error {
+func (v *Verifications[TTx]) Await(ctx context.Context, a VerifyAwaitArgs) error {
 	done, err := v.answered(ctx, a)
 	if err != nil || done {
 		return err
@@ -237,9 +246,9 @@ func (v *Verifications) Await(ctx context.Context, a VerifyAwaitArgs) error {
 }
 
 // answer reads the answer of a's job; ok is false while it has none yet.
-func (v *Verifications) answer(ctx context.Context, a VerifyAwaitArgs) (idemriver.VerifyAnswer, bool, error) {
+func (v *Verifications[TTx]) answer(ctx context.Context, a VerifyAwaitArgs) (idemriver.VerifyAnswer, bool, error) {
 	late := v.now().Sub(a.RequestedAt) > verifyDeadline
-	row, err := v.jobGet(ctx, a.JobID)
+	row, err := v.jobs.JobGet(ctx, a.JobID)
 	switch {
 	case errors.Is(err, river.ErrNotFound):
 		return idemriver.VerifyAnswer{Verdict: idemriver.AnswerUnknown, Error: "the verification job is gone", At: v.now().UTC()}, true, nil
@@ -266,7 +275,7 @@ func (v *Verifications) answer(ctx context.Context, a VerifyAwaitArgs) (idemrive
 // apply decides on a's record from ans: happened and did not happen are
 // the operator's decisions via the verifier; anything else, or a record
 // that changed since the request, is a finding.
-func (v *Verifications) apply(ctx context.Context, a VerifyAwaitArgs, ans idemriver.VerifyAnswer) error {
+func (v *Verifications[TTx]) apply(ctx context.Context, a VerifyAwaitArgs, ans idemriver.VerifyAnswer) error {
 	actor := Actor{Username: a.Actor, Role: a.Role, RequestID: requestID(a.RequestSeq)}
 	via := " — via verifier " + ans.Verifier
 	d := KeyDecision{RecordID: a.RecordID, Version: a.Version, Reason: a.Reason + via, Verification: &ans}
@@ -292,7 +301,7 @@ func (v *Verifications) apply(ctx context.Context, a VerifyAwaitArgs, ans idemri
 }
 
 // finding appends ans as a finding on a's record.
-func (v *Verifications) finding(ctx context.Context, actor Actor, a VerifyAwaitArgs, ans idemriver.VerifyAnswer, note string) error {
+func (v *Verifications[TTx]) finding(ctx context.Context, actor Actor, a VerifyAwaitArgs, ans idemriver.VerifyAnswer, note string) error {
 	reason := a.Reason + " — verifier answered " + ans.Verdict
 	if ans.Verifier == "" {
 		reason = a.Reason + " — verification: " + ans.Verdict
@@ -306,7 +315,7 @@ func (v *Verifications) finding(ctx context.Context, actor Actor, a VerifyAwaitA
 	if note != "" {
 		reason += " (" + note + ")"
 	}
-	_, err := v.trail.Append(ctx, audit.Entry{Actor: actor.Username, Role: actor.Role, Action: verifyAction, TargetKind: "key",
+	_, err := v.keys.db.trail.Append(ctx, audit.Entry{Actor: actor.Username, Role: actor.Role, Action: verifyAction, TargetKind: "key",
 		TargetID: strconv.FormatInt(a.RecordID, 10), Reason: cut(reason, maxEntryReason), After: mustJSON(map[string]any{"verification": ans}),
 		Outcome: OutcomeFinding, RequestID: actor.RequestID})
 	return err
@@ -331,13 +340,10 @@ func cut(s string, n int) string {
 // Resume enqueues again the wait of every verification requested in the
 // last verifyDeadline whose answer is not in the trail (a console stopped
 // between a request and its wait), so that every answer is applied.
-func (v *Verifications) Resume(ctx context.Context) error {
-	if v.enqueue == nil {
-		return errors.New("ops: no River client applies verification answers")
-	}
+func (v *Verifications[TTx]) Resume(ctx context.Context) error {
 	var after int64
 	for {
-		page, next, err := v.trail.List(ctx, audit.Filter{Action: verifyAction, Outcome: OutcomeRequested, From: v.now().Add(-verifyDeadline - time.Hour),
+		page, next, err := v.keys.db.trail.List(ctx, audit.Filter{Action: verifyAction, Outcome: OutcomeRequested, From: v.now().Add(-verifyDeadline - time.Hour),
 			After: after, Limit: audit.MaxLimit})
 		if err != nil {
 			return fmt.Errorf("ops: resume verifications: %w", err)
@@ -396,7 +402,7 @@ type keyLister interface {
 // Reconcile requests the verification of up to cfg.Batch keys as cfg says,
 // as ReconcileActor, and returns how many it requested. Their answers are
 // applied as an operator's request's are.
-func (v *Verifications) Reconcile(ctx context.Context, keys keyLister, cfg ReconcileConfig) (int, error) {
+func (v *Verifications[TTx]) Reconcile(ctx context.Context, keys keyLister, cfg ReconcileConfig) (int, error) {
 	if cfg.After <= 0 || cfg.Batch <= 0 {
 		return 0, nil
 	}
@@ -441,8 +447,8 @@ func (v *Verifications) Reconcile(ctx context.Context, keys keyLister, cfg Recon
 
 // verifiedSince reports whether record id has a verification (a request
 // or a finding) in the trail since t.
-func (v *Verifications) verifiedSince(ctx context.Context, id int64, t time.Time) (bool, error) {
-	hist, err := v.trail.History(ctx, "key", strconv.FormatInt(id, 10), 20)
+func (v *Verifications[TTx]) verifiedSince(ctx context.Context, id int64, t time.Time) (bool, error) {
+	hist, err := v.keys.db.trail.History(ctx, "key", strconv.FormatInt(id, 10), 20)
 	if err != nil {
 		return false, err
 	}
@@ -478,7 +484,7 @@ type VerifyReportItem struct {
 
 // VerifyReport returns, for up to limit keys of bulk verification req
 // whose request was made, where each answer stands, from the trail.
-func (b *Bulks) VerifyReport(ctx context.Context, req store.Bulk, limit int) ([]VerifyReportItem, error) {
+func (b *Bulks[TTx]) VerifyReport(ctx context.Context, req store.Bulk, limit int) ([]VerifyReportItem, error) {
 	if req.Kind != BulkKeys || req.Action != BulkVerify {
 		return nil, nil
 	}
@@ -488,7 +494,7 @@ func (b *Bulks) VerifyReport(ctx context.Context, req store.Bulk, limit int) ([]
 	}
 	out := make([]VerifyReportItem, 0, len(items))
 	for _, it := range items {
-		hist, err := b.trail.History(ctx, "key", it.TargetID, 50)
+		hist, err := b.db.trail.History(ctx, "key", it.TargetID, 50)
 		if err != nil {
 			return nil, err
 		}

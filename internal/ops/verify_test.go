@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"path/filepath"
 	"strconv"
@@ -20,13 +21,14 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemriver"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/audit"
+	"github.com/unstuckhq/unstuck/internal/store"
 )
 
 // verifyBundle is the verifications of keys on an SQLite file, with the
 // applications' verification jobs answered by hand (jobs).
 type verifyBundle struct {
-	v       *Verifications
-	keys    *Keys
+	v       *Verifications[*sql.Tx]
+	keys    *Keys[*sql.Tx]
 	store   *idemsqlite.Store
 	trail   *audit.Trail
 	engine  *idem.Engine
@@ -55,27 +57,39 @@ func newVerifyBundle(t *testing.T) *verifyBundle {
 	require.NoError(t, err)
 	engine, err := idem.New(s, idem.WithSecret([]byte("verify-test-secret-0123456789abcdefgh")))
 	require.NoError(t, err)
-	dec, err := SQLite(imm, trail)
+	cdb := store.NewSQLite(db)
+	require.NoError(t, cdb.Migrate(ctx))
+	dec, err := SQLite(imm, trail, cdb, nil)
 	require.NoError(t, err)
-	keys, err := NewKeys(dec, engine, s.Tx, s)
+	keys, err := NewKeys(dec, engine, s, s)
 	require.NoError(t, err)
 	client, err := river.NewClient(riversqlite.New(imm), &river.Config{})
 	require.NoError(t, err)
-	v, err := NewVerifications(dec, keys, client)
+	b := &verifyBundle{keys: keys, store: s, trail: trail, engine: engine, jobs: map[int64]*rivertype.JobRow{}}
+	b.v, err = NewVerifications(keys, answeredJobs{client, b}, awaitRecorder{b})
 	require.NoError(t, err)
-	b := &verifyBundle{v: v, keys: keys, store: s, trail: trail, engine: engine, jobs: map[int64]*rivertype.JobRow{}}
-	real := v.jobGet
-	v.jobGet = func(ctx context.Context, id int64) (*rivertype.JobRow, error) {
-		if row, ok := b.jobs[id]; ok {
-			return row, nil
-		}
-		return real(ctx, id)
-	}
-	v.SetEnqueue(func(_ context.Context, a VerifyAwaitArgs) error {
-		b.enqueue = append(b.enqueue, a)
-		return nil
-	})
 	return b
+}
+
+// answeredJobs is client with the jobs answered by hand in b.jobs.
+type answeredJobs struct {
+	*river.Client[*sql.Tx]
+	b *verifyBundle
+}
+
+func (j answeredJobs) JobGet(ctx context.Context, id int64) (*rivertype.JobRow, error) {
+	if row, ok := j.b.jobs[id]; ok {
+		return row, nil
+	}
+	return j.Client.JobGet(ctx, id)
+}
+
+// awaitRecorder records the waits for answers in b.enqueue.
+type awaitRecorder struct{ b *verifyBundle }
+
+func (r awaitRecorder) Insert(_ context.Context, args river.JobArgs, _ *river.InsertOpts) (*rivertype.JobInsertResult, error) {
+	r.b.enqueue = append(r.b.enqueue, args.(VerifyAwaitArgs))
+	return &rivertype.JobInsertResult{Job: &rivertype.JobRow{}}, nil
 }
 
 // pendingPayment leaves a record of key pending, carrying ref.

@@ -1,9 +1,10 @@
 package store
 
 // Bulk decisions and approvals (SPEC K12, K13): the tables of migration
-// 005, unstuck_console_bulk and unstuck_console_bulk_item. This file is
-// the only one that reads or writes them; the item outcome of a decision
-// is set through [DB.MarkBulkItemTx], in the decision's own transaction.
+// 005, unstuck_console_bulk and unstuck_console_bulk_item. This file
+// reads and writes them, except the item outcome of a decision, set in the
+// decision's own transaction ([PgxTx.MarkBulkItemTx], [SQLTx.MarkBulkItemTx]
+// in tx.go).
 
 import (
 	"context"
@@ -472,41 +473,6 @@ WHERE bulk_id = $1 AND ($2 = '' OR outcome = $2) AND seq > $3 ORDER BY seq LIMIT
 			return err
 		})
 	return out, wrapBulk("read bulk items", err)
-}
-
-// MarkBulkItemTx sets the outcome of item seq of request id, if it is
-// still pending, in tx: the decision's own transaction (a pgx.Tx on
-// PostgreSQL, a *sql.Tx on SQLite), so that the item's outcome commits with
-// its decision or not at all. It reports false when the item was already
-// decided: the caller must then roll back. On PostgreSQL the update locks
-// the item's row, so a second run deciding the same item waits for the
-// first one's transaction and then finds it decided.
-func (d *DB) MarkBulkItemTx(ctx context.Context, tx any, id int64, seq int, outcome, detail string) (bool, error) {
-	const upd = `UPDATE unstuck_console_bulk_item SET outcome = $3, detail = $4, decided_at = $5
-WHERE bulk_id = $1 AND seq = $2 AND outcome = 'pending'`
-	if len(detail) > 1000 {
-		detail = detail[:1000]
-	}
-	c := bulkConn{d}
-	args := []any{id, seq, outcome, detail, c.ts(time.Now())}
-	switch t := tx.(type) {
-	case pgx.Tx:
-		tag, err := t.Exec(ctx, upd, args...)
-		if err != nil {
-			return false, wrapBulk("mark bulk item", pgMapError(err))
-		}
-		return tag.RowsAffected() == 1, nil
-	case *sql.Tx:
-		q, a := c.sqlArgs(upd, args)
-		res, err := t.ExecContext(ctx, q, a...)
-		if err != nil {
-			return false, wrapBulk("mark bulk item", err)
-		}
-		n, err := res.RowsAffected()
-		return n == 1, wrapBulk("mark bulk item", err)
-	default:
-		return false, fmt.Errorf("store: mark bulk item: a transaction of type %T", tx)
-	}
 }
 
 func wrapBulk(what string, err error) error {

@@ -1,17 +1,14 @@
 package store
 
 // Tombstones of forgotten keys (SPEC K21): the table of migration 007,
-// unstuck_console_tombstone. This file is the only one that reads or
-// writes it; a tombstone is written through [DB.AddTombstoneTx], in the
-// forget's own transaction.
+// unstuck_console_tombstone. This file reads it; a tombstone is written in
+// the forget's own transaction ([PgxTx.AddTombstoneTx],
+// [SQLTx.AddTombstoneTx] in tx.go).
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Tombstone is what remains of a key record an operator's decision
@@ -32,39 +29,6 @@ type Tombstone struct {
 	Actor  string
 	Reason string
 	At     time.Time
-}
-
-// AddTombstoneTx records t in tx, the forget's own transaction (a pgx.Tx
-// on PostgreSQL, a *sql.Tx otherwise), so that it commits with the
-// decision or not at all. A record forgotten again (its ID reused by a
-// store after a new first request) replaces its tombstone.
-func (d *DB) AddTombstoneTx(ctx context.Context, tx any, t Tombstone) error {
-	const del = `DELETE FROM unstuck_console_tombstone WHERE record_id = $1`
-	const ins = `INSERT INTO unstuck_console_tombstone (record_id, scope, operation, key_digest, key_hash, status, external_ref, action, actor, reason, at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
-	if len(t.Reason) > 4000 {
-		t.Reason = t.Reason[:4000]
-	}
-	c := bulkConn{d}
-	args := []any{t.RecordID, t.Scope, t.Operation, t.KeyDigest, t.KeyHash, t.Status, t.ExternalRef, t.Action, t.Actor, t.Reason, c.ts(t.At)}
-	switch x := tx.(type) {
-	case pgx.Tx:
-		if _, err := x.Exec(ctx, del, t.RecordID); err != nil {
-			return wrapBulk("add tombstone", pgMapError(err))
-		}
-		_, err := x.Exec(ctx, ins, args...)
-		return wrapBulk("add tombstone", pgMapError(err))
-	case *sql.Tx:
-		q, a := c.sqlArgs(del, []any{t.RecordID})
-		if _, err := x.ExecContext(ctx, q, a...); err != nil {
-			return wrapBulk("add tombstone", err)
-		}
-		q, a = c.sqlArgs(ins, args)
-		_, err := x.ExecContext(ctx, q, a...)
-		return wrapBulk("add tombstone", err)
-	default:
-		return fmt.Errorf("store: add tombstone: a transaction of type %T", tx)
-	}
 }
 
 // TombstoneFilter finds tombstones by one of its fields; the zero fields

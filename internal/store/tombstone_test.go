@@ -15,13 +15,13 @@ func addTombstone(t *testing.T, b testBundle, ts Tombstone) {
 	t.Helper()
 	ctx := t.Context()
 	if b.pool != nil {
-		require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error { return b.db.AddTombstoneTx(ctx, tx, ts) }))
+		require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error { return b.db.PgxTx().AddTombstoneTx(ctx, tx, ts) }))
 		return
 	}
 	tx, err := b.sqlDB.BeginTx(ctx, nil)
 	require.NoError(t, err)
 	defer func(tx *sql.Tx) { _ = tx.Rollback() }(tx)
-	require.NoError(t, b.db.AddTombstoneTx(ctx, tx, ts))
+	require.NoError(t, b.db.SQLTx().AddTombstoneTx(ctx, tx, ts))
 	require.NoError(t, tx.Commit())
 }
 

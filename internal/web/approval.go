@@ -18,7 +18,7 @@ import (
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
-func handleApprovals(bulks bulkService, log *slog.Logger) http.Handler {
+func handleApprovals(bulks BulkService, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		waiting, err := bulks.List(r.Context(), store.BulkWaitingApproval, 200)
 		if err != nil {
@@ -54,7 +54,7 @@ func handleApprovals(bulks bulkService, log *slog.Logger) http.Handler {
 	})
 }
 
-func approvalRow(ctx context.Context, bulks bulkService, b store.Bulk) (views.ApprovalRow, error) {
+func approvalRow(ctx context.Context, bulks BulkService, b store.Bulk) (views.ApprovalRow, error) {
 	what := describeAction(b, nil)
 	if b.Single {
 		items, err := bulks.Items(ctx, b.ID, "", 0, 1)
@@ -72,7 +72,7 @@ func approvalRow(ctx context.Context, bulks bulkService, b store.Bulk) (views.Ap
 // handleApprovalDecision approves (approve) or rejects a request: by a
 // role that may take the request's action itself, and not by its
 // requester (403, audited as denied, SPEC K13).
-func handleApprovalDecision(approve bool, bulks bulkService, log *slog.Logger) http.Handler {
+func handleApprovalDecision(approve bool, bulks BulkService, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, ok := loadBulk(w, r, bulks, log)
 		if !ok {
@@ -109,7 +109,7 @@ func handleApprovalDecision(approve bool, bulks bulkService, log *slog.Logger) h
 // records a request of one item at the form's version and answers 303 to
 // its page. The decision runs, through the same path, once a second
 // person approves it; an item changed meanwhile is skipped, not forced.
-func approvalGate(kind, action string, bulks bulkService, log *slog.Logger) func(http.Handler) http.Handler {
+func approvalGate(kind, action string, bulks BulkService, log *slog.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			id := chi.URLParam(r, "id")
@@ -189,7 +189,7 @@ type waitingKey struct{}
 
 // countWaiting puts the count of requests waiting for approval in the
 // request's context, for the page title and the navigation (SPEC K13).
-func countWaiting(bulks bulkService, log *slog.Logger) func(http.Handler) http.Handler {
+func countWaiting(bulks BulkService, log *slog.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Method == http.MethodGet && !wantsJSON(r) {

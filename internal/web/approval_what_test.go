@@ -28,8 +28,7 @@ func TestApproverSeesWhatWillRun(t *testing.T) {
 	b := setup(t, func(c *web.Config) {
 		a, err := ops.ParseApproval("bulk,keys.confirm,keys.forget")
 		require.NoError(t, err)
-		bulks, err := ops.NewBulks(c.Store.(*store.DB), c.Keys.(*ops.Keys), c.Records, c.Operations.(*ops.Operations), nil, ops.BulkConfig{Approval: a})
-		require.NoError(t, err)
+		bulks := newBulks(t, c, nil, nil, ops.BulkConfig{Approval: a})
 		c.Bulks = bulks
 	})
 	support := signIn(t, b, store.RoleSupport)
@@ -99,8 +98,7 @@ func TestApprovalFormIsBounded(t *testing.T) {
 	b := setup(t, func(c *web.Config) {
 		a, err := ops.ParseApproval("bulk")
 		require.NoError(t, err)
-		bulks, err := ops.NewBulks(c.Store.(*store.DB), c.Keys.(*ops.Keys), c.Records, c.Operations.(*ops.Operations), nil, ops.BulkConfig{Approval: a})
-		require.NoError(t, err)
+		bulks := newBulks(t, c, nil, nil, ops.BulkConfig{Approval: a})
 		c.Bulks = bulks
 	})
 	pendingKey(t, b, "approve-bounded-key-1")

@@ -26,8 +26,8 @@ import (
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
-// bulkService is what the bulk and approval routes need (an *ops.Bulks).
-type bulkService interface {
+// BulkService is what the bulk and approval routes need (an *ops.Bulks).
+type BulkService interface {
 	Freeze(ctx context.Context, actor ops.Actor, spec ops.BulkSpec) (store.Bulk, ops.BulkPreview, error)
 	Submit(ctx context.Context, actor ops.Actor, id int64, reason string, confirmCount int64) (store.Bulk, error)
 	Drift(ctx context.Context, actor ops.Actor, req store.Bulk, spec ops.BulkSpec) (int64, bool, error)
@@ -172,7 +172,7 @@ func bulkAppError(err error) error {
 
 // bulkDenied refuses a bulk or approval step the viewer's role may not
 // take for this action: 403, audited as denied.
-func bulkDenied(w http.ResponseWriter, r *http.Request, bulks bulkService, log *slog.Logger, action, targetID string) {
+func bulkDenied(w http.ResponseWriter, r *http.Request, bulks BulkService, log *slog.Logger, action, targetID string) {
 	if err := bulks.Denied(r.Context(), actorOf(r), action, "bulk", targetID); err != nil {
 		log.Error("denied attempt not audited", "error", err.Error())
 	}
@@ -188,7 +188,7 @@ func mayAct(r *http.Request, kind, action string) bool {
 // would decide (SPEC K22) and answers 303 to the draft's page, where the
 // requester confirms it; a filter over the cap, or with no item the action
 // is legal for, is shown without a set.
-func handleBulkPreview(kind string, bulks bulkService, log *slog.Logger) http.Handler {
+func handleBulkPreview(kind string, bulks BulkService, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		spec, ae := bulkSpec(kind, q)
@@ -287,7 +287,7 @@ func parseBulkForm(w http.ResponseWriter, r *http.Request, log *slog.Logger) boo
 
 // handleBulkSubmit turns the requester's draft into a request: the reason
 // and the typed count of the frozen set.
-func handleBulkSubmit(bulks bulkService, log *slog.Logger) http.Handler {
+func handleBulkSubmit(bulks BulkService, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, ok := loadBulk(w, r, bulks, log)
 		if !ok || !parseBulkForm(w, r, log) {
@@ -366,7 +366,7 @@ func bulkID(r *http.Request) (int64, bool) {
 // loadBulk reads the bulk request the URL names; when there is none (or
 // the ID is not one), or the read fails, it answers the error itself and
 // ok is false.
-func loadBulk(w http.ResponseWriter, r *http.Request, bulks bulkService, log *slog.Logger) (req store.Bulk, ok bool) {
+func loadBulk(w http.ResponseWriter, r *http.Request, bulks BulkService, log *slog.Logger) (req store.Bulk, ok bool) {
 	id, ok := bulkID(r)
 	if !ok {
 		writeError(w, r, log, appError(ENotFound, "There is no such request."))
@@ -384,7 +384,7 @@ func loadBulk(w http.ResponseWriter, r *http.Request, bulks bulkService, log *sl
 	return req, true
 }
 
-func handleBulkStatus(bulks bulkService, log *slog.Logger) http.Handler {
+func handleBulkStatus(bulks BulkService, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, ok := loadBulk(w, r, bulks, log)
 		if !ok {
@@ -469,7 +469,7 @@ func filterWords(kind, filter string) string {
 	return strings.Join(parts, ", ")
 }
 
-func bulkVM(r *http.Request, bulks bulkService, req store.Bulk) (views.BulkVM, error) {
+func bulkVM(r *http.Request, bulks BulkService, req store.Bulk) (views.BulkVM, error) {
 	v := viewerFrom(r.Context())
 	vm := views.BulkVM{ID: req.ID, Kind: req.Kind, Action: req.Action, ActionLabel: actionLabel(req.Kind, req.Action) + " " + req.Kind, Single: req.Single,
 		Status: req.Status, Filter: req.Filter, FilterURL: "/" + req.Kind + "?" + req.Filter, Reason: req.Reason, RequestedBy: req.RequestedBy,
@@ -579,7 +579,7 @@ func consequence(req store.Bulk) string {
 
 // failureGroups groups up to 1,000 failed items of request id by their
 // normalized message, largest first, as incidents group errors.
-func failureGroups(ctx context.Context, bulks bulkService, id int64) ([]views.BulkCount, error) {
+func failureGroups(ctx context.Context, bulks BulkService, id int64) ([]views.BulkCount, error) {
 	items, err := bulks.Items(ctx, id, store.ItemFailed, 0, 1000)
 	if err != nil {
 		return nil, err
@@ -602,7 +602,7 @@ func failureGroups(ctx context.Context, bulks bulkService, id int64) ([]views.Bu
 }
 
 // notApplied lists up to 200 items that were skipped, refused or failed.
-func notApplied(ctx context.Context, bulks bulkService, id int64) ([]store.BulkItem, error) {
+func notApplied(ctx context.Context, bulks BulkService, id int64) ([]store.BulkItem, error) {
 	var out []store.BulkItem
 	for _, o := range []string{store.ItemSkipped, store.ItemRefused, store.ItemFailed} {
 		items, err := bulks.Items(ctx, id, o, 0, 200-len(out))
@@ -619,7 +619,7 @@ func notApplied(ctx context.Context, bulks bulkService, id int64) ([]store.BulkI
 
 // handleBulkStep pauses, resumes or cancels a request: by its requester
 // or an admin (403, audited as denied, for anyone else).
-func handleBulkStep(step string, bulks bulkService, log *slog.Logger) http.Handler {
+func handleBulkStep(step string, bulks BulkService, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, ok := bulkID(r)
 		if !ok {
@@ -669,7 +669,7 @@ type bulkItemJSON struct {
 // handleBulkItems lists a request's items with their outcomes, paged
 // (after: the last seq shown), each decided one linked to its audit
 // entries under the request.
-func handleBulkItems(bulks bulkService, log *slog.Logger) http.Handler {
+func handleBulkItems(bulks BulkService, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, ok := loadBulk(w, r, bulks, log)
 		if !ok {
@@ -738,7 +738,7 @@ func handleBulkItems(bulks bulkService, log *slog.Logger) http.Handler {
 // handleBulkDrift counts the items that started matching the request's
 // filter since its set was frozen: they are not in it (SPEC K22). An
 // HTML fragment for the request's page, or JSON.
-func handleBulkDrift(bulks bulkService, log *slog.Logger) http.Handler {
+func handleBulkDrift(bulks BulkService, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, ok := loadBulk(w, r, bulks, log)
 		if !ok {
@@ -799,7 +799,7 @@ func handleBulkDrift(bulks bulkService, log *slog.Logger) http.Handler {
 // bulkRoutes adds the bulk and approval routes (SPEC K12, K13). The
 // creating POSTs are keyed per rendered form, as single decisions are, so
 // a double submit records one request.
-func bulkRoutes(r chi.Router, bulks bulkService, engine *idem.Engine, log *slog.Logger) {
+func bulkRoutes(r chi.Router, bulks BulkService, engine *idem.Engine, log *slog.Logger) {
 	decided := decisionMiddleware(engine)
 	for _, kind := range []string{ops.BulkKeys, ops.BulkOperations} {
 		r.Method(http.MethodGet, "/"+kind+"/bulk", handleBulkPreview(kind, bulks, log))
@@ -819,7 +819,7 @@ func bulkRoutes(r chi.Router, bulks bulkService, engine *idem.Engine, log *slog.
 
 // gate is approvalGate when the configuration sends single decisions of
 // action on kind for approval, else a pass-through.
-func gate(bulks bulkService, kind, action string, log *slog.Logger) func(http.Handler) http.Handler {
+func gate(bulks BulkService, kind, action string, log *slog.Logger) func(http.Handler) http.Handler {
 	if bulks == nil || !bulks.Config().Approval.Single(kind, action) {
 		return func(next http.Handler) http.Handler { return next }
 	}

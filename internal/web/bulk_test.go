@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -200,12 +201,11 @@ func TestBulkRBAC(t *testing.T) {
 // second person approves; an item that changed meanwhile is skipped.
 func TestSingleDecisionApproval(t *testing.T) {
 	t.Parallel()
-	var bulks *ops.Bulks
+	var bulks *ops.Bulks[*sql.Tx]
 	b := setup(t, func(c *web.Config) {
 		a, err := ops.ParseApproval("bulk,keys.forget")
 		require.NoError(t, err)
-		bulks, err = ops.NewBulks(c.Store.(*store.DB), c.Keys.(*ops.Keys), c.Records, c.Operations.(*ops.Operations), nil, ops.BulkConfig{Approval: a})
-		require.NoError(t, err)
+		bulks = newBulks(t, c, nil, nil, ops.BulkConfig{Approval: a})
 		c.Bulks = bulks
 	})
 	ctx := context.Background()
@@ -297,11 +297,9 @@ func TestCancelledRequestPageSettles(t *testing.T) {
 // neither pause nor cancel; the steps' forms are bounded.
 func TestBulkPauseResumeRoutes(t *testing.T) {
 	t.Parallel()
-	var bulks *ops.Bulks
+	var bulks *ops.Bulks[*sql.Tx]
 	b := setup(t, func(c *web.Config) {
-		var err error
-		bulks, err = ops.NewBulks(c.Store.(*store.DB), c.Keys.(*ops.Keys), c.Records, c.Operations.(*ops.Operations), nil, ops.BulkConfig{Approval: ops.Approval{}})
-		require.NoError(t, err)
+		bulks = newBulks(t, c, nil, nil, ops.BulkConfig{Approval: ops.Approval{}})
 		c.Bulks = bulks
 	})
 	ctx := context.Background()

@@ -26,8 +26,8 @@ import (
 	"github.com/unstuckhq/unstuck/internal/views"
 )
 
-// keyDecider is what the key decision routes need.
-type keyDecider interface {
+// KeyDecider is what the key decision routes need.
+type KeyDecider interface {
 	Decide(ctx context.Context, actor ops.Actor, d ops.KeyDecision) (ops.KeyResult, error)
 	Denied(ctx context.Context, actor ops.Actor, action, targetKind, targetID string) error
 	History(ctx context.Context, recordID int64, limit int) ([]audit.Entry, error)
@@ -100,7 +100,7 @@ func formKeyHeader(next http.Handler) http.Handler {
 // handleKeyDecision applies a decision posted from a key's detail page and
 // redirects to the fresh page, or renders the page again with why it was
 // refused.
-func handleKeyDecision(action string, keys keyReader, decider keyDecider, opener resultOpener, log *slog.Logger) http.Handler {
+func handleKeyDecision(action string, keys keyReader, decider KeyDecider, opener resultOpener, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
 		if err != nil || id <= 0 {
@@ -248,7 +248,7 @@ func removedVM(id int64, e audit.Entry, hist []audit.Entry) views.KeyRemovedVM {
 
 // goneMessage says why key id is no longer there: forgotten by whom and
 // when, from its audit history, or expired.
-func goneMessage(ctx context.Context, decider keyDecider, id int64, log *slog.Logger) string {
+func goneMessage(ctx context.Context, decider KeyDecider, id int64, log *slog.Logger) string {
 	msg := "Not applied: key " + strconv.FormatInt(id, 10) + " is no longer there"
 	hist, err := decider.History(ctx, id, 50)
 	if err != nil {

@@ -220,7 +220,7 @@ func parseFormTime(v string) (time.Time, error) {
 	return time.Time{}, errors.New("bad time")
 }
 
-func handleKeyDetail(keys keyReader, decider keyDecider, opener resultOpener, log *slog.Logger) http.Handler {
+func handleKeyDetail(keys keyReader, decider KeyDecider, opener resultOpener, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
 		if err != nil || id <= 0 {
@@ -240,7 +240,7 @@ func handleKeyDetail(keys keyReader, decider keyDecider, opener resultOpener, lo
 
 // renderKeyDetail renders the current state of key id, with the viewer's
 // actions and the key's audit history; adjust sets a notice or an error.
-func renderKeyDetail(w http.ResponseWriter, r *http.Request, status int, id int64, keys keyReader, decider keyDecider, opener resultOpener, log *slog.Logger, adjust func(*views.KeyVM)) {
+func renderKeyDetail(w http.ResponseWriter, r *http.Request, status int, id int64, keys keyReader, decider KeyDecider, opener resultOpener, log *slog.Logger, adjust func(*views.KeyVM)) {
 	rec, ok, err := keys.KeyByID(r.Context(), id)
 	if err != nil {
 		writeError(w, r, log, err)
@@ -293,7 +293,7 @@ func renderKeyDetail(w http.ResponseWriter, r *http.Request, status int, id int6
 // renderKeyRemoved renders key id that is no longer there: who removed
 // it, when and why, from its audit history (SPEC K21), or a 404 when no
 // decision removed it (it expired).
-func renderKeyRemoved(w http.ResponseWriter, r *http.Request, status int, id int64, decider keyDecider, log *slog.Logger) {
+func renderKeyRemoved(w http.ResponseWriter, r *http.Request, status int, id int64, decider KeyDecider, log *slog.Logger) {
 	var hist []audit.Entry
 	if decider != nil {
 		var err error

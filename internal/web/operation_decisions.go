@@ -17,9 +17,9 @@ import (
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
-// operationDecider is what the operation decision routes need (an
+// OperationDecider is what the operation decision routes need (an
 // *ops.Operations).
-type operationDecider interface {
+type OperationDecider interface {
 	Decide(ctx context.Context, actor ops.Actor, d ops.OperationDecision) (ops.OperationResult, error)
 	Denied(ctx context.Context, actor ops.Actor, action, targetKind, targetID string) error
 	History(ctx context.Context, id string, limit int) ([]audit.Entry, error)
@@ -120,7 +120,7 @@ func compensateConsequence(op sagadriver.Operation) string {
 
 // handleOperationDetailDecisions renders an operation with the viewer's
 // decisions and its audit history.
-func handleOperationDetailDecisions(reader operationReader, decider operationDecider, log *slog.Logger) http.Handler {
+func handleOperationDetailDecisions(reader operationReader, decider OperationDecider, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := operationIDParam(r)
 		if id == "" {
@@ -146,7 +146,7 @@ var operationNotices = map[string]string{
 // renderOperationDetail renders the current state of operation id, with
 // the viewer's actions and the operation's audit history; adjust sets a
 // notice or an error.
-func renderOperationDetail(w http.ResponseWriter, r *http.Request, status int, id string, reader operationReader, decider operationDecider, log *slog.Logger, adjust func(*views.OperationDecisionsVM)) {
+func renderOperationDetail(w http.ResponseWriter, r *http.Request, status int, id string, reader operationReader, decider OperationDecider, log *slog.Logger, adjust func(*views.OperationDecisionsVM)) {
 	det, ok, err := readOperation(r.Context(), reader, id)
 	if err != nil {
 		writeError(w, r, log, err)
@@ -184,7 +184,7 @@ func renderOperationDetail(w http.ResponseWriter, r *http.Request, status int, i
 // page and redirects to the fresh page, or renders the page again with why
 // it was refused: 400 for an invalid form, 409 when the operation changed
 // or the action is no longer legal.
-func handleOperationDecision(action ops.OperationAction, reader operationReader, decider operationDecider, log *slog.Logger) http.Handler {
+func handleOperationDecision(action ops.OperationAction, reader operationReader, decider OperationDecider, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := operationIDParam(r)
 		if id == "" {
@@ -237,7 +237,7 @@ func handleOperationDecision(action ops.OperationAction, reader operationReader,
 
 // deniedAuditor returns what authorize calls on a refused request: the
 // key decider's audit when there is one, else the operation decider's.
-func deniedAuditor(keys keyDecider, operations operationDecider, log *slog.Logger) func(r *http.Request) {
+func deniedAuditor(keys KeyDecider, operations OperationDecider, log *slog.Logger) func(r *http.Request) {
 	switch {
 	case keys != nil:
 		return auditedDenial(keys, log)

@@ -31,7 +31,7 @@ import (
 // definitions. River's tables, which a decision inserting a job needs, are
 // made by migrateRiver, in the tests that decide: its migrations would
 // double the time of every other test's setup.
-func operationDecisions(t *testing.T, riverDB *sql.DB, dec *ops.DB[*sql.Tx]) *ops.Operations {
+func operationDecisions(t *testing.T, riverDB *sql.DB, dec *ops.DB[*sql.Tx]) *ops.Operations[*sql.Tx] {
 	t.Helper()
 	rd := riversqlite.New(riverDB)
 	runner, err := saga.NewRunner(sagasqlite.New(riverDB), saga.Config{Logger: slog.New(slog.DiscardHandler)})

@@ -21,7 +21,7 @@ import (
 
 // setupPersons starts a provider with users and the console with single
 // sign-on, its bulk decisions knowing who is one person as cmd/console
-// wires them (Bulks.SetPersons with the console's store).
+// wires them (BulkParts.Persons: the console's store).
 func setupPersons(t *testing.T, users []devidp.User) ssoBundle {
 	t.Helper()
 	idp, err := devidp.Start("127.0.0.1:0", devidp.Config{ClientID: "unstuck-console", ClientSecret: "console-secret",
@@ -35,7 +35,7 @@ func setupPersons(t *testing.T, users []devidp.User) ssoBundle {
 	require.NoError(t, err)
 	b := setup(t, func(c *web.Config) {
 		c.SSO = &web.SSO{Client: client, Roles: roles, Label: "Sign in with Demo IdP", PostLogoutURL: ssoConsole + "/login"}
-		c.Bulks.(*ops.Bulks).SetPersons(c.Store.(*store.DB))
+		c.Bulks = newBulks(t, c, nil, c.Store.(*store.DB), ops.BulkConfig{})
 	})
 	return ssoBundle{bundle: b, idp: idp}
 }

@@ -40,7 +40,7 @@ func TestRedisKeyPages(t *testing.T) {
 	require.NoError(t, err)
 	engine, err := idem.New(rs, idem.WithSecret([]byte("web-test-secret-0123456789abcdefgh")))
 	require.NoError(t, err)
-	dec, err := ops.SQLite(immediateHandle(t, b.sqlDB), b.trail)
+	dec, err := ops.SQLite(immediateHandle(t, b.sqlDB), b.trail, b.db, nil)
 	require.NoError(t, err)
 	keys, err := ops.NewKeysOnStore(dec, engine, rs, rs)
 	require.NoError(t, err)

@@ -67,7 +67,7 @@ type Config struct {
 	ExternalCheckpoints ExternalCheckpoints
 	// Keys applies operator decisions on keys and audits them; nil serves
 	// the console read-only.
-	Keys keyDecider
+	Keys KeyDecider
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For gives
 	// the client address (see ParseTrustedProxies); none: the peer's
 	// address is the client's.
@@ -87,7 +87,7 @@ type Config struct {
 	// Operations applies operator decisions on saga operations (retry,
 	// confirm, compensate, resolve) and audits them (an *ops.Operations);
 	// nil serves the operation pages read-only.
-	Operations operationDecider
+	Operations OperationDecider
 	// Sagas reads the saga records for the operation pages and the
 	// overview (a sagapgx.Driver or sagasqlite.Driver). It is nil on a
 	// database without sagas (MySQL): the operation pages then answer 404
@@ -97,10 +97,10 @@ type Config struct {
 	SagasUnavailable string
 	// Bulks runs bulk decisions and approvals (an *ops.Bulks); nil serves
 	// neither.
-	Bulks bulkService
+	Bulks BulkService
 	// Verify asks the applications' verifiers about keys (an
 	// *ops.Verifications, SPEC K19); nil offers no verification.
-	Verify keyVerifier
+	Verify KeyVerifier
 	// Ready, if set, is asked by /readyz after the database answers: an
 	// error (e.g. a schema behind the binary) answers 503 with its text.
 	Ready func(context.Context) error

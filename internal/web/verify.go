@@ -18,8 +18,8 @@ import (
 	"github.com/unstuckhq/unstuck/internal/views"
 )
 
-// keyVerifier asks the applications' verifiers about keys (ops.Verifications).
-type keyVerifier interface {
+// KeyVerifier asks the applications' verifiers about keys (ops.Verifications).
+type KeyVerifier interface {
 	Request(ctx context.Context, actor ops.Actor, id, version int64, reason string) (audit.Entry, error)
 }
 
@@ -54,7 +54,7 @@ func verifyAction(ctx context.Context, v *views.Viewer, rec idemdriver.Record) (
 
 // handleKeyVerify asks the applications to verify a key and redirects to
 // its page, which shows the answer when it comes.
-func handleKeyVerify(keys keyReader, decider keyDecider, verify keyVerifier, opener resultOpener, log *slog.Logger) http.Handler {
+func handleKeyVerify(keys keyReader, decider KeyDecider, verify KeyVerifier, opener resultOpener, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
 		if err != nil || id <= 0 {

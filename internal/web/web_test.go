@@ -50,7 +50,22 @@ type bundle struct {
 	opID    string // an operation under review, with steps and events
 	sagas   *sagasqlite.Driver
 	// bulks runs the bulk requests (no River: tests call Run).
-	bulks *ops.Bulks
+	bulks *ops.Bulks[*sql.Tx]
+}
+
+// newBulks returns the bulk decisions on c's store, key and operation
+// decisions (operations listed with opList, if not nil), with persons and
+// cfg, as cmd/console makes them but without River (tests call Run).
+func newBulks(t *testing.T, c *web.Config, opList ops.OperationIterator, persons ops.Persons, cfg ops.BulkConfig) *ops.Bulks[*sql.Tx] {
+	t.Helper()
+	p := ops.BulkParts[*sql.Tx]{Store: c.Store.(*store.DB), Keys: c.Keys.(*ops.Keys[*sql.Tx]), KeyList: c.Records,
+		Operations: c.Operations.(*ops.Operations[*sql.Tx]), Persons: persons}
+	if opList != nil {
+		p.OperationList = opList
+	}
+	bulks, err := ops.NewBulks(p, cfg)
+	require.NoError(t, err)
+	return bulks
 }
 
 func password(role string) string { return "password-for-" + role }
@@ -119,15 +134,13 @@ func setup(t *testing.T, opts ...func(*web.Config)) *bundle {
 	// The decisions as cmd/console makes them on SQLite: one handle whose
 	// transactions begin IMMEDIATE, for keys and operations alike.
 	imm := immediateHandle(t, sqlDB)
-	dec, err := ops.SQLite(imm, trail)
+	dec, err := ops.SQLite(imm, trail, db, nil)
 	require.NoError(t, err)
-	keys, err := ops.NewKeys(dec, engine, idemStore.Tx, idemStore)
+	keys, err := ops.NewKeys(dec, engine, idemStore, idemStore)
 	require.NoError(t, err)
-	keys.SetTombstones(db)
 	cfg.Keys = keys
 	cfg.Operations = operationDecisions(t, imm, dec)
-	bulks, err := ops.NewBulks(db, keys, idemStore, cfg.Operations.(*ops.Operations), sagaDriver, ops.BulkConfig{})
-	require.NoError(t, err)
+	bulks := newBulks(t, &cfg, sagaDriver, nil, ops.BulkConfig{})
 	cfg.Bulks = bulks
 	for _, o := range opts {
 		o(&cfg)
