@@ -17,6 +17,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/saga"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
 )
 
@@ -96,7 +97,7 @@ func TestStartInTransactionalMiddleware(t *testing.T) {
 		require.Equal(t, http.StatusCreated, serve("signup-key-0000000001", "id=op-1"))
 		op, err := runner.Get(ctx, "op-1")
 		require.NoError(t, err)
-		require.Equal(t, saga.StatusPending, op.Status)
+		require.Equal(t, sagadriver.StatusPending, op.Status)
 		require.Equal(t, 1, count(`SELECT count(*) FROM river_job`))
 		require.Equal(t, 1, count(`SELECT count(*) FROM unstuck_idem_record`))
 		require.Equal(t, http.StatusCreated, serve("signup-key-0000000001", "id=op-1"), "the repeat replays")
