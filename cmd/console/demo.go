@@ -19,7 +19,6 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/internal/auth"
 	"github.com/unstuckhq/unstuck/internal/demo"
-	"github.com/unstuckhq/unstuck/internal/sso/devidp"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/saga"
 )
@@ -162,7 +161,7 @@ refuses to start while they are enabled.
 	opts := consoleOptions{secureCookies: !loopback, idle: 30 * time.Minute, absolute: 12 * time.Hour, registry: reg,
 		mount: func(r chi.Router) { shop.Routes(r); mountSignups(r) }, operations: decisions, clockSkew: skew,
 		bulk: bulk, bulkConfig: bulkCfg, checkpoints: startExternalCheckpoints(ctx, db.Trail, checkpointOpts, reg, log)}
-	var idp *devidp.Provider
+	var idp *demoIdP
 	if *oidcDemo {
 		if !loopback {
 			_ = ln.Close()
@@ -171,7 +170,7 @@ refuses to start while they are enabled.
 		if idp, opts.sso, err = startDemoSSO(*oidcAddr, base, log); err != nil {
 			return fmt.Errorf("demo identity provider: %w", err)
 		}
-		defer func() { _ = idp.Close() }()
+		defer func() { _ = idp.close() }()
 	}
 	h, err := consoleHandler(db, engine, opts, log)
 	if err != nil {
@@ -198,13 +197,13 @@ Shop:
 Single sign-on: the demo identity provider runs at %s
   On the console's sign-in page choose "Sign in with the demo identity provider",
   then sign in at the provider as one of (password demo-sso):
-`, idp.Issuer())
-		for _, u := range demoSSOUsers {
-			role, ok := opts.sso.Roles.Role(u.Groups)
+`, idp.issuer)
+		for _, u := range idp.users {
+			role, ok := opts.sso.Roles.Role(u.groups)
 			if !ok {
 				role = "no access (no mapped group)"
 			}
-			fmt.Fprintf(stdout, "    %-6s groups %-34s -> %s\n", u.Username, strings.Join(u.Groups, ","), role)
+			fmt.Fprintf(stdout, "    %-6s groups %-34s -> %s\n", u.username, strings.Join(u.groups, ","), role)
 		}
 		fmt.Fprintln(stdout, "  Groups map to roles through oidc_roles.csv.")
 	}
