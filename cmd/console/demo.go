@@ -38,7 +38,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	dbURL := fs.String("db", "sqlite:"+filepath.Join(os.TempDir(), "unstuck-demo.db"), "database `URL`: sqlite:PATH or postgres://…")
 	traffic := fs.Bool("traffic", true, "generate demo traffic that keeps records in every state")
 	fresh := fs.Bool("fresh", false, "start from an empty database: delete the demo's SQLite file first (only a file the demo created)")
-	oidcDemo := fs.Bool("oidc-demo", false, "also start a demo OpenID provider in the process, with test users in groups, and offer single sign-on through it")
+	oidcDemo := fs.Bool("oidc-demo", false, "also start a demo OpenID provider in the process, with test users in groups, and offer single sign-on through it (a console built with -tags oidcdemo)")
 	oidcAddr := fs.String("oidc-demo-addr", "127.0.0.1:0", "listen `address` of the demo OpenID provider (with --oidc-demo)")
 	bulkOpts := addBulkFlags(fs, getenv)
 	incidentOpts := addIncidentFlags(fs, getenv)
