@@ -13,6 +13,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
+	"github.com/unstuckhq/unstuck/internal/slowtest"
 )
 
 func TestMain(m *testing.M) { pgtest.RunMain(m) }
@@ -35,6 +36,7 @@ func TestHelp(t *testing.T) {
 // TestSeedAndMeasure seeds a tiny database and measures every case once,
 // so that the tool keeps working as the store and the pages change.
 func TestSeedAndMeasure(t *testing.T) {
+	slowtest.Skip(t, slowtest.Scale)
 	ctx := t.Context()
 	dbURL := pgtest.Database(t)
 	pool, err := pgxpool.New(ctx, dbURL)

@@ -33,6 +33,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/ops"
+	"github.com/unstuckhq/unstuck/internal/slowtest"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
 )
@@ -62,6 +63,7 @@ const (
 // clock, for 25 hours of one-minute rule evaluations (the rules' "for"
 // and age thresholds included).
 func TestK18AlertRulesAgainstScrapedMetrics(t *testing.T) {
+	slowtest.Skip(t, slowtest.AlertRule)
 	t.Parallel()
 	groups, errs := rulefmt.ParseFile(rulesFile, false, model.UTF8Validation, parser.NewParser(parser.Options{}), slog.New(slog.DiscardHandler))
 	require.Empty(t, errs, "the rules file parses as Prometheus loads it")

@@ -13,6 +13,8 @@ import (
 
 	"github.com/mxschmitt/playwright-go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/unstuckhq/unstuck/internal/slowtest"
 )
 
 // The browser tests drive the real program ("console demo") in Debian
@@ -33,10 +35,12 @@ var chromiumFlags = []string{"--no-sandbox", "--disable-gpu", "--disable-backgro
 var expect = playwright.NewPlaywrightAssertions(10_000)
 
 // launchChromium starts the playwright driver and Chromium for the calling
-// test, stopping both when it ends. A missing driver or browser skips the
-// test, or fails it when CI=true.
+// test, stopping both when it ends. Under -short it skips the test (a
+// browser test). A missing driver or browser skips the test, or fails it
+// when CI=true.
 func launchChromium(t *testing.T) playwright.Browser {
 	t.Helper()
+	slowtest.Skip(t, slowtest.Browser)
 	missing := func(format string, args ...any) {
 		t.Helper()
 		reason := fmt.Sprintf(format, args...) + `; run: eval "$(bash scripts/playwright-setup.sh)"`

@@ -20,6 +20,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/ops"
+	"github.com/unstuckhq/unstuck/internal/slowtest"
 	"github.com/unstuckhq/unstuck/internal/store"
 )
 
@@ -99,6 +100,7 @@ func requestBulk[TTx any](t *testing.T, db *database, dec *ops.DB[TTx], engine *
 }
 
 func TestBulkCrash(t *testing.T) {
+	slowtest.Skip(t, slowtest.Fault)
 	t.Parallel()
 	const n = 1500
 	for _, d := range demoDatabases {

@@ -19,7 +19,6 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/internal/auth"
 	"github.com/unstuckhq/unstuck/internal/demo"
-	"github.com/unstuckhq/unstuck/internal/sso/devidp"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/saga"
 )
@@ -39,7 +38,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	dbURL := fs.String("db", "sqlite:"+filepath.Join(os.TempDir(), "unstuck-demo.db"), "database `URL`: sqlite:PATH or postgres://…")
 	traffic := fs.Bool("traffic", true, "generate demo traffic that keeps records in every state")
 	fresh := fs.Bool("fresh", false, "start from an empty database: delete the demo's SQLite file first (only a file the demo created)")
-	oidcDemo := fs.Bool("oidc-demo", false, "also start a demo OpenID provider in the process, with test users in groups, and offer single sign-on through it")
+	oidcDemo := fs.Bool("oidc-demo", false, "also start a demo OpenID provider in the process, with test users in groups, and offer single sign-on through it (a console built with -tags oidcdemo)")
 	oidcAddr := fs.String("oidc-demo-addr", "127.0.0.1:0", "listen `address` of the demo OpenID provider (with --oidc-demo)")
 	bulkOpts := addBulkFlags(fs, getenv)
 	incidentOpts := addIncidentFlags(fs, getenv)
@@ -162,7 +161,7 @@ refuses to start while they are enabled.
 	opts := consoleOptions{secureCookies: !loopback, idle: 30 * time.Minute, absolute: 12 * time.Hour, registry: reg,
 		mount: func(r chi.Router) { shop.Routes(r); mountSignups(r) }, decisions: wired, clockSkew: skew,
 		checkpoints: startExternalCheckpoints(ctx, db.Trail, checkpointOpts, reg, log)}
-	var idp *devidp.Provider
+	var idp *demoIdP
 	if *oidcDemo {
 		if !loopback {
 			_ = ln.Close()
@@ -171,7 +170,7 @@ refuses to start while they are enabled.
 		if idp, opts.sso, err = startDemoSSO(*oidcAddr, base, log); err != nil {
 			return fmt.Errorf("demo identity provider: %w", err)
 		}
-		defer func() { _ = idp.Close() }()
+		defer func() { _ = idp.close() }()
 	}
 	h, err := consoleHandler(db, engine, opts, log)
 	if err != nil {
@@ -198,13 +197,13 @@ Shop:
 Single sign-on: the demo identity provider runs at %s
   On the console's sign-in page choose "Sign in with the demo identity provider",
   then sign in at the provider as one of (password demo-sso):
-`, idp.Issuer())
-		for _, u := range demoSSOUsers {
-			role, ok := opts.sso.Roles.Role(u.Groups)
+`, idp.issuer)
+		for _, u := range idp.users {
+			role, ok := opts.sso.Roles.Role(u.groups)
 			if !ok {
 				role = "no access (no mapped group)"
 			}
-			fmt.Fprintf(stdout, "    %-6s groups %-34s -> %s\n", u.Username, strings.Join(u.Groups, ","), role)
+			fmt.Fprintf(stdout, "    %-6s groups %-34s -> %s\n", u.username, strings.Join(u.groups, ","), role)
 		}
 		fmt.Fprintln(stdout, "  Groups map to roles through oidc_roles.csv.")
 	}

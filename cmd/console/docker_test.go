@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/unstuckhq/unstuck/internal/slowtest"
 )
 
 // dockerignored reports whether the .dockerignore patterns exclude the
@@ -40,6 +42,7 @@ func dockerignored(patterns []string, rel string) bool {
 // build compiles or embeds, and /data exists owned by the runtime user
 // before it is declared a volume.
 func TestDockerImage(t *testing.T) {
+	slowtest.Skip(t, slowtest.Docker)
 	t.Parallel()
 	root := filepath.Join("..", "..")
 	raw, err := os.ReadFile(filepath.Join(root, ".dockerignore"))

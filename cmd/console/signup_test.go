@@ -27,6 +27,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/demo"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
+	"github.com/unstuckhq/unstuck/internal/slowtest"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
@@ -465,6 +466,7 @@ func riverAttempt(t *testing.T, dbURL, id string) int {
 }
 
 func TestSignupCrash(t *testing.T) {
+	slowtest.Skip(t, slowtest.Fault)
 	t.Parallel()
 	if os.Getenv(crashWorkerEnv) != "" {
 		t.Skip("in a worker process")

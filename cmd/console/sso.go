@@ -1,19 +1,14 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"strings"
 	"time"
 
-	"github.com/unstuckhq/unstuck"
 	"github.com/unstuckhq/unstuck/internal/sso"
-	"github.com/unstuckhq/unstuck/internal/sso/devidp"
 	"github.com/unstuckhq/unstuck/internal/web"
 )
 
@@ -176,36 +171,17 @@ func onOrigin(redirect, path string) string {
 	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: path}).String()
 }
 
-// demoSSOUsers are the users of the demo's identity provider: one per role
-// through the groups of oidc_roles.csv, and one in no mapped group.
-var demoSSOUsers = []devidp.User{
-	{Subject: "demo-sso-ada", Username: "ada", Password: "demo-sso", Name: "Ada Admin", Email: "ada@example.com", Groups: []string{"unstuck-admins", "engineering"}},
-	{Subject: "demo-sso-otto", Username: "otto", Password: "demo-sso", Name: "Otto Oncall", Email: "otto@example.com", Groups: []string{"unstuck-oncall", "unstuck-support"}},
-	{Subject: "demo-sso-sue", Username: "sue", Password: "demo-sso", Name: "Sue Support", Email: "sue@example.com", Groups: []string{"unstuck-support"}},
-	{Subject: "demo-sso-aldo", Username: "aldo", Password: "demo-sso", Name: "Aldo Auditor", Email: "aldo@example.com", Groups: []string{"unstuck-auditors"}},
-	{Subject: "demo-sso-mia", Username: "mia", Password: "demo-sso", Name: "Mia Marketing", Email: "mia@example.com", Groups: []string{"marketing"}},
+// demoIdP is the running identity provider of "console demo --oidc-demo":
+// its issuer, its test users and how to stop it.
+type demoIdP struct {
+	issuer string
+	users  []demoIdPUser
+	close  func() error
 }
 
-// startDemoSSO starts the demo's identity provider on addr for the console
-// at base, and returns the console's single sign-on over it.
-func startDemoSSO(addr, base string, log *slog.Logger) (*devidp.Provider, *web.SSO, error) {
-	secret := make([]byte, 24)
-	_, _ = rand.Read(secret)
-	clientSecret := hex.EncodeToString(secret)
-	idp, err := devidp.Start(addr, devidp.Config{ClientID: "unstuck-console", ClientSecret: clientSecret,
-		RedirectURIs: []string{base + "/login/sso/callback"}, PostLogoutRedirectURIs: []string{base + "/login"},
-		Users: demoSSOUsers, ShowUsers: true, Log: log})
-	if err != nil {
-		return nil, nil, err
-	}
-	client, err := sso.New(sso.Config{Issuer: idp.Issuer(), ClientID: "unstuck-console", ClientSecret: clientSecret,
-		RedirectURL: base + "/login/sso/callback"})
-	if err != nil {
-		return nil, nil, errors.Join(err, idp.Close())
-	}
-	roles, err := sso.ParseRoleMap(strings.NewReader(unstuck.OIDCRoles))
-	if err != nil {
-		return nil, nil, errors.Join(err, idp.Close())
-	}
-	return idp, &web.SSO{Client: client, Roles: roles, Label: "Sign in with the demo identity provider", PostLogoutURL: base + "/login"}, nil
+// demoIdPUser is a test user of the demo's identity provider, as the demo
+// prints it.
+type demoIdPUser struct {
+	username string
+	groups   []string
 }

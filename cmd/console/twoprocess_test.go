@@ -36,6 +36,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/idem/idemriver"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
+	"github.com/unstuckhq/unstuck/internal/slowtest"
 	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
@@ -423,6 +424,7 @@ func (a *twoprocApp) compensate(ctx context.Context, in saga.StepInput) error {
 // ---------------------------------------------------------------------
 
 func TestTwoProcessDeployment(t *testing.T) {
+	slowtest.Skip(t, slowtest.Fault)
 	t.Parallel()
 	if os.Getenv(twoprocAppEnv) != "" {
 		t.Skip("in the application process")

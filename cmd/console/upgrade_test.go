@@ -26,6 +26,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
+	"github.com/unstuckhq/unstuck/internal/slowtest"
 )
 
 // The fixtures of testdata/upgrade were made by the previous main (commit
@@ -234,6 +235,7 @@ func queryStrings(t *testing.T, raw *sql.DB, q string, args ...any) []string {
 // user signs in and the console shows each key and operation, and a second
 // "console migrate" changes nothing, schema or rows.
 func TestUpgradeFromPreviousMain(t *testing.T) {
+	slowtest.Skip(t, slowtest.Upgrade)
 	t.Parallel()
 	for _, d := range upgradeDialects {
 		t.Run(d.name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/internal/pgtest"
+	"github.com/unstuckhq/unstuck/internal/slowtest"
 )
 
 // TestMain lets the experiments that kill the application re-execute this
@@ -35,6 +36,7 @@ func TestMain(m *testing.M) {
 // H17, J4); a key whose effect never ran must not be lost silently: it is
 // left pending for an operator.
 func TestNoEffectRunsTwiceUnderFaults(t *testing.T) {
+	slowtest.Skip(t, slowtest.Fault)
 	if _, err := pgtest.BinDir(); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("fault experiments need PostgreSQL binaries: %v", err)

@@ -18,6 +18,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/internal/leanpath"
 	"github.com/unstuckhq/unstuck/internal/idemsql"
 	"github.com/unstuckhq/unstuck/internal/pgtest"
+	"github.com/unstuckhq/unstuck/internal/slowtest"
 )
 
 // The lean Reserve decodes its row itself; a row in any shape
@@ -102,6 +103,7 @@ var leanWays = map[string]leanpath.Way{"OneStatement": leanpath.WriteFirst, "Rea
 // reserve), passes with either way forced; TestConformance runs the
 // adaptive choice.
 func TestConformanceLeanWays(t *testing.T) {
+	slowtest.Skip(t, slowtest.Ways)
 	t.Parallel()
 	for name, way := range leanWays {
 		t.Run(name, func(t *testing.T) {

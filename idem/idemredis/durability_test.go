@@ -24,6 +24,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemredis"
 	"github.com/unstuckhq/unstuck/idem/idemtest"
 	"github.com/unstuckhq/unstuck/internal/redistest"
+	"github.com/unstuckhq/unstuck/internal/slowtest"
 )
 
 // client returns a client of node n, closed at t's end.
@@ -439,6 +440,7 @@ func (l *crashLoad) verify(t *testing.T, keys int) crashReport {
 // above every one before, though the counter went back with the lost
 // writes.
 func TestCrashLosingWritesKeepsFences(t *testing.T) {
+	slowtest.Skip(t, slowtest.Fault)
 	t.Parallel()
 	node := redistest.StartServer(t, "--appendfsync", "everysec")
 	_, err := idemredis.New(t.Context(), client(t, node))
@@ -460,6 +462,7 @@ func TestCrashLosingWritesKeepsFences(t *testing.T) {
 // load loses no acknowledged key: every one replays its caller's answer,
 // no key's callback ran twice, and no fence was handed out twice.
 func TestKillWithAppendfsyncAlwaysRunsNoKeyTwice(t *testing.T) {
+	slowtest.Skip(t, slowtest.Fault)
 	t.Parallel()
 	node := redistest.StartServer(t, "--appendfsync", "always")
 	l := newCrashLoad(t, node)

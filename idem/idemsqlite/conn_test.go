@@ -18,6 +18,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemtest"
 	"github.com/unstuckhq/unstuck/idem/internal/leanpath"
 	"github.com/unstuckhq/unstuck/idem/internal/sqlstore"
+	"github.com/unstuckhq/unstuck/internal/slowtest"
 )
 
 // openLean returns a migrated store on a new file opened with Open, its
@@ -179,6 +180,7 @@ func TestDecodeLeanRefusesRowsOfAnotherShape(t *testing.T) {
 // reserve), passes with either way forced; TestConformance runs the
 // adaptive choice.
 func TestConformanceLeanWays(t *testing.T) {
+	slowtest.Skip(t, slowtest.Ways)
 	t.Parallel()
 	for _, way := range []leanpath.Way{leanpath.WriteFirst, leanpath.ReadFirst} {
 		t.Run(fmt.Sprint("way=", way), func(t *testing.T) {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/unstuckhq/unstuck/internal/slowtest"
 )
 
 func TestMain(m *testing.M) { RunMain(m) }
@@ -127,6 +129,7 @@ func TestPickOrder(t *testing.T) {
 }
 
 func TestStartCluster(t *testing.T) {
+	slowtest.Skip(t, slowtest.Fault)
 	t.Parallel()
 	c, err := startCluster(t.Context())
 	var unavailable *unavailableError

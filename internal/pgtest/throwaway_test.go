@@ -10,12 +10,15 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/unstuckhq/unstuck/internal/slowtest"
 )
 
 // TestClusterSurvivesEveryStopMode: a throwaway Cluster comes back on the
 // same port, with its data, after a fast stop, an immediate stop and a
 // kill -9 of the postmaster (the fault harness, cmd/faults, relies on it).
 func TestClusterSurvivesEveryStopMode(t *testing.T) {
+	slowtest.Skip(t, slowtest.Fault)
 	ctx := t.Context()
 	k, err := StartCluster(ctx, "")
 	if IsUnavailable(err) && os.Getenv("CI") != "true" {

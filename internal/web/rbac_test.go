@@ -30,6 +30,9 @@ func TestCachedAuthorizationEqualsCasbin(t *testing.T) {
 	allRoles := append([]string{"", "nobody", "Admin"}, roles...)
 	methods := []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, "view"}
 	ids := []string{"42", "a%2Fb", "k-1.x", "%E2%9C%93", ":id"}
+	if testing.Short() {
+		ids = ids[:2] // a plain id and an escaped slash: every route still, fewer paths of each
+	}
 	var paths []string
 	var patterns []string
 	require.NoError(t, chi.Walk(b.router, func(_, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
