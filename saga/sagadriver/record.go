@@ -12,8 +12,11 @@ type Operation struct {
 	// ID is the stable operation ID returned by Start.
 	ID string
 	// Type is the Definition's type.
-	Type   string
-	Status Status
+	Type string
+	// DefinitionVersion is the version of the definition the operation
+	// runs: the one it started on, or the one a redrive moved it to.
+	DefinitionVersion int
+	Status            Status
 	// CorrelationID ties the operation to a request or business object.
 	CorrelationID string
 	Input         json.RawMessage
@@ -44,7 +47,9 @@ type StepRecord struct {
 	Kind   Kind
 	System string
 	Status StepStatus
-	// Key is the stable idempotency key of the step: "<op id>/<name>".
+	// Key is the idempotency key of the step: "<op id>/<name>", or, after
+	// a redrive re-ran a step whose effect had been compensated,
+	// "<op id>/<name>/redrive-<n>" (a new effect needs a new key).
 	Key string
 	// ExternalID and Result are what the step recorded on completion.
 	ExternalID string

@@ -128,7 +128,7 @@ func newOp(o opOpts) sagadriver.Operation {
 	started := o.At.Add(-time.Minute)
 	op := sagadriver.Operation{ID: o.ID, Type: o.Type, Status: o.Status, CorrelationID: o.CorrelationID,
 		Input: json.RawMessage(`{"email":"a@example.com"}`), CurrentStep: "workspace", LastError: "provider: 503",
-		ReviewReason: "", Version: 3, CreatedAt: started, UpdatedAt: o.At,
+		ReviewReason: "", Version: 3, DefinitionVersion: 2, CreatedAt: started, UpdatedAt: o.At,
 		Steps: []sagadriver.StepRecord{
 			{Name: "account", Seq: 0, Kind: sagadriver.Compensatable, System: "local", Status: sagadriver.StepCompleted,
 				Key: o.ID + "/account", ExternalID: o.ExternalID, Result: json.RawMessage(`{"external_id":"acc-1"}`),

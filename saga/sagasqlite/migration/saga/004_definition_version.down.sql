@@ -1,0 +1,1 @@
+ALTER TABLE unstuck_saga_operation DROP COLUMN definition_version;
