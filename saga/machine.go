@@ -632,6 +632,7 @@ func (m *machine) operatorRedrive(spec *redriveSpec) {
 			st := &o.Steps[i]
 			st.Kind, st.System, st.MaxAttempts, st.Compensable = rec.Kind, rec.System, rec.MaxAttempts, rec.Compensable
 			st.CompSeq, st.CompMaxAttempts = rec.CompSeq, rec.CompMaxAttempts
+			st.Unkeyed, st.Verifiable = rec.Unkeyed, rec.Verifiable
 		}
 	}
 	if spec.plan.ToDefinition != o.DefinitionVersion {

@@ -167,10 +167,7 @@ func (r *Runner[TTx]) planRedrive(op Operation, p RedriveParams) (RedrivePlan, *
 	if !slices.Contains(RedriveModes, mode) {
 		return RedrivePlan{}, nil, illegal(fmt.Sprintf("unknown mode %q: resume, rerun or compensate", mode))
 	}
-	def, ok := r.defs[op.Type]
-	if !ok {
-		return RedrivePlan{}, nil, illegal("no definition of type " + op.Type + " is registered here")
-	}
+	def, haveDef := r.defs[op.Type]
 	switch op.Status {
 	case StatusFailed, StatusReviewRequired:
 	case StatusCompensated:
@@ -194,6 +191,9 @@ func (r *Runner[TTx]) planRedrive(op Operation, p RedriveParams) (RedrivePlan, *
 		FromDefinition: max(op.DefinitionVersion, 1)}
 	plan.ToDefinition = plan.FromDefinition
 	if p.Upgrade {
+		if !haveDef {
+			return RedrivePlan{}, nil, illegal("this process has no definition of type " + op.Type + ": only the application that registers it can move operations to its newer version")
+		}
 		if err := upgrade(op, def, spec, &plan); err != nil {
 			return RedrivePlan{}, nil, illegal(err.Error())
 		}
@@ -232,7 +232,6 @@ func (r *Runner[TTx]) planRedrive(op Operation, p RedriveParams) (RedrivePlan, *
 	}
 	for i, st := range op.Steps {
 		sp := StepPlan{Step: st.Name, Status: st.Status}
-		step, _ := def.step(st.Name)
 		switch {
 		case i < from && mode != RedriveCompensate && st.Status != StepCompleted:
 			return RedrivePlan{}, nil, illegal(fmt.Sprintf("step %s before %s is %s: re-run from %s or earlier", st.Name, plan.From, st.Status, st.Name))
@@ -249,7 +248,11 @@ func (r *Runner[TTx]) planRedrive(op Operation, p RedriveParams) (RedrivePlan, *
 				sp.Action, sp.Why = StepNotRun, "no effect to undo"
 			}
 		default:
-			sp.Action, sp.Why = rerunAction(st, step, i == from)
+			if rec, ok := spec.refresh[st.Name]; ok {
+				// As the newer definition declares the step.
+				st.Unkeyed, st.Verifiable = rec.Unkeyed, rec.Verifiable
+			}
+			sp.Action, sp.Why = rerunAction(st, i == from)
 			if sp.Action == StepRunsUnprotected {
 				plan.Unprotected = append(plan.Unprotected, st.Name)
 			}
@@ -267,23 +270,23 @@ func (r *Runner[TTx]) planRedrive(op Operation, p RedriveParams) (RedrivePlan, *
 	return plan, spec, nil
 }
 
-// rerunAction is what a re-run does with step st (declared as step) at or
-// after step k; first says it is step k, where an uncertain outcome is
-// verified before anything runs.
-func rerunAction(st StepRecord, step Step, first bool) (StepAction, string) {
+// rerunAction is what a re-run does with step st at or after step k, from
+// its record alone; first says it is step k, where an uncertain outcome
+// is verified before anything runs.
+func rerunAction(st StepRecord, first bool) (StepAction, string) {
 	switch st.Status {
 	case StepCompensated:
 		return StepRunsNewKey, "its effect was compensated: a new key makes a new effect"
 	case StepCompleted:
-		if step.Unkeyed {
+		if st.Unkeyed {
 			return StepRunsUnprotected, "its effect happened and it passes no key to " + system(st)
 		}
 		return StepReplays, "its effect happened: " + system(st) + " answers its key " + st.Key + " with the first effect"
 	case StepUncertain, StepRunning, StepRetrying:
-		if first && step.Verify != nil {
+		if first && st.Verifiable {
 			return StepVerifiesFirst, "its outcome is uncertain: verified by its key before it runs"
 		}
-		if step.Unkeyed {
+		if st.Unkeyed {
 			return StepRunsUnprotected, "its effect may have happened and it passes no key to " + system(st)
 		}
 		return StepReplays, "its outcome is uncertain: its key " + st.Key + " makes a repeat safe"

@@ -261,3 +261,33 @@ func TestG13RedriveOntoANewerDefinition(t *testing.T) {
 		requireInvariants(t, b, id)
 	})
 }
+
+// SPEC G12, G13: a console in its own process (a runner without
+// definitions) plans and applies a redrive from the records alone; the
+// application's workers run it. Moving to a newer definition needs the
+// definition, so the console is refused with the reason.
+func TestG12RedriveWithoutDefinitions(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b *bundle) {
+		id := fmt.Sprintf("g12-console-%d", time.Now().UnixNano())
+		op := failWelcome(t, b, id)
+		p := saga.RedriveParams{ActionParams: saga.ActionParams{OperationID: id, Step: "workspace", Version: op.Version, Actor: "ann", Note: "from the console"},
+			Mode: saga.RedriveRerun}
+		plan, err := b.console.PlanRedrive(t.Context(), p)
+		require.NoError(t, err)
+		require.Equal(t, map[string]saga.StepAction{"account": saga.StepKept, "workspace": saga.StepReplays, "welcome": saga.StepRunsAgain}, actions(plan))
+		up := p
+		up.Upgrade = true
+		_, err = b.console.Redrive(t.Context(), up)
+		var te *saga.TransitionError
+		require.ErrorAs(t, err, &te)
+		require.Contains(t, te.Reason, "no definition of type signup")
+		fixWelcome(b, id)
+		_, err = b.console.Redrive(t.Context(), p)
+		require.NoError(t, err)
+		waitStatus(t, b, id, saga.StatusCompleted)
+		_, effects, _ := b.provider.Counts(id + "/workspace")
+		require.Equal(t, 1, effects)
+		require.Equal(t, 1, b.welcomeCount(id))
+	})
+}

@@ -276,7 +276,7 @@ func stepRecord(id string, def Definition, i int, now time.Time) StepRecord {
 	return StepRecord{Name: s.Name, Seq: i, Kind: s.kind(), System: s.System, Status: StepPending,
 		Key: id + "/" + s.Name, MaxAttempts: s.Retry.withDefaults().MaxAttempts, Compensable: s.Compensate != nil,
 		CompSeq: seq, CompKey: id + "/" + s.Name + "/compensate", CompMaxAttempts: s.CompensationRetry.withDefaults().MaxAttempts,
-		UpdatedAt: now}
+		Unkeyed: s.Unkeyed, Verifiable: s.Verify != nil, UpdatedAt: now}
 }
 
 // Get reads an operation with its steps, or returns ErrNotFound.

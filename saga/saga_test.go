@@ -173,6 +173,9 @@ type bundle struct {
 	// redefine stops the client and starts a new runner and client whose
 	// config opts change (new definitions: a deployment of a new version).
 	redefine func(opts ...func(*saga.Config))
+	// console is a runner without definitions, as a console in its own
+	// process has: its jobs are worked by eng's client.
+	console engine
 }
 
 type backend struct {
@@ -283,7 +286,10 @@ func start[TTx any](t *testing.T, w *world, d sagadriver.Driver[TTx], rd riverdr
 	})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(saga.NewCollector(runner, 5*time.Second))
-	b := &bundle{world: w, eng: runner, metrics: reg}
+	bare, err := saga.NewRunner(d, saga.Config{Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	bare.SetClient(client)
+	b := &bundle{world: w, eng: runner, metrics: reg, console: bare}
 	b.insert = func(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -296,6 +302,7 @@ func start[TTx any](t *testing.T, w *world, d sagadriver.Driver[TTx], rd riverdr
 		client = c
 		mu.Unlock()
 		runner.SetClient(c)
+		bare.SetClient(c)
 		require.NoError(t, c.Start(context.Background()))
 	}
 	b.redefine = func(opts ...func(*saga.Config)) {

@@ -63,6 +63,11 @@ type StepRecord struct {
 	LastErrorClass Class
 	// Compensable is true when the step has a Compensate.
 	Compensable bool
+	// Unkeyed is true when the step's Do passes no key to its system, so
+	// that a repeat makes a second effect; Verifiable when it has a
+	// Verify. A redrive reads them from the record, without the
+	// definition.
+	Unkeyed, Verifiable bool
 	// CompSeq orders compensations (lowest first).
 	CompSeq int
 	// CompKey is the compensation's own idempotency key.

@@ -255,7 +255,7 @@ func (d *Driver) ImportOperations(ctx context.Context, ops []sagadriver.Operatio
 			stepRows = append(stepRows, []any{op.ID, st.Name, st.Seq, string(st.Kind), st.System, string(st.Status), st.Key,
 				st.ExternalID, jsonArg(st.Result), st.Attempts, st.MaxAttempts, st.Verifications, st.LastError,
 				string(st.LastErrorClass), st.Compensable, st.CompSeq, st.CompKey, string(st.CompStatus), st.CompAttempts,
-				st.CompMaxAttempts, st.CompError, st.Generation, st.StartedAt, st.FinishedAt, st.UpdatedAt})
+				st.CompMaxAttempts, st.CompError, st.Generation, st.StartedAt, st.FinishedAt, st.UpdatedAt, st.Unkeyed, st.Verifiable})
 		}
 	}
 	for _, e := range events {
@@ -280,7 +280,7 @@ func (d *Driver) ImportOperations(ctx context.Context, ops []sagadriver.Operatio
 			{"unstuck_saga_step", []string{"operation_id", "name", "seq", "kind", "system", "status", "idempotency_key", "external_id",
 				"result", "attempts", "max_attempts", "verifications", "last_error", "last_error_class", "compensable", "comp_seq",
 				"comp_key", "comp_status", "comp_attempts", "comp_max_attempts", "comp_error", "generation", "started_at",
-				"finished_at", "updated_at"}, stepRows},
+				"finished_at", "updated_at", "unkeyed", "verifiable"}, stepRows},
 			{"unstuck_saga_event", []string{"operation_id", "step", "action", "from_status", "to_status", "actor", "message",
 				"attempt", "at"}, eventRows},
 			{"unstuck_saga_finding", []string{"operation_id", "step", "kind", "external_id", "detail", "detected_at", "resolved_at",

@@ -124,7 +124,7 @@ const opColumns = `id, type, status, correlation_id, input, current_step, last_e
 
 const stepColumns = `operation_id, name, seq, kind, system, status, idempotency_key, external_id, result, attempts, max_attempts, verifications,
  last_error, last_error_class, compensable, comp_seq, comp_key, comp_status, comp_attempts, comp_max_attempts, comp_error, generation,
- started_at, finished_at, updated_at`
+ started_at, finished_at, updated_at, unkeyed, verifiable`
 
 // Now implements sagadriver.Driver with the statement nowSQL, which selects the
 // database's clock; an empty nowSQL means the process clock.
@@ -174,11 +174,11 @@ func definitionVersion(op *sagadriver.Operation) int { return max(op.DefinitionV
 
 func (s Store) insertStep(ctx context.Context, q Querier, opID string, st *sagadriver.StepRecord) error {
 	_, err := q.Exec(ctx, s.q(`INSERT INTO unstuck_saga_step (`+stepColumns+`)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)`),
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)`),
 		opID, st.Name, st.Seq, string(st.Kind), st.System, string(st.Status), st.Key, st.ExternalID, s.D.JSON(st.Result),
 		st.Attempts, st.MaxAttempts, st.Verifications, st.LastError, string(st.LastErrorClass), st.Compensable, st.CompSeq,
 		st.CompKey, string(st.CompStatus), st.CompAttempts, st.CompMaxAttempts, st.CompError, st.Generation,
-		s.timeArg(st.StartedAt), s.timeArg(st.FinishedAt), s.D.Time(st.UpdatedAt))
+		s.timeArg(st.StartedAt), s.timeArg(st.FinishedAt), s.D.Time(st.UpdatedAt), st.Unkeyed, st.Verifiable)
 	if err != nil {
 		return fmt.Errorf("insert step %s: %w", st.Name, err)
 	}
@@ -245,7 +245,7 @@ func (s Store) steps(ctx context.Context, q Querier, opID string) ([]sagadriver.
 		if err := rows.Scan(&opid, &st.Name, &st.Seq, &kind, &st.System, &status, &st.Key, &st.ExternalID, jsonCol{&st.Result},
 			&st.Attempts, &st.MaxAttempts, &st.Verifications, &st.LastError, &class, &st.Compensable, &st.CompSeq, &st.CompKey,
 			&comp, &st.CompAttempts, &st.CompMaxAttempts, &st.CompError, &st.Generation,
-			nullTime{&st.StartedAt}, nullTime{&st.FinishedAt}, reqTime{&st.UpdatedAt}); err != nil {
+			nullTime{&st.StartedAt}, nullTime{&st.FinishedAt}, reqTime{&st.UpdatedAt}, &st.Unkeyed, &st.Verifiable); err != nil {
 			return nil, fmt.Errorf("scan step: %w", err)
 		}
 		st.Kind, st.Status, st.LastErrorClass, st.CompStatus = sagadriver.Kind(kind), sagadriver.StepStatus(status), sagadriver.Class(class), sagadriver.CompStatus(comp)
@@ -274,11 +274,12 @@ func (s Store) UpdateOperation(ctx context.Context, q Querier, op *sagadriver.Op
 		n, err := q.Exec(ctx, s.q(`UPDATE unstuck_saga_step SET status = $1, external_id = $2, result = $3, attempts = $4,
  verifications = $5, last_error = $6, last_error_class = $7, comp_status = $8, comp_attempts = $9, comp_error = $10,
  generation = $11, started_at = $12, finished_at = $13, updated_at = $14, idempotency_key = $15, kind = $16, system = $17,
- max_attempts = $18, compensable = $19, comp_seq = $20, comp_max_attempts = $21 WHERE operation_id = $22 AND name = $23`),
+ max_attempts = $18, compensable = $19, comp_seq = $20, comp_max_attempts = $21, unkeyed = $22, verifiable = $23
+ WHERE operation_id = $24 AND name = $25`),
 			string(st.Status), st.ExternalID, s.D.JSON(st.Result), st.Attempts, st.Verifications, st.LastError,
 			string(st.LastErrorClass), string(st.CompStatus), st.CompAttempts, st.CompError, st.Generation,
 			s.timeArg(st.StartedAt), s.timeArg(st.FinishedAt), s.D.Time(st.UpdatedAt), st.Key, string(st.Kind), st.System,
-			st.MaxAttempts, st.Compensable, st.CompSeq, st.CompMaxAttempts, op.ID, st.Name)
+			st.MaxAttempts, st.Compensable, st.CompSeq, st.CompMaxAttempts, st.Unkeyed, st.Verifiable, op.ID, st.Name)
 		if err != nil {
 			return fmt.Errorf("update step %s: %w", st.Name, err)
 		}
