@@ -118,8 +118,9 @@ func (r *Runner[TTx]) PlanRedrive(ctx context.Context, p RedriveParams) (Redrive
 }
 
 // Redrive resumes, re-runs from step k or compensates from step k an
-// operation that is failed, under review, compensated or completed, as
-// its mode allows (SPEC G12), in one transaction of its own.
+// operation that is failed or under review, or re-runs a compensated one
+// from step k (SPEC G12), in one transaction of its own. A completed
+// operation is not redriven.
 func (r *Runner[TTx]) Redrive(ctx context.Context, p RedriveParams) (Change, error) {
 	return r.within(ctx, func(ctx context.Context, tx TTx) (Change, error) { return r.RedriveTx(ctx, tx, p) })
 }
@@ -154,8 +155,58 @@ type redriveSpec struct {
 	refresh map[string]StepRecord
 }
 
-// planRedrive decides what a redrive of op does with each step.
+// PlanRedriveOf previews a redrive of op from its record alone, as a
+// process without op's definition (a console) plans it: every redrive but
+// an upgrade, which needs the definition.
+func PlanRedriveOf(op Operation, p RedriveParams) (RedrivePlan, error) {
+	plan, _, err := planRedrive(op, p, nil)
+	return plan, err
+}
+
+// RedriveChoice is a redrive legal on an operation: a mode and the steps
+// it may start from.
+type RedriveChoice struct {
+	Mode  RedriveMode
+	Steps []string
+}
+
+// RedriveChoices lists the redrives legal on op as its record stands, in
+// the order of RedriveModes; none for an operation that is moving.
+func RedriveChoices(op Operation) []RedriveChoice {
+	var out []RedriveChoice
+	for _, mode := range RedriveModes {
+		c := RedriveChoice{Mode: mode}
+		if mode == RedriveResume {
+			if plan, err := PlanRedriveOf(op, RedriveParams{Mode: mode}); err == nil {
+				c.Steps = []string{plan.From}
+			}
+		} else {
+			for _, st := range op.Steps {
+				if _, err := PlanRedriveOf(op, RedriveParams{ActionParams: ActionParams{Step: st.Name}, Mode: mode}); err == nil {
+					c.Steps = append(c.Steps, st.Name)
+				}
+			}
+		}
+		if len(c.Steps) > 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// planRedrive decides what a redrive of op does with each step, with the
+// registered definition of its type if there is one.
 func (r *Runner[TTx]) planRedrive(op Operation, p RedriveParams) (RedrivePlan, *redriveSpec, error) {
+	var def *Definition
+	if d, ok := r.defs[op.Type]; ok {
+		def = &d
+	}
+	return planRedrive(op, p, def)
+}
+
+// planRedrive decides what a redrive of op does with each step; def, when
+// not nil, is the registered definition of its type (for an upgrade).
+func planRedrive(op Operation, p RedriveParams, def *Definition) (RedrivePlan, *redriveSpec, error) {
 	mode := p.Mode
 	if mode == "" {
 		mode = RedriveResume
@@ -167,16 +218,11 @@ func (r *Runner[TTx]) planRedrive(op Operation, p RedriveParams) (RedrivePlan, *
 	if !slices.Contains(RedriveModes, mode) {
 		return RedrivePlan{}, nil, illegal(fmt.Sprintf("unknown mode %q: resume, rerun or compensate", mode))
 	}
-	def, haveDef := r.defs[op.Type]
 	switch op.Status {
 	case StatusFailed, StatusReviewRequired:
 	case StatusCompensated:
 		if mode != RedriveRerun {
 			return RedrivePlan{}, nil, illegal("a compensated operation can only be re-run from a step")
-		}
-	case StatusCompleted:
-		if mode != RedriveCompensate {
-			return RedrivePlan{}, nil, illegal("a completed operation can only be compensated from a step")
 		}
 	default:
 		return RedrivePlan{}, nil, illegal("the operation is moving; redrive it once it has stopped")
@@ -191,10 +237,10 @@ func (r *Runner[TTx]) planRedrive(op Operation, p RedriveParams) (RedrivePlan, *
 		FromDefinition: max(op.DefinitionVersion, 1)}
 	plan.ToDefinition = plan.FromDefinition
 	if p.Upgrade {
-		if !haveDef {
+		if def == nil {
 			return RedrivePlan{}, nil, illegal("this process has no definition of type " + op.Type + ": only the application that registers it can move operations to its newer version")
 		}
-		if err := upgrade(op, def, spec, &plan); err != nil {
+		if err := upgrade(op, *def, spec, &plan); err != nil {
 			return RedrivePlan{}, nil, illegal(err.Error())
 		}
 	}

@@ -291,3 +291,26 @@ func TestG12RedriveWithoutDefinitions(t *testing.T) {
 		require.Equal(t, 1, b.welcomeCount(id))
 	})
 }
+
+// RedriveChoices offers what the records allow, and nothing while the
+// operation moves.
+func TestG12RedriveChoicesFromTheRecord(t *testing.T) {
+	op := saga.Operation{ID: "op-1", Type: "signup", Status: saga.StatusReviewRequired, Version: 7, Steps: []saga.StepRecord{
+		{Name: "account", Status: saga.StepCompleted, Compensable: true, Key: "op-1/account"},
+		{Name: "workspace", Status: saga.StepCompleted, Compensable: true, Key: "op-1/workspace"},
+		{Name: "welcome", Status: saga.StepFailed, Key: "op-1/welcome"},
+	}}
+	require.Equal(t, []saga.RedriveChoice{
+		{Mode: saga.RedriveResume, Steps: []string{"welcome"}},
+		{Mode: saga.RedriveRerun, Steps: []string{"account", "workspace", "welcome"}},
+		{Mode: saga.RedriveCompensate, Steps: []string{"account", "workspace"}},
+	}, saga.RedriveChoices(op))
+	_, err := saga.PlanRedriveOf(op, saga.RedriveParams{ActionParams: saga.ActionParams{Step: "account"}, Mode: saga.RedriveRerun, Upgrade: true})
+	var te *saga.TransitionError
+	require.ErrorAs(t, err, &te, "an upgrade needs the definition")
+	op.Status = saga.StatusRunning
+	require.Empty(t, saga.RedriveChoices(op))
+	op.Status = saga.StatusReviewRequired
+	_, err = saga.PlanRedriveOf(op, saga.RedriveParams{Mode: "sideways"})
+	require.ErrorAs(t, err, &te, "an unknown mode")
+}
