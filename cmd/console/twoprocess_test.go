@@ -512,7 +512,7 @@ func TestTwoProcessDeployment(t *testing.T) {
 		path := "/operations/" + id
 		resp, page := oncall.do(t, http.MethodGet, path+"/redrive?mode=rerun&step=reserve", nil, "")
 		require.Equal(t, http.StatusOK, resp.StatusCode, "the redrive page: %s", twoprocText(page))
-		require.Contains(t, page, `<tr data-action="replays"><td>charge</td>`, "the charge replays under its key: %s", twoprocText(page))
+		require.Contains(t, page, `<tr data-action="replays"><th scope="row">charge</th>`, "the charge replays under its key: %s", twoprocText(page))
 		plan := strings.Index(page, `data-testid="redrive-plan"`)
 		require.Positive(t, plan, "the page shows the plan: %s", twoprocText(page))
 		form := twoprocHiddenFields(t, page[plan:], path+"/redrive")

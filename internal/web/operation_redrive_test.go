@@ -32,7 +32,7 @@ func TestOperationRedrive(t *testing.T) {
 	resp, page := do(t, oncall, http.MethodGet, b.srv.URL+path+"/redrive?mode=rerun&step=account", nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, page, "Re-run from a step: account")
-	require.Regexp(t, `<tr data-action="replays"><td>account</td>`, page, "the completed step replays its effect")
+	require.Regexp(t, `<tr data-action="replays"><th scope="row">account</th>`, page, "the completed step replays its effect")
 	require.Contains(t, page, "each under its own idempotency key", "the consequence in words")
 
 	resp, page = do(t, oncall, http.MethodGet, b.srv.URL+path+"/redrive?mode=compensate&step=nonesuch", nil)
