@@ -29,6 +29,7 @@ const (
 	opConfirm                           // operator: confirm a step's real outcome
 	opCompensate                        // operator: start compensation
 	opResolve                           // operator: resolve a review
+	opRedrive                           // operator: redrive (resume, re-run or compensate from a step)
 	recFinding                          // reconciliation: raise to review with a finding
 )
 
@@ -55,6 +56,7 @@ type signal struct {
 	happened         bool              // opConfirm
 	note             string            // operator actions
 	resolveTo        sagadriver.Status // opResolve
+	redrive          *redriveSpec
 }
 
 // jobKind names the River job kinds the engine inserts.
@@ -219,6 +221,8 @@ func decide(op sagadriver.Operation, s signal) (decision, error) {
 		err = m.operatorCompensate()
 	case opResolve:
 		err = m.operatorResolve()
+	case opRedrive:
+		m.operatorRedrive(s.redrive)
 	case recFinding:
 		if o.Status != sagadriver.StatusReviewRequired {
 			m.review("reconciliation_finding", s.err)
@@ -609,4 +613,98 @@ func (m *machine) operatorResolve() error {
 	m.event("", "operator_resolve", string(o.Status), string(m.s.resolveTo), m.s.note, 0)
 	m.setOp(m.s.resolveTo, "resolved by operator")
 	return nil
+}
+
+// operatorRedrive applies a redrive planned by planRedrive, which checked
+// that it is legal: the operation is stopped and no compensation is
+// unfinished.
+func (m *machine) operatorRedrive(spec *redriveSpec) {
+	o := m.op()
+	plan := spec.plan
+	msg := fmt.Sprintf("%s from %s", plan.Mode, cmp.Or(plan.From, "the appended steps"))
+	if plan.ToDefinition != plan.FromDefinition {
+		msg += fmt.Sprintf(", definition version %d to %d", plan.FromDefinition, plan.ToDefinition)
+	}
+	if m.s.note != "" {
+		msg += ": " + m.s.note
+	}
+	m.event(plan.From, "operator_redrive", string(o.Status), "", msg, 0)
+	for i := range o.Steps {
+		if rec, ok := spec.refresh[o.Steps[i].Name]; ok && i >= spec.from && spec.from >= 0 {
+			st := &o.Steps[i]
+			st.Kind, st.System, st.MaxAttempts, st.Compensable = rec.Kind, rec.System, rec.MaxAttempts, rec.Compensable
+			st.CompSeq, st.CompMaxAttempts = rec.CompSeq, rec.CompMaxAttempts
+			st.Unkeyed, st.Verifiable = rec.Unkeyed, rec.Verifiable
+		}
+	}
+	if spec.plan.ToDefinition != o.DefinitionVersion {
+		o.DefinitionVersion = spec.plan.ToDefinition
+		for _, rec := range spec.appended {
+			rec.Seq = len(o.Steps)
+			rec.UpdatedAt = m.s.now
+			o.Steps = append(o.Steps, rec)
+			m.event(rec.Name, "step_appended", "", string(sagadriver.StepPending), fmt.Sprintf("definition version %d", plan.ToDefinition), 0)
+		}
+	}
+	o.LastError, o.ReviewReason = "", ""
+	if plan.Mode == RedriveCompensate {
+		var names []string
+		for i, sp := range plan.Steps {
+			st := &o.Steps[i]
+			switch sp.Action {
+			case StepCompensates:
+				st.CompStatus, st.CompAttempts, st.CompError = sagadriver.CompPending, 0, ""
+				m.setStep(st, sagadriver.StepCompensating, "compensation_planned", "redrive", st.Attempts)
+				names = append(names, st.Name)
+			case StepNotRun:
+				if st.Status == sagadriver.StepPending || st.Status == sagadriver.StepRetrying {
+					m.setStep(st, sagadriver.StepSkipped, "step_skipped", "redrive", st.Attempts)
+				}
+			}
+		}
+		m.setOp(sagadriver.StatusCompensating, fmt.Sprintf("redrive: compensating %v", names))
+		m.nextCompensation()
+		return
+	}
+	var first *sagadriver.StepRecord
+	verify := false
+	for i, sp := range plan.Steps {
+		if i >= len(o.Steps) || sp.Action == StepKept {
+			continue
+		}
+		st := &o.Steps[i]
+		if sp.Action == StepRunsNewKey {
+			st.Key, st.CompKey = redriveKey(*o, *st)
+		}
+		st.Attempts, st.Verifications = 0, 0
+		st.LastError, st.LastErrorClass = "", ""
+		st.CompStatus, st.CompAttempts, st.CompError = sagadriver.CompNone, 0, ""
+		st.StartedAt, st.FinishedAt = nil, nil
+		to := sagadriver.StepPending
+		if sp.Action == StepVerifiesFirst {
+			to, verify = sagadriver.StepUncertain, true
+		} else {
+			st.ExternalID, st.Result = "", nil
+		}
+		m.setStep(st, to, "step_reset", "redrive: "+string(sp.Action), 0)
+		if first == nil {
+			first = st
+		}
+	}
+	if first == nil {
+		// A resume into the appended steps only.
+		for i := range o.Steps {
+			if o.Steps[i].Status == sagadriver.StepPending {
+				first = &o.Steps[i]
+				break
+			}
+		}
+	}
+	m.setOp(sagadriver.StatusRunning, "redrive: "+msg)
+	o.CurrentStep = first.Name
+	if verify {
+		m.enqueue(jobVerify, first, 0)
+		return
+	}
+	m.enqueue(jobStep, first, 0)
 }

@@ -109,12 +109,22 @@ func (r *Runner[TTx]) within(ctx context.Context, fn func(ctx context.Context, t
 
 // operator checks the version, applies the transition and writes it.
 func (r *Runner[TTx]) operator(ctx context.Context, tx TTx, p ActionParams, s signal) (Change, error) {
+	return r.act(ctx, tx, p, func(sagadriver.Operation) (signal, error) { return s, nil })
+}
+
+// act reads the operation locked, checks the version the operator saw,
+// applies the transition mk builds from the record and writes it.
+func (r *Runner[TTx]) act(ctx context.Context, tx TTx, p ActionParams, mk func(sagadriver.Operation) (signal, error)) (Change, error) {
 	op, err := r.driver.GetOperation(ctx, tx, p.OperationID, true)
 	if err != nil {
 		return Change{}, err
 	}
 	if op.Version != p.Version {
 		return Change{}, fmt.Errorf("%w: %s is at version %d, the operator saw %d", ErrStale, op.ID, op.Version, p.Version)
+	}
+	s, err := mk(op)
+	if err != nil {
+		return Change{}, err
 	}
 	if s.now, err = r.clock(ctx, tx); err != nil {
 		return Change{}, err

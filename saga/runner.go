@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -246,21 +247,10 @@ func (r *Runner[TTx]) StartTx(ctx context.Context, tx TTx, typ string, input any
 	if err != nil {
 		return sagadriver.Operation{}, err
 	}
-	op := sagadriver.Operation{ID: id, Type: typ, Status: sagadriver.StatusPending, CorrelationID: opts.CorrelationID, Input: raw,
-		CurrentStep: def.Steps[0].Name, Version: 1, CreatedAt: now, UpdatedAt: now}
-	compSeq := map[string]int{}
-	for i, name := range def.CompensationOrder {
-		compSeq[name] = i + 1
-	}
-	for i, s := range def.Steps {
-		seq, ok := compSeq[s.Name]
-		if !ok {
-			seq = len(def.Steps) - i
-		}
-		op.Steps = append(op.Steps, sagadriver.StepRecord{Name: s.Name, Seq: i, Kind: s.kind(), System: s.System, Status: sagadriver.StepPending,
-			Key: id + "/" + s.Name, MaxAttempts: s.Retry.withDefaults().MaxAttempts, Compensable: s.Compensate != nil,
-			CompSeq: seq, CompKey: id + "/" + s.Name + "/compensate", CompMaxAttempts: s.CompensationRetry.withDefaults().MaxAttempts,
-			UpdatedAt: now})
+	op := sagadriver.Operation{ID: id, Type: typ, DefinitionVersion: def.version(), Status: sagadriver.StatusPending, CorrelationID: opts.CorrelationID,
+		Input: raw, CurrentStep: def.Steps[0].Name, Version: 1, CreatedAt: now, UpdatedAt: now}
+	for i := range def.Steps {
+		op.Steps = append(op.Steps, stepRecord(id, def, i, now))
 	}
 	op.Steps[0].Generation = 1
 	if err := r.driver.InsertOperation(ctx, tx, &op); err != nil {
@@ -275,6 +265,19 @@ func (r *Runner[TTx]) StartTx(ctx context.Context, tx TTx, typ string, input any
 		return sagadriver.Operation{}, fmt.Errorf("saga: start %s: %w", typ, err)
 	}
 	return op, nil
+}
+
+// stepRecord is the new record of step i of def for operation id.
+func stepRecord(id string, def Definition, i int, now time.Time) sagadriver.StepRecord {
+	s := def.Steps[i]
+	seq := len(def.Steps) - i
+	if j := slices.Index(def.CompensationOrder, s.Name); j >= 0 {
+		seq = j + 1
+	}
+	return sagadriver.StepRecord{Name: s.Name, Seq: i, Kind: s.kind(), System: s.System, Status: sagadriver.StepPending,
+		Key: id + "/" + s.Name, MaxAttempts: s.Retry.withDefaults().MaxAttempts, Compensable: s.Compensate != nil,
+		CompSeq: seq, CompKey: id + "/" + s.Name + "/compensate", CompMaxAttempts: s.CompensationRetry.withDefaults().MaxAttempts,
+		Unkeyed: s.Unkeyed, Verifiable: s.Verify != nil, UpdatedAt: now}
 }
 
 // Get reads an operation with its steps, or returns ErrNotFound.

@@ -23,7 +23,15 @@ type Definition struct {
 	// with a Compensate in the order their compensations run. By default
 	// they run in reverse step order.
 	CompensationOrder []string
+	// Version numbers the definition (SPEC G13); 0 means 1. An operation
+	// records the version it started on. Raise it when steps are
+	// appended: a redrive with [RedriveParams.Upgrade] moves an operation
+	// to the registered version if that version's steps begin with the
+	// operation's steps, name for name; any other change is refused.
+	Version int
 }
+
+func (d Definition) version() int { return max(d.Version, 1) }
 
 // StepFunc performs a step's effect. It must be idempotent under
 // StepInput.Key: the external system must recognise a repeated call with
@@ -86,6 +94,12 @@ type Step struct {
 	// Classify overrides the classification of Do's and Compensate's
 	// errors. Nil uses [Classify].
 	Classify func(error) sagadriver.Class
+	// Unkeyed declares that Do does not pass StepInput.Key to its system,
+	// so a repeated call makes a second effect. A redrive that would run
+	// such a step again after its effect happened names it and is refused
+	// unless the operator acknowledges it
+	// ([RedriveParams.AcceptUnprotected]).
+	Unkeyed bool
 }
 
 // RetryPolicy bounds the attempts of a step and spaces them out: the n-th
@@ -137,6 +151,9 @@ type StepInput struct {
 	// Key is the stable idempotency key of this action: the step's key
 	// ("<operation id>/<step>") for Do and Verify, the compensation's own
 	// key ("<operation id>/<step>/compensate") for Compensate (SPEC G1, G6).
+	// A redrive that runs a compensated step again gives it a new key
+	// ("<operation id>/<step>/redrive-<n>", and "…/compensate" for its
+	// compensation): the old one names the effect that was undone.
 	Key string
 	// StepKey is the step's own key, also when Key is the compensation's:
 	// what the external system knows the effect by.
@@ -205,6 +222,9 @@ func validateDefinition(d Definition) error {
 	}
 	if len(d.Steps) == 0 {
 		return fmt.Errorf("saga: definition %q has no steps", d.Type)
+	}
+	if d.Version < 0 {
+		return fmt.Errorf("saga: definition %q: negative version %d", d.Type, d.Version)
 	}
 	seen := map[string]bool{}
 	for i, s := range d.Steps {

@@ -46,6 +46,8 @@ type engine interface {
 	Resolve(ctx context.Context, p saga.ActionParams, to sagadriver.Status) (saga.Change, error)
 	Reconcile(ctx context.Context) ([]sagadriver.Finding, error)
 	ClockSkew(ctx context.Context) (time.Duration, error)
+	PlanRedrive(ctx context.Context, p saga.RedriveParams) (saga.RedrivePlan, error)
+	Redrive(ctx context.Context, p saga.RedriveParams) (saga.Change, error)
 }
 
 // world is the outside of the saga: local accounts in a real table, the
@@ -132,6 +134,7 @@ func (w *world) definition() saga.Definition {
 		{
 			Name: "welcome", System: "mailer", Kind: sagadriver.Retriable, Retry: fast,
 			Do: func(ctx context.Context, in saga.StepInput) (saga.Result, error) {
+				w.wait(ctx, "welcome")
 				w.mu.Lock()
 				defer w.mu.Unlock()
 				if err := w.welcomeFail[in.OperationID]; err != nil {
@@ -167,6 +170,12 @@ type bundle struct {
 	// restart stops the client (cancelling running jobs when hard) and
 	// starts a new one on the same database.
 	restart func(hard bool)
+	// redefine stops the client and starts a new runner and client whose
+	// config opts change (new definitions: a deployment of a new version).
+	redefine func(opts ...func(*saga.Config))
+	// console is a runner without definitions, as a console in its own
+	// process has: its jobs are worked by eng's client.
+	console engine
 }
 
 type backend struct {
@@ -227,12 +236,16 @@ func start[TTx any](t *testing.T, w *world, d sagadriver.Driver[TTx], rd riverdr
 	require.NoError(t, d.Migrate(ctx), "migrating twice changes nothing")
 	require.NoError(t, w.exec(ctx, `CREATE TABLE test_account (key TEXT PRIMARY KEY, email TEXT NOT NULL UNIQUE, active INTEGER NOT NULL, disables INTEGER NOT NULL)`))
 
-	cfg := saga.Config{Definitions: []saga.Definition{w.definition()}, StuckAfter: time.Hour, Logger: slog.New(slog.DiscardHandler)}
-	for _, o := range opts {
-		o(&cfg)
+	newRunner := func(opts []func(*saga.Config)) *saga.Runner[TTx] {
+		cfg := saga.Config{Definitions: []saga.Definition{w.definition()}, StuckAfter: time.Hour, Logger: slog.New(slog.DiscardHandler)}
+		for _, o := range opts {
+			o(&cfg)
+		}
+		runner, err := saga.NewRunner(d, cfg)
+		require.NoError(t, err)
+		return runner
 	}
-	runner, err := saga.NewRunner(d, cfg)
-	require.NoError(t, err)
+	runner := newRunner(opts)
 	newClient := func() *river.Client[TTx] {
 		workers := river.NewWorkers()
 		require.NoError(t, runner.AddWorkers(workers))
@@ -273,7 +286,10 @@ func start[TTx any](t *testing.T, w *world, d sagadriver.Driver[TTx], rd riverdr
 	})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(saga.NewCollector(runner, 5*time.Second))
-	b := &bundle{world: w, eng: runner, metrics: reg}
+	bare, err := saga.NewRunner(d, saga.Config{Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	bare.SetClient(client)
+	b := &bundle{world: w, eng: runner, metrics: reg, console: bare}
 	b.insert = func(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -286,7 +302,13 @@ func start[TTx any](t *testing.T, w *world, d sagadriver.Driver[TTx], rd riverdr
 		client = c
 		mu.Unlock()
 		runner.SetClient(c)
+		bare.SetClient(c)
 		require.NoError(t, c.Start(context.Background()))
+	}
+	b.redefine = func(opts ...func(*saga.Config)) {
+		runner = newRunner(opts)
+		b.eng = runner
+		b.restart(false)
 	}
 	return b
 }

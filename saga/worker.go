@@ -178,7 +178,11 @@ func finish[TTx any, T river.JobArgs](ctx context.Context, r *Runner[TTx], job *
 }
 
 func inputFor(op sagadriver.Operation, step string, key string, attempt int) StepInput {
-	return StepInput{OperationID: op.ID, Type: op.Type, Step: step, Key: key, StepKey: op.ID + "/" + step, Attempt: attempt,
+	stepKey := op.ID + "/" + step
+	if st, ok := op.Step(step); ok && st.Key != "" {
+		stepKey = st.Key
+	}
+	return StepInput{OperationID: op.ID, Type: op.Type, Step: step, Key: key, StepKey: stepKey, Attempt: attempt,
 		Input: op.Input, Results: results(op)}
 }
 

@@ -92,13 +92,14 @@ func signInAs(t *testing.T, c *console, role string) {
 // decisions is what the journeys share: the operations and keys they made
 // and decided on.
 type decisions struct {
-	base    string
-	jobs    receiptJobs
-	retried string // the operation oncall retried
-	review  string // an operation left under review, for the auditor
-	key     string // the receipt key support forgot
-	keyID   string
-	spare   string // console ID of an unavailable key left alone
+	base     string
+	jobs     receiptJobs
+	retried  string // the operation oncall retried
+	redriven string // the operation oncall redrove
+	review   string // an operation left under review, for the auditor
+	key      string // the receipt key support forgot
+	keyID    string
+	spare    string // console ID of an unavailable key left alone
 }
 
 func TestBrowserDecisions(t *testing.T) {
@@ -114,11 +115,13 @@ func TestBrowserDecisions(t *testing.T) {
 	// Two signups whose welcome email the mailer refuses: review_required.
 	d.retried = postSignup(t, base, signupKey(t, "retry"), `{"email":"rita@example.com","fail":"welcome_permanent"}`)
 	d.review = postSignup(t, base, signupKey(t, "review"), `{"email":"rob@example.com","fail":"welcome_permanent"}`)
+	d.redriven = postSignup(t, base, signupKey(t, "redrive"), `{"email":"rhea@example.com","fail":"welcome_permanent"}`)
 	d.key = fmt.Sprintf("receipt-browser-%d", time.Now().UnixNano())
 	d.jobs.unavailable(t, d.key)
 	d.jobs.unavailable(t, d.key+"-spare")
 	waitSignup(t, base, d.retried, sagadriver.StatusReviewRequired, 30*time.Second)
 	waitSignup(t, base, d.review, sagadriver.StatusReviewRequired, 30*time.Second)
+	waitSignup(t, base, d.redriven, sagadriver.StatusReviewRequired, 30*time.Second)
 
 	t.Run("CSPDetector", func(t *testing.T) { testCSPDetector(t, c) })
 	t.Run("SignIn", func(t *testing.T) {
@@ -127,6 +130,7 @@ func TestBrowserDecisions(t *testing.T) {
 		}
 	})
 	t.Run("OncallRetriesAReviewAndItCompletes", func(t *testing.T) { testOncallRetries(t, c, d) })
+	t.Run("OncallRedrivesAFailedSignupAfterThePreview", func(t *testing.T) { testOncallRedrives(t, c, d) })
 	t.Run("SupportForgetsAnUnavailableKey", func(t *testing.T) { testSupportForgets(t, c, d) })
 	t.Run("AuditorSeesAndExportsTheDecisions", func(t *testing.T) { testAuditorExports(t, c, d) })
 	t.Run("AuditorHasNoControlsAndAHandMadePostIsDenied", func(t *testing.T) { testAuditorDenied(t, c, d) })
@@ -309,4 +313,35 @@ func testAuditorDenied(t *testing.T, c *console, d *decisions) {
 	p.ok(expect.Locator(denied).ToHaveCount(1), "the attempt is in the trail")
 	p.ok(expect.Locator(denied).ToContainText("auditor"), "by the auditor")
 	p.ok(expect.Locator(denied).ToContainText("denied"), "outcome denied")
+}
+
+// testOncallRedrives: oncall opens the redrive of a signup whose welcome
+// mail failed, reads the per-step preview (the account and the workspace
+// are kept, the welcome step runs again) and its consequence, redrives it
+// with a reason once the mailer is back, and the operation completes
+// (SPEC G12).
+func testOncallRedrives(t *testing.T, c *console, d *decisions) {
+	p := c.open(t, "oncall")
+	path := "/operations/" + d.redriven
+	require.Equal(t, http.StatusOK, p.goTo(path))
+	redrive := p.role("region", "Decide").Locator(`details[data-action="redrive"]`)
+	p.ok(redrive.Locator("summary").Click(), "open the redrive choices")
+	p.ok(redrive.GetByRole("link", playwright.LocatorGetByRoleOptions{Name: "Resume at the failed step"}).Click(), "choose resume")
+	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(regexp.QuoteMeta(path)+`/redrive\?mode=resume`)), "the redrive page")
+	plan := p.GetByTestId("redrive-plan")
+	for step, what := range map[string]string{"account": "Kept: does not run", "workspace": "Kept: does not run", "welcome": "Runs again"} {
+		row := plan.Locator(`tr:has(th:text-is("` + step + `"))`)
+		p.ok(expect.Locator(row).ToContainText(what), "the preview says what happens to %s", step)
+	}
+	p.ok(expect.Locator(p.GetByTestId("redrive-consequence")).ToContainText("The steps before it keep their effects"), "the consequence in words")
+	p.checkPage("the redrive page")
+	p.ok(p.GetByLabel("Reason", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("the mailer is back; send the welcome mail"), "fill Reason")
+	p.ok(p.role("button", "Redrive operation "+d.redriven).Click(), "submit the redrive")
+	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(regexp.QuoteMeta(path)+`\?done=redrive$`)), "back on the operation")
+	p.ok(expect.Locator(p.GetByRole("status").Filter(playwright.LocatorFilterOptions{HasText: "Redrive applied"})).ToBeVisible(), "the notice")
+	waitSignup(t, d.base, d.redriven, sagadriver.StatusCompleted, 30*time.Second)
+	p.goTo(path)
+	history := p.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Decisions on this item"})
+	p.ok(expect.Locator(history.GetByRole("row").Filter(playwright.LocatorFilterOptions{HasText: "operation.redrive"})).ToHaveCount(1), "the redrive in the history")
+	p.ok(expect.Locator(p.GetByTestId("timeline")).ToContainText("operator_redrive"), "and on the timeline")
 }

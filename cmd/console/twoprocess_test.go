@@ -506,6 +506,36 @@ func TestTwoProcessDeployment(t *testing.T) {
 		}
 	})
 
+	t.Run("RedriveFromConsole", func(t *testing.T) {
+		// SPEC G12: the console plans a re-run from the first step from
+		// the records (it has no definitions) and the application's
+		// workers run it: the steps that happened replay under their keys.
+		id := startTwoprocOperation(t, app, "fail_once", "twoproc-redrive")
+		waitTwoprocStatus(t, d, id, sagadriver.StatusReviewRequired, twoprocWait)
+		path := "/operations/" + id
+		resp, page := oncall.do(t, http.MethodGet, path+"/redrive?mode=rerun&step=reserve", nil, "")
+		require.Equal(t, http.StatusOK, resp.StatusCode, "the redrive page: %s", twoprocText(page))
+		require.Contains(t, page, `<tr data-action="replays"><th scope="row">charge</th>`, "the charge replays under its key: %s", twoprocText(page))
+		plan := strings.Index(page, `data-testid="redrive-plan"`)
+		require.Positive(t, plan, "the page shows the plan: %s", twoprocText(page))
+		form := twoprocHiddenFields(t, page[plan:], path+"/redrive")
+		require.Equal(t, "rerun", form.Get("mode"))
+		form.Set("reason", "the carrier is back: run the order again from the start")
+		resp, body := oncall.do(t, http.MethodPost, path+"/redrive", form, "")
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the console's redrive answers 303 (it answered %d: %s)", resp.StatusCode, twoprocText(body))
+		waitTwoprocStatus(t, d, id, sagadriver.StatusCompleted, twoprocWait)
+		for _, step := range []string{"reserve", "charge", "ship"} {
+			requireTwoprocCall(t, pool, id, step, "do", twoprocAppIDPrefix+"1")
+			var calls, effects int
+			require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM twoproc_call WHERE op = $1 AND step = $2 AND action = 'do'`, id, step).Scan(&calls))
+			require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM twoproc_effect WHERE key = $1`, id+"/"+step).Scan(&effects))
+			require.Equal(t, 1, effects, "one effect of %s under its key", step)
+			if step != "ship" {
+				require.Equal(t, 2, calls, "%s was called again and replayed", step)
+			}
+		}
+	})
+
 	keys := idempgx.New(pool)
 	t.Run("VerifyFromConsole", func(t *testing.T) {
 		// The console asks; the application's worker runs its verifier;

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -30,6 +31,9 @@ const (
 	// OperationResolve closes a review with a terminal status and the
 	// reason as its resolution (saga.Runner.Resolve).
 	OperationResolve OperationAction = "resolve"
+	// OperationRedrive resumes at the failed step, re-runs from a step or
+	// compensates from a step (saga.Runner.Redrive, SPEC G12).
+	OperationRedrive OperationAction = "redrive"
 )
 
 // maxOperationID bounds the operation IDs a decision may name.
@@ -51,7 +55,14 @@ type OperationDecision struct {
 	// ResolveTo is the terminal status of an OperationResolve: completed,
 	// failed or compensated.
 	ResolveTo sagadriver.Status
-	Reason    string
+	// Mode is an OperationRedrive's mode; Step is then the step it starts
+	// from (empty for a resume: the failed step).
+	Mode saga.RedriveMode
+	// AcceptUnprotected acknowledges that an OperationRedrive runs again
+	// the steps its plan names unprotected (they pass no key to their
+	// system, so a repeat makes a second effect).
+	AcceptUnprotected bool
+	Reason            string
 }
 
 // OperationResult is an applied decision: the operation before and after.
@@ -85,6 +96,13 @@ func (d *OperationDecision) Validate() error {
 			return invalid("step", "choose the step")
 		}
 	case OperationCompensate:
+	case OperationRedrive:
+		switch {
+		case !slices.Contains(saga.RedriveModes, d.Mode):
+			return invalid("mode", "choose resume, rerun or compensate")
+		case d.Mode != saga.RedriveResume && d.Step == "":
+			return invalid("step", "choose the step to start from")
+		}
 	case OperationResolve:
 		switch d.ResolveTo {
 		case sagadriver.StatusCompleted, sagadriver.StatusFailed, sagadriver.StatusCompensated:
@@ -97,8 +115,11 @@ func (d *OperationDecision) Validate() error {
 	if d.Action != OperationConfirm {
 		d.Happened, d.ExternalID = false, ""
 	}
-	if d.Action != OperationRetry && d.Action != OperationConfirm {
+	if d.Action != OperationRetry && d.Action != OperationConfirm && d.Action != OperationRedrive {
 		d.Step = ""
+	}
+	if d.Action != OperationRedrive {
+		d.Mode, d.AcceptUnprotected = "", false
 	}
 	if d.Action != OperationResolve {
 		d.ResolveTo = ""
@@ -225,6 +246,11 @@ func (o *Operations[TTx]) decide(ctx context.Context, actor Actor, d OperationDe
 			ch, err = o.runner.StartCompensationTx(ctx, tx, p)
 		case OperationResolve:
 			ch, err = o.runner.ResolveTx(ctx, tx, p, d.ResolveTo)
+		case OperationRedrive:
+			ch, err = o.runner.RedriveTx(ctx, tx, saga.RedriveParams{ActionParams: p, Mode: d.Mode, AcceptUnprotected: d.AcceptUnprotected})
+			if errors.Is(err, saga.ErrUnprotected) {
+				return invalid("accept_unprotected", strings.TrimPrefix(err.Error(), "saga: "))
+			}
 		default:
 			return invalid("action", "unknown action")
 		}
@@ -238,7 +264,13 @@ func (o *Operations[TTx]) decide(ctx context.Context, actor Actor, d OperationDe
 			return err
 		}
 		res = OperationResult{Before: ch.Before, After: ch.After}
-		_, err = o.db.appendTx(ctx, tx, operationEntry(actor, d, operationSnapshot(ch.Before), operationSnapshot(ch.After), audit.OutcomeApplied))
+		after := operationSnapshot(ch.After)
+		if d.Action == OperationRedrive {
+			after["redrive"] = redriveSnapshot(d, ch.Before)
+		}
+		// Last, just before the commit: the append serialises with every
+		// other append until this transaction ends.
+		_, err = o.db.appendTx(ctx, tx, operationEntry(actor, d, operationSnapshot(ch.Before), after, audit.OutcomeApplied))
 		return err
 	})
 	return res, seen, err
@@ -270,8 +302,30 @@ func operationSnapshot(op sagadriver.Operation) map[string]any {
 		"id": op.ID, "type": op.Type, "status": string(op.Status), "version": op.Version, "current_step": op.CurrentStep,
 		"correlation_id": op.CorrelationID, "review_reason": op.ReviewReason, "resolution": op.Resolution, "last_error": op.LastError,
 		"updated_at": op.UpdatedAt.UTC().Format(time.RFC3339Nano), "steps": steps,
+		"definition_version": max(op.DefinitionVersion, 1),
 	}
 	return s
+}
+
+// redriveSnapshot is what the audit entry of a redrive records of it: the
+// mode, the step it started from, and what it did with each step, with
+// the unprotected steps the operator acknowledged.
+func redriveSnapshot(d OperationDecision, before sagadriver.Operation) map[string]any {
+	out := map[string]any{"mode": string(d.Mode), "from": d.Step}
+	plan, err := saga.PlanRedriveOf(before, saga.RedriveParams{ActionParams: saga.ActionParams{Step: d.Step}, Mode: d.Mode})
+	if err != nil {
+		return out
+	}
+	out["from"] = plan.From
+	steps := map[string]string{}
+	for _, sp := range plan.Steps {
+		steps[sp.Step] = string(sp.Action)
+	}
+	out["steps"] = steps
+	if len(plan.Unprotected) > 0 {
+		out["unprotected_acknowledged"] = plan.Unprotected
+	}
+	return out
 }
 
 // StepChoice is a step an action may name.
@@ -295,11 +349,13 @@ type LegalActions struct {
 	Compensate bool
 	// Resolve says whether the review can be closed.
 	Resolve bool
+	// Redrive lists the redrives legal on the operation's record.
+	Redrive []saga.RedriveChoice
 }
 
 // Any reports whether some action is legal.
 func (l LegalActions) Any() bool {
-	return len(l.Retry) > 0 || len(l.Confirm) > 0 || l.Compensate || l.Resolve
+	return len(l.Retry) > 0 || len(l.Confirm) > 0 || l.Compensate || l.Resolve || len(l.Redrive) > 0
 }
 
 // Legal returns the operator actions the saga's state machine
@@ -330,5 +386,6 @@ func Legal(op sagadriver.Operation) LegalActions {
 		l.Resolve = true
 	}
 	l.Compensate = (op.Status == sagadriver.StatusReviewRequired || op.Status == sagadriver.StatusRunning) && !compStarted
+	l.Redrive = saga.RedriveChoices(op)
 	return l
 }

@@ -14,11 +14,12 @@ const (
 	DecisionRetry              = "Retry"
 	DecisionCompensate         = "Compensate"
 	DecisionResolve            = "Resolve"
+	DecisionRedrive            = "Redrive"
 )
 
 // Decisions are the decision names, in the order a page offers them.
 var Decisions = []string{DecisionVerify, DecisionConfirmHappened, DecisionConfirmNotHappened, DecisionForget,
-	DecisionRetry, DecisionCompensate, DecisionResolve}
+	DecisionRetry, DecisionCompensate, DecisionResolve, DecisionRedrive}
 
 // KeyTarget is how a decision's title names one key: "Forget — key 45".
 func KeyTarget(decision, id string) string { return decision + " — key " + id }

@@ -141,6 +141,7 @@ var operationNotices = map[string]string{
 	"confirm":    "Outcome confirmed and recorded in the audit trail.",
 	"compensate": "Compensation started and recorded in the audit trail.",
 	"resolve":    "Review resolved manually and recorded in the audit trail.",
+	"redrive":    "Redrive applied and recorded in the audit trail: the application's workers take the operation up again.",
 }
 
 // renderOperationDetail renders the current state of operation id, with
@@ -159,6 +160,9 @@ func renderOperationDetail(w http.ResponseWriter, r *http.Request, status int, i
 	vm := views.OperationVM{Operation: det.Operation, Events: det.Events, EventsOmitted: det.EventsOmitted, Findings: det.Findings}
 	gateOperationData(r, &vm, decider, log)
 	d := views.OperationDecisionsVM{Enabled: true, Actions: operationActions(viewerFrom(r.Context()), det.Operation)}
+	if v := viewerFrom(r.Context()); v != nil && v.Can(views.OperationURL(id)+"/redrive", http.MethodGet) {
+		d.Redrive = ops.Legal(det.Operation).Redrive
+	}
 	hist, err := decider.History(r.Context(), id, 50)
 	if err != nil {
 		writeError(w, r, log, err)

@@ -239,6 +239,9 @@ func NewHandler(cfg Config) http.Handler {
 					r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST "+pattern), idem.RouteTTL(time.Hour)), gate(cfg.Bulks, "operations", string(action), log)).
 						Method(http.MethodPost, pattern, handleOperationDecision(action, cfg.Sagas, cfg.Operations, log))
 				}
+				r.Method(http.MethodGet, "/operations/{id}/redrive", handleRedrivePage(cfg.Sagas, log))
+				r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST /operations/{id}/redrive"), idem.RouteTTL(time.Hour))).
+					Method(http.MethodPost, "/operations/{id}/redrive", handleRedrive(cfg.Sagas, cfg.Operations, log))
 			}
 			r.Method(http.MethodGet, "/users", handleUserList(cfg.Store, log))
 			r.Method(http.MethodPost, "/users/{username}/unlock", handleUserUnlock(cfg.Store, logins, cfg.Trail, log))

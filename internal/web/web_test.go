@@ -254,6 +254,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"GET", key, "/keys/{id}", roles, false},
 		{"GET", "/operations", "/operations", roles, false},
 		{"GET", "/operations/" + b.opID, "/operations/{id}", roles, false},
+		{"GET", "/operations/" + b.opID + "/redrive", "/operations/{id}/redrive", []string{store.RoleOncall, store.RoleAdmin}, false},
 		{"GET", "/users", "/users", []string{store.RoleAdmin}, false},
 		{"GET", "/search", "/search", roles, false},
 		{"GET", "/audit", "/audit", []string{store.RoleAuditor, store.RoleAdmin}, false},
@@ -275,6 +276,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		"POST /keys/{id}/forget": true, "POST /keys/{id}/confirm": true, // tested in TestKeyDecisions
 		"POST /operations/{id}/retry": true, "POST /operations/{id}/confirm": true, // tested in TestOperationDecisions
 		"POST /operations/{id}/compensate": true, "POST /operations/{id}/resolve": true,
+		"POST /operations/{id}/redrive": true,                                 // tested in TestOperationRedrive
 		"POST /users/{username}/unlock": true,                                 // tested in TestAdminUnlock
 		"POST /bulk/{id}/submit":        true, "POST /bulk/{id}/cancel": true, // tested in TestBulk…
 		"POST /bulk/{id}/pause": true, "POST /bulk/{id}/resume": true,

@@ -12,8 +12,11 @@ type Operation struct {
 	// ID is the stable operation ID returned by Start.
 	ID string
 	// Type is the Definition's type.
-	Type   string
-	Status Status
+	Type string
+	// DefinitionVersion is the version of the definition the operation
+	// runs: the one it started on, or the one a redrive moved it to.
+	DefinitionVersion int
+	Status            Status
 	// CorrelationID ties the operation to a request or business object.
 	CorrelationID string
 	Input         json.RawMessage
@@ -44,7 +47,9 @@ type StepRecord struct {
 	Kind   Kind
 	System string
 	Status StepStatus
-	// Key is the stable idempotency key of the step: "<op id>/<name>".
+	// Key is the idempotency key of the step: "<op id>/<name>", or, after
+	// a redrive re-ran a step whose effect had been compensated,
+	// "<op id>/<name>/redrive-<n>" (a new effect needs a new key).
 	Key string
 	// ExternalID and Result are what the step recorded on completion.
 	ExternalID string
@@ -58,6 +63,11 @@ type StepRecord struct {
 	LastErrorClass Class
 	// Compensable is true when the step has a Compensate.
 	Compensable bool
+	// Unkeyed is true when the step's Do passes no key to its system, so
+	// that a repeat makes a second effect; Verifiable when it has a
+	// Verify. A redrive reads them from the record, without the
+	// definition.
+	Unkeyed, Verifiable bool
 	// CompSeq orders compensations (lowest first).
 	CompSeq int
 	// CompKey is the compensation's own idempotency key.

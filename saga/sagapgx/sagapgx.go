@@ -250,12 +250,12 @@ func (d *Driver) ImportOperations(ctx context.Context, ops []sagadriver.Operatio
 	var opRows, stepRows, eventRows, findingRows [][]any
 	for _, op := range ops {
 		opRows = append(opRows, []any{op.ID, op.Type, string(op.Status), op.CorrelationID, jsonArg(op.Input), op.CurrentStep,
-			op.LastError, op.ReviewReason, op.Resolution, op.Version, op.CreatedAt, op.UpdatedAt, op.FinishedAt})
+			op.LastError, op.ReviewReason, op.Resolution, op.Version, op.CreatedAt, op.UpdatedAt, op.FinishedAt, max(op.DefinitionVersion, 1)})
 		for _, st := range op.Steps {
 			stepRows = append(stepRows, []any{op.ID, st.Name, st.Seq, string(st.Kind), st.System, string(st.Status), st.Key,
 				st.ExternalID, jsonArg(st.Result), st.Attempts, st.MaxAttempts, st.Verifications, st.LastError,
 				string(st.LastErrorClass), st.Compensable, st.CompSeq, st.CompKey, string(st.CompStatus), st.CompAttempts,
-				st.CompMaxAttempts, st.CompError, st.Generation, st.StartedAt, st.FinishedAt, st.UpdatedAt})
+				st.CompMaxAttempts, st.CompError, st.Generation, st.StartedAt, st.FinishedAt, st.UpdatedAt, st.Unkeyed, st.Verifiable})
 		}
 	}
 	for _, e := range events {
@@ -276,11 +276,11 @@ func (d *Driver) ImportOperations(ctx context.Context, ops []sagadriver.Operatio
 			rows  [][]any
 		}{
 			{"unstuck_saga_operation", []string{"id", "type", "status", "correlation_id", "input", "current_step", "last_error",
-				"review_reason", "resolution", "version", "created_at", "updated_at", "finished_at"}, opRows},
+				"review_reason", "resolution", "version", "created_at", "updated_at", "finished_at", "definition_version"}, opRows},
 			{"unstuck_saga_step", []string{"operation_id", "name", "seq", "kind", "system", "status", "idempotency_key", "external_id",
 				"result", "attempts", "max_attempts", "verifications", "last_error", "last_error_class", "compensable", "comp_seq",
 				"comp_key", "comp_status", "comp_attempts", "comp_max_attempts", "comp_error", "generation", "started_at",
-				"finished_at", "updated_at"}, stepRows},
+				"finished_at", "updated_at", "unkeyed", "verifiable"}, stepRows},
 			{"unstuck_saga_event", []string{"operation_id", "step", "action", "from_status", "to_status", "actor", "message",
 				"attempt", "at"}, eventRows},
 			{"unstuck_saga_finding", []string{"operation_id", "step", "kind", "external_id", "detail", "detected_at", "resolved_at",

@@ -128,15 +128,15 @@ func newOp(o opOpts) sagadriver.Operation {
 	started := o.At.Add(-time.Minute)
 	op := sagadriver.Operation{ID: o.ID, Type: o.Type, Status: o.Status, CorrelationID: o.CorrelationID,
 		Input: json.RawMessage(`{"email":"a@example.com"}`), CurrentStep: "workspace", LastError: "provider: 503",
-		ReviewReason: "", Version: 3, CreatedAt: started, UpdatedAt: o.At,
+		ReviewReason: "", Version: 3, DefinitionVersion: 2, CreatedAt: started, UpdatedAt: o.At,
 		Steps: []sagadriver.StepRecord{
 			{Name: "account", Seq: 0, Kind: sagadriver.Compensatable, System: "local", Status: sagadriver.StepCompleted,
 				Key: o.ID + "/account", ExternalID: o.ExternalID, Result: json.RawMessage(`{"external_id":"acc-1"}`),
-				Attempts: 1, MaxAttempts: 5, Compensable: true, CompSeq: 2, CompKey: o.ID + "/account/compensate",
+				Attempts: 1, MaxAttempts: 5, Compensable: true, Unkeyed: true, CompSeq: 2, CompKey: o.ID + "/account/compensate",
 				CompMaxAttempts: 5, Generation: 1, StartedAt: &started, FinishedAt: &started, UpdatedAt: started},
 			{Name: "workspace", Seq: 1, Kind: sagadriver.Pivot, System: "workspace-provider", Status: sagadriver.StepRetrying,
 				Key: o.ID + "/workspace", Attempts: 2, MaxAttempts: 5, Verifications: 1, LastError: "provider: 503",
-				LastErrorClass: sagadriver.ClassTransient, Compensable: true, CompSeq: 1, CompKey: o.ID + "/workspace/compensate",
+				LastErrorClass: sagadriver.ClassTransient, Compensable: true, Verifiable: true, CompSeq: 1, CompKey: o.ID + "/workspace/compensate",
 				CompStatus: sagadriver.CompNone, CompMaxAttempts: 3, Generation: 2, StartedAt: &o.At, UpdatedAt: o.At},
 		}}
 	if o.Status.Terminal() {

@@ -25,13 +25,14 @@ type Statistics struct {
 
 // listColumns are the operation's columns without the input, which lists
 // do not read, in scanListed's order.
-const listColumns = `id, type, status, correlation_id, current_step, last_error, review_reason, resolution, version, created_at, updated_at, finished_at`
+const listColumns = `id, type, status, correlation_id, current_step, last_error, review_reason, resolution, version, created_at, updated_at, finished_at, definition_version`
 
 func scanListed(rows Rows) (sagadriver.Operation, error) {
 	var op sagadriver.Operation
 	var status string
 	if err := rows.Scan(&op.ID, &op.Type, &status, &op.CorrelationID, &op.CurrentStep, &op.LastError, &op.ReviewReason,
-		&op.Resolution, &op.Version, reqTime{&op.CreatedAt}, reqTime{&op.UpdatedAt}, nullTime{&op.FinishedAt}); err != nil {
+		&op.Resolution, &op.Version, reqTime{&op.CreatedAt}, reqTime{&op.UpdatedAt}, nullTime{&op.FinishedAt},
+		&op.DefinitionVersion); err != nil {
 		return op, fmt.Errorf("scan operation: %w", err)
 	}
 	op.Status = sagadriver.Status(status)

@@ -120,11 +120,11 @@ func (j jsonCol) Scan(src any) error {
 	return nil
 }
 
-const opColumns = `id, type, status, correlation_id, input, current_step, last_error, review_reason, resolution, version, created_at, updated_at, finished_at`
+const opColumns = `id, type, status, correlation_id, input, current_step, last_error, review_reason, resolution, version, created_at, updated_at, finished_at, definition_version`
 
 const stepColumns = `operation_id, name, seq, kind, system, status, idempotency_key, external_id, result, attempts, max_attempts, verifications,
  last_error, last_error_class, compensable, comp_seq, comp_key, comp_status, comp_attempts, comp_max_attempts, comp_error, generation,
- started_at, finished_at, updated_at`
+ started_at, finished_at, updated_at, unkeyed, verifiable`
 
 // Now implements sagadriver.Driver with the statement nowSQL, which selects the
 // database's clock; an empty nowSQL means the process clock.
@@ -152,9 +152,9 @@ func (s Store) Now(ctx context.Context, q Querier, nowSQL string) (time.Time, er
 // InsertOperation implements sagadriver.Driver.
 func (s Store) InsertOperation(ctx context.Context, q Querier, op *sagadriver.Operation) error {
 	_, err := q.Exec(ctx, s.q(`INSERT INTO unstuck_saga_operation (`+opColumns+`)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`),
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`),
 		op.ID, op.Type, string(op.Status), op.CorrelationID, s.D.JSON(op.Input), op.CurrentStep, op.LastError, op.ReviewReason,
-		op.Resolution, op.Version, s.D.Time(op.CreatedAt), s.D.Time(op.UpdatedAt), s.timeArg(op.FinishedAt))
+		op.Resolution, op.Version, s.D.Time(op.CreatedAt), s.D.Time(op.UpdatedAt), s.timeArg(op.FinishedAt), definitionVersion(op))
 	if err != nil {
 		if s.D.IsUniqueViolation(err) {
 			return fmt.Errorf("%w: %s", sagadriver.ErrExists, op.ID)
@@ -162,16 +162,25 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`),
 		return fmt.Errorf("insert operation: %w", err)
 	}
 	for i := range op.Steps {
-		st := &op.Steps[i]
-		_, err := q.Exec(ctx, s.q(`INSERT INTO unstuck_saga_step (`+stepColumns+`)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)`),
-			op.ID, st.Name, st.Seq, string(st.Kind), st.System, string(st.Status), st.Key, st.ExternalID, s.D.JSON(st.Result),
-			st.Attempts, st.MaxAttempts, st.Verifications, st.LastError, string(st.LastErrorClass), st.Compensable, st.CompSeq,
-			st.CompKey, string(st.CompStatus), st.CompAttempts, st.CompMaxAttempts, st.CompError, st.Generation,
-			s.timeArg(st.StartedAt), s.timeArg(st.FinishedAt), s.D.Time(st.UpdatedAt))
-		if err != nil {
-			return fmt.Errorf("insert step %s: %w", st.Name, err)
+		if err := s.insertStep(ctx, q, op.ID, &op.Steps[i]); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// definitionVersion is the version an operation records: 1 when unset.
+func definitionVersion(op *sagadriver.Operation) int { return max(op.DefinitionVersion, 1) }
+
+func (s Store) insertStep(ctx context.Context, q Querier, opID string, st *sagadriver.StepRecord) error {
+	_, err := q.Exec(ctx, s.q(`INSERT INTO unstuck_saga_step (`+stepColumns+`)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)`),
+		opID, st.Name, st.Seq, string(st.Kind), st.System, string(st.Status), st.Key, st.ExternalID, s.D.JSON(st.Result),
+		st.Attempts, st.MaxAttempts, st.Verifications, st.LastError, string(st.LastErrorClass), st.Compensable, st.CompSeq,
+		st.CompKey, string(st.CompStatus), st.CompAttempts, st.CompMaxAttempts, st.CompError, st.Generation,
+		s.timeArg(st.StartedAt), s.timeArg(st.FinishedAt), s.D.Time(st.UpdatedAt), st.Unkeyed, st.Verifiable)
+	if err != nil {
+		return fmt.Errorf("insert step %s: %w", st.Name, err)
 	}
 	return nil
 }
@@ -202,7 +211,8 @@ func (s Store) queryOperations(ctx context.Context, q Querier, query string, arg
 		var op sagadriver.Operation
 		var status string
 		if err := rows.Scan(&op.ID, &op.Type, &status, &op.CorrelationID, jsonCol{&op.Input}, &op.CurrentStep, &op.LastError,
-			&op.ReviewReason, &op.Resolution, &op.Version, reqTime{&op.CreatedAt}, reqTime{&op.UpdatedAt}, nullTime{&op.FinishedAt}); err != nil {
+			&op.ReviewReason, &op.Resolution, &op.Version, reqTime{&op.CreatedAt}, reqTime{&op.UpdatedAt}, nullTime{&op.FinishedAt},
+			&op.DefinitionVersion); err != nil {
 			done()
 			return nil, fmt.Errorf("scan operation: %w", err)
 		}
@@ -235,7 +245,7 @@ func (s Store) steps(ctx context.Context, q Querier, opID string) ([]sagadriver.
 		if err := rows.Scan(&opid, &st.Name, &st.Seq, &kind, &st.System, &status, &st.Key, &st.ExternalID, jsonCol{&st.Result},
 			&st.Attempts, &st.MaxAttempts, &st.Verifications, &st.LastError, &class, &st.Compensable, &st.CompSeq, &st.CompKey,
 			&comp, &st.CompAttempts, &st.CompMaxAttempts, &st.CompError, &st.Generation,
-			nullTime{&st.StartedAt}, nullTime{&st.FinishedAt}, reqTime{&st.UpdatedAt}); err != nil {
+			nullTime{&st.StartedAt}, nullTime{&st.FinishedAt}, reqTime{&st.UpdatedAt}, &st.Unkeyed, &st.Verifiable); err != nil {
 			return nil, fmt.Errorf("scan step: %w", err)
 		}
 		st.Kind, st.Status, st.LastErrorClass, st.CompStatus = sagadriver.Kind(kind), sagadriver.StepStatus(status), sagadriver.Class(class), sagadriver.CompStatus(comp)
@@ -250,9 +260,9 @@ func (s Store) steps(ctx context.Context, q Querier, opID string) ([]sagadriver.
 // UpdateOperation implements sagadriver.Driver.
 func (s Store) UpdateOperation(ctx context.Context, q Querier, op *sagadriver.Operation) error {
 	n, err := q.Exec(ctx, s.q(`UPDATE unstuck_saga_operation SET status = $1, current_step = $2, last_error = $3, review_reason = $4,
- resolution = $5, version = version + 1, updated_at = $6, finished_at = $7 WHERE id = $8 AND version = $9`),
+ resolution = $5, version = version + 1, updated_at = $6, finished_at = $7, definition_version = $8 WHERE id = $9 AND version = $10`),
 		string(op.Status), op.CurrentStep, op.LastError, op.ReviewReason, op.Resolution, s.D.Time(op.UpdatedAt),
-		s.timeArg(op.FinishedAt), op.ID, op.Version)
+		s.timeArg(op.FinishedAt), definitionVersion(op), op.ID, op.Version)
 	if err != nil {
 		return fmt.Errorf("update operation: %w", err)
 	}
@@ -261,14 +271,24 @@ func (s Store) UpdateOperation(ctx context.Context, q Querier, op *sagadriver.Op
 	}
 	for i := range op.Steps {
 		st := &op.Steps[i]
-		_, err := q.Exec(ctx, s.q(`UPDATE unstuck_saga_step SET status = $1, external_id = $2, result = $3, attempts = $4,
+		n, err := q.Exec(ctx, s.q(`UPDATE unstuck_saga_step SET status = $1, external_id = $2, result = $3, attempts = $4,
  verifications = $5, last_error = $6, last_error_class = $7, comp_status = $8, comp_attempts = $9, comp_error = $10,
- generation = $11, started_at = $12, finished_at = $13, updated_at = $14 WHERE operation_id = $15 AND name = $16`),
+ generation = $11, started_at = $12, finished_at = $13, updated_at = $14, idempotency_key = $15, kind = $16, system = $17,
+ max_attempts = $18, compensable = $19, comp_seq = $20, comp_max_attempts = $21, unkeyed = $22, verifiable = $23
+ WHERE operation_id = $24 AND name = $25`),
 			string(st.Status), st.ExternalID, s.D.JSON(st.Result), st.Attempts, st.Verifications, st.LastError,
 			string(st.LastErrorClass), string(st.CompStatus), st.CompAttempts, st.CompError, st.Generation,
-			s.timeArg(st.StartedAt), s.timeArg(st.FinishedAt), s.D.Time(st.UpdatedAt), op.ID, st.Name)
+			s.timeArg(st.StartedAt), s.timeArg(st.FinishedAt), s.D.Time(st.UpdatedAt), st.Key, string(st.Kind), st.System,
+			st.MaxAttempts, st.Compensable, st.CompSeq, st.CompMaxAttempts, st.Unkeyed, st.Verifiable, op.ID, st.Name)
 		if err != nil {
 			return fmt.Errorf("update step %s: %w", st.Name, err)
+		}
+		if n == 0 {
+			// A step appended to the definition, which a redrive moved
+			// the operation to.
+			if err := s.insertStep(ctx, q, op.ID, st); err != nil {
+				return err
+			}
 		}
 	}
 	op.Version++
