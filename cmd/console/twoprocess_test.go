@@ -575,43 +575,14 @@ func TestTwoProcessDeployment(t *testing.T) {
 	})
 
 	t.Run("BulkRetryCompletes", func(t *testing.T) {
-		const n = 3
-		ids := make([]string, n)
-		for i := range ids {
-			ids[i] = startTwoprocOperation(t, app, "fail_once", "twoproc-bulk")
-		}
-		for _, id := range ids {
-			waitTwoprocStatus(t, d, id, sagadriver.StatusReviewRequired, twoprocWait)
-		}
-		loc, page := twoprocFreeze(t, oncall, "/operations/bulk?action=retry&status=review_required&correlation_id=twoproc-bulk")
-		legal := regexp.MustCompile(`<strong>(\d+)</strong> matching items can be decided`).FindStringSubmatch(page)
-		require.Len(t, legal, 2, "the preview counts the items: %s", twoprocText(page))
-		require.Equal(t, strconv.Itoa(n), legal[1], "the preview finds the %d operations under review", n)
-		form := twoprocHiddenFields(t, page, loc+"/submit")
-		require.NotEmpty(t, form.Get("form_key"), "the bulk form carries a form key")
-		form.Set("reason", "the carrier is back: retry every refused shipment")
-		form.Set("confirm_count", legal[1])
-		resp, body := oncall.do(t, http.MethodPost, loc+"/submit", form, "")
-		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the bulk request answers 303 (it answered %d: %s)", resp.StatusCode, twoprocText(body))
-		require.Equal(t, loc, resp.Header.Get("Location"))
+		twoprocBulkCompletes(t, app, oncall, d, pool, "retry", "twoproc-bulk", "the carrier is back: retry every refused shipment")
+	})
 
-		var got twoprocBulk
-		for deadline := time.Now().Add(twoprocWait); ; {
-			resp, body := oncall.do(t, http.MethodGet, loc, nil, "application/json")
-			require.Equal(t, http.StatusOK, resp.StatusCode, body)
-			require.NoError(t, json.Unmarshal([]byte(body), &got), body)
-			if got.Status != "running" && got.Status != "waiting_approval" {
-				break
-			}
-			require.True(t, time.Now().Before(deadline), "the bulk run did not finish within %v: %+v", twoprocWait, got)
-			time.Sleep(200 * time.Millisecond)
-		}
-		require.Equal(t, "done", got.Status, "the bulk request is done: %+v", got)
-		require.EqualValues(t, n, got.Applied, "every item of the bulk retry applied: %+v", got)
-		for _, id := range ids {
-			waitTwoprocStatus(t, d, id, sagadriver.StatusCompleted, twoprocWait)
-			requireTwoprocCall(t, pool, id, "ship", "do", twoprocAppIDPrefix+"1")
-		}
+	t.Run("BulkRedriveCompletes", func(t *testing.T) {
+		// SPEC G12, K22–K23: a frozen set of operations under review,
+		// each resumed at its failed step, canary batch first, by the
+		// application's workers.
+		twoprocBulkCompletes(t, app, oncall, d, pool, "redrive", "twoproc-bulk-redrive", "the carrier is back: resume every refused shipment")
 	})
 
 	var hungVerify idemdriver.Record
@@ -1065,6 +1036,51 @@ func (c *twoprocClient) do(t *testing.T, method, path string, form url.Values, a
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return resp, string(b)
+}
+
+// twoprocBulkCompletes puts three operations under review (their
+// shipment refused once), takes action on all of them in one bulk request
+// from the console, and checks that each completes on the application's
+// workers.
+func twoprocBulkCompletes(t *testing.T, app *twoprocProc, oncall *twoprocClient, d *sagapgx.Driver, pool *pgxpool.Pool, action, corr, reason string) {
+	t.Helper()
+	const n = 3
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = startTwoprocOperation(t, app, "fail_once", corr)
+	}
+	for _, id := range ids {
+		waitTwoprocStatus(t, d, id, sagadriver.StatusReviewRequired, twoprocWait)
+	}
+	loc, page := twoprocFreeze(t, oncall, "/operations/bulk?action="+action+"&status=review_required&correlation_id="+corr)
+	legal := regexp.MustCompile(`<strong>(\d+)</strong> matching items can be decided`).FindStringSubmatch(page)
+	require.Len(t, legal, 2, "the preview counts the items: %s", twoprocText(page))
+	require.Equal(t, strconv.Itoa(n), legal[1], "the preview finds the %d operations under review", n)
+	form := twoprocHiddenFields(t, page, loc+"/submit")
+	require.NotEmpty(t, form.Get("form_key"), "the bulk form carries a form key")
+	form.Set("reason", reason)
+	form.Set("confirm_count", legal[1])
+	resp, body := oncall.do(t, http.MethodPost, loc+"/submit", form, "")
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the bulk request answers 303 (it answered %d: %s)", resp.StatusCode, twoprocText(body))
+	require.Equal(t, loc, resp.Header.Get("Location"))
+
+	var got twoprocBulk
+	for deadline := time.Now().Add(twoprocWait); ; {
+		resp, body := oncall.do(t, http.MethodGet, loc, nil, "application/json")
+		require.Equal(t, http.StatusOK, resp.StatusCode, body)
+		require.NoError(t, json.Unmarshal([]byte(body), &got), body)
+		if got.Status != "running" && got.Status != "waiting_approval" {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the bulk run did not finish within %v: %+v", twoprocWait, got)
+		time.Sleep(200 * time.Millisecond)
+	}
+	require.Equal(t, "done", got.Status, "the bulk request is done: %+v", got)
+	require.EqualValues(t, n, got.Applied, "every item of the bulk %s applied: %+v", action, got)
+	for _, id := range ids {
+		waitTwoprocStatus(t, d, id, sagadriver.StatusCompleted, twoprocWait)
+		requireTwoprocCall(t, pool, id, "ship", "do", twoprocAppIDPrefix+"1")
+	}
 }
 
 // twoprocForm returns the version and the form key of the decision form

@@ -479,7 +479,7 @@ func (s *BulkSpec) Validate() error {
 		}
 	case BulkOperations:
 		switch OperationAction(s.Action) {
-		case OperationRetry, OperationCompensate:
+		case OperationRetry, OperationCompensate, OperationRedrive:
 		case OperationResolve:
 			switch s.ResolveTo {
 			case sagadriver.StatusCompleted, sagadriver.StatusFailed, sagadriver.StatusCompensated:
@@ -487,7 +487,7 @@ func (s *BulkSpec) Validate() error {
 				return invalid("status", "resolve as completed, failed or compensated")
 			}
 		default:
-			return invalid("action", "choose retry, compensate or resolve")
+			return invalid("action", "choose retry, compensate, resolve or redrive")
 		}
 	default:
 		return invalid("kind", "keys or operations")
@@ -773,8 +773,26 @@ func operationLegal(op sagadriver.Operation, act OperationAction) (step, why str
 		if !l.Resolve {
 			return "", string(op.Status) + ": only an operation under review can be resolved"
 		}
+	case OperationRedrive:
+		// In bulk, a redrive resumes each operation at its failed step;
+		// re-running or compensating from a chosen step is decided on the
+		// operation's own page.
+		if step := resumeStep(l); step != "" {
+			return step, ""
+		}
+		return "", string(op.Status) + ": nothing to resume (moving, completed, compensated or a compensation unfinished)"
 	}
 	return "", ""
+}
+
+// resumeStep is the step a resume would start at, "" when none is legal.
+func resumeStep(l LegalActions) string {
+	for _, c := range l.Redrive {
+		if c.Mode == saga.RedriveResume {
+			return c.Steps[0]
+		}
+	}
+	return ""
 }
 
 // validReason checks an operator's reason.
@@ -961,6 +979,8 @@ func (b *Bulks[TTx]) singleLegal(ctx context.Context, kind, action, id string, v
 			legal = l.Compensate
 		case OperationResolve:
 			legal = l.Resolve
+		case OperationRedrive:
+			legal = step != "" && resumeStep(l) == step
 		}
 		if !legal {
 			return fmt.Errorf("%w: %s is not allowed on operation %s in status %s", ErrIllegal, action, id, op.Status)

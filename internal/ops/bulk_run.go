@@ -11,6 +11,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/store"
+	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
@@ -197,6 +198,9 @@ func (b *Bulks[TTx]) item(ctx context.Context, req store.Bulk, params map[string
 		}
 		d := OperationDecision{ID: it.TargetID, Version: it.Version, Action: OperationAction(req.Action), Step: it.Step,
 			ResolveTo: sagadriver.Status(params["resolve_to"]), Happened: params["happened"] == "true", ExternalID: params["external_id"], Reason: reason}
+		if d.Action == OperationRedrive {
+			d.Mode = saga.RedriveResume
+		}
 		if err := d.Validate(); err != nil {
 			return b.refuse(ctx, req, it, store.ItemFailed, err.Error(), nil, mark)
 		}

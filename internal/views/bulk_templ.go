@@ -2627,7 +2627,8 @@ func BulkLinks(p Page, kind, self string) []BulkHidden {
 		actions = append(actions, [3]string{"confirm_happened", lowerFirst(DecisionConfirmHappened) + " (each key's reference)", "confirm"},
 			[3]string{"confirm", lowerFirst(DecisionConfirmNotHappened), "confirm"}, [3]string{"forget", lowerFirst(DecisionForget), "forget"})
 	} else {
-		actions = [][3]string{{"retry", lowerFirst(DecisionRetry), "retry"}, {"compensate", lowerFirst(DecisionCompensate), "compensate"}, {"resolve", lowerFirst(DecisionResolve), "resolve"}}
+		actions = [][3]string{{"retry", lowerFirst(DecisionRetry), "retry"}, {"compensate", lowerFirst(DecisionCompensate), "compensate"}, {"resolve", lowerFirst(DecisionResolve), "resolve"},
+			{"redrive", lowerFirst(DecisionRedrive), "redrive"}}
 	}
 	var out []BulkHidden
 	for _, a := range actions {

@@ -52,7 +52,8 @@ type BulkService interface {
 var bulkActions = map[string][][2]string{
 	ops.BulkKeys: {{ops.BulkVerify, views.DecisionVerify}, {"confirm_happened", views.DecisionConfirmHappened + ", each with its own reference"},
 		{"confirm", views.DecisionConfirmNotHappened}, {"forget", views.DecisionForget}},
-	ops.BulkOperations: {{"retry", views.DecisionRetry}, {"compensate", views.DecisionCompensate}, {"resolve", views.DecisionResolve}},
+	ops.BulkOperations: {{"retry", views.DecisionRetry}, {"compensate", views.DecisionCompensate}, {"resolve", views.DecisionResolve},
+		{"redrive", views.DecisionRedrive}},
 }
 
 // cancelSettle is how long a cancelled request's page keeps refreshing:
@@ -443,6 +444,11 @@ func describeAction(req store.Bulk, item *store.BulkItem) string {
 		}
 	case req.Kind == ops.BulkOperations && req.Action == "resolve":
 		what = views.DecisionResolve + " as " + params["resolve_to"]
+	case req.Kind == ops.BulkOperations && req.Action == "redrive":
+		what = views.DecisionRedrive + ": resume at the failed step" + ofStep
+		if step == "" {
+			what = views.DecisionRedrive + ": resume each operation at its failed step"
+		}
 	default:
 		what = actionLabel(req.Kind, req.Action)
 	}

@@ -39,6 +39,9 @@ func TestDescribeEveryAction(t *testing.T) {
 		{store.Bulk{Kind: "operations", Action: "confirm", Single: true, Params: `{"happened":"true","external_id":"sh_9"}`}, step,
 			`Confirm it happened (step charge), with external reference "sh_9" — operation op-7`},
 		{store.Bulk{Kind: "operations", Action: "confirm", Single: true, Params: `{}`}, step, "Confirm it did not happen (step charge) — operation op-7"},
+		{store.Bulk{Kind: "operations", Action: "redrive", Filter: "group=ab12"}, nil,
+			"Redrive: resume each operation at its failed step — operations where group ab12"},
+		{store.Bulk{Kind: "operations", Action: "redrive", Single: true}, step, "Redrive: resume at the failed step (step charge) — operation op-7"},
 	} {
 		require.Equal(t, c.want, describeAction(c.req, c.item), "%s %s", c.req.Kind, c.req.Action)
 	}
