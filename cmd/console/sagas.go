@@ -19,7 +19,6 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem/idemriver"
 	"github.com/unstuckhq/unstuck/internal/demo"
-	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
@@ -158,14 +157,6 @@ func stopRiver[TTx any](client *river.Client[TTx], log *slog.Logger) func() {
 		if err := client.StopAndCancel(hard); err != nil {
 			log.Error("river did not stop", "error", err.Error())
 		}
-	}
-}
-
-// bulkInsert inserts the job of a bulk request's run on client.
-func bulkInsert[TTx any](client *river.Client[TTx]) func(ctx context.Context, args ops.BulkArgs) error {
-	return func(ctx context.Context, args ops.BulkArgs) error {
-		_, err := client.Insert(ctx, args, nil)
-		return err
 	}
 }
 

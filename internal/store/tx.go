@@ -31,7 +31,7 @@ func (p PgxTx) AddTombstoneTx(ctx context.Context, tx pgx.Tx, t Tombstone) error
 	return insertTombstone(ctx, p, tx, t)
 }
 
-func (p PgxTx) conn() bulkConn { return bulkConn{p.d} }
+func (p PgxTx) conn() bulkConn { return bulkConn(p) }
 
 func (p PgxTx) exec(ctx context.Context, tx pgx.Tx, query string, args []any) (int64, error) {
 	tag, err := tx.Exec(ctx, query, args...)
@@ -59,10 +59,10 @@ func (s SQLTx) AddTombstoneTx(ctx context.Context, tx *sql.Tx, t Tombstone) erro
 	return insertTombstone(ctx, s, tx, t)
 }
 
-func (s SQLTx) conn() bulkConn { return bulkConn{s.d} }
+func (s SQLTx) conn() bulkConn { return bulkConn(s) }
 
 func (s SQLTx) exec(ctx context.Context, tx *sql.Tx, query string, args []any) (int64, error) {
-	q, a := bulkConn{s.d}.sqlArgs(query, args)
+	q, a := bulkConn(s).sqlArgs(query, args)
 	res, err := tx.ExecContext(ctx, q, a...)
 	if err != nil {
 		return 0, err
