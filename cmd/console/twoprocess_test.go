@@ -172,7 +172,10 @@ func TestTwoProcessApp(t *testing.T) {
 //     so that the operation is review_required, and succeeds after;
 //   - "fail": ship always fails permanently (to be compensated);
 //   - "hang": reserve never returns in a process started with
-//     UNSTUCK_TWOPROC_HANG=1, and succeeds in any other.
+//     UNSTUCK_TWOPROC_HANG=1, and succeeds in any other;
+//   - "redrive_hang": as "fail_once", and reserve, when run a second time
+//     (a redrive's re-run), never returns in a process started with
+//     UNSTUCK_TWOPROC_HANG=1.
 type twoprocInput struct {
 	Mode string `json:"mode"`
 }
@@ -335,7 +338,20 @@ func (a *twoprocApp) do(ctx context.Context, in saga.StepInput) (saga.Result, er
 		}
 		select {}
 	}
-	if in.Step == "ship" && (input.Mode == "fail" || input.Mode == "fail_once") {
+	if a.hang && input.Mode == "redrive_hang" && in.Step == "reserve" {
+		var n int
+		if err := a.pool.QueryRow(ctx, `INSERT INTO twoproc_attempt (op, step, n) VALUES ($1, $2, 1)
+			ON CONFLICT (op, step) DO UPDATE SET n = twoproc_attempt.n + 1 RETURNING n`, in.OperationID, in.Step).Scan(&n); err != nil {
+			return saga.Result{}, err
+		}
+		if n == 2 {
+			if err := a.logCall(ctx, in, "hang"); err != nil {
+				return saga.Result{}, err
+			}
+			select {}
+		}
+	}
+	if in.Step == "ship" && (input.Mode == "fail" || input.Mode == "fail_once" || input.Mode == "redrive_hang") {
 		var n int
 		if err := a.pool.QueryRow(ctx, `INSERT INTO twoproc_attempt (op, step, n) VALUES ($1, $2, 1)
 			ON CONFLICT (op, step) DO UPDATE SET n = twoproc_attempt.n + 1 RETURNING n`, in.OperationID, in.Step).Scan(&n); err != nil {
@@ -512,28 +528,9 @@ func TestTwoProcessDeployment(t *testing.T) {
 		// workers run it: the steps that happened replay under their keys.
 		id := startTwoprocOperation(t, app, "fail_once", "twoproc-redrive")
 		waitTwoprocStatus(t, d, id, sagadriver.StatusReviewRequired, twoprocWait)
-		path := "/operations/" + id
-		resp, page := oncall.do(t, http.MethodGet, path+"/redrive?mode=rerun&step=reserve", nil, "")
-		require.Equal(t, http.StatusOK, resp.StatusCode, "the redrive page: %s", twoprocText(page))
-		require.Contains(t, page, `<tr data-action="replays"><th scope="row">charge</th>`, "the charge replays under its key: %s", twoprocText(page))
-		plan := strings.Index(page, `data-testid="redrive-plan"`)
-		require.Positive(t, plan, "the page shows the plan: %s", twoprocText(page))
-		form := twoprocHiddenFields(t, page[plan:], path+"/redrive")
-		require.Equal(t, "rerun", form.Get("mode"))
-		form.Set("reason", "the carrier is back: run the order again from the start")
-		resp, body := oncall.do(t, http.MethodPost, path+"/redrive", form, "")
-		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the console's redrive answers 303 (it answered %d: %s)", resp.StatusCode, twoprocText(body))
+		twoprocRedrive(t, oncall, id)
 		waitTwoprocStatus(t, d, id, sagadriver.StatusCompleted, twoprocWait)
-		for _, step := range []string{"reserve", "charge", "ship"} {
-			requireTwoprocCall(t, pool, id, step, "do", twoprocAppIDPrefix+"1")
-			var calls, effects int
-			require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM twoproc_call WHERE op = $1 AND step = $2 AND action = 'do'`, id, step).Scan(&calls))
-			require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM twoproc_effect WHERE key = $1`, id+"/"+step).Scan(&effects))
-			require.Equal(t, 1, effects, "one effect of %s under its key", step)
-			if step != "ship" {
-				require.Equal(t, 2, calls, "%s was called again and replayed", step)
-			}
-		}
+		requireTwoprocRedriveEffects(t, pool, id, twoprocAppIDPrefix+"1", 2)
 	})
 
 	keys := idempgx.New(pool)
@@ -599,6 +596,20 @@ func TestTwoProcessDeployment(t *testing.T) {
 			}
 			require.True(t, time.Now().Before(deadline), "the verifier was never called")
 		}
+		// A redrive whose re-run is in the middle of its first step when
+		// the process dies (SPEC G12: resumed, no step run twice without
+		// its key, one audit entry).
+		redriven := startTwoprocOperation(t, app, "redrive_hang", "twoproc-redrive-rescue")
+		waitTwoprocStatus(t, d, redriven, sagadriver.StatusReviewRequired, twoprocWait)
+		twoprocRedrive(t, oncall, redriven)
+		for deadline := time.Now().Add(twoprocWait); ; time.Sleep(100 * time.Millisecond) {
+			var n int
+			require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM twoproc_call WHERE op = $1 AND step = 'reserve' AND action = 'hang'`, redriven).Scan(&n))
+			if n > 0 {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "the redriven reserve never started")
+		}
 		id := startTwoprocOperation(t, app, "hang", "twoproc-rescue")
 		// The step is in the middle of its call: the call is recorded and
 		// River's job is running.
@@ -624,6 +635,10 @@ func TestTwoProcessDeployment(t *testing.T) {
 		t.Logf("the step killed in the middle was rescued, and its operation completed, %v after the SIGKILL (bound %v)",
 			time.Since(killed).Round(time.Second), twoprocRescueBound)
 		requireTwoprocCall(t, pool, id, "reserve", "do", twoprocAppIDPrefix+"2")
+		waitTwoprocStatus(t, d, redriven, sagadriver.StatusCompleted, twoprocRescueBound-time.Since(killed))
+		// The rescued reserve found its effect by verification and was not
+		// called again; the steps after it ran on the next process.
+		requireTwoprocRedriveEffects(t, pool, redriven, twoprocAppIDPrefix+"2", 1)
 		var errs string
 		require.NoError(t, pool.QueryRow(t.Context(), `SELECT coalesce(errors::text, '') FROM public.river_job WHERE kind = 'saga.step'
 			AND args->>'operation_id' = $1 AND args->>'step' = 'reserve' ORDER BY id DESC LIMIT 1`, id).Scan(&errs))
@@ -1081,6 +1096,46 @@ func twoprocBulkCompletes(t *testing.T, app *twoprocProc, oncall *twoprocClient,
 		waitTwoprocStatus(t, d, id, sagadriver.StatusCompleted, twoprocWait)
 		requireTwoprocCall(t, pool, id, "ship", "do", twoprocAppIDPrefix+"1")
 	}
+}
+
+// twoprocRedrive re-runs operation id from its first step through the
+// console's redrive page and form, checking the preview first.
+func twoprocRedrive(t *testing.T, oncall *twoprocClient, id string) {
+	t.Helper()
+	path := "/operations/" + id
+	resp, page := oncall.do(t, http.MethodGet, path+"/redrive?mode=rerun&step=reserve", nil, "")
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the redrive page: %s", twoprocText(page))
+	require.Contains(t, page, `<tr data-action="replays"><th scope="row">charge</th>`, "the charge replays under its key: %s", twoprocText(page))
+	plan := strings.Index(page, `data-testid="redrive-plan"`)
+	require.Positive(t, plan, "the page shows the plan: %s", twoprocText(page))
+	form := twoprocHiddenFields(t, page[plan:], path+"/redrive")
+	require.Equal(t, "rerun", form.Get("mode"))
+	form.Set("reason", "the carrier is back: run the order again from the start")
+	resp, body := oncall.do(t, http.MethodPost, path+"/redrive", form, "")
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the console's redrive answers 303 (it answered %d: %s)", resp.StatusCode, twoprocText(body))
+}
+
+// requireTwoprocRedriveEffects checks a re-run operation: one effect per
+// step key; charge called again (and answered with its first effect), by
+// client; reserve called reserveDo times (twice, or once when a rescued
+// re-run verified its effect instead of calling again); one applied
+// redrive in the audit trail.
+func requireTwoprocRedriveEffects(t *testing.T, pool *pgxpool.Pool, id, client string, reserveDo int) {
+	t.Helper()
+	requireTwoprocCall(t, pool, id, "charge", "do", client)
+	for step, want := range map[string]int{"reserve": reserveDo, "charge": 2, "ship": 0} {
+		var calls, effects int
+		require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM twoproc_call WHERE op = $1 AND step = $2 AND action = 'do'`, id, step).Scan(&calls))
+		require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM twoproc_effect WHERE key = $1`, id+"/"+step).Scan(&effects))
+		require.Equal(t, 1, effects, "one effect of %s under its key", step)
+		if want > 0 {
+			require.Equal(t, want, calls, "the calls of %s", step)
+		}
+	}
+	var n int
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM unstuck_audit_entry WHERE target_kind = 'operation' AND target_id = $1
+		AND action = 'operation.redrive' AND outcome = 'applied'`, id).Scan(&n))
+	require.Equal(t, 1, n, "one redrive in the audit trail")
 }
 
 // twoprocForm returns the version and the form key of the decision form
