@@ -23,12 +23,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
-	"github.com/unstuckhq/unstuck/internal/demo"
-	"github.com/unstuckhq/unstuck/internal/pgtest"
 	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
+	"github.com/unstuckhq/unstuck/unstucktest/fakeworkspace"
+	"github.com/unstuckhq/unstuck/unstucktest/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.RunMain(m) }
@@ -53,7 +53,7 @@ type engine interface {
 // world is the outside of the saga: local accounts in a real table, the
 // workspace provider, and a welcome mailer.
 type world struct {
-	provider *demo.WorkspaceProvider
+	provider *fakeworkspace.Provider
 	exec     func(ctx context.Context, query string, args ...any) error
 	count    func(ctx context.Context, query string, args ...any) int
 
@@ -74,7 +74,7 @@ type signupInput struct {
 }
 
 func classifyWorkspace(err error) error {
-	var werr *demo.WorkspaceError
+	var werr *fakeworkspace.Error
 	switch {
 	case errors.As(err, &werr) && werr.Timeout():
 		return saga.Uncertain(err)
@@ -222,7 +222,7 @@ var backends = []backend{
 }
 
 func newWorld() *world {
-	return &world{provider: demo.NewWorkspaceProvider(), welcomes: map[string]int{}, welcomeFail: map[string]error{}, block: map[string]chan struct{}{}}
+	return &world{provider: fakeworkspace.New(), welcomes: map[string]int{}, welcomeFail: map[string]error{}, block: map[string]chan struct{}{}}
 }
 
 func start[TTx any](t *testing.T, w *world, d sagadriver.Driver[TTx], rd riverdriver.Driver[TTx], opts ...func(*saga.Config)) *bundle {
@@ -417,7 +417,7 @@ func TestF1TransientBeforeEffectRetriesWithSameKey(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *bundle) {
 		id := fmt.Sprintf("f1-%d", time.Now().UnixNano())
-		b.provider.Inject(id+"/workspace", demo.WSErrorBefore, demo.WSErrorBefore)
+		b.provider.Inject(id+"/workspace", fakeworkspace.ErrorBefore, fakeworkspace.ErrorBefore)
 		_, err := b.eng.Start(t.Context(), "signup", signupInput{Email: "f1@example.com"}, &saga.StartOpts{ID: id})
 		require.NoError(t, err)
 		op := waitStatus(t, b, id, sagadriver.StatusCompleted)
@@ -443,7 +443,7 @@ func TestF1G7TransientExhaustedAtPivotCompensates(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *bundle) {
 		id := fmt.Sprintf("f1x-%d", time.Now().UnixNano())
-		b.provider.Inject(id+"/workspace", demo.WSErrorBefore, demo.WSErrorBefore, demo.WSErrorBefore)
+		b.provider.Inject(id+"/workspace", fakeworkspace.ErrorBefore, fakeworkspace.ErrorBefore, fakeworkspace.ErrorBefore)
 		_, err := b.eng.Start(t.Context(), "signup", signupInput{Email: "f1x@example.com"}, &saga.StartOpts{ID: id})
 		require.NoError(t, err)
 		op := waitStatus(t, b, id, sagadriver.StatusCompensated)
@@ -460,7 +460,7 @@ func TestF2TimeoutAfterEffectIsVerifiedNotRepeated(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *bundle) {
 		id := fmt.Sprintf("f2-%d", time.Now().UnixNano())
-		b.provider.Inject(id+"/workspace", demo.WSTimeoutAfter)
+		b.provider.Inject(id+"/workspace", fakeworkspace.TimeoutAfter)
 		_, err := b.eng.Start(t.Context(), "signup", signupInput{Email: "f2@example.com"}, &saga.StartOpts{ID: id})
 		require.NoError(t, err)
 		op := waitStatus(t, b, id, sagadriver.StatusCompleted)
@@ -513,7 +513,7 @@ func TestF6PermanentAtPivotCompensatesInReverse(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *bundle) {
 		id := fmt.Sprintf("f6-%d", time.Now().UnixNano())
-		b.provider.Inject(id+"/workspace", demo.WSActivateRefused)
+		b.provider.Inject(id+"/workspace", fakeworkspace.ActivateRefused)
 		_, err := b.eng.Start(t.Context(), "signup", signupInput{Email: "f6@example.com"}, &saga.StartOpts{ID: id})
 		require.NoError(t, err)
 		op := waitStatus(t, b, id, sagadriver.StatusCompensated)
@@ -582,8 +582,8 @@ func TestF8CompensationFailureHaltsAndNeedsReview(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b *bundle) {
 		id := fmt.Sprintf("f8-%d", time.Now().UnixNano())
 		key := id + "/workspace"
-		b.provider.Inject(key, demo.WSActivateRefused)
-		b.provider.InjectAlways(key, demo.WSDeleteError)
+		b.provider.Inject(key, fakeworkspace.ActivateRefused)
+		b.provider.InjectAlways(key, fakeworkspace.DeleteError)
 		_, err := b.eng.Start(t.Context(), "signup", signupInput{Email: "f8@example.com"}, &saga.StartOpts{ID: id})
 		require.NoError(t, err)
 		op := waitStatus(t, b, id, sagadriver.StatusReviewRequired)
@@ -632,7 +632,7 @@ func TestF9NullCompensationSucceeds(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *bundle) {
 		id := fmt.Sprintf("f9-%d", time.Now().UnixNano())
-		b.provider.Inject(id+"/workspace", demo.WSRefuse)
+		b.provider.Inject(id+"/workspace", fakeworkspace.Refuse)
 		_, err := b.eng.Start(t.Context(), "signup", signupInput{Email: "f9@example.com"}, &saga.StartOpts{ID: id})
 		require.NoError(t, err)
 		op := waitStatus(t, b, id, sagadriver.StatusCompensated)
@@ -703,7 +703,7 @@ func TestF11UncertainLoopIsCappedThenConfirmed(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b *bundle) {
 		id := fmt.Sprintf("f11-%d", time.Now().UnixNano())
 		key := id + "/workspace"
-		b.provider.Inject(key, demo.WSTimeoutAfter, demo.WSLookupUnknown, demo.WSLookupUnknown, demo.WSLookupUnknown)
+		b.provider.Inject(key, fakeworkspace.TimeoutAfter, fakeworkspace.LookupUnknown, fakeworkspace.LookupUnknown, fakeworkspace.LookupUnknown)
 		_, err := b.eng.Start(t.Context(), "signup", signupInput{Email: "f11@example.com"}, &saga.StartOpts{ID: id})
 		require.NoError(t, err)
 		op := waitStatus(t, b, id, sagadriver.StatusReviewRequired)
@@ -767,7 +767,7 @@ func TestF13ReconciliationOpensFindingsNeverFixesSilently(t *testing.T) {
 		waitStatus(t, b, done, sagadriver.StatusCompleted)
 		// Orphan: we compensated, the provider has a workspace anyway.
 		orphan := fmt.Sprintf("f13b-%d", time.Now().UnixNano())
-		b.provider.Inject(orphan+"/workspace", demo.WSRefuse)
+		b.provider.Inject(orphan+"/workspace", fakeworkspace.Refuse)
 		_, err := b.eng.Start(ctx, "signup", signupInput{Email: "f13b@example.com"}, &saga.StartOpts{ID: orphan})
 		require.NoError(t, err)
 		waitStatus(t, b, orphan, sagadriver.StatusCompensated)
@@ -855,7 +855,7 @@ func TestG8AcceptedFindingStaysAccepted(t *testing.T) {
 		ctx := t.Context()
 		id := fmt.Sprintf("g8a-%d", time.Now().UnixNano())
 		key := id + "/workspace"
-		b.provider.Inject(key, demo.WSTimeoutAfter, demo.WSLookupUnknown, demo.WSLookupUnknown, demo.WSLookupUnknown)
+		b.provider.Inject(key, fakeworkspace.TimeoutAfter, fakeworkspace.LookupUnknown, fakeworkspace.LookupUnknown, fakeworkspace.LookupUnknown)
 		_, err := b.eng.Start(ctx, "signup", signupInput{Email: "g8a@example.com"}, &saga.StartOpts{ID: id})
 		require.NoError(t, err)
 		op := waitStatus(t, b, id, sagadriver.StatusReviewRequired)
@@ -935,7 +935,7 @@ func TestClockSkewIsReportedAndDelaysNothingG10(t *testing.T) {
 			require.InDelta(t, ahead.Seconds(), gauge(t, b, "unstuck_clock_skew_seconds", ""), 2)
 
 			id := fmt.Sprintf("skew-%d", time.Now().UnixNano())
-			b.provider.Inject(id+"/workspace", demo.WSTimeoutAfter)
+			b.provider.Inject(id+"/workspace", fakeworkspace.TimeoutAfter)
 			began := time.Now()
 			_, err = b.eng.Start(ctx, "signup", signupInput{Email: "skew@example.com"}, &saga.StartOpts{ID: id})
 			require.NoError(t, err)

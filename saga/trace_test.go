@@ -10,9 +10,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/unstuckhq/unstuck/internal/demo"
 	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
+	"github.com/unstuckhq/unstuck/unstucktest/fakeworkspace"
 )
 
 // TestK18StepAndCompensationSpans: with
@@ -26,7 +26,7 @@ func TestK18StepAndCompensationSpans(t *testing.T) {
 	b := backends[1].setup(t, func(c *saga.Config) { c.TracerProvider = tp }) // SQLite: the spans do not depend on the driver
 	id := fmt.Sprintf("k18-%d", time.Now().UnixNano())
 	const email = "bob+17@secret.example.com"
-	b.provider.Inject(id+"/workspace", demo.WSActivateRefused)
+	b.provider.Inject(id+"/workspace", fakeworkspace.ActivateRefused)
 	_, err := b.eng.Start(t.Context(), "signup", signupInput{Email: email}, &saga.StartOpts{ID: id})
 	require.NoError(t, err)
 	waitStatus(t, b, id, sagadriver.StatusCompensated)

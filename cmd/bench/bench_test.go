@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem/idempgx"
-	"github.com/unstuckhq/unstuck/internal/pgtest"
-	"github.com/unstuckhq/unstuck/internal/slowtest"
+	"github.com/unstuckhq/unstuck/unstucktest/pgtest"
+	"github.com/unstuckhq/unstuck/unstucktest/slowtest"
 )
 
 func TestMain(m *testing.M) { pgtest.RunMain(m) }

@@ -33,9 +33,9 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/ops"
-	"github.com/unstuckhq/unstuck/internal/slowtest"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
+	"github.com/unstuckhq/unstuck/unstucktest/slowtest"
 )
 
 // rulesFile is the alert rules shipped with the project (SPEC K18).

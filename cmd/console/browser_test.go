@@ -14,7 +14,7 @@ import (
 	"github.com/mxschmitt/playwright-go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/internal/slowtest"
+	"github.com/unstuckhq/unstuck/unstucktest/slowtest"
 )
 
 // The browser tests drive the real program ("console demo") in Debian

@@ -20,8 +20,8 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/ops"
-	"github.com/unstuckhq/unstuck/internal/slowtest"
 	"github.com/unstuckhq/unstuck/internal/store"
+	"github.com/unstuckhq/unstuck/unstucktest/slowtest"
 )
 
 // The bulk crash test: the console process is killed with

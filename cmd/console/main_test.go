@@ -17,8 +17,8 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
-	"github.com/unstuckhq/unstuck/internal/pgtest"
-	"github.com/unstuckhq/unstuck/internal/redistest"
+	"github.com/unstuckhq/unstuck/unstucktest/pgtest"
+	"github.com/unstuckhq/unstuck/unstucktest/redistest"
 )
 
 func TestMain(m *testing.M) { pgtest.RunMain(m); redistest.Stop() }

@@ -22,7 +22,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemredis"
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/ops"
-	"github.com/unstuckhq/unstuck/internal/redistest"
+	"github.com/unstuckhq/unstuck/unstucktest/redistest"
 )
 
 // redisPending makes a pending record under prefix p on the Redis server

@@ -35,11 +35,11 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/idem/idemriver"
-	"github.com/unstuckhq/unstuck/internal/pgtest"
-	"github.com/unstuckhq/unstuck/internal/slowtest"
 	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
+	"github.com/unstuckhq/unstuck/unstucktest/pgtest"
+	"github.com/unstuckhq/unstuck/unstucktest/slowtest"
 )
 
 // The two-process deployment test: production's deployment, run as two

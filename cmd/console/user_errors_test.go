@@ -16,9 +16,9 @@ import (
 
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/auth"
-	"github.com/unstuckhq/unstuck/internal/mysqltest"
-	"github.com/unstuckhq/unstuck/internal/pgtest"
 	"github.com/unstuckhq/unstuck/internal/store"
+	"github.com/unstuckhq/unstuck/unstucktest/mysqltest"
+	"github.com/unstuckhq/unstuck/unstucktest/pgtest"
 )
 
 // userCmd runs "console user …" with stdin as its standard input and env

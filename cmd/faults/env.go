@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/unstuckhq/unstuck/idem/idempgx"
-	"github.com/unstuckhq/unstuck/internal/faultproxy"
-	"github.com/unstuckhq/unstuck/internal/pgtest"
+	"github.com/unstuckhq/unstuck/unstucktest/faultproxy"
+	"github.com/unstuckhq/unstuck/unstucktest/pgtest"
 )
 
 // pgEnv is the PostgreSQL side of the experiments: a throwaway cluster of

@@ -10,7 +10,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
-	"github.com/unstuckhq/unstuck/internal/faultproxy"
+	"github.com/unstuckhq/unstuck/unstucktest/faultproxy"
 )
 
 // row is one line of the results table.

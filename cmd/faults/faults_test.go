@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/internal/pgtest"
-	"github.com/unstuckhq/unstuck/internal/slowtest"
+	"github.com/unstuckhq/unstuck/unstucktest/pgtest"
+	"github.com/unstuckhq/unstuck/unstucktest/slowtest"
 )
 
 // TestMain lets the experiments that kill the application re-execute this

@@ -4,9 +4,9 @@
 // ran, or were left processing or pending.
 //
 // Every PostgreSQL experiment gets a fresh database on a throwaway cluster
-// of its own (initdb and postgres, found as internal/pgtest finds them or
+// of its own (initdb and postgres, found as unstucktest/pgtest finds them or
 // given with -pg-bin; the shared server is never touched), reached through
-// a fault proxy (internal/faultproxy) that restarts, crashes, drops,
+// a fault proxy (unstucktest/faultproxy) that restarts, crashes, drops,
 // delays, blackholes or cuts statements. Effects are counted outside the
 // faulted database: in memory for in-process experiments, in an O_APPEND
 // file for experiments that kill the application's process.
@@ -31,7 +31,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/unstuckhq/unstuck/internal/faultproxy"
+	"github.com/unstuckhq/unstuck/unstucktest/faultproxy"
 )
 
 func main() {
@@ -40,7 +40,7 @@ func main() {
 	}
 	scaleName := flag.String("scale", "small", "experiment size: small or full")
 	only := flag.String("only", "", "comma-separated experiment names or name prefixes to run (default all)")
-	pgBin := flag.String("pg-bin", "", "directory of initdb and postgres (default: as internal/pgtest finds it)")
+	pgBin := flag.String("pg-bin", "", "directory of initdb and postgres (default: as unstucktest/pgtest finds it)")
 	verbose := flag.Bool("v", false, "log the engine's warnings and errors to stderr")
 	list := flag.Bool("list", false, "list the experiments and exit")
 	flag.Parse()

@@ -6,9 +6,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/unstuckhq/unstuck/internal/faultproxy"
-	"github.com/unstuckhq/unstuck/internal/idemsql"
-	"github.com/unstuckhq/unstuck/internal/pgtest"
+	"github.com/unstuckhq/unstuck/unstucktest/faultproxy"
+	"github.com/unstuckhq/unstuck/unstucktest/idemsql"
+	"github.com/unstuckhq/unstuck/unstucktest/pgtest"
 )
 
 // scale sizes the experiments.

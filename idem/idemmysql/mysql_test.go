@@ -11,7 +11,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idemmysql"
 	"github.com/unstuckhq/unstuck/idem/idemtest"
-	"github.com/unstuckhq/unstuck/internal/mysqltest"
+	"github.com/unstuckhq/unstuck/unstucktest/mysqltest"
 )
 
 // t0 is far from the real clock, so a store that ignored Now would judge

@@ -17,7 +17,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/internal/benchfloor"
 	"github.com/unstuckhq/unstuck/idem/internal/benchround"
-	"github.com/unstuckhq/unstuck/internal/pgtest"
+	"github.com/unstuckhq/unstuck/unstucktest/pgtest"
 )
 
 // The benchmarks of this file put idem.Run on this store side by side with

@@ -16,9 +16,9 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idemtest"
 	"github.com/unstuckhq/unstuck/idem/internal/leanpath"
-	"github.com/unstuckhq/unstuck/internal/idemsql"
-	"github.com/unstuckhq/unstuck/internal/pgtest"
-	"github.com/unstuckhq/unstuck/internal/slowtest"
+	"github.com/unstuckhq/unstuck/unstucktest/idemsql"
+	"github.com/unstuckhq/unstuck/unstucktest/pgtest"
+	"github.com/unstuckhq/unstuck/unstucktest/slowtest"
 )
 
 // The lean Reserve decodes its row itself; a row in any shape
@@ -219,7 +219,7 @@ FROM generate_series(1, 2000) i`)
 }
 
 // The fault experiments cut completions on the wire by their shape
-// (internal/idemsql): both completion statements must be recognized and
+// (unstucktest/idemsql): both completion statements must be recognized and
 // no other statement of the store, or a cut experiment injects no fault
 // (or the wrong one) without a word.
 func TestFaultsKnowTheCompletion(t *testing.T) {

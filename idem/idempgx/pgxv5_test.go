@@ -18,7 +18,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idemtest"
-	"github.com/unstuckhq/unstuck/internal/pgtest"
+	"github.com/unstuckhq/unstuck/unstucktest/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.RunMain(m) }

@@ -14,8 +14,8 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
-	"github.com/unstuckhq/unstuck/internal/faultproxy"
-	"github.com/unstuckhq/unstuck/internal/pgtest"
+	"github.com/unstuckhq/unstuck/unstucktest/faultproxy"
+	"github.com/unstuckhq/unstuck/unstucktest/pgtest"
 )
 
 // blackhole accepts connections and never answers, like a server behind a

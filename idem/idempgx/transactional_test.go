@@ -15,7 +15,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/idem/idemtest"
-	"github.com/unstuckhq/unstuck/internal/pgtest"
+	"github.com/unstuckhq/unstuck/unstucktest/pgtest"
 )
 
 // The application's tables of idemtest.RunTransactional, in PostgreSQL.

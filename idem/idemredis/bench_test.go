@@ -17,7 +17,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idemredis"
 	"github.com/unstuckhq/unstuck/idem/internal/benchround"
-	"github.com/unstuckhq/unstuck/internal/redistest"
+	"github.com/unstuckhq/unstuck/unstucktest/redistest"
 )
 
 // The benchmarks of this file put idem.Run on this store side by side with

@@ -23,8 +23,8 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idemredis"
 	"github.com/unstuckhq/unstuck/idem/idemtest"
-	"github.com/unstuckhq/unstuck/internal/redistest"
-	"github.com/unstuckhq/unstuck/internal/slowtest"
+	"github.com/unstuckhq/unstuck/unstucktest/redistest"
+	"github.com/unstuckhq/unstuck/unstucktest/slowtest"
 )
 
 // client returns a client of node n, closed at t's end.

@@ -21,8 +21,8 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemredis"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/idem/idemtest"
-	"github.com/unstuckhq/unstuck/internal/redistest"
-	"github.com/unstuckhq/unstuck/internal/slowtest"
+	"github.com/unstuckhq/unstuck/unstucktest/redistest"
+	"github.com/unstuckhq/unstuck/unstucktest/slowtest"
 )
 
 func TestMain(m *testing.M) { redistest.RunMain(m) }

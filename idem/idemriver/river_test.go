@@ -23,7 +23,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/idem/idemtest"
-	"github.com/unstuckhq/unstuck/internal/pgtest"
+	"github.com/unstuckhq/unstuck/unstucktest/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.RunMain(m) }

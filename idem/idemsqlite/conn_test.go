@@ -18,7 +18,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemtest"
 	"github.com/unstuckhq/unstuck/idem/internal/leanpath"
 	"github.com/unstuckhq/unstuck/idem/internal/sqlstore"
-	"github.com/unstuckhq/unstuck/internal/slowtest"
+	"github.com/unstuckhq/unstuck/unstucktest/slowtest"
 )
 
 // openLean returns a migrated store on a new file opened with Open, its

@@ -20,9 +20,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem/idemmysql"
-	"github.com/unstuckhq/unstuck/internal/mysqltest"
-	"github.com/unstuckhq/unstuck/internal/pgtest"
 	"github.com/unstuckhq/unstuck/migrate/migratesqlite"
+	"github.com/unstuckhq/unstuck/unstucktest/mysqltest"
+	"github.com/unstuckhq/unstuck/unstucktest/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.RunMain(m) }
@@ -77,7 +77,7 @@ func (b testBundle) withinTx(ctx context.Context, fn func(appendTx func(Entry) (
 	})
 }
 
-// setupMySQL is a trail on a MySQL database of its own (internal/mysqltest).
+// setupMySQL is a trail on a MySQL database of its own (unstucktest/mysqltest).
 func setupMySQL(t testing.TB) testBundle {
 	t.Helper()
 	db, err := idemmysql.Open(mysqltest.NewDatabase(t))

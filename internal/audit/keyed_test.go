@@ -13,9 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/internal/pgtest"
 	"github.com/unstuckhq/unstuck/migrate/migratepgx"
 	"github.com/unstuckhq/unstuck/migrate/migratesqlite"
+	"github.com/unstuckhq/unstuck/unstucktest/pgtest"
 )
 
 func TestNewKeyring(t *testing.T) {

@@ -15,11 +15,11 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/idem/idemtest"
 	"github.com/unstuckhq/unstuck/internal/incident"
-	"github.com/unstuckhq/unstuck/internal/pgtest"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
+	"github.com/unstuckhq/unstuck/unstucktest/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.RunMain(m) }

@@ -22,11 +22,11 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/audit"
-	"github.com/unstuckhq/unstuck/internal/mysqltest"
 	"github.com/unstuckhq/unstuck/internal/ops"
-	"github.com/unstuckhq/unstuck/internal/pgtest"
-	"github.com/unstuckhq/unstuck/internal/redistest"
 	"github.com/unstuckhq/unstuck/internal/store"
+	"github.com/unstuckhq/unstuck/unstucktest/mysqltest"
+	"github.com/unstuckhq/unstuck/unstucktest/pgtest"
+	"github.com/unstuckhq/unstuck/unstucktest/redistest"
 )
 
 func TestMain(m *testing.M) { pgtest.RunMain(m); redistest.Stop() }

@@ -19,8 +19,8 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemredis"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/audit"
-	"github.com/unstuckhq/unstuck/internal/redistest"
 	"github.com/unstuckhq/unstuck/internal/store"
+	"github.com/unstuckhq/unstuck/unstucktest/redistest"
 )
 
 // redisBundle is a Redis key store, its engine, and the console's SQL

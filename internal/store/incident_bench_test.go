@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/unstuckhq/unstuck/idem/idemmysql"
-	"github.com/unstuckhq/unstuck/internal/mysqltest"
+	"github.com/unstuckhq/unstuck/unstucktest/mysqltest"
 )
 
 // BenchmarkMySQLSnapshotWrite (SPEC K15) times the leader's write of one

@@ -18,8 +18,8 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemmysql"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
-	"github.com/unstuckhq/unstuck/internal/mysqltest"
-	"github.com/unstuckhq/unstuck/internal/pgtest"
+	"github.com/unstuckhq/unstuck/unstucktest/mysqltest"
+	"github.com/unstuckhq/unstuck/unstucktest/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.RunMain(m) }
@@ -57,7 +57,7 @@ func setupSQLite(t *testing.T) testBundle {
 	return testBundle{db: db, sqlDB: sqlDB}
 }
 
-// setupMySQL migrates a MySQL database of its own (internal/mysqltest).
+// setupMySQL migrates a MySQL database of its own (unstucktest/mysqltest).
 func setupMySQL(t *testing.T) testBundle {
 	t.Helper()
 	sqlDB, err := idemmysql.Open(mysqltest.NewDatabase(t))

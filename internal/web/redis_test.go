@@ -18,9 +18,9 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemredis"
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/ops"
-	"github.com/unstuckhq/unstuck/internal/redistest"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/internal/web"
+	"github.com/unstuckhq/unstuck/unstucktest/redistest"
 )
 
 func TestMain(m *testing.M) { redistest.RunMain(m) }

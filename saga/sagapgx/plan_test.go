@@ -8,9 +8,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/internal/pgtest"
 	"github.com/unstuckhq/unstuck/saga/internal/sqlstore"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
+	"github.com/unstuckhq/unstuck/unstucktest/pgtest"
 )
 
 // TestExplainAdmin checks that every admin list reads an index in the

@@ -7,9 +7,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/internal/pgtest"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
 	"github.com/unstuckhq/unstuck/saga/sagatest"
+	"github.com/unstuckhq/unstuck/unstucktest/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.RunMain(m) }

@@ -5,6 +5,10 @@
 // alert-rule, upgrade, docker and scale tests, and the conformance suite
 // run again over a store's optional statement paths — which run without
 // -short, as CI runs them.
+//
+// It is test support for this repository's suites, public so that the
+// library's tests, the console's and the tools share it; adopters may use
+// it, with no compatibility promise before v1.
 package slowtest
 
 import "testing"

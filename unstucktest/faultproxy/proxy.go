@@ -12,6 +12,10 @@
 // sslmode=disable.
 //
 // It is a test tool: it never inspects or logs parameter values.
+//
+// It is test support for this repository's suites, public so that the
+// library's tests, the console's and the tools share it; adopters may use
+// it, with no compatibility promise before v1.
 package faultproxy
 
 import (

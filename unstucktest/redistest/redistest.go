@@ -14,6 +14,10 @@
 //	func TestMain(m *testing.M) { redistest.RunMain(m) }
 //
 // Without the binaries a test is skipped, or failed when CI is "true".
+//
+// It is test support for this repository's suites, public so that the
+// library's tests, the console's and the tools share it; adopters may use
+// it, with no compatibility promise before v1.
 package redistest
 
 import (

@@ -21,6 +21,10 @@
 // When none of these is possible the test is skipped with the reason, except
 // when the environment variable CI is "true": a missing PostgreSQL in CI is a
 // failure.
+//
+// It is test support for this repository's suites, public so that the
+// library's tests, the console's and the tools share it; adopters may use
+// it, with no compatibility promise before v1.
 package pgtest
 
 import (

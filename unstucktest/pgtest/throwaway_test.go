@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/internal/slowtest"
+	"github.com/unstuckhq/unstuck/unstucktest/slowtest"
 )
 
 // TestClusterSurvivesEveryStopMode: a throwaway Cluster comes back on the

@@ -4,6 +4,10 @@
 // it to the driver's statements (idempgx TestFaultsKnowTheCompletion), so
 // a statement that changes shape fails there, not as an experiment that
 // silently injects no fault.
+//
+// It is test support for this repository's suites, public so that the
+// library's tests, the console's and the tools share it; adopters may use
+// it, with no compatibility promise before v1.
 package idemsql
 
 import "strings"

@@ -3,6 +3,10 @@
 // root@tcp(127.0.0.1:3306)/): CREATE DATABASE unstuck_t_<random>, dropped
 // at the test's cleanup. Without a server the test is skipped, or fails
 // when CI=true.
+//
+// It is test support for this repository's suites, public so that the
+// library's tests, the console's and the tools share it; adopters may use
+// it, with no compatibility promise before v1.
 package mysqltest
 
 import (
