@@ -80,7 +80,11 @@ func testLiveAfterRetry(t *testing.T, c *console, id string) {
 
 	p.ok(expect.Locator(h1).ToContainText("compensated", playwright.LocatorAssertionsToContainTextOptions{Timeout: playwright.Float(30_000)}), "the page follows the operation to compensated")
 	p.ok(expect.Locator(p.Locator("#announce")).ToHaveText("Status: compensated"), "the change is announced")
-	p.ok(expect.Locator(p.role("region", "Decide")).ToHaveCount(0), "nothing left to decide")
+	// A compensated operation can only be re-run (SPEC G12): the redrive
+	// is all that is left to decide.
+	decide := p.role("region", "Decide")
+	p.ok(expect.Locator(decide.Locator("details.action")).ToHaveCount(1), "one choice left")
+	p.ok(expect.Locator(decide.Locator(`details[data-action="redrive"]`)).ToHaveCount(1), "the redrive")
 	p.ok(expect.Locator(p.Locator("#live")).Not().ToHaveAttribute("hx-trigger", regexp.MustCompile(".")), "a final operation is not refreshed any more")
 	p.ok(expect.Locator(p.GetByRole("status").Filter(playwright.LocatorFilterOptions{HasText: "Retry applied"})).ToBeVisible(), "the notice stays")
 	p.ok(expect.Locator(p.Locator("#live")).Not().ToHaveAttribute("aria-live", regexp.MustCompile(".")), "the live part is not itself a live region")
