@@ -37,10 +37,12 @@ func runConcurrency(t *testing.T, newStore func(t *testing.T) idemdriver.Store) 
 	t.Run("S3SameKeyRaceRunsEachKeyOnce", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
-		// 64 callers queue for one key at once: on a loaded machine the
-		// last may wait longer than the default store timeout (5 s), which
-		// is not what this test is about (each key runs once).
-		e := newEngine(t, s, idem.WithStoreTimeout(time.Minute))
+		// 64 callers queue for one key at once: on a loaded machine (a
+		// single-writer store under the race detector, beside the rest of
+		// the suite) the last may wait minutes, far past the default store
+		// timeout (5 s), which is not what this test is about (each key
+		// runs once).
+		e := newEngine(t, s, idem.WithStoreTimeout(5*time.Minute))
 		ctx := ctxT(t)
 
 		var executions [RaceKeys]atomic.Int32
