@@ -43,7 +43,8 @@ func runConcurrency(t *testing.T, newStore func(t *testing.T) idemdriver.Store) 
 		// timeout (5 s), which is not what this test is about (each key
 		// runs once).
 		e := newEngine(t, s, idem.WithStoreTimeout(5*time.Minute))
-		ctx := ctxT(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
 
 		var executions [RaceKeys]atomic.Int32
 		var seq atomic.Int64
