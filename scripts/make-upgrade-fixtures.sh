@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# make-upgrade-fixtures.sh remakes cmd/console/testdata/upgrade/: a SQLite
+# make-upgrade-fixtures.sh remakes internal/consolecmd/testdata/upgrade/: a SQLite
 # database file and a PostgreSQL plain-SQL dump made by the previous main
-# (7f2d0fc, before the drivers owned their tables), which cmd/console's TestUpgrade*
+# (7f2d0fc, before the drivers owned their tables), which internal/consolecmd's TestUpgrade*
 # restores, migrates with the current "console migrate" and checks.
 #
 # It checks out PREV (default 7f2d0fc) in a temporary worktree, copies
-# cmd/console/testdata/upgrade/makefixture_test.go into that checkout's
+# internal/consolecmd/testdata/upgrade/makefixture_test.go into that checkout's
 # cmd/console and runs it there with the old code: "console demo" serving the
 # shop and the signups, the engine, reconciliation, operator decisions and
 # sign-ins, all of the old code. The fixture's secret, audit key and the
@@ -22,7 +22,7 @@ set -euo pipefail
 PREV=${PREV:-7f2d0fc}
 PG=${PG:-postgres://postgres@127.0.0.1:5432/postgres}
 root=$(git rev-parse --show-toplevel)
-out=$root/cmd/console/testdata/upgrade
+out=$root/internal/consolecmd/testdata/upgrade
 work=$(mktemp -d)
 old=$work/prev
 dbname=unstuck_upgrade_fixture_$$

@@ -1,7 +1,0 @@
-//go:build !race
-
-package main
-
-// raceEnabled says that this test binary is built with -race, so that a
-// binary a test builds is built with it too.
-const raceEnabled = false

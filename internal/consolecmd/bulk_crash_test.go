@@ -1,0 +1,203 @@
+package consolecmd
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/internal/audit"
+	"github.com/unstuckhq/unstuck/internal/ops"
+	"github.com/unstuckhq/unstuck/internal/store"
+	"github.com/unstuckhq/unstuck/unstucktest/slowtest"
+)
+
+// The bulk crash test: the console process is killed with
+// SIGKILL in the middle of a bulk run; a new process resumes the run and
+// finishes it, and every item was decided exactly once: one audit entry
+// per item, none twice, the counts exact.
+
+const bulkCrashWorkerEnv = "UNSTUCK_BULK_CRASH_WORKER"
+
+// TestBulkCrashWorker is the console process of TestBulkCrash: the demo
+// without traffic, no approval, small batches with a pause, so that the
+// run is long enough to be killed in its middle.
+func TestBulkCrashWorker(t *testing.T) {
+	if os.Getenv(bulkCrashWorkerEnv) == "" {
+		t.Skip("the console process of TestBulkCrash")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, []string{"demo", "--addr", "127.0.0.1:0", "--db", os.Getenv(crashDBEnv), "--traffic=false",
+		"--approval-required", "none", "--bulk-batch", "25", "--bulk-pause", "40ms"},
+		func(string) string { return "" }, os.Stdout, os.Stderr)
+	require.NoError(t, err)
+}
+
+func startBulkWorker(t *testing.T, dbURL string) *worker {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBulkCrashWorker$", "-test.count=1")
+	cmd.Env = append(os.Environ(), bulkCrashWorkerEnv+"=1", crashDBEnv+"="+dbURL)
+	w := &worker{cmd: cmd, log: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stderr = w.log
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	go func() {
+		_ = cmd.Wait()
+		close(w.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-w.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-w.done
+		}
+		if t.Failed() {
+			t.Logf("console %d log:\n%s", cmd.Process.Pid, w.log.String())
+		}
+	})
+	lines := bufio.NewScanner(out)
+	for lines.Scan() {
+		if base, ok := strings.CutPrefix(lines.Text(), "listening on "); ok {
+			w.base = base
+			go func() { _, _ = io.Copy(w.log, out) }()
+			return w
+		}
+	}
+	<-w.done
+	t.Fatalf("console stopped before listening:\n%s", w.log.String())
+	return nil
+}
+
+// requestBulk records spec's request of count items on db, decided by
+// engine's keys in dec's transactions, with no approval and no River: as
+// a console that crashed before its run started leaves it.
+func requestBulk[TTx any](t *testing.T, db *database, dec *ops.DB[TTx], engine *idem.Engine, stores interface {
+	Tx(tx TTx) idemdriver.Store
+}, spec ops.BulkSpec, count int64) store.Bulk {
+	t.Helper()
+	keys, err := keysOn(db, dec, engine, stores)
+	require.NoError(t, err)
+	bulks, err := ops.NewBulks(ops.BulkParts[TTx]{Store: db.Console, Keys: keys, KeyList: db.Records}, ops.BulkConfig{Approval: ops.Approval{}})
+	require.NoError(t, err)
+	req, _, err := bulks.Request(t.Context(), ops.Actor{Username: "oncall", Role: "oncall"}, spec, "provider outage: rerun every charge", count)
+	require.NoError(t, err)
+	return req
+}
+
+func TestBulkCrash(t *testing.T) {
+	slowtest.Skip(t, slowtest.Fault)
+	t.Parallel()
+	const n = 1500
+	for _, d := range demoDatabases {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			url := d.url(t)
+			// The demo creates and migrates its database; then it stops.
+			startBulkWorker(t, url).stop(t)
+
+			db, err := openDatabase(ctx, url)
+			require.NoError(t, err)
+			defer db.Close()
+			keys, err := demoAuditKeys(func(string) string { return "" }, demoSecret, slog.New(slog.DiscardHandler))
+			require.NoError(t, err)
+			db.useAuditKeys(keys)
+			recs := make([]idemdriver.Record, n)
+			now := time.Now().UTC().Add(-time.Hour)
+			for i := range recs {
+				recs[i] = idemdriver.Record{Ident: idemdriver.Ident{Scope: "tenant:crash", Operation: "POST /charges", KeyDigest: fmt.Sprintf("%064x", i)},
+					Fingerprint: "fp", Status: idemdriver.StatusPending, LastError: "provider timeout", Attempts: 1, Version: 1,
+					Owner:     idemdriver.Owner{Token: fmt.Sprintf("owner-%d", i), Fence: int64(i + 1)},
+					CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(24 * time.Hour)}
+			}
+			require.NoError(t, db.Records.(idemdriver.Seeder).SeedRecords(ctx, recs))
+			engine, err := idem.New(db.Store, idem.WithSecret([]byte(demoSecret)))
+			require.NoError(t, err)
+			// Recorded here, running, with no River client: the console
+			// resumes it when it starts.
+			spec := ops.BulkSpec{Kind: ops.BulkKeys, Action: "forget", KeyFilter: idemdriver.KeyFilter{Scope: "tenant:crash"},
+				FilterQuery: "scope=tenant%3Acrash", IncludeMayHaveHappened: true}
+			var req store.Bulk
+			if db.Pool != nil {
+				dec, err := db.postgresDecisions(nil)
+				require.NoError(t, err)
+				req = requestBulk(t, db, dec, engine, db.pgStore, spec, n)
+			} else {
+				dec, err := db.sqliteDecisions(nil)
+				require.NoError(t, err)
+				req = requestBulk(t, db, dec, engine, db.sqliteStore, spec, n)
+			}
+			require.Equal(t, store.BulkRunning, req.Status)
+
+			applied := func() int64 {
+				got, ok, err := db.Console.BulkByID(ctx, req.ID)
+				require.NoError(t, err)
+				require.True(t, ok)
+				return got.Counts[store.ItemApplied]
+			}
+			first := startBulkWorker(t, url)
+			deadline := time.Now().Add(2 * time.Minute)
+			for applied() < n/4 {
+				require.True(t, time.Now().Before(deadline), "the run did not start")
+				time.Sleep(20 * time.Millisecond)
+			}
+			require.NoError(t, first.cmd.Process.Kill())
+			<-first.done
+			require.Equal(t, "signal: killed", first.cmd.ProcessState.String())
+			atKill := applied()
+			require.Less(t, atKill, int64(n), "killed in the middle of the run")
+
+			second := startBulkWorker(t, url)
+			for {
+				got, _, err := db.Console.BulkByID(ctx, req.ID)
+				require.NoError(t, err)
+				if got.Status == store.BulkDone {
+					require.Equal(t, map[string]int64{store.ItemApplied: n}, got.Counts)
+					break
+				}
+				require.True(t, time.Now().Before(deadline.Add(2*time.Minute)), "the run did not finish: %+v", got.Counts)
+				time.Sleep(100 * time.Millisecond)
+			}
+			second.stop(t)
+
+			perTarget := map[string]int{}
+			var after int64
+			for {
+				page, next, err := db.Trail.List(ctx, audit.Filter{Action: "key.forget", After: after, Limit: audit.MaxLimit})
+				require.NoError(t, err)
+				for _, e := range page {
+					require.Equal(t, ops.BulkRequestID(req.ID), e.RequestID)
+					require.Equal(t, audit.OutcomeApplied, e.Outcome)
+					perTarget[e.TargetID]++
+				}
+				if next == 0 {
+					break
+				}
+				after = next
+			}
+			require.Len(t, perTarget, n, "one entry per item")
+			for id, c := range perTarget {
+				require.Equal(t, 1, c, "item %s decided once", id)
+			}
+			left, err := db.Records.ListKeys(ctx, idemdriver.KeyFilter{Scope: "tenant:crash"})
+			require.NoError(t, err)
+			require.Empty(t, left.Records)
+			t.Logf("%s: killed with %d of %d applied; the restarted console finished the run", d.name, atKill, n)
+		})
+	}
+}

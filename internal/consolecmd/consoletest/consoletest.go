@@ -1,0 +1,230 @@
+// Package consoletest holds what the console program's tests share across
+// their packages: starting "console demo" in the test process, calling its
+// HTTP routes, following its signups, reading saga records from its
+// database. It takes the program's entry point as an argument, so that the
+// program's own internal tests can use it without an import cycle.
+package consoletest
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
+	"github.com/unstuckhq/unstuck/internal/demo"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
+	"github.com/unstuckhq/unstuck/saga/sagapgx"
+	"github.com/unstuckhq/unstuck/saga/sagasqlite"
+)
+
+// RunFunc is the program's entry point, consolecmd.Run.
+type RunFunc func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error
+
+// StartDemo runs "console demo" on a free port over dbURL and returns its
+// base URL. The demo stops when the test ends.
+func StartDemo(t *testing.T, run RunFunc, dbURL string) string {
+	t.Helper()
+	base, _ := StartDemoWith(t, run, dbURL)
+	return base
+}
+
+// StartDemoWith is StartDemo with extra flags; stop ends the demo before
+// the test does (and is called by the test's cleanup otherwise).
+func StartDemoWith(t *testing.T, run RunFunc, dbURL string, extra ...string) (base string, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	args := append([]string{"demo", "--addr", "127.0.0.1:0", "--db", dbURL, "--traffic=false"}, extra...)
+	go func() {
+		done <- run(ctx, args, func(string) string { return "" }, pw, io.Discard)
+		_ = pw.Close()
+	}()
+	stopped := false
+	stop = func() {
+		t.Helper()
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		require.NoError(t, <-done)
+	}
+	t.Cleanup(stop)
+	lines := bufio.NewScanner(pr)
+	for lines.Scan() {
+		if base, ok := strings.CutPrefix(lines.Text(), "listening on "); ok {
+			go func() { _, _ = io.Copy(io.Discard, pr) }()
+			return base, stop
+		}
+	}
+	t.Fatalf("demo stopped before listening: %v", <-done)
+	return "", nil
+}
+
+// Reply is an HTTP answer read whole; JSON is the body decoded as an
+// object when it is one.
+type Reply struct {
+	Status int
+	Header http.Header
+	Body   string
+	JSON   map[string]any
+}
+
+// Call sends one request with a JSON content type, the Idempotency-Key key
+// when it is not empty, and hdr as name, value pairs.
+func Call(t *testing.T, method, url, key, body string, hdr ...string) Reply {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	require.NoError(t, err)
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	r := Reply{Status: resp.StatusCode, Header: resp.Header, Body: string(b)}
+	_ = json.Unmarshal(b, &r.JSON)
+	return r
+}
+
+// RequireProblem asserts that r is a problem+json answer with status and
+// code and every member RFC 9457 names.
+func RequireProblem(t *testing.T, r Reply, status int, code string) {
+	t.Helper()
+	require.Equal(t, status, r.Status, "body: %s", r.Body)
+	require.Equal(t, "application/problem+json", r.Header.Get("Content-Type"))
+	require.Equal(t, code, r.JSON["code"], "body: %s", r.Body)
+	for _, member := range []string{"type", "title", "status", "detail"} {
+		require.Contains(t, r.JSON, member)
+	}
+}
+
+// ProviderCharges returns the demo's fake payment provider's charges.
+func ProviderCharges(t *testing.T, base string) []map[string]any {
+	t.Helper()
+	st := Call(t, "GET", base+"/shop/provider/state", "", "")
+	require.Equal(t, http.StatusOK, st.Status)
+	var state struct {
+		Charges []map[string]any `json:"charges"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(st.Body), &state))
+	return state.Charges
+}
+
+// SignupKey is an idempotency key unique to the test.
+func SignupKey(t *testing.T, suffix string) string {
+	return fmt.Sprintf(`"signup-%s-%s-%d"`, strings.ReplaceAll(t.Name(), "/", "-"), suffix, time.Now().UnixNano())
+}
+
+// PostSignup starts a signup and returns its operation ID.
+func PostSignup(t *testing.T, base, key, body string) string {
+	t.Helper()
+	r := Call(t, "POST", base+"/shop/signups", key, body)
+	require.Equal(t, http.StatusAccepted, r.Status, r.Body)
+	id, _ := r.JSON["operation_id"].(string)
+	require.NotEmpty(t, id, r.Body)
+	require.Equal(t, "/shop/signups/"+id, r.Header.Get("Location"))
+	return id
+}
+
+// GetSignup reads GET /shop/signups/{id}.
+func GetSignup(t *testing.T, base, id string) demo.SignupView {
+	t.Helper()
+	r := Call(t, "GET", base+"/shop/signups/"+id, "", "")
+	require.Equal(t, http.StatusOK, r.Status, r.Body)
+	var v demo.SignupView
+	require.NoError(t, json.Unmarshal([]byte(r.Body), &v))
+	return v
+}
+
+// WaitSignup polls GET /shop/signups/{id} until the operation is in
+// status, failing after within.
+func WaitSignup(t *testing.T, base, id string, status sagadriver.Status, within time.Duration) demo.SignupView {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		v := GetSignup(t, base, id)
+		if v.Status == string(status) {
+			return v
+		}
+		if time.Now().After(deadline) {
+			b, _ := json.MarshalIndent(v, "", "  ")
+			t.Fatalf("signup %s not %s within %v:\n%s", id, status, within, b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// SagaRecords reads an operation and its history straight from the
+// database (sqlite:PATH or a PostgreSQL URL), with no worker running.
+func SagaRecords(t *testing.T, dbURL, id string) (sagadriver.Operation, []sagadriver.Event) {
+	t.Helper()
+	ctx := t.Context()
+	var op sagadriver.Operation
+	var evs []sagadriver.Event
+	if path, ok := strings.CutPrefix(dbURL, "sqlite:"); ok {
+		db, err := idemsqlite.Open(path)
+		require.NoError(t, err)
+		defer db.Close()
+		d := sagasqlite.New(db)
+		require.NoError(t, d.WithinTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			var err error
+			if op, err = d.GetOperation(ctx, tx, id, false); err != nil {
+				return err
+			}
+			evs, err = d.ListEvents(ctx, tx, id)
+			return err
+		}))
+		return op, evs
+	}
+	pool, err := pgxpool.New(ctx, dbURL)
+	require.NoError(t, err)
+	defer pool.Close()
+	d := sagapgx.New(pool)
+	require.NoError(t, d.WithinTx(ctx, func(ctx context.Context, tx pgx.Tx) error {
+		var err error
+		if op, err = d.GetOperation(ctx, tx, id, false); err != nil {
+			return err
+		}
+		evs, err = d.ListEvents(ctx, tx, id)
+		return err
+	}))
+	return op, evs
+}
+
+// WaitReady polls base/readyz until it answers 200, failing after 10 s.
+func WaitReady(t *testing.T, base string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s/readyz did not answer 200 in 10 s (last error: %v)", base, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
