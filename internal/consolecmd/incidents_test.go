@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
 	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest"
 )
 

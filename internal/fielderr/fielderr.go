@@ -1,5 +1,5 @@
 // Package fielderr is the one "invalid field" error of the console's
-// internal packages (internal/audit, internal/store): an argument refused
+// internal packages (internal/audit, internal/store, internal/ops): an argument refused
 // before the database is asked, named as the form, query or column names
 // it, with the reason. The web handlers find it with errors.As and answer
 // a 4xx that names the field.

@@ -17,6 +17,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/audit"
+	"github.com/unstuckhq/unstuck/internal/fielderr"
 	"github.com/unstuckhq/unstuck/internal/incident"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/saga"
@@ -929,7 +930,7 @@ func (b *Bulks[TTx]) RequestSingle(ctx context.Context, actor Actor, kind, actio
 
 // singleLegal checks a single decision held for approval against its item
 // now: ErrNotFound, ErrStale (another version), ErrIllegal (not allowed in
-// its state), or a *FieldError (a forget of a key whose effect may have
+// its state), or a *fielderr.Error (a forget of a key whose effect may have
 // happened, without the acknowledgement).
 func (b *Bulks[TTx]) singleLegal(ctx context.Context, kind, action, id string, version int64, step string, params map[string]any) error {
 	switch kind {
@@ -1203,7 +1204,7 @@ func (b *Bulks[TTx]) anyItemLegal(ctx context.Context, req store.Bulk) (bool, er
 		}
 		for _, it := range items {
 			err := b.singleLegal(ctx, req.Kind, req.Action, it.TargetID, it.Version, it.Step, params)
-			var fe *FieldError
+			var fe *fielderr.Error
 			switch {
 			case err == nil:
 				return true, nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/internal/audit"
+	"github.com/unstuckhq/unstuck/internal/fielderr"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
@@ -213,7 +214,7 @@ func (b *Bulks[TTx]) item(ctx context.Context, req store.Bulk, params map[string
 	default:
 		return b.refuse(ctx, req, it, store.ItemFailed, "unknown kind "+req.Kind, nil, mark)
 	}
-	var fe *FieldError
+	var fe *fielderr.Error
 	switch {
 	case err == nil:
 		return store.ItemApplied, nil

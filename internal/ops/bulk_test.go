@@ -13,6 +13,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/audit"
+	"github.com/unstuckhq/unstuck/internal/fielderr"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/store"
 )
@@ -76,7 +77,7 @@ func TestBulkK12(t *testing.T) {
 			}
 
 			_, err := bulks.Preview(ctx, ops.BulkSpec{Kind: ops.BulkKeys, Action: "forget"})
-			var fe *ops.FieldError
+			var fe *fielderr.Error
 			require.ErrorAs(t, err, &fe, "an empty filter needs all")
 			require.Equal(t, "all", fe.Field)
 
@@ -194,7 +195,7 @@ func TestBulkApprovalK13(t *testing.T) {
 			require.Len(t, denied, 2)
 
 			_, err = bulks.Reject(ctx, bob, req.ID, "short")
-			var fe *ops.FieldError
+			var fe *fielderr.Error
 			require.ErrorAs(t, err, &fe, "a rejection needs a reason")
 
 			_, err = bulks.Approve(ctx, bob, req.ID, "checked with the provider")

@@ -12,6 +12,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/audit"
+	"github.com/unstuckhq/unstuck/internal/fielderr"
 	"github.com/unstuckhq/unstuck/internal/ops"
 )
 
@@ -85,7 +86,7 @@ func TestGuardedForget(t *testing.T) {
 			// refusal audited.
 			d := ops.KeyDecision{RecordID: charged.ID, Version: charged.Version, Action: idem.OperatorForget, Reason: "the customer wants to pay again"}
 			_, err = b.keys.Decide(ctx, alice, d)
-			var fe *ops.FieldError
+			var fe *fielderr.Error
 			require.ErrorAs(t, err, &fe)
 			require.Equal(t, ops.FieldAcknowledgeRerun, fe.Field)
 			require.Contains(t, fe.Reason, "ch_guard_1", "the refusal names what shows the effect")

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/unstuckhq/unstuck/internal/audit"
+	"github.com/unstuckhq/unstuck/internal/fielderr"
 	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
@@ -157,14 +158,14 @@ func NewOperations[TTx any](db *DB[TTx], runner *saga.Runner[TTx]) (*Operations[
 // d.Version (ErrStale) or the saga's state machine forbids it
 // (ErrIllegal), applies it through the runner (its records, events and
 // River jobs), and appends the audit entry. A refused attempt is audited
-// as a conflict; an invalid one (a *FieldError) is not a decision and is
+// as a conflict; an invalid one (a *fielderr.Error) is not a decision and is
 // not audited.
 func (o *Operations[TTx]) Decide(ctx context.Context, actor Actor, d OperationDecision) (OperationResult, error) {
 	if err := d.Validate(); err != nil {
 		return OperationResult{}, err
 	}
 	res, seen, err := o.decide(ctx, actor, d, nil)
-	var fe *FieldError
+	var fe *fielderr.Error
 	switch {
 	case errors.As(err, &fe):
 		return OperationResult{}, err

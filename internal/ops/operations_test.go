@@ -19,6 +19,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/audit"
+	"github.com/unstuckhq/unstuck/internal/fielderr"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/saga"
@@ -415,13 +416,13 @@ func TestOperationDecisions(t *testing.T) {
 				} {
 					d.ID, d.Version = op.ID, op.Version
 					_, err := b.ops.Decide(context.Background(), ops.Actor{Username: "ada", Role: "oncall"}, d)
-					var fe *ops.FieldError
+					var fe *fielderr.Error
 					require.ErrorAs(t, err, &fe, field)
 					require.Equal(t, field, fe.Field)
 				}
 				_, err := b.ops.Decide(context.Background(), ops.Actor{Username: "ada", Role: "oncall"},
 					ops.OperationDecision{ID: op.ID, Version: op.Version, Action: ops.OperationRetry, Step: "nonexistent", Reason: "a long enough reason"})
-				var fe *ops.FieldError
+				var fe *fielderr.Error
 				require.ErrorAs(t, err, &fe)
 				require.Equal(t, "step", fe.Field)
 				hist, err := b.ops.History(context.Background(), op.ID, 10)

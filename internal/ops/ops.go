@@ -14,6 +14,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/audit"
+	"github.com/unstuckhq/unstuck/internal/fielderr"
 )
 
 // Bounds of a decision's reason (SPEC CON K4).
@@ -30,15 +31,13 @@ var (
 	ErrIllegal  = errors.New("ops: the action is not allowed in the item's state")
 )
 
-// FieldError names the form field of an invalid decision; it matches
-// ErrInvalid.
-type FieldError struct {
-	Field, Reason string
+// InvalidField is the error of a decision whose form field is invalid: a
+// *fielderr.Error naming the field, matching ErrInvalid.
+func InvalidField(field, reason string) error {
+	return &fielderr.Error{Field: field, Reason: reason, In: "ops", Is: ErrInvalid}
 }
 
-func (e *FieldError) Error() string      { return "ops: " + e.Field + ": " + e.Reason }
-func (e *FieldError) Is(err error) bool  { return err == ErrInvalid }
-func invalid(field, reason string) error { return &FieldError{Field: field, Reason: reason} }
+func invalid(field, reason string) error { return InvalidField(field, reason) }
 
 // Actor is who decides, and from where (for the audit entry).
 type Actor struct {
@@ -102,7 +101,7 @@ type KeyDecision struct {
 	// AcknowledgeRerun: the operator acknowledged that forgetting a
 	// record whose effect may have happened ([ForgetRisk]) lets the
 	// client's retry run it again. A forget of such a record without it
-	// is refused (a *FieldError on [FieldAcknowledgeRerun]).
+	// is refused (a *fielderr.Error on [FieldAcknowledgeRerun]).
 	AcknowledgeRerun bool
 	// Verification, when set, is the verifier's answer the decision
 	// applies (SPEC K19): recorded in its audit entry's after-state.
@@ -160,7 +159,7 @@ func (k *Keys[TTx]) Decide(ctx context.Context, actor Actor, d KeyDecision) (Key
 		return KeyResult{}, ErrNotFound
 	}
 	res, err := k.decide(ctx, actor, d, target, found, nil)
-	var fe *FieldError
+	var fe *fielderr.Error
 	switch {
 	case errors.Is(err, ErrStale), errors.Is(err, ErrIllegal):
 		k.refused(ctx, actor, d, target, snapshot(found), err.Error())

@@ -22,6 +22,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/audit"
+	"github.com/unstuckhq/unstuck/internal/fielderr"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/unstucktest/mysqltest"
@@ -327,7 +328,7 @@ func TestKeyDecisions(t *testing.T) {
 				} {
 					d.RecordID, d.Version = rec.ID, rec.Version
 					_, err := b.keys.Decide(context.Background(), ops.Actor{Username: "ada", Role: "oncall"}, d)
-					var fe *ops.FieldError
+					var fe *fielderr.Error
 					require.ErrorAs(t, err, &fe)
 					require.Equal(t, field, fe.Field)
 				}

@@ -16,6 +16,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idemriver"
 	"github.com/unstuckhq/unstuck/internal/audit"
+	"github.com/unstuckhq/unstuck/internal/fielderr"
 	"github.com/unstuckhq/unstuck/internal/store"
 )
 
@@ -288,7 +289,7 @@ func (v *Verifications[TTx]) apply(ctx context.Context, a VerifyAwaitArgs, ans i
 		return v.finding(ctx, actor, a, ans, "")
 	}
 	_, err := v.keys.Decide(ctx, actor, d)
-	var fe *FieldError
+	var fe *fielderr.Error
 	switch {
 	case err == nil:
 		return nil

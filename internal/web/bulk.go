@@ -19,6 +19,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/internal/fielderr"
 	"github.com/unstuckhq/unstuck/internal/incident"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/store"
@@ -133,7 +134,7 @@ func bulkSpec(kind string, q url.Values) (ops.BulkSpec, *AppError) {
 // bulkAppError maps the errors of a bulk call to the console's.
 func bulkAppError(err error) error {
 	var (
-		fe  *ops.FieldError
+		fe  *fielderr.Error
 		ife *idemdriver.FieldError
 		sfe *sagadriver.FieldError
 		ce  *ops.CountError
@@ -302,7 +303,7 @@ func handleBulkSubmit(bulks BulkService, log *slog.Logger) http.Handler {
 		count, perr := strconv.ParseInt(typed, 10, 64)
 		var err error
 		if perr != nil || count <= 0 {
-			err = &ops.FieldError{Field: "confirm_count", Reason: "type the number of items of the frozen set"}
+			err = ops.InvalidField("confirm_count", "type the number of items of the frozen set")
 		} else {
 			_, err = bulks.Submit(r.Context(), actorOf(r), req.ID, reason, count)
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/audit"
+	"github.com/unstuckhq/unstuck/internal/fielderr"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/views"
 )
@@ -121,7 +122,7 @@ func handleKeyDecision(action string, keys keyReader, decider KeyDecider, opener
 			d.Action = "" // Validate names the field
 		}
 		res, err := decider.Decide(r.Context(), actorOf(r), d)
-		var fe *ops.FieldError
+		var fe *fielderr.Error
 		switch {
 		case err == nil && res.After == nil:
 			// To the removed key's page, which says what was done (SPEC K21).

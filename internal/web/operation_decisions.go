@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/unstuckhq/unstuck/internal/audit"
+	"github.com/unstuckhq/unstuck/internal/fielderr"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/views"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
@@ -208,12 +209,12 @@ func handleOperationDecision(action ops.OperationAction, reader operationReader,
 			d.Happened = true
 		case outcome == "did_not_happen":
 		default:
-			err = &ops.FieldError{Field: "outcome", Reason: "say whether the step's effect happened"}
+			err = ops.InvalidField("outcome", "say whether the step's effect happened")
 		}
 		if err == nil {
 			_, err = decider.Decide(r.Context(), actorOf(r), d)
 		}
-		var fe *ops.FieldError
+		var fe *fielderr.Error
 		switch {
 		case err == nil:
 			http.Redirect(w, r, views.OperationURL(id)+"?done="+string(action), http.StatusSeeOther)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/unstuckhq/unstuck/internal/fielderr"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/views"
 	"github.com/unstuckhq/unstuck/saga"
@@ -88,7 +89,7 @@ func handleRedrive(reader operationReader, decider OperationDecider, log *slog.L
 		}
 		_, err := decider.Decide(r.Context(), actorOf(r), d)
 		kept := views.RedriveVM{Mode: d.Mode, Step: r.PostFormValue("step"), Reason: d.Reason, Accepted: d.AcceptUnprotected}
-		var fe *ops.FieldError
+		var fe *fielderr.Error
 		switch {
 		case err == nil:
 			http.Redirect(w, r, views.OperationURL(id)+"?done=redrive", http.StatusSeeOther)

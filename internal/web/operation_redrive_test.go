@@ -2,7 +2,6 @@ package web_test
 
 import (
 	"encoding/json"
-	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/store"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
 // SPEC G12: on-call opens the redrive of an operation under review, reads

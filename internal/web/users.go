@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/unstuckhq/unstuck/internal/fielderr"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -15,7 +14,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/unstuckhq/unstuck/internal/audit"
-
+	"github.com/unstuckhq/unstuck/internal/fielderr"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/internal/views"
 )

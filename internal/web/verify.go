@@ -14,6 +14,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/audit"
+	"github.com/unstuckhq/unstuck/internal/fielderr"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/views"
 )
@@ -64,7 +65,7 @@ func handleKeyVerify(keys keyReader, decider KeyDecider, verify KeyVerifier, ope
 		version, _ := strconv.ParseInt(r.PostFormValue("version"), 10, 64)
 		reason := r.PostFormValue("reason")
 		_, err = verify.Request(r.Context(), actorOf(r), id, version, reason)
-		var fe *ops.FieldError
+		var fe *fielderr.Error
 		switch {
 		case err == nil:
 			http.Redirect(w, r, "/keys/"+strconv.FormatInt(id, 10)+"?done=verify", http.StatusSeeOther)

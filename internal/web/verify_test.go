@@ -60,7 +60,7 @@ func TestKeyVerifyRoute(t *testing.T) {
 	_, page = do(t, support, http.MethodGet, b.srv.URL+path+"?done=verify", nil)
 	require.Contains(t, page, "Verification requested and recorded in the audit trail")
 
-	fake.err = &ops.FieldError{Field: "reason", Reason: "give a reason of at least 10 characters"}
+	fake.err = ops.InvalidField("reason", "give a reason of at least 10 characters")
 	resp, page = do(t, support, http.MethodPost, b.srv.URL+path+"/verify", url.Values{"version": {strconv.FormatInt(version, 10)}, "reason": {"short"}, "form_key": {"verify-short-reason-01"}})
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	require.Contains(t, page, `data-field="reason"`)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mxschmitt/playwright-go"
 	"github.com/stretchr/testify/require"
+
 	"github.com/unstuckhq/unstuck/internal/consolecmd"
 	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest"
 )
