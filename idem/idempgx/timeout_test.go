@@ -59,13 +59,13 @@ func TestStoreCallsAreBoundedByTheStoreTimeout(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	const bound = 300 * time.Millisecond
-	e, err := idem.New(idempgx.New(pool), idem.WithoutSealing(), idem.WithStoreTimeout(bound))
+	e, err := idem.New(idempgx.New(pool), idem.Config{DisableSealing: true, StoreTimeout: bound})
 	require.NoError(t, err)
 
 	ctx := context.Background() // no deadline of its own
 	for name, call := range map[string]func() error{
 		"run": func() error {
-			_, err := idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 1, nil })
+			_, err := idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 1, nil }, nil)
 			return err
 		},
 		"forget": func() error { _, err := e.Forget(ctx, "k", "s"); return err },
@@ -102,11 +102,11 @@ func TestSharedDeadlineCancelsARunningStatement(t *testing.T) {
 	store := idempgx.New(pool)
 	require.NoError(t, store.Migrate(context.Background()))
 	const bound = 500 * time.Millisecond
-	e, err := idem.New(sleepyStore{store, pool}, idem.WithoutSealing(), idem.WithStoreTimeout(bound))
+	e, err := idem.New(sleepyStore{store, pool}, idem.Config{DisableSealing: true, StoreTimeout: bound})
 	require.NoError(t, err)
 	for _, ctx := range []context.Context{context.Background(), context.WithoutCancel(t.Context())} {
 		began := time.Now()
-		_, err = idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 1, nil })
+		_, err = idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 1, nil }, nil)
 		took := time.Since(began)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.Less(t, took, 10*bound, "returned after %s, bound %s", took, bound)
@@ -141,10 +141,10 @@ func TestSocketDeadlineCutsASilentConnection(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	const bound = 400 * time.Millisecond
-	e, err := idem.New(idempgx.New(pool), idem.WithoutSealing(), idem.WithStoreTimeout(bound))
+	e, err := idem.New(idempgx.New(pool), idem.Config{DisableSealing: true, StoreTimeout: bound})
 	require.NoError(t, err)
 	run := func(ctx context.Context, key string) error {
-		_, err := idem.Run(ctx, e, key, "s", func(context.Context) (int, error) { return 1, nil })
+		_, err := idem.Run(ctx, e, key, "s", func(context.Context) (int, error) { return 1, nil }, nil)
 		return err
 	}
 

@@ -24,9 +24,9 @@ func TestK18JobSpans(t *testing.T) {
 	const key, args = "job-key-Zq81-never-exported", `{"email":"bob+17@example.com","payload":"secret-args"}`
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	engine, err := idem.New(newStore(t), idem.WithoutSealing(), idem.WithTracerProvider(tp))
+	engine, err := idem.New(newStore(t), idem.Config{DisableSealing: true, TracerProvider: tp})
 	require.NoError(t, err)
-	mw, err := New(engine, WithTracerProvider(tp))
+	mw, err := New(engine, Config{TracerProvider: tp})
 	require.NoError(t, err)
 	opts, err := InsertOpts(nil, key, "tenant-1")
 	require.NoError(t, err)
