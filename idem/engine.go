@@ -249,7 +249,7 @@ func (e *Engine) Forget(ctx context.Context, key, scope string) (existed bool, e
 	return e.ForgetOperation(ctx, key, scope, DefaultOperation)
 }
 
-// ForgetOperation is [Engine.Forget] for a key used with [RunOperation].
+// ForgetOperation is [Engine.Forget] for a key used with [RunOpts].Operation.
 func (e *Engine) ForgetOperation(ctx context.Context, key, scope, operation string) (bool, error) {
 	if err := validateIdent(key, scope, operation); err != nil {
 		return false, err

@@ -444,7 +444,7 @@ func (s *phaseStore) Takeover(ctx context.Context, p idemdriver.TakeoverParams) 
 	return s.Store.Takeover(ctx, p)
 }
 
-// WithStoreTimeout's contract: the reservation phase — Reserve,
+// Config.StoreTimeout's contract: the reservation phase — Reserve,
 // then Takeover of an abandoned record — runs under one deadline, at most
 // the store timeout after the phase began, instead of a timer per call.
 // Owner tokens are 128 random bits, hex-encoded, fresh for every run.

@@ -141,7 +141,7 @@ func (e *InProgressError) Is(target error) bool { return target == ErrInProgress
 // outcome is being checked rather than still running.
 type PendingReviewError struct {
 	// RetryAfter is the engine's pending retry interval
-	// ([WithPendingRetryAfter]): a pace for programs that poll, not a time
+	// ([Config].PendingRetryAfter): a pace for programs that poll, not a time
 	// by which the review ends.
 	RetryAfter time.Duration
 }

@@ -13,7 +13,7 @@ import (
 
 // BenchmarkTracing measures the cost of tracing: the
 // middleware (first request, replay) and Run (first run, replay) on the
-// in-memory fixture store, with tracing off (no WithTracerProvider: the
+// in-memory fixture store, with tracing off (no TracerProvider: the
 // default) and on (an SDK provider that samples every span and exports
 // none: the span work without the exporter's). Off must cost what the
 // engine cost before tracing existed (compare BenchmarkMiddleware at the

@@ -177,7 +177,7 @@ func TestK18MiddlewareDecisionSpans(t *testing.T) {
 	requireNoSecrets(t, spans.Ended(), traceKey, tracePayload)
 }
 
-// TestK18TracingOff: without WithTracerProvider the engine records no
+// TestK18TracingOff: without a TracerProvider the engine records no
 // span and stores no trace ID, even inside a traced request.
 func TestK18TracingOff(t *testing.T) {
 	t.Parallel()

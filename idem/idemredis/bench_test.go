@@ -29,7 +29,7 @@ import (
 // idem/internal/benchround) runs the engine and the limit in alternating order,
 // on the process's throwaway server (BenchmarkRun…) or 3-master cluster
 // (BenchmarkRun…Cluster), both without persistence (appendonly no, so
-// the store runs WithDurabilityRisk): the ratios are of the client's
+// the store runs with AcceptDurabilityRisk): the ratios are of the client's
 // work. They only report; nothing fails on timing. See BENCHMARKS.md for
 // the commands and the ratios.
 

@@ -432,7 +432,7 @@ func (l *crashLoad) verify(t *testing.T, keys int) crashReport {
 }
 
 // TestCrashLosingWritesKeepsFences: with appendfsync everysec and
-// WithDurabilityRisk, the server is killed (-9) three times under load.
+// AcceptDurabilityRisk, the server is killed (-9) three times under load.
 // A kill loses acknowledged writes when everysec held them back behind
 // a running fsync (it happens in some runs, not all); so that a loss is
 // certain, the third kill also cuts the AOF back by the writes of the

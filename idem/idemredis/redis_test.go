@@ -316,7 +316,7 @@ func recordKey(t *testing.T, c redis.UniversalClient, p string, id int64) string
 	return k
 }
 
-// TestWaitNeedsReplicas: WithWait makes a write fail loudly when fewer
+// TestWaitNeedsReplicas: Config.WaitReplicas makes a write fail loudly when fewer
 // replicas than asked acknowledged it.
 func TestWaitNeedsReplicas(t *testing.T) {
 	t.Parallel()
@@ -339,7 +339,7 @@ func TestWaitNeedsReplicas(t *testing.T) {
 }
 
 // TestFailoverKeepsAcknowledgedKeys: on a cluster of 3 masters with a
-// replica each, a store WithWait(1, …) acknowledges a write once a
+// replica each, a store with WaitReplicas 1 acknowledges a write once a
 // replica has it; after a master is killed (-9) and its replica promoted,
 // every acknowledged key still replays: none runs twice.
 func TestFailoverKeepsAcknowledgedKeys(t *testing.T) {

@@ -25,7 +25,7 @@ func newEngine(t *testing.T) *idem.Engine {
 	return e
 }
 
-// slowWorker has a timeout of its own, which only WithWorkerTimeout can
+// slowWorker has a timeout of its own, which only WorkerTimeoutOf can
 // tell the middleware.
 type slowWorker struct {
 	river.WorkerDefaults[webhookArgs]

@@ -14,7 +14,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 )
 
-// TestK18JobSpans: with WithTracerProvider on the
+// TestK18JobSpans: with a TracerProvider on the
 // middleware and the engine, a keyed job's work is an idem.river.work
 // span with the job's ID, kind, attempt and outcome, over the engine's
 // idem.run and idem.decide; a duplicate is a replay that snoozes nothing
