@@ -146,5 +146,5 @@
 // decision, the fence and the attempt — never the raw key, the scope, a
 // payload or an error's text. The trace ID of the call that creates or
 // takes over a record is stored on it (Record.TraceID) for the console to
-// link. Without the option no tracing code runs.
+// link. Without a tracer provider no tracing code runs.
 package idem

@@ -217,7 +217,7 @@ func (s *Store) check(ctx context.Context) error {
 // checkDurability is the persistence check of New on one master (see
 // New): nil when an acknowledged write survives a crash of the server, or
 // the store waits for durability per write, or the caller accepted the
-// risk (logged); else an error naming the setting and the options.
+// risk (logged); else an error naming the setting and the fields that accept it.
 func (s *Store) checkDurability(ctx context.Context, c *redis.Client, info map[string]string) error {
 	addr := c.Options().Addr
 	cfg, cfgErr := c.ConfigGet(ctx, "append*").Result()
