@@ -25,7 +25,7 @@ type ctxKey struct{}
 func TestSharedDeadlineBoundsLikeATimeout(t *testing.T) {
 	t.Parallel()
 	const d = 640 * time.Millisecond
-	e, err := New(remoteStore{}, WithoutSealing(), WithStoreTimeout(d))
+	e, err := New(remoteStore{}, Config{DisableSealing: true, StoreTimeout: d})
 	require.NoError(t, err)
 
 	parent := context.WithValue(context.Background(), ctxKey{}, "v")
@@ -101,7 +101,7 @@ func TestSharedDeadlineBoundsLikeATimeout(t *testing.T) {
 func TestDetachedBoundOutlivesTheCaller(t *testing.T) {
 	t.Parallel()
 	const d = 320 * time.Millisecond
-	e, err := New(remoteStore{}, WithoutSealing(), WithStoreTimeout(d))
+	e, err := New(remoteStore{}, Config{DisableSealing: true, StoreTimeout: d})
 	require.NoError(t, err)
 	caller, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "v"))
 	var buf sharedBound

@@ -4,7 +4,7 @@
 // # What an application calls
 //
 //   - [New] builds the [Engine] over a store, with the application secret
-//     ([WithSecret], at least [MinSecretBytes] bytes) that seals stored
+//     ([Config].Secret, at least [MinSecretBytes] bytes) that seals stored
 //     results. One engine per process; call [Engine.Shutdown] before the
 //     process exits and [Engine.Sweep] now and then to delete expired
 //     records.
@@ -44,7 +44,7 @@
 //		if err := store.Migrate(ctx); err != nil { // creates or upgrades its tables
 //			log.Fatal(err)
 //		}
-//		engine, err := idem.New(store, idem.WithSecret([]byte(os.Getenv("APP_SECRET")))) // 32+ bytes
+//		engine, err := idem.New(store, idem.Config{Secret: []byte(os.Getenv("APP_SECRET"))}) // 32+ bytes
 //		if err != nil {
 //			log.Fatal(err)
 //		}
@@ -53,7 +53,7 @@
 //		res, err := idem.Run(ctx, engine, "receipt-for-order-42", "tenant:acme",
 //			func(ctx context.Context) (string, error) {
 //				return "receipt-1", nil // the effect: runs once per key and scope
-//			})
+//			}, nil) // nil: the default TTL, lease and operation ([RunOpts])
 //		if err != nil {
 //			log.Fatal(err)
 //		}
@@ -74,7 +74,7 @@
 //     10.6 or later, idemmysql.Open(dsn) — the DSN must name the database —
 //     and idemmysql.New(db), then Migrate.
 //   - [github.com/unstuckhq/unstuck/idem/idemredis]: Redis 6.2 or later,
-//     or a Redis Cluster: idemredis.New(ctx, client) checks the server and
+//     or a Redis Cluster: idemredis.New(ctx, client, cfg) checks the server and
 //     returns the store and an error; there is nothing to migrate.
 //
 // A store author implements the contract in package
@@ -90,11 +90,11 @@
 //
 // # When things fail
 //
-//   - Every store call is bounded by [WithStoreTimeout] (default 5 s).
+//   - Every store call is bounded by [Config].StoreTimeout (default 5 s).
 //   - An outcome that cannot be written after the callback ran (the store
 //     restarted, a connection dropped) is reported as
 //     [ErrOutcomeUnrecorded] together with the callback's value, and written
-//     in the background ([WithRecordingWindow]) while the lease is kept
+//     in the background ([Config].RecordingWindow) while the lease is kept
 //     alive, so the key never runs twice while this process lives. Call
 //     [Engine.Shutdown] before exiting; [NewCollector] exports the counts.
 //   - A key whose owner's lease ended without an outcome (a crash) follows
@@ -140,11 +140,11 @@
 //
 // # Tracing
 //
-// [WithTracerProvider] records OpenTelemetry spans ([SpanRun] around Run,
+// [Config].TracerProvider records OpenTelemetry spans ([SpanRun] around Run,
 // [SpanDecide] around each decision, the middleware's included) with safe
 // attributes only: the key's safe ID, the record's ID, the operation, the
 // decision, the fence and the attempt — never the raw key, the scope, a
 // payload or an error's text. The trace ID of the call that creates or
 // takes over a record is stored on it (Record.TraceID) for the console to
-// link. Without the option no tracing code runs.
+// link. Without a tracer provider no tracing code runs.
 package idem

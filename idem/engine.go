@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,12 +34,12 @@ const (
 	// DefaultMaxResultBytes bounds the JSON of a stored result.
 	DefaultMaxResultBytes = 1 << 20
 	// DefaultPendingRetryAfter is the polling pace given to programs for a
-	// pending key (see [WithPendingRetryAfter]).
+	// pending key (see [Config].PendingRetryAfter).
 	DefaultPendingRetryAfter = 30 * time.Second
 	// DefaultStoreTimeout bounds every store call the engine makes.
 	DefaultStoreTimeout = 5 * time.Second
 	// MinRecordingWindow is the shortest time the engine keeps trying to
-	// record an outcome in the background (see [WithRecordingWindow]).
+	// record an outcome in the background (see [Config].RecordingWindow).
 	MinRecordingWindow = 30 * time.Second
 )
 
@@ -57,150 +58,134 @@ type Engine struct {
 	recordWindow   time.Duration // 0: per run, max(2 × lease, MinRecordingWindow)
 	recovery       Recovery
 	late           lateRecordings
-	tracer         trace.Tracer // nil: tracing off (WithTracerProvider)
+	tracer         trace.Tracer // nil: tracing off (Config.TracerProvider)
 }
 
-type engineConfig struct {
-	secret         []byte
-	previous       [][]byte
-	noSealing      bool
-	nowFunc        func() time.Time
-	log            *slog.Logger
-	maxResultBytes int
-	pendingRetry   time.Duration
-	storeTimeout   time.Duration
-	recordWindow   time.Duration
-	recovery       Recovery
-	tracerProvider trace.TracerProvider
+// Config configures an [Engine] built by [New]. The zero value is the
+// default of every field, except that a secret is required: set Secret, or
+// DisableSealing to store results in clear.
+type Config struct {
+	// Secret is the application secret from which the result-sealing key
+	// is derived (HKDF-SHA-256, for this purpose only). New results are
+	// always sealed under it. It must have at least [MinSecretBytes]
+	// bytes. New copies it.
+	Secret []byte
+	// PreviousSecrets are earlier secrets that may still open results
+	// sealed before a rotation, each of at least [MinSecretBytes] bytes.
+	// New copies them.
+	PreviousSecrets [][]byte
+	// DisableSealing stores results in clear. Sealing is on by default and
+	// [New] refuses to build an engine without a Secret unless this is
+	// set; setting both is refused too.
+	DisableSealing bool
+	// Now replaces the store's clock for every store call. It is for tests
+	// that move time; in production (nil) leases are judged by the store's
+	// clock.
+	Now func() time.Time
+	// Logger is where the engine logs. Logs carry a safe key id, never a
+	// raw key, a payload or a secret (SPEC M5). Nil discards.
+	Logger *slog.Logger
+	// MaxResultBytes bounds the JSON encoding of a stored result; a larger
+	// result completes the key unavailable (SPEC R5). 0 means
+	// [DefaultMaxResultBytes] (1 MiB); a negative value is refused.
+	MaxResultBytes int
+	// PendingRetryAfter is the polling pace given for a pending key,
+	// which holds no lease and waits for an operator or a reconciliation:
+	// the RetryAfter of the *[PendingReviewError] that [Run] returns, at
+	// which a program that polls comes back (package idemriver snoozes its
+	// job for at most this long). Nothing in the engine retries a pending
+	// key by itself, and the HTTP middleware sends no Retry-After for one
+	// (SPEC K21): this is no promise that the review ends by then. 0 means
+	// [DefaultPendingRetryAfter] (30 s); otherwise at least 1 s.
+	PendingRetryAfter time.Duration
+	// StoreTimeout bounds every store call the engine makes. 0 means
+	// [DefaultStoreTimeout] (5 s); a negative value is refused. Each call
+	// ends, or fails with an error matching [context.DeadlineExceeded], at
+	// most StoreTimeout after it began (a call whose context can never be
+	// cancelled, such as an outcome write, shares its deadline with the
+	// calls that begin close to it and may be cut up to StoreTimeout/64
+	// sooner, so that no call pays a timer of its own). The bound is set
+	// once per phase, and every call of the phase shares its deadline,
+	// StoreTimeout after the phase began: the reservation (Reserve, and the
+	// Takeover of a record whose lease ended, over all rounds of a lost
+	// race), one outcome write (complete or release; an escalation or a
+	// verified effect), one Annotate, Forget or Sweep batch, one retry of
+	// a background recording or release of a reservation whose answer was
+	// lost. Calls on the caller's path (reserve, take over, read,
+	// annotate, forget, sweep) run under the caller's context further
+	// bounded by StoreTimeout; outcome writes run under a context detached
+	// from the caller's cancellation and bounded by StoreTimeout. The
+	// driver must honour context deadlines (both drivers here do; see
+	// their package documentation for the connect timeout). A
+	// [idemdriver.LocalStore] (SQLite) gets the phase's deadline as a
+	// value ([idemdriver.CallDeadline]) instead of a context deadline and
+	// bounds its calls itself.
+	StoreTimeout time.Duration
+	// RecordingWindow is how long the engine keeps trying, in the
+	// background, to record an outcome whose first write failed (see
+	// [ErrOutcomeUnrecorded]), at least [MinRecordingWindow]. 0: twice the
+	// run's lease, at least MinRecordingWindow.
+	RecordingWindow time.Duration
+	// DefaultRecovery is the engine's recovery of abandoned records, used
+	// by runs, routes and jobs that set none. The zero value is
+	// [RecoverByEscalating].
+	DefaultRecovery Recovery
+	// TracerProvider turns tracing on: the engine records the spans named
+	// by [SpanRun] and [SpanDecide] with it, and stores the trace ID of
+	// the call that creates or takes over a record on it
+	// (Record.TraceID), for the console to link to the tracing UI. Nil
+	// leaves tracing off: then no tracing code runs at all
+	// (BENCHMARKS.md, "tracing off vs on").
+	TracerProvider trace.TracerProvider
 }
 
-// Option configures an [Engine].
-type Option func(*engineConfig)
-
-// WithSecret sets the application secret from which the result-sealing key
-// is derived (HKDF-SHA-256, for this purpose only), and earlier secrets
-// that may still open results sealed before a rotation. New results are
-// always sealed under current. Each secret must have at least
-// [MinSecretBytes] bytes.
-func WithSecret(current []byte, previous ...[]byte) Option {
-	return func(c *engineConfig) {
-		c.secret = append([]byte(nil), current...)
-		c.previous = nil
-		for _, p := range previous {
-			c.previous = append(c.previous, append([]byte(nil), p...))
-		}
-	}
-}
-
-// WithoutSealing stores results in clear. Sealing is on by default and [New]
-// refuses to build an engine without a secret unless this option is given.
-func WithoutSealing() Option {
-	return func(c *engineConfig) { c.noSealing = true }
-}
-
-// WithNowFunc replaces the store's clock with f for every store call. It is
-// for tests that move time; in production leases are judged by the store's
-// clock.
-func WithNowFunc(f func() time.Time) Option {
-	return func(c *engineConfig) { c.nowFunc = f }
-}
-
-// WithLogger sets the logger. Logs carry a safe key id, never a raw key, a
-// payload or a secret (SPEC M5). The default discards.
-func WithLogger(l *slog.Logger) Option {
-	return func(c *engineConfig) { c.log = l }
-}
-
-// WithMaxResultBytes bounds the JSON encoding of a stored result; a larger
-// result completes the key unavailable (SPEC R5). Default 1 MiB.
-func WithMaxResultBytes(n int) Option {
-	return func(c *engineConfig) { c.maxResultBytes = n }
-}
-
-// WithPendingRetryAfter sets the polling pace given for a pending key,
-// which holds no lease and waits for an operator or a reconciliation: the
-// RetryAfter of the *[PendingReviewError] that [Run] returns, at which a
-// program that polls comes back (package idemriver snoozes its job for at
-// most this long). Nothing in the engine retries a pending key by itself,
-// and the HTTP middleware sends no Retry-After for one (SPEC K21): this is
-// no promise that the review ends by then. Default 30 s, at least 1 s.
-func WithPendingRetryAfter(d time.Duration) Option {
-	return func(c *engineConfig) { c.pendingRetry = d }
-}
-
-// WithStoreTimeout bounds every store call the engine makes (default 5 s;
-// it must be positive): each call ends, or fails with an error matching
-// [context.DeadlineExceeded], at most d after it began (a call whose
-// context can never be cancelled, such as an outcome write, shares its
-// deadline with the calls that begin close to it and may be cut up to
-// d/64 sooner, so that no call pays a timer of its own). The bound is set
-// once per phase, and every call of the phase shares its deadline, d after
-// the phase began: the reservation (Reserve, and the Takeover of a record
-// whose lease ended, over all rounds of a lost race), one outcome write
-// (complete or release; an escalation or a verified effect), one Annotate,
-// Forget or Sweep batch, one retry of a background recording or release
-// of a reservation whose answer was lost. Calls on the caller's path
-// (reserve, take over, read, annotate, forget, sweep) run under the
-// caller's context further bounded by d; outcome writes run under a
-// context detached from the caller's cancellation and bounded by d. The
-// driver must honour context deadlines (both drivers here do; see
-// their package documentation for the connect timeout). A [idemdriver.LocalStore]
-// (SQLite) gets the phase's deadline as a value ([idemdriver.CallDeadline]) instead
-// of a context deadline and bounds its calls itself.
-func WithStoreTimeout(d time.Duration) Option {
-	return func(c *engineConfig) { c.storeTimeout = d }
-}
-
-// WithRecordingWindow sets how long the engine keeps trying, in the
-// background, to record an outcome whose first write failed (see
-// [ErrOutcomeUnrecorded]), at least [MinRecordingWindow]. Default: twice
-// the run's lease, at least MinRecordingWindow.
-func WithRecordingWindow(d time.Duration) Option {
-	return func(c *engineConfig) { c.recordWindow = d }
-}
-
-// New returns an engine over store. It fails fast when no secret is given
-// and sealing was not explicitly turned off, or when an option is out of
-// range.
-func New(store idemdriver.Store, opts ...Option) (*Engine, error) {
+// New returns an engine over store configured by cfg. It fails fast when
+// no secret is given and sealing was not explicitly turned off, or when a
+// field is out of range.
+func New(store idemdriver.Store, cfg Config) (*Engine, error) {
 	if store == nil {
 		return nil, errors.New("idem: nil store")
 	}
-	c := engineConfig{maxResultBytes: DefaultMaxResultBytes, pendingRetry: DefaultPendingRetryAfter, storeTimeout: DefaultStoreTimeout}
-	for _, o := range opts {
-		o(&c)
-	}
-	e := &Engine{store: store, nowFunc: c.nowFunc, log: c.log, maxResultBytes: c.maxResultBytes,
-		policy: decide.Policy{PendingRetryAfter: c.pendingRetry}, storeTimeout: c.storeTimeout,
-		recordWindow: c.recordWindow, recovery: c.recovery, late: newLateRecordings()}
+	c := cfg
+	c.MaxResultBytes = cmp.Or(c.MaxResultBytes, DefaultMaxResultBytes)
+	c.PendingRetryAfter = cmp.Or(c.PendingRetryAfter, DefaultPendingRetryAfter)
+	c.StoreTimeout = cmp.Or(c.StoreTimeout, DefaultStoreTimeout)
+	e := &Engine{store: store, nowFunc: c.Now, log: c.Logger, maxResultBytes: c.MaxResultBytes,
+		policy: decide.Policy{PendingRetryAfter: c.PendingRetryAfter}, storeTimeout: c.StoreTimeout,
+		recordWindow: c.RecordingWindow, recovery: c.DefaultRecovery, late: newLateRecordings()}
 	switch {
-	case c.noSealing && c.secret != nil:
-		return nil, errors.New("idem: WithSecret and WithoutSealing both given")
-	case c.noSealing:
+	case c.DisableSealing && len(c.Secret) > 0:
+		return nil, errors.New("idem: Config.Secret and Config.DisableSealing both set")
+	case c.DisableSealing:
 		e.sealer = &sealer{plain: true}
-	case c.secret == nil:
-		return nil, errors.New("idem: no secret: pass WithSecret, or WithoutSealing to store results in clear")
+	case len(c.Secret) == 0:
+		return nil, errors.New("idem: no secret: set Config.Secret, or Config.DisableSealing to store results in clear")
 	default:
-		s, err := newSealer(c.secret, c.previous)
+		// Copies: the caller may reuse or wipe its slices.
+		previous := make([][]byte, 0, len(c.PreviousSecrets))
+		for _, p := range c.PreviousSecrets {
+			previous = append(previous, append([]byte(nil), p...))
+		}
+		s, err := newSealer(append([]byte(nil), c.Secret...), previous)
 		if err != nil {
 			return nil, err
 		}
 		e.sealer = s
 	}
-	if c.maxResultBytes <= 0 {
-		return nil, fmt.Errorf("idem: max result bytes %d must be positive", c.maxResultBytes)
+	if c.MaxResultBytes <= 0 {
+		return nil, fmt.Errorf("idem: max result bytes %d must be positive", c.MaxResultBytes)
 	}
-	if c.pendingRetry < time.Second {
-		return nil, fmt.Errorf("idem: pending retry-after %s must be at least 1s", c.pendingRetry)
+	if c.PendingRetryAfter < time.Second {
+		return nil, fmt.Errorf("idem: pending retry-after %s must be at least 1s", c.PendingRetryAfter)
 	}
-	if c.storeTimeout <= 0 {
-		return nil, fmt.Errorf("idem: store timeout %s must be positive", c.storeTimeout)
+	if c.StoreTimeout <= 0 {
+		return nil, fmt.Errorf("idem: store timeout %s must be positive", c.StoreTimeout)
 	}
-	if c.recordWindow != 0 && c.recordWindow < MinRecordingWindow {
-		return nil, fmt.Errorf("idem: recording window %s must be at least %s", c.recordWindow, MinRecordingWindow)
+	if c.RecordingWindow != 0 && c.RecordingWindow < MinRecordingWindow {
+		return nil, fmt.Errorf("idem: recording window %s must be at least %s", c.RecordingWindow, MinRecordingWindow)
 	}
-	if c.tracerProvider != nil {
-		e.tracer = c.tracerProvider.Tracer(TracerName)
+	if c.TracerProvider != nil {
+		e.tracer = c.TracerProvider.Tracer(TracerName)
 	}
 	_, e.local = store.(idemdriver.LocalStore)
 	if e.log == nil {
@@ -213,7 +198,7 @@ func New(store idemdriver.Store, opts ...Option) (*Engine, error) {
 func (e *Engine) Store() idemdriver.Store { return e.store }
 
 // DefaultRecovery returns the recovery of abandoned records used where none
-// is set ([WithDefaultRecovery]).
+// is set ([Config].DefaultRecovery).
 func (e *Engine) DefaultRecovery() Recovery { return e.recovery }
 
 // bound returns ctx bounded by the store timeout: with a deadline, or, for
@@ -264,7 +249,7 @@ func (e *Engine) Forget(ctx context.Context, key, scope string) (existed bool, e
 	return e.ForgetOperation(ctx, key, scope, DefaultOperation)
 }
 
-// ForgetOperation is [Engine.Forget] for a key used with [RunOperation].
+// ForgetOperation is [Engine.Forget] for a key used with [RunOpts].Operation.
 func (e *Engine) ForgetOperation(ctx context.Context, key, scope, operation string) (bool, error) {
 	if err := validateIdent(key, scope, operation); err != nil {
 		return false, err

@@ -49,21 +49,23 @@ func newSQLiteStore(t *testing.T) (idemdriver.Store, func() error) {
 func TestNewRefusesMissingSecret(t *testing.T) {
 	t.Parallel()
 	s, _ := newSQLiteStore(t)
-	_, err := idem.New(s)
+	_, err := idem.New(s, idem.Config{})
 	require.ErrorContains(t, err, "no secret")
-	_, err = idem.New(s, idem.WithSecret([]byte("too short")))
+	_, err = idem.New(s, idem.Config{Secret: []byte("too short")})
 	require.ErrorContains(t, err, "at least 32")
-	_, err = idem.New(s, idem.WithSecret(idemtest.Secret), idem.WithoutSealing())
+	_, err = idem.New(s, idem.Config{Secret: idemtest.Secret, DisableSealing: true})
 	require.Error(t, err)
-	_, err = idem.New(nil, idem.WithoutSealing())
+	_, err = idem.New(nil, idem.Config{DisableSealing: true})
 	require.Error(t, err)
-	_, err = idem.New(s, idem.WithoutSealing(), idem.WithMaxResultBytes(0))
-	require.Error(t, err)
-	_, err = idem.New(s, idem.WithoutSealing(), idem.WithStoreTimeout(0))
+	_, err = idem.New(s, idem.Config{DisableSealing: true, MaxResultBytes: -1})
+	require.ErrorContains(t, err, "max result bytes")
+	_, err = idem.New(s, idem.Config{DisableSealing: true, StoreTimeout: -time.Second})
 	require.ErrorContains(t, err, "store timeout")
-	_, err = idem.New(s, idem.WithoutSealing(), idem.WithRecordingWindow(time.Second))
+	_, err = idem.New(s, idem.Config{DisableSealing: true, PendingRetryAfter: time.Millisecond})
+	require.ErrorContains(t, err, "pending retry-after")
+	_, err = idem.New(s, idem.Config{DisableSealing: true, RecordingWindow: time.Second})
 	require.ErrorContains(t, err, "recording window")
-	e, err := idem.New(s, idem.WithoutSealing())
+	e, err := idem.New(s, idem.Config{DisableSealing: true})
 	require.NoError(t, err)
 	require.NotNil(t, e)
 }
@@ -72,15 +74,18 @@ func TestValidationComesBeforeTheStore(t *testing.T) {
 	t.Parallel()
 	inner, _ := newSQLiteStore(t)
 	s := &countingStore{Store: inner}
-	e, err := idem.New(s, idem.WithSecret(idemtest.Secret))
+	e, err := idem.New(s, idem.Config{Secret: idemtest.Secret})
 	require.NoError(t, err)
 	ctx := context.Background()
 	fn := func(context.Context) (int, error) { return 1, nil }
 	for _, call := range []func() error{
-		func() error { _, err := idem.Run(ctx, e, "", "s", fn); return err },
-		func() error { _, err := idem.Run(ctx, e, "k", "", fn); return err },
-		func() error { _, err := idem.Run(ctx, e, "k", "s", fn, idem.RunTTL(time.Second)); return err },
-		func() error { _, err := idem.Run(ctx, e, "k", "s", fn, idem.RunLease(48*time.Hour)); return err },
+		func() error { _, err := idem.Run(ctx, e, "", "s", fn, nil); return err },
+		func() error { _, err := idem.Run(ctx, e, "k", "", fn, nil); return err },
+		func() error { _, err := idem.Run(ctx, e, "k", "s", fn, &idem.RunOpts{TTL: time.Second}); return err },
+		func() error {
+			_, err := idem.Run(ctx, e, "k", "s", fn, &idem.RunOpts{Lease: 48 * time.Hour})
+			return err
+		},
 		func() error { _, err := e.Forget(ctx, "k", ""); return err },
 	} {
 		var ve *idem.ValidationError
@@ -111,9 +116,9 @@ func (s refusingStore) Delete(context.Context, idemdriver.Ident) (bool, error) {
 func TestStoreFieldErrorIsAValidationError(t *testing.T) {
 	t.Parallel()
 	inner, _ := newSQLiteStore(t)
-	e, err := idem.New(refusingStore{inner}, idem.WithSecret(idemtest.Secret))
+	e, err := idem.New(refusingStore{inner}, idem.Config{Secret: idemtest.Secret})
 	require.NoError(t, err)
-	_, runErr := idem.Run(t.Context(), e, "k", "s", func(context.Context) (int, error) { return 1, nil })
+	_, runErr := idem.Run(t.Context(), e, "k", "s", func(context.Context) (int, error) { return 1, nil }, nil)
 	_, forgetErr := e.Forget(t.Context(), "k", "s")
 	for _, err := range []error{runErr, forgetErr} {
 		require.ErrorIs(t, err, idem.ErrInvalidKey)
@@ -131,11 +136,11 @@ func TestStoreFieldErrorIsAValidationError(t *testing.T) {
 func TestUnreachableStoreIsAnErrorNeverACompletion(t *testing.T) {
 	t.Parallel()
 	s, closeDB := newSQLiteStore(t)
-	e, err := idem.New(s, idem.WithSecret(idemtest.Secret))
+	e, err := idem.New(s, idem.Config{Secret: idemtest.Secret})
 	require.NoError(t, err)
 	require.NoError(t, closeDB())
 	ran := false
-	res, err := idem.Run(context.Background(), e, "k", "s", func(context.Context) (int, error) { ran = true; return 1, nil })
+	res, err := idem.Run(context.Background(), e, "k", "s", func(context.Context) (int, error) { ran = true; return 1, nil }, nil)
 	require.Error(t, err)
 	require.False(t, errors.Is(err, idem.ErrInProgress))
 	require.False(t, ran, "nothing runs without a reservation")
@@ -186,7 +191,7 @@ func newOutageEngine(t *testing.T) (*outageStore, *idem.Engine) {
 	t.Helper()
 	inner, _ := newSQLiteStore(t)
 	s := &outageStore{Store: inner}
-	e, err := idem.New(s, idem.WithSecret(idemtest.Secret))
+	e, err := idem.New(s, idem.Config{Secret: idemtest.Secret})
 	require.NoError(t, err)
 	return s, e
 }
@@ -211,14 +216,14 @@ func TestR6UnrecordedCompletionIsRecordedLateNeverRerun(t *testing.T) {
 	fn := func(context.Context) (string, error) { runs.Add(1); return fmt.Sprintf("ch_%d", runs.Load()), nil }
 
 	s.down.Store(true)
-	res, err := idem.Run(ctx, e, "k", "s", fn, idem.RunLease(time.Second))
+	res, err := idem.Run(ctx, e, "k", "s", fn, &idem.RunOpts{Lease: time.Second})
 	require.ErrorIs(t, err, idem.ErrOutcomeUnrecorded)
 	require.ErrorContains(t, err, "connection reset", "the store's error is wrapped too")
 	require.Equal(t, "ch_1", res.Value, "the effect is real: its value is returned")
 
 	// The outage outlasts the one-second lease: the recorder extends it.
 	time.Sleep(1500 * time.Millisecond)
-	_, err = idem.Run(ctx, e, "k", "s", fn, idem.RunLease(time.Second), idem.RunRecovery(idem.RecoverByRerunning()))
+	_, err = idem.Run(ctx, e, "k", "s", fn, &idem.RunOpts{Lease: time.Second, Recovery: new(idem.RecoverByRerunning())})
 	require.ErrorIs(t, err, idem.ErrInProgress, "a repeat during the outage waits, even one that may re-run abandoned keys")
 	rec, ok, err := inner.Get(ctx, idemdriver.Ident{Scope: "s", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("s", idem.DefaultOperation, "k")})
 	require.NoError(t, err)
@@ -230,7 +235,7 @@ func TestR6UnrecordedCompletionIsRecordedLateNeverRerun(t *testing.T) {
 
 	s.down.Store(false)
 	waitRecorded(t, e)
-	again, err := idem.Run(ctx, e, "k", "s", fn)
+	again, err := idem.Run(ctx, e, "k", "s", fn, nil)
 	require.NoError(t, err)
 	require.True(t, again.Replayed)
 	require.Equal(t, "ch_1", again.Value, "the stored value is the first run's")
@@ -246,14 +251,14 @@ func TestR6UnrecordedReleaseIsWrittenLate(t *testing.T) {
 	ctx := context.Background()
 	boom := errors.New("provider refused")
 	s.down.Store(true)
-	_, err := idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 0, boom })
+	_, err := idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 0, boom }, nil)
 	require.ErrorIs(t, err, boom)
 	require.ErrorIs(t, err, idem.ErrOutcomeUnrecorded)
-	_, err = idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 2, nil })
+	_, err = idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 2, nil }, nil)
 	require.ErrorIs(t, err, idem.ErrInProgress)
 	s.down.Store(false)
 	waitRecorded(t, e)
-	res, err := idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 3, nil })
+	res, err := idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 3, nil }, nil)
 	require.NoError(t, err)
 	require.Equal(t, 3, res.Value)
 }
@@ -264,10 +269,10 @@ func TestShutdownReportsUnrecordedOutcomes(t *testing.T) {
 	t.Parallel()
 	inner, _ := newSQLiteStore(t)
 	s := &outageStore{Store: inner, downForExtend: true}
-	e, err := idem.New(s, idem.WithSecret(idemtest.Secret))
+	e, err := idem.New(s, idem.Config{Secret: idemtest.Secret})
 	require.NoError(t, err)
 	s.down.Store(true)
-	_, err = idem.Run(context.Background(), e, "k", "s", func(context.Context) (int, error) { return 1, nil })
+	_, err = idem.Run(context.Background(), e, "k", "s", func(context.Context) (int, error) { return 1, nil }, nil)
 	require.ErrorIs(t, err, idem.ErrOutcomeUnrecorded)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
@@ -295,14 +300,14 @@ func ExampleRun() {
 	if err := store.Migrate(context.Background()); err != nil {
 		panic(err)
 	}
-	engine, err := idem.New(store, idem.WithSecret([]byte("an application secret of 32 bytes!")))
+	engine, err := idem.New(store, idem.Config{Secret: []byte("an application secret of 32 bytes!")})
 	if err != nil {
 		panic(err)
 	}
 	charge := func(ctx context.Context) (string, error) { return "ch_123", nil }
 	key := fmt.Sprintf("order-%d", time.Now().UnixNano())
-	first, _ := idem.Run(context.Background(), engine, key, "tenant:42", charge)
-	again, _ := idem.Run(context.Background(), engine, key, "tenant:42", charge)
+	first, _ := idem.Run(context.Background(), engine, key, "tenant:42", charge, nil)
+	again, _ := idem.Run(context.Background(), engine, key, "tenant:42", charge, nil)
 	fmt.Println(first.Value, first.Replayed)
 	fmt.Println(again.Value, again.Replayed)
 	// Output:
@@ -317,10 +322,10 @@ func TestConfirmedKeyRepeatLogsNoStoredResultAtInfo(t *testing.T) {
 	t.Parallel()
 	s, _ := newSQLiteStore(t)
 	var logs bytes.Buffer
-	e, err := idem.New(s, idem.WithSecret(idemtest.Secret), idem.WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	e, err := idem.New(s, idem.Config{Secret: idemtest.Secret, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	require.NoError(t, err)
 	ctx := context.Background()
-	_, err = idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 0, idem.Uncertain(nil) })
+	_, err = idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 0, idem.Uncertain(nil) }, nil)
 	require.ErrorIs(t, err, idem.ErrUncertain)
 	id := idemdriver.Ident{Scope: "s", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("s", idem.DefaultOperation, "k")}
 	rec, ok, err := s.Get(ctx, id)
@@ -330,7 +335,7 @@ func TestConfirmedKeyRepeatLogsNoStoredResultAtInfo(t *testing.T) {
 	require.NoError(t, err)
 
 	logs.Reset()
-	_, err = idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 1, nil })
+	_, err = idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 1, nil }, nil)
 	require.ErrorIs(t, err, idem.ErrResultUnavailable)
 	require.NotContains(t, logs.String(), "level=WARN")
 	require.NotContains(t, logs.String(), "unknown format")
@@ -358,14 +363,14 @@ func (s *lostAckStore) Complete(ctx context.Context, id idemdriver.Ident, o idem
 func TestR6LostAnswerOfACommittedCompletionCountsAsRecorded(t *testing.T) {
 	t.Parallel()
 	inner, _ := newSQLiteStore(t)
-	e, err := idem.New(&lostAckStore{Store: inner}, idem.WithSecret(idemtest.Secret))
+	e, err := idem.New(&lostAckStore{Store: inner}, idem.Config{Secret: idemtest.Secret})
 	require.NoError(t, err)
-	res, err := idem.Run(context.Background(), e, "k", "s", func(context.Context) (int, error) { return 7, nil })
+	res, err := idem.Run(context.Background(), e, "k", "s", func(context.Context) (int, error) { return 7, nil }, nil)
 	require.ErrorIs(t, err, idem.ErrOutcomeUnrecorded)
 	require.Equal(t, 7, res.Value)
 	waitRecorded(t, e)
 	require.Equal(t, idem.Counters{OutcomesUnrecorded: 1, OutcomesRecordedLate: 1}, e.Counters())
-	again, err := idem.Run(context.Background(), e, "k", "s", func(context.Context) (int, error) { return 8, nil })
+	again, err := idem.Run(context.Background(), e, "k", "s", func(context.Context) (int, error) { return 8, nil }, nil)
 	require.NoError(t, err)
 	require.True(t, again.Replayed)
 	require.Equal(t, 7, again.Value)
@@ -395,14 +400,14 @@ func TestR6ReservationWithLostAnswerIsDisowned(t *testing.T) {
 	t.Parallel()
 	inner, _ := newSQLiteStore(t)
 	s := &lostAnswerStore{Store: inner}
-	e, err := idem.New(s, idem.WithSecret(idemtest.Secret))
+	e, err := idem.New(s, idem.Config{Secret: idemtest.Secret})
 	require.NoError(t, err)
 	ctx := context.Background()
 	ran := 0
 	fn := func(context.Context) (string, error) { ran++; return "ok", nil }
 
 	s.lose.Store(true)
-	_, err = idem.Run(ctx, e, "k", "s", fn, idem.RunLease(time.Hour))
+	_, err = idem.Run(ctx, e, "k", "s", fn, &idem.RunOpts{Lease: time.Hour})
 	require.ErrorContains(t, err, "connection reset")
 	require.Zero(t, ran)
 	s.lose.Store(false)
@@ -412,7 +417,7 @@ func TestR6ReservationWithLostAnswerIsDisowned(t *testing.T) {
 	_, ok, err := inner.Get(ctx, id)
 	require.NoError(t, err)
 	require.False(t, ok, "the orphaned reservation was released")
-	res, err := idem.Run(ctx, e, "k", "s", fn, idem.RunLease(time.Hour))
+	res, err := idem.Run(ctx, e, "k", "s", fn, &idem.RunOpts{Lease: time.Hour})
 	require.NoError(t, err, "the next request runs at once, not after an hour's lease")
 	require.Equal(t, "ok", res.Value)
 	require.Equal(t, 1, ran)
@@ -439,7 +444,7 @@ func (s *phaseStore) Takeover(ctx context.Context, p idemdriver.TakeoverParams) 
 	return s.Store.Takeover(ctx, p)
 }
 
-// WithStoreTimeout's contract: the reservation phase — Reserve,
+// Config.StoreTimeout's contract: the reservation phase — Reserve,
 // then Takeover of an abandoned record — runs under one deadline, at most
 // the store timeout after the phase began, instead of a timer per call.
 // Owner tokens are 128 random bits, hex-encoded, fresh for every run.
@@ -455,10 +460,10 @@ func TestStoreTimeoutIsOneDeadlinePerReservationPhase(t *testing.T) {
 
 	s := &phaseStore{Store: inner}
 	const bound = time.Minute
-	e, err := idem.New(s, idem.WithoutSealing(), idem.WithStoreTimeout(bound), idem.WithDefaultRecovery(idem.RecoverByRerunning()))
+	e, err := idem.New(s, idem.Config{DisableSealing: true, StoreTimeout: bound, DefaultRecovery: idem.RecoverByRerunning()})
 	require.NoError(t, err)
 	began := time.Now()
-	res, err := idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 1, nil })
+	res, err := idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 1, nil }, nil)
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Value)
 	require.Len(t, s.deadlines, 2, "a Reserve, then a Takeover of the abandoned record")
@@ -467,7 +472,7 @@ func TestStoreTimeoutIsOneDeadlinePerReservationPhase(t *testing.T) {
 	require.False(t, s.deadlines[0].After(time.Now().Add(bound)), "at most the store timeout")
 	require.True(t, s.deadlines[0].After(began), "set when the phase began")
 
-	_, err = idem.Run(ctx, e, "k2", "s", func(context.Context) (int, error) { return 2, nil })
+	_, err = idem.Run(ctx, e, "k2", "s", func(context.Context) (int, error) { return 2, nil }, nil)
 	require.NoError(t, err)
 	require.Len(t, s.tokens, 3)
 	require.Equal(t, s.tokens[0], s.tokens[1], "the takeover asks for the reservation's token")
@@ -502,10 +507,10 @@ func TestR8LostTakeoverOfAnAbandonedRecordKeepsIt(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, created)
 
-	e, err := idem.New(&lostTakeoverStore{inner}, idem.WithSecret(idemtest.Secret))
+	e, err := idem.New(&lostTakeoverStore{inner}, idem.Config{Secret: idemtest.Secret})
 	require.NoError(t, err)
 	ran := false
-	_, err = idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { ran = true; return 1, nil })
+	_, err = idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { ran = true; return 1, nil }, nil)
 	require.ErrorContains(t, err, "connection reset")
 	require.False(t, ran)
 	waitRecorded(t, e)

@@ -59,9 +59,9 @@ var (
 
 // ValidationError names the argument that made a call invalid. With
 // errors.Is it matches [ErrInvalidOption] when Field is "ttl" or "lease"
-// (an out-of-range [RunTTL], [RunLease], [RouteTTL] or [RouteLease]), and
+// (an out-of-range TTL or Lease of [RunOpts] or [RouteOpts]), and
 // [ErrInvalidKey] for every other field: a malformed key, scope, operation
-// or fingerprint, a bad [RouteName], or an Idempotency-Key header
+// or fingerprint, a bad [RouteOpts].Name, or an Idempotency-Key header
 // [ParseKeyHeader] refuses.
 //
 // A store that refuses an argument its database cannot hold returns an
@@ -141,7 +141,7 @@ func (e *InProgressError) Is(target error) bool { return target == ErrInProgress
 // outcome is being checked rather than still running.
 type PendingReviewError struct {
 	// RetryAfter is the engine's pending retry interval
-	// ([WithPendingRetryAfter]): a pace for programs that poll, not a time
+	// ([Config].PendingRetryAfter): a pace for programs that poll, not a time
 	// by which the review ends.
 	RetryAfter time.Duration
 }

@@ -34,7 +34,7 @@ func ExampleNewMiddleware() {
 	if err := store.Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}
-	engine, err := idem.New(store, idem.WithSecret([]byte("example-secret-of-at-least-32-bytes!")))
+	engine, err := idem.New(store, idem.Config{Secret: []byte("example-secret-of-at-least-32-bytes!")})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func ExampleNewMiddleware() {
 		fmt.Fprintf(w, `{"order":%d}`, orders)
 	})
 	mux := http.NewServeMux()
-	mux.Handle("POST /orders", mw.Required()(createOrder))
+	mux.Handle("POST /orders", mw.Required(nil)(createOrder))
 
 	for range 2 {
 		req := httptest.NewRequest(http.MethodPost, "/orders", strings.NewReader(`{"sku":"book"}`))
@@ -83,7 +83,7 @@ func ExamplePendingReviewResponseError() {
 			Detail: "The outcome of your request is being checked."})
 	}))
 	defer server.Close()
-	transport, err := idem.NewTransport(nil)
+	transport, err := idem.NewTransport(nil, idem.TransportConfig{})
 	if err != nil {
 		log.Fatal(err)
 	}

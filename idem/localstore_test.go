@@ -52,9 +52,9 @@ func TestLocalStoreGetsNoContextDeadline(t *testing.T) {
 	t.Parallel()
 	run := func(t *testing.T, s idemdriver.Store) {
 		t.Helper()
-		e, err := New(s, WithoutSealing(), WithStoreTimeout(time.Minute))
+		e, err := New(s, Config{DisableSealing: true, StoreTimeout: time.Minute})
 		require.NoError(t, err)
-		_, err = Run(context.Background(), e, "key-1", "tenant", func(context.Context) (int, error) { return 1, nil })
+		_, err = Run(context.Background(), e, "key-1", "tenant", func(context.Context) (int, error) { return 1, nil }, nil)
 		require.NoError(t, err)
 	}
 

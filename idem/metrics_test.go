@@ -16,7 +16,7 @@ func TestCollectorExposesTheCounters(t *testing.T) {
 	t.Parallel()
 	s, e := newOutageEngine(t)
 	s.down.Store(true)
-	_, err := idem.Run(context.Background(), e, "k", "s", func(context.Context) (int, error) { return 1, nil })
+	_, err := idem.Run(context.Background(), e, "k", "s", func(context.Context) (int, error) { return 1, nil }, nil)
 	require.ErrorIs(t, err, idem.ErrOutcomeUnrecorded)
 	s.down.Store(false)
 	waitRecorded(t, e)

@@ -83,7 +83,7 @@ type MiddlewareConfig struct {
 	ScopeResolvers []ScopeResolver
 	// RouteFunc names the route of a request; the route is the record's
 	// operation. Default: the ServeMux pattern, else the chi route
-	// pattern, else method and path. See [RouteName] to set it per route.
+	// pattern, else method and path. See [RouteOpts].Name to set it per route.
 	RouteFunc func(*http.Request) string
 	// ReplayedHeaders lists the response headers stored and replayed.
 	// Default [DefaultReplayedHeaders].
@@ -125,9 +125,9 @@ type MiddlewareConfig struct {
 	Transactional bool
 	// Recovery is what a request does with a key abandoned by its owner
 	// (processing, lease ended: the process crashed or stalled). Nil: the
-	// engine's default ([WithDefaultRecovery], itself [RecoverByEscalating]
+	// engine's default ([Config].DefaultRecovery, itself [RecoverByEscalating]
 	// by default: the record becomes pending for an operator and repeats
-	// get 409 [CodePendingReview]). Set per route with [RouteRecovery].
+	// get 409 [CodePendingReview]). Set per route with [RouteOpts].Recovery.
 	Recovery *Recovery
 	// OnRejected and OnReplayed are called for each rejection and each
 	// replay (SPEC H16). They must not block.
@@ -217,71 +217,46 @@ func NewMiddleware(e *Engine, cfg MiddlewareConfig) (*Middleware, error) {
 	return m, nil
 }
 
-// RouteOption configures one route of the middleware.
-type RouteOption func(*routeConfig)
+// RouteOpts are the settings of one route of the middleware. A nil
+// *RouteOpts, like the zero value of a field, means the default.
+type RouteOpts struct {
+	// TTL is how long the route's records are kept (SPEC H15), 60 s to 30
+	// days. 0 means [DefaultTTL] (24 h).
+	TTL time.Duration
+	// Lease is how long a request holds its key, 1 s to 1 day. 0 means
+	// [DefaultLease] (60 s). It must outlast the handler's longest run.
+	Lease time.Duration
+	// Name names the route (the record's operation), 1 to 255 bytes,
+	// instead of MiddlewareConfig.RouteFunc. "": RouteFunc names it.
+	Name string
+	// Recovery is the route's recovery of abandoned keys instead of
+	// MiddlewareConfig.Recovery: [RecoverByRerunning] for a handler whose
+	// effect is safe to repeat, [RecoverByVerifying] for one whose
+	// receiver can be asked. Nil: MiddlewareConfig.Recovery.
+	Recovery *Recovery
+}
 
 type routeConfig struct {
 	ttl      time.Duration
 	lease    time.Duration
 	name     string
 	recovery Recovery
-	err      error
-}
-
-// RouteRecovery sets the route's recovery of abandoned keys instead of
-// MiddlewareConfig.Recovery: [RecoverByRerunning] for a handler whose
-// effect is safe to repeat, [RecoverByVerifying] for one whose receiver
-// can be asked.
-func RouteRecovery(r Recovery) RouteOption {
-	return func(c *routeConfig) { c.recovery = r }
-}
-
-// RouteTTL sets how long the route's records are kept (SPEC H15), 60 s to
-// 30 days; default 24 h.
-func RouteTTL(d time.Duration) RouteOption {
-	return func(c *routeConfig) {
-		if err := ValidateTTL(d); err != nil {
-			c.err = err
-		}
-		c.ttl = d
-	}
-}
-
-// RouteLease sets how long a request holds its key, 1 s to 1 day; default
-// 60 s. It must outlast the handler's longest run.
-func RouteLease(d time.Duration) RouteOption {
-	return func(c *routeConfig) {
-		if err := ValidateLease(d); err != nil {
-			c.err = err
-		}
-		c.lease = d
-	}
-}
-
-// RouteName names the route (the record's operation) instead of
-// MiddlewareConfig.RouteFunc.
-func RouteName(name string) RouteOption {
-	return func(c *routeConfig) {
-		if name == "" || len(name) > MaxScopeBytes {
-			c.err = &ValidationError{Field: "route", Reason: "must be 1..255 bytes"}
-		}
-		c.name = name
-	}
 }
 
 // Required returns the middleware for a route on which the key is required:
-// a request without one gets 400 idempotency_key_missing (SPEC H4). It
-// panics on an invalid option, so a bad route fails at start-up, as a bad
-// chi pattern does; use [Middleware.Route] to get an error instead.
-func (m *Middleware) Required(opts ...RouteOption) func(http.Handler) http.Handler {
-	return mustRoute(m.Route(true, opts...))
+// a request without one gets 400 idempotency_key_missing (SPEC H4). opts
+// may be nil. It panics on an invalid setting, so a bad route fails at
+// start-up, as a bad chi pattern does; use [Middleware.Route] to get an
+// error instead.
+func (m *Middleware) Required(opts *RouteOpts) func(http.Handler) http.Handler {
+	return mustRoute(m.Route(true, opts))
 }
 
 // Optional returns the middleware for a route on which the key is optional:
-// a request without one passes through untouched (SPEC H4). It panics on an
-// invalid option, like [Middleware.Required].
-func (m *Middleware) Optional(opts ...RouteOption) func(http.Handler) http.Handler {
-	return mustRoute(m.Route(false, opts...))
+// a request without one passes through untouched (SPEC H4). opts may be
+// nil. It panics on an invalid setting, like [Middleware.Required].
+func (m *Middleware) Optional(opts *RouteOpts) func(http.Handler) http.Handler {
+	return mustRoute(m.Route(false, opts))
 }
 
 func mustRoute(mw func(http.Handler) http.Handler, err error) func(http.Handler) http.Handler {
@@ -292,17 +267,16 @@ func mustRoute(mw func(http.Handler) http.Handler, err error) func(http.Handler)
 }
 
 // Route returns the middleware for one route, or an error naming the
-// invalid option.
-func (m *Middleware) Route(required bool, opts ...RouteOption) (func(http.Handler) http.Handler, error) {
+// invalid setting of opts (which may be nil).
+func (m *Middleware) Route(required bool, opts *RouteOpts) (func(http.Handler) http.Handler, error) {
 	rc := routeConfig{ttl: DefaultTTL, lease: DefaultLease, recovery: m.engine.recovery}
 	if m.cfg.Recovery != nil {
 		rc.recovery = *m.cfg.Recovery
 	}
-	for _, o := range opts {
-		o(&rc)
-	}
-	if rc.err != nil {
-		return nil, fmt.Errorf("idem: route: %w", rc.err)
+	if opts != nil {
+		if err := rc.apply(opts); err != nil {
+			return nil, fmt.Errorf("idem: route: %w", err)
+		}
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -313,6 +287,30 @@ func (m *Middleware) Route(required bool, opts ...RouteOption) (func(http.Handle
 			m.serve(w, r, next, required, rc)
 		})
 	}, nil
+}
+
+// apply checks the settings of opts and sets the non-zero ones on rc.
+func (rc *routeConfig) apply(opts *RouteOpts) error {
+	if opts.TTL != 0 {
+		if err := ValidateTTL(opts.TTL); err != nil {
+			return err
+		}
+		rc.ttl = opts.TTL
+	}
+	if opts.Lease != 0 {
+		if err := ValidateLease(opts.Lease); err != nil {
+			return err
+		}
+		rc.lease = opts.Lease
+	}
+	if len(opts.Name) > MaxScopeBytes {
+		return &ValidationError{Field: "route", Reason: "must be 1..255 bytes"}
+	}
+	rc.name = opts.Name
+	if opts.Recovery != nil {
+		rc.recovery = *opts.Recovery
+	}
+	return nil
 }
 
 // request is one request's view for the middleware.

@@ -273,7 +273,7 @@ func benchMWEngine(b *testing.B) (*Engine, *benchMemStore) {
 		b.Fatal(err)
 	}
 	store := newBenchMemStore()
-	e, err := New(store, WithSecret(secret))
+	e, err := New(store, Config{Secret: secret})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -289,7 +289,7 @@ func benchMWStack(b *testing.B) http.Handler {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return m.Required()(http.HandlerFunc(benchMWHandler))
+	return m.Required(nil)(http.HandlerFunc(benchMWHandler))
 }
 
 // benchMWServe serves one request and checks the answer: 201, replayed or

@@ -211,7 +211,7 @@ func (s *captureStore) Complete(_ context.Context, _ idemdriver.Ident, _ idemdri
 // the response) alive once the request is over.
 func TestStoredResultKeepsNoResponseAlive(t *testing.T) {
 	store := &captureStore{}
-	e, err := New(store, WithSecret(bytes.Repeat([]byte("s"), MinSecretBytes)))
+	e, err := New(store, Config{Secret: bytes.Repeat([]byte("s"), MinSecretBytes)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestStoredResultKeepsNoResponseAlive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := m.Required()(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	h := m.Required(nil)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
 		_, _ = w.Write([]byte(`{"id":1}`))

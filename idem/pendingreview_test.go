@@ -48,7 +48,7 @@ func newK21Server(t *testing.T, cfg idem.MiddlewareConfig) *k21Server {
 	store, _ := newSQLiteStore(t)
 	s := &k21Server{store: store, clock: idemtest.NewClock(time.Date(2031, 3, 14, 9, 0, 0, 0, time.UTC)),
 		entered: make(chan struct{}, 4), hold: make(chan struct{})}
-	e, err := idem.New(store, idem.WithSecret(idemtest.Secret), idem.WithNowFunc(s.clock.Now))
+	e, err := idem.New(store, idem.Config{Secret: idemtest.Secret, Now: s.clock.Now})
 	require.NoError(t, err)
 	cfg.ScopeResolvers = []idem.ScopeResolver{func(*http.Request) (string, bool) { return k21Scope, true }}
 	m, err := idem.NewMiddleware(e, cfg)
@@ -70,7 +70,7 @@ func newK21Server(t *testing.T, cfg idem.MiddlewareConfig) *k21Server {
 		w.WriteHeader(http.StatusCreated)
 		_, _ = io.WriteString(w, `{"id":"pay_1"}`)
 	})
-	mw := m.Required(idem.RouteName(k21Route), idem.RouteLease(k21Lease))(handler)
+	mw := m.Required(&idem.RouteOpts{Name: k21Route, Lease: k21Lease})(handler)
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.hits.Add(1)
 		mw.ServeHTTP(w, r)
@@ -230,7 +230,7 @@ func TestK21TransportSendsOnceToAKeyWaitingForAnOperator(t *testing.T) {
 	stuck := s.start(t, key)
 	s.clock.Advance(k21Lease + time.Second)
 
-	tr, err := idem.NewTransport(s.Client().Transport, idem.TransportBackoff(time.Millisecond, 2*time.Millisecond))
+	tr, err := idem.NewTransport(s.Client().Transport, idem.TransportConfig{InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
 	require.NoError(t, err)
 	req, err := http.NewRequestWithContext(idem.ContextWithKey(context.Background(), key), http.MethodPost, s.URL+"/pay",
 		strings.NewReader(`{"amount_cents":1999}`))
@@ -263,7 +263,7 @@ func TestK21RunReturnsPendingReviewForAKeyWaitingForAnOperator(t *testing.T) {
 	t.Parallel()
 	store, _ := newSQLiteStore(t)
 	clock := idemtest.NewClock(time.Date(2031, 3, 14, 9, 0, 0, 0, time.UTC))
-	e, err := idem.New(store, idem.WithSecret(idemtest.Secret), idem.WithNowFunc(clock.Now), idem.WithPendingRetryAfter(45*time.Second))
+	e, err := idem.New(store, idem.Config{Secret: idemtest.Secret, Now: clock.Now, PendingRetryAfter: 45 * time.Second})
 	require.NoError(t, err)
 	ctx := context.Background()
 	ran := 0
@@ -287,15 +287,15 @@ func TestK21RunReturnsPendingReviewForAKeyWaitingForAnOperator(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, created)
 	clock.Advance(2 * time.Second)
-	_, err = idem.Run(ctx, e, "crashed", "s", fn)
+	_, err = idem.Run(ctx, e, "crashed", "s", fn, nil)
 	requirePendingReviewErr(t, err)
-	_, err = idem.Run(ctx, e, "crashed", "s", fn, idem.RunRecovery(idem.RecoverByRerunning()))
+	_, err = idem.Run(ctx, e, "crashed", "s", fn, &idem.RunOpts{Recovery: new(idem.RecoverByRerunning())})
 	requirePendingReviewErr(t, err)
 
 	// An uncertain outcome: pending until reconciled.
-	_, err = idem.Run(ctx, e, "uncertain", "s", func(context.Context) (int, error) { return 0, idem.Uncertain(errors.New("timeout")) })
+	_, err = idem.Run(ctx, e, "uncertain", "s", func(context.Context) (int, error) { return 0, idem.Uncertain(errors.New("timeout")) }, nil)
 	require.ErrorIs(t, err, idem.ErrUncertain)
-	_, err = idem.Run(ctx, e, "uncertain", "s", fn)
+	_, err = idem.Run(ctx, e, "uncertain", "s", fn, nil)
 	requirePendingReviewErr(t, err)
 	require.Zero(t, ran, "nothing ran again")
 
@@ -303,11 +303,11 @@ func TestK21RunReturnsPendingReviewForAKeyWaitingForAnOperator(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		_, err := idem.Run(ctx, e, "running", "s", func(context.Context) (int, error) { close(entered); <-release; return 1, nil }, idem.RunLease(30*time.Second))
+		_, err := idem.Run(ctx, e, "running", "s", func(context.Context) (int, error) { close(entered); <-release; return 1, nil }, &idem.RunOpts{Lease: 30 * time.Second})
 		done <- err
 	}()
 	<-entered
-	_, err = idem.Run(ctx, e, "running", "s", fn)
+	_, err = idem.Run(ctx, e, "running", "s", fn, nil)
 	var ip *idem.InProgressError
 	require.ErrorAs(t, err, &ip)
 	require.Equal(t, idem.InProgressError{RetryAfter: 30 * time.Second, Status: idemdriver.StatusProcessing}, *ip)

@@ -101,15 +101,3 @@ type VerifierFunc func(ctx context.Context, a Abandoned) (Verification, error)
 func (f VerifierFunc) Verify(ctx context.Context, a Abandoned) (Verification, error) {
 	return f(ctx, a)
 }
-
-// RunRecovery sets the recovery of abandoned records for this run instead
-// of the engine's default ([WithDefaultRecovery]).
-func RunRecovery(r Recovery) RunOption {
-	return func(c *runConfig) { c.recovery = &r }
-}
-
-// WithDefaultRecovery sets the engine's recovery of abandoned records, used
-// by runs, routes and jobs that set none. Default [RecoverByEscalating].
-func WithDefaultRecovery(r Recovery) Option {
-	return func(c *engineConfig) { c.recovery = r }
-}

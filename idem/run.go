@@ -25,61 +25,67 @@ type Result[T any] struct {
 	FirstSeenAt time.Time
 }
 
+// RunOpts are the settings of one [Run]. A nil *RunOpts, like the zero
+// value of a field, means the default.
+type RunOpts struct {
+	// Fingerprint is the request fingerprint. A later run with the same
+	// key and another fingerprint gets ErrKeyReused (SPEC R3). At most
+	// 255 bytes. Default: none.
+	Fingerprint string
+	// TTL is how long the record is kept after it is first seen, 60 s to
+	// 30 days. 0 means [DefaultTTL] (24 h).
+	TTL time.Duration
+	// Lease is how long this run holds the key, 1 s to 1 day. 0 means
+	// [DefaultLease] (60 s). It must be longer than the callback's longest
+	// run: after it ends, another caller applies the run's Recovery to the
+	// key (SPEC R8): by default it escalates it to pending, with
+	// RecoverByRerunning it takes it over and runs again.
+	Lease time.Duration
+	// Operation names the operation the key belongs to. "" means
+	// [DefaultOperation] ("run"). The same key under two operations is two
+	// records.
+	Operation string
+	// Recovery is the recovery of abandoned records for this run. Nil: the
+	// engine's default ([Config].DefaultRecovery).
+	Recovery *Recovery
+}
+
+// runConfig is a run's settings after the defaults are applied.
 type runConfig struct {
 	fingerprint string
 	ttl         time.Duration
 	lease       time.Duration
 	operation   string
 	recovery    *Recovery
-	err         error
 }
 
-// RunOption configures one [Run].
-type RunOption func(*runConfig)
-
-// RunFingerprint sets the request fingerprint. A later run with the same
-// key and another fingerprint gets ErrKeyReused (SPEC R3). At most 255 bytes.
-func RunFingerprint(fp string) RunOption {
-	return func(c *runConfig) {
-		if len(fp) > MaxKeyBytes {
-			c.err = &ValidationError{Field: "fingerprint", Reason: fmt.Sprintf("%d bytes, at most %d allowed", len(fp), MaxKeyBytes)}
-			return
-		}
-		c.fingerprint = fp
+// runConfigOf applies the defaults to opts and checks their ranges.
+func runConfigOf(opts *RunOpts) (runConfig, error) {
+	cfg := runConfig{ttl: DefaultTTL, lease: DefaultLease, operation: DefaultOperation}
+	if opts == nil {
+		return cfg, nil
 	}
-}
-
-// RunTTL sets how long the record is kept after it is first seen, 60 s to
-// 30 days (default 24 h).
-func RunTTL(d time.Duration) RunOption {
-	return func(c *runConfig) {
-		if err := ValidateTTL(d); err != nil {
-			c.err = err
-			return
-		}
-		c.ttl = d
+	if len(opts.Fingerprint) > MaxKeyBytes {
+		return cfg, &ValidationError{Field: "fingerprint", Reason: fmt.Sprintf("%d bytes, at most %d allowed", len(opts.Fingerprint), MaxKeyBytes)}
 	}
-}
-
-// RunLease sets how long this run holds the key, 1 s to 1 day (default
-// 60 s). It must be longer than the callback's longest run: after it ends,
-// another caller applies the run's [Recovery] to the key (SPEC R8): by
-// default it escalates it to pending, with RecoverByRerunning it takes it
-// over and runs again.
-func RunLease(d time.Duration) RunOption {
-	return func(c *runConfig) {
-		if err := ValidateLease(d); err != nil {
-			c.err = err
-			return
+	cfg.fingerprint = opts.Fingerprint
+	if opts.TTL != 0 {
+		if err := ValidateTTL(opts.TTL); err != nil {
+			return cfg, err
 		}
-		c.lease = d
+		cfg.ttl = opts.TTL
 	}
-}
-
-// RunOperation names the operation the key belongs to (default "run").
-// The same key under two operations is two records.
-func RunOperation(name string) RunOption {
-	return func(c *runConfig) { c.operation = name }
+	if opts.Lease != 0 {
+		if err := ValidateLease(opts.Lease); err != nil {
+			return cfg, err
+		}
+		cfg.lease = opts.Lease
+	}
+	if opts.Operation != "" {
+		cfg.operation = opts.Operation
+	}
+	cfg.recovery = opts.Recovery
+	return cfg, nil
 }
 
 // maxTakeoverRounds bounds how often Run re-reads a record after losing a
@@ -91,7 +97,7 @@ const maxTakeoverRounds = 4
 //
 //   - Arguments are validated before the store is touched: a malformed
 //     key, scope, operation or fingerprint is an error matching
-//     [ErrInvalidKey]; an out-of-range TTL or lease ([RunTTL], [RunLease])
+//     [ErrInvalidKey]; an out-of-range TTL or lease ([RunOpts])
 //     one matching [ErrInvalidOption], and not ErrInvalidKey. Both are a
 //     *[ValidationError] naming the field.
 //   - The first caller runs fn under a lease. A concurrent caller gets
@@ -112,29 +118,26 @@ const maxTakeoverRounds = 4
 //     returns an error matching [ErrOutcomeUnrecorded] and the store's
 //     error, together with the Result carrying fn's value when fn
 //     succeeded: the effect is real and the value may be used. The engine
-//     keeps writing the outcome in the background ([WithRecordingWindow])
+//     keeps writing the outcome in the background ([Config].RecordingWindow)
 //     and keeps the lease alive meanwhile, so a repeat gets ErrInProgress,
 //     then the stored result; the key never runs again while this process
 //     lives.
 //   - A record abandoned by its owner (processing, lease ended: a crash)
-//     is handled by the run's [Recovery] ([RunRecovery], default
+//     is handled by the run's [Recovery] ([RunOpts].Recovery, default
 //     [RecoverByEscalating]: the record becomes pending for an operator
 //     and Run returns ErrPendingReview, as every repeat does until the
 //     record is resolved).
 //
 // Every store call is bounded by the engine's store timeout
-// ([WithStoreTimeout], default 5 s): reads and reservations under ctx,
+// ([Config].StoreTimeout, default 5 s): reads and reservations under ctx,
 // outcome writes under a context that ignores ctx's cancellation.
 //
 // fn receives a context from which [Annotate] and [RunInfoFrom] work.
-func Run[T any](ctx context.Context, e *Engine, key, scope string, fn func(ctx context.Context) (T, error), opts ...RunOption) (Result[T], error) {
+func Run[T any](ctx context.Context, e *Engine, key, scope string, fn func(ctx context.Context) (T, error), opts *RunOpts) (Result[T], error) {
 	var zero Result[T]
-	cfg := runConfig{ttl: DefaultTTL, lease: DefaultLease, operation: DefaultOperation}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	if cfg.err != nil {
-		return zero, cfg.err
+	cfg, err := runConfigOf(opts)
+	if err != nil {
+		return zero, err
 	}
 	if err := validateIdent(key, scope, cfg.operation); err != nil {
 		return zero, err

@@ -22,12 +22,12 @@ func TestH5ScopeThatCannotBeStoredIs400(t *testing.T) {
 	t.Parallel()
 	inner, _ := newSQLiteStore(t)
 	s := &countingStore{Store: inner}
-	e, err := idem.New(s, idem.WithSecret(idemtest.Secret))
+	e, err := idem.New(s, idem.Config{Secret: idemtest.Secret})
 	require.NoError(t, err)
 	mw, err := idem.NewMiddleware(e, idem.MiddlewareConfig{})
 	require.NoError(t, err)
 	ran := 0
-	h := mw.Required()(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	h := mw.Required(nil)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		ran++
 		w.WriteHeader(http.StatusCreated)
 	}))

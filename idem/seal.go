@@ -33,7 +33,7 @@ const (
 	nonceSize       = 12
 	headerSize      = 3 // magic (2) + version (1)
 
-	// MinSecretBytes is the shortest application secret [WithSecret] accepts.
+	// MinSecretBytes is the shortest application secret [Config].Secret accepts.
 	MinSecretBytes = 32
 )
 

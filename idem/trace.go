@@ -16,7 +16,7 @@ import (
 // TracerName is the instrumentation scope of the engine's spans.
 const TracerName = "github.com/unstuckhq/unstuck/idem"
 
-// Span names of an engine with [WithTracerProvider]:
+// Span names of an engine with [Config].TracerProvider:
 //
 //   - SpanRun ("idem.run") around each [Run];
 //   - SpanDecide ("idem.decide") around each decision on a key: the
@@ -37,23 +37,13 @@ const (
 const (
 	AttrKeyID     = "idem.key_id"    // SafeKeyID of the key
 	AttrRecordID  = "idem.record_id" // the store's record ID (the console's /keys/{id})
-	AttrOperation = "idem.operation" // the operation: route, job kind or RunOperation
+	AttrOperation = "idem.operation" // the operation: route, job kind or RunOpts.Operation
 	AttrDecision  = "idem.decision"  // first, replay, in_progress, pending_review, key_reused, takeover, restart, unavailable
 	AttrStatus    = "idem.status"    // the record's status after the decision
 	AttrFence     = "idem.fence"     // the owner's fence
 	AttrAttempt   = "idem.attempt"   // the owner's attempt (1 on the first run)
 	AttrReplayed  = "idem.replayed"  // on SpanRun: the value came from the store
 )
-
-// WithTracerProvider turns tracing on: the engine records the spans named
-// by [SpanRun] and [SpanDecide] with tp, and stores the trace ID of the
-// call that creates or takes over a record on it (Record.TraceID), for the
-// console to link to the tracing UI. A nil tp, like no option, leaves
-// tracing off: then no tracing code runs at all (BENCHMARKS.md, "tracing
-// off vs on").
-func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(c *engineConfig) { c.tracerProvider = tp }
-}
 
 // decisionName names the outcome of a decision for spans and logs.
 func decisionName(a decide.Action) string {

@@ -76,12 +76,12 @@ func TestK18RunSpans(t *testing.T) {
 	store, _ := newSQLiteStore(t)
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	e, err := idem.New(store, idem.WithSecret(idemtest.Secret), idem.WithTracerProvider(tp))
+	e, err := idem.New(store, idem.Config{Secret: idemtest.Secret, TracerProvider: tp})
 	require.NoError(t, err)
 	type charge struct{ Card string }
 	fn := func(context.Context) (charge, error) { return charge{Card: tracePayload}, nil }
 
-	first, err := idem.Run(t.Context(), e, traceKey, traceScope, fn, idem.RunOperation("charge"))
+	first, err := idem.Run(t.Context(), e, traceKey, traceScope, fn, &idem.RunOpts{Operation: "charge"})
 	require.NoError(t, err)
 	require.False(t, first.Replayed)
 	run, attrs := spanAttrs(t, spans.Ended(), idem.SpanRun)
@@ -102,7 +102,7 @@ func TestK18RunSpans(t *testing.T) {
 	require.Equal(t, recordID, rec.ID)
 	require.Equal(t, run.SpanContext().TraceID().String(), rec.TraceID, "the record keeps the trace that created it")
 
-	again, err := idem.Run(t.Context(), e, traceKey, traceScope, fn, idem.RunOperation("charge"))
+	again, err := idem.Run(t.Context(), e, traceKey, traceScope, fn, &idem.RunOpts{Operation: "charge"})
 	require.NoError(t, err)
 	require.True(t, again.Replayed)
 	_, attrs = spanAttrs(t, spans.Ended(), idem.SpanRun)
@@ -117,7 +117,7 @@ func TestK18RunSpans(t *testing.T) {
 
 	_, err = idem.Run(t.Context(), e, traceKey, traceScope, func(context.Context) (charge, error) {
 		return charge{}, fmt.Errorf("provider refused %s", tracePayload)
-	}, idem.RunOperation("charge-2"))
+	}, &idem.RunOpts{Operation: "charge-2"})
 	require.Error(t, err)
 	failed, _ := spanAttrs(t, spans.Ended(), idem.SpanRun)
 	require.Equal(t, "Error", failed.Status().Code.String())
@@ -133,11 +133,11 @@ func TestK18MiddlewareDecisionSpans(t *testing.T) {
 	store, _ := newSQLiteStore(t)
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	e, err := idem.New(store, idem.WithSecret(idemtest.Secret), idem.WithTracerProvider(tp))
+	e, err := idem.New(store, idem.Config{Secret: idemtest.Secret, TracerProvider: tp})
 	require.NoError(t, err)
 	mw, err := idem.NewMiddleware(e, idem.MiddlewareConfig{})
 	require.NoError(t, err)
-	h := mw.Required()(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	h := mw.Required(nil)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusCreated)
 		_, _ = w.Write([]byte(`{"card":"` + tracePayload + `"}`))
 	}))
@@ -177,17 +177,17 @@ func TestK18MiddlewareDecisionSpans(t *testing.T) {
 	requireNoSecrets(t, spans.Ended(), traceKey, tracePayload)
 }
 
-// TestK18TracingOff: without WithTracerProvider the engine records no
+// TestK18TracingOff: without a TracerProvider the engine records no
 // span and stores no trace ID, even inside a traced request.
 func TestK18TracingOff(t *testing.T) {
 	t.Parallel()
 	store, _ := newSQLiteStore(t)
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	e, err := idem.New(store, idem.WithSecret(idemtest.Secret))
+	e, err := idem.New(store, idem.Config{Secret: idemtest.Secret})
 	require.NoError(t, err)
 	ctx, span := tp.Tracer("test").Start(t.Context(), "outer")
-	_, err = idem.Run(ctx, e, traceKey, traceScope, func(context.Context) (int, error) { return 1, nil })
+	_, err = idem.Run(ctx, e, traceKey, traceScope, func(context.Context) (int, error) { return 1, nil }, nil)
 	require.NoError(t, err)
 	span.End()
 	require.Len(t, spans.Ended(), 1, "only the caller's span")

@@ -2,6 +2,7 @@ package idem
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,7 +22,7 @@ const (
 	// DefaultMaxAttempts is how many times a request is sent at most,
 	// the first attempt included.
 	DefaultMaxAttempts = 4
-	// MaxAttemptsLimit is the largest value [TransportMaxAttempts] accepts.
+	// MaxAttemptsLimit is the largest [TransportConfig].MaxAttempts.
 	MaxAttemptsLimit = 20
 	// DefaultInitialBackoff is the ceiling of the first jittered wait.
 	DefaultInitialBackoff = 200 * time.Millisecond
@@ -98,68 +99,40 @@ type Transport struct {
 	keyFunc       func() (string, error)
 }
 
-type transportConfig struct {
-	maxAttempts   int
-	initial, max  time.Duration
-	methods       []string
-	methodsSet    bool
-	maxRetryAfter time.Duration
-	keyFunc       func() string
-	keyFuncSet    bool
-}
-
-// TransportOption configures a [Transport]. Options are checked by
-// [NewTransport], which refuses an invalid one.
-type TransportOption func(*transportConfig)
-
-// TransportMaxAttempts sets how many times a request is sent at most, the first
-// attempt included: 1 turns retries off. It must be within
-// 1..[MaxAttemptsLimit]; the default is [DefaultMaxAttempts].
-func TransportMaxAttempts(n int) TransportOption {
-	return func(c *transportConfig) { c.maxAttempts = n }
-}
-
-// TransportBackoff sets the ceiling of the first wait without Retry-After
-// (initial) and the cap of every later ceiling (max). The ceiling doubles
-// at each retry; the wait is random in [0, ceiling). initial must be
-// positive and max at least initial; the defaults are
-// [DefaultInitialBackoff] and [DefaultMaxBackoff].
-func TransportBackoff(initial, max time.Duration) TransportOption {
-	return func(c *transportConfig) { c.initial, c.max = initial, max }
-}
-
-// TransportMethods sets the methods that get an Idempotency-Key and retries,
-// replacing the default POST and PATCH. Methods are matched exactly (case
-// sensitive, as HTTP methods are). At least one is required, and none may
-// be empty or contain anything but token characters.
-func TransportMethods(methods ...string) TransportOption {
-	return func(c *transportConfig) {
-		c.methods = append([]string(nil), methods...)
-		c.methodsSet = true
-	}
-}
-
-// TransportMaxRetryAfter sets the longest Retry-After the transport honours. A
-// response asking for a longer wait ends the retries and is returned to
-// the caller, who can decide to come back later. It must not be negative;
-// the default is [DefaultMaxRetryAfter].
-func TransportMaxRetryAfter(d time.Duration) TransportOption {
-	return func(c *transportConfig) { c.maxRetryAfter = d }
-}
-
-// TransportKeyFunc sets the source of keys for requests that carry none and
-// have no key from [ContextWithKey]. It is called once per RoundTrip, possibly
-// from several goroutines at once. Keys must be unique per logical request
-// and unguessable; a key that the middleware's default [KeyRules] would
-// refuse (shorter than 16 bytes, longer than [MaxKeyBytes], or holding
-// bytes outside 0x20–0x7E) makes RoundTrip fail with an error matching
-// [ErrInvalidKey] before anything is sent.
-// f must not be nil; the default makes a UUIDv7.
-func TransportKeyFunc(f func() string) TransportOption {
-	return func(c *transportConfig) {
-		c.keyFunc = f
-		c.keyFuncSet = true
-	}
+// TransportConfig configures a [Transport] built by [NewTransport], which
+// refuses a field out of range. The zero value is the default of every
+// field.
+type TransportConfig struct {
+	// MaxAttempts is how many times a request is sent at most, the first
+	// attempt included: 1 turns retries off. 0 means [DefaultMaxAttempts];
+	// otherwise it must be within 1..[MaxAttemptsLimit].
+	MaxAttempts int
+	// InitialBackoff is the ceiling of the first wait without Retry-After,
+	// and MaxBackoff the cap of every later ceiling. The ceiling doubles at
+	// each retry; the wait is random in [0, ceiling). 0 means
+	// [DefaultInitialBackoff] and [DefaultMaxBackoff]; InitialBackoff must
+	// not be negative and MaxBackoff must be at least InitialBackoff.
+	InitialBackoff time.Duration
+	MaxBackoff     time.Duration
+	// Methods are the methods that get an Idempotency-Key and retries. Nil
+	// means POST and PATCH. Methods are matched exactly (case sensitive,
+	// as HTTP methods are). A non-nil list must hold at least one, and
+	// none may be empty or contain anything but token characters.
+	Methods []string
+	// MaxRetryAfter is the longest Retry-After the transport honours. A
+	// response asking for a longer wait ends the retries and is returned
+	// to the caller, who can decide to come back later. 0 means
+	// [DefaultMaxRetryAfter]; a negative value is refused.
+	MaxRetryAfter time.Duration
+	// KeyFunc is the source of keys for requests that carry none and have
+	// no key from [ContextWithKey]. It is called once per RoundTrip,
+	// possibly from several goroutines at once. Keys must be unique per
+	// logical request and unguessable; a key that the middleware's default
+	// [KeyRules] would refuse (shorter than 16 bytes, longer than
+	// [MaxKeyBytes], or holding bytes outside 0x20–0x7E) makes RoundTrip
+	// fail with an error matching [ErrInvalidKey] before anything is sent.
+	// Nil makes a UUIDv7.
+	KeyFunc func() string
 }
 
 type transportKeyCtx struct{}
@@ -177,38 +150,37 @@ func ContextWithKey(ctx context.Context, key string) context.Context {
 }
 
 // NewTransport returns a [Transport] that sends through base
-// ([http.DefaultTransport] when nil). It fails when an option is invalid.
-func NewTransport(base http.RoundTripper, opts ...TransportOption) (*Transport, error) {
+// ([http.DefaultTransport] when nil), configured by cfg. It fails when a
+// field of cfg is out of range.
+func NewTransport(base http.RoundTripper, cfg TransportConfig) (*Transport, error) {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	c := transportConfig{
-		maxAttempts:   DefaultMaxAttempts,
-		initial:       DefaultInitialBackoff,
-		max:           DefaultMaxBackoff,
-		methods:       []string{http.MethodPost, http.MethodPatch},
-		maxRetryAfter: DefaultMaxRetryAfter,
+	c := cfg
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, DefaultMaxAttempts)
+	c.InitialBackoff = cmp.Or(c.InitialBackoff, DefaultInitialBackoff)
+	c.MaxBackoff = cmp.Or(c.MaxBackoff, DefaultMaxBackoff)
+	c.MaxRetryAfter = cmp.Or(c.MaxRetryAfter, DefaultMaxRetryAfter)
+	if c.Methods == nil {
+		c.Methods = []string{http.MethodPost, http.MethodPatch}
 	}
-	for _, o := range opts {
-		o(&c)
+	if c.MaxAttempts < 1 || c.MaxAttempts > MaxAttemptsLimit {
+		return nil, fmt.Errorf("idem: max attempts %d outside 1..%d", c.MaxAttempts, MaxAttemptsLimit)
 	}
-	if c.maxAttempts < 1 || c.maxAttempts > MaxAttemptsLimit {
-		return nil, fmt.Errorf("idem: max attempts %d outside 1..%d", c.maxAttempts, MaxAttemptsLimit)
+	if c.InitialBackoff <= 0 {
+		return nil, fmt.Errorf("idem: initial backoff %s must be positive", c.InitialBackoff)
 	}
-	if c.initial <= 0 {
-		return nil, fmt.Errorf("idem: initial backoff %s must be positive", c.initial)
+	if c.MaxBackoff < c.InitialBackoff {
+		return nil, fmt.Errorf("idem: max backoff %s below initial backoff %s", c.MaxBackoff, c.InitialBackoff)
 	}
-	if c.max < c.initial {
-		return nil, fmt.Errorf("idem: max backoff %s below initial backoff %s", c.max, c.initial)
+	if c.MaxRetryAfter < 0 {
+		return nil, fmt.Errorf("idem: max retry-after %s is negative", c.MaxRetryAfter)
 	}
-	if c.maxRetryAfter < 0 {
-		return nil, fmt.Errorf("idem: max retry-after %s is negative", c.maxRetryAfter)
-	}
-	if len(c.methods) == 0 {
+	if len(c.Methods) == 0 {
 		return nil, errors.New("idem: no methods for the transport")
 	}
-	methods := make(map[string]bool, len(c.methods))
-	for _, m := range c.methods {
+	methods := make(map[string]bool, len(c.Methods))
+	for _, m := range c.Methods {
 		if !isMethodToken(m) {
 			return nil, fmt.Errorf("idem: invalid method %q", m)
 		}
@@ -216,18 +188,14 @@ func NewTransport(base http.RoundTripper, opts ...TransportOption) (*Transport, 
 	}
 	t := &Transport{
 		base:          base,
-		maxAttempts:   c.maxAttempts,
-		initial:       c.initial,
-		max:           c.max,
+		maxAttempts:   c.MaxAttempts,
+		initial:       c.InitialBackoff,
+		max:           c.MaxBackoff,
 		methods:       methods,
-		maxRetryAfter: c.maxRetryAfter,
+		maxRetryAfter: c.MaxRetryAfter,
 		keyFunc:       newV7Key,
 	}
-	if c.keyFuncSet {
-		if c.keyFunc == nil {
-			return nil, errors.New("idem: nil key func")
-		}
-		f := c.keyFunc
+	if f := c.KeyFunc; f != nil {
 		t.keyFunc = func() (string, error) { return f(), nil }
 	}
 	return t, nil

@@ -60,10 +60,12 @@ func (s *transportServer) attempts() []seenRequest {
 
 // client returns an http.Client whose transport is an idem.Transport over
 // the server's own transport, with tiny backoffs so tests are fast.
-func (s *transportServer) client(t *testing.T, opts ...idem.TransportOption) *http.Client {
+func (s *transportServer) client(t *testing.T, cfg idem.TransportConfig) *http.Client {
 	t.Helper()
-	opts = append([]idem.TransportOption{idem.TransportBackoff(time.Millisecond, 2*time.Millisecond)}, opts...)
-	tr, err := idem.NewTransport(s.Client().Transport, opts...)
+	if cfg.InitialBackoff == 0 {
+		cfg.InitialBackoff, cfg.MaxBackoff = time.Millisecond, 2*time.Millisecond
+	}
+	tr, err := idem.NewTransport(s.Client().Transport, cfg)
 	require.NoError(t, err)
 	return &http.Client{Transport: tr}
 }
@@ -104,7 +106,7 @@ func TestTransportC1AddsAUUIDv7KeyToPOSTAndPATCH(t *testing.T) {
 		t.Run(method, func(t *testing.T) {
 			t.Parallel()
 			srv := newTransportServer(t, func(_ int, w http.ResponseWriter, _ *http.Request) { created(w) })
-			c := srv.client(t)
+			c := srv.client(t, idem.TransportConfig{})
 
 			var keys []string
 			for range 2 {
@@ -139,7 +141,7 @@ func TestTransportC1OtherMethodsPassUntouchedAndAreNotRetried(t *testing.T) {
 			})
 			req, err := http.NewRequest(method, srv.URL, nil)
 			require.NoError(t, err)
-			resp, err := srv.client(t).Do(req)
+			resp, err := srv.client(t, idem.TransportConfig{}).Do(req)
 			require.NoError(t, err)
 			readBody(t, resp)
 			require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
@@ -154,7 +156,7 @@ func TestTransportC1OtherMethodsPassUntouchedAndAreNotRetried(t *testing.T) {
 func TestTransportC1WithMethodsReplacesTheDefault(t *testing.T) {
 	t.Parallel()
 	srv := newTransportServer(t, func(_ int, w http.ResponseWriter, _ *http.Request) { created(w) })
-	c := srv.client(t, idem.TransportMethods(http.MethodPut))
+	c := srv.client(t, idem.TransportConfig{Methods: []string{http.MethodPut}})
 	for _, tc := range []struct {
 		method string
 		keyed  bool
@@ -184,7 +186,7 @@ func TestTransportC1CallerGivenKey(t *testing.T) {
 			ctx := idem.ContextWithKey(t.Context(), tc.key)
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader("x"))
 			require.NoError(t, err)
-			resp, err := srv.client(t).Do(req)
+			resp, err := srv.client(t, idem.TransportConfig{}).Do(req)
 			require.NoError(t, err)
 			readBody(t, resp)
 
@@ -201,26 +203,26 @@ func TestTransportC1InvalidKeyFailsBeforeSending(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		ctx  func(context.Context) context.Context
-		opts []idem.TransportOption
+		cfg  idem.TransportConfig
 	}{
-		{"non-ASCII", func(ctx context.Context) context.Context { return idem.ContextWithKey(ctx, "clé") }, nil},
-		{"newline", func(ctx context.Context) context.Context { return idem.ContextWithKey(ctx, "a\nb") }, nil},
-		{"DEL", func(ctx context.Context) context.Context { return idem.ContextWithKey(ctx, "a\x7f") }, nil},
-		{"empty", func(ctx context.Context) context.Context { return idem.ContextWithKey(ctx, "") }, nil},
-		{"6 bytes, below the middleware's 16", func(ctx context.Context) context.Context { return idem.ContextWithKey(ctx, "order7") }, nil},
-		{"15 bytes", func(ctx context.Context) context.Context { return idem.ContextWithKey(ctx, strings.Repeat("k", 15)) }, nil},
+		{"non-ASCII", func(ctx context.Context) context.Context { return idem.ContextWithKey(ctx, "clé") }, idem.TransportConfig{}},
+		{"newline", func(ctx context.Context) context.Context { return idem.ContextWithKey(ctx, "a\nb") }, idem.TransportConfig{}},
+		{"DEL", func(ctx context.Context) context.Context { return idem.ContextWithKey(ctx, "a\x7f") }, idem.TransportConfig{}},
+		{"empty", func(ctx context.Context) context.Context { return idem.ContextWithKey(ctx, "") }, idem.TransportConfig{}},
+		{"6 bytes, below the middleware's 16", func(ctx context.Context) context.Context { return idem.ContextWithKey(ctx, "order7") }, idem.TransportConfig{}},
+		{"15 bytes", func(ctx context.Context) context.Context { return idem.ContextWithKey(ctx, strings.Repeat("k", 15)) }, idem.TransportConfig{}},
 		{"too long", func(ctx context.Context) context.Context {
 			return idem.ContextWithKey(ctx, strings.Repeat("k", idem.MaxKeyBytes+1))
-		}, nil},
+		}, idem.TransportConfig{}},
 		{"key func", func(ctx context.Context) context.Context { return ctx },
-			[]idem.TransportOption{idem.TransportKeyFunc(func() string { return "tab\there-and-more-bytes" })}},
+			idem.TransportConfig{KeyFunc: func() string { return "tab\there-and-more-bytes" }}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			srv := newTransportServer(t, func(_ int, w http.ResponseWriter, _ *http.Request) { created(w) })
 			req, err := http.NewRequestWithContext(tc.ctx(t.Context()), http.MethodPost, srv.URL, strings.NewReader("x"))
 			require.NoError(t, err)
-			_, err = srv.client(t, tc.opts...).Do(req)
+			_, err = srv.client(t, tc.cfg).Do(req)
 			require.ErrorIs(t, err, idem.ErrInvalidKey)
 			require.Empty(t, srv.attempts(), "nothing sent")
 		})
@@ -239,7 +241,7 @@ func TestTransportC1KeepsTheCallersHeader(t *testing.T) {
 	req, err := http.NewRequestWithContext(idem.ContextWithKey(t.Context(), "ignored-key"), http.MethodPost, srv.URL, strings.NewReader("x"))
 	require.NoError(t, err)
 	req.Header.Set("Idempotency-Key", `"mine-0001"`)
-	resp, err := srv.client(t).Do(req)
+	resp, err := srv.client(t, idem.TransportConfig{}).Do(req)
 	require.NoError(t, err)
 	readBody(t, resp)
 
@@ -291,7 +293,7 @@ func TestTransportC2RetriesWithTheSameKeyAndBody(t *testing.T) {
 			const body = `{"amount":1200,"currency":"EUR"}`
 			req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(body))
 			require.NoError(t, err)
-			resp, err := srv.client(t).Do(req)
+			resp, err := srv.client(t, idem.TransportConfig{}).Do(req)
 			require.NoError(t, err)
 			require.Equal(t, http.StatusCreated, resp.StatusCode)
 			require.Equal(t, "created", readBody(t, resp))
@@ -319,7 +321,7 @@ func TestTransportC2StopsAfterMaxAttempts(t *testing.T) {
 			})
 			req, err := http.NewRequest(http.MethodPatch, srv.URL, strings.NewReader("x"))
 			require.NoError(t, err)
-			resp, err := srv.client(t, idem.TransportMaxAttempts(n)).Do(req)
+			resp, err := srv.client(t, idem.TransportConfig{MaxAttempts: n}).Do(req)
 			require.NoError(t, err)
 			require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 			require.Equal(t, fmt.Sprintf("attempt %d", n), readBody(t, resp), "the last response, body intact")
@@ -355,7 +357,7 @@ func TestTransportC2NeverRetries(t *testing.T) {
 			})
 			req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x"))
 			require.NoError(t, err)
-			resp, err := srv.client(t).Do(req)
+			resp, err := srv.client(t, idem.TransportConfig{}).Do(req)
 			require.NoError(t, err)
 			require.Equal(t, tc.status, resp.StatusCode)
 			require.JSONEq(t, fmt.Sprintf(`{"type":"about:blank","status":%d,"code":%q}`, tc.status, tc.code),
@@ -378,7 +380,7 @@ func TestTransportC2HonoursRetryAfter(t *testing.T) {
 	req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x"))
 	require.NoError(t, err)
 	start := time.Now()
-	resp, err := srv.client(t).Do(req)
+	resp, err := srv.client(t, idem.TransportConfig{}).Do(req)
 	require.NoError(t, err)
 	readBody(t, resp)
 	require.Equal(t, http.StatusCreated, resp.StatusCode)
@@ -398,7 +400,7 @@ func TestTransportC2RetryAfterAboveTheCapEndsTheRetries(t *testing.T) {
 			req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x"))
 			require.NoError(t, err)
 			start := time.Now()
-			resp, err := srv.client(t, idem.TransportMaxRetryAfter(5*time.Second)).Do(req)
+			resp, err := srv.client(t, idem.TransportConfig{MaxRetryAfter: 5 * time.Second}).Do(req)
 			require.NoError(t, err)
 			readBody(t, resp)
 			require.Equal(t, http.StatusConflict, resp.StatusCode)
@@ -429,7 +431,7 @@ func TestTransportC2RetriesTransportErrors(t *testing.T) {
 		srv := newTransportServer(t, hangUpFirst)
 		req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("payload"))
 		require.NoError(t, err)
-		resp, err := srv.client(t).Do(req)
+		resp, err := srv.client(t, idem.TransportConfig{}).Do(req)
 		require.NoError(t, err)
 		require.Equal(t, "created", readBody(t, resp))
 
@@ -445,7 +447,7 @@ func TestTransportC2RetriesTransportErrors(t *testing.T) {
 		srv := newTransportServer(t, hangUpFirst)
 		req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("payload"))
 		require.NoError(t, err)
-		_, err = srv.client(t, idem.TransportMaxAttempts(1)).Do(req)
+		_, err = srv.client(t, idem.TransportConfig{MaxAttempts: 1}).Do(req)
 		require.Error(t, err)
 		require.Len(t, srv.attempts(), 1)
 	})
@@ -465,7 +467,7 @@ func TestTransportC2DoesNotRetryWhenTheContextEnds(t *testing.T) {
 		go func() { <-arrived; cancel() }()
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader("x"))
 		require.NoError(t, err)
-		_, err = srv.client(t).Do(req)
+		_, err = srv.client(t, idem.TransportConfig{}).Do(req)
 		require.ErrorIs(t, err, context.Canceled)
 		require.Len(t, srv.attempts(), 1)
 	})
@@ -483,7 +485,7 @@ func TestTransportC2DoesNotRetryWhenTheContextEnds(t *testing.T) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader("x"))
 		require.NoError(t, err)
 		start := time.Now()
-		resp, err := srv.client(t).Do(req)
+		resp, err := srv.client(t, idem.TransportConfig{}).Do(req)
 		require.ErrorIs(t, err, context.Canceled)
 		require.Nil(t, resp)
 		require.Less(t, time.Since(start), 5*time.Second, "returned promptly, not after Retry-After: 30")
@@ -499,7 +501,7 @@ func TestTransportC2BodyWithoutGetBodyIsSentOnce(t *testing.T) {
 	req, err := http.NewRequest(http.MethodPost, srv.URL, io.NopCloser(strings.NewReader("once")))
 	require.NoError(t, err)
 	require.Nil(t, req.GetBody)
-	resp, err := srv.client(t).Do(req)
+	resp, err := srv.client(t, idem.TransportConfig{}).Do(req)
 	require.NoError(t, err)
 	readBody(t, resp)
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
@@ -519,7 +521,7 @@ func TestTransportDoesNotModifyTheCallersRequest(t *testing.T) {
 		}
 		created(w)
 	})
-	tr, err := idem.NewTransport(srv.Client().Transport, idem.TransportBackoff(time.Millisecond, time.Millisecond))
+	tr, err := idem.NewTransport(srv.Client().Transport, idem.TransportConfig{InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond})
 	require.NoError(t, err)
 
 	req, err := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x"))
@@ -545,30 +547,31 @@ func TestNewTransportRefusesInvalidOptions(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
-		opt  idem.TransportOption
+		cfg  idem.TransportConfig
 		msg  string
 	}{
-		{"zero attempts", idem.TransportMaxAttempts(0), "max attempts"},
-		{"too many attempts", idem.TransportMaxAttempts(idem.MaxAttemptsLimit + 1), "max attempts"},
-		{"zero backoff", idem.TransportBackoff(0, time.Second), "initial backoff"},
-		{"negative backoff", idem.TransportBackoff(-time.Millisecond, time.Second), "initial backoff"},
-		{"max below initial", idem.TransportBackoff(time.Second, time.Millisecond), "max backoff"},
-		{"negative max retry-after", idem.TransportMaxRetryAfter(-time.Second), "retry-after"},
-		{"no methods", idem.TransportMethods(), "no methods"},
-		{"empty method", idem.TransportMethods(http.MethodPost, ""), "invalid method"},
-		{"method with a space", idem.TransportMethods("PO ST"), "invalid method"},
-		{"nil key func", idem.TransportKeyFunc(nil), "key func"},
+		{"negative attempts", idem.TransportConfig{MaxAttempts: -1}, "max attempts"},
+		{"too many attempts", idem.TransportConfig{MaxAttempts: idem.MaxAttemptsLimit + 1}, "max attempts"},
+		{"negative backoff", idem.TransportConfig{InitialBackoff: -time.Millisecond, MaxBackoff: time.Second}, "initial backoff"},
+		{"max below initial", idem.TransportConfig{InitialBackoff: time.Second, MaxBackoff: time.Millisecond}, "max backoff"},
+		{"initial above the default max", idem.TransportConfig{InitialBackoff: time.Minute}, "max backoff"},
+		{"negative max retry-after", idem.TransportConfig{MaxRetryAfter: -time.Second}, "retry-after"},
+		{"no methods", idem.TransportConfig{Methods: []string{}}, "no methods"},
+		{"empty method", idem.TransportConfig{Methods: []string{http.MethodPost, ""}}, "invalid method"},
+		{"method with a space", idem.TransportConfig{Methods: []string{"PO ST"}}, "invalid method"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tr, err := idem.NewTransport(nil, tc.opt)
+			tr, err := idem.NewTransport(nil, tc.cfg)
 			require.ErrorContains(t, err, tc.msg)
 			require.Nil(t, tr)
 		})
 	}
 
-	tr, err := idem.NewTransport(nil, idem.TransportMaxAttempts(1), idem.TransportMaxAttempts(idem.MaxAttemptsLimit),
-		idem.TransportBackoff(time.Second, time.Second), idem.TransportMaxRetryAfter(0))
+	tr, err := idem.NewTransport(nil, idem.TransportConfig{MaxAttempts: idem.MaxAttemptsLimit, InitialBackoff: time.Second, MaxBackoff: time.Second})
+	require.NoError(t, err, "the bounds themselves are valid")
+	require.NotNil(t, tr)
+	tr, err = idem.NewTransport(nil, idem.TransportConfig{MaxAttempts: 1})
 	require.NoError(t, err, "the bounds themselves are valid")
 	require.NotNil(t, tr)
 }
@@ -576,7 +579,7 @@ func TestNewTransportRefusesInvalidOptions(t *testing.T) {
 func TestTransportKeyFunc(t *testing.T) {
 	t.Parallel()
 	srv := newTransportServer(t, func(_ int, w http.ResponseWriter, _ *http.Request) { created(w) })
-	c := srv.client(t, idem.TransportKeyFunc(func() string { return "from-the-key-func" }))
+	c := srv.client(t, idem.TransportConfig{KeyFunc: func() string { return "from-the-key-func" }})
 	req, err := http.NewRequest(http.MethodPost, srv.URL, nil)
 	require.NoError(t, err)
 	resp, err := c.Do(req)
@@ -601,7 +604,7 @@ func TestTransportRetriesConcurrentRequestsIndependently(t *testing.T) {
 		}
 		created(w)
 	})
-	c := srv.client(t)
+	c := srv.client(t, idem.TransportConfig{})
 	const n = 16
 	statuses := make(chan int, n)
 	var wg sync.WaitGroup
@@ -649,7 +652,7 @@ func ExampleNewTransport() {
 	}))
 	defer srv.Close()
 
-	tr, err := idem.NewTransport(nil, idem.TransportMaxAttempts(3))
+	tr, err := idem.NewTransport(nil, idem.TransportConfig{MaxAttempts: 3})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -728,14 +731,14 @@ func TestTransportK21PendingReviewIsSentOnceAndReturnedAsAnError(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		retryAfter string
-		opts       []idem.TransportOption
+		cfg        idem.TransportConfig
 		body       func() io.Reader
 	}{
-		{"without Retry-After", "", nil, nil},
-		{"with Retry-After 0", "0", nil, nil},
-		{"with a large Retry-After", "3600", nil, nil},
-		{"on the last attempt", "", []idem.TransportOption{idem.TransportMaxAttempts(1)}, nil},
-		{"with a body that cannot be replayed", "", nil, func() io.Reader { return io.NopCloser(strings.NewReader("x")) }},
+		{"without Retry-After", "", idem.TransportConfig{}, nil},
+		{"with Retry-After 0", "0", idem.TransportConfig{}, nil},
+		{"with a large Retry-After", "3600", idem.TransportConfig{}, nil},
+		{"on the last attempt", "", idem.TransportConfig{MaxAttempts: 1}, nil},
+		{"with a body that cannot be replayed", "", idem.TransportConfig{}, func() io.Reader { return io.NopCloser(strings.NewReader("x")) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -748,7 +751,9 @@ func TestTransportK21PendingReviewIsSentOnceAndReturnedAsAnError(t *testing.T) {
 				fmt.Fprintf(w, `{"type":"about:blank","status":409,"code":%q,"detail":%q}`, idem.CodePendingReview, detail)
 			})
 			spy := &closeSpy{base: srv.Client().Transport}
-			tr, err := idem.NewTransport(spy, append([]idem.TransportOption{idem.TransportBackoff(time.Millisecond, 2*time.Millisecond)}, tc.opts...)...)
+			cfg := tc.cfg
+			cfg.InitialBackoff, cfg.MaxBackoff = time.Millisecond, 2*time.Millisecond
+			tr, err := idem.NewTransport(spy, cfg)
 			require.NoError(t, err)
 			body := io.Reader(strings.NewReader("x"))
 			if tc.body != nil {
@@ -778,7 +783,7 @@ func TestTransportK21PendingReviewIsSentOnceAndReturnedAsAnError(t *testing.T) {
 func TestTransportSendsOnlyKeysTheMiddlewareAccepts(t *testing.T) {
 	t.Parallel()
 	s := newK21Server(t, idem.MiddlewareConfig{})
-	tr, err := idem.NewTransport(s.Client().Transport)
+	tr, err := idem.NewTransport(s.Client().Transport, idem.TransportConfig{})
 	require.NoError(t, err)
 	client := &http.Client{Transport: tr}
 	for _, key := range []string{"order7", strings.Repeat("k", 15), strings.Repeat("k", 16), ` "quoted" \ key `,

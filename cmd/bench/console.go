@@ -199,7 +199,7 @@ func measureConsole(ctx context.Context, pool *pgxpool.Pool, cfg consoleConfig) 
 // client and the function that stops the server. The engine runs without
 // sealing: "bench seed" stores plain result envelopes.
 func serveConsole(ctx context.Context, pool *pgxpool.Pool, db readers, log io.Writer) (string, *http.Client, func(), error) {
-	engine, err := idem.New(db.keys, idem.WithoutSealing())
+	engine, err := idem.New(db.keys, idem.Config{DisableSealing: true})
 	if err != nil {
 		return "", nil, nil, err
 	}

@@ -130,7 +130,7 @@ func sqliteWriter(ctx context.Context) error {
 						}
 						time.Sleep(work)
 						return "value of " + key, nil
-					}, idem.RunLease(lease))
+					}, &idem.RunOpts{Lease: lease})
 					var ip *idem.InProgressError
 					switch {
 					case err == nil, isUnrecorded(err), errors.Is(err, idem.ErrResultUnavailable),
@@ -295,15 +295,15 @@ func pgHolder(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var opts []idem.RunOption
+	var opts idem.RunOpts
 	if l := envDuration("LEASE"); l > 0 {
-		opts = append(opts, idem.RunLease(l))
+		opts.Lease = l
 	}
 	_, err = idem.Run(ctx, eng, os.Getenv("FAULTS_KEY"), scopeName, func(ctx context.Context) (string, error) {
 		fmt.Println(holdingLine)
 		<-ctx.Done()
 		return "", ctx.Err()
-	}, opts...)
+	}, &opts)
 	return err
 }
 
@@ -365,9 +365,9 @@ func crashRecovery(ctx context.Context, env *pgEnv, sc scale, policy string) (ro
 	if err != nil {
 		return r, err
 	}
-	var opts []idem.RunOption
+	var opts idem.RunOpts
 	if lease > 0 {
-		opts = append(opts, idem.RunLease(lease))
+		opts.Lease = lease
 	}
 	limit := killed.Add(max(lease, idem.DefaultLease) + time.Minute)
 	for time.Now().Before(limit) && ctx.Err() == nil {
@@ -375,7 +375,7 @@ func crashRecovery(ctx context.Context, env *pgEnv, sc scale, policy string) (ro
 		_, err := idem.Run(ctx, eng, key, scopeName, func(context.Context) (string, error) {
 			ran = true
 			return "value", nil
-		}, opts...)
+		}, &opts)
 		var ip *idem.InProgressError
 		switch {
 		case err == nil && ran:

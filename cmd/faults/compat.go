@@ -16,16 +16,13 @@ import (
 // application try, by name.
 var policies = []string{"escalate", "rerun"}
 
-// recoveryOptions returns the engine options of a recovery policy; ""
+// recoveryOf returns the engine's default recovery for a policy; ""
 // keeps the engine's default (escalate).
-func recoveryOptions(policy string) []idem.Option {
-	switch policy {
-	case "rerun":
-		return []idem.Option{idem.WithDefaultRecovery(idem.RecoverByRerunning())}
-	case "escalate":
-		return []idem.Option{idem.WithDefaultRecovery(idem.RecoverByEscalating())}
+func recoveryOf(policy string) idem.Recovery {
+	if policy == "rerun" {
+		return idem.RecoverByRerunning()
 	}
-	return nil
+	return idem.RecoverByEscalating()
 }
 
 // isUnrecorded reports whether err says that the effect ran and its

@@ -40,8 +40,7 @@ const scopeName = "faults"
 // newEngine builds the engine every experiment uses: the default options,
 // the lease of the scale and the recovery policy.
 func newEngine(s idemdriver.Store, log *slog.Logger, policy string) (*idem.Engine, error) {
-	opts := append([]idem.Option{idem.WithSecret(secret), idem.WithLogger(log)}, recoveryOptions(policy)...)
-	return idem.New(s, opts...)
+	return idem.New(s, idem.Config{Secret: secret, Logger: log, DefaultRecovery: recoveryOf(policy)})
 }
 
 // newEngineDB returns a fresh database (see newDatabase) and an engine over
@@ -141,7 +140,7 @@ func runExperiment(ctx context.Context, env *pgEnv, sc scale, plan faultPlan, fa
 			eff.add(key)
 			time.Sleep(sc.work)
 			return "value of " + key, nil
-		}, idem.RunLease(sc.lease))
+		}, &idem.RunOpts{Lease: sc.lease})
 		var ip *idem.InProgressError
 		switch {
 		case err == nil:

@@ -72,7 +72,7 @@ func httpExperiment(ctx context.Context, env *pgEnv, sc scale, plan faultPlan, f
 		_, _ = io.WriteString(w, body)
 	})
 	mux := http.NewServeMux()
-	mux.Handle("POST /effects", m.Required(idem.RouteName(httpRoute), idem.RouteLease(sc.lease))(handler))
+	mux.Handle("POST /effects", m.Required(&idem.RouteOpts{Name: httpRoute, Lease: sc.lease})(handler))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	client := &http.Client{Timeout: 15 * time.Second}

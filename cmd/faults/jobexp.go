@@ -72,7 +72,7 @@ func jobExperiment(ctx context.Context, env *pgEnv, sc scale, plan faultPlan, fa
 	// idemriver's shortest lease is a minute; River's job timeout is
 	// shorter, so that jobs whose completion River lost are rescued within
 	// the experiment.
-	mw, err := idemriver.New(eng, idemriver.WithReleaseAfter(time.Second), idemriver.WithLease(idemriver.MinLease))
+	mw, err := idemriver.New(eng, idemriver.Config{ReleaseAfter: time.Second, Lease: idemriver.MinLease})
 	if err != nil {
 		return r, err
 	}

@@ -63,7 +63,7 @@ func run(addr, dbPath string, serve bool) error {
 	if err := store.Migrate(ctx); err != nil {
 		return err
 	}
-	engine, err := idem.New(store, idem.WithSecret(secret()))
+	engine, err := idem.New(store, idem.Config{Secret: secret()})
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func run(addr, dbPath string, serve bool) error {
 		fmt.Fprintf(w, `{"order":"ord_%06d"}`, n)
 	})
 	mux := http.NewServeMux()
-	mux.Handle("POST /orders", mw.Required()(createOrder))
+	mux.Handle("POST /orders", mw.Required(nil)(createOrder))
 
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -125,7 +125,7 @@ func run(ctx context.Context, dbPath string) error {
 		return err
 	}
 
-	engine, err := idem.New(store, idem.WithSecret(secret()))
+	engine, err := idem.New(store, idem.Config{Secret: secret()})
 	if err != nil {
 		return err
 	}
@@ -149,11 +149,11 @@ func run(ctx context.Context, dbPath string) error {
 	// The job middleware: at insert it copies the key into the job's
 	// metadata; at work it runs the worker through idem.Run. The lease
 	// follows the client's JobTimeout (and the timeouts of the workers
-	// registered with WithWorkerTimeout).
-	mw, err := idemriver.New(engine,
-		idemriver.WithDefaultTimeout(config.JobTimeout),
-		idemriver.WithWorkerTimeout[PaymentWebhook](worker),
-	)
+	// registered in WorkerTimeouts).
+	mw, err := idemriver.New(engine, idemriver.Config{
+		DefaultTimeout: config.JobTimeout,
+		WorkerTimeouts: []idemriver.WorkerTimeout{idemriver.WorkerTimeoutOf[PaymentWebhook](worker)},
+	})
 	if err != nil {
 		return err
 	}

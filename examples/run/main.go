@@ -51,7 +51,7 @@ func run(ctx context.Context, dbPath string) error {
 	if err := store.Migrate(ctx); err != nil {
 		return err
 	}
-	engine, err := idem.New(store, idem.WithSecret(secret()))
+	engine, err := idem.New(store, idem.Config{Secret: secret()})
 	if err != nil {
 		return err
 	}
@@ -77,7 +77,7 @@ func run(ctx context.Context, dbPath string) error {
 
 	const key, scope = "charge-for-order-42", "tenant:acme"
 	for range 2 {
-		res, err := idem.Run(ctx, engine, key, scope, charge(1999), idem.RunFingerprint("amount=1999"))
+		res, err := idem.Run(ctx, engine, key, scope, charge(1999), &idem.RunOpts{Fingerprint: "amount=1999"})
 		if err != nil {
 			return err
 		}
@@ -85,7 +85,7 @@ func run(ctx context.Context, dbPath string) error {
 	}
 
 	// The same key for another request: refused, nothing runs.
-	_, err = idem.Run(ctx, engine, key, scope, charge(5000), idem.RunFingerprint("amount=5000"))
+	_, err = idem.Run(ctx, engine, key, scope, charge(5000), &idem.RunOpts{Fingerprint: "amount=5000"})
 	switch {
 	case errors.Is(err, idem.ErrKeyReused):
 		fmt.Printf("Run %s with another amount: refused (%v)\n", key, err)

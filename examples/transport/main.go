@@ -42,8 +42,7 @@ func run(ctx context.Context) error {
 	// API needs. Retries are bounded, with exponential backoff and jitter,
 	// honouring Retry-After; 400, 422 and 409 pending review are never retried.
 	transport, err := idem.NewTransport(nil,
-		idem.TransportMaxAttempts(4),
-		idem.TransportBackoff(20*time.Millisecond, 200*time.Millisecond))
+		idem.TransportConfig{MaxAttempts: 4, InitialBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
 	if err != nil {
 		return err
 	}
@@ -96,7 +95,7 @@ func startServer(ctx context.Context) (url string, keysSeen func() []string, clo
 		cleanup()
 		return "", nil, nil, err
 	}
-	engine, err := idem.New(store, idem.WithSecret([]byte("example-secret-not-for-production!!")))
+	engine, err := idem.New(store, idem.Config{Secret: []byte("example-secret-not-for-production!!")})
 	if err != nil {
 		cleanup()
 		return "", nil, nil, err
@@ -112,7 +111,7 @@ func startServer(ctx context.Context) (url string, keysSeen func() []string, clo
 		seen  []string
 		calls int
 	)
-	createOrder := mw.Required()(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	createOrder := mw.Required(nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		calls++
 		n := calls

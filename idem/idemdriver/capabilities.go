@@ -37,7 +37,7 @@ type TxStore interface {
 // database/sql and modernc.org/sqlite start a goroutine per statement to
 // watch the context, which costs such a store more than its statements. So
 // the engine sets no deadline on the calls it makes to a LocalStore; it
-// passes the end of the store timeout (idem.WithStoreTimeout) as a value
+// passes the end of the store timeout (idem.Config.StoreTimeout) as a value
 // instead, which [CallDeadline] reads. The caller's own deadline and
 // cancellation still reach the store through the context, as for any
 // store. Gain: not measured separately.

@@ -104,7 +104,7 @@ type Record struct {
 	// TraceID is the OpenTelemetry trace ID (32 lowercase hex digits) of
 	// the call that created the record or last took it over, "" when that
 	// call was not traced (the engine traces only with
-	// idem.WithTracerProvider). Not among the LeanFields.
+	// idem.Config.TracerProvider). Not among the LeanFields.
 	TraceID string
 }
 

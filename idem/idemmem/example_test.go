@@ -16,7 +16,7 @@ import (
 // in-memory store runs the handler once for a key and replays its stored
 // response to the repeat.
 func Example() {
-	engine, err := idem.New(idemmem.New(), idem.WithSecret([]byte("test-secret-of-at-least-32-bytes!")))
+	engine, err := idem.New(idemmem.New(), idem.Config{Secret: []byte("test-secret-of-at-least-32-bytes!")})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func Example() {
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, `{"charge":%d}`, charges)
 	})
-	handler := mw.Required()(charge)
+	handler := mw.Required(nil)(charge)
 
 	for range 2 { // the client's request, then its retry
 		req := httptest.NewRequest(http.MethodPost, "/charges", strings.NewReader(`{"amount":100}`))

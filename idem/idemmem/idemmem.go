@@ -3,7 +3,7 @@
 // run on it as on a database, without one, so a handler test needs no
 // server, no file and no migration.
 //
-//	engine, err := idem.New(idemmem.New(), idem.WithSecret(secret))
+//	engine, err := idem.New(idemmem.New(), idem.Config{Secret: secret})
 //
 // It implements the required contract of package idemdriver and nothing
 // else — no transactional mode ([idemdriver.TxStore]), no operator reads

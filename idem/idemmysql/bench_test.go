@@ -82,11 +82,11 @@ func newBenchEnv(b *testing.B) benchEnv {
 	if _, err := rand.Read(secret); err != nil {
 		b.Fatal(err)
 	}
-	engine, err := idem.New(store, idem.WithSecret(secret))
+	engine, err := idem.New(store, idem.Config{Secret: secret})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := idem.Run(ctx, engine, "probe", benchScope, benchCallback); err != nil {
+	if _, err := idem.Run(ctx, engine, "probe", benchScope, benchCallback, nil); err != nil {
 		b.Fatal(err)
 	}
 	rec, ok, err := store.Get(ctx, idemdriver.Ident{Scope: benchScope, Operation: idem.DefaultOperation,
@@ -181,7 +181,7 @@ func BenchmarkRunFirst(b *testing.B) {
 			env := newBenchEnv(b)
 			prefix := "first-" + rand.Text() + "-"
 			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
-				res, err := idem.Run(ctx, env.engine, benchKey(prefix, i), benchScope, benchCallback)
+				res, err := idem.Run(ctx, env.engine, benchKey(prefix, i), benchScope, benchCallback, nil)
 				if err == nil && res.Replayed {
 					err = errors.New("first run replayed")
 				}
@@ -212,7 +212,7 @@ func BenchmarkRunReplay(b *testing.B) {
 		for i := range keys {
 			keys[i] = benchKey(prefix, i)
 			digests[i] = idem.Digest(benchScope, idem.DefaultOperation, keys[i])
-			if _, err := idem.Run(context.Background(), env.engine, keys[i], benchScope, benchCallback); err != nil {
+			if _, err := idem.Run(context.Background(), env.engine, keys[i], benchScope, benchCallback, nil); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -223,7 +223,7 @@ func BenchmarkRunReplay(b *testing.B) {
 			env := newBenchEnv(b)
 			keys, _ := completed(b, env)
 			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
-				res, err := idem.Run(ctx, env.engine, keys[i%len(keys)], benchScope, benchCallback)
+				res, err := idem.Run(ctx, env.engine, keys[i%len(keys)], benchScope, benchCallback, nil)
 				if err == nil && !res.Replayed {
 					err = errors.New("replay ran the callback")
 				}

@@ -13,11 +13,11 @@
 //	if err := store.Migrate(ctx); err != nil {
 //		return err
 //	}
-//	engine, err := idem.New(store, idem.WithSecret(secret))
+//	engine, err := idem.New(store, idem.Config{Secret: secret})
 //	if err != nil {
 //		return err
 //	}
-//	res, err := idem.Run(ctx, engine, key, scope, sendReceipt) // or idem.NewMiddleware(engine, …)
+//	res, err := idem.Run(ctx, engine, key, scope, sendReceipt, nil) // or idem.NewMiddleware(engine, …)
 //
 // The DSN must name a database that exists ("/app" above): [Open] refuses
 // one without, and [Store.Migrate] creates the store's tables in it. The

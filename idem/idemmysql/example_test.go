@@ -25,7 +25,7 @@ func ExampleOpen() {
 	if err := store.Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}
-	engine, err := idem.New(store, idem.WithSecret([]byte(os.Getenv("UNSTUCK_SECRET"))))
+	engine, err := idem.New(store, idem.Config{Secret: []byte(os.Getenv("UNSTUCK_SECRET"))})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func ExampleOpen() {
 	for range 2 {
 		res, err := idem.Run(ctx, engine, "receipt-for-order-42", "tenant:acme", func(context.Context) (string, error) {
 			return "receipt-1", nil
-		})
+		}, nil)
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -141,27 +141,26 @@ func TestBadInputIsRefused(t *testing.T) {
 	require.NoError(t, b.store.Complete(t.Context(), id, rec.Owner, idemdriver.Completion{Status: idemdriver.StatusCompleted, Result: binary}))
 	require.Equal(t, binary, get(t, b.store, id).Result)
 
-	e, err := idem.New(b.store, idem.WithSecret(idemtest.Secret))
+	e, err := idem.New(b.store, idem.Config{Secret: idemtest.Secret})
 	require.NoError(t, err)
-	run := func(key string, opts ...idem.RunOption) error {
-		_, err := idem.Run(t.Context(), e, key, "tenant", func(context.Context) (int, error) { return 1, nil }, opts...)
+	run := func(key string, opts *idem.RunOpts) error {
+		_, err := idem.Run(t.Context(), e, key, "tenant", func(context.Context) (int, error) { return 1, nil }, opts)
 		return err
 	}
 	for _, c := range []struct {
 		key, field string
-		opts       []idem.RunOption
+		opts       *idem.RunOpts
 	}{
 		{"", "key", nil},
 		{strings.Repeat("k", idem.MaxKeyBytes+1), "key", nil},
-		{"k-ttl-0", "ttl", []idem.RunOption{idem.RunTTL(0)}},
-		{"k-ttl-neg", "ttl", []idem.RunOption{idem.RunTTL(-time.Hour)}},
-		{"k-ttl-max", "ttl", []idem.RunOption{idem.RunTTL(idem.MaxTTL + time.Second)}},
+		{"k-ttl-neg", "ttl", &idem.RunOpts{TTL: -time.Hour}},
+		{"k-ttl-max", "ttl", &idem.RunOpts{TTL: idem.MaxTTL + time.Second}},
 	} {
 		var verr *idem.ValidationError
-		require.ErrorAs(t, run(c.key, c.opts...), &verr, c.field)
+		require.ErrorAs(t, run(c.key, c.opts), &verr, c.field)
 		require.Equal(t, c.field, verr.Field)
 	}
-	require.NoError(t, run("ключ-🔑", idem.RunTTL(idem.MaxTTL)), "a Unicode key at the longest TTL")
+	require.NoError(t, run("ключ-🔑", &idem.RunOpts{TTL: idem.MaxTTL}), "a Unicode key at the longest TTL")
 }
 
 // TestFencesStrictlyIncrease: fences increase across records, across a

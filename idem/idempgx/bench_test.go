@@ -111,12 +111,12 @@ func newBenchEnv(b *testing.B) benchEnv {
 	if _, err := rand.Read(secret); err != nil {
 		b.Fatal(err)
 	}
-	engine, err := idem.New(store, idem.WithSecret(secret))
+	engine, err := idem.New(store, idem.Config{Secret: secret})
 	if err != nil {
 		b.Fatal(err)
 	}
 	// The limit writes a blob as long as the engine's envelope.
-	if _, err := idem.Run(ctx, engine, "probe", benchScope, benchCallback); err != nil {
+	if _, err := idem.Run(ctx, engine, "probe", benchScope, benchCallback, nil); err != nil {
 		b.Fatal(err)
 	}
 	rec, ok, err := store.Get(ctx, idemdriver.Ident{Scope: benchScope, Operation: idem.DefaultOperation,
@@ -135,7 +135,7 @@ func newBenchEnv(b *testing.B) benchEnv {
 	// run on the same analyzed table shape; the limit's statements read by
 	// primary key and would not notice.
 	for i := range benchStatsRecords {
-		if _, err := idem.Run(ctx, engine, "stats-"+strconv.Itoa(i), benchScope, benchCallback); err != nil {
+		if _, err := idem.Run(ctx, engine, "stats-"+strconv.Itoa(i), benchScope, benchCallback, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -170,7 +170,7 @@ func BenchmarkRunFirst(b *testing.B) {
 			env := newBenchEnv(b)
 			prefix := "first-" + benchfloor.RandomHex() + "-"
 			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
-				res, err := idem.Run(ctx, env.engine, prefix+strconv.Itoa(i), benchScope, benchCallback)
+				res, err := idem.Run(ctx, env.engine, prefix+strconv.Itoa(i), benchScope, benchCallback, nil)
 				if err == nil && res.Replayed {
 					err = errors.New("first run replayed")
 				}
@@ -263,7 +263,7 @@ func BenchmarkRunReplay(b *testing.B) {
 		for w := range benchPoolConns {
 			wg.Go(func() {
 				for i := w; i < len(keys); i += benchPoolConns {
-					if _, err := idem.Run(context.Background(), env.engine, keys[i], benchScope, benchCallback); err != nil {
+					if _, err := idem.Run(context.Background(), env.engine, keys[i], benchScope, benchCallback, nil); err != nil {
 						errs[w] = err
 						return
 					}
@@ -281,7 +281,7 @@ func BenchmarkRunReplay(b *testing.B) {
 			env := newBenchEnv(b)
 			keys, _ := completed(b, env)
 			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
-				res, err := idem.Run(ctx, env.engine, keys[i%len(keys)], benchScope, benchCallback)
+				res, err := idem.Run(ctx, env.engine, keys[i%len(keys)], benchScope, benchCallback, nil)
 				if err == nil && !res.Replayed {
 					err = errors.New("replay ran the callback")
 				}

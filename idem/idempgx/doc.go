@@ -14,11 +14,11 @@
 //	if err := store.Migrate(ctx); err != nil {
 //		return err
 //	}
-//	engine, err := idem.New(store, idem.WithSecret(secret))
+//	engine, err := idem.New(store, idem.Config{Secret: secret})
 //	if err != nil {
 //		return err
 //	}
-//	res, err := idem.Run(ctx, engine, key, scope, sendReceipt) // or idem.NewMiddleware(engine, …)
+//	res, err := idem.Run(ctx, engine, key, scope, sendReceipt, nil) // or idem.NewMiddleware(engine, …)
 //
 // The New example is a complete program, down to the admin reads the
 // console makes.
@@ -92,7 +92,7 @@
 //
 // Every call honours its context's deadline: pgx cancels the statement (and
 // closes the connection) when it ends. The idem engine bounds each call it
-// makes by its store timeout (idem.WithStoreTimeout, 5 s by default), so a
+// makes by its store timeout (idem.Config.StoreTimeout, 5 s by default), so a
 // dead link or a stalled server fails a call within the bound instead of
 // holding it until TCP gives up (minutes). A call whose context nothing but
 // the engine's deadline ends (idemdriver.DeadlineOnly: an outcome write, a

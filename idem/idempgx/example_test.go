@@ -29,7 +29,7 @@ func ExampleNew() {
 	if err := store.Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}
-	engine, err := idem.New(store, idem.WithSecret([]byte(os.Getenv("IDEM_SECRET"))))
+	engine, err := idem.New(store, idem.Config{Secret: []byte(os.Getenv("IDEM_SECRET"))})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -150,7 +150,7 @@ func newBenchHTTPMiddleware(b *testing.B) benchHTTP {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return newBenchHTTP(b, m.Required()(http.HandlerFunc(benchHTTPHandler)))
+	return newBenchHTTP(b, m.Required(nil)(http.HandlerFunc(benchHTTPHandler)))
 }
 
 // benchHTTPKey returns a UUID-shaped key, 36 characters, unique to prefix

@@ -94,7 +94,7 @@ func BenchmarkRunPaired(b *testing.B) {
 			}
 			benchround.Paired(b, g, 32*g, benchfloor.PairedRatios, benchfloor.FirstOps(benchfloor.NewTB(b), benchScope, idem.DefaultOperation,
 				benchValue, make([]byte, env.sealedLen), st, func(ctx context.Context, key string) (bool, error) {
-					res, err := idem.Run(ctx, env.engine, key, benchScope, benchCallback)
+					res, err := idem.Run(ctx, env.engine, key, benchScope, benchCallback, nil)
 					return res.Replayed, err
 				})...)
 		})
@@ -104,7 +104,7 @@ func BenchmarkRunPaired(b *testing.B) {
 			env := newBenchEnv(b)
 			f := benchfloor.NewTB(b)
 			keys, floorKeys, err := benchfloor.ReplayKeys(benchReplayKeys, func(key string) error {
-				_, err := idem.Run(context.Background(), env.engine, key, benchScope, benchCallback)
+				_, err := idem.Run(context.Background(), env.engine, key, benchScope, benchCallback, nil)
 				return err
 			}, func(key string) error { return floorFirst(context.Background(), env.pool, f, key) })
 			if err != nil {
@@ -118,7 +118,7 @@ func BenchmarkRunPaired(b *testing.B) {
 			}
 			benchround.Paired(b, g, 64*g, benchfloor.PairedRatios, benchfloor.ReplayOps(f, benchScope, idem.DefaultOperation,
 				benchValue, floorKeys, st, func(ctx context.Context, i int) (bool, error) {
-					res, err := idem.Run(ctx, env.engine, keys[i%len(keys)], benchScope, benchCallback)
+					res, err := idem.Run(ctx, env.engine, keys[i%len(keys)], benchScope, benchCallback, nil)
 					return res.Replayed, err
 				})...)
 		})

@@ -59,13 +59,13 @@ func TestStoreCallsAreBoundedByTheStoreTimeout(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	const bound = 300 * time.Millisecond
-	e, err := idem.New(idempgx.New(pool), idem.WithoutSealing(), idem.WithStoreTimeout(bound))
+	e, err := idem.New(idempgx.New(pool), idem.Config{DisableSealing: true, StoreTimeout: bound})
 	require.NoError(t, err)
 
 	ctx := context.Background() // no deadline of its own
 	for name, call := range map[string]func() error{
 		"run": func() error {
-			_, err := idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 1, nil })
+			_, err := idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 1, nil }, nil)
 			return err
 		},
 		"forget": func() error { _, err := e.Forget(ctx, "k", "s"); return err },
@@ -102,11 +102,11 @@ func TestSharedDeadlineCancelsARunningStatement(t *testing.T) {
 	store := idempgx.New(pool)
 	require.NoError(t, store.Migrate(context.Background()))
 	const bound = 500 * time.Millisecond
-	e, err := idem.New(sleepyStore{store, pool}, idem.WithoutSealing(), idem.WithStoreTimeout(bound))
+	e, err := idem.New(sleepyStore{store, pool}, idem.Config{DisableSealing: true, StoreTimeout: bound})
 	require.NoError(t, err)
 	for _, ctx := range []context.Context{context.Background(), context.WithoutCancel(t.Context())} {
 		began := time.Now()
-		_, err = idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 1, nil })
+		_, err = idem.Run(ctx, e, "k", "s", func(context.Context) (int, error) { return 1, nil }, nil)
 		took := time.Since(began)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.Less(t, took, 10*bound, "returned after %s, bound %s", took, bound)
@@ -141,15 +141,15 @@ func TestSocketDeadlineCutsASilentConnection(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	const bound = 400 * time.Millisecond
-	e, err := idem.New(idempgx.New(pool), idem.WithoutSealing(), idem.WithStoreTimeout(bound))
+	e, err := idem.New(idempgx.New(pool), idem.Config{DisableSealing: true, StoreTimeout: bound})
 	require.NoError(t, err)
 	run := func(ctx context.Context, key string) error {
-		_, err := idem.Run(ctx, e, key, "s", func(context.Context) (int, error) { return 1, nil })
+		_, err := idem.Run(ctx, e, key, "s", func(context.Context) (int, error) { return 1, nil }, nil)
 		return err
 	}
 	// patient is the same store with room to dial a new connection on a
 	// loaded machine: it judges whether the pool still works, not the bound.
-	patient, err := idem.New(idempgx.New(pool), idem.WithoutSealing(), idem.WithStoreTimeout(time.Minute))
+	patient, err := idem.New(idempgx.New(pool), idem.Config{DisableSealing: true, StoreTimeout: time.Minute})
 	require.NoError(t, err)
 
 	// The engine's calls leave no deadline on the connection they used.
@@ -171,7 +171,7 @@ func TestSocketDeadlineCutsASilentConnection(t *testing.T) {
 		require.Less(t, took, 10*bound, "call %d: returned after %s, bound %s", i, took, bound)
 		// The cut connection was closed, not handed out again: the next
 		// call works on a new one.
-		_, err = idem.Run(context.Background(), patient, "after-"+strconv.Itoa(i), "s", func(context.Context) (int, error) { return 1, nil })
+		_, err = idem.Run(context.Background(), patient, "after-"+strconv.Itoa(i), "s", func(context.Context) (int, error) { return 1, nil }, nil)
 		require.NoError(t, err, "call %d", i)
 	}
 }

@@ -29,7 +29,7 @@ import (
 // idem/internal/benchround) runs the engine and the limit in alternating order,
 // on the process's throwaway server (BenchmarkRun…) or 3-master cluster
 // (BenchmarkRun…Cluster), both without persistence (appendonly no, so
-// the store runs WithDurabilityRisk): the ratios are of the client's
+// the store runs with AcceptDurabilityRisk): the ratios are of the client's
 // work. They only report; nothing fails on timing. See BENCHMARKS.md for
 // the commands and the ratios.
 
@@ -63,18 +63,17 @@ func newBenchEnv(b *testing.B, c redis.UniversalClient) benchEnv {
 	b.Helper()
 	ctx := context.Background()
 	p := prefix()
-	s, err := idemredis.New(ctx, c, idemredis.WithPrefix(p), idemredis.WithDurabilityRisk(),
-		idemredis.WithLogger(slog.New(slog.DiscardHandler)))
+	s, err := idemredis.New(ctx, c, idemredis.Config{Prefix: p, AcceptDurabilityRisk: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
 	secret := make([]byte, idem.MinSecretBytes)
 	_, _ = rand.Read(secret)
-	e, err := idem.New(s, idem.WithSecret(secret))
+	e, err := idem.New(s, idem.Config{Secret: secret})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := idem.Run(ctx, e, "probe", benchScope, benchCallback); err != nil {
+	if _, err := idem.Run(ctx, e, "probe", benchScope, benchCallback, nil); err != nil {
 		b.Fatal(err)
 	}
 	rec, ok, err := s.Get(ctx, idemdriver.Ident{Scope: benchScope, Operation: idem.DefaultOperation,
@@ -94,7 +93,7 @@ func benchFirst(b *testing.B, c redis.UniversalClient) {
 		benchround.Run(b, g, func(b *testing.B) {
 			env := newBenchEnv(b, c)
 			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
-				res, err := idem.Run(ctx, env.engine, "first-"+strconv.Itoa(i), benchScope, benchCallback)
+				res, err := idem.Run(ctx, env.engine, "first-"+strconv.Itoa(i), benchScope, benchCallback, nil)
 				if err == nil && res.Replayed {
 					err = errors.New("first run replayed")
 				}
@@ -120,12 +119,12 @@ func benchReplay(b *testing.B, c redis.UniversalClient) {
 		benchround.Run(b, g, func(b *testing.B) {
 			env := newBenchEnv(b, c)
 			for i := range benchReplayKeys {
-				if _, err := idem.Run(context.Background(), env.engine, "replay-"+strconv.Itoa(i), benchScope, benchCallback); err != nil {
+				if _, err := idem.Run(context.Background(), env.engine, "replay-"+strconv.Itoa(i), benchScope, benchCallback, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
 			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
-				res, err := idem.Run(ctx, env.engine, "replay-"+strconv.Itoa(i%benchReplayKeys), benchScope, benchCallback)
+				res, err := idem.Run(ctx, env.engine, "replay-"+strconv.Itoa(i%benchReplayKeys), benchScope, benchCallback, nil)
 				if err == nil && !res.Replayed {
 					err = errors.New("replay ran the callback")
 				}

@@ -7,18 +7,18 @@
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 //	// or redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds})
-//	store, err := idemredis.New(ctx, rdb) // checks the server; nothing to migrate
-//	engine, err := idem.New(store, idem.WithSecret(secret))
+//	store, err := idemredis.New(ctx, rdb, idemredis.Config{}) // checks the server; nothing to migrate
+//	engine, err := idem.New(store, idem.Config{Secret: secret})
 //
 // New refuses, with an error matching [ErrUnsupported] that says what to
 // change: Redis before 6.2; a server or proxy that does not run scripts by
 // EVALSHA (every primitive is one Lua script, which Redis runs atomically);
 // a cluster node reached by a plain client; a maxmemory-policy other
 // than noeviction (allkeys-* and volatile-* may evict a finished record,
-// and a repeat of its key would run again) unless [WithEvictionAllowed],
+// and a repeat of its key would run again) unless [Config].EvictionAllowed,
 // which logs a warning instead; and persistence under which a crash can
 // lose an acknowledged write (see Durability below). Keys start with
-// [DefaultPrefix] or [WithPrefix].
+// [DefaultPrefix] or [Config].Prefix.
 //
 // # Records, fences and time
 //
@@ -44,7 +44,7 @@
 //
 // Retention is native for finished records: Complete and Settle set
 // PEXPIREAT at ExpiresAt plus a grace ([DefaultExpiryGrace],
-// [WithExpiryGrace]), a backstop should no sweeper run. Processing and
+// [Config].ExpiryGrace), a backstop should no sweeper run. Processing and
 // pending records never carry an expiry: [Store.Sweep] escalates an
 // abandoned record to pending instead of dropping it.
 //
@@ -104,9 +104,9 @@
 // naming the setting (the error matches [ErrNotDurable] too), AOF off or
 // appendfsync other than always, unless:
 //
-//   - the store waits for durability per write: [WithWaitAOF] (WAITAOF 1
+//   - the store waits for durability per write: [Config].WaitAOFTimeout (WAITAOF 1
 //     0 after every write that changed something: fsynced to the
-//     master's AOF; Redis 7.2 or later, AOF on) or [WithWait] with
+//     master's AOF; Redis 7.2 or later, AOF on) or [Config].WaitReplicas with
 //     replicas ≥ 1 (WAIT: on that many replicas; this keeps a write
 //     only when a crashed master is failed over to such a replica, not
 //     when it restarts from its own files, and WAIT is not a consensus:
@@ -115,14 +115,14 @@
 //     acknowledged in time returns an error; the write itself stands.
 //     TestFailoverKeepsAcknowledgedKeys kills a master of a 3-master
 //     cluster with replicas and checks that every key acknowledged under
-//     WithWait(1, …) replays;
-//   - or the caller accepts the risk with [WithDurabilityRisk], which
+//     WaitReplicas: 1 replays;
+//   - or the caller accepts the risk with [Config].AcceptDurabilityRisk, which
 //     logs a warning naming the setting and its consequence.
 //
 // Where CONFIG GET is refused (renamed or denied, as on managed services)
 // New cannot check, says so and refuses, unless a per-write wait,
-// [WithDurabilityRisk], or [WithDurableServer] (the caller asserts the
-// service keeps acknowledged writes by itself; logged at Info) is given;
+// [Config].AcceptDurabilityRisk, or [Config].DurableServer (the caller asserts the
+// service keeps acknowledged writes by itself; logged at Info) is set;
 // AOF off reported by INFO is refused even then.
 //
 // # Not offered

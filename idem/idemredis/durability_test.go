@@ -43,53 +43,53 @@ func client(t testing.TB, n *redistest.Node) *redis.Client {
 func TestNewRefusesLossyPersistence(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	logged := func() (*bytes.Buffer, idemredis.Option) {
+	logged := func() (*bytes.Buffer, *slog.Logger) {
 		var b bytes.Buffer
-		return &b, idemredis.WithLogger(slog.New(slog.NewTextHandler(&b, nil)))
+		return &b, slog.New(slog.NewTextHandler(&b, nil))
 	}
 
 	aofOff := client(t, redistest.StartServer(t, "--appendonly", "no"))
-	_, err := idemredis.New(ctx, aofOff)
+	_, err := idemredis.New(ctx, aofOff, idemredis.Config{})
 	require.ErrorIs(t, err, idemredis.ErrUnsupported)
 	require.ErrorContains(t, err, "appendonly is no")
 	require.ErrorContains(t, err, "set appendonly yes and appendfsync always")
-	require.ErrorContains(t, err, "idemredis.WithDurabilityRisk")
-	_, err = idemredis.New(ctx, aofOff, idemredis.WithWaitAOF(time.Second))
+	require.ErrorContains(t, err, "idemredis.Config.AcceptDurabilityRisk")
+	_, err = idemredis.New(ctx, aofOff, idemredis.Config{WaitAOFTimeout: time.Second})
 	require.ErrorIs(t, err, idemredis.ErrUnsupported, "WAITAOF needs the AOF (and Redis 7.2)")
 
 	for _, policy := range []string{"everysec", "no"} {
 		srv := client(t, redistest.StartServer(t, "--appendfsync", policy))
-		_, err := idemredis.New(ctx, srv)
+		_, err := idemredis.New(ctx, srv, idemredis.Config{})
 		require.ErrorIs(t, err, idemredis.ErrUnsupported)
 		require.ErrorIs(t, err, idemredis.ErrNotDurable)
 		require.ErrorContains(t, err, "appendfsync is "+policy+": ")
-		require.ErrorContains(t, err, "set appendfsync always, or pass idemredis.WithWaitAOF")
-		require.ErrorContains(t, err, "idemredis.WithWait (replicas)")
-		require.ErrorContains(t, err, "idemredis.WithDurabilityRisk to accept losing acknowledged writes on a crash")
+		require.ErrorContains(t, err, "set appendfsync always, or set idemredis.Config.WaitAOFTimeout")
+		require.ErrorContains(t, err, "idemredis.Config.WaitReplicas (replicas)")
+		require.ErrorContains(t, err, "idemredis.Config.AcceptDurabilityRisk to accept losing acknowledged writes on a crash")
 
 		logs, logger := logged()
-		s, err := idemredis.New(ctx, srv, idemredis.WithDurabilityRisk(), logger, idemredis.WithPrefix(prefix()))
+		s, err := idemredis.New(ctx, srv, idemredis.Config{AcceptDurabilityRisk: true, Logger: logger, Prefix: prefix()})
 		require.NoError(t, err, "the risk accepted explicitly")
 		require.NotNil(t, s)
 		require.Contains(t, logs.String(), "level=WARN")
 		require.Contains(t, logs.String(), "appendfsync is "+policy)
 		require.Contains(t, logs.String(), "runs again")
 
-		_, err = idemredis.New(ctx, srv, idemredis.WithWait(1, time.Second))
+		_, err = idemredis.New(ctx, srv, idemredis.Config{WaitReplicas: 1, WaitTimeout: time.Second})
 		require.NoError(t, err, "every write waits for a replica")
-		_, err = idemredis.New(ctx, srv, idemredis.WithDurableServer())
+		_, err = idemredis.New(ctx, srv, idemredis.Config{DurableServer: true})
 		require.ErrorContains(t, err, "appendfsync is "+policy, "an assertion does not override a setting New can read")
 	}
 
 	// WAITAOF: Redis 7.2 or later; before, New says so.
 	srv := client(t, redistest.StartServer(t, "--appendfsync", "everysec"))
-	_, err = idemredis.New(ctx, srv, idemredis.WithWaitAOF(0))
-	require.ErrorContains(t, err, "WithWaitAOF(0s): the timeout must be 1ms or more")
+	_, err = idemredis.New(ctx, srv, idemredis.Config{WaitAOFTimeout: time.Microsecond})
+	require.ErrorContains(t, err, "Config.WaitAOFTimeout 1µs: the timeout must be 1ms or more")
 	version := serverVersion(t, srv)
-	s, err := idemredis.New(ctx, srv, idemredis.WithWaitAOF(time.Second), idemredis.WithPrefix(prefix()))
+	s, err := idemredis.New(ctx, srv, idemredis.Config{WaitAOFTimeout: time.Second, Prefix: prefix()})
 	if older(version, 7, 2) {
 		require.ErrorIs(t, err, idemredis.ErrUnsupported)
-		require.ErrorContains(t, err, "WithWaitAOF needs WAITAOF, Redis 7.2 or later")
+		require.ErrorContains(t, err, "Config.WaitAOFTimeout needs WAITAOF, Redis 7.2 or later")
 	} else {
 		require.NoError(t, err)
 		_, created, err := s.Reserve(ctx, idemdriver.ReserveParams{Ident: idemdriver.Ident{Scope: "s", Operation: "o", KeyDigest: "d"},
@@ -102,21 +102,21 @@ func TestNewRefusesLossyPersistence(t *testing.T) {
 	// appendfsync, says so, and accepts only a wait, an assertion or the
 	// risk; AOF off still shows in INFO and is refused even so.
 	hidden := client(t, redistest.StartServer(t, "--rename-command", "CONFIG", ""))
-	_, err = idemredis.New(ctx, hidden)
+	_, err = idemredis.New(ctx, hidden, idemredis.Config{})
 	require.ErrorIs(t, err, idemredis.ErrUnsupported)
 	require.ErrorContains(t, err, "its persistence settings could not be read (CONFIG GET append*")
-	require.ErrorContains(t, err, "idemredis.WithDurableServer if the service keeps every acknowledged write by itself")
+	require.ErrorContains(t, err, "idemredis.Config.DurableServer if the service keeps every acknowledged write by itself")
 	logs, logger := logged()
-	_, err = idemredis.New(ctx, hidden, idemredis.WithDurableServer(), logger, idemredis.WithPrefix(prefix()))
+	_, err = idemredis.New(ctx, hidden, idemredis.Config{DurableServer: true, Logger: logger, Prefix: prefix()})
 	require.NoError(t, err)
 	require.Contains(t, logs.String(), "level=INFO")
-	require.Contains(t, logs.String(), "WithDurableServer asserts")
+	require.Contains(t, logs.String(), "Config.DurableServer asserts")
 	logs, logger = logged()
-	_, err = idemredis.New(ctx, hidden, idemredis.WithDurabilityRisk(), logger, idemredis.WithPrefix(prefix()))
+	_, err = idemredis.New(ctx, hidden, idemredis.Config{AcceptDurabilityRisk: true, Logger: logger, Prefix: prefix()})
 	require.NoError(t, err)
 	require.Contains(t, logs.String(), "level=WARN")
 	hiddenOff := client(t, redistest.StartServer(t, "--rename-command", "CONFIG", "", "--appendonly", "no"))
-	_, err = idemredis.New(ctx, hiddenOff, idemredis.WithDurableServer())
+	_, err = idemredis.New(ctx, hiddenOff, idemredis.Config{DurableServer: true})
 	require.ErrorContains(t, err, "appendonly is no")
 }
 
@@ -157,7 +157,7 @@ func TestFencesSurviveACounterRollback(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
 			p := prefix()
-			s := newStore(t, c, idemredis.WithPrefix(p))
+			s := newStore(t, c, idemredis.Config{Prefix: p})
 			counter := p + "{" + p + "idx}:n"
 			reserve := func(key string) idemdriver.Record {
 				rec, created, err := s.Reserve(ctx, idemdriver.ReserveParams{Ident: idemdriver.Ident{Scope: "s", Operation: "o", KeyDigest: key},
@@ -203,7 +203,7 @@ func TestFencesSurviveACounterRollback(t *testing.T) {
 type crashLoad struct {
 	node  *redistest.Node
 	c     *redis.Client
-	opts  []idemredis.Option
+	cfg   idemredis.Config
 	lease time.Duration
 
 	mu       sync.Mutex
@@ -214,8 +214,9 @@ type crashLoad struct {
 	restarts time.Time         // the last restart
 }
 
-func newCrashLoad(t *testing.T, node *redistest.Node, opts ...idemredis.Option) *crashLoad {
-	return &crashLoad{node: node, c: client(t, node), opts: append([]idemredis.Option{idemredis.WithPrefix(prefix())}, opts...),
+func newCrashLoad(t *testing.T, node *redistest.Node, cfg idemredis.Config) *crashLoad {
+	cfg.Prefix = prefix()
+	return &crashLoad{node: node, c: client(t, node), cfg: cfg,
 		lease: 2 * time.Second, runs: map[string]int{}, acked: map[string]string{}, fences: map[int64]string{}}
 }
 
@@ -257,10 +258,11 @@ func (f fenceLog) Takeover(ctx context.Context, p idemdriver.TakeoverParams) (id
 // over the node, reporting its fences.
 func (l *crashLoad) engine(t *testing.T) *idem.Engine {
 	t.Helper()
-	s, err := idemredis.New(t.Context(), l.c, append(l.opts, idemredis.WithLogger(slog.New(slog.DiscardHandler)))...)
+	cfg := l.cfg
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	s, err := idemredis.New(t.Context(), l.c, cfg)
 	require.NoError(t, err)
-	e, err := idem.New(fenceLog{s, l}, idem.WithSecret(idemtest.Secret), idem.WithLogger(slog.New(slog.DiscardHandler)),
-		idem.WithRecordingWindow(idem.MinRecordingWindow))
+	e, err := idem.New(fenceLog{s, l}, idem.Config{Secret: idemtest.Secret, Logger: slog.New(slog.DiscardHandler), RecordingWindow: idem.MinRecordingWindow})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -277,7 +279,7 @@ func (l *crashLoad) run(ctx context.Context, e *idem.Engine, key string) (idem.R
 		defer l.mu.Unlock()
 		l.runs[key]++
 		return fmt.Sprintf("%s run %d", key, l.runs[key]), nil
-	}, idem.RunLease(l.lease))
+	}, &idem.RunOpts{Lease: l.lease})
 }
 
 // round runs n new keys on e with 16 callers. When cutAt keys are
@@ -430,7 +432,7 @@ func (l *crashLoad) verify(t *testing.T, keys int) crashReport {
 }
 
 // TestCrashLosingWritesKeepsFences: with appendfsync everysec and
-// WithDurabilityRisk, the server is killed (-9) three times under load.
+// AcceptDurabilityRisk, the server is killed (-9) three times under load.
 // A kill loses acknowledged writes when everysec held them back behind
 // a running fsync (it happens in some runs, not all); so that a loss is
 // certain, the third kill also cuts the AOF back by the writes of the
@@ -443,9 +445,9 @@ func TestCrashLosingWritesKeepsFences(t *testing.T) {
 	slowtest.Skip(t, slowtest.Fault)
 	t.Parallel()
 	node := redistest.StartServer(t, "--appendfsync", "everysec")
-	_, err := idemredis.New(t.Context(), client(t, node))
+	_, err := idemredis.New(t.Context(), client(t, node), idemredis.Config{})
 	require.ErrorContains(t, err, "appendfsync is everysec", "refused without the explicit risk")
-	l := newCrashLoad(t, node, idemredis.WithDurabilityRisk())
+	l := newCrashLoad(t, node, idemredis.Config{AcceptDurabilityRisk: true})
 	const n = 2000
 	cuts := []bool{false, false, true}
 	for r, cut := range cuts {
@@ -465,7 +467,7 @@ func TestKillWithAppendfsyncAlwaysRunsNoKeyTwice(t *testing.T) {
 	slowtest.Skip(t, slowtest.Fault)
 	t.Parallel()
 	node := redistest.StartServer(t, "--appendfsync", "always")
-	l := newCrashLoad(t, node)
+	l := newCrashLoad(t, node, idemredis.Config{})
 	const rounds, n = 3, 2000
 	for r := range rounds {
 		l.round(t, l.engine(t), r, n, n/2, n/2, false)

@@ -48,9 +48,14 @@ func clusterClient(t testing.TB) *redis.ClusterClient {
 }
 
 // newStore returns a store under a fresh prefix on c.
-func newStore(t testing.TB, c redis.UniversalClient, opts ...idemredis.Option) *idemredis.Store {
+// newStore returns a store on c with cfg, under a fresh prefix unless cfg
+// sets one.
+func newStore(t testing.TB, c redis.UniversalClient, cfg idemredis.Config) *idemredis.Store {
 	t.Helper()
-	s, err := idemredis.New(context.Background(), c, append([]idemredis.Option{idemredis.WithPrefix(prefix())}, opts...)...)
+	if cfg.Prefix == "" {
+		cfg.Prefix = prefix()
+	}
+	s, err := idemredis.New(context.Background(), c, cfg)
 	require.NoError(t, err)
 	return s
 }
@@ -58,14 +63,14 @@ func newStore(t testing.TB, c redis.UniversalClient, opts ...idemredis.Option) *
 func TestConformanceSingle(t *testing.T) {
 	t.Parallel()
 	c := singleClient(t)
-	idemtest.Run(t, func(t *testing.T) idemdriver.Store { return newStore(t, c) })
+	idemtest.Run(t, func(t *testing.T) idemdriver.Store { return newStore(t, c, idemredis.Config{}) })
 }
 
 func TestAdminConformanceSingle(t *testing.T) {
 	t.Parallel()
 	c := singleClient(t)
 	idemtest.RunAdmin(t, func(t *testing.T) idemtest.AdminHarness {
-		s := newStore(t, c)
+		s := newStore(t, c, idemredis.Config{})
 		return idemtest.AdminHarness{Store: s, Admin: s, Seeder: s}
 	})
 }
@@ -74,7 +79,7 @@ func TestConformanceCluster(t *testing.T) {
 	t.Parallel()
 	c := clusterClient(t)
 	idemtest.Run(t, func(t *testing.T) idemdriver.Store {
-		s := newStore(t, c)
+		s := newStore(t, c, idemredis.Config{})
 		require.True(t, s.Cluster())
 		return s
 	})
@@ -84,7 +89,7 @@ func TestAdminConformanceCluster(t *testing.T) {
 	t.Parallel()
 	c := clusterClient(t)
 	idemtest.RunAdmin(t, func(t *testing.T) idemtest.AdminHarness {
-		s := newStore(t, c)
+		s := newStore(t, c, idemredis.Config{})
 		return idemtest.AdminHarness{Store: s, Admin: s, Seeder: s}
 	})
 }
@@ -98,14 +103,13 @@ func TestNewRefusesUnsafeServers(t *testing.T) {
 	lru := redistest.StartServer(t, "--maxmemory-policy", "allkeys-lru")
 	c := redis.NewClient(&redis.Options{Addr: lru.Addr})
 	t.Cleanup(func() { _ = c.Close() })
-	_, err := idemredis.New(ctx, c)
+	_, err := idemredis.New(ctx, c, idemredis.Config{})
 	require.ErrorIs(t, err, idemredis.ErrUnsupported)
 	require.ErrorContains(t, err, "maxmemory-policy allkeys-lru")
 	require.ErrorContains(t, err, "noeviction")
 
 	var logs bytes.Buffer
-	s, err := idemredis.New(ctx, c, idemredis.WithEvictionAllowed(), idemredis.WithPrefix(prefix()),
-		idemredis.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	s, err := idemredis.New(ctx, c, idemredis.Config{EvictionAllowed: true, Prefix: prefix(), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	require.NoError(t, err, "allowed explicitly")
 	require.NotNil(t, s)
 	require.Contains(t, logs.String(), "level=WARN")
@@ -113,11 +117,11 @@ func TestNewRefusesUnsafeServers(t *testing.T) {
 
 	node := redis.NewClient(&redis.Options{Addr: redistest.SharedCluster(t).Masters[0].Addr})
 	t.Cleanup(func() { _ = node.Close() })
-	_, err = idemredis.New(ctx, node)
+	_, err = idemredis.New(ctx, node, idemredis.Config{})
 	require.ErrorIs(t, err, idemredis.ErrUnsupported)
 	require.ErrorContains(t, err, "NewClusterClient")
 
-	_, err = idemredis.New(ctx, singleClient(t), idemredis.WithPrefix("a{b}:"))
+	_, err = idemredis.New(ctx, singleClient(t), idemredis.Config{Prefix: "a{b}:"})
 	require.ErrorContains(t, err, "prefix")
 }
 
@@ -125,11 +129,11 @@ func TestNewRefusesUnsafeServers(t *testing.T) {
 // middleware's transactional mode refuses it when it is built.
 func TestTransactionalModeRefused(t *testing.T) {
 	t.Parallel()
-	s := newStore(t, singleClient(t))
+	s := newStore(t, singleClient(t), idemredis.Config{})
 	var _ idemdriver.Store = s
 	_, isTx := any(s).(idemdriver.TxStore)
 	require.False(t, isTx)
-	e, err := idem.New(s, idem.WithSecret(idemtest.Secret))
+	e, err := idem.New(s, idem.Config{Secret: idemtest.Secret})
 	require.NoError(t, err)
 	_, err = idem.NewMiddleware(e, idem.MiddlewareConfig{Transactional: true})
 	require.ErrorContains(t, err, "Transactional needs a store that implements idemdriver.TxStore")
@@ -141,7 +145,7 @@ func TestOneSlotPerRecord(t *testing.T) {
 	t.Parallel()
 	c := clusterClient(t)
 	p := prefix()
-	s := newStore(t, c, idemredis.WithPrefix(p))
+	s := newStore(t, c, idemredis.Config{Prefix: p})
 	id := idemdriver.Ident{Scope: "tenant:{é}", Operation: "op\x00bin", KeyDigest: idem.Digest("s", "o", "k")}
 	rec, created, err := s.Reserve(t.Context(), idemdriver.ReserveParams{Ident: id, Owner: "o", Lease: time.Minute, TTL: time.Hour})
 	require.NoError(t, err)
@@ -177,7 +181,7 @@ func TestValuesRoundTrip(t *testing.T) {
 	t.Parallel()
 	for name, c := range map[string]redis.UniversalClient{"single": singleClient(t), "cluster": clusterClient(t)} {
 		t.Run(name, func(t *testing.T) {
-			s := newStore(t, c)
+			s := newStore(t, c, idemredis.Config{})
 			ctx := t.Context()
 			id := idemdriver.Ident{Scope: "ünïcode ✓", Operation: "op", KeyDigest: idem.Digest("a", "b", "c")}
 			rec, _, err := s.Reserve(ctx, idemdriver.ReserveParams{Ident: id, Owner: "o", Lease: time.Minute, TTL: time.Hour})
@@ -203,7 +207,7 @@ func TestNativeExpiry(t *testing.T) {
 	t.Parallel()
 	c := singleClient(t)
 	p := prefix()
-	s := newStore(t, c, idemredis.WithPrefix(p), idemredis.WithExpiryGrace(time.Hour))
+	s := newStore(t, c, idemredis.Config{Prefix: p, ExpiryGrace: time.Hour})
 	ctx := t.Context()
 	keyOf := func() string {
 		k, err := c.Keys(ctx, p+"{*}").Result()
@@ -237,7 +241,7 @@ func TestNativeExpiry(t *testing.T) {
 	// Once Redis removed it, the overview no longer claims exact counts
 	// for the finished statuses... (simulated: the key is gone, the
 	// retention and grace have passed)
-	s2 := newStore(t, c, idemredis.WithExpiryGrace(time.Millisecond))
+	s2 := newStore(t, c, idemredis.Config{ExpiryGrace: time.Millisecond})
 	id2 := idemdriver.Ident{Scope: "s", Operation: "o", KeyDigest: "d2"}
 	r2, _, err := s2.Reserve(ctx, idemdriver.ReserveParams{Ident: id2, Owner: "o", Lease: time.Millisecond, TTL: time.Millisecond, Now: time.Now().Add(-time.Hour)})
 	require.NoError(t, err)
@@ -267,7 +271,7 @@ func TestIndexRepairedOnRead(t *testing.T) {
 	t.Parallel()
 	c := clusterClient(t)
 	p := prefix()
-	s := newStore(t, c, idemredis.WithPrefix(p))
+	s := newStore(t, c, idemredis.Config{Prefix: p})
 	ctx := t.Context()
 	old := time.Now().Add(-time.Hour)
 	var recs []idemdriver.Record
@@ -312,11 +316,11 @@ func recordKey(t *testing.T, c redis.UniversalClient, p string, id int64) string
 	return k
 }
 
-// TestWaitNeedsReplicas: WithWait makes a write fail loudly when fewer
+// TestWaitNeedsReplicas: Config.WaitReplicas makes a write fail loudly when fewer
 // replicas than asked acknowledged it.
 func TestWaitNeedsReplicas(t *testing.T) {
 	t.Parallel()
-	s := newStore(t, singleClient(t), idemredis.WithWait(1, 50*time.Millisecond))
+	s := newStore(t, singleClient(t), idemredis.Config{WaitReplicas: 1, WaitTimeout: 50 * time.Millisecond})
 	p := idemdriver.ReserveParams{Ident: idemdriver.Ident{Scope: "s", Operation: "o", KeyDigest: "d"},
 		Owner: "o", Lease: time.Minute, TTL: time.Hour}
 	_, _, err := s.Reserve(t.Context(), p)
@@ -335,7 +339,7 @@ func TestWaitNeedsReplicas(t *testing.T) {
 }
 
 // TestFailoverKeepsAcknowledgedKeys: on a cluster of 3 masters with a
-// replica each, a store WithWait(1, …) acknowledges a write once a
+// replica each, a store with WaitReplicas 1 acknowledges a write once a
 // replica has it; after a master is killed (-9) and its replica promoted,
 // every acknowledged key still replays: none runs twice.
 func TestFailoverKeepsAcknowledgedKeys(t *testing.T) {
@@ -347,16 +351,16 @@ func TestFailoverKeepsAcknowledgedKeys(t *testing.T) {
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), MaxRedirects: 16})
 	t.Cleanup(func() { _ = c.Close() })
 	ctx := t.Context()
-	s := newStore(t, c, idemredis.WithWait(1, 2*time.Second))
+	s := newStore(t, c, idemredis.Config{WaitReplicas: 1, WaitTimeout: 2 * time.Second})
 	t0 = time.Now()
-	e, err := idem.New(s, idem.WithSecret(idemtest.Secret))
+	e, err := idem.New(s, idem.Config{Secret: idemtest.Secret})
 	require.NoError(t, err)
 	runs := map[string]int{}
 	do := func(key string) (string, error) {
 		res, err := idem.Run(ctx, e, key, "tenant", func(ctx context.Context) (string, error) {
 			runs[key]++
 			return "done " + key, nil
-		})
+		}, nil)
 		return res.Value, err
 	}
 	var acked []string
@@ -378,9 +382,9 @@ func TestFailoverKeepsAcknowledgedKeys(t *testing.T) {
 	// failing calls, never running a key again).
 	c2 := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()[1:]})
 	t.Cleanup(func() { _ = c2.Close() })
-	s2, err := idemredis.New(ctx, c2, idemredis.WithPrefix(s.Prefix()), idemredis.WithWait(1, 2*time.Second))
+	s2, err := idemredis.New(ctx, c2, idemredis.Config{Prefix: s.Prefix(), WaitReplicas: 1, WaitTimeout: 2 * time.Second})
 	require.NoError(t, err)
-	e, err = idem.New(s2, idem.WithSecret(idemtest.Secret))
+	e, err = idem.New(s2, idem.Config{Secret: idemtest.Secret})
 	require.NoError(t, err)
 	for _, key := range acked {
 		out, err := do(key)
@@ -402,21 +406,21 @@ func TestBadInputSameAsSQL(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	engines := map[string]*idem.Engine{}
-	rs := newStore(t, singleClient(t))
+	rs := newStore(t, singleClient(t), idemredis.Config{})
 	db, err := idemsqlite.Open(filepath.Join(t.TempDir(), "ref.db"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 	ss := idemsqlite.New(db)
 	require.NoError(t, ss.Migrate(ctx))
 	for name, s := range map[string]idemdriver.Store{"redis": rs, "sqlite": ss} {
-		e, err := idem.New(s, idem.WithSecret(idemtest.Secret))
+		e, err := idem.New(s, idem.Config{Secret: idemtest.Secret})
 		require.NoError(t, err)
 		engines[name] = e
 	}
 	long := strings.Repeat("k", idem.MaxKeyBytes)
 	cases := []struct {
 		name, key, scope string
-		opts             []idem.RunOption
+		opts             *idem.RunOpts
 		field            string // "" for success
 	}{
 		{"empty key", "", "s", nil, "key"},
@@ -426,18 +430,18 @@ func TestBadInputSameAsSQL(t *testing.T) {
 		{"unicode key and scope", "clé-✓-日本", "tenant:ü", nil, ""},
 		{"empty scope", "k", "", nil, "scope"},
 		{"scope past the limit", "k", strings.Repeat("s", idem.MaxScopeBytes+1), nil, "scope"},
-		{"ttl 0", "k", "s", []idem.RunOption{idem.RunTTL(0)}, "ttl"},
-		{"ttl negative", "k", "s", []idem.RunOption{idem.RunTTL(-time.Hour)}, "ttl"},
-		{"ttl beyond the maximum", "k", "s", []idem.RunOption{idem.RunTTL(idem.MaxTTL + time.Second)}, "ttl"},
-		{"ttl at the maximum", "k-max", "s", []idem.RunOption{idem.RunTTL(idem.MaxTTL)}, ""},
-		{"lease 0", "k", "s", []idem.RunOption{idem.RunLease(0)}, "lease"},
-		{"lease negative", "k", "s", []idem.RunOption{idem.RunLease(-time.Second)}, "lease"},
+		{"ttl 0 is the default", "k-ttl-0", "s", &idem.RunOpts{TTL: 0}, ""},
+		{"ttl negative", "k", "s", &idem.RunOpts{TTL: -time.Hour}, "ttl"},
+		{"ttl beyond the maximum", "k", "s", &idem.RunOpts{TTL: idem.MaxTTL + time.Second}, "ttl"},
+		{"ttl at the maximum", "k-max", "s", &idem.RunOpts{TTL: idem.MaxTTL}, ""},
+		{"lease 0 is the default", "k-lease-0", "s", &idem.RunOpts{Lease: 0}, ""},
+		{"lease negative", "k", "s", &idem.RunOpts{Lease: -time.Second}, "lease"},
 	}
 	for _, c := range cases {
 		answers := map[string]string{}
 		for name, e := range engines {
 			for i := range 2 { // the second call replays a success
-				res, err := idem.Run(ctx, e, c.key, c.scope, func(context.Context) (string, error) { return fmt.Sprintf("v:%x", c.key), nil }, c.opts...)
+				res, err := idem.Run(ctx, e, c.key, c.scope, func(context.Context) (string, error) { return fmt.Sprintf("v:%x", c.key), nil }, c.opts)
 				if c.field == "" {
 					require.NoError(t, err, "%s on %s", c.name, name)
 					require.Equal(t, fmt.Sprintf("v:%x", c.key), res.Value)

@@ -1,6 +1,7 @@
 package idemredis
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -19,12 +20,12 @@ import (
 )
 
 // DefaultPrefix is the prefix of every key the store writes unless
-// [WithPrefix] sets another.
+// [Config].Prefix sets another.
 const DefaultPrefix = "unstuck:"
 
 // DefaultExpiryGrace is how long after its retention ends a finished
 // record is removed by Redis itself when no sweep removed it first (see
-// [WithExpiryGrace]).
+// [Config].ExpiryGrace).
 const DefaultExpiryGrace = 24 * time.Hour
 
 // ErrUnsupported is matched (errors.Is) by the error of [New] for a
@@ -45,10 +46,9 @@ type Store struct {
 	prefix    string
 	cluster   bool
 	grace     time.Duration // 0: no native expiry
-	graceSet  bool
-	eviction  bool // allow an evicting maxmemory-policy, with a warning
-	risk      bool // accept persistence that may lose acknowledged writes, with a warning
-	asserted  bool // the caller asserts durability New cannot check
+	eviction  bool          // allow an evicting maxmemory-policy, with a warning
+	risk      bool          // accept persistence that may lose acknowledged writes, with a warning
+	asserted  bool          // the caller asserts durability New cannot check
 	logger    *slog.Logger
 	waitN     int
 	waitT     time.Duration
@@ -58,82 +58,76 @@ type Store struct {
 	repairAge time.Duration
 }
 
-// Option configures [New].
-type Option func(*Store)
-
-// WithPrefix sets the prefix of every key the store writes (DefaultPrefix
-// when unset). It must not contain '{' or '}': the store adds hash tags of
-// its own after it.
-func WithPrefix(p string) Option { return func(s *Store) { s.prefix = p } }
-
-// WithExpiryGrace sets how long after a finished record's retention
-// (Record.ExpiresAt) Redis removes it by itself, with PEXPIREAT, should no
-// Sweep have removed it first: a backstop that bounds memory when no
-// sweeper runs. 0 turns native expiry off (only Sweep removes records).
-// Processing and pending records never carry a native expiry: Sweep
-// escalates an abandoned record instead of removing it.
-func WithExpiryGrace(d time.Duration) Option {
-	return func(s *Store) { s.grace, s.graceSet = max(d, 0), true }
+// Config configures a [Store] built by [New]. The zero value is the
+// default of every field.
+type Config struct {
+	// Prefix is the prefix of every key the store writes. "" means
+	// [DefaultPrefix]. It must not contain '{' or '}': the store adds hash
+	// tags of its own after it.
+	Prefix string
+	// ExpiryGrace is how long after a finished record's retention
+	// (Record.ExpiresAt) Redis removes it by itself, with PEXPIREAT, should
+	// no Sweep have removed it first: a backstop that bounds memory when
+	// no sweeper runs. 0 means [DefaultExpiryGrace]; a negative value
+	// turns native expiry off (only Sweep removes records). Processing and
+	// pending records never carry a native expiry: Sweep escalates an
+	// abandoned record instead of removing it.
+	ExpiryGrace time.Duration
+	// EvictionAllowed lets [New] accept a maxmemory-policy other than
+	// noeviction, logging a warning instead of refusing: Redis may then
+	// drop a finished record under memory pressure, and a repeat of its
+	// key runs again.
+	EvictionAllowed bool
+	// Logger is where start-up warnings go. Nil means slog.Default().
+	Logger *slog.Logger
+	// WaitReplicas makes every write wait, with WAIT, until WaitReplicas
+	// replicas acknowledged it, or WaitTimeout passed (0: WAIT's own
+	// meaning, no timeout); a write that reached fewer returns an error
+	// (the write itself stands). With 0 a write is acknowledged once the
+	// master applied it, and a failover may lose it: see the package
+	// documentation. With WaitReplicas ≥ 1, [New] accepts a master whose
+	// own persistence may lose acknowledged writes (AOF off, appendfsync
+	// everysec): the copies on the replicas keep them, as long as a
+	// crashed master is failed over to such a replica (Sentinel, Cluster)
+	// rather than restarted from its own files, which its replicas would
+	// then copy.
+	WaitReplicas int
+	WaitTimeout  time.Duration
+	// WaitAOFTimeout, when not 0, makes every write that changed something
+	// wait, with WAITAOF 1 0 WaitAOFTimeout, until the master has written
+	// it to its AOF and fsynced it; a write not fsynced within the timeout
+	// (1ms or more) returns an error (the write itself stands, and a crash
+	// may lose it). [New] then accepts appendfsync everysec or no, and
+	// refuses a server before Redis 7.2 (no WAITAOF) or with AOF off. The
+	// cost is a round trip and the fsync's wait per write; a server with
+	// appendfsync always needs no wait.
+	WaitAOFTimeout time.Duration
+	// AcceptDurabilityRisk makes [New] accept a server whose persistence
+	// may lose acknowledged writes in a crash (AOF off, appendfsync other
+	// than always, or settings New cannot read), logging a warning that
+	// names the setting instead of refusing. What a crash of such a server
+	// costs: a lost reservation lets a repeat of its key run again,
+	// possibly while the first run still goes on, and return another
+	// answer; a lost completion leaves its key processing until its lease
+	// ends (then, by default, pending for an operator). Fences still never
+	// repeat (see the package documentation). Measured in
+	// TestCrashLosingWritesKeepsFences: every acknowledged key whose write
+	// the crash lost ran again.
+	AcceptDurabilityRisk bool
+	// DurableServer asserts that the server keeps every acknowledged write
+	// across a crash by means [New] cannot read: a managed service that
+	// disables CONFIG but writes through a durable log, or appendfsync
+	// always behind a renamed CONFIG. It applies only where New cannot
+	// read the persistence settings; a setting New can read that loses
+	// acknowledged writes is refused all the same. New logs the assertion
+	// at Info.
+	DurableServer bool
 }
-
-// WithEvictionAllowed lets [New] accept a maxmemory-policy other than
-// noeviction, logging a warning instead of refusing: Redis may then drop a
-// finished record under memory pressure, and a repeat of its key runs
-// again.
-func WithEvictionAllowed() Option { return func(s *Store) { s.eviction = true } }
-
-// WithLogger sets where start-up warnings go (slog.Default when unset).
-func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.logger = l } }
-
-// WithWait makes every write wait, with WAIT, until replicas replicas
-// acknowledged it, or timeout passed; a write that reached fewer returns
-// an error (the write itself stands). Without it a write is acknowledged
-// once the master applied it, and a failover may lose it: see the package
-// documentation. With replicas ≥ 1, [New] accepts a master whose own
-// persistence may lose acknowledged writes (AOF off, appendfsync
-// everysec): the copies on the replicas keep them, as long as a crashed
-// master is failed over to such a replica (Sentinel, Cluster) rather than
-// restarted from its own files, which its replicas would then copy.
-func WithWait(replicas int, timeout time.Duration) Option {
-	return func(s *Store) { s.waitN, s.waitT = replicas, timeout }
-}
-
-// WithWaitAOF makes every write that changed something wait, with
-// WAITAOF 1 0 timeout, until the master has written it to its AOF and
-// fsynced it; a write not fsynced within timeout (1ms or more) returns
-// an error (the write itself stands, and a crash may lose it). [New]
-// then accepts appendfsync everysec or no, and refuses a server before
-// Redis 7.2 (no WAITAOF) or with AOF off. The cost is a round trip and
-// the fsync's wait per write; a server with appendfsync always needs no
-// wait.
-func WithWaitAOF(timeout time.Duration) Option {
-	return func(s *Store) { s.waitAOF, s.waitAOFOn = timeout, true }
-}
-
-// WithDurabilityRisk makes [New] accept a server whose persistence may
-// lose acknowledged writes in a crash (AOF off, appendfsync other than
-// always, or settings New cannot read), logging a warning that names the
-// setting instead of refusing. What a crash of such a server costs:
-// a lost reservation lets a repeat of its key run again, possibly while
-// the first run still goes on, and return another answer; a lost
-// completion leaves its key processing until its lease ends (then, by
-// default, pending for an operator). Fences still never repeat (see the
-// package documentation). Measured in TestCrashLosingWritesKeepsFences:
-// every acknowledged key whose write the crash lost ran again.
-func WithDurabilityRisk() Option { return func(s *Store) { s.risk = true } }
-
-// WithDurableServer asserts that the server keeps every acknowledged
-// write across a crash by means [New] cannot read: a managed service that
-// disables CONFIG but writes through a durable log, or appendfsync always
-// behind a renamed CONFIG. It applies only where New cannot read the
-// persistence settings; a setting New can read that loses acknowledged
-// writes is refused all the same. New logs the assertion at Info.
-func WithDurableServer() Option { return func(s *Store) { s.asserted = true } }
 
 // New returns a store on c, after checking that the server can run it:
 // Redis 6.2 or later, scripts run by EVALSHA (a proxy that refuses them is
 // refused), a maxmemory-policy of noeviction (others are refused unless
-// [WithEvictionAllowed]) and persistence that keeps acknowledged writes
+// [Config].EvictionAllowed) and persistence that keeps acknowledged writes
 // across a crash (see Durability below) on every master, and
 // a client of the right kind (a *redis.ClusterClient for a cluster). The
 // error of a refusal matches [ErrUnsupported] and says what to change.
@@ -142,16 +136,19 @@ func WithDurableServer() Option { return func(s *Store) { s.asserted = true } }
 // Durability: New reads appendonly and appendfsync (CONFIG GET append*)
 // and accepts appendonly yes with appendfsync always. Otherwise it
 // refuses, naming the setting, unless the store waits for durability per
-// write ([WithWaitAOF]; [WithWait] with replicas ≥ 1) or the caller
-// accepts the risk ([WithDurabilityRisk], logged as a warning). Where
+// write (Config.WaitAOFTimeout; Config.WaitReplicas ≥ 1) or the caller
+// accepts the risk (Config.AcceptDurabilityRisk, logged as a warning). Where
 // CONFIG GET is refused (renamed or denied, as on managed services) New
 // refuses too, saying the check could not be made, unless a per-write
-// wait, [WithDurableServer] or [WithDurabilityRisk] is given; INFO's
+// wait, Config.DurableServer or Config.AcceptDurabilityRisk is set; INFO's
 // aof_enabled:0 still counts as AOF off.
-func New(ctx context.Context, c redis.UniversalClient, opts ...Option) (*Store, error) {
-	s := &Store{c: c, prefix: DefaultPrefix, grace: DefaultExpiryGrace, logger: slog.Default(), repairAge: 10 * time.Second}
-	for _, o := range opts {
-		o(s)
+func New(ctx context.Context, c redis.UniversalClient, cfg Config) (*Store, error) {
+	s := &Store{c: c, prefix: cmp.Or(cfg.Prefix, DefaultPrefix), grace: max(cmp.Or(cfg.ExpiryGrace, DefaultExpiryGrace), 0),
+		eviction: cfg.EvictionAllowed, risk: cfg.AcceptDurabilityRisk, asserted: cfg.DurableServer, logger: cfg.Logger,
+		waitN: cfg.WaitReplicas, waitT: cfg.WaitTimeout, waitAOF: cfg.WaitAOFTimeout, waitAOFOn: cfg.WaitAOFTimeout != 0,
+		repairAge: 10 * time.Second}
+	if s.logger == nil {
+		s.logger = slog.Default()
 	}
 	if strings.ContainsAny(s.prefix, "{}") {
 		return nil, fmt.Errorf("idemredis: prefix %q: must not contain '{' or '}'", s.prefix)
@@ -181,7 +178,7 @@ func (s *Store) check(ctx context.Context) error {
 		}
 	}
 	if s.waitAOFOn && s.waitAOF < time.Millisecond {
-		return fmt.Errorf("idemredis: WithWaitAOF(%s): the timeout must be 1ms or more", s.waitAOF)
+		return fmt.Errorf("idemredis: Config.WaitAOFTimeout %s: the timeout must be 1ms or more", s.waitAOF)
 	}
 	return each(func(ctx context.Context, c *redis.Client) error {
 		info, err := c.Info(ctx).Result()
@@ -198,7 +195,7 @@ func (s *Store) check(ctx context.Context) error {
 		if p := fields["maxmemory_policy"]; p != "" && p != "noeviction" {
 			msg := fmt.Sprintf("%s has maxmemory-policy %s: Redis may evict idempotency records under memory pressure, and a repeat of an evicted key runs again; set maxmemory-policy noeviction", c.Options().Addr, p)
 			if !s.eviction {
-				return fmt.Errorf("%w: %s (or pass idemredis.WithEvictionAllowed to accept it)", ErrUnsupported, msg)
+				return fmt.Errorf("%w: %s (or set idemredis.Config.EvictionAllowed to accept it)", ErrUnsupported, msg)
 			}
 			s.logger.Warn("idemredis: " + msg)
 		}
@@ -220,7 +217,7 @@ func (s *Store) check(ctx context.Context) error {
 // checkDurability is the persistence check of New on one master (see
 // New): nil when an acknowledged write survives a crash of the server, or
 // the store waits for durability per write, or the caller accepted the
-// risk (logged); else an error naming the setting and the options.
+// risk (logged); else an error naming the setting and the fields that accept it.
 func (s *Store) checkDurability(ctx context.Context, c *redis.Client, info map[string]string) error {
 	addr := c.Options().Addr
 	cfg, cfgErr := c.ConfigGet(ctx, "append*").Result()
@@ -234,8 +231,8 @@ func (s *Store) checkDurability(ctx context.Context, c *redis.Client, info map[s
 			aof = "no" // INFO persistence answers where CONFIG is refused
 		}
 	}
-	const options = "pass idemredis.WithWaitAOF (Redis 7.2+, AOF on) or idemredis.WithWait (replicas) to wait for durability per write, " +
-		"or idemredis.WithDurabilityRisk to accept losing acknowledged writes on a crash"
+	const options = "set idemredis.Config.WaitAOFTimeout (Redis 7.2+, AOF on) or idemredis.Config.WaitReplicas (replicas) to wait for durability per write, " +
+		"or idemredis.Config.AcceptDurabilityRisk to accept losing acknowledged writes on a crash"
 	var problem, fix string
 	switch {
 	case aof == "no":
@@ -244,27 +241,27 @@ func (s *Store) checkDurability(ctx context.Context, c *redis.Client, info map[s
 		problem, fix = fmt.Sprintf("appendfsync is %s: a crash of the server can lose the writes of the last second or more, acknowledged ones included", fsync), "set appendfsync always, or "+options
 	case cfgErr != nil:
 		problem = fmt.Sprintf("its persistence settings could not be read (CONFIG GET append*: %v), so the store cannot check that an acknowledged write survives a crash", cfgErr)
-		fix = options + ", or idemredis.WithDurableServer if the service keeps every acknowledged write by itself"
+		fix = options + ", or idemredis.Config.DurableServer if the service keeps every acknowledged write by itself"
 	}
 	switch {
 	case problem == "":
 		return nil
 	case s.waitAOFOn:
 		if v := info["redis_version"]; !atLeast(v, 7, 2) {
-			return fmt.Errorf("%w: %w: %s runs Redis %q: WithWaitAOF needs WAITAOF, Redis 7.2 or later (%s)", ErrUnsupported, ErrNotDurable, addr, v, problem)
+			return fmt.Errorf("%w: %w: %s runs Redis %q: Config.WaitAOFTimeout needs WAITAOF, Redis 7.2 or later (%s)", ErrUnsupported, ErrNotDurable, addr, v, problem)
 		}
 		if aof == "no" {
-			return fmt.Errorf("%w: %w: %s has appendonly no: WithWaitAOF waits for the AOF; set appendonly yes", ErrUnsupported, ErrNotDurable, addr)
+			return fmt.Errorf("%w: %w: %s has appendonly no: Config.WaitAOFTimeout waits for the AOF; set appendonly yes", ErrUnsupported, ErrNotDurable, addr)
 		}
 		return nil
 	case s.waitN > 0:
 		return nil
 	case s.asserted && cfgErr != nil && aof != "no":
-		s.logger.Info("idemredis: persistence not checked: WithDurableServer asserts that the server keeps acknowledged writes across a crash",
+		s.logger.Info("idemredis: persistence not checked: Config.DurableServer asserts that the server keeps acknowledged writes across a crash",
 			"addr", addr, "reason", cfgErr.Error())
 		return nil
 	case s.risk:
-		s.logger.Warn("idemredis: "+addr+": "+problem+"; accepted by WithDurabilityRisk: after such a crash a key whose reservation was lost "+
+		s.logger.Warn("idemredis: "+addr+": "+problem+"; accepted by Config.AcceptDurabilityRisk: after such a crash a key whose reservation was lost "+
 			"runs again on its next request (and may answer differently), and a key whose completion was lost stays processing until its lease ends. Fences never repeat.",
 			"addr", addr)
 		return nil
@@ -360,7 +357,7 @@ func (s *Store) index(ctx context.Context, chg ...any) error {
 }
 
 // eval runs sc by EVALSHA (loading it on NOSCRIPT). When the store was
-// built WithWaitAOF or WithWait, a script that wrote is followed by
+// built with Config.WaitAOFTimeout or WaitReplicas, a script that wrote is followed by
 // WAITAOF, then WAIT, on the same connection; one that changed nothing is
 // not waited for.
 func (s *Store) eval(ctx context.Context, sc *redis.Script, keys []string, args ...any) (any, error) {
@@ -378,7 +375,7 @@ func (s *Store) eval(ctx context.Context, sc *redis.Script, keys []string, args 
 	case *redis.Client:
 		node = c
 	default:
-		return nil, fmt.Errorf("%w: WithWait and WithWaitAOF need a *redis.Client or *redis.ClusterClient, not %T", ErrUnsupported, s.c)
+		return nil, fmt.Errorf("%w: Config.WaitReplicas and WaitAOFTimeout need a *redis.Client or *redis.ClusterClient, not %T", ErrUnsupported, s.c)
 	}
 	conn := node.Conn()
 	defer conn.Close()
@@ -523,7 +520,7 @@ func (s *Store) Reserve(ctx context.Context, p idemdriver.ReserveParams) (idemdr
 }
 
 // nextFence takes the next fence from the counter in a round trip of its
-// own (see luaNextFence). It is not waited for (WithWait, WithWaitAOF):
+// own (see luaNextFence). It is not waited for (Config.WaitReplicas, WaitAOFTimeout):
 // should a crash lose the counter's write, the next fence is higher all
 // the same.
 func (s *Store) nextFence(ctx context.Context) (string, error) {
@@ -572,7 +569,7 @@ func (s *Store) Takeover(ctx context.Context, p idemdriver.TakeoverParams) (idem
 
 // Complete implements [idemdriver.Store.Complete]. A completed, failed or
 // unavailable record gets a native expiry at ExpiresAt plus the expiry
-// grace (see [WithExpiryGrace]).
+// grace (see [Config].ExpiryGrace).
 func (s *Store) Complete(ctx context.Context, id idemdriver.Ident, o idemdriver.Owner, c idemdriver.Completion) error {
 	if !c.Status.Valid() || c.Status == idemdriver.StatusProcessing {
 		return wrap("complete", fmt.Errorf("status %q is not a final status", c.Status))

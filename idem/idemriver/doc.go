@@ -23,12 +23,12 @@
 //	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil { // River's tables
 //		return err
 //	}
-//	engine, err := idem.New(store, idem.WithSecret(secret))
+//	engine, err := idem.New(store, idem.Config{Secret: secret})
 //	if err != nil {
 //		return err
 //	}
 //	config := &river.Config{Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}}, Workers: workers}
-//	mw, err := idemriver.New(engine, idemriver.WithDefaultTimeout(config.JobTimeout))
+//	mw, err := idemriver.New(engine, idemriver.Config{DefaultTimeout: config.JobTimeout})
 //	if err != nil {
 //		return err
 //	}
@@ -64,7 +64,7 @@
 //     the key. An error (or a panic) releases it and River retries the job
 //     as usual; the next attempt runs the worker again.
 //   - A duplicate delivered while the first runs is snoozed with
-//     river.JobSnooze for [WithReleaseAfter] (10 s by default, never longer
+//     river.JobSnooze for [Config].ReleaseAfter (10 s by default, never longer
 //     than the rest of the lease). A snooze does not consume an attempt.
 //   - A duplicate delivered after completion completes without running the
 //     worker.
@@ -100,9 +100,9 @@
 //
 // A delivery holds its key for a lease, which must outlast the worker's
 // run: after it ends, a duplicate may take the key over and run the worker
-// a second time (SPEC R8). The lease is, in order: [WithLease]; else the
-// worker's Timeout(job), for workers registered with [WithWorkerTimeout];
-// else the client's JobTimeout given to [WithDefaultTimeout] (River's 1
+// a second time (SPEC R8). The lease is, in order: [Config].Lease; else the
+// worker's Timeout(job), for workers registered with [WorkerTimeoutOf];
+// else the client's JobTimeout given to [Config].DefaultTimeout (River's 1
 // minute if not given). A derived lease is clamped between [MinLease] and
 // [MaxLease]; a timeout of -1 (none) gives [MaxLease].
 //
@@ -115,7 +115,7 @@
 //
 // A process that dies mid-run leaves the key processing until its lease
 // ends; River's rescuer retries the job after RescueStuckJobsAfter, and a
-// delivery after the lease applies the recovery ([WithRecovery]): by
+// delivery after the lease applies the recovery ([Config].Recovery): by
 // default the key is escalated to pending for an operator and the job
 // snoozes until it is resolved; with [idem.RecoverByRerunning] the
 // delivery takes the key over and runs the worker again. Set
@@ -181,8 +181,8 @@
 //
 // # Tracing
 //
-// [WithTracerProvider] records [SpanWork] around each keyed job, with the
+// [Config].TracerProvider records [SpanWork] around each keyed job, with the
 // job's ID, kind, attempt and outcome and the key's safe ID; give the
-// engine idem.WithTracerProvider too for the decision beneath it. River's
+// engine idem.Config.TracerProvider too for the decision beneath it. River's
 // rivercontrib/otelriver traces every job, keyed or not.
 package idemriver

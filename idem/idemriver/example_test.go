@@ -60,7 +60,7 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	engine, err := idem.New(store, idem.WithSecret([]byte("an application secret of 32 bytes!")))
+	engine, err := idem.New(store, idem.Config{Secret: []byte("an application secret of 32 bytes!")})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -68,8 +68,7 @@ func Example() {
 		Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 10}},
 	}
 	mw, err := idemriver.New(engine,
-		idemriver.WithDefaultTimeout(config.JobTimeout),
-		idemriver.WithWorkerTimeout[PaymentWebhook](PaymentWorker{}),
+		idemriver.Config{DefaultTimeout: config.JobTimeout, WorkerTimeouts: []idemriver.WorkerTimeout{idemriver.WorkerTimeoutOf[PaymentWebhook](PaymentWorker{})}},
 	)
 	if err != nil {
 		log.Fatal(err)

@@ -1,6 +1,7 @@
 package idemriver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,7 +16,7 @@ import (
 )
 
 // Lease bounds (SPEC J2). A lease derived from a timeout is clamped to
-// them; an explicit [WithLease] outside them is refused by [New].
+// them; an explicit [Config].Lease outside them is refused by [New].
 const (
 	// MinLease is the shortest lease, River's LockSeconds: a key is held at
 	// least this long even for a job with a shorter timeout.
@@ -53,154 +54,128 @@ type Middleware struct {
 	defaultTimeout time.Duration // River's Config.JobTimeout semantics
 	ttl            time.Duration
 	timeouts       map[string]func(*rivertype.JobRow) time.Duration
-	recovery       []idem.RunOption // WithRecovery, when set
-	tracer         trace.Tracer     // WithTracerProvider; nil: off
+	recovery       *idem.Recovery // Config.Recovery; nil: the engine's
+	tracer         trace.Tracer   // Config.TracerProvider; nil: off
 }
 
-type config struct {
-	lease          time.Duration
-	releaseAfter   time.Duration
-	defaultTimeout time.Duration
-	ttl            time.Duration
-	timeouts       map[string]func(*rivertype.JobRow) time.Duration
-	recovery       *idem.Recovery
-	tracerProvider trace.TracerProvider
-	errs           []error
+// Config configures a [Middleware] built by [New], which checks every
+// field (SPEC J2). The zero value is the default of every field.
+type Config struct {
+	// Lease is the lease of every keyed job, from [MinLease] to
+	// [MaxLease]. It must be longer than the longest run of any keyed
+	// worker; the worker's context is cancelled when it ends. 0: the lease
+	// is derived from the worker's or the client's timeout.
+	Lease time.Duration
+	// ReleaseAfter is how long a duplicate is snoozed while the first
+	// delivery of its key runs, from one second to [MaxLease]. 0 means
+	// [DefaultReleaseAfter]. A duplicate is never snoozed past the end of
+	// the holder's lease.
+	ReleaseAfter time.Duration
+	// DefaultTimeout gives the middleware the client's river.Config
+	// JobTimeout, which River does not expose to middleware. It has
+	// River's meaning: 0 is River's default (1 minute), -1 is no timeout
+	// (the lease is then [MaxLease]). Any other negative value is refused.
+	DefaultTimeout time.Duration
+	// TTL is how long a key is remembered after it is first seen, from 60
+	// s to 30 days. 0 means [idem.DefaultTTL] (24 h). A job delivered with
+	// the key after that runs again.
+	TTL time.Duration
+	// Recovery is what a delivery does with a key abandoned by an earlier
+	// delivery (processing, lease ended: its process crashed or stalled).
+	// Nil: the engine's ([idem.Config].DefaultRecovery), itself
+	// [idem.RecoverByEscalating]: the record becomes pending for an
+	// operator and the job snoozes until it is resolved.
+	// [idem.RecoverByRerunning] runs the worker again, for work that is
+	// safe to repeat.
+	Recovery *idem.Recovery
+	// WorkerTimeouts are the sources of the lease for jobs of the workers'
+	// kinds, each made by [WorkerTimeoutOf]. River applies a worker's
+	// timeout inside the middleware chain, where the middleware cannot see
+	// it, so register every keyed worker whose Timeout differs from the
+	// client's JobTimeout. Registering a kind twice is refused.
+	WorkerTimeouts []WorkerTimeout
+	// TracerProvider records [SpanWork] with it for each keyed job. Nil
+	// leaves tracing off: no tracing code runs.
+	TracerProvider trace.TracerProvider
 }
 
-// Option configures a [Middleware]. Options are checked by [New].
-type Option func(*config)
+// WorkerTimeout is a worker's Timeout as the source of the lease for jobs
+// of its kind, for [Config].WorkerTimeouts. Make it with
+// [WorkerTimeoutOf].
+type WorkerTimeout struct {
+	kind    string
+	timeout func(*rivertype.JobRow) time.Duration
+	err     error
+}
 
-// WithLease sets the lease of every keyed job explicitly, from [MinLease]
-// to [MaxLease]. It must be longer than the longest run of any keyed
-// worker; the worker's context is cancelled when it ends. Without it the
-// lease is derived from the worker's or the client's timeout.
-func WithLease(d time.Duration) Option {
-	return func(c *config) {
-		if d < MinLease || d > MaxLease {
-			c.errs = append(c.errs, fmt.Errorf("lease %s is not in [%s, %s]", d, MinLease, MaxLease))
-			return
-		}
-		c.lease = d
+// WorkerTimeoutOf registers w's Timeout as the source of the lease for
+// jobs of its kind. Timeout is called with the job's args decoded into T;
+// its result has River's meaning (0: the client's default, -1: none). A
+// nil w is refused by [New].
+func WorkerTimeoutOf[T river.JobArgs](w river.Worker[T]) WorkerTimeout {
+	if w == nil {
+		return WorkerTimeout{err: errors.New("nil worker")}
 	}
+	var zero T
+	return WorkerTimeout{kind: zero.Kind(), timeout: func(job *rivertype.JobRow) time.Duration {
+		var args T
+		if err := json.Unmarshal(job.EncodedArgs, &args); err != nil {
+			// River fails the job on the same decoding; the lease
+			// only has to be valid until then.
+			return 0
+		}
+		return w.Timeout(&river.Job[T]{JobRow: job, Args: args})
+	}}
 }
 
-// WithReleaseAfter sets how long a duplicate is snoozed while the first
-// delivery of its key runs, from one second to [MaxLease] (default
-// [DefaultReleaseAfter]). A duplicate is never snoozed past the end of the
-// holder's lease.
-func WithReleaseAfter(d time.Duration) Option {
-	return func(c *config) {
-		if d < time.Second || d > MaxLease {
-			c.errs = append(c.errs, fmt.Errorf("release-after %s is not in [1s, %s]", d, MaxLease))
-			return
-		}
-		c.releaseAfter = d
-	}
-}
-
-// WithDefaultTimeout gives the middleware the client's river.Config
-// JobTimeout, which River does not expose to middleware. It has River's
-// meaning: 0 is River's default (1 minute), -1 is no timeout (the lease is
-// then [MaxLease]). Any other negative value is refused by [New].
-func WithDefaultTimeout(d time.Duration) Option {
-	return func(c *config) {
-		if d < -1 {
-			c.errs = append(c.errs, fmt.Errorf("default timeout %s must be positive, 0 (River's default) or -1 (none)", d))
-			return
-		}
-		c.defaultTimeout = d
-	}
-}
-
-// WithTTL sets how long a key is remembered after it is first seen, from
-// 60 s to 30 days (default [idem.DefaultTTL], 24 h). A job delivered with
-// the key after that runs again.
-func WithTTL(d time.Duration) Option {
-	return func(c *config) {
-		if err := idem.ValidateTTL(d); err != nil {
-			c.errs = append(c.errs, err)
-			return
-		}
-		c.ttl = d
-	}
-}
-
-// WithRecovery sets what a delivery does with a key abandoned by an
-// earlier delivery (processing, lease ended: its process crashed or
-// stalled). Default: the engine's ([idem.WithDefaultRecovery]), itself
-// [idem.RecoverByEscalating]: the record becomes pending for an operator
-// and the job snoozes until it is resolved. [idem.RecoverByRerunning] runs
-// the worker again, for work that is safe to repeat.
-func WithRecovery(r idem.Recovery) Option {
-	return func(c *config) { c.recovery = &r }
-}
-
-// WithWorkerTimeout registers w's Timeout as the source of the lease for
-// jobs of its kind. River applies a worker's timeout inside the middleware
-// chain, where the middleware cannot see it, so register every keyed
-// worker whose Timeout differs from the client's JobTimeout. Timeout is
-// called with the job's args decoded into T; its result has River's
-// meaning (0: the client's default, -1: none). Registering a kind twice is
-// refused by [New].
-func WithWorkerTimeout[T river.JobArgs](w river.Worker[T]) Option {
-	return func(c *config) {
-		if w == nil {
-			c.errs = append(c.errs, errors.New("nil worker"))
-			return
-		}
-		var zero T
-		kind := zero.Kind()
-		if _, dup := c.timeouts[kind]; dup {
-			c.errs = append(c.errs, fmt.Errorf("worker timeout for kind %q registered twice", kind))
-			return
-		}
-		if c.timeouts == nil {
-			c.timeouts = map[string]func(*rivertype.JobRow) time.Duration{}
-		}
-		c.timeouts[kind] = func(job *rivertype.JobRow) time.Duration {
-			var args T
-			if err := json.Unmarshal(job.EncodedArgs, &args); err != nil {
-				// River fails the job on the same decoding; the lease
-				// only has to be valid until then.
-				return 0
-			}
-			return w.Timeout(&river.Job[T]{JobRow: job, Args: args})
-		}
-	}
-}
-
-// New returns a middleware that runs keyed jobs through engine. Every
-// option is validated here (SPEC J2): a value out of range is an error and
-// no middleware is returned.
-func New(engine *idem.Engine, opts ...Option) (*Middleware, error) {
+// New returns a middleware that runs keyed jobs through engine,
+// configured by cfg. Every field is validated here (SPEC J2): a value out
+// of range is an error and no middleware is returned.
+func New(engine *idem.Engine, cfg Config) (*Middleware, error) {
 	if engine == nil {
 		return nil, errors.New("idemriver: nil engine")
 	}
-	c := config{releaseAfter: DefaultReleaseAfter, ttl: idem.DefaultTTL}
-	for _, o := range opts {
-		if o == nil {
-			c.errs = append(c.errs, errors.New("nil option"))
-			continue
-		}
-		o(&c)
-	}
-	if len(c.errs) > 0 {
-		return nil, fmt.Errorf("idemriver: %w", errors.Join(c.errs...))
-	}
 	m := &Middleware{
 		engine:         engine,
-		lease:          c.lease,
-		releaseAfter:   c.releaseAfter,
-		defaultTimeout: c.defaultTimeout,
-		ttl:            c.ttl,
-		timeouts:       c.timeouts,
+		lease:          cfg.Lease,
+		releaseAfter:   cmp.Or(cfg.ReleaseAfter, DefaultReleaseAfter),
+		defaultTimeout: cfg.DefaultTimeout,
+		ttl:            cmp.Or(cfg.TTL, idem.DefaultTTL),
+		recovery:       cfg.Recovery,
 	}
-	if c.recovery != nil {
-		m.recovery = []idem.RunOption{idem.RunRecovery(*c.recovery)}
+	var errs []error
+	if m.lease != 0 && (m.lease < MinLease || m.lease > MaxLease) {
+		errs = append(errs, fmt.Errorf("lease %s is not in [%s, %s]", m.lease, MinLease, MaxLease))
 	}
-	if c.tracerProvider != nil {
-		m.tracer = c.tracerProvider.Tracer(TracerName)
+	if m.releaseAfter < time.Second || m.releaseAfter > MaxLease {
+		errs = append(errs, fmt.Errorf("release-after %s is not in [1s, %s]", m.releaseAfter, MaxLease))
+	}
+	if m.defaultTimeout < -1 {
+		errs = append(errs, fmt.Errorf("default timeout %s must be positive, 0 (River's default) or -1 (none)", m.defaultTimeout))
+	}
+	if err := idem.ValidateTTL(m.ttl); err != nil {
+		errs = append(errs, err)
+	}
+	for _, wt := range cfg.WorkerTimeouts {
+		switch _, dup := m.timeouts[wt.kind]; {
+		case wt.err != nil:
+			errs = append(errs, wt.err)
+		case wt.timeout == nil:
+			errs = append(errs, errors.New("worker timeout not made by WorkerTimeoutOf"))
+		case dup:
+			errs = append(errs, fmt.Errorf("worker timeout for kind %q registered twice", wt.kind))
+		default:
+			if m.timeouts == nil {
+				m.timeouts = map[string]func(*rivertype.JobRow) time.Duration{}
+			}
+			m.timeouts[wt.kind] = wt.timeout
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("idemriver: %w", errors.Join(errs...))
+	}
+	if cfg.TracerProvider != nil {
+		m.tracer = cfg.TracerProvider.Tracer(TracerName)
 	}
 	return m, nil
 }
@@ -302,7 +277,7 @@ func (m *Middleware) work(ctx context.Context, job *rivertype.JobRow, key, scope
 		ran = true
 		workErr = doInner(ctx)
 		return struct{}{}, workErr
-	}, append([]idem.RunOption{idem.RunOperation(op), idem.RunFingerprint(fp), idem.RunLease(lease), idem.RunTTL(m.ttl)}, m.recovery...)...)
+	}, &idem.RunOpts{Operation: op, Fingerprint: fp, Lease: lease, TTL: m.ttl, Recovery: m.recovery})
 	if ran && workErr == nil && errors.Is(err, idem.ErrOutcomeUnrecorded) {
 		// The work is done: completing the job keeps River from running
 		// it again; the engine records the completion in the background.

@@ -20,12 +20,12 @@ import (
 
 func newEngine(t *testing.T) *idem.Engine {
 	t.Helper()
-	e, err := idem.New(newStore(t), idem.WithoutSealing())
+	e, err := idem.New(newStore(t), idem.Config{DisableSealing: true})
 	require.NoError(t, err)
 	return e
 }
 
-// slowWorker has a timeout of its own, which only WithWorkerTimeout can
+// slowWorker has a timeout of its own, which only WorkerTimeoutOf can
 // tell the middleware.
 type slowWorker struct {
 	river.WorkerDefaults[webhookArgs]
@@ -44,43 +44,41 @@ func TestJ2NewValidatesOptions(t *testing.T) {
 	t.Parallel()
 	engine := newEngine(t)
 
-	_, err := New(nil)
+	_, err := New(nil, Config{})
 	require.ErrorContains(t, err, "nil engine")
 
-	bad := map[string]Option{
-		"lease below LockSeconds":      WithLease(59 * time.Second),
-		"lease above a day":            WithLease(25 * time.Hour),
-		"release-after zero":           WithReleaseAfter(0),
-		"release-after under a second": WithReleaseAfter(500 * time.Millisecond),
-		"release-after above a day":    WithReleaseAfter(25 * time.Hour),
-		"default timeout below -1":     WithDefaultTimeout(-2 * time.Second),
-		"ttl too short":                WithTTL(time.Second),
-		"ttl too long":                 WithTTL(31 * 24 * time.Hour),
-		"nil worker":                   WithWorkerTimeout[webhookArgs](nil),
-		"nil option":                   nil,
-		"worker timeout registered twice": func(c *config) {
-			WithWorkerTimeout[webhookArgs](slowWorker{})(c)
-			WithWorkerTimeout[webhookArgs](slowWorker{})(c)
-		},
+	bad := map[string]Config{
+		"lease below LockSeconds":      {Lease: 59 * time.Second},
+		"lease above a day":            {Lease: 25 * time.Hour},
+		"lease negative":               {Lease: -time.Second},
+		"release-after negative":       {ReleaseAfter: -time.Second},
+		"release-after under a second": {ReleaseAfter: 500 * time.Millisecond},
+		"release-after above a day":    {ReleaseAfter: 25 * time.Hour},
+		"default timeout below -1":     {DefaultTimeout: -2 * time.Second},
+		"ttl too short":                {TTL: time.Second},
+		"ttl too long":                 {TTL: 31 * 24 * time.Hour},
+		"nil worker":                   {WorkerTimeouts: []WorkerTimeout{WorkerTimeoutOf[webhookArgs](nil)}},
+		"zero worker timeout":          {WorkerTimeouts: []WorkerTimeout{{}}},
+		"worker timeout registered twice": {WorkerTimeouts: []WorkerTimeout{
+			WorkerTimeoutOf[webhookArgs](slowWorker{}), WorkerTimeoutOf[webhookArgs](slowWorker{})}},
 	}
-	for name, opt := range bad {
+	for name, cfg := range bad {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			mw, err := New(engine, opt)
+			mw, err := New(engine, cfg)
 			require.Error(t, err)
 			require.Nil(t, mw)
 		})
 	}
 
-	mw, err := New(engine, WithLease(MinLease), WithReleaseAfter(time.Second), WithDefaultTimeout(-1),
-		WithTTL(time.Hour), WithWorkerTimeout[webhookArgs](slowWorker{}))
+	mw, err := New(engine, Config{Lease: MinLease, ReleaseAfter: time.Second, DefaultTimeout: -1, TTL: time.Hour, WorkerTimeouts: []WorkerTimeout{WorkerTimeoutOf[webhookArgs](slowWorker{})}})
 	require.NoError(t, err)
 	require.Equal(t, MinLease, mw.lease)
-	mw, err = New(engine)
+	mw, err = New(engine, Config{})
 	require.NoError(t, err)
 	require.Equal(t, DefaultReleaseAfter, mw.releaseAfter)
 	require.Equal(t, idem.DefaultTTL, mw.ttl)
-	_, err = New(engine, WithDefaultTimeout(0), WithLease(MaxLease))
+	_, err = New(engine, Config{DefaultTimeout: 0, Lease: MaxLease})
 	require.NoError(t, err)
 }
 
@@ -121,7 +119,7 @@ func TestJ2LeaseForUsesWorkerTimeout(t *testing.T) {
 	}
 	kind := webhookArgs{}.Kind()
 
-	mw, err := New(engine, WithWorkerTimeout[webhookArgs](slowWorker{}), WithDefaultTimeout(2*time.Minute))
+	mw, err := New(engine, Config{DefaultTimeout: 2 * time.Minute, WorkerTimeouts: []WorkerTimeout{WorkerTimeoutOf[webhookArgs](slowWorker{})}})
 	require.NoError(t, err)
 	require.Equal(t, 30*time.Minute, mw.leaseFor(job(webhookArgs{Amount: 30}, kind)), "Timeout(job) sees the args")
 	require.Equal(t, MaxLease, mw.leaseFor(job(webhookArgs{Amount: -1}, kind)), "no timeout")
@@ -129,7 +127,7 @@ func TestJ2LeaseForUsesWorkerTimeout(t *testing.T) {
 	require.Equal(t, 2*time.Minute, mw.leaseFor(job(webhookArgs{}, "other_kind")), "unregistered kind: the client's")
 	require.Equal(t, 2*time.Minute, mw.leaseFor(&rivertype.JobRow{Kind: kind, EncodedArgs: []byte("{")}), "undecodable args: the client's")
 
-	mw, err = New(engine, WithWorkerTimeout[webhookArgs](slowWorker{}), WithLease(10*time.Minute))
+	mw, err = New(engine, Config{Lease: 10 * time.Minute, WorkerTimeouts: []WorkerTimeout{WorkerTimeoutOf[webhookArgs](slowWorker{})}})
 	require.NoError(t, err)
 	require.Equal(t, 10*time.Minute, mw.leaseFor(job(webhookArgs{Amount: 30}, kind)), "explicit lease wins")
 }
@@ -204,7 +202,7 @@ func (badScopeArgs) IdempotencyKey() (string, string) { return "k", "" }
 
 func TestInsertManyValidatesKeys(t *testing.T) {
 	t.Parallel()
-	mw, err := New(newEngine(t))
+	mw, err := New(newEngine(t), Config{})
 	require.NoError(t, err)
 	innerCalled := false
 	inner := func(context.Context) ([]*rivertype.JobInsertResult, error) { innerCalled = true; return nil, nil }
@@ -237,7 +235,7 @@ func TestInsertManyValidatesKeys(t *testing.T) {
 // passes through as is.
 func TestWorkWithoutKeyRunsUntouched(t *testing.T) {
 	t.Parallel()
-	mw, err := New(newEngine(t))
+	mw, err := New(newEngine(t), Config{})
 	require.NoError(t, err)
 	want := river.JobSnooze(time.Minute)
 	err = mw.Work(t.Context(), &rivertype.JobRow{Kind: "k", Metadata: []byte(`{}`), EncodedArgs: []byte(`{}`)},
@@ -258,7 +256,7 @@ func TestWorkWithoutKeyRunsUntouched(t *testing.T) {
 // the lease, so a duplicate cannot take the key over while it still runs.
 func TestWorkerContextEndsWithLease(t *testing.T) {
 	t.Parallel()
-	mw, err := New(newEngine(t), WithLease(2*time.Minute))
+	mw, err := New(newEngine(t), Config{Lease: 2 * time.Minute})
 	require.NoError(t, err)
 	opts, err := InsertOpts(nil, "k", "s")
 	require.NoError(t, err)
@@ -310,9 +308,9 @@ func newStore(t *testing.T) idemdriver.Store {
 func TestJ1UnrecordedCompletionCompletesTheJob(t *testing.T) {
 	t.Parallel()
 	store := &outageStore{Store: newStore(t)}
-	engine, err := idem.New(store, idem.WithoutSealing())
+	engine, err := idem.New(store, idem.Config{DisableSealing: true})
 	require.NoError(t, err)
-	mw, err := New(engine)
+	mw, err := New(engine, Config{})
 	require.NoError(t, err)
 	opts, err := InsertOpts(nil, "k", "s")
 	require.NoError(t, err)
@@ -341,7 +339,7 @@ func TestJ1AbandonedKeyFollowsTheRecovery(t *testing.T) {
 	t.Parallel()
 	store := newStore(t)
 	clock := time.Now()
-	engine, err := idem.New(store, idem.WithoutSealing(), idem.WithNowFunc(func() time.Time { return clock }))
+	engine, err := idem.New(store, idem.Config{DisableSealing: true, Now: func() time.Time { return clock }})
 	require.NoError(t, err)
 	opts, err := InsertOpts(nil, "k", "s")
 	require.NoError(t, err)
@@ -359,7 +357,7 @@ func TestJ1AbandonedKeyFollowsTheRecovery(t *testing.T) {
 	runs := 0
 	work := func(context.Context) error { runs++; return nil }
 
-	escalating, err := New(engine)
+	escalating, err := New(engine, Config{})
 	require.NoError(t, err)
 	var snooze *river.JobSnoozeError
 	require.ErrorAs(t, escalating.Work(t.Context(), &rivertype.JobRow{ID: 1, Kind: "k", Metadata: opts.Metadata, EncodedArgs: []byte(`{}`)}, work), &snooze)
@@ -369,7 +367,7 @@ func TestJ1AbandonedKeyFollowsTheRecovery(t *testing.T) {
 	require.NoError(t, err)
 	abandon("k2")
 	clock = clock.Add(2 * time.Minute)
-	rerunning, err := New(engine, WithRecovery(idem.RecoverByRerunning()))
+	rerunning, err := New(engine, Config{Recovery: new(idem.RecoverByRerunning())})
 	require.NoError(t, err)
 	require.NoError(t, rerunning.Work(t.Context(), &rivertype.JobRow{ID: 2, Kind: "k", Metadata: opts2.Metadata, EncodedArgs: []byte(`{}`)}, work))
 	require.Equal(t, 1, runs)

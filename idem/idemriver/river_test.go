@@ -121,9 +121,9 @@ func startClient[TTx any](t *testing.T, driver riverdriver.Driver[TTx], store id
 	_, err = migrator.Migrate(ctx, rivermigrate.DirectionUp, nil)
 	require.NoError(t, err)
 
-	engine, err := idem.New(store, idem.WithSecret(idemtest.Secret))
+	engine, err := idem.New(store, idem.Config{Secret: idemtest.Secret})
 	require.NoError(t, err)
-	mw, err := New(engine, WithReleaseAfter(time.Second))
+	mw, err := New(engine, Config{ReleaseAfter: time.Second})
 	require.NoError(t, err)
 
 	client, err := river.NewClient(driver, &river.Config{

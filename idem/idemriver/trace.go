@@ -18,10 +18,10 @@ import (
 const TracerName = "github.com/unstuckhq/unstuck/idem/idemriver"
 
 // SpanWork ("idem.river.work") is the span around each keyed job's work
-// with [WithTracerProvider]: its attributes are the job's ID, kind and
+// with [Config].TracerProvider: its attributes are the job's ID, kind and
 // attempt, the key's safe ID and operation (idem.AttrKeyID,
 // idem.AttrOperation) and AttrJobOutcome — never the raw key or the job's
-// args. An engine built with idem.WithTracerProvider adds its own spans
+// args. An engine built with idem.Config.TracerProvider adds its own spans
 // (idem.SpanRun, idem.SpanDecide) beneath it.
 const SpanWork = "idem.river.work"
 
@@ -34,12 +34,6 @@ const (
 	// snoozed, cancelled or error.
 	AttrJobOutcome = "idem.river.outcome"
 )
-
-// WithTracerProvider records SpanWork with tp for each keyed job. A nil
-// tp, like no option, leaves tracing off: no tracing code runs.
-func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(c *config) { c.tracerProvider = tp }
-}
 
 // workTraced is work inside a SpanWork span.
 func (m *Middleware) workTraced(ctx context.Context, job *rivertype.JobRow, key, scope string, doInner func(context.Context) error) error {

@@ -14,7 +14,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 )
 
-// TestK18JobSpans: with WithTracerProvider on the
+// TestK18JobSpans: with a TracerProvider on the
 // middleware and the engine, a keyed job's work is an idem.river.work
 // span with the job's ID, kind, attempt and outcome, over the engine's
 // idem.run and idem.decide; a duplicate is a replay that snoozes nothing
@@ -24,9 +24,9 @@ func TestK18JobSpans(t *testing.T) {
 	const key, args = "job-key-Zq81-never-exported", `{"email":"bob+17@example.com","payload":"secret-args"}`
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	engine, err := idem.New(newStore(t), idem.WithoutSealing(), idem.WithTracerProvider(tp))
+	engine, err := idem.New(newStore(t), idem.Config{DisableSealing: true, TracerProvider: tp})
 	require.NoError(t, err)
-	mw, err := New(engine, WithTracerProvider(tp))
+	mw, err := New(engine, Config{TracerProvider: tp})
 	require.NoError(t, err)
 	opts, err := InsertOpts(nil, key, "tenant-1")
 	require.NoError(t, err)

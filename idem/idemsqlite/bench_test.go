@@ -95,12 +95,12 @@ func newBenchEnv(b *testing.B) benchEnv {
 	if _, err := rand.Read(secret); err != nil {
 		b.Fatal(err)
 	}
-	engine, err := idem.New(store, idem.WithSecret(secret))
+	engine, err := idem.New(store, idem.Config{Secret: secret})
 	if err != nil {
 		b.Fatal(err)
 	}
 	// The limit writes a blob as long as the engine's envelope.
-	if _, err := idem.Run(ctx, engine, "probe", benchScope, benchCallback); err != nil {
+	if _, err := idem.Run(ctx, engine, "probe", benchScope, benchCallback, nil); err != nil {
 		b.Fatal(err)
 	}
 	rec, ok, err := store.Get(ctx, idemdriver.Ident{Scope: benchScope, Operation: idem.DefaultOperation,
@@ -232,7 +232,7 @@ func BenchmarkRunFirst(b *testing.B) {
 			env := newBenchEnv(b)
 			prefix := "first-" + benchfloor.RandomHex() + "-"
 			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
-				res, err := idem.Run(ctx, env.engine, prefix+strconv.Itoa(i), benchScope, benchCallback)
+				res, err := idem.Run(ctx, env.engine, prefix+strconv.Itoa(i), benchScope, benchCallback, nil)
 				if err == nil && res.Replayed {
 					err = errors.New("first run replayed")
 				}
@@ -273,7 +273,7 @@ func BenchmarkRunReplay(b *testing.B) {
 		for i := range keys {
 			keys[i] = prefix + strconv.Itoa(i)
 			digests[i] = idem.Digest(benchScope, idem.DefaultOperation, keys[i])
-			if _, err := idem.Run(context.Background(), env.engine, keys[i], benchScope, benchCallback); err != nil {
+			if _, err := idem.Run(context.Background(), env.engine, keys[i], benchScope, benchCallback, nil); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -284,7 +284,7 @@ func BenchmarkRunReplay(b *testing.B) {
 			env := newBenchEnv(b)
 			keys, _ := completed(b, env)
 			benchround.Parallel(b, g, func(ctx context.Context, i int) error {
-				res, err := idem.Run(ctx, env.engine, keys[i%len(keys)], benchScope, benchCallback)
+				res, err := idem.Run(ctx, env.engine, keys[i%len(keys)], benchScope, benchCallback, nil)
 				if err == nil && !res.Replayed {
 					err = errors.New("replay ran the callback")
 				}

@@ -21,7 +21,7 @@
 //	if err := store.Migrate(ctx); err != nil {
 //		return err
 //	}
-//	engine, err := idem.New(store, idem.WithSecret(secret))
+//	engine, err := idem.New(store, idem.Config{Secret: secret})
 //
 // The New example is a complete program: it opens a file, migrates it and
 // runs a key twice, the second call replayed.
@@ -46,7 +46,7 @@
 // statement itself. The Store is an idemdriver.LocalStore: the idem engine does
 // not set a context deadline on its calls (which would make database/sql
 // and modernc.org/sqlite start a goroutine per statement) but passes its
-// store timeout (idem.WithStoreTimeout, 5 s by default) as an
+// store timeout (idem.Config.StoreTimeout, 5 s by default) as an
 // idemdriver.CallDeadline, which bounds the wait for the writer slot; the wait
 // for another handle's write lock is bounded by the busy timeout (10 s
 // with [Open]). A context deadline on the write statements as well was

@@ -31,7 +31,7 @@ func ExampleNew() {
 	if err := store.Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}
-	engine, err := idem.New(store, idem.WithSecret([]byte("example-secret-of-at-least-32-bytes!")))
+	engine, err := idem.New(store, idem.Config{Secret: []byte("example-secret-of-at-least-32-bytes!")})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func ExampleNew() {
 		return "receipt-1", nil
 	}
 	for range 2 {
-		res, err := idem.Run(ctx, engine, "receipt-for-order-42", "tenant:acme", sendReceipt)
+		res, err := idem.Run(ctx, engine, "receipt-for-order-42", "tenant:acme", sendReceipt, nil)
 		if err != nil {
 			log.Fatal(err)
 		}

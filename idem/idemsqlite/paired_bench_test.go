@@ -109,7 +109,7 @@ func BenchmarkRunPaired(b *testing.B) {
 			st := benchfloor.FirstStatements{Limit: l.firstAs, Required: r.first}
 			benchround.Paired(b, g, 64*g, benchfloor.PairedRatios, benchfloor.FirstOps(benchfloor.NewTB(b), benchScope, idem.DefaultOperation,
 				benchValue, make([]byte, env.sealedLen), st, func(ctx context.Context, key string) (bool, error) {
-					res, err := idem.Run(ctx, env.engine, key, benchScope, benchCallback)
+					res, err := idem.Run(ctx, env.engine, key, benchScope, benchCallback, nil)
 					return res.Replayed, err
 				})...)
 		})
@@ -121,7 +121,7 @@ func BenchmarkRunPaired(b *testing.B) {
 			r := newBenchRequired(b, env.db, l)
 			f := benchfloor.NewTB(b)
 			keys, floorKeys, err := benchfloor.ReplayKeys(benchReplayKeys, func(key string) error {
-				_, err := idem.Run(context.Background(), env.engine, key, benchScope, benchCallback)
+				_, err := idem.Run(context.Background(), env.engine, key, benchScope, benchCallback, nil)
 				return err
 			}, func(key string) error { return l.floorFirst(context.Background(), f, key) })
 			if err != nil {
@@ -130,7 +130,7 @@ func BenchmarkRunPaired(b *testing.B) {
 			st := benchfloor.ReplayStatements{Limit: l.replayed, Required: r.replayed}
 			benchround.Paired(b, g, 256*g, benchfloor.PairedRatios, benchfloor.ReplayOps(f, benchScope, idem.DefaultOperation,
 				benchValue, floorKeys, st, func(ctx context.Context, i int) (bool, error) {
-					res, err := idem.Run(ctx, env.engine, keys[i%len(keys)], benchScope, benchCallback)
+					res, err := idem.Run(ctx, env.engine, keys[i%len(keys)], benchScope, benchCallback, nil)
 					return res.Replayed, err
 				})...)
 		})

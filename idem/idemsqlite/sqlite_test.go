@@ -760,13 +760,13 @@ func TestWriteLockHeldElsewhere(t *testing.T) {
 func TestWriterWaitEndsAtCallDeadline(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	e, err := idem.New(b.store, idem.WithoutSealing(), idem.WithStoreTimeout(100*time.Millisecond))
+	e, err := idem.New(b.store, idem.Config{DisableSealing: true, StoreTimeout: 100 * time.Millisecond})
 	require.NoError(t, err)
 	outer, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	// WithinTx holds the store's writer while fn runs.
 	err = b.store.WithinTx(t.Context(), func(context.Context, idemdriver.Store) error {
-		_, err := idem.Run(outer, e, "waits-for-the-writer", "tenant", func(context.Context) (int, error) { return 1, nil })
+		_, err := idem.Run(outer, e, "waits-for-the-writer", "tenant", func(context.Context) (int, error) { return 1, nil }, nil)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.NoError(t, outer.Err(), "the call waited for the caller's deadline, not the store timeout")
 		return nil

@@ -42,7 +42,7 @@ func runConcurrency(t *testing.T, newStore func(t *testing.T) idemdriver.Store) 
 		// the suite) the last may wait minutes, far past the default store
 		// timeout (5 s), which is not what this test is about (each key
 		// runs once).
-		e := newEngine(t, s, idem.WithStoreTimeout(5*time.Minute))
+		e := newEngine(t, s, idem.Config{StoreTimeout: 5 * time.Minute})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
 
@@ -64,7 +64,7 @@ func runConcurrency(t *testing.T, newStore func(t *testing.T) idemdriver.Store) 
 							executions[k].Add(1)
 							time.Sleep(time.Millisecond) // widen the window for a second owner
 							return raceValue{Key: key, Seq: seq.Add(1), Parts: []string{"a", key}}, nil
-						}, idem.RunFingerprint("payload-1"))
+						}, &idem.RunOpts{Fingerprint: "payload-1"})
 						switch {
 						case errors.Is(err, idem.ErrInProgress):
 							inProgress.Add(1)
@@ -113,7 +113,7 @@ func runConcurrency(t *testing.T, newStore func(t *testing.T) idemdriver.Store) 
 			require.NoError(t, err)
 			require.True(t, ok)
 			require.Equal(t, idemdriver.StatusCompleted, rec.Status, key)
-			res, err := idem.Run(ctx, e, key, "tenant:race", func(context.Context) (raceValue, error) { return raceValue{}, errors.New("must not run") }, idem.RunFingerprint("payload-1"))
+			res, err := idem.Run(ctx, e, key, "tenant:race", func(context.Context) (raceValue, error) { return raceValue{}, errors.New("must not run") }, &idem.RunOpts{Fingerprint: "payload-1"})
 			require.NoError(t, err)
 			require.True(t, res.Replayed)
 			require.Equal(t, *firsts[k].Load(), res.Value)
@@ -123,7 +123,7 @@ func runConcurrency(t *testing.T, newStore func(t *testing.T) idemdriver.Store) 
 	t.Run("S3MixedPayloadRaceRejectsTheOtherVariant", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
-		e := newEngine(t, s)
+		e := newEngine(t, s, idem.Config{})
 		ctx := ctxT(t)
 		for k := range MixedKeys {
 			key := fmt.Sprintf("mixed-%02d", k)
@@ -146,7 +146,7 @@ func runConcurrency(t *testing.T, newStore func(t *testing.T) idemdriver.Store) 
 						winner.Store(variant)
 						time.Sleep(time.Millisecond)
 						return "made by " + variant, nil
-					}, idem.RunFingerprint("variant-"+variant))
+					}, &idem.RunOpts{Fingerprint: "variant-" + variant})
 					answers <- answer{variant, err, res}
 				})
 			}
@@ -178,7 +178,7 @@ func runConcurrency(t *testing.T, newStore func(t *testing.T) idemdriver.Store) 
 		s := newStore(t)
 		clock := NewClock(start)
 		// The successor re-runs a key whose lease ended (RecoverByRerunning).
-		e := newEngine(t, s, idem.WithNowFunc(clock.Now), idem.WithDefaultRecovery(idem.RecoverByRerunning()))
+		e := newEngine(t, s, idem.Config{Now: clock.Now, DefaultRecovery: idem.RecoverByRerunning()})
 		ctx := ctxT(t)
 		rng := rand.New(rand.NewPCG(7, 11))
 		const lease = 10 * time.Second
@@ -194,7 +194,7 @@ func runConcurrency(t *testing.T, newStore func(t *testing.T) idemdriver.Store) 
 					entered <- info
 					<-release
 					return "zombie", nil
-				}, idem.RunLease(lease))
+				}, &idem.RunOpts{Lease: lease})
 				zombie <- err
 			}()
 			first := <-entered
@@ -208,7 +208,7 @@ func runConcurrency(t *testing.T, newStore func(t *testing.T) idemdriver.Store) 
 				info, _ := idem.RunInfoFrom(ctx)
 				successorFence = info.Fence
 				return "successor", nil
-			}, idem.RunLease(lease))
+			}, &idem.RunOpts{Lease: lease})
 			close(release)
 			zerr := <-zombie
 
@@ -225,7 +225,7 @@ func runConcurrency(t *testing.T, newStore func(t *testing.T) idemdriver.Store) 
 				require.NoError(t, zerr)
 				lastFence = first.Fence
 			}
-			after, err := idem.Run(ctx, e, key, "tenant:fence", func(context.Context) (string, error) { return "late", nil })
+			after, err := idem.Run(ctx, e, key, "tenant:fence", func(context.Context) (string, error) { return "late", nil }, nil)
 			require.NoError(t, err)
 			require.True(t, after.Replayed)
 			if pause >= lease {
@@ -246,7 +246,7 @@ func runConcurrency(t *testing.T, newStore func(t *testing.T) idemdriver.Store) 
 		t.Helper()
 		s = newStore(t)
 		clock := NewClock(start)
-		e = newEngine(t, s, idem.WithNowFunc(clock.Now), idem.WithDefaultRecovery(recovery))
+		e = newEngine(t, s, idem.Config{Now: clock.Now, DefaultRecovery: recovery})
 		ctx := ctxT(t)
 		id = idemdriver.Ident{Scope: "tenant:t", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("tenant:t", idem.DefaultOperation, "crashed")}
 		_, created, err := s.Reserve(ctx, idemdriver.ReserveParams{Ident: id, Owner: "crashed", Lease: time.Second, TTL: time.Hour, Now: clock.Now()})
@@ -263,7 +263,7 @@ func runConcurrency(t *testing.T, newStore func(t *testing.T) idemdriver.Store) 
 					ran.Add(1)
 					time.Sleep(time.Millisecond)
 					return 1, nil
-				}, idem.RunLease(time.Minute))
+				}, &idem.RunOpts{Lease: time.Minute})
 				if err != nil && !errors.Is(err, idem.ErrInProgress) {
 					t.Errorf("unexpected error: %v", err)
 				}

@@ -63,13 +63,13 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer closeDB()
-	engine, err := idem.New(s, idem.WithSecret(idemtest.Secret))
+	engine, err := idem.New(s, idem.Config{Secret: idemtest.Secret})
 	if err != nil {
 		log.Fatal(err)
 	}
 	_, err = idem.Run(ctx, engine, "key-1", "tenant:1", func(ctx context.Context) (string, error) {
 		return "charged", nil
-	}, idem.RunOperation("charge"), idem.RunTTL(time.Hour))
+	}, &idem.RunOpts{Operation: "charge", TTL: time.Hour})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -62,11 +62,11 @@ type httpHarness struct {
 // respondCreated as the handler.
 type httpOpts struct {
 	cfg idem.MiddlewareConfig
-	// route are options added to every route (after RouteName).
-	route []idem.RouteOption
-	// engine replaces the default engine options (WithSecret(Secret)); the
-	// bundle's clock is always added.
-	engine []idem.Option
+	// route are the settings of every route; setup sets their Name.
+	route idem.RouteOpts
+	// engine replaces the default engine configuration (Secret: [Secret]);
+	// the bundle's clock is always set.
+	engine *idem.Config
 	// handler is the application handler; run counts its calls, from 1.
 	handler func(w http.ResponseWriter, r *http.Request, run int)
 	// store shares another bundle's store instead of a fresh one.
@@ -99,11 +99,12 @@ func (h httpHarness) setup(t *testing.T, o httpOpts) *httpBundle {
 		t.Skip("H17: the store does not implement idemdriver.TxStore; transactional mode is tested once it does")
 	}
 	b := &httpBundle{store: s, spy: &storeSpy{}, clock: NewClock(start), hooks: &hookLog{}, serverLog: &syncBuffer{}}
-	engineOpts := o.engine
-	if engineOpts == nil {
-		engineOpts = []idem.Option{idem.WithSecret(Secret)}
+	ecfg := idem.Config{Secret: Secret}
+	if o.engine != nil {
+		ecfg = *o.engine
 	}
-	e, err := idem.New(b.spy.wrap(s), append(engineOpts, idem.WithNowFunc(b.clock.Now))...)
+	ecfg.Now = b.clock.Now
+	e, err := idem.New(b.spy.wrap(s), ecfg)
 	require.NoError(t, err)
 	b.engine = e
 
@@ -124,15 +125,17 @@ func (h httpHarness) setup(t *testing.T, o httpOpts) *httpBundle {
 	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		handler(w, r, int(b.runs.Add(1)))
 	})
-	route := func(name string) []idem.RouteOption {
-		return append([]idem.RouteOption{idem.RouteName(name)}, o.route...)
+	route := func(name string) *idem.RouteOpts {
+		r := o.route
+		r.Name = name
+		return &r
 	}
 	r := chi.NewRouter()
 	r.Use(testAuth)
-	r.With(b.mw.Required(route(routeR)...)).HandleFunc("/r", app)
-	r.With(b.mw.Required(route(routeR2)...)).HandleFunc("/r2", app)
-	r.With(b.mw.Optional(route(routeO)...)).HandleFunc("/o", app)
-	r.With(b.mw.Required(o.route...)).HandleFunc("/d/{id}", app) // named by the default RouteFunc
+	r.With(b.mw.Required(route(routeR))).HandleFunc("/r", app)
+	r.With(b.mw.Required(route(routeR2))).HandleFunc("/r2", app)
+	r.With(b.mw.Optional(route(routeO))).HandleFunc("/o", app)
+	r.With(b.mw.Required(route(""))).HandleFunc("/d/{id}", app) // named by the default RouteFunc
 
 	b.srv = httptest.NewUnstartedServer(r)
 	// A handler's panic is logged by the server; keep it for the test.

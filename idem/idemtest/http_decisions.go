@@ -263,7 +263,7 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 	t.Run("H9DuplicateWhileRunningIs409WithRetryAfter", func(t *testing.T) {
 		t.Parallel()
 		g := newGate(t)
-		b := h.setup(t, httpOpts{route: []idem.RouteOption{idem.RouteLease(20 * time.Second)},
+		b := h.setup(t, httpOpts{route: idem.RouteOpts{Lease: 20 * time.Second},
 			handler: g.holdFirst})
 		key := newKey()
 		pending := b.start(t, httpCall{key: key})
@@ -332,7 +332,7 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 
 	t.Run("S1LeaseTakeoverFencesTheStuckRequest", func(t *testing.T) {
 		t.Parallel()
-		b, g, key, stuck, held := stuckRequest(t, h, idem.RouteRecovery(idem.RecoverByRerunning()))
+		b, g, key, stuck, held := stuckRequest(t, h, new(idem.RecoverByRerunning()))
 		successor := b.call(t, httpCall{key: key})
 		require.Equal(t, http.StatusCreated, successor.status)
 		require.Empty(t, successor.header.Get(idem.HeaderReplayed), "the expired lease is taken over and the handler runs")
@@ -357,7 +357,7 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 
 	t.Run("R8K21StuckRequestIsEscalatedByDefault", func(t *testing.T) {
 		t.Parallel()
-		b, g, key, stuck, held := stuckRequest(t, h)
+		b, g, key, stuck, held := stuckRequest(t, h, nil)
 		successor := b.call(t, httpCall{key: key})
 		requireProblem(t, successor, http.StatusConflict, idem.CodePendingReview)
 		require.Empty(t, successor.header.Values("Retry-After"), "K21: a key waiting for an operator does not invite a retry")
@@ -489,7 +489,7 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 	t.Run("H13FailedCompletionIsRecordedLateNeverRerun", func(t *testing.T) {
 		t.Parallel()
 		logs := &syncBuffer{}
-		b := h.setup(t, httpOpts{engine: []idem.Option{idem.WithSecret(Secret), idem.WithLogger(slog.New(slog.NewTextHandler(logs, nil)))}})
+		b := h.setup(t, httpOpts{engine: &idem.Config{Secret: Secret, Logger: slog.New(slog.NewTextHandler(logs, nil))}})
 		b.spy.completesDown.Store(true)
 		key := newKey()
 		first := b.call(t, httpCall{key: key})
@@ -554,7 +554,7 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 		// A plaintext response written by a middleware with sealing off,
 		// on the same store.
 		planted := newKey()
-		plain := h.setup(t, httpOpts{store: b.store, engine: []idem.Option{idem.WithoutSealing()}})
+		plain := h.setup(t, httpOpts{store: b.store, engine: &idem.Config{DisableSealing: true}})
 		require.Equal(t, http.StatusCreated, plain.call(t, httpCall{key: planted}).status)
 		prec, ok := b.record(t, b.scope, routeR, planted)
 		require.True(t, ok)
@@ -576,16 +576,16 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 		first := old.call(t, httpCall{key: key})
 		require.Equal(t, http.StatusCreated, first.status)
 
-		next := h.setup(t, httpOpts{store: old.store, engine: []idem.Option{idem.WithSecret(rotated, Secret)}})
+		next := h.setup(t, httpOpts{store: old.store, engine: &idem.Config{Secret: rotated, PreviousSecrets: [][]byte{Secret}}})
 		requireReplay(t, first, next.call(t, httpCall{key: key}))
-		forgot := h.setup(t, httpOpts{store: old.store, engine: []idem.Option{idem.WithSecret(rotated)}})
+		forgot := h.setup(t, httpOpts{store: old.store, engine: &idem.Config{Secret: rotated}})
 		requireProblem(t, forgot.call(t, httpCall{key: key}), http.StatusConflict, idem.CodeResponseUnavailable)
 		require.Zero(t, next.runs.Load()+forgot.runs.Load(), "never a guess, never a second run")
 	})
 
 	t.Run("H15RouteTTLCountsFromFirstSeen", func(t *testing.T) {
 		t.Parallel()
-		b := h.setup(t, httpOpts{route: []idem.RouteOption{idem.RouteTTL(2 * time.Hour)}})
+		b := h.setup(t, httpOpts{route: idem.RouteOpts{TTL: 2 * time.Hour}})
 		key := newKey()
 		first := b.call(t, httpCall{key: key})
 		rec, ok := b.record(t, b.scope, routeR, key)
@@ -608,7 +608,7 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 	t.Run("H15LiveLeaseOutlivesTheTTL", func(t *testing.T) {
 		t.Parallel()
 		g := newGate(t)
-		b := h.setup(t, httpOpts{route: []idem.RouteOption{idem.RouteTTL(time.Minute), idem.RouteLease(2 * time.Minute)},
+		b := h.setup(t, httpOpts{route: idem.RouteOpts{TTL: time.Minute, Lease: 2 * time.Minute},
 			handler: g.holdFirst})
 		key := newKey()
 		pending := b.start(t, httpCall{key: key})
@@ -668,12 +668,12 @@ func runHTTPDecisions(t *testing.T, h httpHarness) {
 }
 
 // stuckRequest starts a request whose handler is held (a stalled owner)
-// on a route with a 5 s lease and the given options, and moves the clock
-// past its lease. It returns the held record as it was before.
-func stuckRequest(t *testing.T, h httpHarness, opts ...idem.RouteOption) (b *httpBundle, g *gate, key string, stuck <-chan callResult, held idemdriver.Record) {
+// on a route with a 5 s lease and the given recovery (nil: the
+// middleware's), and moves the clock past its lease. It returns the held record as it was before.
+func stuckRequest(t *testing.T, h httpHarness, recovery *idem.Recovery) (b *httpBundle, g *gate, key string, stuck <-chan callResult, held idemdriver.Record) {
 	t.Helper()
 	g = newGate(t)
-	b = h.setup(t, httpOpts{route: append([]idem.RouteOption{idem.RouteLease(5 * time.Second)}, opts...),
+	b = h.setup(t, httpOpts{route: idem.RouteOpts{Lease: 5 * time.Second, Recovery: recovery},
 		handler: g.holdFirst})
 	key = newKey()
 	stuck = b.start(t, httpCall{key: key})

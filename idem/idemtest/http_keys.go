@@ -172,7 +172,7 @@ func runHTTPKeys(t *testing.T, h httpHarness) {
 	t.Run("H3H18ConfigErrorsAtStartUp", func(t *testing.T) {
 		t.Parallel()
 		s := h.newStore(t)
-		e := newEngine(t, s)
+		e := newEngine(t, s, idem.Config{})
 
 		_, err := idem.NewMiddleware(e, idem.MiddlewareConfig{Key: idem.KeyRules{MinLength: 20, MaxLength: 10}})
 		require.Error(t, err, "H3: MinLength above MaxLength")
@@ -191,7 +191,7 @@ func runHTTPKeys(t *testing.T, h httpHarness) {
 
 		// H17: transactional mode needs a TxStore; a store that hides it is
 		// refused.
-		plain := newEngine(t, struct{ idemdriver.Store }{s})
+		plain := newEngine(t, struct{ idemdriver.Store }{s}, idem.Config{})
 		_, err = idem.NewMiddleware(plain, idem.MiddlewareConfig{Transactional: true})
 		require.Error(t, err, "H17: Transactional over a store that is not an idemdriver.TxStore")
 		if _, ok := s.(idemdriver.TxStore); ok {
@@ -202,12 +202,12 @@ func runHTTPKeys(t *testing.T, h httpHarness) {
 		// H18: per-route options are validated when the route is declared.
 		m, err := idem.NewMiddleware(e, idem.MiddlewareConfig{})
 		require.NoError(t, err)
-		require.Panics(t, func() { m.Required(idem.RouteTTL(10 * time.Second)) }, "H15: TTL below 60s")
-		require.Panics(t, func() { m.Optional(idem.RouteTTL(31 * 24 * time.Hour)) }, "H15: TTL above 30 days")
-		for name, opt := range map[string]idem.RouteOption{
-			"ttl":   idem.RouteTTL(59 * time.Second),
-			"lease": idem.RouteLease(0),
-			"route": idem.RouteName(""),
+		require.Panics(t, func() { m.Required(&idem.RouteOpts{TTL: 10 * time.Second}) }, "H15: TTL below 60s")
+		require.Panics(t, func() { m.Optional(&idem.RouteOpts{TTL: 31 * 24 * time.Hour}) }, "H15: TTL above 30 days")
+		for name, opt := range map[string]*idem.RouteOpts{
+			"ttl":   {TTL: 59 * time.Second},
+			"lease": {Lease: -time.Second},
+			"route": {Name: string(make([]byte, idem.MaxScopeBytes+1))},
 		} {
 			mw, err := m.Route(true, opt)
 			want := idem.ErrInvalidKey
@@ -220,9 +220,9 @@ func runHTTPKeys(t *testing.T, h httpHarness) {
 			require.Equal(t, name, ve.Field)
 			require.Nil(t, mw, name)
 		}
-		mw, err := m.Route(false, idem.RouteTTL(idem.MinTTL), idem.RouteLease(idem.MaxLease), idem.RouteName("orders"))
+		mw, err := m.Route(false, &idem.RouteOpts{TTL: idem.MinTTL, Lease: idem.MaxLease, Name: "orders"})
 		require.NoError(t, err, "bounds are inclusive")
 		require.NotNil(t, mw)
-		require.NotPanics(t, func() { m.Required(idem.RouteTTL(idem.MaxTTL), idem.RouteLease(idem.MinLease)) })
+		require.NotPanics(t, func() { m.Required(&idem.RouteOpts{TTL: idem.MaxTTL, Lease: idem.MinLease}) })
 	})
 }

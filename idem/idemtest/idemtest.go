@@ -68,7 +68,7 @@ func Run(t *testing.T, newStore func(t *testing.T) idemdriver.Store) {
 // Secret is a fixed 32-byte secret for tests.
 var Secret = []byte("idemtest-secret-0123456789abcdef")
 
-// Clock is a settable clock for [idem.WithNowFunc]. Safe for concurrent use.
+// Clock is a settable clock for [idem.Config].Now. Safe for concurrent use.
 type Clock struct {
 	ch chan time.Time
 }
@@ -97,9 +97,14 @@ func (c *Clock) Advance(d time.Duration) {
 // ignores the Now override fails the suite.
 var start = time.Date(2031, 3, 14, 9, 26, 53, 0, time.UTC)
 
-func newEngine(t *testing.T, s idemdriver.Store, opts ...idem.Option) *idem.Engine {
+// newEngine builds an engine over s with cfg, sealed with [Secret] unless
+// cfg sets a secret or turns sealing off.
+func newEngine(t *testing.T, s idemdriver.Store, cfg idem.Config) *idem.Engine {
 	t.Helper()
-	e, err := idem.New(s, append([]idem.Option{idem.WithSecret(Secret)}, opts...)...)
+	if cfg.Secret == nil && !cfg.DisableSealing {
+		cfg.Secret = Secret
+	}
+	e, err := idem.New(s, cfg)
 	require.NoError(t, err)
 	return e
 }

@@ -24,7 +24,7 @@ func runOperator(t *testing.T, newStore func(t *testing.T) idemdriver.Store) {
 		t.Helper()
 		s := newStore(t)
 		c := NewClock(start)
-		return bundle{store: s, clock: c, engine: newEngine(t, s, idem.WithNowFunc(c.Now))}
+		return bundle{store: s, clock: c, engine: newEngine(t, s, idem.Config{Now: c.Now})}
 	}
 	// pending makes a pending record with an external reference, as a
 	// payment whose provider timed out, and returns it as read.
@@ -33,7 +33,7 @@ func runOperator(t *testing.T, newStore func(t *testing.T) idemdriver.Store) {
 		_, err := idem.Run(ctxT(t), b.engine, key, "tenant:op", func(ctx context.Context) (int, error) {
 			require.NoError(t, idem.Annotate(ctx, idem.Annotation{ExternalRef: "prov_" + key}))
 			return 0, idem.Uncertain(errors.New("provider timed out"))
-		})
+		}, nil)
 		require.ErrorIs(t, err, idem.ErrUncertain)
 		return read(t, b.store, key)
 	}
@@ -79,7 +79,7 @@ func runOperator(t *testing.T, newStore func(t *testing.T) idemdriver.Store) {
 		require.Equal(t, idemdriver.StatusCompleted, after.Status)
 		require.Equal(t, "ch_1", after.ExternalRef)
 		ran := false
-		_, err = idem.Run(ctxT(t), b.engine, "k2", "tenant:op", func(context.Context) (int, error) { ran = true; return 1, nil })
+		_, err = idem.Run(ctxT(t), b.engine, "k2", "tenant:op", func(context.Context) (int, error) { ran = true; return 1, nil }, nil)
 		require.ErrorIs(t, err, idem.ErrResultUnavailable, "nothing to replay, and never run again")
 		require.False(t, ran)
 	})
@@ -91,7 +91,7 @@ func runOperator(t *testing.T, newStore func(t *testing.T) idemdriver.Store) {
 		_, ok, err := b.engine.Settle(ctxT(t), b.store, rec, idem.OperatorConfirmNotHappened, "", "provider has no charge")
 		require.NoError(t, err)
 		require.False(t, ok)
-		res, err := idem.Run(ctxT(t), b.engine, "k3", "tenant:op", func(context.Context) (int, error) { return 7, nil })
+		res, err := idem.Run(ctxT(t), b.engine, "k3", "tenant:op", func(context.Context) (int, error) { return 7, nil }, nil)
 		require.NoError(t, err)
 		require.Equal(t, 7, res.Value)
 	})
@@ -106,7 +106,7 @@ func runOperator(t *testing.T, newStore func(t *testing.T) idemdriver.Store) {
 				close(entered)
 				<-release
 				return 1, nil
-			}, idem.RunLease(time.Minute))
+			}, &idem.RunOpts{Lease: time.Minute})
 			done <- err
 		}()
 		<-entered
@@ -132,7 +132,7 @@ func runOperator(t *testing.T, newStore func(t *testing.T) idemdriver.Store) {
 	t.Run("ConfirmIsRefusedOnACompletedRecord", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		_, err := idem.Run(ctxT(t), b.engine, "k5", "tenant:op", func(context.Context) (int, error) { return 1, nil })
+		_, err := idem.Run(ctxT(t), b.engine, "k5", "tenant:op", func(context.Context) (int, error) { return 1, nil }, nil)
 		require.NoError(t, err)
 		rec := read(t, b.store, "k5")
 		_, _, err = b.engine.Settle(ctxT(t), b.store, rec, idem.OperatorConfirmNotHappened, "", "")

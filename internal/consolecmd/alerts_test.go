@@ -199,10 +199,10 @@ func seedEveryState(t *testing.T, base, path string) {
 	}))
 
 	// Keys of jobs, on an engine of the test's over the same database.
-	engine, err := idem.New(idemsqlite.New(db), idem.WithSecret([]byte(demoSecret)), idem.WithLogger(slog.New(slog.DiscardHandler)))
+	engine, err := idem.New(idemsqlite.New(db), idem.Config{Secret: []byte(demoSecret), Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	// Unavailable: the result cannot be stored.
-	_, err = idem.Run(ctx, engine, "alerts-receipt", "job:alerts", func(context.Context) (float64, error) { return math.NaN(), nil })
+	_, err = idem.Run(ctx, engine, "alerts-receipt", "job:alerts", func(context.Context) (float64, error) { return math.NaN(), nil }, nil)
 	require.Error(t, err)
 	// Stuck: the owner holds the key past its one-second lease.
 	started := make(chan struct{})
@@ -211,7 +211,7 @@ func seedEveryState(t *testing.T, base, path string) {
 			close(started)
 			<-ctx.Done()
 			return struct{}{}, ctx.Err()
-		}, idem.RunLease(time.Second))
+		}, &idem.RunOpts{Lease: time.Second})
 	}()
 	<-started
 	require.Eventually(t, func() bool {

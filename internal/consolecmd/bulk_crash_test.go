@@ -126,7 +126,7 @@ func TestBulkCrash(t *testing.T) {
 					CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(24 * time.Hour)}
 			}
 			require.NoError(t, db.Records.(idemdriver.Seeder).SeedRecords(ctx, recs))
-			engine, err := idem.New(db.Store, idem.WithSecret([]byte(demoSecret)))
+			engine, err := idem.New(db.Store, idem.Config{Secret: []byte(demoSecret)})
 			require.NoError(t, err)
 			// Recorded here, running, with no River client: the console
 			// resumes it when it starts.

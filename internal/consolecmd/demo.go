@@ -122,7 +122,7 @@ refuses to start while they are enabled.
 	if err != nil {
 		return err
 	}
-	engine, err := idem.New(db.Store, idem.WithSecret([]byte(secret)), idem.WithLogger(log))
+	engine, err := idem.New(db.Store, idem.Config{Secret: []byte(secret), Logger: log})
 	if err != nil {
 		return err
 	}

@@ -208,7 +208,7 @@ func TestReadyzSchemaBehind(t *testing.T) {
 			db, err := openDatabase(t.Context(), url)
 			require.NoError(t, err)
 			defer db.Close()
-			engine, err := idem.New(db.Store, idem.WithSecret([]byte("readyz-test-secret-0123456789abcdef")))
+			engine, err := idem.New(db.Store, idem.Config{Secret: []byte("readyz-test-secret-0123456789abcdef")})
 			require.NoError(t, err)
 			h, err := consoleHandler(db, engine, consoleOptions{idle: 1, absolute: 1}, slog.New(slog.DiscardHandler))
 			require.NoError(t, err)

@@ -57,14 +57,14 @@ func TestConsoleOnMySQL(t *testing.T) {
 	keys, err := audit.NewKeyring([]byte("mysql-console-test-audit-key-0123456789"))
 	require.NoError(t, err)
 	db.useAuditKeys(keys)
-	engine, err := idem.New(db.Store, idem.WithSecret([]byte("mysql-console-test-secret-0123456789")))
+	engine, err := idem.New(db.Store, idem.Config{Secret: []byte("mysql-console-test-secret-0123456789")})
 	require.NoError(t, err)
 
 	// A pending key: the provider timed out.
 	const rawKey = "order-7f3a-ключ"
 	_, err = idem.Run(ctx, engine, rawKey, "tenant:shop", func(ctx context.Context) (int, error) {
 		return 0, idem.Uncertain(errors.New("timeout"))
-	})
+	}, nil)
 	require.ErrorIs(t, err, idem.ErrUncertain)
 	page, err := db.Records.ListKeys(ctx, idemdriver.KeyFilter{Status: idemdriver.StatusPending})
 	require.NoError(t, err)
@@ -78,7 +78,7 @@ func TestConsoleOnMySQL(t *testing.T) {
 	for i, msg := range []string{"provider timed out after 31s", "provider timed out after 7s"} {
 		_, err = idem.Run(ctx, engine, "order-timeout-"+strconv.Itoa(i), "tenant:shop", func(ctx context.Context) (int, error) {
 			return 0, idem.Uncertain(errors.New(msg))
-		})
+		}, nil)
 		require.ErrorIs(t, err, idem.ErrUncertain)
 	}
 	page, err = db.Records.ListKeys(ctx, idemdriver.KeyFilter{Status: idemdriver.StatusPending})
@@ -193,7 +193,7 @@ func TestConsoleOnMySQL(t *testing.T) {
 	require.True(t, v.OK, "the chain verifies: %s", v.Problem)
 
 	// The key runs again.
-	res, err := idem.Run(ctx, engine, rawKey, "tenant:shop", func(context.Context) (int, error) { return 5, nil })
+	res, err := idem.Run(ctx, engine, rawKey, "tenant:shop", func(context.Context) (int, error) { return 5, nil }, nil)
 	require.NoError(t, err)
 	require.False(t, res.Replayed)
 

@@ -45,17 +45,14 @@ func openRedisKeys(ctx context.Context, raw string, log *slog.Logger) (*idemredi
 		return nil, nil, errors.New("--keys: the URL cannot be parsed")
 	}
 	q := u.Query()
-	opts := []idemredis.Option{idemredis.WithLogger(log)}
-	if p := q.Get("prefix"); p != "" {
-		opts = append(opts, idemredis.WithPrefix(p))
-	}
+	cfg := idemredis.Config{Logger: log, Prefix: q.Get("prefix")}
 	q.Del("prefix")
 	switch d := q.Get("durability"); d {
 	case "":
 	case "risk":
-		opts = append(opts, idemredis.WithDurabilityRisk())
+		cfg.AcceptDurabilityRisk = true
 	case "server":
-		opts = append(opts, idemredis.WithDurableServer())
+		cfg.DurableServer = true
 	default:
 		return nil, nil, fmt.Errorf("--keys %s: durability=%q: use risk (accept a server that may lose acknowledged writes in a crash) "+
 			"or server (the service keeps them by itself, where CONFIG is disabled)", redacted, d)
@@ -80,7 +77,7 @@ func openRedisKeys(ctx context.Context, raw string, log *slog.Logger) (*idemredi
 	default:
 		return nil, nil, fmt.Errorf("--keys must start with redis://, rediss://, redis+cluster:// or rediss+cluster:// (got %q)", schemeOf(raw))
 	}
-	s, err := idemredis.New(ctx, c, opts...)
+	s, err := idemredis.New(ctx, c, cfg)
 	if err != nil {
 		_ = c.Close()
 		if errors.Is(err, idemredis.ErrNotDurable) {

@@ -31,7 +31,7 @@ func redisPending(t *testing.T, addr, p, key string) idemdriver.Record {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { _ = c.Close() })
-	s, err := idemredis.New(t.Context(), c, idemredis.WithPrefix(p))
+	s, err := idemredis.New(t.Context(), c, idemredis.Config{Prefix: p})
 	require.NoError(t, err)
 	id := idemdriver.Ident{Scope: "acme", Operation: "charge", KeyDigest: idem.Digest("acme", "charge", key)}
 	rec, _, err := s.Reserve(t.Context(), idemdriver.ReserveParams{Ident: id, Owner: "o", Lease: time.Minute, TTL: time.Hour})
@@ -69,7 +69,7 @@ func TestRedisKeys(t *testing.T) {
 	require.True(t, ok, "the console reads the Redis record")
 	require.Equal(t, rec.Ident, got.Ident)
 
-	engine, err := idem.New(db.Store, idem.WithSecret([]byte("serve-test-secret-0123456789abcdef")))
+	engine, err := idem.New(db.Store, idem.Config{Secret: []byte("serve-test-secret-0123456789abcdef")})
 	require.NoError(t, err)
 	keys, err := db.keyDecisions(engine, nil)
 	require.NoError(t, err)

@@ -291,7 +291,7 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 			return err
 		}
 	}
-	engine, err := idem.New(db.Store, idem.WithSecret([]byte(secret), previous...), idem.WithLogger(log))
+	engine, err := idem.New(db.Store, idem.Config{Secret: []byte(secret), PreviousSecrets: previous, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -245,7 +245,7 @@ func runTwoprocApp(ctx context.Context, dbURL, id string, hang bool, stdout, std
 	}
 	// The idempotency engine of POST /charge, and its verifier, which the
 	// console's "Verify with the provider" asks through River (SPEC K19).
-	engine, err := idem.New(idempgx.New(pool), idem.WithSecret([]byte(twoprocSecret)), idem.WithLogger(log))
+	engine, err := idem.New(idempgx.New(pool), idem.Config{Secret: []byte(twoprocSecret), Logger: log})
 	if err != nil {
 		return err
 	}
@@ -291,7 +291,7 @@ func runTwoprocApp(ctx context.Context, dbURL, id string, hang bool, stdout, std
 	})
 	// POST /charge?hang=1 charges under the key and loses the answer: the
 	// key is left pending, its reference the charge's.
-	mux.Handle("POST /charge", mw.Required(idem.RouteName(twoprocChargeOperation))(http.HandlerFunc(app.charge)))
+	mux.Handle("POST /charge", mw.Required(&idem.RouteOpts{Name: twoprocChargeOperation})(http.HandlerFunc(app.charge)))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err

@@ -299,7 +299,7 @@ func TestUpgradeFromPreviousMain(t *testing.T) {
 // operation of before through the console's pages.
 func testUpgradedReads(t *testing.T, db *database, before map[string]tableImage) {
 	t.Helper()
-	engine, err := idem.New(db.Store, idem.WithSecret([]byte(upgradeSecret)))
+	engine, err := idem.New(db.Store, idem.Config{Secret: []byte(upgradeSecret)})
 	require.NoError(t, err)
 	h, err := consoleHandler(db, engine, consoleOptions{idle: time.Hour, absolute: time.Hour}, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)

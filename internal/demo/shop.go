@@ -88,10 +88,10 @@ func (s *Shop) Provider() *Provider { return s.provider }
 func (s *Shop) Routes(r chi.Router) {
 	r.Route("/shop", func(r chi.Router) {
 		r.Use(demoAuth)
-		r.With(keyFirst(true), validated(validateOrder), s.mw.Required()).Post("/orders", s.handleCreateOrder)
+		r.With(keyFirst(true), validated(validateOrder), s.mw.Required(nil)).Post("/orders", s.handleCreateOrder)
 		r.Get("/orders", s.handleListOrders)
-		r.With(keyFirst(true), validated(validatePayment), s.mw.Required()).Post("/payments", s.handleCreatePayment)
-		r.With(keyFirst(false), validated(validateExport), s.mw.Optional(idem.RouteTTL(ExportTTL))).Post("/exports", s.handleCreateExport)
+		r.With(keyFirst(true), validated(validatePayment), s.mw.Required(nil)).Post("/payments", s.handleCreatePayment)
+		r.With(keyFirst(false), validated(validateExport), s.mw.Optional(&idem.RouteOpts{TTL: ExportTTL})).Post("/exports", s.handleCreateExport)
 		r.Get("/provider/state", s.handleProviderState)
 	})
 }

@@ -358,7 +358,7 @@ func (s *Signups) sendWelcome(ctx context.Context, in saga.StepInput) (saga.Resu
 //
 // The last one replaces the shop's own, which knows no workspaces.
 func (s *Signups) Routes(r chi.Router) {
-	r.With(demoAuth, keyFirst(true), validated(validateSignup), s.shop.mw.Required()).Post("/shop/signups", s.handleCreate)
+	r.With(demoAuth, keyFirst(true), validated(validateSignup), s.shop.mw.Required(nil)).Post("/shop/signups", s.handleCreate)
 	r.With(demoAuth).Get("/shop/signups/{operation_id}", s.handleGet)
 	r.With(demoAuth).Get("/shop/provider/state", s.handleProviderState)
 }

@@ -102,7 +102,7 @@ func longJob(ctx context.Context, engine *idem.Engine, op string, lease time.Dur
 		_ = idem.Annotate(ctx, idem.Annotation{CorrelationID: "batch-" + key[len(key)-4:]})
 		<-ctx.Done()
 		return struct{}{}, ctx.Err()
-	}, idem.RunOperation(op), idem.RunLease(lease))
+	}, &idem.RunOpts{Operation: op, Lease: lease})
 	if err != nil && ctx.Err() == nil {
 		log.Warn("demo traffic: long job", "operation", op, "error", err.Error())
 	}
@@ -115,7 +115,7 @@ func unavailableJob(ctx context.Context, engine *idem.Engine, log *slog.Logger) 
 	_, err := idem.Run(ctx, engine, key, "job:demo", func(ctx context.Context) (float64, error) {
 		_ = idem.Annotate(ctx, idem.Annotation{ExternalRef: "mail-" + key, ResourceIDs: []string{"receipt:" + key}})
 		return math.NaN(), nil
-	}, idem.RunOperation("demo:send-receipt"))
+	}, &idem.RunOpts{Operation: "demo:send-receipt"})
 	if err != nil && ctx.Err() == nil {
 		log.Info("demo traffic: a receipt job left its key unavailable", "error", err.Error())
 	}

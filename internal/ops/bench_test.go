@@ -24,7 +24,7 @@ func BenchmarkKeyDecisions(b *testing.B) {
 		key := fmt.Sprintf("bench-%d", i)
 		_, _ = idem.Run(ctx, bb.engine, key, "tenant:ops", func(ctx context.Context) (int, error) {
 			return 0, idem.Uncertain(fmt.Errorf("timeout"))
-		})
+		}, nil)
 		page, err := bb.records.ListKeys(ctx, idemdriver.KeyFilter{Scope: "tenant:ops", Operation: idem.DefaultOperation, KeyDigest: idem.Digest("tenant:ops", idem.DefaultOperation, key)})
 		if err != nil || len(page.Records) != 1 {
 			b.Fatalf("seed %d: %v", i, err)

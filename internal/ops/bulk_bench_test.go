@@ -77,7 +77,7 @@ func BenchmarkBulkScale(b *testing.B) {
 				}
 				key := fmt.Sprintf("bulk-bench-%d-%d", time.Now().UnixNano(), seq.Add(1))
 				start := time.Now()
-				_, err := idem.Run(ctx, engine, key, "bench:load", func(context.Context) (int, error) { return 1, nil })
+				_, err := idem.Run(ctx, engine, key, "bench:load", func(context.Context) (int, error) { return 1, nil }, nil)
 				took := time.Since(start)
 				if err != nil {
 					t.Errorf("engine request: %v", err)
@@ -156,7 +156,7 @@ func bulkBench(b *testing.B, url string, cfg ops.BulkConfig) (*idem.Engine, *ops
 	require.NoError(b, cdb.Migrate(ctx))
 	trail := audit.NewPostgres(pool, audit.WithKeys(testAuditKeys))
 	require.NoError(b, trail.Migrate(ctx))
-	engine, err := idem.New(s, idem.WithSecret([]byte("ops-test-secret-0123456789abcdefgh")))
+	engine, err := idem.New(s, idem.Config{Secret: []byte("ops-test-secret-0123456789abcdefgh")})
 	require.NoError(b, err)
 	d, err := ops.Postgres(pool, trail, cdb, nil)
 	require.NoError(b, err)

@@ -193,7 +193,7 @@ func setupLogged(t testing.TB, newBackend func(t testing.TB) backend, log *slog.
 	require.NoError(t, be.store.(interface{ Migrate(context.Context) error }).Migrate(ctx))
 	require.NoError(t, be.db.Migrate(ctx))
 	require.NoError(t, be.trail.Migrate(ctx))
-	e, err := idem.New(be.store, idem.WithSecret([]byte("ops-test-secret-0123456789abcdefgh")))
+	e, err := idem.New(be.store, idem.Config{Secret: []byte("ops-test-secret-0123456789abcdefgh")})
 	require.NoError(t, err)
 	keys, newBulks, err := be.newKeys(e, log)
 	require.NoError(t, err)
@@ -232,7 +232,7 @@ func pending(t *testing.T, b bundle, key string) idemdriver.Record {
 	_, err := idem.Run(context.Background(), b.engine, key, "tenant:ops", func(ctx context.Context) (int, error) {
 		require.NoError(t, idem.Annotate(ctx, idem.Annotation{ExternalRef: "prov-" + key}))
 		return 0, idem.Uncertain(errors.New("timeout"))
-	})
+	}, nil)
 	require.ErrorIs(t, err, idem.ErrUncertain)
 	page, err := b.records.ListKeys(context.Background(), idemdriver.KeyFilter{Scope: "tenant:ops", KeyDigest: idem.Digest("tenant:ops", idem.DefaultOperation, key), Operation: idem.DefaultOperation})
 	require.NoError(t, err)
@@ -313,7 +313,7 @@ func TestKeyDecisions(t *testing.T) {
 				require.Contains(t, string(hist[0].After), `"external_ref":"ch_9"`)
 
 				// The key never runs again.
-				_, err = idem.Run(context.Background(), b.engine, "k-confirm", "tenant:ops", func(context.Context) (int, error) { return 1, nil })
+				_, err = idem.Run(context.Background(), b.engine, "k-confirm", "tenant:ops", func(context.Context) (int, error) { return 1, nil }, nil)
 				require.ErrorIs(t, err, idem.ErrResultUnavailable)
 			})
 

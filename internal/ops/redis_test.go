@@ -39,9 +39,9 @@ func newRedisBundle(t *testing.T) redisBundle {
 	ctx := t.Context()
 	c := redis.NewClient(&redis.Options{Addr: redistest.Server(t)})
 	t.Cleanup(func() { _ = c.Close() })
-	s, err := idemredis.New(ctx, c, idemredis.WithPrefix("ops"+rand.Text()[:10]+":"))
+	s, err := idemredis.New(ctx, c, idemredis.Config{Prefix: "ops" + rand.Text()[:10] + ":"})
 	require.NoError(t, err)
-	engine, err := idem.New(s, idem.WithSecret([]byte("ops-redis-test-secret-0123456789")))
+	engine, err := idem.New(s, idem.Config{Secret: []byte("ops-redis-test-secret-0123456789")})
 	require.NoError(t, err)
 
 	db, err := idemsqlite.Open(filepath.Join(t.TempDir(), "console.db"))

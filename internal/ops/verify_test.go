@@ -55,7 +55,7 @@ func newVerifyBundle(t *testing.T) *verifyBundle {
 	require.NoError(t, err)
 	_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
 	require.NoError(t, err)
-	engine, err := idem.New(s, idem.WithSecret([]byte("verify-test-secret-0123456789abcdefgh")))
+	engine, err := idem.New(s, idem.Config{Secret: []byte("verify-test-secret-0123456789abcdefgh")})
 	require.NoError(t, err)
 	cdb := store.NewSQLite(db)
 	require.NoError(t, cdb.Migrate(ctx))
@@ -98,7 +98,7 @@ func (b *verifyBundle) pendingPayment(t *testing.T, key, ref string) idemdriver.
 	_, err := idem.Run(t.Context(), b.engine, key, "tenant:v", func(ctx context.Context) (int, error) {
 		require.NoError(t, idem.Annotate(ctx, idem.Annotation{ExternalRef: ref}))
 		return 0, idem.Uncertain(context.DeadlineExceeded)
-	})
+	}, nil)
 	require.ErrorIs(t, err, idem.ErrUncertain)
 	page, err := b.store.ListKeys(t.Context(), idemdriver.KeyFilter{KeyHash: idem.KeyHash(key)})
 	require.NoError(t, err)

@@ -58,7 +58,7 @@ func TestApproverSeesWhatWillRun(t *testing.T) {
 
 	// A confirm on a key whose outcome is known is refused when it is
 	// requested: nobody is asked to approve it.
-	_, err = idem.Run(context.Background(), b.engine, "approve-what-00002", "tenant:web", func(context.Context) (int, error) { return 1, nil })
+	_, err = idem.Run(context.Background(), b.engine, "approve-what-00002", "tenant:web", func(context.Context) (int, error) { return 1, nil }, nil)
 	require.NoError(t, err)
 	kp, err := b.records.ListKeys(context.Background(), idemdriver.KeyFilter{KeyHash: idem.KeyHash("approve-what-00002")})
 	require.NoError(t, err)

@@ -814,7 +814,7 @@ func bulkRoutes(r chi.Router, bulks BulkService, engine *idem.Engine, log *slog.
 	r.Method(http.MethodGet, "/bulk/{id}", handleBulkStatus(bulks, log))
 	r.Method(http.MethodGet, "/bulk/{id}/items", handleBulkItems(bulks, log))
 	r.Method(http.MethodGet, "/bulk/{id}/drift", handleBulkDrift(bulks, log))
-	r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST /bulk/{id}/submit"), idem.RouteTTL(time.Hour))).
+	r.With(formKeyHeader, withPrincipal, decided.Required(&idem.RouteOpts{Name: "console POST /bulk/{id}/submit", TTL: time.Hour})).
 		Method(http.MethodPost, "/bulk/{id}/submit", handleBulkSubmit(bulks, log))
 	for _, step := range []string{"pause", "resume", "cancel"} {
 		r.Method(http.MethodPost, "/bulk/{id}/"+step, handleBulkStep(step, bulks, log))

@@ -25,7 +25,7 @@ func pendingKey(t *testing.T, b *bundle, key string) (int64, int64) {
 	_, err := idem.Run(context.Background(), b.engine, key, "tenant:web", func(ctx context.Context) (int, error) {
 		require.NoError(t, idem.Annotate(ctx, idem.Annotation{ExternalRef: "prov-" + key}))
 		return 0, idem.Uncertain(errors.New("timeout"))
-	})
+	}, nil)
 	require.ErrorIs(t, err, idem.ErrUncertain)
 	page, err := b.records.ListKeys(context.Background(), idemdriver.KeyFilter{Scope: "tenant:web", Operation: idem.DefaultOperation,
 		KeyDigest: idem.Digest("tenant:web", idem.DefaultOperation, key)})
@@ -94,7 +94,7 @@ func TestKeyDecisions(t *testing.T) {
 		require.NotEmpty(t, entries[0].RequestID)
 
 		// The next request with the key runs again.
-		res, err := idem.Run(context.Background(), b.engine, "web-forget", "tenant:web", func(context.Context) (int, error) { return 5, nil })
+		res, err := idem.Run(context.Background(), b.engine, "web-forget", "tenant:web", func(context.Context) (int, error) { return 5, nil }, nil)
 		require.NoError(t, err)
 		require.False(t, res.Replayed)
 	})

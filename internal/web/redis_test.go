@@ -36,9 +36,9 @@ func TestRedisKeyPages(t *testing.T) {
 
 	rdb := redis.NewClient(&redis.Options{Addr: redistest.Server(t)})
 	t.Cleanup(func() { _ = rdb.Close() })
-	rs, err := idemredis.New(ctx, rdb, idemredis.WithPrefix("web"+rand.Text()[:10]+":"))
+	rs, err := idemredis.New(ctx, rdb, idemredis.Config{Prefix: "web" + rand.Text()[:10] + ":"})
 	require.NoError(t, err)
-	engine, err := idem.New(rs, idem.WithSecret([]byte("web-test-secret-0123456789abcdefgh")))
+	engine, err := idem.New(rs, idem.Config{Secret: []byte("web-test-secret-0123456789abcdefgh")})
 	require.NoError(t, err)
 	dec, err := ops.SQLite(immediateHandle(t, b.sqlDB), b.trail, b.db, nil)
 	require.NoError(t, err)
@@ -52,7 +52,7 @@ func TestRedisKeyPages(t *testing.T) {
 	_, err = idem.Run(ctx, engine, "web-redis", "tenant:web", func(ctx context.Context) (int, error) {
 		require.NoError(t, idem.Annotate(ctx, idem.Annotation{ExternalRef: "prov-redis"}))
 		return 0, idem.Uncertain(errors.New("timeout"))
-	})
+	}, nil)
 	require.ErrorIs(t, err, idem.ErrUncertain)
 	page, err := rs.ListKeys(ctx, idemdriver.KeyFilter{Status: idemdriver.StatusPending})
 	require.NoError(t, err)

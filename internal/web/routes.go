@@ -211,12 +211,12 @@ func NewHandler(cfg Config) http.Handler {
 				// Decisions: one idempotency key per rendered form, so a
 				// double submit applies once and gets the same redirect.
 				decided := decisionMiddleware(cfg.Engine)
-				r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST /keys/{id}/forget"), idem.RouteTTL(time.Hour)), gate(cfg.Bulks, "keys", "forget", log)).
+				r.With(formKeyHeader, withPrincipal, decided.Required(&idem.RouteOpts{Name: "console POST /keys/{id}/forget", TTL: time.Hour}), gate(cfg.Bulks, "keys", "forget", log)).
 					Method(http.MethodPost, "/keys/{id}/forget", handleKeyDecision("forget", cfg.Records, cfg.Keys, cfg.Engine, log))
-				r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST /keys/{id}/confirm"), idem.RouteTTL(time.Hour)), gate(cfg.Bulks, "keys", "confirm", log)).
+				r.With(formKeyHeader, withPrincipal, decided.Required(&idem.RouteOpts{Name: "console POST /keys/{id}/confirm", TTL: time.Hour}), gate(cfg.Bulks, "keys", "confirm", log)).
 					Method(http.MethodPost, "/keys/{id}/confirm", handleKeyDecision("confirm", cfg.Records, cfg.Keys, cfg.Engine, log))
 				if cfg.Verify != nil {
-					r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST /keys/{id}/verify"), idem.RouteTTL(time.Hour))).
+					r.With(formKeyHeader, withPrincipal, decided.Required(&idem.RouteOpts{Name: "console POST /keys/{id}/verify", TTL: time.Hour})).
 						Method(http.MethodPost, "/keys/{id}/verify", handleKeyVerify(cfg.Records, cfg.Keys, cfg.Verify, cfg.Engine, log))
 				}
 			}
@@ -236,11 +236,11 @@ func NewHandler(cfg Config) http.Handler {
 				decided := decisionMiddleware(cfg.Engine)
 				for _, action := range []ops.OperationAction{ops.OperationRetry, ops.OperationConfirm, ops.OperationCompensate, ops.OperationResolve} {
 					pattern := "/operations/{id}/" + string(action)
-					r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST "+pattern), idem.RouteTTL(time.Hour)), gate(cfg.Bulks, "operations", string(action), log)).
+					r.With(formKeyHeader, withPrincipal, decided.Required(&idem.RouteOpts{Name: "console POST " + pattern, TTL: time.Hour}), gate(cfg.Bulks, "operations", string(action), log)).
 						Method(http.MethodPost, pattern, handleOperationDecision(action, cfg.Sagas, cfg.Operations, log))
 				}
 				r.Method(http.MethodGet, "/operations/{id}/redrive", handleRedrivePage(cfg.Sagas, log))
-				r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST /operations/{id}/redrive"), idem.RouteTTL(time.Hour))).
+				r.With(formKeyHeader, withPrincipal, decided.Required(&idem.RouteOpts{Name: "console POST /operations/{id}/redrive", TTL: time.Hour})).
 					Method(http.MethodPost, "/operations/{id}/redrive", handleRedrive(cfg.Sagas, cfg.Operations, log))
 			}
 			r.Method(http.MethodGet, "/users", handleUserList(cfg.Store, log))

@@ -101,13 +101,13 @@ func setup(t *testing.T, opts ...func(*web.Config)) *bundle {
 		_, err = db.CreateUser(ctx, role, role, hash)
 		require.NoError(t, err)
 	}
-	engine, err := idem.New(idemStore, idem.WithSecret([]byte("web-test-secret-0123456789abcdefgh")))
+	engine, err := idem.New(idemStore, idem.Config{Secret: []byte("web-test-secret-0123456789abcdefgh")})
 	require.NoError(t, err)
 
 	// One record with a stored HTTP response, made through the middleware.
 	mw, err := idem.NewMiddleware(engine, idem.MiddlewareConfig{})
 	require.NoError(t, err)
-	shop := httptest.NewServer(mw.Required(idem.RouteName("POST /orders"))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	shop := httptest.NewServer(mw.Required(&idem.RouteOpts{Name: "POST /orders"})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
 		_, _ = io.WriteString(w, `{"id":"ord_secret_body"}`)

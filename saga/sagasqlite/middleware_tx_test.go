@@ -57,11 +57,11 @@ func TestStartInTransactionalMiddleware(t *testing.T) {
 	require.NoError(t, err)
 	runner.SetClient(client)
 
-	engine, err := idem.New(store, idem.WithSecret([]byte("a-test-secret-of-at-least-32-bytes!!")))
+	engine, err := idem.New(store, idem.Config{Secret: []byte("a-test-secret-of-at-least-32-bytes!!")})
 	require.NoError(t, err)
 	mw, err := idem.NewMiddleware(engine, idem.MiddlewareConfig{Transactional: true})
 	require.NoError(t, err)
-	h := mw.Required(idem.RouteName("signup"))(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := mw.Required(&idem.RouteOpts{Name: "signup"})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tx, ok := idemsqlite.TxFrom(r.Context())
 		if !ok {
 			http.Error(w, "no transaction", http.StatusInternalServerError)

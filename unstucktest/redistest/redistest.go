@@ -182,7 +182,7 @@ func Server(t testing.TB) string {
 // server without persistence (appendonly no), starting it on first use:
 // for benchmarks, which measure the client's work and whose documented
 // setup has no persistence. idemredis.New accepts it only with
-// WithDurabilityRisk.
+// Config.AcceptDurabilityRisk.
 func VolatileServer(t testing.TB) string {
 	t.Helper()
 	process.mu.Lock()

@@ -50,7 +50,7 @@ func openReceiptJobs(t *testing.T, path string) receiptJobs {
 	db, err := idemsqlite.Open(path)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
-	engine, err := idem.New(idemsqlite.New(db), idem.WithSecret([]byte(consolecmd.DemoSecret)))
+	engine, err := idem.New(idemsqlite.New(db), idem.Config{Secret: []byte(consolecmd.DemoSecret)})
 	require.NoError(t, err)
 	return receiptJobs{engine: engine}
 }
@@ -65,7 +65,7 @@ func (j receiptJobs) run(t *testing.T, key string, storable bool) (ran bool, err
 			return math.NaN(), nil // not JSON: the effect happened, the answer is lost
 		}
 		return 1, nil
-	}, idem.RunOperation(receiptOperation))
+	}, &idem.RunOpts{Operation: receiptOperation})
 	return ran, err
 }
 
