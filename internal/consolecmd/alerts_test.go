@@ -61,7 +61,7 @@ const (
 //
 // A scrape is one instant; the test plays it forward: the state does not
 // change, so counts stay and every *_age_seconds gauge grows with the
-// clock, for 25 hours of one-minute rule evaluations (the rules' "for"
+// clock, for 8 hours of one-minute rule evaluations (the rules' "for"
 // and age thresholds included).
 func TestK18AlertRulesAgainstScrapedMetrics(t *testing.T) {
 	slowtest.Skip(t, slowtest.AlertRule)
@@ -69,6 +69,7 @@ func TestK18AlertRulesAgainstScrapedMetrics(t *testing.T) {
 	groups, errs := rulefmt.ParseFile(rulesFile, false, model.UTF8Validation, parser.NewParser(parser.Options{}), slog.New(slog.DiscardHandler))
 	require.Empty(t, errs, "the rules file parses as Prometheus loads it")
 	require.NotEmpty(t, groups.Groups)
+	requireSpanCoversThresholds(t, groups)
 
 	path := filepath.Join(t.TempDir(), "alerts.db")
 	// With checkpoints written outside the database: their alert's series.
@@ -284,9 +285,12 @@ func scrapeValue(t *testing.T, base, series string) float64 {
 }
 
 // evalSpan and evalStep are the simulated time the rules are evaluated
-// over, as a Prometheus with the default evaluation interval would.
+// over, as a Prometheus with the default evaluation interval would. The
+// span outlasts the longest age threshold of the rules (6 h, an open
+// reconciliation finding) with its "for"; requireSpanCoversThresholds
+// fails when a rule with a longer one is added.
 const (
-	evalSpan = 25 * time.Hour
+	evalSpan = 8 * time.Hour
 	evalStep = time.Minute
 )
 
@@ -435,6 +439,27 @@ func TestK18AlertmanagerExampleRoutesEverySeverity(t *testing.T) {
 			want := map[string]string{"page": "unstuck-pager", "critical": "unstuck-pager", "warning": "unstuck-chat"}[r.Labels["severity"]]
 			require.NotEmpty(t, want, "%s: severity %q is page, critical or warning", r.Alert, r.Labels["severity"])
 			require.Equal(t, want, receiverOf(r.Labels["severity"]), r.Alert)
+		}
+	}
+}
+
+// requireSpanCoversThresholds fails when a rule compares an age in
+// seconds with a threshold that evalSpan does not reach with its "for":
+// such an alert could never fire in the simulation.
+func requireSpanCoversThresholds(t *testing.T, groups *rulefmt.RuleGroups) {
+	t.Helper()
+	p := parser.NewParser(parser.Options{})
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			expr, err := p.ParseExpr(r.Expr)
+			require.NoError(t, err, r.Alert)
+			parser.Inspect(expr, func(node parser.Node, _ []parser.Node) error {
+				if n, ok := node.(*parser.NumberLiteral); ok {
+					need := time.Duration(n.Val)*time.Second + time.Duration(r.For) + evalStep
+					require.LessOrEqual(t, need, evalSpan, "%s: a threshold of %v s needs a longer evalSpan", r.Alert, n.Val)
+				}
+				return nil
+			})
 		}
 	}
 }
