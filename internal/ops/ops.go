@@ -226,7 +226,8 @@ func (k *Keys[TTx]) decideTx(ctx context.Context, actor Actor, d KeyDecision, ta
 		if d.Verification != nil {
 			afterState["verification"] = d.Verification
 		}
-		_, err = k.db.appendTx(ctx, tx, entry(actor, d, target, snapshot(cur), afterState, audit.OutcomeApplied))
+		typ, subj := keyEvent(d, target, cur)
+		_, err = k.db.appendDecision(ctx, tx, entry(actor, d, target, snapshot(cur), afterState, audit.OutcomeApplied), typ, subj)
 		return err
 	})
 	return res, err
