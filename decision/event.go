@@ -13,6 +13,12 @@ const Kind = "unstuck.decision"
 // unless told another (console serve --decision-events-queue).
 const DefaultQueue = "unstuck_decisions"
 
+// Outcomes of a confirmation ([Event.Outcome]).
+const (
+	Happened    = "happened"
+	NotHappened = "not_happened"
+)
+
 // The event types: what the operator's decision did.
 const (
 	// KeyConfirmed: a key's outcome was confirmed by an operator, as
@@ -57,6 +63,12 @@ type Event struct {
 	Type string `json:"type"`
 	// Subject is what was decided on.
 	Subject Subject `json:"subject"`
+	// Outcome details Type where it has a choice: "happened" or
+	// "not_happened" for key.confirmed, key.verified and
+	// operation.confirmed; the terminal status (completed, failed,
+	// compensated) for operation.resolved; the mode (resume, rerun,
+	// compensate) for operation.redriven; else empty.
+	Outcome string `json:"outcome,omitempty"`
 	// Actor is the console user who decided (for a bulk item: who
 	// requested the bulk).
 	Actor string `json:"actor"`

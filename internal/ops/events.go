@@ -52,8 +52,9 @@ func (d *DB[TTx]) EmitEvents(ins EventInserter[TTx], queue string) error {
 // appendDecision appends e, an applied decision's entry, in tx, and with
 // events on inserts its event of type typ on subj in tx: its ID from the
 // entry's seq, its Previous the newest earlier entry on the same target
-// that emitted one.
-func (d *DB[TTx]) appendDecision(ctx context.Context, tx TTx, e audit.Entry, typ string, subj decision.Subject) (audit.Entry, error) {
+// that emitted one. ev brings the type, subject and outcome; the rest is
+// the entry's.
+func (d *DB[TTx]) appendDecision(ctx context.Context, tx TTx, e audit.Entry, ev decision.Event) (audit.Entry, error) {
 	if d.events == nil {
 		return d.appendTx(ctx, tx, e)
 	}
@@ -66,8 +67,7 @@ func (d *DB[TTx]) appendDecision(ctx context.Context, tx TTx, e audit.Entry, typ
 	if err != nil {
 		return out, err
 	}
-	ev := decision.Event{ID: EventID(out.Seq), Type: typ, Subject: subj, Actor: out.Actor, Reason: out.Reason,
-		RequestID: out.RequestID, Time: out.At}
+	ev.ID, ev.Actor, ev.Reason, ev.RequestID, ev.Time = EventID(out.Seq), out.Actor, out.Reason, out.RequestID, out.At
 	if ok {
 		ev.Previous, ev.PreviousTime = EventID(prev.Seq), prev.At
 	}
@@ -91,21 +91,27 @@ func withMarker(after []byte) []byte {
 	return append(out, '}')
 }
 
-// keyEvent is the type and subject of the event of d on rec.
-func keyEvent(d KeyDecision, target string, rec idemdriver.Record) (string, decision.Subject) {
-	typ := decision.KeyConfirmed
-	switch {
-	case d.Verification != nil:
-		typ = decision.KeyVerified
-	case d.Action == idem.OperatorForget:
-		typ = decision.KeyForgotten
+// keyEvent is the event of d on rec: its type, subject and outcome.
+func keyEvent(d KeyDecision, target string, rec idemdriver.Record) decision.Event {
+	ev := decision.Event{Type: decision.KeyConfirmed}
+	switch d.Action {
+	case idem.OperatorForget:
+		ev.Type = decision.KeyForgotten
+	case idem.OperatorConfirmHappened:
+		ev.Outcome = decision.Happened
+	case idem.OperatorConfirmNotHappened:
+		ev.Outcome = decision.NotHappened
+	}
+	if d.Verification != nil {
+		ev.Type = decision.KeyVerified
 	}
 	ref := d.ExternalRef
 	if ref == "" {
 		ref = rec.ExternalRef
 	}
-	return typ, decision.Subject{Kind: decision.SubjectKey, ID: target, Scope: rec.Scope, Operation: rec.Operation,
+	ev.Subject = decision.Subject{Kind: decision.SubjectKey, ID: target, Scope: rec.Scope, Operation: rec.Operation,
 		CorrelationID: rec.CorrelationID, ExternalRef: ref}
+	return ev
 }
 
 // operationEventTypes are the event types of the operation actions.
@@ -117,8 +123,20 @@ var operationEventTypes = map[OperationAction]string{
 	OperationRedrive:    decision.OperationRedriven,
 }
 
-// operationEvent is the type and subject of the event of d on op.
-func operationEvent(d OperationDecision, op sagadriver.Operation) (string, decision.Subject) {
-	return operationEventTypes[d.Action], decision.Subject{Kind: decision.SubjectOperation, ID: d.ID, Operation: op.Type,
-		CorrelationID: op.CorrelationID, ExternalRef: d.ExternalID}
+// operationEvent is the event of d on op: its type, subject and outcome.
+func operationEvent(d OperationDecision, op sagadriver.Operation) decision.Event {
+	ev := decision.Event{Type: operationEventTypes[d.Action], Subject: decision.Subject{Kind: decision.SubjectOperation, ID: d.ID,
+		Operation: op.Type, CorrelationID: op.CorrelationID, ExternalRef: d.ExternalID}}
+	switch d.Action {
+	case OperationConfirm:
+		ev.Outcome = decision.NotHappened
+		if d.Happened {
+			ev.Outcome = decision.Happened
+		}
+	case OperationResolve:
+		ev.Outcome = string(d.ResolveTo)
+	case OperationRedrive:
+		ev.Outcome = string(d.Mode)
+	}
+	return ev
 }

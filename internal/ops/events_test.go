@@ -220,6 +220,7 @@ func TestDecisionEvents(t *testing.T) {
 			require.Equal(t, decision.KeyConfirmed, ev.Type)
 			require.Equal(t, decision.Subject{Kind: "key", ID: target, Scope: "tenant:ops", Operation: idem.DefaultOperation, ExternalRef: "ch_123"}, ev.Subject)
 			require.Equal(t, "ada", ev.Actor)
+			require.Equal(t, decision.Happened, ev.Outcome)
 			require.Equal(t, "the provider shows the charge", ev.Reason)
 			require.Equal(t, "req-1", ev.RequestID)
 			require.Empty(t, ev.Previous)
@@ -252,6 +253,7 @@ func TestDecisionEvents(t *testing.T) {
 			require.NoError(t, err)
 			ev = last(t, 3)
 			require.Equal(t, decision.KeyConfirmed, ev.Type)
+			require.Equal(t, decision.NotHappened, ev.Outcome)
 			require.Equal(t, "prov-ev-not-happened", ev.Subject.ExternalRef, "the record's own reference")
 			require.Empty(t, ev.Previous, "another subject")
 			rec = pending(t, b.bundle, "ev-verified")
@@ -310,6 +312,7 @@ func TestDecisionEvents(t *testing.T) {
 			n++
 			ev = last(t, n)
 			require.Equal(t, decision.OperationRedriven, ev.Type)
+			require.Equal(t, string(saga.RedriveResume), ev.Outcome)
 			require.Equal(t, prevID, ev.Previous)
 			// A stale one emits nothing.
 			_, err = b.ops.Decide(ctx, ada, ops.OperationDecision{ID: resolved.ID, Version: resolved.Version, Action: ops.OperationCompensate,

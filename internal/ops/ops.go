@@ -226,8 +226,7 @@ func (k *Keys[TTx]) decideTx(ctx context.Context, actor Actor, d KeyDecision, ta
 		if d.Verification != nil {
 			afterState["verification"] = d.Verification
 		}
-		typ, subj := keyEvent(d, target, cur)
-		_, err = k.db.appendDecision(ctx, tx, entry(actor, d, target, snapshot(cur), afterState, audit.OutcomeApplied), typ, subj)
+		_, err = k.db.appendDecision(ctx, tx, entry(actor, d, target, snapshot(cur), afterState, audit.OutcomeApplied), keyEvent(d, target, cur))
 		return err
 	})
 	return res, err

@@ -256,9 +256,8 @@ func (k *Keys[TTx]) appendOutcome(ctx context.Context, e audit.Entry, d KeyDecis
 		_, err := k.db.trail.Append(ctx, e)
 		return err
 	}
-	typ, subj := keyEvent(d, target, found)
 	return k.db.within(ctx, func(ctx context.Context, tx TTx) error {
-		_, err := k.db.appendDecision(ctx, tx, e, typ, subj)
+		_, err := k.db.appendDecision(ctx, tx, e, keyEvent(d, target, found))
 		return err
 	})
 }
