@@ -1,8 +1,13 @@
 package consolecmd
 
 import (
+	"context"
 	"flag"
 	"log/slog"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/unstuckhq/unstuck/decision"
 )
@@ -36,4 +41,27 @@ func (f eventFlags) queueOn(db *database, log *slog.Logger) string {
 	}
 	log.Info("decision events on", "queue", *f.queue, "kind", decision.Kind)
 	return *f.queue
+}
+
+// unworkedAfter is how long a decision event may wait, available, before
+// the console says that nothing works its queue.
+const unworkedAfter = 5 * time.Minute
+
+// warnUnworkedEvents is the check of the applications' River settings the
+// console can make, which cannot read them: it warns when the oldest
+// available decision event on queue has been available for more than
+// unworkedAfter at now, as when the applications' River client lacks the
+// queue in its Config.Queues.
+func warnUnworkedEvents[TTx any](ctx context.Context, client *river.Client[TTx], queue string, now time.Time, log *slog.Logger) {
+	res, err := client.JobList(ctx, river.NewJobListParams().Kinds(decision.Kind).Queues(queue).
+		States(rivertype.JobStateAvailable).OrderBy(river.JobListOrderByID, river.SortOrderAsc).First(1))
+	if err != nil {
+		log.Warn("could not read the decision events waiting to be worked", "queue", queue, "error", err.Error())
+		return
+	}
+	if len(res.Jobs) == 0 || now.Sub(res.Jobs[0].ScheduledAt) <= unworkedAfter {
+		return
+	}
+	log.Warn("decision events wait to be worked: does the applications' River work this queue, with a decision.Worker registered? (docs/events.md)",
+		"queue", queue, "oldest_available_since", res.Jobs[0].ScheduledAt.UTC().Format(time.RFC3339))
 }

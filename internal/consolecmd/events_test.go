@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -76,6 +77,26 @@ func TestServeWiresDecisionEvents(t *testing.T) {
 			require.Equal(t, 1, countEvents("app_decisions"))
 			decide("", "events-off")
 			require.Equal(t, 1, countEvents("app_decisions"), "off: none")
+
+			// An event available for long: nothing works the queue.
+			var logs bytes.Buffer
+			var skew clockSkew
+			_, stop, err := operationDecisions(ctx, db, engine, saga.QueueDefault, "app_decisions", prometheus.NewRegistry(), &skew, nil,
+				slog.New(slog.NewTextHandler(&logs, nil)))
+			require.NoError(t, err)
+			stop()
+			require.NotContains(t, logs.String(), "decision events wait to be worked", "a fresh event is not a problem")
+			if db.Pool != nil {
+				_, err = db.Pool.Exec(ctx, `UPDATE river_job SET scheduled_at = now() - interval '10 minutes' WHERE kind = $1`, decision.Kind)
+			} else {
+				_, err = db.SQL.ExecContext(ctx, `UPDATE river_job SET scheduled_at = ? WHERE kind = ?`, time.Now().Add(-10*time.Minute).UTC(), decision.Kind)
+			}
+			require.NoError(t, err)
+			_, stop, err = operationDecisions(ctx, db, engine, saga.QueueDefault, "app_decisions", prometheus.NewRegistry(), &skew, nil,
+				slog.New(slog.NewTextHandler(&logs, nil)))
+			require.NoError(t, err)
+			stop()
+			require.Contains(t, logs.String(), "decision events wait to be worked")
 		})
 	}
 }

@@ -245,6 +245,7 @@ func consoleRiver[TTx, TOwn any](ctx context.Context, db *database, apps riverdr
 		if err := keys.DB().EmitEvents(inserter, eventsQueue); err != nil {
 			return nil, nil, err
 		}
+		warnUnworkedEvents(ctx, inserter, eventsQueue, time.Now(), log)
 	}
 	if err := reg.Register(saga.NewCollector(runner, 5*time.Second)); err != nil {
 		return nil, nil, fmt.Errorf("saga metrics: %w", err)
