@@ -3,11 +3,13 @@ package decision_test
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -16,18 +18,22 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivertype"
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/decision"
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
+	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/unstucktest/pgtest"
 )
 
 // The kill test: the application is this test binary run again
-// (TestEventApp), as an adopter's would be: River on PostgreSQL, the
+// (TestEventApp), as an adopter's would be: River on PostgreSQL or SQLite, the
 // decision worker with an idempotency engine, a handler that appends the
 // event's ID to a file. The first process handles events until one
 // (holdEnv) is handled, then holds its job — handled, the engine's record
@@ -68,12 +74,32 @@ func (w holdingWorker) Work(ctx context.Context, job *river.Job[decision.JobArgs
 }
 
 func runEventApp(ctx context.Context, dbURL, file, hold string) error {
+	if path, ok := strings.CutPrefix(dbURL, "sqlite:"); ok {
+		db, err := idemsqlite.Open(path)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		rdb, err := sql.Open("sqlite", riverSQLiteDSN(path))
+		if err != nil {
+			return err
+		}
+		defer rdb.Close()
+		rdb.SetMaxOpenConns(1)
+		return workEvents(ctx, riversqlite.New(rdb), idemsqlite.New(db), file, hold)
+	}
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	engine, err := idem.New(idempgx.New(pool), idem.WithSecret(testSecret))
+	return workEvents(ctx, riverpgxv5.New(pool), idempgx.New(pool), file, hold)
+}
+
+// workEvents works the events queue with River on rd and an engine on
+// store, the handler appending each event's ID to file, until ctx ends.
+func workEvents[TTx any](ctx context.Context, rd riverdriver.Driver[TTx], store idemdriver.Store, file, hold string) error {
+	engine, err := idem.New(store, idem.WithSecret(testSecret))
 	if err != nil {
 		return err
 	}
@@ -93,7 +119,7 @@ func runEventApp(ctx context.Context, dbURL, file, hold string) error {
 	if err := river.AddWorkerSafely[decision.JobArgs](workers, holdingWorker{Worker: w, hold: hold}); err != nil {
 		return err
 	}
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+	client, err := river.NewClient(rd, &river.Config{
 		Logger: slog.New(slog.DiscardHandler), Workers: workers, FetchPollInterval: 100 * time.Millisecond,
 		// One at a time, so that the held job holds the rest back; a
 		// killed process's job is rescued in seconds.
@@ -161,12 +187,31 @@ func waitLine(t *testing.T, lines <-chan string, prefix string) {
 // per subject, the one whose job the kill left running included.
 func TestEventsSurviveKill(t *testing.T) {
 	t.Parallel()
-	dbURL := pgtest.Database(t)
-	pool, err := pgxpool.New(t.Context(), dbURL)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	db := newRiverDB(t, riverpgxv5.New(pool), idempgx.New(pool))
+	for name, open := range map[string]func(t *testing.T) (string, *riverDB){
+		"SQLite": func(t *testing.T) (string, *riverDB) {
+			path := filepath.Join(t.TempDir(), "events.db")
+			db, err := idemsqlite.Open(path)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = db.Close() })
+			return "sqlite:" + path, newRiverDB(t, riversqlite.New(openRiverSQLite(t, path)), idemsqlite.New(db))
+		},
+		"PostgreSQL": func(t *testing.T) (string, *riverDB) {
+			dbURL := pgtest.Database(t)
+			pool, err := pgxpool.New(t.Context(), dbURL)
+			require.NoError(t, err)
+			t.Cleanup(pool.Close)
+			return dbURL, newRiverDB(t, riverpgxv5.New(pool), idempgx.New(pool))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dbURL, db := open(t)
+			testEventsSurviveKill(t, dbURL, db)
+		})
+	}
+}
 
+func testEventsSurviveKill(t *testing.T, dbURL string, db *riverDB) {
 	// Two subjects of three decisions each, inserted out of order.
 	at := time.Now().UTC()
 	chain := func(subject string, ids ...string) []decision.Event {

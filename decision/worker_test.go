@@ -85,12 +85,18 @@ func newRiverDB[TTx any](t *testing.T, rd riverdriver.Driver[TTx], store idemdri
 	}
 }
 
+// riverSQLiteDSN is the DSN of path for River: write transactions begin
+// IMMEDIATE, as riversqlite advises.
+func riverSQLiteDSN(path string) string {
+	q := url.Values{"_pragma": {"busy_timeout(10000)", "journal_mode(WAL)"}, "_txlock": {"immediate"}}
+	return (&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String()
+}
+
 // openRiverSQLite opens path for River: one connection whose write
 // transactions begin IMMEDIATE, as riversqlite advises.
 func openRiverSQLite(t *testing.T, path string) *sql.DB {
 	t.Helper()
-	q := url.Values{"_pragma": {"busy_timeout(10000)", "journal_mode(WAL)"}, "_txlock": {"immediate"}}
-	db, err := sql.Open("sqlite", (&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String())
+	db, err := sql.Open("sqlite", riverSQLiteDSN(path))
 	require.NoError(t, err)
 	db.SetMaxOpenConns(1)
 	t.Cleanup(func() { _ = db.Close() })
