@@ -180,8 +180,9 @@ type wiredDecisions struct {
 // skew, for /readyz. With eventsQueue not empty, every applied decision
 // also inserts its decision event (package decision) on eventsQueue with
 // the same insert-only client, in its transaction. stop stops the
-// console's client and must be called before the database closes. On MySQL (no River) it returns no decisions
-// (the handler makes those on keys) and bulk must be nil.
+// console's client and must be called before the database closes. On
+// MySQL (no River) it returns no decisions (the handler makes those on
+// keys) and bulk must be nil.
 func operationDecisions(ctx context.Context, db *database, engine *idem.Engine, queue, eventsQueue string, reg prometheus.Registerer, skew *clockSkew, bulk *bulkSetup, log *slog.Logger) (*wiredDecisions, func(), error) {
 	if db.MySQL != nil {
 		return nil, func() {}, nil
