@@ -23,6 +23,7 @@ const (
 // own database's driver, and the engine none (docs/decisions/0007-one-module-each-driver-links-its-database.md).
 var libraryDeps = map[string][]string{
 	"idem":                  {depPgx, depMySQL, depSQLite},
+	"decision":              {depPgx, depMySQL, depSQLite},
 	"idem/idemsqlite":       {depPgx, depMySQL},
 	"idem/idemmysql":        {depPgx, depSQLite},
 	"idem/idempgx":          {depMySQL, depSQLite},
@@ -62,8 +63,8 @@ func TestLibraryLinksOnlyItsDatabase(t *testing.T) {
 
 const modulePath = "github.com/unstuckhq/unstuck"
 
-// TestLibraryImportsNoRootInternal: no Go file under idem/, saga/ or
-// migrate/, tests included, and none under unstucktest/, the test support
+// TestLibraryImportsNoRootInternal: no Go file under idem/, saga/,
+// migrate/ or decision/, tests included, and none under unstucktest/, the test support
 // they share with the console, imports a package under the module root's
 // internal/, which is the console's: the library is to become a module of
 // its own, which cannot see it (docs/decisions/0007-one-module-each-driver-links-its-database.md).
@@ -71,7 +72,7 @@ const modulePath = "github.com/unstuckhq/unstuck"
 // public migrate packages or unstucktest.
 func TestLibraryImportsNoRootInternal(t *testing.T) {
 	t.Parallel()
-	for _, root := range []string{"idem", "saga", "migrate", "unstucktest"} {
+	for _, root := range []string{"idem", "saga", "migrate", "decision", "unstucktest"} {
 		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
 				return err

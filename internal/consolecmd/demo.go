@@ -16,6 +16,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/unstuckhq/unstuck/decision"
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/internal/auth"
 	"github.com/unstuckhq/unstuck/internal/demo"
@@ -147,7 +148,7 @@ refuses to start while they are enabled.
 	}
 	defer stopSagas() // before the database closes
 	// The console part of the demo, wired as "console serve" is.
-	wired, stopConsoleRiver, err := operationDecisions(ctx, db, engine, saga.QueueDefault, reg, &skew, bulk, log)
+	wired, stopConsoleRiver, err := operationDecisions(ctx, db, engine, saga.QueueDefault, decision.DefaultQueue, reg, &skew, bulk, log)
 	if err != nil {
 		return fmt.Errorf("operation decisions: %w", err)
 	}

@@ -177,10 +177,13 @@ type wiredDecisions struct {
 // the applications' River workers run; and the console's own River, on
 // its own tables, working ops.BulkQueue and ops.VerifyAwaitQueue. It
 // registers the saga metrics in reg and sets *skew to the runner's clock
-// skew, for /readyz. stop stops the console's client and must be called
-// before the database closes. On MySQL (no River) it returns no decisions
-// (the handler makes those on keys) and bulk must be nil.
-func operationDecisions(ctx context.Context, db *database, engine *idem.Engine, queue string, reg prometheus.Registerer, skew *clockSkew, bulk *bulkSetup, log *slog.Logger) (*wiredDecisions, func(), error) {
+// skew, for /readyz. With eventsQueue not empty, every applied decision
+// also inserts its decision event (package decision) on eventsQueue with
+// the same insert-only client, in its transaction. stop stops the
+// console's client and must be called before the database closes. On
+// MySQL (no River) it returns no decisions (the handler makes those on
+// keys) and bulk must be nil.
+func operationDecisions(ctx context.Context, db *database, engine *idem.Engine, queue, eventsQueue string, reg prometheus.Registerer, skew *clockSkew, bulk *bulkSetup, log *slog.Logger) (*wiredDecisions, func(), error) {
 	if db.MySQL != nil {
 		return nil, func() {}, nil
 	}
@@ -195,7 +198,7 @@ func operationDecisions(ctx context.Context, db *database, engine *idem.Engine, 
 			return nil, nil, err
 		}
 		own := riverpgxv5.New(db.Pool)
-		return consoleRiver(ctx, db, riverpgxv5.New(db.Pool), own, consoleRiverSchema, sagapgx.New(db.Pool), keys, cfg, reg, skew, bulk, log)
+		return consoleRiver(ctx, db, riverpgxv5.New(db.Pool), own, consoleRiverSchema, sagapgx.New(db.Pool), keys, cfg, eventsQueue, reg, skew, bulk, log)
 	}
 	// As the demo: the handle with one connection and BEGIN IMMEDIATE, so
 	// that a decision holds the write lock from its read to its audit
@@ -212,7 +215,7 @@ func operationDecisions(ctx context.Context, db *database, engine *idem.Engine, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", consoleRiverLine, err)
 	}
-	wired, stop, err := consoleRiver(ctx, db, riversqlite.New(db.Immediate), riversqlite.New(rdb), "", sagasqlite.New(db.Immediate), keys, cfg, reg, skew, bulk, log)
+	wired, stop, err := consoleRiver(ctx, db, riversqlite.New(db.Immediate), riversqlite.New(rdb), "", sagasqlite.New(db.Immediate), keys, cfg, eventsQueue, reg, skew, bulk, log)
 	if err != nil {
 		closeQuietly(rdb)
 		return nil, nil, err
@@ -227,7 +230,7 @@ func operationDecisions(ctx context.Context, db *database, engine *idem.Engine, 
 // insert-only client on the console's tables, built first; their workers
 // run on the working client built last, once the bulk decisions and the
 // verifications exist.
-func consoleRiver[TTx, TOwn any](ctx context.Context, db *database, apps riverdriver.Driver[TTx], own riverdriver.Driver[TOwn], ownSchema string, sd sagadriver.Driver[TTx], keys *ops.Keys[TTx], cfg saga.Config, reg prometheus.Registerer, skew *clockSkew, bulk *bulkSetup, log *slog.Logger) (*wiredDecisions, func(), error) {
+func consoleRiver[TTx, TOwn any](ctx context.Context, db *database, apps riverdriver.Driver[TTx], own riverdriver.Driver[TOwn], ownSchema string, sd sagadriver.Driver[TTx], keys *ops.Keys[TTx], cfg saga.Config, eventsQueue string, reg prometheus.Registerer, skew *clockSkew, bulk *bulkSetup, log *slog.Logger) (*wiredDecisions, func(), error) {
 	runner, err := saga.NewRunner(sd, cfg)
 	if err != nil {
 		return nil, nil, err
@@ -237,6 +240,14 @@ func consoleRiver[TTx, TOwn any](ctx context.Context, db *database, apps riverdr
 		return nil, nil, fmt.Errorf("river client: %w", err)
 	}
 	runner.SetClient(inserter)
+	if eventsQueue != "" {
+		// Every applied decision inserts its event with the same client,
+		// in its transaction.
+		if err := keys.DB().EmitEvents(inserter, eventsQueue); err != nil {
+			return nil, nil, err
+		}
+		warnUnworkedEvents(ctx, inserter, eventsQueue, time.Now(), log)
+	}
 	if err := reg.Register(saga.NewCollector(runner, 5*time.Second)); err != nil {
 		return nil, nil, fmt.Errorf("saga metrics: %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 
+	"github.com/unstuckhq/unstuck/decision"
 	"github.com/unstuckhq/unstuck/idem/idemriver"
 	"github.com/unstuckhq/unstuck/internal/demo"
 	"github.com/unstuckhq/unstuck/saga"
@@ -72,7 +73,7 @@ func startSagas(ctx context.Context, db *database, shop *demo.Shop, log *slog.Lo
 		return nil, nil, err
 	}
 	if db.Pool != nil {
-		if stop, err = runSagas(ctx, riverpgxv5.New(db.Pool), sagapgx.New(db.Pool), signups, verify, set, log); err != nil {
+		if stop, err = runSagas(ctx, riverpgxv5.New(db.Pool), sagapgx.New(db.Pool), signups, verify, shop.DecisionWorker(), set, log); err != nil {
 			return nil, nil, err
 		}
 		return signups.Routes, stop, nil
@@ -82,7 +83,7 @@ func startSagas(ctx context.Context, db *database, shop *demo.Shop, log *slog.Lo
 	// River's jobs. BEGIN IMMEDIATE takes the write lock up front, so that
 	// a transaction that reads then writes never fails on a snapshot made
 	// stale by a writer on the other handle.
-	if stop, err = runSagas(ctx, riversqlite.New(db.Immediate), sagasqlite.New(db.Immediate), signups, verify, set, log); err != nil {
+	if stop, err = runSagas(ctx, riversqlite.New(db.Immediate), sagasqlite.New(db.Immediate), signups, verify, shop.DecisionWorker(), set, log); err != nil {
 		return nil, nil, err
 	}
 	return signups.Routes, stop, nil
@@ -95,7 +96,7 @@ func demoWorkspaces(ctx context.Context, sdb demo.SignupDB) (demo.WorkspaceAPI, 
 	return demo.NewWorkspaceProviderDB(ctx, sdb)
 }
 
-func runSagas[TTx any](ctx context.Context, rd riverdriver.Driver[TTx], sd sagadriver.Driver[TTx], signups *demo.Signups, verify *idemriver.VerifyWorker, set sagaSettings, log *slog.Logger) (stop func(), err error) {
+func runSagas[TTx any](ctx context.Context, rd riverdriver.Driver[TTx], sd sagadriver.Driver[TTx], signups *demo.Signups, verify *idemriver.VerifyWorker, decisions *decision.Worker, set sagaSettings, log *slog.Logger) (stop func(), err error) {
 	if err := signups.Migrate(ctx); err != nil {
 		return nil, err
 	}
@@ -128,6 +129,12 @@ func runSagas[TTx any](ctx context.Context, rd riverdriver.Driver[TTx], sd sagad
 	if err := idemriver.AddVerifyWorker(workers, cfg, verify); err != nil {
 		return nil, err
 	}
+	// The shop's handler of the console's decision events, on the queue
+	// the console inserts them on.
+	if err := river.AddWorkerSafely(workers, decisions); err != nil {
+		return nil, err
+	}
+	cfg.Queues[decision.DefaultQueue] = river.QueueConfig{MaxWorkers: 2}
 	client, err := river.NewClient(rd, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)

@@ -189,6 +189,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	incidentOpts := addIncidentFlags(fs, getenv)
 	checkpointOpts := addCheckpointFlags(fs, getenv)
 	sagaQueue := fs.String("saga-queue", envOr(getenv, "UNSTUCK_SAGA_QUEUE", saga.QueueDefault), "River `queue` of the applications' saga jobs, where operator decisions insert theirs (env UNSTUCK_SAGA_QUEUE)")
+	events := addEventFlags(fs, getenv)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: console serve --db URL [flags]
 
@@ -313,7 +314,8 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 		bulk = nil
 		log.Info("serving keys, decisions and the audit trail on MySQL; " + errNoSagasOnMySQL.Error())
 	}
-	wired, stopRiver, err := operationDecisions(ctx, db, engine, *sagaQueue, reg, &skew, bulk, log)
+	eventsQueue := events.queueOn(db, log)
+	wired, stopRiver, err := operationDecisions(ctx, db, engine, *sagaQueue, eventsQueue, reg, &skew, bulk, log)
 	if err != nil {
 		return fmt.Errorf("operation decisions: %w", err)
 	}

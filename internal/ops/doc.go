@@ -20,6 +20,16 @@
 // kept outside the database (Redis, [NewKeysOnStore]) take the one branch
 // in Keys.decide to Keys.decideOutside.
 //
+// # Decision events
+//
+// With [DB.EmitEvents], an applied decision's audit entry is appended by
+// DB.appendDecision, which also inserts the decision's event (package
+// decision, SPEC K26) in the same transaction, on the applications' River
+// tables: its ID from the entry's seq ([EventID]), its Previous the newest
+// earlier entry on the same target that emitted one (the entry's After
+// carries a marker for it). A decision on a Redis key emits with its
+// outcome entry (Keys.appendOutcome).
+//
 // # Bulk decisions and approvals
 //
 // [Bulks] decides on everything a list's filter matches (SPEC K12): a

@@ -38,3 +38,7 @@ type mysqlTx struct {
 func (d mysqlTx) appendTx(ctx context.Context, tx *sql.Tx, e audit.Entry) (audit.Entry, error) {
 	return d.trail.AppendMySQLTx(ctx, tx, e)
 }
+
+func (d mysqlTx) lastMarkedTx(ctx context.Context, tx *sql.Tx, kind, id, marker string, before int64) (audit.Marked, bool, error) {
+	return d.trail.LastMarkedSQLTx(ctx, tx, kind, id, marker, before)
+}

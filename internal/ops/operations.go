@@ -271,7 +271,7 @@ func (o *Operations[TTx]) decide(ctx context.Context, actor Actor, d OperationDe
 		}
 		// Last, just before the commit: the append serialises with every
 		// other append until this transaction ends.
-		_, err = o.db.appendTx(ctx, tx, operationEntry(actor, d, operationSnapshot(ch.Before), after, audit.OutcomeApplied))
+		_, err = o.db.appendDecision(ctx, tx, operationEntry(actor, d, operationSnapshot(ch.Before), after, audit.OutcomeApplied), operationEvent(d, ch.After))
 		return err
 	})
 	return res, seen, err

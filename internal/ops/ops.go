@@ -225,7 +225,7 @@ func (k *Keys[TTx]) decideTx(ctx context.Context, actor Actor, d KeyDecision, ta
 		if d.Verification != nil {
 			afterState["verification"] = d.Verification
 		}
-		_, err = k.db.appendTx(ctx, tx, entry(actor, d, target, snapshot(cur), afterState, audit.OutcomeApplied))
+		_, err = k.db.appendDecision(ctx, tx, entry(actor, d, target, snapshot(cur), afterState, audit.OutcomeApplied), keyEvent(d, target, cur))
 		return err
 	})
 	return res, err

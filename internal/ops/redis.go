@@ -132,7 +132,7 @@ func (k *Keys[TTx]) decideOutside(ctx context.Context, actor Actor, d KeyDecisio
 	if d.Verification != nil {
 		afterState["verification"] = d.Verification
 	}
-	if _, err := k.db.trail.Append(ctx, entry(actor, d, target, snapshot(found), afterState, audit.OutcomeApplied)); err != nil {
+	if err := k.appendOutcome(ctx, entry(actor, d, target, snapshot(found), afterState, audit.OutcomeApplied), d, target, found); err != nil {
 		return res, fmt.Errorf("the decision is applied but its outcome was not audited (intent #%d; resolved at the next start): %w", intent.Seq, err)
 	}
 	return res, nil
@@ -245,4 +245,19 @@ func resolveIntent(ctx context.Context, trail *audit.Trail, records recordFinder
 		return fmt.Errorf("ops: resolve intent #%d: %w", in.Seq, err)
 	}
 	return nil
+}
+
+// appendOutcome appends e, the applied outcome of a decision on a record
+// outside the database, with its event when events are on, in one
+// transaction of the database. A decision whose outcome entry is appended
+// by [ResolveKeyIntents] (a crash after the store's write) emits no event.
+func (k *Keys[TTx]) appendOutcome(ctx context.Context, e audit.Entry, d KeyDecision, target string, found idemdriver.Record) error {
+	if k.db.events == nil {
+		_, err := k.db.trail.Append(ctx, e)
+		return err
+	}
+	return k.db.within(ctx, func(ctx context.Context, tx TTx) error {
+		_, err := k.db.appendDecision(ctx, tx, e, keyEvent(d, target, found))
+		return err
+	})
 }

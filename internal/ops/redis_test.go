@@ -32,6 +32,8 @@ type redisBundle struct {
 	trail   *audit.Trail
 	keys    *Keys[*sql.Tx]
 	console *store.DB
+	// imm is the decisions' handle on the SQLite file.
+	imm *sql.DB
 }
 
 func newRedisBundle(t *testing.T) redisBundle {
@@ -60,7 +62,7 @@ func newRedisBundle(t *testing.T) redisBundle {
 	require.NoError(t, err)
 	keys, err := NewKeysOnStore(d, engine, s, s)
 	require.NoError(t, err)
-	return redisBundle{store: s, engine: engine, trail: trail, keys: keys, console: cdb}
+	return redisBundle{store: s, engine: engine, trail: trail, keys: keys, console: cdb, imm: imm}
 }
 
 // pending makes a pending record in the store and returns it.

@@ -34,6 +34,10 @@ type DB[TTx any] struct {
 	console consoleTx[TTx]
 	// log is where the decisions log what they could not audit.
 	log *slog.Logger
+	// events inserts the applied decisions' events, on eventQueue; nil
+	// emits none ([DB.EmitEvents]).
+	events     EventInserter[TTx]
+	eventQueue string
 }
 
 // orDefaultLog is log, or slog.Default() when it is nil.
@@ -52,6 +56,9 @@ type dialect[TTx any] interface {
 	commit(ctx context.Context, tx TTx) error
 	rollback(ctx context.Context, tx TTx) error
 	appendTx(ctx context.Context, tx TTx, e audit.Entry) (audit.Entry, error)
+	// lastMarkedTx reads the newest applied entry on a target before
+	// seq whose After has marker (audit.Trail.LastMarkedPgxTx).
+	lastMarkedTx(ctx context.Context, tx TTx, kind, id, marker string, before int64) (audit.Marked, bool, error)
 }
 
 // consoleTx is the console store's statements in a decision's transaction:
@@ -101,6 +108,10 @@ func (d pgxTx) appendTx(ctx context.Context, tx pgx.Tx, e audit.Entry) (audit.En
 	return d.trail.AppendPgxTx(ctx, tx, e)
 }
 
+func (d pgxTx) lastMarkedTx(ctx context.Context, tx pgx.Tx, kind, id, marker string, before int64) (audit.Marked, bool, error) {
+	return d.trail.LastMarkedPgxTx(ctx, tx, kind, id, marker, before)
+}
+
 // SQLite returns the decisions on db, audited with trail.AppendSQLiteTx,
 // the console's rows written with console.SQLTx. trail and console must be
 // SQLite ones on the same file. db must begin its transactions IMMEDIATE,
@@ -148,6 +159,10 @@ type sqliteTx struct {
 
 func (d sqliteTx) appendTx(ctx context.Context, tx *sql.Tx, e audit.Entry) (audit.Entry, error) {
 	return d.trail.AppendSQLiteTx(ctx, tx, e)
+}
+
+func (d sqliteTx) lastMarkedTx(ctx context.Context, tx *sql.Tx, kind, id, marker string, before int64) (audit.Marked, bool, error) {
+	return d.trail.LastMarkedSQLTx(ctx, tx, kind, id, marker, before)
 }
 
 // OpenImmediate opens a second handle on the SQLite file of db for
