@@ -19,7 +19,7 @@
 // (its River client works the saga queue already):
 //
 //	store := idempgx.New(pool)
-//	engine, err := idem.New(store, idem.WithSecret(secret))
+//	engine, err := idem.New(store, idem.Config{Secret: secret})
 //	if err != nil {
 //		return err
 //	}

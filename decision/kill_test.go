@@ -99,7 +99,7 @@ func runEventApp(ctx context.Context, dbURL, file, hold string) error {
 // workEvents works the events queue with River on rd and an engine on
 // store, the handler appending each event's ID to file, until ctx ends.
 func workEvents[TTx any](ctx context.Context, rd riverdriver.Driver[TTx], store idemdriver.Store, file, hold string) error {
-	engine, err := idem.New(store, idem.WithSecret(testSecret))
+	engine, err := idem.New(store, idem.Config{Secret: testSecret})
 	if err != nil {
 		return err
 	}

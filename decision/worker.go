@@ -107,7 +107,7 @@ func (w *Worker) Work(ctx context.Context, job *river.Job[JobArgs]) error {
 	}
 	_, err := idem.Run(ctx, w.cfg.Engine, ev.ID, w.cfg.Scope, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, w.cfg.Handle(ctx, ev)
-	})
+	}, nil)
 	switch {
 	case errors.Is(err, idem.ErrPendingReview):
 		// Handled at most once: its outcome is for an operator now.

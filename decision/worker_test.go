@@ -54,7 +54,7 @@ func newRiverDB[TTx any](t *testing.T, rd riverdriver.Driver[TTx], store idemdri
 	require.NoError(t, err)
 	_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
 	require.NoError(t, err)
-	engine, err := idem.New(store, idem.WithSecret(testSecret))
+	engine, err := idem.New(store, idem.Config{Secret: testSecret})
 	require.NoError(t, err)
 	inserter, err := river.NewClient(rd, &river.Config{Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)

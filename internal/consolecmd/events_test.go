@@ -44,7 +44,7 @@ func TestServeWiresDecisionEvents(t *testing.T) {
 			if !db.Embedded {
 				require.NoError(t, db.Migrate(ctx))
 			}
-			engine, err := idem.New(db.Store, idem.WithSecret([]byte("events-test-secret-0123456789abcdef")))
+			engine, err := idem.New(db.Store, idem.Config{Secret: []byte("events-test-secret-0123456789abcdef")})
 			require.NoError(t, err)
 			countEvents := func(queue string) int {
 				var n int
@@ -62,7 +62,7 @@ func TestServeWiresDecisionEvents(t *testing.T) {
 				defer stop()
 				_, err = idem.Run(ctx, engine, key, "tenant:events", func(context.Context) (int, error) {
 					return 0, idem.Uncertain(errors.New("timeout"))
-				})
+				}, nil)
 				require.ErrorIs(t, err, idem.ErrUncertain)
 				page, err := db.Records.ListKeys(ctx, idemdriver.KeyFilter{Scope: "tenant:events", Operation: idem.DefaultOperation,
 					KeyDigest: idem.Digest("tenant:events", idem.DefaultOperation, key)})

@@ -17,7 +17,7 @@ import (
 func TestDecisionEventMailsTheCustomer(t *testing.T) {
 	t.Parallel()
 	var logs bytes.Buffer
-	engine, err := idem.New(idemmem.New(), idem.WithSecret([]byte("demo-test-secret-0123456789abcdefgh")))
+	engine, err := idem.New(idemmem.New(), idem.Config{Secret: []byte("demo-test-secret-0123456789abcdefgh")})
 	require.NoError(t, err)
 	shop, err := NewShop(engine, NewProvider(), slog.New(slog.NewTextHandler(&logs, nil)))
 	require.NoError(t, err)

@@ -89,7 +89,7 @@ func newEventBundle[TTx any](t *testing.T, be backend, rd riverdriver.Driver[TTx
 	require.NoError(t, err)
 	fail := false
 	require.NoError(t, d.EmitEvents(failingInserter[TTx]{ins: client, fail: &fail}, testEventQueue))
-	e, err := idem.New(be.store, idem.WithSecret([]byte("ops-test-secret-0123456789abcdefgh")))
+	e, err := idem.New(be.store, idem.Config{Secret: []byte("ops-test-secret-0123456789abcdefgh")})
 	require.NoError(t, err)
 	keys, err := keysOn(d, e)
 	require.NoError(t, err)
