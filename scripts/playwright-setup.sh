@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # playwright-setup.sh — idempotent, download-free setup for the browser tests
-# (internal/consolecmd/browser/browser_test.go). Playwright's own installers fetch from CDNs
+# (internal/consolecmd/consoletest/chromium). Playwright's own installers fetch from CDNs
 # this project's machines cannot reach, so:
 #   1. Chromium is Debian's (/usr/bin/chromium), installed with apt when missing.
 #   2. The playwright-go driver directory is built with npm from the npm registry:

@@ -35,8 +35,8 @@ func TestDemoHandlesDecisionEvents(t *testing.T) {
 	lost := consoletest.Call(t, "POST", base+"/shop/payments?fail=timeout_after_effect", `"events-payment-00001"`, body)
 	require.Equal(t, http.StatusAccepted, lost.Status, lost.Body)
 
-	oncall := signInTwoproc(t, base, "oncall", demoPassword("oncall"))
-	resp, _ := oncall.do(t, http.MethodPost, "/search", url.Values{"q": {"events-payment-00001"}}, "")
+	oncall := consoletest.SignIn(t, base, "oncall", demoPassword("oncall"))
+	resp, _ := oncall.Do(t, http.MethodPost, "/search", url.Values{"q": {"events-payment-00001"}}, "")
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	keyPath := resp.Header.Get("Location")
 	id, err := strconv.ParseInt(strings.TrimPrefix(keyPath, "/keys/"), 10, 64)
@@ -51,10 +51,10 @@ func TestDemoHandlesDecisionEvents(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, idemdriver.StatusPending, rec.Status)
 
-	_, page := oncall.do(t, http.MethodGet, keyPath, nil, "")
+	_, page := oncall.Do(t, http.MethodGet, keyPath, nil, "")
 	m := regexp.MustCompile(`action="` + regexp.QuoteMeta(keyPath+"/confirm") + `">[\s\S]*?name="form_key" value="([^"]+)"`).FindStringSubmatch(page)
 	require.Len(t, m, 2, "the key's page offers confirm")
-	resp, page = oncall.do(t, http.MethodPost, keyPath+"/confirm", url.Values{"version": {strconv.FormatInt(rec.Version, 10)},
+	resp, page = oncall.Do(t, http.MethodPost, keyPath+"/confirm", url.Values{"version": {strconv.FormatInt(rec.Version, 10)},
 		"reason": {"the provider's dashboard shows the charge"}, "outcome": {"happened"}, "external_ref": {"ch_events_1"}, "form_key": {m[1]}}, "")
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode, page)
 

@@ -290,32 +290,15 @@ func TestSignupCrashWorker(t *testing.T) {
 type worker struct {
 	cmd  *exec.Cmd
 	base string
-	log  *syncBuffer
+	log  *consoletest.SyncBuffer
 	done chan struct{}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func startWorker(t *testing.T, dbURL, providerURL string) *worker {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestSignupCrashWorker$", "-test.count=1")
 	cmd.Env = append(os.Environ(), crashWorkerEnv+"=1", crashDBEnv+"="+dbURL, crashProviderEnv+"="+providerURL)
-	w := &worker{cmd: cmd, log: &syncBuffer{}, done: make(chan struct{})}
+	w := &worker{cmd: cmd, log: &consoletest.SyncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = w.log
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)

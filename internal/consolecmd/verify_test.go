@@ -56,18 +56,18 @@ func TestVerifyWithTheProvider(t *testing.T) {
 				return page.Records[0], true
 			}
 
-			support := signInTwoproc(t, base, "support", demoPassword("support"))
+			support := consoletest.SignIn(t, base, "support", demoPassword("support"))
 			verify := func(raw string) int64 {
 				rec, ok := record(raw)
 				require.True(t, ok)
 				require.Equal(t, idemdriver.StatusPending, rec.Status)
 				path := "/keys/" + strconv.FormatInt(rec.ID, 10)
-				_, page := support.do(t, http.MethodGet, path, nil, "")
+				_, page := support.Do(t, http.MethodGet, path, nil, "")
 				require.Less(t, strings.Index(page, `action="`+path+`/verify"`), strings.Index(page, `action="`+path+`/confirm"`), "verify is offered first")
-				version, key := twoprocForm(t, page, path+"/verify")
-				resp, body := support.do(t, http.MethodPost, path+"/verify", url.Values{"version": {version}, "form_key": {key},
+				version, key := consoletest.DecisionForm(t, page, path+"/verify")
+				resp, body := support.Do(t, http.MethodPost, path+"/verify", url.Values{"version": {version}, "form_key": {key},
 					"reason": {"the customer says the payment is stuck"}}, "")
-				require.Equal(t, http.StatusSeeOther, resp.StatusCode, twoprocText(body))
+				require.Equal(t, http.StatusSeeOther, resp.StatusCode, consoletest.PageText(body))
 				require.Equal(t, path+"?done=verify", resp.Header.Get("Location"))
 				return rec.ID
 			}
@@ -117,7 +117,7 @@ func TestVerifyWithTheProvider(t *testing.T) {
 				require.Equal(t, "demo payment provider", after.Verification.Verifier)
 				require.NotEmpty(t, after.Verification.Evidence, "the evidence is in the entry")
 			}
-			_, page := support.do(t, http.MethodGet, "/keys/"+strconv.FormatInt(unchargedID, 10), nil, "")
+			_, page := support.Do(t, http.MethodGet, "/keys/"+strconv.FormatInt(unchargedID, 10), nil, "")
 			require.Contains(t, page, "Confirmed it did not happen", "the released key's page says so")
 		})
 	}
@@ -148,15 +148,15 @@ func TestVerifyAllFromABulkRequest(t *testing.T) {
 			}
 			charges := len(consoletest.ProviderCharges(t, base))
 
-			oncall := signInTwoproc(t, base, "oncall", demoPassword("oncall"))
+			oncall := consoletest.SignIn(t, base, "oncall", demoPassword("oncall"))
 			filter := url.Values{"action": {"verify"}, "state": {"pending"}, "operation": {"POST /shop/payments"}}
-			report, page := twoprocFreeze(t, oncall, "/keys/bulk?"+filter.Encode())
+			report, page := oncall.Freeze(t, "/keys/bulk?"+filter.Encode())
 			require.Contains(t, page, "<strong>4</strong> matching items can be decided")
-			form := twoprocHiddenFields(t, page, report+"/submit")
+			form := consoletest.HiddenFields(t, page, report+"/submit")
 			form.Set("reason", "payments timed out at the provider: ask it about each")
 			form.Set("confirm_count", "4")
-			resp, page := oncall.do(t, http.MethodPost, report+"/submit", form, "")
-			require.Equal(t, http.StatusSeeOther, resp.StatusCode, twoprocText(page))
+			resp, page := oncall.Do(t, http.MethodPost, report+"/submit", form, "")
+			require.Equal(t, http.StatusSeeOther, resp.StatusCode, consoletest.PageText(page))
 
 			db, err := openDatabase(t.Context(), dbURL)
 			require.NoError(t, err)
@@ -191,10 +191,10 @@ func TestVerifyAllFromABulkRequest(t *testing.T) {
 			}
 			require.Len(t, consoletest.ProviderCharges(t, base), charges, "asking charges nothing")
 			// The request's report lists each answer with its evidence.
-			_, page = oncall.do(t, http.MethodGet, report, nil, "")
+			_, page = oncall.Do(t, http.MethodGet, report, nil, "")
 			require.Contains(t, page, "Answers of the applications' verifiers")
-			require.Equal(t, 2, strings.Count(page, "completed with ch_"), twoprocText(page))
-			require.Equal(t, 2, strings.Count(page, "released: the client"), twoprocText(page))
+			require.Equal(t, 2, strings.Count(page, "completed with ch_"), consoletest.PageText(page))
+			require.Equal(t, 2, strings.Count(page, "released: the client"), consoletest.PageText(page))
 			require.Equal(t, 2, strings.Count(page, "— charge ch_"), "the evidence of the charged ones")
 			require.Equal(t, 2, strings.Count(page, "— the provider has no charge under this key"), "and of the others")
 			for _, k := range uncharged {

@@ -17,6 +17,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/consolecmd"
 	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest"
+	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest/chromium"
 	"github.com/unstuckhq/unstuck/internal/store"
 )
 
@@ -36,7 +37,7 @@ func TestBrowserBulkCanary(t *testing.T) {
 	const n = 12
 	const scope = "tenant:canary"
 	const message = "card network timeout while charging"
-	browser := launchChromium(t)
+	browser := chromium.Launch(t)
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "browser-bulk-canary.db")
 	dbURL := "sqlite:" + path
@@ -62,30 +63,30 @@ func TestBrowserBulkCanary(t *testing.T) {
 
 	base, _ := consoletest.StartDemoWith(t, consolecmd.Run, dbURL, flags...)
 	consoletest.WaitReady(t, base)
-	c := &console{browser: browser, base: base, sessions: map[string]string{}, dir: t.TempDir()}
-	signInAs(t, c, "oncall")
-	signInAs(t, c, "admin")
+	c := chromium.NewConsole(browser, base, t.TempDir())
+	chromium.SignInAs(t, c, "oncall")
+	chromium.SignInAs(t, c, "admin")
 
 	// oncall: from the incident group to a frozen set.
-	p := c.open(t, "oncall")
+	p := c.Open(t, "oncall")
 	row := p.GetByRole("row").Filter(playwright.LocatorFilterOptions{
 		Has: p.Locator("code").Filter(playwright.LocatorFilterOptions{HasText: regexp.MustCompile("^" + regexp.QuoteMeta(message) + "$")})})
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		p.goTo("/incidents")
+		p.GoTo("/incidents")
 		if k, _ := row.Count(); k == 1 {
 			break
 		}
 		require.True(t, time.Now().Before(deadline), "no incident group %q on /incidents", message)
 	}
-	p.ok(row.GetByRole("link", playwright.LocatorGetByRoleOptions{Name: regexp.MustCompile(`^Act on all`)}).Click(), "act on all")
-	p.ok(p.GetByTestId("other-actions").GetByRole("link", playwright.LocatorGetByRoleOptions{Name: "confirm it did not happen", Exact: playwright.Bool(true)}).Click(),
+	p.OK(row.GetByRole("link", playwright.LocatorGetByRoleOptions{Name: regexp.MustCompile(`^Act on all`)}).Click(), "act on all")
+	p.OK(p.GetByTestId("other-actions").GetByRole("link", playwright.LocatorGetByRoleOptions{Name: "confirm it did not happen", Exact: playwright.Bool(true)}).Click(),
 		"the group's other action: confirm it did not happen")
-	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/bulk/\d+$`)), "the frozen set's page")
-	p.ok(expect.Locator(p.GetByTestId("legal-count")).ToContainText(strconv.Itoa(n)+" matching items can be decided: this set is frozen"), "the frozen count")
-	p.ok(p.GetByLabel("Reason", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("the card network never saw these charges"), "reason")
-	p.ok(p.GetByLabel("Type the number of items ("+strconv.Itoa(n)+") to confirm").Fill(strconv.Itoa(n)), "typed count")
-	p.ok(p.role("button", "Confirm it did not happen "+strconv.Itoa(n)+" keys").Click(), "submit")
-	p.ok(expect.Locator(p.GetByTestId("bulk-status")).ToHaveText("waiting_approval"), "waits for a second person")
+	p.OK(chromium.Expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/bulk/\d+$`)), "the frozen set's page")
+	p.OK(chromium.Expect.Locator(p.GetByTestId("legal-count")).ToContainText(strconv.Itoa(n)+" matching items can be decided: this set is frozen"), "the frozen count")
+	p.OK(p.GetByLabel("Reason", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("the card network never saw these charges"), "reason")
+	p.OK(p.GetByLabel("Type the number of items ("+strconv.Itoa(n)+") to confirm").Fill(strconv.Itoa(n)), "typed count")
+	p.OK(p.Role("button", "Confirm it did not happen "+strconv.Itoa(n)+" keys").Click(), "submit")
+	p.OK(chromium.Expect.Locator(p.GetByTestId("bulk-status")).ToHaveText("waiting_approval"), "waits for a second person")
 	id := regexp.MustCompile(`/bulk/(\d+)$`).FindStringSubmatch(p.URL())[1]
 	reqID, err := strconv.ParseInt(id, 10, 64)
 	require.NoError(t, err)
@@ -103,43 +104,43 @@ BEGIN SELECT RAISE(ABORT, 'card network ledger locked'); END`)
 	require.NoError(t, err)
 
 	// admin reads what will run, and approves it.
-	a := c.open(t, "admin")
-	require.Equal(t, http.StatusOK, a.goTo("/approvals"))
-	a.ok(a.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Waiting for approval"}).GetByRole("link", playwright.LocatorGetByRoleOptions{Name: id, Exact: playwright.Bool(true)}).Click(), "open the request")
-	a.ok(expect.Locator(a.GetByTestId("bulk-what")).ToHaveText("Confirm it did not happen — keys where group "+regexp.MustCompile(`group=([0-9a-f]+)`).FindStringSubmatch(mustFilter(t, db, reqID))[1]+", operation POST /charges, state pending"),
+	a := c.Open(t, "admin")
+	require.Equal(t, http.StatusOK, a.GoTo("/approvals"))
+	a.OK(a.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Waiting for approval"}).GetByRole("link", playwright.LocatorGetByRoleOptions{Name: id, Exact: playwright.Bool(true)}).Click(), "open the request")
+	a.OK(chromium.Expect.Locator(a.GetByTestId("bulk-what")).ToHaveText("Confirm it did not happen — keys where group "+regexp.MustCompile(`group=([0-9a-f]+)`).FindStringSubmatch(mustFilter(t, db, reqID))[1]+", operation POST /charges, state pending"),
 		"the action in words, with its target")
-	a.ok(expect.Locator(a.GetByTestId("legal-count")).ToContainText(strconv.Itoa(n)+" matching items can be decided"), "the frozen count")
-	a.ok(expect.Locator(a.GetByRole("table", playwright.PageGetByRoleOptions{Name: "By scope"})).ToContainText(scope), "the breakdown")
+	a.OK(chromium.Expect.Locator(a.GetByTestId("legal-count")).ToContainText(strconv.Itoa(n)+" matching items can be decided"), "the frozen count")
+	a.OK(chromium.Expect.Locator(a.GetByRole("table", playwright.PageGetByRoleOptions{Name: "By scope"})).ToContainText(scope), "the breakdown")
 	sample := a.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Sample"})
-	a.ok(expect.Locator(sample.GetByRole("row")).ToHaveCount(n+1), "a header and the sample")
-	a.ok(expect.Locator(sample.GetByRole("row").Nth(1)).ToContainText(message), "each with its last error")
-	a.ok(a.role("button", "Approve request "+id).Click(), "approve")
+	a.OK(chromium.Expect.Locator(sample.GetByRole("row")).ToHaveCount(n+1), "a header and the sample")
+	a.OK(chromium.Expect.Locator(sample.GetByRole("row").Nth(1)).ToContainText(message), "each with its last error")
+	a.OK(a.Role("button", "Approve request "+id).Click(), "approve")
 
 	// The canary passes; the injected failure pauses the run.
-	a.ok(expect.Locator(a.GetByTestId("bulk-status")).ToHaveText("paused", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(30_000)}), "paused by itself")
+	a.OK(chromium.Expect.Locator(a.GetByTestId("bulk-status")).ToHaveText("paused", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(30_000)}), "paused by itself")
 	paused := a.GetByTestId("paused")
-	a.ok(expect.Locator(paused).ToContainText("Paused by system"), "by the run")
-	a.ok(expect.Locator(paused).ToContainText("1 of 1 items of a batch failed"), "why")
-	a.ok(expect.Locator(paused.GetByRole("table", playwright.LocatorGetByRoleOptions{Name: "Failures, grouped"})).ToContainText("card network ledger locked"), "the error, grouped")
-	a.ok(expect.Locator(a.GetByTestId("applied")).ToHaveText("7"), "the canary batch and the two after it")
-	a.ok(expect.Locator(a.GetByTestId("failed")).ToHaveText("1"), "the failed one")
+	a.OK(chromium.Expect.Locator(paused).ToContainText("Paused by system"), "by the run")
+	a.OK(chromium.Expect.Locator(paused).ToContainText("1 of 1 items of a batch failed"), "why")
+	a.OK(chromium.Expect.Locator(paused.GetByRole("table", playwright.LocatorGetByRoleOptions{Name: "Failures, grouped"})).ToContainText("card network ledger locked"), "the error, grouped")
+	a.OK(chromium.Expect.Locator(a.GetByTestId("applied")).ToHaveText("7"), "the canary batch and the two after it")
+	a.OK(chromium.Expect.Locator(a.GetByTestId("failed")).ToHaveText("1"), "the failed one")
 
 	_, err = raw.ExecContext(ctx, `DROP TRIGGER unstuck_test_fail`)
 	require.NoError(t, err)
-	a.ok(a.role("button", "Resume request "+id).Click(), "admin resumes")
-	a.ok(expect.Locator(a.GetByTestId("bulk-status")).ToHaveText("done", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(30_000)}), "the run ends")
-	a.ok(expect.Locator(a.GetByTestId("applied")).ToHaveText(strconv.Itoa(n-1)), "every other item applied")
-	a.ok(expect.Locator(a.role("button", "Cancel request "+id)).ToHaveCount(0), "no cancel once done")
+	a.OK(a.Role("button", "Resume request "+id).Click(), "admin resumes")
+	a.OK(chromium.Expect.Locator(a.GetByTestId("bulk-status")).ToHaveText("done", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(30_000)}), "the run ends")
+	a.OK(chromium.Expect.Locator(a.GetByTestId("applied")).ToHaveText(strconv.Itoa(n-1)), "every other item applied")
+	a.OK(chromium.Expect.Locator(a.Role("button", "Cancel request "+id)).ToHaveCount(0), "no cancel once done")
 
 	// The report: every item, each decided one with its audit entry.
-	a.ok(a.GetByTestId("bulk-items-link").Click(), "the items")
+	a.OK(a.GetByTestId("bulk-items-link").Click(), "the items")
 	report := a.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Items"})
-	a.ok(expect.Locator(report.GetByRole("row")).ToHaveCount(n+1), "every item")
-	a.ok(expect.Locator(report.GetByRole("link", playwright.LocatorGetByRoleOptions{Name: "audit entry"})).ToHaveCount(n-1), "each applied item links its entry")
-	a.ok(expect.Locator(report.GetByRole("row").Filter(playwright.LocatorFilterOptions{HasText: "failed"})).ToContainText("card network ledger locked"), "the failed one, with why")
-	a.ok(report.GetByRole("link", playwright.LocatorGetByRoleOptions{Name: "audit entry"}).First().Click(), "open an item's entry")
-	a.ok(expect.Locator(a.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Audit trail"}).GetByRole("row")).ToHaveCount(2), "exactly its entry")
-	a.ok(expect.Locator(a.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Audit trail"})).ToContainText("key.confirm_not_happened"), "the decision")
+	a.OK(chromium.Expect.Locator(report.GetByRole("row")).ToHaveCount(n+1), "every item")
+	a.OK(chromium.Expect.Locator(report.GetByRole("link", playwright.LocatorGetByRoleOptions{Name: "audit entry"})).ToHaveCount(n-1), "each applied item links its entry")
+	a.OK(chromium.Expect.Locator(report.GetByRole("row").Filter(playwright.LocatorFilterOptions{HasText: "failed"})).ToContainText("card network ledger locked"), "the failed one, with why")
+	a.OK(report.GetByRole("link", playwright.LocatorGetByRoleOptions{Name: "audit entry"}).First().Click(), "open an item's entry")
+	a.OK(chromium.Expect.Locator(a.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Audit trail"}).GetByRole("row")).ToHaveCount(2), "exactly its entry")
+	a.OK(chromium.Expect.Locator(a.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Audit trail"})).ToContainText("key.confirm_not_happened"), "the decision")
 
 	stored, ok, err := db.Console.BulkByID(ctx, reqID)
 	require.NoError(t, err)

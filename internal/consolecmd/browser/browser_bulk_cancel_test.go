@@ -19,6 +19,7 @@ import (
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/consolecmd"
 	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest"
+	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest/chromium"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/store"
 )
@@ -37,14 +38,14 @@ import (
 func TestBrowserBulkCancel(t *testing.T) {
 	const n = 30
 	const scope = "tenant:cancel"
-	browser := launchChromium(t)
+	browser := chromium.Launch(t)
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "browser-bulk-cancel.db")
 	dbURL := "sqlite:" + path
 	flags := []string{"--approval-required", "none", "--bulk-batch", "1", "--bulk-pause", "300ms"}
 
 	// The demo creates and migrates its database; then it stops while the
-	// keys are seeded.
+	// keys are chromium.Seeded.
 	_, stop := consoletest.StartDemoWith(t, consolecmd.Run, dbURL, flags...)
 	stop()
 	db, err := consolecmd.OpenDatabase(ctx, dbURL)
@@ -72,32 +73,32 @@ func TestBrowserBulkCancel(t *testing.T) {
 
 	base, _ := consoletest.StartDemoWith(t, consolecmd.Run, dbURL, flags...)
 	consoletest.WaitReady(t, base)
-	c := &console{browser: browser, base: base, sessions: map[string]string{}, dir: t.TempDir()}
-	signInAs(t, c, "support")
+	c := chromium.NewConsole(browser, base, t.TempDir())
+	chromium.SignInAs(t, c, "support")
 
-	p := c.open(t, "support")
-	require.Equal(t, http.StatusOK, p.goTo("/keys?scope="+url.QueryEscape(scope)))
-	p.ok(p.GetByTestId("bulk-link").GetByRole("link", playwright.LocatorGetByRoleOptions{Name: "forget", Exact: playwright.Bool(true)}).Click(), "act on all matching: forget")
-	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/keys/bulk\?`)), "the preview: no set to freeze")
+	p := c.Open(t, "support")
+	require.Equal(t, http.StatusOK, p.GoTo("/keys?scope="+url.QueryEscape(scope)))
+	p.OK(p.GetByTestId("bulk-link").GetByRole("link", playwright.LocatorGetByRoleOptions{Name: "forget", Exact: playwright.Bool(true)}).Click(), "act on all matching: forget")
+	p.OK(chromium.Expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/keys/bulk\?`)), "the preview: no set to freeze")
 	// Every key is pending or completed: their effect may have happened,
 	// so they are left out until included explicitly (SPEC K20).
-	p.ok(expect.Locator(p.GetByTestId("may-have-happened")).ToContainText(strconv.Itoa(n)+" matching keys may already have happened, and are left out"), "counted apart")
-	p.ok(p.GetByRole("link", playwright.PageGetByRoleOptions{Name: "Include these " + strconv.Itoa(n) + " too"}).Click(), "include them")
-	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/bulk/\d+$`)), "the frozen set")
-	p.ok(expect.Locator(p.GetByTestId("legal-count")).ToContainText(strconv.Itoa(n)+" matching items"), "the exact count")
-	p.ok(p.GetByLabel("Reason", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("the tenant asked for its charges to be sent again"), "reason")
-	p.ok(p.GetByLabel("Type the number of items ("+strconv.Itoa(n)+") to confirm").Fill(strconv.Itoa(n)), "typed count")
-	p.ok(p.role("button", "Forget "+strconv.Itoa(n)+" keys").Click(), "submit")
-	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/bulk/\d+$`)), "the request's page")
+	p.OK(chromium.Expect.Locator(p.GetByTestId("may-have-happened")).ToContainText(strconv.Itoa(n)+" matching keys may already have happened, and are left out"), "counted apart")
+	p.OK(p.GetByRole("link", playwright.PageGetByRoleOptions{Name: "Include these " + strconv.Itoa(n) + " too"}).Click(), "include them")
+	p.OK(chromium.Expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/bulk/\d+$`)), "the frozen set")
+	p.OK(chromium.Expect.Locator(p.GetByTestId("legal-count")).ToContainText(strconv.Itoa(n)+" matching items"), "the exact count")
+	p.OK(p.GetByLabel("Reason", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("the tenant asked for its charges to be sent again"), "reason")
+	p.OK(p.GetByLabel("Type the number of items ("+strconv.Itoa(n)+") to confirm").Fill(strconv.Itoa(n)), "typed count")
+	p.OK(p.Role("button", "Forget "+strconv.Itoa(n)+" keys").Click(), "submit")
+	p.OK(chromium.Expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/bulk/\d+$`)), "the request's page")
 	id := regexp.MustCompile(`/bulk/(\d+)$`).FindStringSubmatch(p.URL())[1]
 	reqID, err := strconv.ParseInt(id, 10, 64)
 	require.NoError(t, err)
-	p.ok(expect.Locator(p.GetByTestId("bulk-status")).ToHaveText("running"), "runs without approval")
-	p.ok(expect.Locator(p.GetByTestId("applied")).ToHaveText(regexp.MustCompile(`^[1-9]\d*$`)), "some items applied (live progress)")
-	p.ok(p.role("button", "Cancel request "+id).Click(), "cancel")
-	p.ok(expect.Locator(p.GetByTestId("bulk-status")).ToHaveText("cancelled"), "the run is cancelled")
-	p.ok(expect.Locator(p.GetByText("Cancelled by")).ToBeVisible(), "who cancelled it")
-	p.ok(expect.Locator(p.role("button", "Cancel request "+id)).ToHaveCount(0), "no cancel control any more")
+	p.OK(chromium.Expect.Locator(p.GetByTestId("bulk-status")).ToHaveText("running"), "runs without approval")
+	p.OK(chromium.Expect.Locator(p.GetByTestId("applied")).ToHaveText(regexp.MustCompile(`^[1-9]\d*$`)), "some items applied (live progress)")
+	p.OK(p.Role("button", "Cancel request "+id).Click(), "cancel")
+	p.OK(chromium.Expect.Locator(p.GetByTestId("bulk-status")).ToHaveText("cancelled"), "the run is cancelled")
+	p.OK(chromium.Expect.Locator(p.GetByText("Cancelled by")).ToBeVisible(), "who cancelled it")
+	p.OK(chromium.Expect.Locator(p.Role("button", "Cancel request "+id)).ToHaveCount(0), "no cancel control any more")
 
 	// The JSON report, once the counts no longer move: an item decided
 	// while the cancel was recorded may still land, none after it.
@@ -107,7 +108,7 @@ func TestBrowserBulkCancel(t *testing.T) {
 	}
 	get := func() report {
 		t.Helper()
-		resp, err := p.Request().Get(c.base+"/bulk/"+id, playwright.APIRequestContextGetOptions{Headers: map[string]string{"Accept": "application/json"}})
+		resp, err := p.Request().Get(c.Base+"/bulk/"+id, playwright.APIRequestContextGetOptions{Headers: map[string]string{"Accept": "application/json"}})
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, resp.Status())
 		body, err := resp.Body()
@@ -139,7 +140,7 @@ func TestBrowserBulkCancel(t *testing.T) {
 	require.Less(t, got.Applied, got.Total, "cancelled before the run ended")
 	require.Positive(t, notDecided, "the items after the cancel are not decided")
 	require.Zero(t, got.Skipped+got.Refused+got.Failed, "nothing else happened to the items: %+v", got)
-	p.ok(expect.Locator(p.GetByTestId("applied")).ToHaveText(strconv.FormatInt(got.Applied, 10)), "the page shows the applied count")
+	p.OK(chromium.Expect.Locator(p.GetByTestId("applied")).ToHaveText(strconv.FormatInt(got.Applied, 10)), "the page shows the applied count")
 	require.Equal(t, "cancelled", get().Status, "still cancelled: the run did not resume")
 
 	// The applied items are exactly the forgotten keys.

@@ -17,6 +17,7 @@ import (
 	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/consolecmd"
 	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest"
+	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest/chromium"
 	"github.com/unstuckhq/unstuck/internal/demo"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
@@ -33,12 +34,12 @@ import (
 // operations' states match it, and the trail has one entry for the
 // request, one for the approval and one per item.
 func TestBrowserBulk(t *testing.T) {
-	browser := launchChromium(t)
+	browser := chromium.Launch(t)
 	path := filepath.Join(t.TempDir(), "browser-bulk.db")
 	dbURL := "sqlite:" + path
 	base := consoletest.StartDemo(t, consolecmd.Run, dbURL)
 	consoletest.WaitReady(t, base)
-	c := &console{browser: browser, base: base, sessions: map[string]string{}, dir: t.TempDir()}
+	c := chromium.NewConsole(browser, base, t.TempDir())
 
 	var ids []string
 	for i := range 3 {
@@ -49,48 +50,48 @@ func TestBrowserBulk(t *testing.T) {
 	}
 	stale := ids[0]
 	for _, role := range []string{"oncall", "admin"} {
-		signInAs(t, c, role)
+		chromium.SignInAs(t, c, role)
 	}
 
-	p := c.open(t, "oncall")
+	p := c.Open(t, "oncall")
 	list := "/operations?status=review_required&type=" + demo.SignupType
-	require.Equal(t, http.StatusOK, p.goTo(list))
+	require.Equal(t, http.StatusOK, p.GoTo(list))
 	bulkLinks := p.GetByTestId("bulk-link")
-	p.ok(bulkLinks.GetByRole("link", playwright.LocatorGetByRoleOptions{Name: "retry", Exact: playwright.Bool(true)}).Click(), "act on all matching: retry")
-	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/bulk/\d+$`)), "the preview")
-	p.ok(expect.Locator(p.GetByTestId("legal-count")).ToContainText("3 matching items"), "the exact count")
-	p.ok(expect.Locator(p.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Sample"}).GetByRole("row")).ToHaveCount(4), "a header and 3 sampled items")
-	p.ok(p.GetByLabel("Reason", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("the mailer accepts mail again after its outage"), "reason")
-	p.ok(p.GetByLabel("Type the number of items (3) to confirm").Fill("3"), "typed count")
-	p.ok(p.role("button", "Retry 3 operations").Click(), "submit")
-	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/bulk/\d+$`)), "the request's page")
-	p.ok(expect.Locator(p.GetByTestId("bulk-status")).ToHaveText("waiting_approval"), "waits for a second person")
-	p.ok(expect.Locator(p.role("button", "Approve request 1")).ToHaveCount(0), "no approve control for the requester")
+	p.OK(bulkLinks.GetByRole("link", playwright.LocatorGetByRoleOptions{Name: "retry", Exact: playwright.Bool(true)}).Click(), "act on all matching: retry")
+	p.OK(chromium.Expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/bulk/\d+$`)), "the preview")
+	p.OK(chromium.Expect.Locator(p.GetByTestId("legal-count")).ToContainText("3 matching items"), "the exact count")
+	p.OK(chromium.Expect.Locator(p.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Sample"}).GetByRole("row")).ToHaveCount(4), "a header and 3 sampled items")
+	p.OK(p.GetByLabel("Reason", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("the mailer accepts mail again after its outage"), "reason")
+	p.OK(p.GetByLabel("Type the number of items (3) to confirm").Fill("3"), "typed count")
+	p.OK(p.Role("button", "Retry 3 operations").Click(), "submit")
+	p.OK(chromium.Expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/bulk/\d+$`)), "the request's page")
+	p.OK(chromium.Expect.Locator(p.GetByTestId("bulk-status")).ToHaveText("waiting_approval"), "waits for a second person")
+	p.OK(chromium.Expect.Locator(p.Role("button", "Approve request 1")).ToHaveCount(0), "no approve control for the requester")
 	reqURL := p.URL()
 	id := regexp.MustCompile(`/bulk/(\d+)$`).FindStringSubmatch(reqURL)[1]
-	resp, err := p.Request().Post(c.base+"/approvals/"+id+"/approve", playwright.APIRequestContextPostOptions{MaxRedirects: playwright.Int(0)})
+	resp, err := p.Request().Post(c.Base+"/approvals/"+id+"/approve", playwright.APIRequestContextPostOptions{MaxRedirects: playwright.Int(0)})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusForbidden, resp.Status(), "the requester cannot approve their own request")
 
 	// One item changes after the request: resolved by hand.
 	op, _ := consoletest.SagaRecords(t, dbURL, stale)
-	resp, err = p.Request().Post(c.base+"/operations/"+stale+"/resolve", playwright.APIRequestContextPostOptions{
+	resp, err = p.Request().Post(c.Base+"/operations/"+stale+"/resolve", playwright.APIRequestContextPostOptions{
 		Form: map[string]any{"version": strconv.FormatInt(op.Version, 10), "status": "failed", "reason": "refunded by hand, no account",
 			"form_key": "browser-bulk-stale-resolve-1"}, MaxRedirects: playwright.Int(0)})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusSeeOther, resp.Status())
 
-	a := c.open(t, "admin")
-	a.goTo("/")
-	p.ok(expect.Page(a.Page).ToHaveTitle(regexp.MustCompile(`^\(1 waiting approval\)`)), "the title counts the waiting request")
-	a.ok(a.role("link", "Approvals (1)").Click(), "open the approvals")
-	a.ok(a.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Waiting for approval"}).GetByRole("link", playwright.LocatorGetByRoleOptions{Name: id, Exact: playwright.Bool(true)}).Click(), "open the request")
-	a.ok(a.role("button", "Approve request "+id).Click(), "approve")
-	a.ok(expect.Locator(a.GetByTestId("bulk-status")).ToHaveText("done", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(30_000)}), "the run ends (live progress)")
-	a.ok(expect.Locator(a.GetByTestId("applied")).ToHaveText("2"), "applied")
-	a.ok(expect.Locator(a.GetByTestId("skipped")).ToHaveText("1"), "skipped: changed since the request")
+	a := c.Open(t, "admin")
+	a.GoTo("/")
+	p.OK(chromium.Expect.Page(a.Page).ToHaveTitle(regexp.MustCompile(`^\(1 waiting approval\)`)), "the title counts the waiting request")
+	a.OK(a.Role("link", "Approvals (1)").Click(), "open the approvals")
+	a.OK(a.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Waiting for approval"}).GetByRole("link", playwright.LocatorGetByRoleOptions{Name: id, Exact: playwright.Bool(true)}).Click(), "open the request")
+	a.OK(a.Role("button", "Approve request "+id).Click(), "approve")
+	a.OK(chromium.Expect.Locator(a.GetByTestId("bulk-status")).ToHaveText("done", playwright.LocatorAssertionsToHaveTextOptions{Timeout: playwright.Float(30_000)}), "the run ends (live progress)")
+	a.OK(chromium.Expect.Locator(a.GetByTestId("applied")).ToHaveText("2"), "applied")
+	a.OK(chromium.Expect.Locator(a.GetByTestId("skipped")).ToHaveText("1"), "skipped: changed since the request")
 	report := a.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Items not applied"})
-	a.ok(expect.Locator(report.GetByRole("link", playwright.LocatorGetByRoleOptions{Name: stale, Exact: playwright.Bool(true)})).ToBeVisible(), "the stale item is listed")
+	a.OK(chromium.Expect.Locator(report.GetByRole("link", playwright.LocatorGetByRoleOptions{Name: stale, Exact: playwright.Bool(true)})).ToBeVisible(), "the stale item is listed")
 
 	for _, op := range ids[1:] {
 		consoletest.WaitSignup(t, base, op, sagadriver.StatusCompleted, 30*time.Second)

@@ -16,6 +16,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/consolecmd"
 	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest"
+	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest/chromium"
 	"github.com/unstuckhq/unstuck/internal/incident"
 )
 
@@ -25,20 +26,20 @@ import (
 //
 //	eval "$(bash scripts/playwright-setup.sh)" && go test -run BrowserIncidents ./internal/consolecmd/browser/
 func TestBrowserIncidents(t *testing.T) {
-	browser := launchChromium(t)
+	browser := chromium.Launch(t)
 	path := filepath.Join(t.TempDir(), "browser-incidents.db")
 	base, _ := consoletest.StartDemoWith(t, consolecmd.Run, "sqlite:"+path, "--traffic", "--snapshot-every", "1s")
 	consoletest.WaitReady(t, base)
-	c := &console{browser: browser, base: base, sessions: map[string]string{}, dir: t.TempDir()}
-	signInAs(t, c, "support")
-	p := c.open(t, "support")
+	c := chromium.NewConsole(browser, base, t.TempDir())
+	chromium.SignInAs(t, c, "support")
+	p := c.Open(t, "support")
 
 	// The traffic leaves a stalled job past its lease and an unavailable
 	// receipt at once, and pending or failed payments within seconds.
 	rows := p.Locator(`table[aria-label="Incident groups"] tbody tr`)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		p.goTo("/incidents")
+		p.GoTo("/incidents")
 		n, err := rows.Count()
 		require.NoError(t, err)
 		if n >= 3 {
@@ -49,7 +50,7 @@ func TestBrowserIncidents(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
-	p.ok(expect.Locator(p.role("link", "Incidents")).ToHaveAttribute("aria-current", "page"), "the navigation has Incidents")
+	p.OK(chromium.Expect.Locator(p.Role("link", "Incidents")).ToHaveAttribute("aria-current", "page"), "the navigation has Incidents")
 	title, err := p.Title()
 	require.NoError(t, err)
 	require.Regexp(t, `^\(\d+\) Incidents · unstuck$`, title)
@@ -82,13 +83,13 @@ func TestBrowserIncidents(t *testing.T) {
 			continue
 		}
 		before := members(g.Key, g.State, g.Operation)
-		p.goTo("/incidents")
+		p.GoTo("/incidents")
 		link := p.Locator(`tr[data-testid="incident-` + g.Key + `"] a:text-is("Items")`)
 		if n, _ := link.Count(); n == 0 {
 			continue // a group of a later snapshot than the page's
 		}
-		p.ok(link.Click(), "open the items of %s", g.Key)
-		p.ok(expect.Page(p.Page).ToHaveURL(base+"/incidents/"+g.Key), "the group's page")
+		p.OK(link.Click(), "open the items of %s", g.Key)
+		p.OK(chromium.Expect.Page(p.Page).ToHaveURL(base+"/incidents/"+g.Key), "the group's page")
 		links, err := p.Locator(`table[aria-label="Keys"] a[href^="/keys/"]`).All()
 		require.NoError(t, err)
 		var listed []string
@@ -114,6 +115,6 @@ func TestBrowserIncidents(t *testing.T) {
 	require.GreaterOrEqual(t, checked, 2, "at least two key groups checked")
 
 	// The overview draws the trends from the snapshots.
-	p.goTo("/")
-	p.ok(expect.Locator(p.GetByRole("img", playwright.PageGetByRoleOptions{Name: regexp.MustCompile(`^stuck: \d+, .* in 24 h$`)})).ToBeVisible(), "the stuck trend")
+	p.GoTo("/")
+	p.OK(chromium.Expect.Locator(p.GetByRole("img", playwright.PageGetByRoleOptions{Name: regexp.MustCompile(`^stuck: \d+, .* in 24 h$`)})).ToBeVisible(), "the stuck trend")
 }

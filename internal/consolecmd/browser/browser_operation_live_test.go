@@ -12,6 +12,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/internal/consolecmd"
 	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest"
+	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest/chromium"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
@@ -21,11 +22,11 @@ import (
 //
 //	eval "$(bash scripts/playwright-setup.sh)" && go test -run BrowserOperationLive ./internal/consolecmd/browser/
 func TestBrowserOperationLive(t *testing.T) {
-	browser := launchChromium(t)
+	browser := chromium.Launch(t)
 	base := consoletest.StartDemo(t, consolecmd.Run, "sqlite:"+filepath.Join(t.TempDir(), "browser-live.db"))
 	consoletest.WaitReady(t, base)
-	c := &console{browser: browser, base: base, sessions: map[string]string{}, dir: t.TempDir()}
-	signInAs(t, c, "oncall")
+	c := chromium.NewConsole(browser, base, t.TempDir())
+	chromium.SignInAs(t, c, "oncall")
 
 	// One signup whose workspace's compensation fails, one whose welcome
 	// email is refused: both review_required.
@@ -39,57 +40,57 @@ func TestBrowserOperationLive(t *testing.T) {
 }
 
 // markPage sets a mark on the page's window that a reload would lose.
-func markPage(p *tab) {
+func markPage(p *chromium.Tab) {
 	_, err := p.Evaluate(`() => { window.unstuckLiveMark = "kept"; }`)
-	require.NoError(p.t, err)
+	require.NoError(p.T, err)
 }
 
 // requireNotReloaded fails unless the mark of markPage is still there.
-func requireNotReloaded(p *tab) {
+func requireNotReloaded(p *chromium.Tab) {
 	mark, err := p.Evaluate(`() => window.unstuckLiveMark || ""`)
-	require.NoError(p.t, err)
-	require.Equal(p.t, "kept", mark, "the page was not reloaded")
+	require.NoError(p.T, err)
+	require.Equal(p.T, "kept", mark, "the page was not reloaded")
 }
 
 // retryFromPage retries step of the operation on p's page with a reason.
-func retryFromPage(t *testing.T, p *tab, id, step string) {
+func retryFromPage(t *testing.T, p *chromium.Tab, id, step string) {
 	t.Helper()
-	retry := p.role("region", "Decide").Locator(`details[data-action="retry"]`)
-	p.ok(retry.Locator("summary").Click(), "open the retry")
+	retry := p.Role("region", "Decide").Locator(`details[data-action="retry"]`)
+	p.OK(retry.Locator("summary").Click(), "open the retry")
 	if step != "" {
 		_, err := retry.GetByLabel("Step", playwright.LocatorGetByLabelOptions{Exact: playwright.Bool(true)}).SelectOption(playwright.SelectOptionValues{Values: &[]string{step}})
 		require.NoError(t, err)
 	}
-	p.ok(retry.GetByLabel("Reason", playwright.LocatorGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("the provider is back: run it again"), "fill Reason")
-	p.ok(retry.GetByRole("button", playwright.LocatorGetByRoleOptions{Name: "Retry a step of operation " + id, Exact: playwright.Bool(true)}).Click(), "submit the retry")
-	p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(regexp.QuoteMeta("/operations/"+id)+`\?done=retry$`)), "redirected to the operation")
+	p.OK(retry.GetByLabel("Reason", playwright.LocatorGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("the provider is back: run it again"), "fill Reason")
+	p.OK(retry.GetByRole("button", playwright.LocatorGetByRoleOptions{Name: "Retry a step of operation " + id, Exact: playwright.Bool(true)}).Click(), "submit the retry")
+	p.OK(chromium.Expect.Page(p.Page).ToHaveURL(regexp.MustCompile(regexp.QuoteMeta("/operations/"+id)+`\?done=retry$`)), "redirected to the operation")
 }
 
 // testLiveAfterRetry: oncall retries an operation whose compensation
 // failed; the page it lands on follows the operation to compensated
 // without a reload, and announces the change.
-func testLiveAfterRetry(t *testing.T, c *console, id string) {
-	p := c.open(t, "oncall")
-	require.Equal(t, http.StatusOK, p.goTo("/operations/"+id))
+func testLiveAfterRetry(t *testing.T, c *chromium.Console, id string) {
+	p := c.Open(t, "oncall")
+	require.Equal(t, http.StatusOK, p.GoTo("/operations/"+id))
 	h1 := p.GetByRole("heading", playwright.PageGetByRoleOptions{Level: playwright.Int(1)})
-	p.ok(expect.Locator(h1).ToContainText("review_required"), "the operation is under review")
+	p.OK(chromium.Expect.Locator(h1).ToContainText("review_required"), "the operation is under review")
 	retryFromPage(t, p, id, "")
 	first, err := h1.TextContent()
 	require.NoError(t, err)
 	t.Logf("right after the retry the page says: %q", first)
 	markPage(p)
-	p.ok(p.Mouse().Move(0, 0), "point away from the decisions")
+	p.OK(p.Mouse().Move(0, 0), "point away from the decisions")
 
-	p.ok(expect.Locator(h1).ToContainText("compensated", playwright.LocatorAssertionsToContainTextOptions{Timeout: playwright.Float(30_000)}), "the page follows the operation to compensated")
-	p.ok(expect.Locator(p.Locator("#announce")).ToHaveText("Status: compensated"), "the change is announced")
+	p.OK(chromium.Expect.Locator(h1).ToContainText("compensated", playwright.LocatorAssertionsToContainTextOptions{Timeout: playwright.Float(30_000)}), "the page follows the operation to compensated")
+	p.OK(chromium.Expect.Locator(p.Locator("#announce")).ToHaveText("Status: compensated"), "the change is announced")
 	// A compensated operation can only be re-run (SPEC G12): the redrive
 	// is all that is left to decide.
-	decide := p.role("region", "Decide")
-	p.ok(expect.Locator(decide.Locator("details.action")).ToHaveCount(1), "one choice left")
-	p.ok(expect.Locator(decide.Locator(`details[data-action="redrive"]`)).ToHaveCount(1), "the redrive")
-	p.ok(expect.Locator(p.Locator("#live")).Not().ToHaveAttribute("hx-trigger", regexp.MustCompile(".")), "a final operation is not refreshed any more")
-	p.ok(expect.Locator(p.GetByRole("status").Filter(playwright.LocatorFilterOptions{HasText: "Retry applied"})).ToBeVisible(), "the notice stays")
-	p.ok(expect.Locator(p.Locator("#live")).Not().ToHaveAttribute("aria-live", regexp.MustCompile(".")), "the live part is not itself a live region")
+	decide := p.Role("region", "Decide")
+	p.OK(chromium.Expect.Locator(decide.Locator("details.action")).ToHaveCount(1), "one choice left")
+	p.OK(chromium.Expect.Locator(decide.Locator(`details[data-action="redrive"]`)).ToHaveCount(1), "the redrive")
+	p.OK(chromium.Expect.Locator(p.Locator("#live")).Not().ToHaveAttribute("hx-trigger", regexp.MustCompile(".")), "a final operation is not refreshed any more")
+	p.OK(chromium.Expect.Locator(p.GetByRole("status").Filter(playwright.LocatorFilterOptions{HasText: "Retry applied"})).ToBeVisible(), "the notice stays")
+	p.OK(chromium.Expect.Locator(p.Locator("#live")).Not().ToHaveAttribute("aria-live", regexp.MustCompile(".")), "the live part is not itself a live region")
 	requireNotReloaded(p)
 }
 
@@ -97,43 +98,43 @@ func testLiveAfterRetry(t *testing.T, c *console, id string) {
 // operation while another tab retries it; the form is not replaced while
 // its field has the focus or holds text; once left empty, the page
 // shows the completed operation.
-func testLiveKeepsTypedForm(t *testing.T, c *console, id string) {
-	p := c.open(t, "oncall")
+func testLiveKeepsTypedForm(t *testing.T, c *chromium.Console, id string) {
+	p := c.Open(t, "oncall")
 	// The page right after a decision refreshes even under review: the
 	// engine may not have taken the decision yet.
-	require.Equal(t, http.StatusOK, p.goTo("/operations/"+id+"?done=retry"))
-	p.ok(p.Mouse().Move(0, 0), "point away from the decisions")
-	resolve := p.role("region", "Decide").Locator(`details[data-action="resolve"]`)
-	p.ok(resolve.Locator("summary").Click(), "open the resolve form")
+	require.Equal(t, http.StatusOK, p.GoTo("/operations/"+id+"?done=retry"))
+	p.OK(p.Mouse().Move(0, 0), "point away from the decisions")
+	resolve := p.Role("region", "Decide").Locator(`details[data-action="resolve"]`)
+	p.OK(resolve.Locator("summary").Click(), "open the resolve form")
 	reason := resolve.GetByLabel("Reason", playwright.LocatorGetByLabelOptions{Exact: playwright.Bool(true)})
-	p.ok(reason.Focus(), "focus Reason")
+	p.OK(reason.Focus(), "focus Reason")
 	_, err := reason.Evaluate(`el => { el.dataset.mark = "typed-here"; }`, nil)
 	require.NoError(t, err)
 	markPage(p)
-	p.ok(p.Mouse().Move(0, 0), "point away from the decisions")
+	p.OK(p.Mouse().Move(0, 0), "point away from the decisions")
 
-	other := c.open(t, "oncall")
-	require.Equal(t, http.StatusOK, other.goTo("/operations/"+id))
+	other := c.Open(t, "oncall")
+	require.Equal(t, http.StatusOK, other.GoTo("/operations/"+id))
 	retryFromPage(t, other, id, "welcome")
-	consoletest.WaitSignup(t, c.base, id, sagadriver.StatusCompleted, 30*time.Second)
+	consoletest.WaitSignup(t, c.Base, id, sagadriver.StatusCompleted, 30*time.Second)
 
 	// Focused and empty, then focused and typed in, then typed in and
 	// left: three refresh periods each, the form is the same element.
 	h1 := p.GetByRole("heading", playwright.PageGetByRoleOptions{Level: playwright.Int(1)})
 	time.Sleep(5 * time.Second)
-	p.ok(expect.Locator(reason).ToHaveAttribute("data-mark", "typed-here"), "the focused form is not replaced")
-	p.ok(reason.PressSequentially("the account was checked"), "type a reason")
+	p.OK(chromium.Expect.Locator(reason).ToHaveAttribute("data-mark", "typed-here"), "the focused form is not replaced")
+	p.OK(reason.PressSequentially("the account was checked"), "type a reason")
 	time.Sleep(5 * time.Second)
-	p.ok(expect.Locator(reason).ToHaveAttribute("data-mark", "typed-here"), "the form being typed in is not replaced")
-	p.ok(reason.Blur(), "leave Reason")
+	p.OK(chromium.Expect.Locator(reason).ToHaveAttribute("data-mark", "typed-here"), "the form being typed in is not replaced")
+	p.OK(reason.Blur(), "leave Reason")
 	time.Sleep(5 * time.Second)
-	p.ok(expect.Locator(reason).ToHaveAttribute("data-mark", "typed-here"), "a form holding text is not replaced")
-	p.ok(expect.Locator(reason).ToHaveValue("the account was checked"), "the text is kept")
-	p.ok(expect.Locator(h1).ToContainText("review_required"), "the page has not moved under the typing")
+	p.OK(chromium.Expect.Locator(reason).ToHaveAttribute("data-mark", "typed-here"), "a form holding text is not replaced")
+	p.OK(chromium.Expect.Locator(reason).ToHaveValue("the account was checked"), "the text is kept")
+	p.OK(chromium.Expect.Locator(h1).ToContainText("review_required"), "the page has not moved under the typing")
 
-	p.ok(reason.Fill(""), "empty Reason")
-	p.ok(reason.Blur(), "leave Reason")
-	p.ok(expect.Locator(h1).ToContainText("completed", playwright.LocatorAssertionsToContainTextOptions{Timeout: playwright.Float(15_000)}), "the page then shows the completed operation")
-	p.ok(expect.Locator(p.Locator("#announce")).ToHaveText("Status: completed"), "the change is announced")
+	p.OK(reason.Fill(""), "empty Reason")
+	p.OK(reason.Blur(), "leave Reason")
+	p.OK(chromium.Expect.Locator(h1).ToContainText("completed", playwright.LocatorAssertionsToContainTextOptions{Timeout: playwright.Float(15_000)}), "the page then shows the completed operation")
+	p.OK(chromium.Expect.Locator(p.Locator("#announce")).ToHaveText("Status: completed"), "the change is announced")
 	requireNotReloaded(p)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/consolecmd"
 	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest"
+	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest/chromium"
 )
 
 // TestBrowserVerifyAll (SPEC K19, K20) in Chromium, the 3 a.m. path on the
@@ -33,7 +34,7 @@ import (
 //
 //	eval "$(bash scripts/playwright-setup.sh)" && go test -run BrowserVerifyAll ./internal/consolecmd/browser/
 func TestBrowserVerifyAll(t *testing.T) {
-	browser := launchChromium(t)
+	browser := chromium.Launch(t)
 	dbURL := "sqlite:" + filepath.Join(t.TempDir(), "browser-verify.db")
 	base, _ := consoletest.StartDemoWith(t, consolecmd.Run, dbURL, "--approval-required", "none", "--snapshot-every", "1s")
 	consoletest.WaitReady(t, base)
@@ -50,10 +51,10 @@ func TestBrowserVerifyAll(t *testing.T) {
 	}
 	charges := len(consoletest.ProviderCharges(t, base))
 
-	c := &console{browser: browser, base: base, sessions: map[string]string{}, dir: t.TempDir()}
-	signInAs(t, c, "oncall")
-	signInAs(t, c, "support")
-	p := c.open(t, "oncall")
+	c := chromium.NewConsole(browser, base, t.TempDir())
+	chromium.SignInAs(t, c, "oncall")
+	chromium.SignInAs(t, c, "support")
+	p := c.Open(t, "oncall")
 	// From /incidents: each group of timed-out payments, "Act on all",
 	// which opens the preview of "verify with the provider" on exactly the
 	// group's keys.
@@ -63,27 +64,27 @@ func TestBrowserVerifyAll(t *testing.T) {
 		row := p.Locator(`table[aria-label="Incident groups"] tbody tr`).Filter(playwright.LocatorFilterOptions{
 			Has: p.Locator("code").Filter(playwright.LocatorFilterOptions{HasText: regexp.MustCompile("^" + regexp.QuoteMeta(message) + "$")})})
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-			p.goTo("/incidents")
+			p.GoTo("/incidents")
 			if n, _ := row.Count(); n == 1 {
 				break
 			}
 			require.True(t, time.Now().Before(deadline), "no incident group %q on /incidents", message)
 		}
-		p.ok(row.GetByRole("link", playwright.LocatorGetByRoleOptions{Name: regexp.MustCompile(`^Act on all`)}).Click(), "act on all: %s", message)
-		p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/bulk/\d+$`)), "the preview of verify")
-		p.ok(expect.Locator(p.GetByTestId("legal-count")).ToContainText("2 matching items"), "exactly the group's keys")
-		p.ok(expect.Locator(p.Locator(".consequence")).ToContainText("Asks the application's verifier"), "what it does")
-		p.ok(p.GetByLabel("Reason", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("payments timed out at the provider: ask it about each"), "reason")
-		p.ok(p.GetByLabel("Type the number of items (2) to confirm").Fill("2"), "typed count")
-		p.ok(p.role("button", "Verify with the provider 2 keys").Click(), "submit")
-		p.ok(expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/bulk/\d+$`)), "the request's page")
+		p.OK(row.GetByRole("link", playwright.LocatorGetByRoleOptions{Name: regexp.MustCompile(`^Act on all`)}).Click(), "act on all: %s", message)
+		p.OK(chromium.Expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/bulk/\d+$`)), "the preview of verify")
+		p.OK(chromium.Expect.Locator(p.GetByTestId("legal-count")).ToContainText("2 matching items"), "exactly the group's keys")
+		p.OK(chromium.Expect.Locator(p.Locator(".consequence")).ToContainText("Asks the application's verifier"), "what it does")
+		p.OK(p.GetByLabel("Reason", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("payments timed out at the provider: ask it about each"), "reason")
+		p.OK(p.GetByLabel("Type the number of items (2) to confirm").Fill("2"), "typed count")
+		p.OK(p.Role("button", "Verify with the provider 2 keys").Click(), "submit")
+		p.OK(chromium.Expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/bulk/\d+$`)), "the request's page")
 	}
 	verifyGroup("provider did not answer: provider timed out after charging ch_<id>")
 	// The report lists each answer with its evidence, live.
 	answers := p.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Answers"})
-	p.ok(expect.Locator(answers.GetByRole("row").Filter(playwright.LocatorFilterOptions{HasText: "completed with ch_"})).ToHaveCount(2), "the charged ones, completed")
+	p.OK(chromium.Expect.Locator(answers.GetByRole("row").Filter(playwright.LocatorFilterOptions{HasText: "completed with ch_"})).ToHaveCount(2), "the charged ones, completed")
 	verifyGroup("provider did not answer: provider timed out")
-	p.ok(expect.Locator(answers.GetByRole("row").Filter(playwright.LocatorFilterOptions{HasText: "the provider has no charge under this key"})).ToHaveCount(2), "the others, released, with the evidence")
+	p.OK(chromium.Expect.Locator(answers.GetByRole("row").Filter(playwright.LocatorFilterOptions{HasText: "the provider has no charge under this key"})).ToHaveCount(2), "the others, released, with the evidence")
 
 	db, err := consolecmd.OpenDatabase(context.Background(), dbURL)
 	require.NoError(t, err)
@@ -114,9 +115,9 @@ func TestBrowserVerifyAll(t *testing.T) {
 	// Each charged payment's page shows the decision, via the verifier, in
 	// on-call's name.
 	r, _ := record(charged[0])
-	p.goTo("/keys/" + strconv.FormatInt(r.ID, 10))
-	p.ok(expect.Locator(p.GetByRole("heading", playwright.PageGetByRoleOptions{Level: playwright.Int(1)})).ToContainText("completed"), "completed")
-	p.ok(expect.Locator(p.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Decisions on this item"})).ToContainText("via verifier demo payment provider"), "via the verifier")
+	p.GoTo("/keys/" + strconv.FormatInt(r.ID, 10))
+	p.OK(chromium.Expect.Locator(p.GetByRole("heading", playwright.PageGetByRoleOptions{Level: playwright.Int(1)})).ToContainText("completed"), "completed")
+	p.OK(chromium.Expect.Locator(p.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Decisions on this item"})).ToContainText("via verifier demo payment provider"), "via the verifier")
 	require.Len(t, consoletest.ProviderCharges(t, base), charges, "asking charges nothing")
 	for _, k := range uncharged {
 		require.Equal(t, http.StatusCreated, consoletest.Call(t, "POST", base+"/shop/payments", k, body).Status)
@@ -129,16 +130,16 @@ func TestBrowserVerifyAll(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, consoletest.Call(t, "POST", base+"/shop/payments?fail=timeout_after_effect", mine, body).Status)
 	r, _ = record(mine)
 	id := strconv.FormatInt(r.ID, 10)
-	s := c.open(t, "support")
-	s.goTo("/keys/" + id)
-	decide := s.role("region", "Decide")
-	s.ok(expect.Locator(decide.Locator("details summary").First()).ToHaveText("Verify with the provider — key "+id), "Verify first")
+	s := c.Open(t, "support")
+	s.GoTo("/keys/" + id)
+	decide := s.Role("region", "Decide")
+	s.OK(chromium.Expect.Locator(decide.Locator("details summary").First()).ToHaveText("Verify with the provider — key "+id), "Verify first")
 	forget := decide.Locator(`details:has(form[action="/keys/` + id + `/forget"])`)
-	s.ok(forget.Locator("summary").Click(), "open Forget")
-	s.ok(expect.Locator(forget.Locator(".alert")).ToContainText("a second charge"), "the consequence, named")
-	s.ok(forget.GetByLabel("Reason", playwright.LocatorGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("the customer wants to pay again"), "reason")
-	s.ok(forget.GetByRole("button", playwright.LocatorGetByRoleOptions{Name: "Forget — key " + id, Exact: playwright.Bool(true)}).Click(), "submit without the acknowledgement")
-	s.ok(expect.Page(s.Page).ToHaveURL(regexp.MustCompile(`/keys/`+id+`$`)), "not submitted")
+	s.OK(forget.Locator("summary").Click(), "open Forget")
+	s.OK(chromium.Expect.Locator(forget.Locator(".alert")).ToContainText("a second charge"), "the consequence, named")
+	s.OK(forget.GetByLabel("Reason", playwright.LocatorGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("the customer wants to pay again"), "reason")
+	s.OK(forget.GetByRole("button", playwright.LocatorGetByRoleOptions{Name: "Forget — key " + id, Exact: playwright.Bool(true)}).Click(), "submit without the acknowledgement")
+	s.OK(chromium.Expect.Page(s.Page).ToHaveURL(regexp.MustCompile(`/keys/`+id+`$`)), "not submitted")
 	_, still := record(mine)
 	require.True(t, still, "not forgotten")
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/internal/consolecmd"
 	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest"
+	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest/chromium"
 )
 
 // startSSODemo runs "console demo --oidc-demo" and returns the console's
@@ -55,35 +56,35 @@ func startSSODemo(t *testing.T) (string, string) {
 // in Chromium, as a user whose groups give oncall, then signs out of the
 // console and of the provider; a user in no mapped group is refused.
 func TestBrowserSSO(t *testing.T) {
-	browser := launchChromium(t)
+	browser := chromium.Launch(t)
 	base, printed := startSSODemo(t)
 	require.Regexp(t, `otto\s+groups unstuck-oncall,unstuck-support\s+-> oncall`, printed, "the demo prints its test users")
 	consoletest.WaitReady(t, base)
-	c := &console{browser: browser, base: base, sessions: map[string]string{}, dir: t.TempDir()}
+	c := chromium.NewConsole(browser, base, t.TempDir())
 
-	p := c.open(t, "")
-	p.goTo("/login")
-	p.ok(expect.Locator(p.role("button", "Sign in")).ToBeVisible(), "the local form is offered too")
-	p.ok(p.role("link", "Sign in with the demo identity provider").Click(), "click the SSO link")
-	p.ok(expect.Locator(p.role("heading", "Demo identity provider")).ToBeVisible(), "at the provider's login page")
-	p.ok(p.GetByLabel("Username", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("otto"), "fill Username")
-	p.ok(p.GetByLabel("Password", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("demo-sso"), "fill Password")
-	p.ok(p.role("button", "Sign in").Click(), "click Sign in at the provider")
-	p.ok(expect.Locator(p.role("heading", "Overview")).ToBeVisible(), "back at the console, signed in")
-	p.ok(expect.Locator(p.Locator("header .who")).ToContainText("otto"), "signed in as otto")
-	p.ok(expect.Locator(p.Locator("header .who")).ToContainText("oncall"), "with the role of the groups")
+	p := c.Open(t, "")
+	p.GoTo("/login")
+	p.OK(chromium.Expect.Locator(p.Role("button", "Sign in")).ToBeVisible(), "the local form is offered too")
+	p.OK(p.Role("link", "Sign in with the demo identity provider").Click(), "click the SSO link")
+	p.OK(chromium.Expect.Locator(p.Role("heading", "Demo identity provider")).ToBeVisible(), "at the provider's login page")
+	p.OK(p.GetByLabel("Username", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("otto"), "fill Username")
+	p.OK(p.GetByLabel("Password", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("demo-sso"), "fill Password")
+	p.OK(p.Role("button", "Sign in").Click(), "click Sign in at the provider")
+	p.OK(chromium.Expect.Locator(p.Role("heading", "Overview")).ToBeVisible(), "back at the console, signed in")
+	p.OK(chromium.Expect.Locator(p.Locator("header .who")).ToContainText("otto"), "signed in as otto")
+	p.OK(chromium.Expect.Locator(p.Locator("header .who")).ToContainText("oncall"), "with the role of the groups")
 
-	p.ok(p.role("button", "Sign out").Click(), "sign out")
-	p.ok(expect.Locator(p.role("heading", "Signed out")).ToBeVisible(), "signed out of the console")
-	p.ok(p.role("link", "Sign out of the identity provider too").Click(), "sign out at the provider")
-	p.ok(expect.Locator(p.role("heading", "Sign in")).ToBeVisible(), "the provider sends the browser back to the sign-in page")
+	p.OK(p.Role("button", "Sign out").Click(), "sign out")
+	p.OK(chromium.Expect.Locator(p.Role("heading", "Signed out")).ToBeVisible(), "signed out of the console")
+	p.OK(p.Role("link", "Sign out of the identity provider too").Click(), "sign out at the provider")
+	p.OK(chromium.Expect.Locator(p.Role("heading", "Sign in")).ToBeVisible(), "the provider sends the browser back to the sign-in page")
 	require.Regexp(t, regexp.MustCompile(regexp.QuoteMeta(base)+`/login$`), p.URL())
 
-	q := c.open(t, "")
-	q.goTo("/login")
-	q.ok(q.role("link", "Sign in with the demo identity provider").Click(), "click the SSO link")
-	q.ok(q.GetByLabel("Username", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("mia"), "fill Username")
-	q.ok(q.GetByLabel("Password", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("demo-sso"), "fill Password")
-	q.ok(q.role("button", "Sign in").Click(), "click Sign in at the provider")
-	q.ok(expect.Locator(q.role("heading", "No access to this console")).ToBeVisible(), "a user in no mapped group is refused")
+	q := c.Open(t, "")
+	q.GoTo("/login")
+	q.OK(q.Role("link", "Sign in with the demo identity provider").Click(), "click the SSO link")
+	q.OK(q.GetByLabel("Username", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("mia"), "fill Username")
+	q.OK(q.GetByLabel("Password", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("demo-sso"), "fill Password")
+	q.OK(q.Role("button", "Sign in").Click(), "click Sign in at the provider")
+	q.OK(chromium.Expect.Locator(q.Role("heading", "No access to this console")).ToBeVisible(), "a user in no mapped group is refused")
 }

@@ -11,9 +11,14 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -227,4 +232,116 @@ func WaitReady(t *testing.T, base string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// SyncBuffer is a strings.Builder safe for concurrent writes: a child
+// process's output read while it runs.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Session is a signed-in session on the console, sending requests as the
+// console's own pages do.
+type Session struct {
+	base string
+	c    *http.Client
+}
+
+// SignIn signs username in at base/login and returns the session; it
+// fails the test unless the console answers 303.
+func SignIn(t *testing.T, base, username, password string) *Session {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	c := &Session{base: base, c: &http.Client{Jar: jar, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	resp, body := c.Do(t, http.MethodPost, "/login", url.Values{"username": {username}, "password": {password}}, "")
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "sign-in as %s: %s", username, PageText(body))
+	return c
+}
+
+// Do sends a request as the console's own pages do (a form post is
+// same-origin), with Accept if not empty, and returns the answer with its
+// body read; redirects are not followed.
+func (c *Session) Do(t *testing.T, method, path string, form url.Values, accept string) (*http.Response, string) {
+	t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, c.base+path, body)
+	require.NoError(t, err)
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, err := c.c.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, string(b)
+}
+
+// PageText is a page's text without its markup, shortened, for a message.
+func PageText(page string) string {
+	s := regexp.MustCompile(`(?s)<(script|style)[^>]*>.*?</(script|style)>|<[^>]+>`).ReplaceAllString(page, " ")
+	s = strings.Join(strings.Fields(html.UnescapeString(s)), " ")
+	if len(s) > 600 {
+		s = s[:600] + "…"
+	}
+	return s
+}
+
+// DecisionForm returns the version and the form key of the decision form
+// on page that posts to action.
+func DecisionForm(t *testing.T, page, action string) (version, formKey string) {
+	t.Helper()
+	m := regexp.MustCompile(`action="` + regexp.QuoteMeta(action) + `">[\s\S]*?name="version" value="(\d+)"[\s\S]*?name="form_key" value="([^"]+)"`).FindStringSubmatch(page)
+	require.Len(t, m, 3, "the page offers %s: %s", action, PageText(page))
+	return m[1], html.UnescapeString(m[2])
+}
+
+// HiddenFields returns the hidden fields of the form on page that posts to
+// action.
+func HiddenFields(t *testing.T, page, action string) url.Values {
+	t.Helper()
+	start := strings.Index(page, `action="`+action+`"`)
+	require.GreaterOrEqual(t, start, 0, "the page has a form to %s: %s", action, PageText(page))
+	end := strings.Index(page[start:], "</form>")
+	require.Positive(t, end, "the form to %s ends", action)
+	form := url.Values{}
+	for _, m := range regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)"`).FindAllStringSubmatch(page[start:start+end], -1) {
+		form.Set(html.UnescapeString(m[1]), html.UnescapeString(m[2]))
+	}
+	return form
+}
+
+// Freeze opens a bulk preview, which freezes its set and answers 303 to
+// its draft; it returns the draft's path and page.
+func (c *Session) Freeze(t *testing.T, preview string) (path, page string) {
+	t.Helper()
+	resp, body := c.Do(t, http.MethodGet, preview, nil, "")
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the bulk preview freezes its set: %s", PageText(body))
+	path = resp.Header.Get("Location")
+	require.Regexp(t, `^/bulk/\d+$`, path)
+	resp, page = c.Do(t, http.MethodGet, path, nil, "")
+	require.Equal(t, http.StatusOK, resp.StatusCode, PageText(page))
+	return path, page
 }

@@ -1,16 +1,14 @@
-package consolecmd
+package twoprocess
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"html"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
@@ -35,6 +33,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/idem/idemriver"
+	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest"
 	"github.com/unstuckhq/unstuck/saga"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
@@ -480,7 +479,7 @@ func TestTwoProcessDeployment(t *testing.T) {
 	// subtest that starts the second one), which stops them at its end.
 	parent := t
 	app := startTwoprocApp(t, parent, dbURL, twoprocAppIDPrefix+"1", true)
-	oncall := signInTwoproc(t, console.base, "oncall", twoprocPassword)
+	oncall := consoletest.SignIn(t, console.base, "oncall", twoprocPassword)
 	d := sagapgx.New(pool)
 
 	t.Run("PeriodicJobFires", func(t *testing.T) {
@@ -491,12 +490,12 @@ func TestTwoProcessDeployment(t *testing.T) {
 		id := startTwoprocOperation(t, app, "fail_once", "twoproc-single")
 		waitTwoprocStatus(t, d, id, sagadriver.StatusReviewRequired, twoprocWait)
 		path := "/operations/" + id
-		resp, page := oncall.do(t, http.MethodGet, path, nil, "")
-		require.Equal(t, http.StatusOK, resp.StatusCode, "the operation's page: %s", twoprocText(page))
-		version, key := twoprocForm(t, page, path+"/retry")
-		resp, body := oncall.do(t, http.MethodPost, path+"/retry", url.Values{"version": {version}, "step": {"ship"},
+		resp, page := oncall.Do(t, http.MethodGet, path, nil, "")
+		require.Equal(t, http.StatusOK, resp.StatusCode, "the operation's page: %s", consoletest.PageText(page))
+		version, key := consoletest.DecisionForm(t, page, path+"/retry")
+		resp, body := oncall.Do(t, http.MethodPost, path+"/retry", url.Values{"version": {version}, "step": {"ship"},
 			"reason": {"the carrier is back after its outage"}, "form_key": {key}}, "")
-		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the console's retry answers 303 (it answered %d: %s)", resp.StatusCode, twoprocText(body))
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the console's retry answers 303 (it answered %d: %s)", resp.StatusCode, consoletest.PageText(body))
 		waitTwoprocStatus(t, d, id, sagadriver.StatusCompleted, twoprocWait)
 		var attempts int
 		require.NoError(t, pool.QueryRow(t.Context(), `SELECT n FROM twoproc_attempt WHERE op = $1 AND step = 'ship'`, id).Scan(&attempts))
@@ -508,12 +507,12 @@ func TestTwoProcessDeployment(t *testing.T) {
 		id := startTwoprocOperation(t, app, "fail", "twoproc-compensate")
 		waitTwoprocStatus(t, d, id, sagadriver.StatusReviewRequired, twoprocWait)
 		path := "/operations/" + id
-		resp, page := oncall.do(t, http.MethodGet, path, nil, "")
-		require.Equal(t, http.StatusOK, resp.StatusCode, "the operation's page: %s", twoprocText(page))
-		version, key := twoprocForm(t, page, path+"/compensate")
-		resp, body := oncall.do(t, http.MethodPost, path+"/compensate", url.Values{"version": {version},
+		resp, page := oncall.Do(t, http.MethodGet, path, nil, "")
+		require.Equal(t, http.StatusOK, resp.StatusCode, "the operation's page: %s", consoletest.PageText(page))
+		version, key := consoletest.DecisionForm(t, page, path+"/compensate")
+		resp, body := oncall.Do(t, http.MethodPost, path+"/compensate", url.Values{"version": {version},
 			"reason": {"the carrier will not ship this order"}, "form_key": {key}}, "")
-		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the console's compensate answers 303 (it answered %d: %s)", resp.StatusCode, twoprocText(body))
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the console's compensate answers 303 (it answered %d: %s)", resp.StatusCode, consoletest.PageText(body))
 		op := waitTwoprocStatus(t, d, id, sagadriver.StatusCompensated, twoprocWait)
 		for _, name := range []string{"reserve", "charge"} {
 			st, _ := op.Step(name)
@@ -557,12 +556,12 @@ func TestTwoProcessDeployment(t *testing.T) {
 		op = waitTwoprocStatus(t, d, id, sagadriver.StatusReviewRequired, twoprocWait)
 		require.NotEmpty(t, op.ReviewReason, "the finding says why")
 		path := "/operations/" + id
-		resp, page := oncall.do(t, http.MethodGet, path, nil, "")
-		require.Equal(t, http.StatusOK, resp.StatusCode, "the operation's page: %s", twoprocText(page))
-		version, key := twoprocForm(t, page, path+"/resolve")
-		resp, body := oncall.do(t, http.MethodPost, path+"/resolve", url.Values{"version": {version}, "status": {"completed"},
+		resp, page := oncall.Do(t, http.MethodGet, path, nil, "")
+		require.Equal(t, http.StatusOK, resp.StatusCode, "the operation's page: %s", consoletest.PageText(page))
+		version, key := consoletest.DecisionForm(t, page, path+"/resolve")
+		resp, body := oncall.Do(t, http.MethodPost, path+"/resolve", url.Values{"version": {version}, "status": {"completed"},
 			"reason": {"the carrier re-created the shipment by hand"}, "form_key": {key}}, "")
-		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the console's resolve answers 303 (it answered %d: %s)", resp.StatusCode, twoprocText(body))
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the console's resolve answers 303 (it answered %d: %s)", resp.StatusCode, consoletest.PageText(body))
 		waitTwoprocStatus(t, d, id, sagadriver.StatusCompleted, twoprocWait)
 		// Reconciliation runs every 2 s and still sees the difference:
 		// after several runs the resolution stands.
@@ -706,7 +705,7 @@ func twoprocConsoleBinary(t *testing.T) string {
 		args = append(args, "-race")
 	}
 	cmd := exec.Command(goTool, append(args, "./cmd/console")...)
-	cmd.Dir = filepath.Join("..", "..") // the module's root
+	cmd.Dir = filepath.Join("..", "..", "..") // the module's root
 	b, err := cmd.CombinedOutput()
 	require.NoError(t, err, "go %s:\n%s", strings.Join(args, " "), b)
 	return out
@@ -734,7 +733,7 @@ type twoprocProc struct {
 	name      string
 	cmd       *exec.Cmd
 	base      string
-	out, errs *syncBuffer
+	out, errs *consoletest.SyncBuffer
 	done      chan struct{}
 }
 
@@ -744,7 +743,7 @@ type twoprocProc struct {
 // SIGKILL) and, if owner failed, its output logged.
 func startTwoprocProc(t, owner *testing.T, name string, cmd *exec.Cmd, ready string) *twoprocProc {
 	t.Helper()
-	p := &twoprocProc{name: name, cmd: cmd, out: &syncBuffer{}, errs: &syncBuffer{}, done: make(chan struct{})}
+	p := &twoprocProc{name: name, cmd: cmd, out: &consoletest.SyncBuffer{}, errs: &consoletest.SyncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.errs
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -836,15 +835,15 @@ func twoprocCharge(t *testing.T, app *twoprocProc, keys *idempgx.Store, raw stri
 
 // requestTwoprocVerify asks the console to verify rec, through the key
 // page's form.
-func requestTwoprocVerify(t *testing.T, c *twoprocClient, rec idemdriver.Record) {
+func requestTwoprocVerify(t *testing.T, c *consoletest.Session, rec idemdriver.Record) {
 	t.Helper()
 	path := "/keys/" + strconv.FormatInt(rec.ID, 10)
-	resp, page := c.do(t, http.MethodGet, path, nil, "")
-	require.Equal(t, http.StatusOK, resp.StatusCode, twoprocText(page))
-	version, key := twoprocForm(t, page, path+"/verify")
-	resp, body := c.do(t, http.MethodPost, path+"/verify", url.Values{"version": {version}, "form_key": {key},
+	resp, page := c.Do(t, http.MethodGet, path, nil, "")
+	require.Equal(t, http.StatusOK, resp.StatusCode, consoletest.PageText(page))
+	version, key := consoletest.DecisionForm(t, page, path+"/verify")
+	resp, body := c.Do(t, http.MethodPost, path+"/verify", url.Values{"version": {version}, "form_key": {key},
 		"reason": {"the customer says the charge is stuck"}}, "")
-	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the console's verify answers 303 (it answered %d: %s)", resp.StatusCode, twoprocText(body))
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the console's verify answers 303 (it answered %d: %s)", resp.StatusCode, consoletest.PageText(body))
 }
 
 // waitTwoprocKey waits until key record id is in status.
@@ -1011,53 +1010,11 @@ func (l *twoprocLeaders) lastError() string {
 	return l.lastErr
 }
 
-// twoprocClient is a signed-in session on the console.
-type twoprocClient struct {
-	base string
-	c    *http.Client
-}
-
-func signInTwoproc(t *testing.T, base, username, password string) *twoprocClient {
-	t.Helper()
-	jar, err := cookiejar.New(nil)
-	require.NoError(t, err)
-	c := &twoprocClient{base: base, c: &http.Client{Jar: jar, Timeout: 30 * time.Second,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
-	resp, body := c.do(t, http.MethodPost, "/login", url.Values{"username": {username}, "password": {password}}, "")
-	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "sign-in as %s: %s", username, twoprocText(body))
-	return c
-}
-
-// do sends a request as the console's own pages do (a form post is
-// same-origin), with Accept if not empty.
-func (c *twoprocClient) do(t *testing.T, method, path string, form url.Values, accept string) (*http.Response, string) {
-	t.Helper()
-	var body io.Reader
-	if form != nil {
-		body = strings.NewReader(form.Encode())
-	}
-	req, err := http.NewRequestWithContext(t.Context(), method, c.base+path, body)
-	require.NoError(t, err)
-	if form != nil {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	}
-	if accept != "" {
-		req.Header.Set("Accept", accept)
-	}
-	req.Header.Set("Sec-Fetch-Site", "same-origin")
-	resp, err := c.c.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp, string(b)
-}
-
 // twoprocBulkCompletes puts three operations under review (their
 // shipment refused once), takes action on all of them in one bulk request
 // from the console, and checks that each completes on the application's
 // workers.
-func twoprocBulkCompletes(t *testing.T, app *twoprocProc, oncall *twoprocClient, d *sagapgx.Driver, pool *pgxpool.Pool, action, corr, reason string) {
+func twoprocBulkCompletes(t *testing.T, app *twoprocProc, oncall *consoletest.Session, d *sagapgx.Driver, pool *pgxpool.Pool, action, corr, reason string) {
 	t.Helper()
 	const n = 3
 	ids := make([]string, n)
@@ -1067,21 +1024,21 @@ func twoprocBulkCompletes(t *testing.T, app *twoprocProc, oncall *twoprocClient,
 	for _, id := range ids {
 		waitTwoprocStatus(t, d, id, sagadriver.StatusReviewRequired, twoprocWait)
 	}
-	loc, page := twoprocFreeze(t, oncall, "/operations/bulk?action="+action+"&status=review_required&correlation_id="+corr)
+	loc, page := oncall.Freeze(t, "/operations/bulk?action="+action+"&status=review_required&correlation_id="+corr)
 	legal := regexp.MustCompile(`<strong>(\d+)</strong> matching items can be decided`).FindStringSubmatch(page)
-	require.Len(t, legal, 2, "the preview counts the items: %s", twoprocText(page))
+	require.Len(t, legal, 2, "the preview counts the items: %s", consoletest.PageText(page))
 	require.Equal(t, strconv.Itoa(n), legal[1], "the preview finds the %d operations under review", n)
-	form := twoprocHiddenFields(t, page, loc+"/submit")
+	form := consoletest.HiddenFields(t, page, loc+"/submit")
 	require.NotEmpty(t, form.Get("form_key"), "the bulk form carries a form key")
 	form.Set("reason", reason)
 	form.Set("confirm_count", legal[1])
-	resp, body := oncall.do(t, http.MethodPost, loc+"/submit", form, "")
-	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the bulk request answers 303 (it answered %d: %s)", resp.StatusCode, twoprocText(body))
+	resp, body := oncall.Do(t, http.MethodPost, loc+"/submit", form, "")
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the bulk request answers 303 (it answered %d: %s)", resp.StatusCode, consoletest.PageText(body))
 	require.Equal(t, loc, resp.Header.Get("Location"))
 
 	var got twoprocBulk
 	for deadline := time.Now().Add(twoprocWait); ; {
-		resp, body := oncall.do(t, http.MethodGet, loc, nil, "application/json")
+		resp, body := oncall.Do(t, http.MethodGet, loc, nil, "application/json")
 		require.Equal(t, http.StatusOK, resp.StatusCode, body)
 		require.NoError(t, json.Unmarshal([]byte(body), &got), body)
 		if got.Status != "running" && got.Status != "waiting_approval" {
@@ -1100,19 +1057,19 @@ func twoprocBulkCompletes(t *testing.T, app *twoprocProc, oncall *twoprocClient,
 
 // twoprocRedrive re-runs operation id from its first step through the
 // console's redrive page and form, checking the preview first.
-func twoprocRedrive(t *testing.T, oncall *twoprocClient, id string) {
+func twoprocRedrive(t *testing.T, oncall *consoletest.Session, id string) {
 	t.Helper()
 	path := "/operations/" + id
-	resp, page := oncall.do(t, http.MethodGet, path+"/redrive?mode=rerun&step=reserve", nil, "")
-	require.Equal(t, http.StatusOK, resp.StatusCode, "the redrive page: %s", twoprocText(page))
-	require.Contains(t, page, `<tr data-action="replays"><th scope="row">charge</th>`, "the charge replays under its key: %s", twoprocText(page))
+	resp, page := oncall.Do(t, http.MethodGet, path+"/redrive?mode=rerun&step=reserve", nil, "")
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the redrive page: %s", consoletest.PageText(page))
+	require.Contains(t, page, `<tr data-action="replays"><th scope="row">charge</th>`, "the charge replays under its key: %s", consoletest.PageText(page))
 	plan := strings.Index(page, `data-testid="redrive-plan"`)
-	require.Positive(t, plan, "the page shows the plan: %s", twoprocText(page))
-	form := twoprocHiddenFields(t, page[plan:], path+"/redrive")
+	require.Positive(t, plan, "the page shows the plan: %s", consoletest.PageText(page))
+	form := consoletest.HiddenFields(t, page[plan:], path+"/redrive")
 	require.Equal(t, "rerun", form.Get("mode"))
 	form.Set("reason", "the carrier is back: run the order again from the start")
-	resp, body := oncall.do(t, http.MethodPost, path+"/redrive", form, "")
-	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the console's redrive answers 303 (it answered %d: %s)", resp.StatusCode, twoprocText(body))
+	resp, body := oncall.Do(t, http.MethodPost, path+"/redrive", form, "")
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the console's redrive answers 303 (it answered %d: %s)", resp.StatusCode, consoletest.PageText(body))
 }
 
 // requireTwoprocRedriveEffects checks a re-run operation: one effect per
@@ -1136,53 +1093,6 @@ func requireTwoprocRedriveEffects(t *testing.T, pool *pgxpool.Pool, id, client s
 	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM unstuck_audit_entry WHERE target_kind = 'operation' AND target_id = $1
 		AND action = 'operation.redrive' AND outcome = 'applied'`, id).Scan(&n))
 	require.Equal(t, 1, n, "one redrive in the audit trail")
-}
-
-// twoprocForm returns the version and the form key of the decision form
-// that posts to action.
-func twoprocForm(t *testing.T, page, action string) (version, formKey string) {
-	t.Helper()
-	m := regexp.MustCompile(`action="` + regexp.QuoteMeta(action) + `">[\s\S]*?name="version" value="(\d+)"[\s\S]*?name="form_key" value="([^"]+)"`).FindStringSubmatch(page)
-	require.Len(t, m, 3, "the operation's page offers %s: %s", action, twoprocText(page))
-	return m[1], html.UnescapeString(m[2])
-}
-
-// twoprocHiddenFields returns the hidden fields of the form that posts to
-// action.
-func twoprocHiddenFields(t *testing.T, page, action string) url.Values {
-	t.Helper()
-	start := strings.Index(page, `action="`+action+`"`)
-	require.GreaterOrEqual(t, start, 0, "the page has a form to %s: %s", action, twoprocText(page))
-	end := strings.Index(page[start:], "</form>")
-	require.Positive(t, end, "the form to %s ends", action)
-	form := url.Values{}
-	for _, m := range regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)"`).FindAllStringSubmatch(page[start:start+end], -1) {
-		form.Set(html.UnescapeString(m[1]), html.UnescapeString(m[2]))
-	}
-	return form
-}
-
-// twoprocFreeze opens a bulk preview, which freezes its set and answers
-// 303 to its draft; it returns the draft's path and page.
-func twoprocFreeze(t *testing.T, c *twoprocClient, preview string) (string, string) {
-	t.Helper()
-	resp, body := c.do(t, http.MethodGet, preview, nil, "")
-	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the bulk preview freezes its set: %s", twoprocText(body))
-	loc := resp.Header.Get("Location")
-	require.Regexp(t, `^/bulk/\d+$`, loc)
-	resp, page := c.do(t, http.MethodGet, loc, nil, "")
-	require.Equal(t, http.StatusOK, resp.StatusCode, twoprocText(page))
-	return loc, page
-}
-
-// twoprocText is a page's text, shortened, for a message.
-func twoprocText(page string) string {
-	s := regexp.MustCompile(`(?s)<(script|style)[^>]*>.*?</(script|style)>|<[^>]+>`).ReplaceAllString(page, " ")
-	s = strings.Join(strings.Fields(html.UnescapeString(s)), " ")
-	if len(s) > 600 {
-		s = s[:600] + "…"
-	}
-	return s
 }
 
 // twoprocBulk is GET /bulk/{id} as JSON.
