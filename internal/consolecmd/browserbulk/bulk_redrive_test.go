@@ -1,4 +1,4 @@
-package browser
+package browserbulk
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ import (
 // The browser journey of a bulk redrive (SPEC G12, K22, K23), on the real
 // program in Chromium:
 //
-//	eval "$(bash scripts/playwright-setup.sh)" && go test -race -run BrowserBulkRedrive ./internal/consolecmd/browser/
+//	eval "$(bash scripts/playwright-setup.sh)" && go test -race -run BrowserBulkRedrive ./internal/consolecmd/browserbulk/
 //
 // Six signups whose welcome mail the mailer refused are one incident
 // group; on-call acts on all of it with "redrive", which resumes each

@@ -1,4 +1,4 @@
-package browser
+package browserbulk
 
 import (
 	"fmt"
@@ -24,7 +24,7 @@ import (
 // The browser journey of a bulk request an approver can trust (SPEC K22,
 // K23), on the real program in Chromium:
 //
-//	eval "$(bash scripts/playwright-setup.sh)" && go test -race -run BrowserBulkCanary ./internal/consolecmd/browser/
+//	eval "$(bash scripts/playwright-setup.sh)" && go test -race -run BrowserBulkCanary ./internal/consolecmd/browserbulk/
 //
 // oncall opens the incident group of 12 stuck payments, acts on all of it
 // ("confirm it did not happen", one of the group's other actions), and

@@ -1,4 +1,4 @@
-package browser
+package browserbulk
 
 import (
 	"encoding/json"
@@ -27,7 +27,7 @@ import (
 // The browser journey of a bulk run cancelled in its middle (SPEC
 // K12), on the real program in Chromium:
 //
-//	eval "$(bash scripts/playwright-setup.sh)" && go test -race -run BrowserBulkCancel ./internal/consolecmd/browser/
+//	eval "$(bash scripts/playwright-setup.sh)" && go test -race -run BrowserBulkCancel ./internal/consolecmd/browserbulk/
 //
 // support asks to forget the 30 keys of one scope, with no approval and a
 // slow run (one item per batch, 300 ms between batches), cancels the run

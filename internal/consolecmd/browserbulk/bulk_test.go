@@ -1,4 +1,4 @@
-package browser
+package browserbulk
 
 import (
 	"context"
@@ -26,7 +26,7 @@ import (
 // The browser journey of bulk decisions with four-eyes approval (issue
 // 14, SPEC K12, K13), on the real program in Chromium:
 //
-//	eval "$(bash scripts/playwright-setup.sh)" && go test -race -run BrowserBulk ./internal/consolecmd/browser/
+//	eval "$(bash scripts/playwright-setup.sh)" && go test -race -run BrowserBulk ./internal/consolecmd/browserbulk/
 //
 // oncall previews "retry all review_required of type demo_signup",
 // cannot approve their own request, one item changes meanwhile, admin
