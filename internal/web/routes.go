@@ -121,6 +121,9 @@ type Config struct {
 	// NowFunc is the clock of the trend and incident windows; time.Now
 	// when nil.
 	NowFunc func() time.Time
+	// Tokens authenticates the operator API's bearer tokens (a
+	// *store.DB); nil serves no API under /api/v1.
+	Tokens APITokens
 }
 
 // NewHandler returns the console: every route of the surface is listed
@@ -179,6 +182,10 @@ func NewHandler(cfg Config) http.Handler {
 		cfg.Mount(r)
 	}
 
+	if cfg.Tokens != nil {
+		apiRoutes(r, cfg, az, log, now)
+	}
+
 	// The console: sessions and cross-origin protection on every route.
 	r.Group(func(r chi.Router) {
 		r.Use(http.NewCrossOriginProtection().Handler, sessionMemo, cfg.Sessions.LoadAndSave)
@@ -207,19 +214,7 @@ func NewHandler(cfg Config) http.Handler {
 			r.Method(http.MethodGet, "/search", handleSearch(cfg.Records, cfg.Sagas, tombs, log))
 			r.Method(http.MethodPost, "/search", handleSearch(cfg.Records, cfg.Sagas, tombs, log))
 			r.Method(http.MethodGet, "/keys/{id}", handleKeyDetail(cfg.Records, cfg.Keys, cfg.Engine, log))
-			if cfg.Keys != nil {
-				// Decisions: one idempotency key per rendered form, so a
-				// double submit applies once and gets the same redirect.
-				decided := decisionMiddleware(cfg.Engine)
-				r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST /keys/{id}/forget"), idem.RouteTTL(time.Hour)), gate(cfg.Bulks, "keys", "forget", log)).
-					Method(http.MethodPost, "/keys/{id}/forget", handleKeyDecision("forget", cfg.Records, cfg.Keys, cfg.Engine, log))
-				r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST /keys/{id}/confirm"), idem.RouteTTL(time.Hour)), gate(cfg.Bulks, "keys", "confirm", log)).
-					Method(http.MethodPost, "/keys/{id}/confirm", handleKeyDecision("confirm", cfg.Records, cfg.Keys, cfg.Engine, log))
-				if cfg.Verify != nil {
-					r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST /keys/{id}/verify"), idem.RouteTTL(time.Hour))).
-						Method(http.MethodPost, "/keys/{id}/verify", handleKeyVerify(cfg.Records, cfg.Keys, cfg.Verify, cfg.Engine, log))
-				}
-			}
+			decisionRoutes(r, cfg, false, log)
 			switch {
 			case cfg.Sagas == nil:
 				unavailable := handleSagasUnavailable(cfg.SagasUnavailable, log)
@@ -231,17 +226,7 @@ func NewHandler(cfg Config) http.Handler {
 			default:
 				r.Method(http.MethodGet, "/operations", handleOperationList(cfg.Sagas, log))
 				r.Method(http.MethodGet, "/operations/{id}", handleOperationDetailDecisions(cfg.Sagas, cfg.Operations, log))
-				// Decisions on operations, keyed per rendered form as the
-				// key decisions are.
-				decided := decisionMiddleware(cfg.Engine)
-				for _, action := range []ops.OperationAction{ops.OperationRetry, ops.OperationConfirm, ops.OperationCompensate, ops.OperationResolve} {
-					pattern := "/operations/{id}/" + string(action)
-					r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST "+pattern), idem.RouteTTL(time.Hour)), gate(cfg.Bulks, "operations", string(action), log)).
-						Method(http.MethodPost, pattern, handleOperationDecision(action, cfg.Sagas, cfg.Operations, log))
-				}
 				r.Method(http.MethodGet, "/operations/{id}/redrive", handleRedrivePage(cfg.Sagas, log))
-				r.With(formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST /operations/{id}/redrive"), idem.RouteTTL(time.Hour))).
-					Method(http.MethodPost, "/operations/{id}/redrive", handleRedrive(cfg.Sagas, cfg.Operations, log))
 			}
 			r.Method(http.MethodGet, "/users", handleUserList(cfg.Store, log))
 			r.Method(http.MethodPost, "/users/{username}/unlock", handleUserUnlock(cfg.Store, logins, cfg.Trail, log))
@@ -263,6 +248,40 @@ func NewHandler(cfg Config) http.Handler {
 	})
 	az.routes = r
 	return r
+}
+
+// decisionRoutes registers the decisions on keys and operations, once
+// for the forms (api false) and once for the API (api true): the same
+// handlers behind the same middleware — the principal, the idempotency of
+// decisions, the approval gate. A form sends its rendered key as a field
+// (required); the API reads its JSON body as the form and honours an
+// Idempotency-Key header when one is sent.
+func decisionRoutes(r chi.Router, cfg Config, api bool, log *slog.Logger) {
+	decided := decisionMiddleware(cfg.Engine)
+	post := func(pattern string, h http.Handler, gated ...func(http.Handler) http.Handler) {
+		var mw []func(http.Handler) http.Handler
+		if api {
+			mw = append(mw, jsonAsForm(log), withPrincipal, decided.Optional(idem.RouteName("api POST "+pattern), idem.RouteTTL(time.Hour)))
+		} else {
+			mw = append(mw, formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST "+pattern), idem.RouteTTL(time.Hour)))
+		}
+		r.With(append(mw, gated...)...).Method(http.MethodPost, pattern, h)
+	}
+	if cfg.Keys != nil {
+		for _, action := range []string{"forget", "confirm"} {
+			post("/keys/{id}/"+action, handleKeyDecision(action, cfg.Records, cfg.Keys, cfg.Engine, log), gate(cfg.Bulks, ops.BulkKeys, action, log))
+		}
+		if cfg.Verify != nil {
+			post("/keys/{id}/verify", handleKeyVerify(cfg.Records, cfg.Keys, cfg.Verify, cfg.Engine, log))
+		}
+	}
+	if cfg.Sagas == nil || cfg.Operations == nil {
+		return
+	}
+	for _, action := range []ops.OperationAction{ops.OperationRetry, ops.OperationConfirm, ops.OperationCompensate, ops.OperationResolve} {
+		post("/operations/{id}/"+string(action), handleOperationDecision(action, cfg.Sagas, cfg.Operations, log), gate(cfg.Bulks, ops.BulkOperations, string(action), log))
+	}
+	post("/operations/{id}/redrive", handleRedrive(cfg.Sagas, cfg.Operations, log))
 }
 
 // headAsGet answers HEAD as GET: net/http sends the headers and drops the
