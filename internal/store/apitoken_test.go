@@ -83,3 +83,32 @@ func TestAPITokens(t *testing.T) {
 		require.Equal(t, now, list[1].RevokedAt)
 	})
 }
+
+// TestAPITokenMigrationDown: migration 010's down file drops what its up
+// file made, and the up file applies again after it, on every dialect.
+func TestAPITokenMigrationDown(t *testing.T) {
+	t.Parallel()
+	eachDialect(t, func(t *testing.T, b testBundle) {
+		read := func(dir string) string {
+			raw, err := migrations.ReadFile("migration/" + b.db.Dialect() + "/010_api_token." + dir + ".sql")
+			require.NoError(t, err)
+			return string(raw)
+		}
+		exec := func(q string) {
+			if b.pool != nil {
+				_, err := b.pool.Exec(t.Context(), q)
+				require.NoError(t, err)
+				return
+			}
+			_, err := b.sqlDB.ExecContext(t.Context(), q)
+			require.NoError(t, err)
+		}
+		exec(read("down"))
+		_, err := b.db.ListAPITokens(t.Context())
+		require.Error(t, err, "the table is gone")
+		exec(read("up"))
+		list, err := b.db.ListAPITokens(t.Context())
+		require.NoError(t, err)
+		require.Empty(t, list)
+	})
+}
