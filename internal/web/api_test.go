@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -187,20 +188,26 @@ func TestAPIAuthentication(t *testing.T) {
 	resp, body = apiDo(t, b, service, http.MethodPost, web.APIPrefix+"/keys/"+itoa(b.keyID)+"/forget", `{"version":"1"}`)
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	require.Equal(t, "version", body["field"])
+}
 
-	// Each token has its bucket: a burst past it is 429 with Retry-After.
-	limited := false
-	for range 60 {
-		resp, _ = apiDo(t, b, good, http.MethodGet, web.APIPrefix+"/openapi.json", "")
-		resp, _ = apiDo(t, b, good, http.MethodGet, web.APIPrefix+"/bulk/0", "")
-		if resp.StatusCode == http.StatusTooManyRequests {
-			require.NotEmpty(t, resp.Header.Get("Retry-After"))
-			limited = true
-			break
-		}
+// TestAPIRateLimit: each token has its bucket (40 at once, 20 a second);
+// past it, 429 with Retry-After. The console's clock stands still here, so
+// the bucket does not refill.
+func TestAPIRateLimit(t *testing.T) {
+	t.Parallel()
+	fixed := time.Now()
+	b := setup(t, withAPI, func(c *web.Config) { c.NowFunc = func() time.Time { return fixed } })
+	one := apiToken(t, b, "one", "", store.RoleAuditor, time.Time{})
+	other := apiToken(t, b, "other", "", store.RoleAuditor, time.Time{})
+	for i := range 40 {
+		resp, _ := apiDo(t, b, one, http.MethodGet, web.APIPrefix+"/bulk/0", "")
+		require.NotEqual(t, http.StatusTooManyRequests, resp.StatusCode, "request %d", i)
 	}
-	require.True(t, limited, "rate limited")
-	resp, _ = apiDo(t, b, service, http.MethodGet, web.APIPrefix+"/keys", "")
+	resp, body := apiDo(t, b, one, http.MethodGet, web.APIPrefix+"/bulk/0", "")
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	require.Equal(t, "too_many_requests", body["code"])
+	require.Equal(t, "1", resp.Header.Get("Retry-After"))
+	resp, _ = apiDo(t, b, other, http.MethodGet, web.APIPrefix+"/keys", "")
 	require.Equal(t, http.StatusOK, resp.StatusCode, "another token has its own bucket")
 }
 
@@ -419,4 +426,60 @@ func statusOf(t *testing.T, b *bundle, token, loc string) string {
 	_, body := apiDo(t, b, token, http.MethodGet, loc, "")
 	s, _ := body["status"].(string)
 	return s
+}
+
+// TestAdminTokens: an admin makes a token on /users, sees it once, and
+// revokes it; both are audited by the token's name and ID, never its
+// secret; no other role may.
+func TestAdminTokens(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withAPI)
+	admin := signIn(t, b, store.RoleAdmin)
+	oncall := signIn(t, b, store.RoleOncall)
+
+	resp, page := do(t, admin, http.MethodGet, b.srv.URL+"/users", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, page, "API tokens")
+	require.Contains(t, page, "No API token yet")
+
+	resp, _ = do(t, oncall, http.MethodPost, b.srv.URL+"/tokens", url.Values{"name": {"sneaky"}, "role": {"admin"}, "expires": {"720h"}})
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+
+	resp, page = do(t, admin, http.MethodPost, b.srv.URL+"/tokens", url.Values{"name": {"Bad Name"}, "role": {"oncall"}, "expires": {"720h"}})
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Contains(t, page, `data-field="name"`)
+	resp, page = do(t, admin, http.MethodPost, b.srv.URL+"/tokens", url.Values{"name": {"both"}, "user": {"support"}, "role": {"oncall"}, "expires": {"720h"}})
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Contains(t, page, `data-field="role"`)
+
+	resp, page = do(t, admin, http.MethodPost, b.srv.URL+"/tokens", url.Values{"name": {"deploy-bot"}, "role": {"oncall"}, "expires": {"720h"}})
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	secret := regexp.MustCompile(`unstuck_[A-Za-z0-9_-]{43}`).FindString(page)
+	require.NotEmpty(t, secret, "shown once")
+	resp, _ = apiDo(t, b, secret, http.MethodGet, web.APIPrefix+"/keys", "")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	_, page = do(t, admin, http.MethodGet, b.srv.URL+"/users", nil)
+	require.Contains(t, page, "token:deploy-bot")
+	require.NotContains(t, page, secret, "never shown again")
+
+	resp, _ = do(t, oncall, http.MethodPost, b.srv.URL+"/tokens/deploy-bot/revoke", url.Values{})
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	resp, _ = do(t, admin, http.MethodPost, b.srv.URL+"/tokens/deploy-bot/revoke", url.Values{})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	resp, _ = apiDo(t, b, secret, http.MethodGet, web.APIPrefix+"/keys", "")
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a revoked token")
+
+	tok, ok, err := b.db.APITokenByHash(context.Background(), store.HashTokenSecret(secret))
+	require.NoError(t, err)
+	require.True(t, ok)
+	hist, err := b.trail.History(context.Background(), "api_token", itoa(tok.ID), 10)
+	require.NoError(t, err)
+	require.Len(t, hist, 2)
+	require.Equal(t, web.ActionTokenRevoke, hist[0].Action)
+	require.Equal(t, web.ActionTokenCreate, hist[1].Action)
+	for _, e := range hist {
+		require.Equal(t, store.RoleAdmin, e.Actor)
+		require.Contains(t, string(e.After), `"name":"deploy-bot"`)
+		require.NotContains(t, string(e.Before)+string(e.After)+e.Reason, secret)
+	}
 }

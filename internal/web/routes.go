@@ -228,9 +228,14 @@ func NewHandler(cfg Config) http.Handler {
 				r.Method(http.MethodGet, "/operations/{id}", handleOperationDetailDecisions(cfg.Sagas, cfg.Operations, log))
 				r.Method(http.MethodGet, "/operations/{id}/redrive", handleRedrivePage(cfg.Sagas, log))
 			}
-			r.Method(http.MethodGet, "/users", handleUserList(cfg.Store, log))
+			tokens, _ := cfg.Tokens.(tokenAdmin) // nil: no API, no token section
+			r.Method(http.MethodGet, "/users", handleUserList(cfg.Store, tokens, log))
+			if tokens != nil {
+				r.Method(http.MethodPost, "/tokens", handleTokenCreate(cfg.Store, tokens, cfg.Trail, log))
+				r.Method(http.MethodPost, "/tokens/{name}/revoke", handleTokenRevoke(tokens, cfg.Trail, log))
+			}
 			r.Method(http.MethodPost, "/users/{username}/unlock", handleUserUnlock(cfg.Store, logins, cfg.Trail, log))
-			r.Method(http.MethodPost, "/users/{username}/link", handleUserLink(cfg.Store, cfg.Store, cfg.Trail, log))
+			r.Method(http.MethodPost, "/users/{username}/link", handleUserLink(cfg.Store, cfg.Store, tokens, cfg.Trail, log))
 			r.Method(http.MethodPost, "/users/{username}/unlink", handleUserUnlink(cfg.Store, cfg.Trail, log))
 			chain := newChainStatus(cfg.Trail, cfg.AuditVerifyEvery, log)
 			chain.external = cfg.ExternalCheckpoints
