@@ -91,6 +91,8 @@ var apiPermissions = map[string]string{
 	"POST /operations/{id}/resolve":    "/operations/{id}/resolve",
 	"POST /operations/{id}/redrive":    "/operations/{id}/redrive",
 	"GET /bulk/{id}":                   "/bulk/{id}",
+	"GET /incidents":                   "/incidents",
+	"GET /audit":                       "/audit",
 	"POST /approvals/{id}/approve":     "/approvals/{id}/approve",
 	"POST /approvals/{id}/reject":      "/approvals/{id}/reject",
 	"GET /openapi.json":                "", // public: the document only
@@ -388,6 +390,12 @@ func apiRoutes(r chi.Router, cfg Config, az *authorizer, log *slog.Logger, now f
 			if cfg.Sagas != nil {
 				api.Method(http.MethodGet, "/operations", handleOperationList(cfg.Sagas, log))
 				api.Method(http.MethodGet, "/operations/{id}", handleOperationDetail(cfg.Sagas, log))
+			}
+			if cfg.Incidents != nil {
+				api.Method(http.MethodGet, "/incidents", handleIncidents(cfg.Incidents, now, log))
+			}
+			if cfg.Trail != nil {
+				api.Method(http.MethodGet, "/audit", handleAuditList(cfg.Trail, nil, nil, log))
 			}
 			if cfg.Bulks != nil {
 				api.Method(http.MethodGet, "/bulk/{id}", handleBulkStatus(cfg.Bulks, log))

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/internal/audit"
+	"github.com/unstuckhq/unstuck/internal/incident"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/internal/web"
@@ -482,4 +483,34 @@ func TestAdminTokens(t *testing.T) {
 		require.Contains(t, string(e.After), `"name":"deploy-bot"`)
 		require.NotContains(t, string(e.Before)+string(e.After)+e.Reason, secret)
 	}
+}
+
+// TestAPIIncidentsAndAudit: the incident groups and the audit trail read
+// through the API, with the pages' filters and roles.
+func TestAPIIncidentsAndAudit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withAPI)
+	_, err := (&incident.Snapshotter{Keys: b.records, Ops: b.sagas, Store: b.db}).Once(context.Background())
+	require.NoError(t, err)
+	auditor := apiToken(t, b, "auditor-bot", "", store.RoleAuditor, time.Time{})
+	support := apiToken(t, b, "support-bot", "", store.RoleSupport, time.Time{})
+	resp, body := apiDo(t, b, auditor, http.MethodGet, web.APIPrefix+"/incidents", "")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NotEmpty(t, body["groups"], "the operation under review is an incident")
+	g := body["groups"].([]any)[0].(map[string]any)
+	require.Len(t, g["hourly"], 24)
+
+	_, err = b.db.CreateAPIToken(context.Background(), store.APIToken{Name: "audited", Role: store.RoleSupport, CreatedBy: "test"}, store.HashTokenSecret(store.TokenPrefix+strings.Repeat("b", 43)))
+	require.NoError(t, err)
+	_, err = b.trail.Append(context.Background(), audit.Entry{Actor: "admin", Role: "admin", Action: web.ActionTokenCreate, TargetKind: "api_token", TargetID: "9", Outcome: audit.OutcomeApplied})
+	require.NoError(t, err)
+	resp, body = apiDo(t, b, auditor, http.MethodGet, web.APIPrefix+"/audit?action="+web.ActionTokenCreate, "")
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.Len(t, body["items"], 1)
+	require.Equal(t, "api_token", body["items"].([]any)[0].(map[string]any)["target_kind"])
+	resp, body = apiDo(t, b, auditor, http.MethodGet, web.APIPrefix+"/audit?outcome=nope", "")
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Equal(t, "outcome", body["field"])
+	resp, _ = apiDo(t, b, support, http.MethodGet, web.APIPrefix+"/audit", "")
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "support does not read the audit trail")
 }

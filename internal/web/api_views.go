@@ -6,10 +6,12 @@ package web
 // results are not in them: the API reads state, not data.
 
 import (
+	"encoding/json"
 	"net/http"
 	"time"
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
+	"github.com/unstuckhq/unstuck/internal/audit"
 	"github.com/unstuckhq/unstuck/internal/views"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
@@ -88,11 +90,12 @@ func operationOf(op sagadriver.Operation, steps bool) operationJSON {
 }
 
 // listJSON is a page of a list: its items, how many the filter selects
-// (at least, when not exact) and the API's links to the pages around it.
+// (at least, when not exact; absent where the page does not count) and
+// the API's links to the pages around it.
 type listJSON[T any] struct {
 	Items []T    `json:"items"`
-	Total int64  `json:"total"`
-	Exact bool   `json:"total_exact"`
+	Total *int64 `json:"total,omitempty"`
+	Exact *bool  `json:"total_exact,omitempty"`
 	Next  string `json:"next,omitempty"`
 	Prev  string `json:"prev,omitempty"`
 	First string `json:"first,omitempty"`
@@ -105,7 +108,10 @@ func writeList[S, T any](w http.ResponseWriter, r *http.Request, status int, err
 		writeError(w, r, nil, &AppError{Code: EInvalid, Message: errMsg, Field: field})
 		return
 	}
-	out := listJSON[T]{Items: make([]T, 0, len(items)), Total: total.N, Exact: total.Exact}
+	out := listJSON[T]{Items: make([]T, 0, len(items))}
+	if total.Known {
+		out.Total, out.Exact = &total.N, &total.Exact
+	}
 	for _, it := range items {
 		out.Items = append(out.Items, of(it))
 	}
@@ -136,4 +142,61 @@ func historyOf(rows []views.AuditRow) []auditRowJSON {
 		out = append(out, auditRowJSON{Seq: h.Seq, At: h.At, Actor: h.Actor, Role: h.Role, Action: h.Action, Reason: h.Reason, Outcome: h.Outcome})
 	}
 	return out
+}
+
+// incidentJSON is an incident group: what its items share, how many
+// there are, and their count per hour over 24 hours (oldest first).
+type incidentJSON struct {
+	Key       string    `json:"key"`
+	Kind      string    `json:"kind"`
+	State     string    `json:"state"`
+	Operation string    `json:"operation"`
+	Step      string    `json:"step,omitempty"`
+	Class     string    `json:"class,omitempty"`
+	Message   string    `json:"message,omitempty"`
+	System    string    `json:"system,omitempty"`
+	Count     int64     `json:"count"`
+	Exact     bool      `json:"count_exact"`
+	FirstSeen time.Time `json:"first_seen"`
+	LastSeen  time.Time `json:"last_seen"`
+	Hourly    []int64   `json:"hourly"`
+}
+
+func incidentsOf(vm views.IncidentsVM) any {
+	out := struct {
+		Groups []incidentJSON `json:"groups"`
+		AsOf   *time.Time     `json:"as_of,omitempty"`
+	}{Groups: make([]incidentJSON, 0, len(vm.Groups))}
+	if !vm.AsOf.IsZero() {
+		out.AsOf = &vm.AsOf
+	}
+	for _, g := range vm.Groups {
+		out.Groups = append(out.Groups, incidentJSON{Key: g.Key, Kind: g.Kind, State: g.State, Operation: g.Operation, Step: g.Step, Class: g.Class,
+			Message: g.Message, System: g.System, Count: g.Count, Exact: g.Exact, FirstSeen: g.FirstSeen, LastSeen: g.LastSeen, Hourly: g.Spark.Points})
+	}
+	return out
+}
+
+// auditEntryJSON is an entry of the audit trail, as the trail's export
+// gives it but for the chain's hashes (verified with console audit verify).
+type auditEntryJSON struct {
+	Seq        int64           `json:"seq"`
+	At         time.Time       `json:"at"`
+	Actor      string          `json:"actor"`
+	Role       string          `json:"role"`
+	Action     string          `json:"action"`
+	TargetKind string          `json:"target_kind"`
+	TargetID   string          `json:"target_id"`
+	Reason     string          `json:"reason,omitempty"`
+	Before     json.RawMessage `json:"before,omitempty"`
+	After      json.RawMessage `json:"after,omitempty"`
+	Outcome    string          `json:"outcome"`
+	RequestID  string          `json:"request_id,omitempty"`
+	ClientAddr string          `json:"client_addr,omitempty"`
+	UserAgent  string          `json:"user_agent,omitempty"`
+}
+
+func auditEntryOf(e audit.Entry) auditEntryJSON {
+	return auditEntryJSON{Seq: e.Seq, At: e.At, Actor: e.Actor, Role: e.Role, Action: e.Action, TargetKind: e.TargetKind, TargetID: e.TargetID,
+		Reason: e.Reason, Before: e.Before, After: e.After, Outcome: e.Outcome, RequestID: e.RequestID, ClientAddr: e.ClientAddr, UserAgent: e.UserAgent}
 }
