@@ -6,7 +6,6 @@ package web
 // results are not in them: the API reads state, not data.
 
 import (
-	"encoding/json"
 	"net/http"
 	"time"
 
@@ -177,26 +176,7 @@ func incidentsOf(vm views.IncidentsVM) any {
 	return out
 }
 
-// auditEntryJSON is an entry of the audit trail, as the trail's export
-// gives it but for the chain's hashes (verified with console audit verify).
-type auditEntryJSON struct {
-	Seq        int64           `json:"seq"`
-	At         time.Time       `json:"at"`
-	Actor      string          `json:"actor"`
-	Role       string          `json:"role"`
-	Action     string          `json:"action"`
-	TargetKind string          `json:"target_kind"`
-	TargetID   string          `json:"target_id"`
-	Reason     string          `json:"reason,omitempty"`
-	Before     json.RawMessage `json:"before,omitempty"`
-	After      json.RawMessage `json:"after,omitempty"`
-	Outcome    string          `json:"outcome"`
-	RequestID  string          `json:"request_id,omitempty"`
-	ClientAddr string          `json:"client_addr,omitempty"`
-	UserAgent  string          `json:"user_agent,omitempty"`
-}
-
-func auditEntryOf(e audit.Entry) auditEntryJSON {
-	return auditEntryJSON{Seq: e.Seq, At: e.At, Actor: e.Actor, Role: e.Role, Action: e.Action, TargetKind: e.TargetKind, TargetID: e.TargetID,
-		Reason: e.Reason, Before: e.Before, After: e.After, Outcome: e.Outcome, RequestID: e.RequestID, ClientAddr: e.ClientAddr, UserAgent: e.UserAgent}
-}
+// auditEntryOf is an entry of the audit trail in the API: the trail's own
+// JSON form, as its export writes it (hashes included, so that an entry
+// read here can be checked against the chain).
+func auditEntryOf(e audit.Entry) audit.Entry { return e }
