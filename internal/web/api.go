@@ -91,6 +91,12 @@ var apiPermissions = map[string]string{
 	"POST /operations/{id}/resolve":    "/operations/{id}/resolve",
 	"POST /operations/{id}/redrive":    "/operations/{id}/redrive",
 	"GET /bulk/{id}":                   "/bulk/{id}",
+	"GET /keys/bulk":                   "/keys/bulk",
+	"GET /operations/bulk":             "/operations/bulk",
+	"POST /bulk/{id}/submit":           "/bulk/{id}/submit",
+	"POST /bulk/{id}/pause":            "/bulk/{id}/pause",
+	"POST /bulk/{id}/resume":           "/bulk/{id}/resume",
+	"POST /bulk/{id}/cancel":           "/bulk/{id}/cancel",
 	"GET /incidents":                   "/incidents",
 	"GET /audit":                       "/audit",
 	"POST /approvals/{id}/approve":     "/approvals/{id}/approve",
@@ -235,6 +241,8 @@ type apiDecisionBody struct {
 	Mode              *string `json:"mode"`
 	AcknowledgeRerun  *bool   `json:"acknowledge_rerun"`
 	AcceptUnprotected *bool   `json:"accept_unprotected"`
+	// ConfirmCount is a bulk submit's typed count of the frozen set.
+	ConfirmCount *int64 `json:"confirm_count"`
 }
 
 // form is the body as the form would have posted it.
@@ -253,6 +261,9 @@ func (b apiDecisionBody) form() url.Values {
 	set("mode", b.Mode)
 	if b.Version != nil {
 		f.Set("version", strconv.FormatInt(*b.Version, 10))
+	}
+	if b.ConfirmCount != nil {
+		f.Set("confirm_count", strconv.FormatInt(*b.ConfirmCount, 10))
 	}
 	if b.AcknowledgeRerun != nil && *b.AcknowledgeRerun {
 		f.Set(ops.FieldAcknowledgeRerun, "yes")
@@ -398,9 +409,8 @@ func apiRoutes(r chi.Router, cfg Config, az *authorizer, log *slog.Logger, now f
 				api.Method(http.MethodGet, "/audit", handleAuditList(cfg.Trail, nil, nil, log))
 			}
 			if cfg.Bulks != nil {
+				bulkAPIRoutes(api, cfg.Bulks, cfg.Engine, log)
 				api.Method(http.MethodGet, "/bulk/{id}", handleBulkStatus(cfg.Bulks, log))
-				api.With(jsonAsForm(log)).Method(http.MethodPost, "/approvals/{id}/approve", handleApprovalDecision(true, cfg.Bulks, log))
-				api.With(jsonAsForm(log)).Method(http.MethodPost, "/approvals/{id}/reject", handleApprovalDecision(false, cfg.Bulks, log))
 			}
 			decisionRoutes(api, cfg, true, log)
 		})

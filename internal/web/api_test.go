@@ -514,3 +514,42 @@ func TestAPIIncidentsAndAudit(t *testing.T) {
 	resp, _ = apiDo(t, b, support, http.MethodGet, web.APIPrefix+"/audit", "")
 	require.Equal(t, http.StatusForbidden, resp.StatusCode, "support does not read the audit trail")
 }
+
+// TestAPIBulk: a bulk request made through the API as through the
+// console: frozen (201 to the draft), submitted with the typed count (202
+// while it waits for approval), approved by a second token's user.
+func TestAPIBulk(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withAPI, func(c *web.Config) {
+		a, err := ops.ParseApproval("bulk")
+		require.NoError(t, err)
+		c.Bulks = newBulks(t, c, nil, nil, ops.BulkConfig{Approval: a})
+	})
+	support := apiToken(t, b, "support-cli", store.RoleSupport, "", time.Time{})
+	oncall := apiToken(t, b, "oncall-cli", store.RoleOncall, "", time.Time{})
+	pendingKey(t, b, "bulk-api-1")
+	pendingKey(t, b, "bulk-api-2")
+
+	resp, body := apiDo(t, b, support, http.MethodGet, web.APIPrefix+"/keys/bulk?action=forget&state=pending&include_may_have_happened=1", "")
+	require.Equal(t, http.StatusCreated, resp.StatusCode, body)
+	loc := resp.Header.Get("Location")
+	require.Regexp(t, `^/api/v1/bulk/\d+$`, loc)
+	require.Equal(t, store.BulkDraft, statusOf(t, b, support, loc))
+
+	resp, body = apiDo(t, b, support, http.MethodPost, loc+"/submit", `{"reason":"the provider has none of these","confirm_count":1}`)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "the typed count must match")
+	require.Equal(t, "confirm_count", body["field"])
+	resp, body = apiDo(t, b, support, http.MethodPost, loc+"/submit", `{"reason":"the provider has none of these","confirm_count":2}`)
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, body)
+	require.Equal(t, store.BulkWaitingApproval, statusOf(t, b, support, loc))
+
+	approve := strings.Replace(loc, "/bulk/", "/approvals/", 1) + "/approve"
+	resp, _ = apiDo(t, b, support, http.MethodPost, approve, `{"reason":"approving my own request"}`)
+	require.NotEqual(t, http.StatusOK, resp.StatusCode, "not by its requester")
+	resp, body = apiDo(t, b, oncall, http.MethodPost, approve, `{"reason":"checked with the provider too"}`)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.NotEqual(t, store.BulkWaitingApproval, statusOf(t, b, oncall, loc))
+
+	resp, _ = apiDo(t, b, support, http.MethodGet, web.APIPrefix+"/operations/bulk?action=compensate&status=review_required", "")
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "support may not compensate, so not in bulk either")
+}

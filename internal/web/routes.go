@@ -264,13 +264,7 @@ func NewHandler(cfg Config) http.Handler {
 func decisionRoutes(r chi.Router, cfg Config, api bool, log *slog.Logger) {
 	decided := decisionMiddleware(cfg.Engine)
 	post := func(pattern string, h http.Handler, gated ...func(http.Handler) http.Handler) {
-		var mw []func(http.Handler) http.Handler
-		if api {
-			mw = append(mw, jsonAsForm(log), withPrincipal, decided.Optional(idem.RouteName("api POST "+pattern), idem.RouteTTL(time.Hour)))
-		} else {
-			mw = append(mw, formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST "+pattern), idem.RouteTTL(time.Hour)))
-		}
-		r.With(append(mw, gated...)...).Method(http.MethodPost, pattern, h)
+		r.With(append(decisionChain(decided, api, pattern, log), gated...)...).Method(http.MethodPost, pattern, h)
 	}
 	if cfg.Keys != nil {
 		for _, action := range []string{"forget", "confirm"} {
@@ -287,6 +281,17 @@ func decisionRoutes(r chi.Router, cfg Config, api bool, log *slog.Logger) {
 		post("/operations/{id}/"+string(action), handleOperationDecision(action, cfg.Sagas, cfg.Operations, log), gate(cfg.Bulks, ops.BulkOperations, string(action), log))
 	}
 	post("/operations/{id}/redrive", handleRedrive(cfg.Sagas, cfg.Operations, log))
+}
+
+// decisionChain is the middleware in front of the decision route pattern:
+// for a form, its rendered key copied into the Idempotency-Key header and
+// required; for the API, the JSON body read as the form and the client's
+// Idempotency-Key honoured when sent. Both scoped to the acting user.
+func decisionChain(decided *idem.Middleware, api bool, pattern string, log *slog.Logger) []func(http.Handler) http.Handler {
+	if api {
+		return []func(http.Handler) http.Handler{jsonAsForm(log), withPrincipal, decided.Optional(idem.RouteName("api POST "+pattern), idem.RouteTTL(time.Hour))}
+	}
+	return []func(http.Handler) http.Handler{formKeyHeader, withPrincipal, decided.Required(idem.RouteName("console POST "+pattern), idem.RouteTTL(time.Hour))}
 }
 
 // headAsGet answers HEAD as GET: net/http sends the headers and drops the
