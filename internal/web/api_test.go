@@ -189,6 +189,14 @@ func TestAPIAuthentication(t *testing.T) {
 	resp, body = apiDo(t, b, service, http.MethodPost, web.APIPrefix+"/keys/"+itoa(b.keyID)+"/forget", `{"version":"1"}`)
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	require.Equal(t, "version", body["field"])
+	resp, body = apiDo(t, b, service, http.MethodPost, web.APIPrefix+"/keys/"+itoa(b.keyID)+"/forget", `{"version":1,"reason":"nul \u0000 in the reason"}`)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Equal(t, "reason", body["field"], "the forms' own validation")
+	resp, body = apiDo(t, b, service, http.MethodPost, web.APIPrefix+"/keys/"+itoa(b.keyID)+"/forget", "{\"version\":1,\"reason\":\"bad \xff byte in the reason\"}")
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Equal(t, "invalid", body["code"])
+	resp, _ = apiDo(t, b, service, http.MethodPost, web.APIPrefix+"/keys/"+itoa(b.keyID)+"/forget", `{"version":1} {"version":2}`)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "one JSON object")
 }
 
 // TestAPIRateLimit: each token has its bucket (40 at once, 20 a second);
@@ -298,6 +306,11 @@ func TestAPIDecisionsAsForms(t *testing.T) {
 				`{"version":`+itoa(apiVersion)+`,"reason":"`+reason+`",`+c.json+`}`)
 			require.Equal(t, http.StatusOK, resp.StatusCode, out)
 			require.Equal(t, true, out["applied"])
+			if out["removed"] == true {
+				resp, gone := apiDo(t, b, token, http.MethodGet, web.APIPrefix+"/keys/"+itoa(apiID), "")
+				require.Equal(t, http.StatusNotFound, resp.StatusCode)
+				require.Contains(t, gone["detail"], "by oncall", "who removed it")
+			}
 
 			fr, fok, err := b.records.KeyByID(context.Background(), formID)
 			require.NoError(t, err)
