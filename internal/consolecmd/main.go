@@ -85,6 +85,7 @@ Commands:
   user      add, disable, enable or unlock a console account, or reset its
             password (user password)
   audit     verify the audit trail, checkpoint its head (audit verify|checkpoint)
+  token     create, revoke or list API tokens of /api/v1 (token create|revoke|list)
   help      show this help
 
 Configuration (flags override the environment):
@@ -139,6 +140,8 @@ func runWithStdin(ctx context.Context, args []string, getenv func(string) string
 		return runMigrate(ctx, rest, getenv, stdout, stderr)
 	case "audit":
 		return runAudit(ctx, rest, getenv, stdout, stderr)
+	case "token":
+		return runToken(ctx, rest, getenv, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "console: unknown command %q\n\n%s", cmd, usage)
 		return errUsage

@@ -77,7 +77,9 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 		NoMetricsRoute: o.noMetricsRoute,
 
 		Store: db.Console,
-		Sagas: db.Sagas,
+		// The operator API's bearer tokens (SPEC K25).
+		Tokens: db.Console,
+		Sagas:  db.Sagas,
 		// Set when Sagas is nil (MySQL): the operation pages say why.
 		SagasUnavailable: db.SagasUnavailable,
 		Records:          db.Records,

@@ -148,7 +148,8 @@ func pgMapError(err error) error {
 	}
 	switch pgErr.Code {
 	case "23505": // unique_violation
-		if pgErr.ConstraintName == "unstuck_console_user_username_key" || pgErr.ConstraintName == "unstuck_console_user_subject_key" {
+		if pgErr.ConstraintName == "unstuck_console_user_username_key" || pgErr.ConstraintName == "unstuck_console_user_subject_key" ||
+			pgErr.ConstraintName == "unstuck_console_api_token_name_key" {
 			return fmt.Errorf("%w: %w", ErrConflict, err)
 		}
 	case "23514": // check_violation

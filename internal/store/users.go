@@ -33,14 +33,17 @@ const maxUsernameLen = 64
 // ValidateUsername returns a *[fielderr.Error] for "username" unless name is 1
 // to 64 characters of a-z, 0-9, '.', '_' and '-'. Usernames are therefore
 // compared exactly; callers fold case before looking one up if they wish.
-func ValidateUsername(name string) error {
+func ValidateUsername(name string) error { return validateName("username", name) }
+
+// validateName checks a username or an API token's name, naming field.
+func validateName(field, name string) error {
 	if name == "" || len(name) > maxUsernameLen {
-		return invalid("username", fmt.Sprintf("must be 1 to %d characters", maxUsernameLen))
+		return invalid(field, fmt.Sprintf("must be 1 to %d characters", maxUsernameLen))
 	}
 	for i := range len(name) {
 		c := name[i]
 		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return invalid("username", "may contain only a-z, 0-9, '.', '_' and '-'")
+			return invalid(field, "may contain only a-z, 0-9, '.', '_' and '-'")
 		}
 	}
 	return nil

@@ -100,8 +100,23 @@ func handleApprovalDecision(approve bool, bulks BulkService, log *slog.Logger) h
 			writeError(w, r, log, bulkAppError(err))
 			return
 		}
+		if apiRequest(r) {
+			writeBulkRef(w, http.StatusOK, id)
+			return
+		}
 		http.Redirect(w, r, "/bulk/"+strconv.FormatInt(id, 10), http.StatusSeeOther)
 	})
+}
+
+// writeBulkRef answers an API request about bulk request id with status,
+// the request's address in Location and a body naming both.
+func writeBulkRef(w http.ResponseWriter, status int, id int64) {
+	loc := APIPrefix + "/bulk/" + strconv.FormatInt(id, 10)
+	w.Header().Set("Location", loc)
+	writeJSON(w, status, struct {
+		ID  int64  `json:"id"`
+		URL string `json:"url"`
+	}{id, loc})
 }
 
 // approvalGate holds a single decision that the configuration sends for
@@ -176,6 +191,11 @@ func approvalGate(kind, action string, bulks BulkService, log *slog.Logger) func
 			req, err := bulks.RequestSingle(r.Context(), actorOf(r), kind, action, id, version, strings.TrimSpace(f.Get("step")), params, f.Get("reason"))
 			if err != nil {
 				writeError(w, r, log, bulkAppError(err))
+				return
+			}
+			if apiRequest(r) {
+				// Held for a second person's approval, not applied.
+				writeBulkRef(w, http.StatusAccepted, req.ID)
 				return
 			}
 			http.Redirect(w, r, "/bulk/"+strconv.FormatInt(req.ID, 10), http.StatusSeeOther)

@@ -327,7 +327,7 @@ func handleAuditList(trail AuditTrail, chain *chainStatus, users actorLister, lo
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		vm := views.AuditVM{Filter: auditFilterVM(q), Outcomes: auditOutcomes}
-		if r.Header.Get("HX-Request") != "true" { // an HTMX swap shows only the results
+		if r.Header.Get("HX-Request") != "true" && !apiRequest(r) { // an HTMX swap (and the API) shows only the results
 			vm.Chain = chain.withExternal(chainVM(chain.get(r.Context())))
 			if users != nil {
 				if list, err := users.ListUsers(r.Context()); err == nil {
@@ -374,6 +374,11 @@ func handleAuditList(trail AuditTrail, chain *chainStatus, users actorLister, lo
 		}
 		if ferr != nil {
 			vm.Error, vm.FieldErr, status = ferr.Message, ferr.Field, http.StatusBadRequest
+		}
+		if apiRequest(r) {
+			writeList(w, r, status, vm.Error, vm.FieldErr, vm.Entries, views.CountVM{},
+				views.PagerVM{NextURL: vm.NextURL, FirstURL: vm.FirstURL}, auditEntryOf)
+			return
 		}
 		render(w, r, status, page, views.Audit(page, vm), "results")
 	})

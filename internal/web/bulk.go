@@ -211,7 +211,20 @@ func handleBulkPreview(kind string, bulks BulkService, log *slog.Logger) http.Ha
 			return
 		}
 		if draft.ID != 0 {
+			if apiRequest(r) {
+				// The draft: its page says what was frozen; submit it to run.
+				writeBulkRef(w, http.StatusCreated, draft.ID)
+				return
+			}
 			http.Redirect(w, r, "/bulk/"+strconv.FormatInt(draft.ID, 10), http.StatusSeeOther)
+			return
+		}
+		if apiRequest(r) {
+			msg := "Nothing was frozen: the action is legal for none of the items the filter selects."
+			if p.OverCap {
+				msg = "Nothing was frozen: the filter selects more than " + strconv.FormatInt(int64(p.Cap), 10) + " items; narrow it."
+			}
+			writeError(w, r, log, appError(EUnprocessable, msg))
 			return
 		}
 		vm := views.BulkPreviewVM{Kind: kind, Action: spec.Action, ActionLabel: actionLabel(kind, spec.Action), ListURL: "/" + kind + "?" + spec.FilterQuery,
@@ -305,7 +318,7 @@ func handleBulkSubmit(bulks BulkService, log *slog.Logger) http.Handler {
 		if perr != nil || count <= 0 {
 			err = ops.InvalidField("confirm_count", "type the number of items of the frozen set")
 		} else {
-			_, err = bulks.Submit(r.Context(), actorOf(r), req.ID, reason, count)
+			req, err = bulks.Submit(r.Context(), actorOf(r), req.ID, reason, count)
 		}
 		if err != nil {
 			mapped := bulkAppError(err)
@@ -323,6 +336,14 @@ func handleBulkSubmit(bulks BulkService, log *slog.Logger) http.Handler {
 			vm.FormReason, vm.Typed, vm.Error, vm.FieldErr = reason, typed, me.Message, me.Field
 			page := pageFor(r, "Preview "+strconv.FormatInt(req.ID, 10), req.Kind)
 			render(w, r, statusOf[me.Code], page, views.Bulk(page, vm))
+			return
+		}
+		if apiRequest(r) {
+			status := http.StatusOK
+			if req.Status == store.BulkWaitingApproval {
+				status = http.StatusAccepted // held for a second person
+			}
+			writeBulkRef(w, status, req.ID)
 			return
 		}
 		http.Redirect(w, r, "/bulk/"+strconv.FormatInt(req.ID, 10), http.StatusSeeOther)
@@ -655,6 +676,10 @@ func handleBulkStep(step string, bulks BulkService, log *slog.Logger) http.Handl
 			writeError(w, r, log, bulkAppError(err))
 			return
 		}
+		if apiRequest(r) {
+			writeBulkRef(w, http.StatusOK, id)
+			return
+		}
 		http.Redirect(w, r, "/bulk/"+strconv.FormatInt(id, 10), http.StatusSeeOther)
 	})
 }
@@ -814,14 +839,28 @@ func bulkRoutes(r chi.Router, bulks BulkService, engine *idem.Engine, log *slog.
 	r.Method(http.MethodGet, "/bulk/{id}", handleBulkStatus(bulks, log))
 	r.Method(http.MethodGet, "/bulk/{id}/items", handleBulkItems(bulks, log))
 	r.Method(http.MethodGet, "/bulk/{id}/drift", handleBulkDrift(bulks, log))
-	r.With(formKeyHeader, withPrincipal, decided.Required(&idem.RouteOpts{Name: "console POST /bulk/{id}/submit", TTL: time.Hour})).
-		Method(http.MethodPost, "/bulk/{id}/submit", handleBulkSubmit(bulks, log))
+	r.With(decisionChain(decided, false, "/bulk/{id}/submit", log)...).Method(http.MethodPost, "/bulk/{id}/submit", handleBulkSubmit(bulks, log))
 	for _, step := range []string{"pause", "resume", "cancel"} {
 		r.Method(http.MethodPost, "/bulk/{id}/"+step, handleBulkStep(step, bulks, log))
 	}
 	r.Method(http.MethodGet, "/approvals", handleApprovals(bulks, log))
 	r.Method(http.MethodPost, "/approvals/{id}/approve", handleApprovalDecision(true, bulks, log))
 	r.Method(http.MethodPost, "/approvals/{id}/reject", handleApprovalDecision(false, bulks, log))
+}
+
+// bulkAPIRoutes registers the bulk and approval steps of the API: the
+// handlers of bulkRoutes, the JSON body read as their forms.
+func bulkAPIRoutes(r chi.Router, bulks BulkService, engine *idem.Engine, log *slog.Logger) {
+	for _, kind := range []string{ops.BulkKeys, ops.BulkOperations} {
+		r.Method(http.MethodGet, "/"+kind+"/bulk", handleBulkPreview(kind, bulks, log))
+	}
+	r.With(decisionChain(decisionMiddleware(engine), true, "/bulk/{id}/submit", log)...).Method(http.MethodPost, "/bulk/{id}/submit", handleBulkSubmit(bulks, log))
+	body := r.With(jsonAsForm(log))
+	for _, step := range []string{"pause", "resume", "cancel"} {
+		body.Method(http.MethodPost, "/bulk/{id}/"+step, handleBulkStep(step, bulks, log))
+	}
+	body.Method(http.MethodPost, "/approvals/{id}/approve", handleApprovalDecision(true, bulks, log))
+	body.Method(http.MethodPost, "/approvals/{id}/reject", handleApprovalDecision(false, bulks, log))
 }
 
 // gate is approvalGate when the configuration sends single decisions of

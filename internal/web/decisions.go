@@ -35,13 +35,27 @@ type KeyDecider interface {
 	ResponseViewed(ctx context.Context, actor ops.Actor, recordID int64) error
 }
 
+// actorOf is who acts in r: the signed-in user, or through the API the
+// token's user (a service token: "token:<name>"). An API request's audit
+// entries name the token in the user agent field: "api-token <name>;"
+// and the client's user agent, never the token itself.
 func actorOf(r *http.Request) ops.Actor {
 	a := ops.Actor{RequestID: middleware.GetReqID(r.Context()), ClientAddr: clientAddr(r), UserAgent: r.UserAgent()}
 	if v := viewerFrom(r.Context()); v != nil {
 		a.Username, a.Role = v.Username, v.Role
 	}
+	if t := apiTokenFrom(r.Context()); t != nil {
+		a.UserAgent = auditText(TokenAgentPrefix+t.Name+"; "+r.UserAgent(), maxAgent)
+	}
 	return a
 }
+
+// TokenAgentPrefix starts the user agent field of an audit entry written
+// through the API, followed by the token's name.
+const TokenAgentPrefix = "api-token "
+
+// maxAgent bounds the user agent field an API request's entry records.
+const maxAgent = 512
 
 // keyActions are the decisions the viewer may take on rec now: allowed by
 // the policy and legal in the record's state.
@@ -122,6 +136,17 @@ func handleKeyDecision(action string, keys keyReader, decider KeyDecider, opener
 			d.Action = "" // Validate names the field
 		}
 		res, err := decider.Decide(r.Context(), actorOf(r), d)
+		if apiRequest(r) {
+			done := apiDecision{Action: "key." + string(d.Action), TargetKind: "key", TargetID: strconv.FormatInt(id, 10)}
+			if err == nil {
+				done.Removed = res.After == nil
+				if res.After != nil {
+					done.Version = res.After.Version
+				}
+			}
+			decisionOutcome(w, r, log, err, done, keyVersion(r.Context(), keys, id))
+			return
+		}
 		var fe *fielderr.Error
 		switch {
 		case err == nil && res.After == nil:
@@ -156,6 +181,15 @@ func handleKeyDecision(action string, keys keyReader, decider KeyDecider, opener
 	})
 }
 
+// keyVersion returns what reads key id's version now (ok false when it
+// is gone), for a stale decision's answer.
+func keyVersion(ctx context.Context, keys keyReader, id int64) func() (int64, bool) {
+	return func() (int64, bool) {
+		rec, ok, err := keys.KeyByID(ctx, id)
+		return rec.Version, ok && err == nil
+	}
+}
+
 // denier records a refused attempt in the audit trail (ops.Keys and
 // ops.Operations).
 type denier interface {
@@ -174,7 +208,7 @@ func auditedDenial(d denier, log *slog.Logger) func(r *http.Request) {
 		}
 		path := auditText(r.URL.Path, maxDeniedAction)
 		kind, id := "route", path
-		if parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/"); len(parts) >= 2 {
+		if parts := strings.Split(strings.Trim(strings.TrimPrefix(r.URL.Path, APIPrefix), "/"), "/"); len(parts) >= 2 {
 			kind, id = auditText(strings.TrimSuffix(parts[0], "s"), maxDeniedTarget), auditText(parts[1], maxDeniedTarget)
 		}
 		if kind == "" {

@@ -12,3 +12,12 @@ func NewAuthorizerForTest(enf *casbin.Enforcer, routes chi.Routes) (can, canPatt
 	a := &authorizer{enf: enf, routes: routes}
 	return a.can, a.canPattern
 }
+
+// APIPermissionForTest is the console route pattern whose permission an
+// API route needs (apiPermission).
+func APIPermissionForTest(method, pattern string) (string, bool) {
+	return apiPermission(method, pattern)
+}
+
+// OpenAPIForTest is the API's OpenAPI document.
+func OpenAPIForTest() []byte { return openAPI }

@@ -160,6 +160,10 @@ func handleIncidents(st IncidentStore, now func() time.Time, log *slog.Logger) h
 		if n > 0 {
 			page.Title = "(" + strconv.FormatInt(n, 10) + ") Incidents"
 		}
+		if apiRequest(r) {
+			writeJSON(w, http.StatusOK, incidentsOf(vm))
+			return
+		}
 		render(w, r, http.StatusOK, page, views.Incidents(page, vm))
 	})
 }

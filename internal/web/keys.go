@@ -167,6 +167,10 @@ func handleKeyList(keys keyReader, log *slog.Logger) http.Handler {
 				}
 			}
 		}
+		if apiRequest(r) {
+			writeList(w, r, status, vm.Error, vm.FieldErr, vm.Records, vm.Total, vm.Pager, keyOf)
+			return
+		}
 		render(w, r, status, page, views.Keys(page, vm), "results")
 	})
 }
@@ -253,6 +257,9 @@ func renderKeyDetail(w http.ResponseWriter, r *http.Request, status int, id int6
 	vm := views.KeyVM{Record: rec, TraceURL: traceLink(r.Context(), rec.TraceID)}
 	v := viewerFrom(r.Context())
 	switch {
+	case apiRequest(r):
+		// The API reads state: a stored response is read on the page,
+		// where its viewing is audited.
 	case !v.Can("response", "view"):
 		vm.ResponseNote = "Your role may not see stored responses."
 	case len(rec.Result) == 0:
@@ -285,6 +292,13 @@ func renderKeyDetail(w http.ResponseWriter, r *http.Request, status int, id int6
 		}
 	}
 	adjust(&vm)
+	if apiRequest(r) {
+		writeJSON(w, status, struct {
+			keyJSON
+			History []auditRowJSON `json:"history"`
+		}{keyOf(rec), historyOf(vm.History)})
+		return
+	}
 	page := pageFor(r, "Key "+strconv.FormatInt(id, 10), "keys")
 	page.URL = "/keys/" + strconv.FormatInt(id, 10)
 	render(w, r, status, page, views.KeyDetail(page, vm))
@@ -308,6 +322,11 @@ func renderKeyRemoved(w http.ResponseWriter, r *http.Request, status int, id int
 		return
 	}
 	vm := removedVM(id, e, hist)
+	if apiRequest(r) {
+		writeError(w, r, log, appError(ENotFound, "Key "+strconv.FormatInt(id, 10)+" is no longer there: "+e.Action+" by "+e.Actor+
+			" at "+views.UTC(e.At)+" (audit entry "+strconv.FormatInt(e.Seq, 10)+")."))
+		return
+	}
 	if r.URL.Query().Get("done") == "removed" {
 		vm.Notice = "Key " + strconv.FormatInt(id, 10) + " forgotten and recorded in the audit trail: the next request with its key runs."
 		if vm.Released {

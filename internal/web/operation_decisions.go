@@ -211,8 +211,14 @@ func handleOperationDecision(action ops.OperationAction, reader operationReader,
 		default:
 			err = ops.InvalidField("outcome", "say whether the step's effect happened")
 		}
+		var res ops.OperationResult
 		if err == nil {
-			_, err = decider.Decide(r.Context(), actorOf(r), d)
+			res, err = decider.Decide(r.Context(), actorOf(r), d)
+		}
+		if apiRequest(r) {
+			decisionOutcome(w, r, log, err, apiDecision{Action: "operation." + string(action), TargetKind: "operation", TargetID: id,
+				Version: res.After.Version}, operationVersion(r.Context(), reader, id))
+			return
 		}
 		var fe *fielderr.Error
 		switch {
@@ -238,6 +244,15 @@ func handleOperationDecision(action ops.OperationAction, reader operationReader,
 			writeError(w, r, log, err)
 		}
 	})
+}
+
+// operationVersion returns what reads operation id's version now (ok
+// false when it is gone), for a stale decision's answer.
+func operationVersion(ctx context.Context, reader operationReader, id string) func() (int64, bool) {
+	return func() (int64, bool) {
+		det, ok, err := readOperation(ctx, reader, id)
+		return det.Operation.Version, ok && err == nil
+	}
 }
 
 // deniedAuditor returns what authorize calls on a refused request: the

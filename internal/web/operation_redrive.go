@@ -87,7 +87,12 @@ func handleRedrive(reader operationReader, decider OperationDecider, log *slog.L
 		if d.Mode == saga.RedriveResume {
 			d.Step = ""
 		}
-		_, err := decider.Decide(r.Context(), actorOf(r), d)
+		res, err := decider.Decide(r.Context(), actorOf(r), d)
+		if apiRequest(r) {
+			decisionOutcome(w, r, log, err, apiDecision{Action: "operation.redrive", TargetKind: "operation", TargetID: id,
+				Version: res.After.Version}, operationVersion(r.Context(), reader, id))
+			return
+		}
 		kept := views.RedriveVM{Mode: d.Mode, Step: r.PostFormValue("step"), Reason: d.Reason, Accepted: d.AcceptUnprotected}
 		var fe *fielderr.Error
 		switch {

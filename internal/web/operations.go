@@ -118,6 +118,10 @@ func handleOperationList(ops operationReader, log *slog.Logger) http.Handler {
 				vm.Total = views.CountVM{N: total.N, Exact: total.Exact, Known: true}
 			}
 		}
+		if apiRequest(r) {
+			writeList(w, r, status, vm.Error, vm.FieldErr, vm.Operations, vm.Total, vm.Pager, func(op sagadriver.Operation) operationJSON { return operationOf(op, false) })
+			return
+		}
 		render(w, r, status, page, views.Operations(page, vm), "results")
 	})
 }
@@ -178,6 +182,10 @@ func handleOperationDetail(ops operationReader, log *slog.Logger) http.Handler {
 		}
 		if !ok {
 			writeError(w, r, log, appError(ENotFound, "There is no operation with this ID."))
+			return
+		}
+		if apiRequest(r) {
+			writeJSON(w, http.StatusOK, operationOf(det.Operation, true))
 			return
 		}
 		vm := views.OperationVM{Operation: det.Operation, Events: det.Events, EventsOmitted: det.EventsOmitted, Findings: det.Findings}

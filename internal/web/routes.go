@@ -121,6 +121,9 @@ type Config struct {
 	// NowFunc is the clock of the trend and incident windows; time.Now
 	// when nil.
 	NowFunc func() time.Time
+	// Tokens authenticates the operator API's bearer tokens (a
+	// *store.DB); nil serves no API under /api/v1.
+	Tokens APITokens
 }
 
 // NewHandler returns the console: every route of the surface is listed
@@ -179,6 +182,10 @@ func NewHandler(cfg Config) http.Handler {
 		cfg.Mount(r)
 	}
 
+	if cfg.Tokens != nil {
+		apiRoutes(r, cfg, az, log, now)
+	}
+
 	// The console: sessions and cross-origin protection on every route.
 	r.Group(func(r chi.Router) {
 		r.Use(http.NewCrossOriginProtection().Handler, sessionMemo, cfg.Sessions.LoadAndSave)
@@ -207,19 +214,7 @@ func NewHandler(cfg Config) http.Handler {
 			r.Method(http.MethodGet, "/search", handleSearch(cfg.Records, cfg.Sagas, tombs, log))
 			r.Method(http.MethodPost, "/search", handleSearch(cfg.Records, cfg.Sagas, tombs, log))
 			r.Method(http.MethodGet, "/keys/{id}", handleKeyDetail(cfg.Records, cfg.Keys, cfg.Engine, log))
-			if cfg.Keys != nil {
-				// Decisions: one idempotency key per rendered form, so a
-				// double submit applies once and gets the same redirect.
-				decided := decisionMiddleware(cfg.Engine)
-				r.With(formKeyHeader, withPrincipal, decided.Required(&idem.RouteOpts{Name: "console POST /keys/{id}/forget", TTL: time.Hour}), gate(cfg.Bulks, "keys", "forget", log)).
-					Method(http.MethodPost, "/keys/{id}/forget", handleKeyDecision("forget", cfg.Records, cfg.Keys, cfg.Engine, log))
-				r.With(formKeyHeader, withPrincipal, decided.Required(&idem.RouteOpts{Name: "console POST /keys/{id}/confirm", TTL: time.Hour}), gate(cfg.Bulks, "keys", "confirm", log)).
-					Method(http.MethodPost, "/keys/{id}/confirm", handleKeyDecision("confirm", cfg.Records, cfg.Keys, cfg.Engine, log))
-				if cfg.Verify != nil {
-					r.With(formKeyHeader, withPrincipal, decided.Required(&idem.RouteOpts{Name: "console POST /keys/{id}/verify", TTL: time.Hour})).
-						Method(http.MethodPost, "/keys/{id}/verify", handleKeyVerify(cfg.Records, cfg.Keys, cfg.Verify, cfg.Engine, log))
-				}
-			}
+			decisionRoutes(r, cfg, false, log)
 			switch {
 			case cfg.Sagas == nil:
 				unavailable := handleSagasUnavailable(cfg.SagasUnavailable, log)
@@ -231,21 +226,16 @@ func NewHandler(cfg Config) http.Handler {
 			default:
 				r.Method(http.MethodGet, "/operations", handleOperationList(cfg.Sagas, log))
 				r.Method(http.MethodGet, "/operations/{id}", handleOperationDetailDecisions(cfg.Sagas, cfg.Operations, log))
-				// Decisions on operations, keyed per rendered form as the
-				// key decisions are.
-				decided := decisionMiddleware(cfg.Engine)
-				for _, action := range []ops.OperationAction{ops.OperationRetry, ops.OperationConfirm, ops.OperationCompensate, ops.OperationResolve} {
-					pattern := "/operations/{id}/" + string(action)
-					r.With(formKeyHeader, withPrincipal, decided.Required(&idem.RouteOpts{Name: "console POST " + pattern, TTL: time.Hour}), gate(cfg.Bulks, "operations", string(action), log)).
-						Method(http.MethodPost, pattern, handleOperationDecision(action, cfg.Sagas, cfg.Operations, log))
-				}
 				r.Method(http.MethodGet, "/operations/{id}/redrive", handleRedrivePage(cfg.Sagas, log))
-				r.With(formKeyHeader, withPrincipal, decided.Required(&idem.RouteOpts{Name: "console POST /operations/{id}/redrive", TTL: time.Hour})).
-					Method(http.MethodPost, "/operations/{id}/redrive", handleRedrive(cfg.Sagas, cfg.Operations, log))
 			}
-			r.Method(http.MethodGet, "/users", handleUserList(cfg.Store, log))
+			tokens, _ := cfg.Tokens.(tokenAdmin) // nil: no API, no token section
+			r.Method(http.MethodGet, "/users", handleUserList(cfg.Store, tokens, log))
+			if tokens != nil {
+				r.Method(http.MethodPost, "/tokens", handleTokenCreate(cfg.Store, tokens, cfg.Trail, log))
+				r.Method(http.MethodPost, "/tokens/{name}/revoke", handleTokenRevoke(tokens, cfg.Trail, log))
+			}
 			r.Method(http.MethodPost, "/users/{username}/unlock", handleUserUnlock(cfg.Store, logins, cfg.Trail, log))
-			r.Method(http.MethodPost, "/users/{username}/link", handleUserLink(cfg.Store, cfg.Store, cfg.Trail, log))
+			r.Method(http.MethodPost, "/users/{username}/link", handleUserLink(cfg.Store, cfg.Store, tokens, cfg.Trail, log))
 			r.Method(http.MethodPost, "/users/{username}/unlink", handleUserUnlink(cfg.Store, cfg.Trail, log))
 			chain := newChainStatus(cfg.Trail, cfg.AuditVerifyEvery, log)
 			chain.external = cfg.ExternalCheckpoints
@@ -263,6 +253,45 @@ func NewHandler(cfg Config) http.Handler {
 	})
 	az.routes = r
 	return r
+}
+
+// decisionRoutes registers the decisions on keys and operations, once
+// for the forms (api false) and once for the API (api true): the same
+// handlers behind the same middleware — the principal, the idempotency of
+// decisions, the approval gate. A form sends its rendered key as a field
+// (required); the API reads its JSON body as the form and honours an
+// Idempotency-Key header when one is sent.
+func decisionRoutes(r chi.Router, cfg Config, api bool, log *slog.Logger) {
+	decided := decisionMiddleware(cfg.Engine)
+	post := func(pattern string, h http.Handler, gated ...func(http.Handler) http.Handler) {
+		r.With(append(decisionChain(decided, api, pattern, log), gated...)...).Method(http.MethodPost, pattern, h)
+	}
+	if cfg.Keys != nil {
+		for _, action := range []string{"forget", "confirm"} {
+			post("/keys/{id}/"+action, handleKeyDecision(action, cfg.Records, cfg.Keys, cfg.Engine, log), gate(cfg.Bulks, ops.BulkKeys, action, log))
+		}
+		if cfg.Verify != nil {
+			post("/keys/{id}/verify", handleKeyVerify(cfg.Records, cfg.Keys, cfg.Verify, cfg.Engine, log))
+		}
+	}
+	if cfg.Sagas == nil || cfg.Operations == nil {
+		return
+	}
+	for _, action := range []ops.OperationAction{ops.OperationRetry, ops.OperationConfirm, ops.OperationCompensate, ops.OperationResolve} {
+		post("/operations/{id}/"+string(action), handleOperationDecision(action, cfg.Sagas, cfg.Operations, log), gate(cfg.Bulks, ops.BulkOperations, string(action), log))
+	}
+	post("/operations/{id}/redrive", handleRedrive(cfg.Sagas, cfg.Operations, log))
+}
+
+// decisionChain is the middleware in front of the decision route pattern:
+// for a form, its rendered key copied into the Idempotency-Key header and
+// required; for the API, the JSON body read as the form and the client's
+// Idempotency-Key honoured when sent. Both scoped to the acting user.
+func decisionChain(decided *idem.Middleware, api bool, pattern string, log *slog.Logger) []func(http.Handler) http.Handler {
+	if api {
+		return []func(http.Handler) http.Handler{jsonAsForm(log), withPrincipal, decided.Optional(&idem.RouteOpts{Name: "api POST " + pattern, TTL: time.Hour})}
+	}
+	return []func(http.Handler) http.Handler{formKeyHeader, withPrincipal, decided.Required(&idem.RouteOpts{Name: "console POST " + pattern, TTL: time.Hour})}
 }
 
 // headAsGet answers HEAD as GET: net/http sends the headers and drops the

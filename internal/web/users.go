@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
@@ -42,7 +43,7 @@ type userLinker interface {
 // two), in bytes; more answers 413.
 const maxUserForm = 4 << 10
 
-func handleUserList(users userLister, log *slog.Logger) http.Handler {
+func handleUserList(users userLister, tokens tokenAdmin, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		notice := ""
 		q := r.URL.Query()
@@ -54,13 +55,14 @@ func handleUserList(users userLister, log *slog.Logger) http.Handler {
 		case store.ValidateUsername(q.Get("unlinked")) == nil:
 			notice = q.Get("unlinked") + " is no longer linked with other accounts; recorded in the audit trail."
 		}
-		renderUsers(w, r, http.StatusOK, users, log, views.UsersVM{Notice: notice})
+		renderUsers(w, r, http.StatusOK, users, tokens, log, views.UsersVM{Notice: notice}, views.TokensVM{})
 	})
 }
 
 // renderUsers renders the user list with status; vm brings the notice or
-// the error of a refused form.
-func renderUsers(w http.ResponseWriter, r *http.Request, status int, users userLister, log *slog.Logger, vm views.UsersVM) {
+// the error of a refused form, form the state of the API token section
+// (shown when tokens is not nil).
+func renderUsers(w http.ResponseWriter, r *http.Request, status int, users userLister, tokens tokenAdmin, log *slog.Logger, vm views.UsersVM, form views.TokensVM) {
 	list, err := users.ListUsers(r.Context())
 	if err != nil {
 		writeError(w, r, log, err)
@@ -78,6 +80,12 @@ func renderUsers(w http.ResponseWriter, r *http.Request, status int, users userL
 			row.Person = append(row.Person, views.PersonAccount{Username: a.Username, Linked: a.Linked, SameEmail: a.SameEmail})
 		}
 		vm.Rows = append(vm.Rows, row)
+	}
+	if tokens != nil {
+		if vm.Tokens, err = tokensVM(r.Context(), tokens, time.Now(), form); err != nil {
+			writeError(w, r, log, err)
+			return
+		}
 	}
 	page := pageFor(r, "Users", "users")
 	page.URL = "/users"
@@ -126,7 +134,7 @@ func handleUserUnlock(users userUnlocker, logins loginDeps, trail AuditTrail, lo
 // same_as naming no user, or the account itself, is refused: 400 with the
 // field named (problem+json, or the list with the message next to the
 // field).
-func handleUserLink(users userLister, links userLinker, trail AuditTrail, log *slog.Logger) http.Handler {
+func handleUserLink(users userLister, links userLinker, tokens tokenAdmin, trail AuditTrail, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name := chi.URLParam(r, "username")
 		if store.ValidateUsername(name) != nil {
@@ -149,7 +157,7 @@ func handleUserLink(users userLister, links userLinker, trail AuditTrail, log *s
 				writeError(w, r, log, &AppError{Code: EInvalid, Message: msg, Field: fe.Field})
 				return
 			}
-			renderUsers(w, r, http.StatusBadRequest, users, log, views.UsersVM{Error: msg, ErrorUser: name, FieldErr: fe.Field, SameAs: sameAs})
+			renderUsers(w, r, http.StatusBadRequest, users, tokens, log, views.UsersVM{Error: msg, ErrorUser: name, FieldErr: fe.Field, SameAs: sameAs}, views.TokensVM{})
 			return
 		case err != nil:
 			writeError(w, r, log, err)

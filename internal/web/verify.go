@@ -65,6 +65,13 @@ func handleKeyVerify(keys keyReader, decider KeyDecider, verify KeyVerifier, ope
 		version, _ := strconv.ParseInt(r.PostFormValue("version"), 10, 64)
 		reason := r.PostFormValue("reason")
 		_, err = verify.Request(r.Context(), actorOf(r), id, version, reason)
+		if apiRequest(r) {
+			// Applied: the request to the verifier is recorded; its answer
+			// comes later, as on the page.
+			decisionOutcome(w, r, log, err, apiDecision{Action: "key.verify", TargetKind: "key", TargetID: strconv.FormatInt(id, 10)},
+				keyVersion(r.Context(), keys, id))
+			return
+		}
 		var fe *fielderr.Error
 		switch {
 		case err == nil:

@@ -157,7 +157,12 @@ func setup(t *testing.T, opts ...func(*web.Config)) *bundle {
 // uncertain after two attempts, with the events that led there.
 func seedOperation(t *testing.T, d *sagasqlite.Driver) string {
 	t.Helper()
-	const id = "op-web-0001"
+	return seedOperationID(t, d, "op-web-0001")
+}
+
+// seedOperationID is seedOperation with the operation's ID.
+func seedOperationID(t *testing.T, d *sagasqlite.Driver, id string) string {
+	t.Helper()
 	at := time.Now().UTC().Add(-10 * time.Minute).Truncate(time.Microsecond)
 	later := at.Add(3 * time.Minute)
 	op := sagadriver.Operation{ID: id, Type: "signup", Status: sagadriver.StatusReviewRequired, CorrelationID: "order-77",

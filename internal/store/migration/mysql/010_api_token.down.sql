@@ -1,0 +1,3 @@
+-- Reverts 010_api_token.up.sql; whoever runs it also deletes the
+-- ('console', 10) row of unstuck_migration.
+DROP TABLE IF EXISTS unstuck_console_api_token;
