@@ -1,5 +1,5 @@
 // Package browserux checks the console's pages in real Chromium for
-// people under pressure: every page on a phone and a desktop, in both
-// themes, through axe-core and for overflow, and the task walk-throughs
-// timed by their clicks (scripts/playwright-setup.sh prepares the browser).
+// people under pressure: filters, live refresh, refusals, phone layouts and
+// the task walk-throughs timed by their clicks (scripts/playwright-setup.sh
+// prepares the browser).
 package browserux

@@ -13,18 +13,10 @@ import (
 	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest/chromium"
 )
 
-// desktop is the viewport of the desktop checks.
-var desktop = &playwright.Size{Width: 1440, Height: 900}
-
-// sized opens pages at size.
-func sized(size *playwright.Size) func(*playwright.BrowserNewContextOptions) {
-	return func(o *playwright.BrowserNewContextOptions) { o.Viewport = size }
-}
-
 // listPaths are the pages whose height is compared between a phone and a
 // desktop: the lists a phone user scrolls through.
 func listPaths(t *testing.T, c *chromium.Console) []string {
-	p := c.Open(t, "admin", sized(desktop))
+	p := c.Open(t, "admin", chromium.Sized(chromium.Desktop))
 	p.GoTo("/incidents")
 	group, err := p.Locator(`table[aria-label="Incident groups"] a:text-is("Items")`).First().GetAttribute("href")
 	require.NoError(t, err, "an incident group on /incidents")
@@ -53,8 +45,8 @@ func pageHeight(p *chromium.Tab) float64 {
 // is wider than the viewport.
 func testPhoneLists(t *testing.T, c *chromium.Console) {
 	paths := listPaths(t, c)
-	wide := c.Open(t, "admin", sized(desktop))
-	narrow := c.Open(t, "admin", sized(phone))
+	wide := c.Open(t, "admin", chromium.Sized(chromium.Desktop))
+	narrow := c.Open(t, "admin", chromium.Sized(chromium.Phone))
 	for _, path := range paths {
 		require.Equal(t, http.StatusOK, wide.GoTo(path), path)
 		require.Equal(t, http.StatusOK, narrow.GoTo(path), path)
@@ -105,9 +97,9 @@ func brokenTokens(p *chromium.Tab) []string {
 
 // testDesktopTokens: at 1440 px no chip, ID or time in a list is broken
 // inside a word ("complet ed", "review_r equired").
-func testDesktopTokens(t *testing.T, c *chromium.Console, w *uxWorld) {
-	p := c.Open(t, "admin", sized(desktop))
-	for _, path := range append(listPaths(t, c), "/operations/"+w.review[0], "/incidents") {
+func testDesktopTokens(t *testing.T, c *chromium.Console, w *chromium.World) {
+	p := c.Open(t, "admin", chromium.Sized(chromium.Desktop))
+	for _, path := range append(listPaths(t, c), "/operations/"+w.Review[0], "/incidents") {
 		p.GoTo(path)
 		require.Empty(t, brokenTokens(p), "%s at 1440 px: tokens broken across lines", path)
 	}
@@ -116,8 +108,8 @@ func testDesktopTokens(t *testing.T, c *chromium.Console, w *uxWorld) {
 // testNeedsAHumanFirst: the overview opens with what needs a human,
 // inside the first viewport on a desktop and on a phone.
 func testNeedsAHumanFirst(t *testing.T, c *chromium.Console) {
-	for _, size := range []*playwright.Size{desktop, phone} {
-		p := c.Open(t, "oncall", sized(size))
+	for _, size := range []*playwright.Size{chromium.Desktop, chromium.Phone} {
+		p := c.Open(t, "oncall", chromium.Sized(size))
 		p.GoTo("/")
 		needs := p.Role("region", "Needs a human")
 		p.OK(chromium.Expect.Locator(needs.GetByRole("table").First()).ToBeVisible(), "something to show")
@@ -132,17 +124,17 @@ func testNeedsAHumanFirst(t *testing.T, c *chromium.Console) {
 
 // testPastedHeaderLine: the header line as e-mailed, the header's name in
 // any case and the value quoted, goes straight to the record.
-func testPastedHeaderLine(t *testing.T, c *chromium.Console, w *uxWorld) {
+func testPastedHeaderLine(t *testing.T, c *chromium.Console, w *chromium.World) {
 	p := c.Open(t, "support")
 	for _, line := range []string{
-		"Idempotency-Key: " + strings.TrimSuffix(w.rawKey, `"`) + `-spare"`,
-		"idempotency-key:" + strings.Trim(w.rawKey, `"`) + "-spare",
+		"Idempotency-Key: " + strings.TrimSuffix(w.RawKey, `"`) + `-spare"`,
+		"idempotency-key:" + strings.Trim(w.RawKey, `"`) + "-spare",
 	} {
 		p.GoTo("/")
-		search(p, line)
+		chromium.Search(p, line)
 		p.OK(chromium.Expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/keys/\d+$`)), "straight to the record: %s", line)
 	}
-	search(p, "no-such-key-"+strings.Trim(w.rawKey, `"`))
+	chromium.Search(p, "no-such-key-"+strings.Trim(w.RawKey, `"`))
 	p.OK(chromium.Expect.Locator(p.Locator("main")).Not().ToContainText("migration"), "the note does not talk about migrations")
 }
 
@@ -151,7 +143,7 @@ func testPastedHeaderLine(t *testing.T, c *chromium.Console, w *uxWorld) {
 // the focus in the search box, and a filter's answer puts it on the
 // results heading.
 func testKeyboardToResults(t *testing.T, c *chromium.Console) {
-	p := c.Open(t, "admin", sized(desktop))
+	p := c.Open(t, "admin", chromium.Sized(chromium.Desktop))
 	kb := p.Keyboard()
 	p.GoTo("/audit")
 	p.OK(chromium.Expect.Locator(p.Role("heading", "Results")).ToHaveCount(1), "/audit: a results heading")
@@ -199,8 +191,8 @@ func top(p *chromium.Tab, loc playwright.Locator, what string) float64 {
 // testKeyPagesStateFirst: a key's and an operation's page open with the
 // state, the last error and the decisions; the internals (digest,
 // fingerprint, fence, version) come below them.
-func testKeyPagesStateFirst(t *testing.T, c *chromium.Console, w *uxWorld) {
-	p := c.Open(t, "admin", sized(desktop))
+func testKeyPagesStateFirst(t *testing.T, c *chromium.Console, w *chromium.World) {
+	p := c.Open(t, "admin", chromium.Sized(chromium.Desktop))
 	dt := func(name string) playwright.Locator {
 		return p.Locator("dl.fields dt").GetByText(name, playwright.LocatorGetByTextOptions{Exact: playwright.Bool(true)})
 	}
@@ -214,7 +206,7 @@ func testKeyPagesStateFirst(t *testing.T, c *chromium.Console, w *uxWorld) {
 		require.Greater(t, y, lastErr, "%s: %s below the last error", href, internal)
 		require.Greater(t, y, decide, "%s: %s below the decisions", href, internal)
 	}
-	p.GoTo("/operations/" + w.review[1])
+	p.GoTo("/operations/" + w.Review[1])
 	lastErr = top(p, dt("Last error"), "Last error")
 	require.Less(t, top(p, dt("Status"), "Status"), lastErr, "the status first")
 	require.Less(t, top(p, p.GetByTestId("last-event"), "what happened last"), top(p, dt("ID"), "ID"), "what happened before the internals")
@@ -227,7 +219,7 @@ func testKeyPagesStateFirst(t *testing.T, c *chromium.Console, w *uxWorld) {
 // time without a hover, the page says how old its snapshot is, and each
 // sparkline has a scale.
 func testIncidentsSayWhen(t *testing.T, c *chromium.Console) {
-	p := c.Open(t, "admin", sized(desktop))
+	p := c.Open(t, "admin", chromium.Sized(chromium.Desktop))
 	p.GoTo("/incidents")
 	since := p.GetByTestId("incident-since").First()
 	p.OK(chromium.Expect.Locator(since).ToHaveText(regexp.MustCompile(`\(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d`)), "the absolute time shows")
@@ -263,18 +255,18 @@ func testDeadEnds(t *testing.T, c *chromium.Console) {
 // testIncidentAt3am: on-call, woken at 3 a.m. on a phone, goes from the
 // overview to the incident, its items, one operation under review and
 // compensates it: every click counted.
-func testIncidentAt3am(t *testing.T, c *chromium.Console, w *uxWorld) {
-	p := c.Open(t, "oncall", sized(phone))
+func testIncidentAt3am(t *testing.T, c *chromium.Console, w *chromium.World) {
+	p := c.Open(t, "oncall", chromium.Sized(chromium.Phone))
 	p.GoTo("/")
 	n := &clicks{t: t}
 	n.click(p.GetByRole("navigation", playwright.PageGetByRoleOptions{Name: "Main"}).GetByRole("link", playwright.LocatorGetByRoleOptions{Name: "Incidents", Exact: playwright.Bool(true)}), "Incidents")
 	group := p.Locator(`table[aria-label="Incident groups"] tbody tr`).Filter(playwright.LocatorFilterOptions{HasText: "review_required"}).First()
 	n.click(group.Locator(`a:text-is("Items")`), "the group's items")
-	n.click(p.Locator(`a[href="/operations/`+w.review[1]+`"]`), "the operation still under review")
+	n.click(p.Locator(`a[href="/operations/`+w.Review[1]+`"]`), "the operation still under review")
 	compensate := p.Role("region", "Decide").Locator(`details[data-action="compensate"]`)
 	n.click(compensate.Locator("summary"), "open Compensate")
 	p.OK(compensate.GetByLabel("Reason", playwright.LocatorGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("the welcome mail is not coming back: undo the signup"), "reason")
-	n.click(compensate.GetByRole("button", playwright.LocatorGetByRoleOptions{Name: "Compensate operation " + w.review[1], Exact: playwright.Bool(true)}), "Compensate")
+	n.click(compensate.GetByRole("button", playwright.LocatorGetByRoleOptions{Name: "Compensate operation " + w.Review[1], Exact: playwright.Bool(true)}), "Compensate")
 	p.OK(chromium.Expect.Locator(p.GetByRole("status").Filter(playwright.LocatorFilterOptions{HasText: "Compensation started"})).ToBeVisible(), "compensation started")
 	t.Logf("3 a.m. incident walk-through: %d clicks from the overview to the operation compensated", n.n)
 	require.LessOrEqual(t, n.n, 5)
@@ -303,7 +295,7 @@ func testAuditFilters(t *testing.T, c *chromium.Console) {
 // shortened operation ID has a copy button for the whole of it. On a
 // desktop every cell shows and neither control does.
 func testPhoneRowDisclosure(t *testing.T, c *chromium.Console) {
-	p := c.Open(t, "admin", sized(phone))
+	p := c.Open(t, "admin", chromium.Sized(chromium.Phone))
 	require.NoError(t, p.Context().GrantPermissions([]string{"clipboard-read", "clipboard-write"}))
 	p.GoTo("/operations")
 	row := p.Locator("#results table.list tbody tr").First()
@@ -352,7 +344,7 @@ func testPhoneRowDisclosure(t *testing.T, c *chromium.Console) {
 		}
 	}
 
-	wide := c.Open(t, "admin", sized(desktop))
+	wide := c.Open(t, "admin", chromium.Sized(chromium.Desktop))
 	wide.GoTo("/operations")
 	wrow := wide.Locator("#results table.list tbody tr").First()
 	wide.OK(chromium.Expect.Locator(wrow.Locator(`td[data-label="Current step"]`)).ToBeVisible(), "every cell shows on a desktop")

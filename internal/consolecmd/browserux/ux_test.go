@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,65 +13,20 @@ import (
 	"github.com/mxschmitt/playwright-go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/unstuckhq/unstuck/internal/consolecmd"
-	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest"
 	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest/chromium"
-	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
-// The console under pressure, in Chromium on the real program:
-// every page at 390 × 844 in the light and the dark theme is checked by
-// axe-core (vendored in testdata/axe, so that it runs offline) and for
-// horizontal overflow; the three task walk-throughs count their clicks.
+// TestBrowserUX: the console under pressure, in Chromium on the real
+// program: filters, live refresh, refusals, phone layouts, search, and the
+// task walk-throughs that count their clicks (every page through axe-core
+// is TestEveryPageAxe, in browseraxe).
 //
 //	eval "$(bash scripts/playwright-setup.sh)" && go test -race -run BrowserUX ./internal/consolecmd/browserux/
-
-// phone is the viewport of the phone checks.
-var phone = &playwright.Size{Width: 390, Height: 844}
-
-// themedAt opens pages at size in a colour scheme.
-func themedAt(size *playwright.Size, scheme *playwright.ColorScheme) func(*playwright.BrowserNewContextOptions) {
-	return func(o *playwright.BrowserNewContextOptions) {
-		o.Viewport = size
-		o.ColorScheme = scheme
-	}
-}
-
-// uxWorld is what the UX journeys share.
-type uxWorld struct {
-	base   string
-	jobs   chromium.ReceiptJobs
-	seed   chromium.Seeded
-	review []string // operations under review, oldest first
-	rawKey string   // the receipt key support is given, as the client sent it (quoted)
-}
-
 func TestBrowserUX(t *testing.T) {
-	browser := chromium.Launch(t)
-	path := filepath.Join(t.TempDir(), "browser-ux.db")
-	// Snapshots every second, so that /incidents and the overview's
-	// trends have content when axe checks them.
-	base, _ := consoletest.StartDemoWith(t, consolecmd.Run, "sqlite:"+path, "--snapshot-every", "1s")
-	consoletest.WaitReady(t, base)
-	c := chromium.NewConsole(browser, base, t.TempDir())
-	w := &uxWorld{base: base, jobs: chromium.OpenReceiptJobs(t, path), seed: chromium.SeedShop(t, base)}
+	c, w := chromium.StartWorld(t)
 	started := time.Now()
 	defer func() { t.Logf("UX journeys took %v", time.Since(started).Round(time.Millisecond)) }()
 
-	for _, who := range []string{"first", "second"} {
-		w.review = append(w.review, consoletest.PostSignup(t, base, consoletest.SignupKey(t, who), fmt.Sprintf(`{"email":"%s@example.com","fail":"welcome_permanent"}`, who)))
-		consoletest.WaitSignup(t, base, w.review[len(w.review)-1], sagadriver.StatusReviewRequired, 30*time.Second)
-	}
-	key := fmt.Sprintf("yourkey-%d", time.Now().UnixNano())
-	w.jobs.Unavailable(t, key)
-	w.jobs.Unavailable(t, key+"-spare") // left for the page checks after support forgets the first
-	w.rawKey = `"` + key + `"`
-
-	t.Run("SignIn", func(t *testing.T) {
-		for _, role := range consolecmd.DemoUsers {
-			t.Run(role, func(t *testing.T) { chromium.SignInAs(t, c, role) })
-		}
-	})
 	t.Run("FilterLabelsStayWithTheirControls", func(t *testing.T) { testFilterLabels(t, c) })
 	t.Run("FilterErrorThroughHTMXIsShown", func(t *testing.T) { testFilterError(t, c) })
 	t.Run("LiveRefreshKeepsFocus", func(t *testing.T) { testLiveRefresh(t, c) })
@@ -94,72 +48,6 @@ func TestBrowserUX(t *testing.T) {
 	t.Run("IncidentAt3am", func(t *testing.T) { testIncidentAt3am(t, c, w) })
 	// After the journeys: the audit trail has entries to disclose.
 	t.Run("PhoneRowsDiscloseTheRest", func(t *testing.T) { testPhoneRowDisclosure(t, c) })
-	t.Run("EveryPagePhoneAndAxe", func(t *testing.T) {
-		for _, scheme := range []*playwright.ColorScheme{playwright.ColorSchemeLight, playwright.ColorSchemeDark} {
-			for _, size := range []*playwright.Size{phone, desktop} {
-				t.Run(fmt.Sprintf("%s-%d", *scheme, size.Width), func(t *testing.T) { testEveryPage(t, c, w, size, scheme) })
-			}
-		}
-	})
-}
-
-// testEveryPage visits every page of the console at size in scheme:
-// signed out, as admin (who sees every page) and as support.
-func testEveryPage(t *testing.T, c *chromium.Console, w *uxWorld, size *playwright.Size, scheme *playwright.ColorScheme) {
-	anon := c.Open(t, "", themedAt(size, scheme))
-	anon.GoTo("/login")
-	chromium.CheckPage(anon, "/login")
-	anon.OK(anon.GetByLabel("Username", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("admin"), "fill Username")
-	anon.OK(anon.GetByLabel("Password", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("wrong-password"), "fill Password")
-	anon.OK(anon.Role("button", "Sign in").Click(), "sign in with a wrong password")
-	anon.OK(chromium.Expect.Locator(anon.GetByRole("alert")).ToBeVisible(), "the error")
-	// Defect 14: the username is kept, the focus is on the password.
-	anon.OK(chromium.Expect.Locator(anon.GetByLabel("Password", playwright.PageGetByLabelOptions{Exact: playwright.Bool(true)})).ToBeFocused(), "the password has the focus")
-	chromium.CheckPage(anon, "/login after a wrong password")
-
-	p := c.Open(t, "admin", themedAt(size, scheme))
-	for _, path := range []string{"/", "/keys", "/keys?state=completed", "/keys?state=bogus", "/operations",
-		"/operations?status=review_required", "/operations/" + w.review[0], "/audit", "/users", "/search", "/no-such-page", "/incidents", "/approvals"} {
-		p.GoTo(path)
-		chromium.CheckPage(p, path)
-	}
-	// A group's items page (the signups under review are a group).
-	p.GoTo("/incidents")
-	group, err := p.Locator(`table[aria-label="Incident groups"] a:text-is("Items")`).First().GetAttribute("href")
-	require.NoError(t, err, "an incident group on /incidents")
-	p.GoTo(group)
-	chromium.CheckPage(p, group)
-	// A key with its stored response, and the search's results page.
-	p.GoTo("/keys?state=completed")
-	href, err := p.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Keys"}).GetByRole("link").First().GetAttribute("href")
-	require.NoError(t, err)
-	p.GoTo(href)
-	p.OK(chromium.Expect.Locator(p.Role("region", "Stored response")).ToBeVisible(), "the stored response")
-	chromium.CheckPage(p, href)
-	p.GoTo("/keys?state=unavailable")
-	href, err = p.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Keys"}).GetByRole("link").First().GetAttribute("href")
-	require.NoError(t, err)
-	p.GoTo(href)
-	chromium.CheckPage(p, href)
-	search(p, "signup") // matches nothing by itself; the page with its note
-	chromium.CheckPage(p, "search results")
-	p.GoTo("/audit")
-	if n, _ := p.GetByRole("table", playwright.PageGetByRoleOptions{Name: "Audit trail"}).GetByRole("link").Count(); n > 0 {
-		p.GoTo("/audit")
-	}
-
-	support := c.Open(t, "support", themedAt(size, scheme))
-	support.GoTo("/users")
-	chromium.CheckPage(support, "/users as support (403)")
-}
-
-// search types q into the header's search box and submits it with Enter.
-func search(p *chromium.Tab, q string) {
-	p.T.Helper()
-	box := p.GetByRole("search").GetByRole("searchbox", playwright.LocatorGetByRoleOptions{Name: "Search", Exact: playwright.Bool(true)})
-	p.OK(box.Fill(q), "type into Search")
-	p.OK(box.Press("Enter"), "submit the search")
-	p.OK(p.WaitForLoadState(playwright.PageWaitForLoadStateOptions{State: playwright.LoadStateLoad}), "the answer")
 }
 
 // clicks counts the pointer clicks and Enter presses of a walk-through.
@@ -177,7 +65,7 @@ func (c *clicks) click(l playwright.Locator, what string) {
 // testFilterLabels (defect 1): on the three filter forms every label sits
 // right above its own control, at a desktop width and at 390 px.
 func testFilterLabels(t *testing.T, c *chromium.Console) {
-	for _, size := range []*playwright.Size{{Width: 1280, Height: 900}, phone} {
+	for _, size := range []*playwright.Size{{Width: 1280, Height: 900}, chromium.Phone} {
 		p := c.Open(t, "admin", func(o *playwright.BrowserNewContextOptions) { o.Viewport = size })
 		for _, path := range []string{"/audit", "/keys", "/operations"} {
 			p.GoTo(path)
@@ -239,9 +127,9 @@ func testLiveRefresh(t *testing.T, c *chromium.Console) {
 // testRefusedDecision (defect 9): a decision refused for its reason puts
 // the focus on the reason, marked invalid and described by the error, and
 // the address bar shows the operation, so that a reload does not post.
-func testRefusedDecision(t *testing.T, c *chromium.Console, w *uxWorld) {
+func testRefusedDecision(t *testing.T, c *chromium.Console, w *chromium.World) {
 	p := c.Open(t, "oncall")
-	path := "/operations/" + w.review[1]
+	path := "/operations/" + w.Review[1]
 	p.GoTo(path)
 	retry := p.Role("region", "Decide").Locator(`details[data-action="retry"]`)
 	p.OK(retry.Locator("summary").Click(), "open the retry")
@@ -251,7 +139,7 @@ func testRefusedDecision(t *testing.T, c *chromium.Console, w *uxWorld) {
 	p.OK(reason.Fill("short"), "a reason too short")
 	_, err = retry.Locator("form").Evaluate(`f => f.noValidate = true`, nil) // as a browser without form validation
 	require.NoError(t, err)
-	p.OK(retry.GetByRole("button", playwright.LocatorGetByRoleOptions{Name: "Retry a step of operation " + w.review[1], Exact: playwright.Bool(true)}).Click(), "submit")
+	p.OK(retry.GetByRole("button", playwright.LocatorGetByRoleOptions{Name: "Retry a step of operation " + w.Review[1], Exact: playwright.Bool(true)}).Click(), "submit")
 	p.OK(chromium.Expect.Locator(p.GetByRole("alert")).ToContainText("at least 10 characters"), "the error")
 	reason = p.Locator(`details[data-action="retry"] textarea[name="reason"]`)
 	p.OK(chromium.Expect.Locator(reason).ToBeFocused(), "the reason has the focus")
@@ -264,12 +152,12 @@ func testRefusedDecision(t *testing.T, c *chromium.Console, w *uxWorld) {
 // sent it, finds its record from the header's search box in two steps
 // (type, Enter) without knowing its scope or operation, and forgets it.
 // The key is in no URL the browser visited.
-func testSupportFindsKey(t *testing.T, c *chromium.Console, w *uxWorld) {
+func testSupportFindsKey(t *testing.T, c *chromium.Console, w *chromium.World) {
 	p := c.Open(t, "support")
 	p.GoTo("/")
 	n := &clicks{t: t}
 	box := p.GetByRole("search").GetByRole("searchbox", playwright.LocatorGetByRoleOptions{Name: "Search", Exact: playwright.Bool(true)})
-	p.OK(box.Fill(w.rawKey), "type the key with its quotes")
+	p.OK(box.Fill(w.RawKey), "type the key with its quotes")
 	n.n++
 	p.OK(box.Press("Enter"), "Enter")
 	p.OK(chromium.Expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/keys/\d+$`)), "straight to the record")
@@ -287,7 +175,7 @@ func testSupportFindsKey(t *testing.T, c *chromium.Console, w *uxWorld) {
 	p.OK(chromium.Expect.Page(p.Page).ToHaveURL(regexp.MustCompile(`/keys/`+id+`\?done=removed$`)), "forgotten")
 	t.Logf("support walk-through: %d clicks (Enter counted) from the overview to the key forgotten", n.n)
 	require.LessOrEqual(t, n.n, 4)
-	key := strings.Trim(w.rawKey, `"`)
+	key := strings.Trim(w.RawKey, `"`)
 	for _, u := range p.Visited() {
 		require.NotContains(t, u, key, "the raw key is in no URL")
 	}
@@ -296,14 +184,14 @@ func testSupportFindsKey(t *testing.T, c *chromium.Console, w *uxWorld) {
 // testOncallOldestReview: on-call resolves the oldest operation under
 // review from the overview: the list under "Needs a human" is oldest
 // first and says so, the decisions come right after the banner.
-func testOncallOldestReview(t *testing.T, c *chromium.Console, w *uxWorld) {
+func testOncallOldestReview(t *testing.T, c *chromium.Console, w *chromium.World) {
 	p := c.Open(t, "oncall")
 	p.GoTo("/")
 	n := &clicks{t: t}
 	needs := p.Role("region", "Needs a human")
 	p.OK(chromium.Expect.Locator(needs).ToContainText("Longest waiting first"), "the order is stated")
 	n.click(needs.GetByRole("table").First().GetByRole("link").First(), "the first (oldest) operation under review")
-	p.OK(chromium.Expect.Page(p.Page).ToHaveURL(regexp.MustCompile(regexp.QuoteMeta("/operations/"+w.review[0])+`$`)), "the oldest review")
+	p.OK(chromium.Expect.Page(p.Page).ToHaveURL(regexp.MustCompile(regexp.QuoteMeta("/operations/"+w.Review[0])+`$`)), "the oldest review")
 	decide := p.Role("region", "Decide")
 	banner, err := p.GetByTestId("review").BoundingBox()
 	require.NoError(t, err)
@@ -315,7 +203,7 @@ func testOncallOldestReview(t *testing.T, c *chromium.Console, w *uxWorld) {
 	_, err = retry.GetByLabel("Step", playwright.LocatorGetByLabelOptions{Exact: playwright.Bool(true)}).SelectOption(playwright.SelectOptionValues{Values: &[]string{"welcome"}})
 	require.NoError(t, err)
 	p.OK(retry.GetByLabel("Reason", playwright.LocatorGetByLabelOptions{Exact: playwright.Bool(true)}).Fill("the mailer accepts mail again after its outage"), "reason")
-	n.click(retry.GetByRole("button", playwright.LocatorGetByRoleOptions{Name: "Retry a step of operation " + w.review[0], Exact: playwright.Bool(true)}), "Retry")
+	n.click(retry.GetByRole("button", playwright.LocatorGetByRoleOptions{Name: "Retry a step of operation " + w.Review[0], Exact: playwright.Bool(true)}), "Retry")
 	p.OK(chromium.Expect.Locator(p.GetByRole("status").Filter(playwright.LocatorFilterOptions{HasText: "Retry applied"})).ToBeVisible(), "applied")
 	t.Logf("on-call walk-through: %d clicks from the overview to the oldest review retried", n.n)
 	require.LessOrEqual(t, n.n, 4)
@@ -323,7 +211,7 @@ func testOncallOldestReview(t *testing.T, c *chromium.Console, w *uxWorld) {
 
 // testAuditorFindsDecisions: the auditor finds both decisions (the
 // forget and the retry) and exports them.
-func testAuditorFindsDecisions(t *testing.T, c *chromium.Console, w *uxWorld) {
+func testAuditorFindsDecisions(t *testing.T, c *chromium.Console, w *chromium.World) {
 	p := c.Open(t, "auditor")
 	p.GoTo("/")
 	n := &clicks{t: t}
@@ -348,9 +236,9 @@ func testAuditorFindsDecisions(t *testing.T, c *chromium.Console, w *uxWorld) {
 
 // testTimes: times show in the viewer's zone with UTC on hover, and a
 // toggle shows them in UTC (SPEC K17).
-func testTimes(t *testing.T, c *chromium.Console, w *uxWorld) {
+func testTimes(t *testing.T, c *chromium.Console, w *chromium.World) {
 	p := c.Open(t, "oncall", func(o *playwright.BrowserNewContextOptions) { o.TimezoneId = playwright.String("Asia/Tokyo") })
-	p.GoTo("/operations/" + w.review[1])
+	p.GoTo("/operations/" + w.Review[1])
 	created := p.Locator("[data-at]").First()
 	p.OK(chromium.Expect.Locator(created).ToHaveText(regexp.MustCompile(`^\(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\+09:00\)$`)), "in the viewer's zone")
 	p.OK(chromium.Expect.Locator(created).ToHaveAttribute("title", regexp.MustCompile(`Z$`)), "UTC on hover")
@@ -358,13 +246,13 @@ func testTimes(t *testing.T, c *chromium.Console, w *uxWorld) {
 	p.OK(toggle.Click(), "switch to UTC")
 	p.OK(chromium.Expect.Locator(toggle).ToHaveAttribute("aria-pressed", "true"), "the toggle says it is on")
 	p.OK(chromium.Expect.Locator(created).ToHaveText(regexp.MustCompile(`^\(\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ\)$`)), "in UTC")
-	p.GoTo("/operations/" + w.review[1])
+	p.GoTo("/operations/" + w.Review[1])
 	p.OK(chromium.Expect.Locator(p.Locator("[data-at]").First()).ToHaveText(regexp.MustCompile(`Z\)$`)), "the choice is kept")
 }
 
 // testOverviewTitle (defect 8): the overview's tab title starts with the
 // count that needs a human, and follows it without a reload.
-func testOverviewTitle(t *testing.T, c *chromium.Console, w *uxWorld) {
+func testOverviewTitle(t *testing.T, c *chromium.Console, w *chromium.World) {
 	p := c.Open(t, "oncall")
 	p.GoTo("/")
 	title, err := p.Title()
@@ -374,6 +262,6 @@ func testOverviewTitle(t *testing.T, c *chromium.Console, w *uxWorld) {
 	n, err := strconv.Atoi(m[1])
 	require.NoError(t, err)
 	// One more key needs a human: the open tab's title follows.
-	w.jobs.Unavailable(t, fmt.Sprintf("title-%d", time.Now().UnixNano()))
+	w.Jobs.Unavailable(t, fmt.Sprintf("title-%d", time.Now().UnixNano()))
 	p.OK(chromium.Expect.Page(p.Page).ToHaveTitle(fmt.Sprintf("(%d) Overview · unstuck", n+1), playwright.PageAssertionsToHaveTitleOptions{Timeout: playwright.Float(25_000)}), "the title follows")
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/consolecmd"
 	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest"
+	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/unstucktest/slowtest"
 )
 
@@ -436,4 +437,68 @@ func CheckPage(p *Tab, what string) {
 	if o := Overflow(p); o != "" {
 		p.T.Errorf("%s: overflow: %s", what, o)
 	}
+}
+
+// Phone and Desktop are the viewports of the phone and desktop checks.
+var (
+	Phone   = &playwright.Size{Width: 390, Height: 844}
+	Desktop = &playwright.Size{Width: 1440, Height: 900}
+)
+
+// Sized opens pages at size.
+func Sized(size *playwright.Size) func(*playwright.BrowserNewContextOptions) {
+	return func(o *playwright.BrowserNewContextOptions) { o.Viewport = size }
+}
+
+// ThemedAt opens pages at size in a colour scheme.
+func ThemedAt(size *playwright.Size, scheme *playwright.ColorScheme) func(*playwright.BrowserNewContextOptions) {
+	return func(o *playwright.BrowserNewContextOptions) {
+		o.Viewport = size
+		o.ColorScheme = scheme
+	}
+}
+
+// World is what the UX checks share: a demo holding records in the states
+// an operator meets.
+type World struct {
+	Base   string
+	Jobs   ReceiptJobs
+	Seed   Seeded
+	Review []string // operations under review, oldest first
+	RawKey string   // the receipt key support is given, as the client sent it (quoted)
+}
+
+// StartWorld launches Chromium and a demo on a SQLite file of the test's
+// own, taking incident snapshots every second so that /incidents and the
+// overview's trends have content: the shop seeded, two signups under
+// review, two receipt keys unavailable, and every demo role signed in.
+func StartWorld(t *testing.T) (*Console, *World) {
+	t.Helper()
+	browser := Launch(t)
+	path := filepath.Join(t.TempDir(), "browser-ux.db")
+	base, _ := consoletest.StartDemoWith(t, consolecmd.Run, "sqlite:"+path, "--snapshot-every", "1s")
+	consoletest.WaitReady(t, base)
+	c := NewConsole(browser, base, t.TempDir())
+	w := &World{Base: base, Jobs: OpenReceiptJobs(t, path), Seed: SeedShop(t, base)}
+	for _, who := range []string{"first", "second"} {
+		w.Review = append(w.Review, consoletest.PostSignup(t, base, consoletest.SignupKey(t, who), fmt.Sprintf(`{"email":"%s@example.com","fail":"welcome_permanent"}`, who)))
+		consoletest.WaitSignup(t, base, w.Review[len(w.Review)-1], sagadriver.StatusReviewRequired, 30*time.Second)
+	}
+	key := fmt.Sprintf("yourkey-%d", time.Now().UnixNano())
+	w.Jobs.Unavailable(t, key)
+	w.Jobs.Unavailable(t, key+"-spare") // left for the page checks after support forgets the first
+	w.RawKey = `"` + key + `"`
+	for _, role := range consolecmd.DemoUsers {
+		SignInAs(t, c, role)
+	}
+	return c, w
+}
+
+// Search types q into the header's search box and submits it with Enter.
+func Search(p *Tab, q string) {
+	p.T.Helper()
+	box := p.GetByRole("search").GetByRole("searchbox", playwright.LocatorGetByRoleOptions{Name: "Search", Exact: playwright.Bool(true)})
+	p.OK(box.Fill(q), "type into Search")
+	p.OK(box.Press("Enter"), "submit the search")
+	p.OK(p.WaitForLoadState(playwright.PageWaitForLoadStateOptions{State: playwright.LoadStateLoad}), "the answer")
 }
