@@ -98,7 +98,7 @@ func TestAPICLI(t *testing.T) {
 			require.Error(t, err)
 			require.Equal(t, 1, exitStatus(err))
 			require.ErrorContains(t, err, "stale")
-			require.ErrorContains(t, err, fmt.Sprintf("the current version is %d", key.Version))
+			require.ErrorContains(t, err, fmt.Sprintf("The current version is %d.", key.Version))
 
 			// Flags after the ID, the token from a file.
 			tokenFile := filepath.Join(t.TempDir(), "token")

@@ -594,11 +594,11 @@ func (r apiResult) failure(name string) error {
 	if p.Detail != "" {
 		msg += ": " + p.Detail
 	}
-	if p.Field != "" {
-		msg += " [field " + p.Field + "]"
+	if p.Field != "" && !strings.Contains(p.Detail, strconv.Quote(p.Field)) {
+		msg += " (field " + p.Field + ")"
 	}
 	if p.CurrentVersion != nil {
-		msg += fmt.Sprintf("; the current version is %d", *p.CurrentVersion)
+		msg += fmt.Sprintf(" The current version is %d.", *p.CurrentVersion)
 	}
 	return errors.New(msg)
 }
