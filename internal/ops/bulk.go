@@ -795,13 +795,15 @@ func resumeStep(l LegalActions) string {
 	return ""
 }
 
-// validReason checks an operator's reason.
+// validReason checks an operator's reason and returns it trimmed: valid
+// text (UTF-8 without NUL, which the audit trail refuses) of MinReason
+// characters to MaxReason bytes.
 func validReason(field, reason string) (string, error) {
 	reason = strings.TrimSpace(reason)
 	switch {
 	case utf8.RuneCountInString(reason) < MinReason:
 		return "", invalid(field, fmt.Sprintf("give a reason of at least %d characters", MinReason))
-	case len(reason) > MaxReason || !utf8.ValidString(reason):
+	case len(reason) > MaxReason || !utf8.ValidString(reason) || strings.ContainsRune(reason, 0):
 		return "", invalid(field, fmt.Sprintf("the reason must be valid text of at most %d bytes", MaxReason))
 	}
 	return reason, nil

@@ -73,14 +73,13 @@ type OperationResult struct {
 
 // Validate checks the decision's fields before anything is read.
 func (d *OperationDecision) Validate() error {
-	d.Reason = strings.TrimSpace(d.Reason)
 	d.Step = strings.TrimSpace(d.Step)
 	d.ExternalID = strings.TrimSpace(d.ExternalID)
+	var err error
+	if d.Reason, err = validReason("reason", d.Reason); err != nil {
+		return err
+	}
 	switch {
-	case utf8.RuneCountInString(d.Reason) < MinReason:
-		return invalid("reason", fmt.Sprintf("give a reason of at least %d characters", MinReason))
-	case len(d.Reason) > MaxReason || !utf8.ValidString(d.Reason):
-		return invalid("reason", fmt.Sprintf("the reason must be valid text of at most %d bytes", MaxReason))
 	case d.ID == "" || len(d.ID) > maxOperationID || !utf8.ValidString(d.ID):
 		return invalid("id", "not an operation ID")
 	case d.Version <= 0:

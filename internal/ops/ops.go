@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
@@ -118,13 +117,12 @@ type KeyResult struct {
 
 // Validate checks the decision's fields before anything is read.
 func (d *KeyDecision) Validate() error {
-	d.Reason = strings.TrimSpace(d.Reason)
 	d.ExternalRef = strings.TrimSpace(d.ExternalRef)
+	var err error
+	if d.Reason, err = validReason("reason", d.Reason); err != nil {
+		return err
+	}
 	switch {
-	case utf8.RuneCountInString(d.Reason) < MinReason:
-		return invalid("reason", fmt.Sprintf("give a reason of at least %d characters", MinReason))
-	case len(d.Reason) > MaxReason || !utf8.ValidString(d.Reason):
-		return invalid("reason", fmt.Sprintf("the reason must be valid text of at most %d bytes", MaxReason))
 	case d.Version <= 0:
 		return invalid("version", "the form has no record version; reload the page")
 	case len(d.ExternalRef) > 255:

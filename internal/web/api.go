@@ -23,6 +23,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 	"golang.org/x/time/rate"
@@ -285,6 +286,12 @@ func jsonAsForm(log *slog.Logger) func(http.Handler) http.Handler {
 			raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAPIBody))
 			if err != nil {
 				writeError(w, r, log, appError(ETooLarge, "The body is too large: at most 64 KiB."))
+				return
+			}
+			if !utf8.Valid(raw) {
+				// The decoder would replace what is not UTF-8 silently: the
+				// reason recorded would not be the one sent.
+				writeError(w, r, log, appError(EInvalid, "The body is not valid UTF-8."))
 				return
 			}
 			var body apiDecisionBody

@@ -72,7 +72,8 @@ func apiDo(t *testing.T, b *bundle, token, method, path, body string, headers ..
 // the routes there are.
 func TestAPIRoutesMappedAndDocumented(t *testing.T) {
 	t.Parallel()
-	b := setup(t, withAPI)
+	fake := &fakeVerifier{}
+	b := setup(t, withAPI, func(c *web.Config) { c.Verify = fake })
 	routed := map[string]bool{}
 	require.NoError(t, chi.Walk(b.router, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		rest, ok := strings.CutPrefix(route, web.APIPrefix)
@@ -94,8 +95,6 @@ func TestAPIRoutesMappedAndDocumented(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(web.OpenAPIForTest(), &doc))
 	require.Equal(t, "3.1.0", doc.OpenAPI)
-	// Routed only with an application verifier configured.
-	optional := map[string]bool{"POST /keys/{id}/verify": true}
 	documented := map[string]bool{}
 	for p, methods := range doc.Paths {
 		for m := range methods {
@@ -106,11 +105,18 @@ func TestAPIRoutesMappedAndDocumented(t *testing.T) {
 		require.True(t, documented[r], "route %s is not in the OpenAPI document", r)
 	}
 	for d := range documented {
-		require.True(t, routed[d] || optional[d], "the OpenAPI document names %s, which is not routed", d)
+		require.True(t, routed[d], "the OpenAPI document names %s, which is not routed", d)
 	}
 
 	resp, _ := apiDo(t, b, "", http.MethodGet, web.APIPrefix+"/openapi.json", "")
 	require.Equal(t, http.StatusOK, resp.StatusCode, "the document needs no token")
+
+	// A verification asked through the API, as the token's user.
+	id, version := pendingKey(t, b, "api-verify-000001")
+	token := apiToken(t, b, "support-cli", store.RoleSupport, "", time.Time{})
+	resp, body := apiDo(t, b, token, http.MethodPost, web.APIPrefix+"/keys/"+itoa(id)+"/verify", `{"version":`+itoa(version)+`,"reason":"the customer says it is stuck"}`)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.Equal(t, []string{"support " + itoa(id) + " v" + itoa(version) + " the customer says it is stuck"}, fake.calls)
 }
 
 // TestAPIAuthentication: SPEC K25 — a bearer token and nothing else
@@ -189,6 +195,14 @@ func TestAPIAuthentication(t *testing.T) {
 	resp, body = apiDo(t, b, service, http.MethodPost, web.APIPrefix+"/keys/"+itoa(b.keyID)+"/forget", `{"version":"1"}`)
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	require.Equal(t, "version", body["field"])
+	resp, body = apiDo(t, b, service, http.MethodPost, web.APIPrefix+"/keys/"+itoa(b.keyID)+"/forget", `{"version":1,"reason":"nul \u0000 in the reason"}`)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Equal(t, "reason", body["field"], "the forms' own validation")
+	resp, body = apiDo(t, b, service, http.MethodPost, web.APIPrefix+"/keys/"+itoa(b.keyID)+"/forget", "{\"version\":1,\"reason\":\"bad \xff byte in the reason\"}")
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Equal(t, "invalid", body["code"])
+	resp, _ = apiDo(t, b, service, http.MethodPost, web.APIPrefix+"/keys/"+itoa(b.keyID)+"/forget", `{"version":1} {"version":2}`)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "one JSON object")
 }
 
 // TestAPIRateLimit: each token has its bucket (40 at once, 20 a second);
@@ -298,6 +312,11 @@ func TestAPIDecisionsAsForms(t *testing.T) {
 				`{"version":`+itoa(apiVersion)+`,"reason":"`+reason+`",`+c.json+`}`)
 			require.Equal(t, http.StatusOK, resp.StatusCode, out)
 			require.Equal(t, true, out["applied"])
+			if out["removed"] == true {
+				resp, gone := apiDo(t, b, token, http.MethodGet, web.APIPrefix+"/keys/"+itoa(apiID), "")
+				require.Equal(t, http.StatusNotFound, resp.StatusCode)
+				require.Contains(t, gone["detail"], "by oncall", "who removed it")
+			}
 
 			fr, fok, err := b.records.KeyByID(context.Background(), formID)
 			require.NoError(t, err)
@@ -325,6 +344,7 @@ func TestAPIDecisionsAsForms(t *testing.T) {
 		{"confirm", "confirm", url.Values{"step": {"workspace"}, "outcome": {"happened"}, "external_ref": {"ws-1"}}, `"step":"workspace","outcome":"happened","external_ref":"ws-1"`},
 		{"compensate", "compensate", url.Values{}, `"step":"workspace"`},
 		{"resolve", "resolve", url.Values{"status": {"completed"}}, `"status":"completed"`},
+		{"redrive", "redrive", url.Values{"mode": {"resume"}}, `"mode":"resume"`},
 	}
 	for _, c := range opCases {
 		t.Run("operation "+c.name, func(t *testing.T) {

@@ -323,7 +323,8 @@ func renderKeyRemoved(w http.ResponseWriter, r *http.Request, status int, id int
 	}
 	vm := removedVM(id, e, hist)
 	if apiRequest(r) {
-		writeError(w, r, log, appError(ENotFound, goneMessage(r.Context(), decider, id, log)))
+		writeError(w, r, log, appError(ENotFound, "Key "+strconv.FormatInt(id, 10)+" is no longer there: "+e.Action+" by "+e.Actor+
+			" at "+views.UTC(e.At)+" (audit entry "+strconv.FormatInt(e.Seq, 10)+")."))
 		return
 	}
 	if r.URL.Query().Get("done") == "removed" {
