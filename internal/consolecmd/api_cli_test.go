@@ -3,6 +3,7 @@ package consolecmd
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -156,4 +157,33 @@ func createToken(t *testing.T, dbURL, name, role string) string {
 	m := regexp.MustCompile(`token \(shown once\): (unstuck_\S{43})`).FindStringSubmatch(out)
 	require.NotNil(t, m, out)
 	return m[1]
+}
+
+// TestAPICLITimeout: a decision whose answer does not come in time
+// prints the Idempotency-Key it was sent with, made for the invocation or
+// given, so that running it again with that key cannot apply it twice.
+func TestAPICLITimeout(t *testing.T) {
+	t.Parallel()
+	// A server that takes the request and never answers.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = c.Close() })
+		}
+	}()
+	env := map[string]string{"UNSTUCK_API_URL": "http://" + ln.Addr().String(), "UNSTUCK_API_TOKEN": "unstuck_" + strings.Repeat("A", 43)}
+	forget := []string{"api", "--timeout", "200ms", "keys", "forget", "42", "--version", "3", "--reason", "the provider has no such charge"}
+	_, _, err = runConsole(t, env, forget...)
+	require.Error(t, err)
+	require.Equal(t, 1, exitStatus(err))
+	require.Regexp(t, `retry it safely with --idempotency-key console-api-[0-9a-f]{24}`, err.Error())
+	require.NotContains(t, err.Error(), env["UNSTUCK_API_TOKEN"])
+	_, _, err = runConsole(t, env, append(forget, "--idempotency-key", "deploy-2026-12-06-forget-42")...)
+	require.ErrorContains(t, err, "--idempotency-key deploy-2026-12-06-forget-42")
 }

@@ -71,9 +71,6 @@ prints the current one.
 
 `
 
-// apiTimeout bounds one call to the API.
-const apiTimeout = 60 * time.Second
-
 // apiCommand is one command of "console api": its route and the flags it
 // takes beyond the global ones.
 type apiCommand struct {
@@ -130,7 +127,7 @@ var apiCommands = []apiCommand{
 }
 
 // apiGlobalFlags are the flags every command takes.
-var apiGlobalFlags = []string{"url", "token-file", "json", "idempotency-key"}
+var apiGlobalFlags = []string{"url", "token-file", "json", "idempotency-key", "timeout"}
 
 // apiFlags are the flags of "console api", defined on one flag set: each
 // command takes the global ones and those its apiCommand lists.
@@ -141,6 +138,7 @@ type apiFlags struct {
 	json      *bool
 	idemKey   *string
 	limit     *int
+	timeout   *time.Duration
 }
 
 func newAPIFlags(getenv func(string) string) *apiFlags {
@@ -151,6 +149,7 @@ func newAPIFlags(getenv func(string) string) *apiFlags {
 	f.json = fs.Bool("json", false, "print the API's JSON as it is")
 	f.idemKey = fs.String("idempotency-key", "", "the Idempotency-Key of a decision, 16 or more characters (default: one made for the invocation)")
 	f.limit = fs.Int("limit", 50, "at most this many items of a list, following its pages")
+	f.timeout = fs.Duration("timeout", time.Minute, "how long one call to the API may take")
 	for _, s := range []struct{ name, usage string }{
 		{"version", "the target's `version` as read: a changed target is refused with its current version (decisions)"},
 		{"count", "the `number` of items the draft froze, as bulk show says (bulk submit)"},
@@ -277,7 +276,10 @@ func runAPI(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return usageErr("--url must be an http(s) URL like https://console.example.com")
 	}
-	c := &apiClient{base: base.String(), token: token, http: &http.Client{Timeout: apiTimeout}}
+	if *f.timeout <= 0 {
+		return usageErr("--timeout must be positive")
+	}
+	c := &apiClient{base: base.String(), token: token, http: &http.Client{Timeout: *f.timeout}}
 	return cmd.run(ctx, c, f, arg, stdout)
 }
 
