@@ -121,6 +121,24 @@ func TestAPICLI(t *testing.T) {
 			require.Equal(t, 1, exitStatus(err))
 			require.ErrorContains(t, err, "forbidden")
 
+			// A list longer than a page: its pages are followed up to --limit.
+			for i := range 55 {
+				r := consoletest.Call(t, "POST", base+"/shop/orders", fmt.Sprintf(`"cli-order-page-%05d"`, i), `{"sku":"lamp","qty":1}`)
+				require.Equal(t, http.StatusCreated, r.Status, r.Body)
+			}
+			out, err = api(env, "--json", "keys", "list", "--operation", "POST /shop/orders", "--limit", "53")
+			require.NoError(t, err, out)
+			var long struct {
+				Items []json.RawMessage `json:"items"`
+				Total int64             `json:"total"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(out), &long), out)
+			require.Len(t, long.Items, 53, "more than the first page")
+			require.EqualValues(t, 56, long.Total)
+			out, err = api(env, "keys", "list", "--operation", "POST /shop/orders", "--limit", "100")
+			require.NoError(t, err, out)
+			require.Equal(t, 56, strings.Count(out, "POST /shop/orders"), "every page read:\n%s", out)
+
 			// A forget is held for a second person's approval.
 			out, err = api(env, "--json", "keys", "show", id)
 			require.NoError(t, err, out)
