@@ -154,6 +154,10 @@ func TestAPICLI(t *testing.T) {
 			require.NoError(t, err, out)
 			require.Regexp(t, `status: +waiting_approval`, out)
 
+			out, err = api(env, "bulk", "create", "operations", "--action", "retry", "--state", "pending")
+			require.ErrorIs(t, err, errUsage)
+			require.Contains(t, out, "does not filter by --state")
+
 			// A bulk forget: frozen as a draft, then held for approval.
 			out, err = api(env, "bulk", "create", "keys", "--action", "forget", "--state", "completed", "--include-may-have-happened")
 			require.NoError(t, err, out)

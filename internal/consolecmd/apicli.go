@@ -95,6 +95,8 @@ var (
 	keyFilters   = append([]string{"state", "scope", "operation", "external-ref"}, apiFilters...)
 	opFilters    = append([]string{"status", "type", "external-id"}, apiFilters...)
 	bulkSpecFlag = []string{"action", "all", "group", "include-may-have-happened", "resolve-to"}
+	// bulkFilters are the filters of what a bulk create freezes.
+	bulkFilters = map[string][]string{"keys": keyFilters, "operations": opFilters}
 )
 
 func idPath(format string) func(string) string {
@@ -250,6 +252,21 @@ func runAPI(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	if len(absent) > 0 {
 		return usageErr("%s %s needs %s", cmd.group, cmd.verb, strings.Join(absent, ", "))
+	}
+	if cmd.group == "bulk" && cmd.verb == "create" {
+		filters, ok := bulkFilters[arg]
+		if !ok {
+			return usageErr("bulk create takes keys or operations, not %q", arg)
+		}
+		var other []string
+		f.fs.Visit(func(fl *flag.Flag) {
+			if slices.Contains(cmd.flags, fl.Name) && !slices.Contains(bulkSpecFlag, fl.Name) && !slices.Contains(filters, fl.Name) {
+				other = append(other, "--"+fl.Name)
+			}
+		})
+		if len(other) > 0 {
+			return usageErr("bulk create %s does not filter by %s", arg, strings.Join(other, ", "))
+		}
 	}
 	for _, name := range []string{"version", "count"} {
 		if v := f.str(name); v != "" {
@@ -416,6 +433,9 @@ func (cmd apiCommand) list(ctx context.Context, c *apiClient, f *apiFlags, stdou
 		next = ""
 		_ = json.Unmarshal(page["next"], &next)
 		path = next
+		if len(its) == 0 {
+			break // an empty page ends the list, whatever it links to
+		}
 	}
 	if len(items) > *f.limit {
 		items = items[:*f.limit]
@@ -447,14 +467,7 @@ func (cmd apiCommand) list(ctx context.Context, c *apiClient, f *apiFlags, stdou
 
 // bulkCreate freezes a draft and prints its ID and count.
 func (cmd apiCommand) bulkCreate(ctx context.Context, c *apiClient, f *apiFlags, kind string, stdout io.Writer) error {
-	filters := keyFilters
-	switch kind {
-	case "keys":
-	case "operations":
-		filters = opFilters
-	default:
-		return fmt.Errorf("api bulk create: the argument is keys or operations, not %q", kind)
-	}
+	filters := bulkFilters[kind] // checked by runAPI
 	q := url.Values{}
 	for _, name := range slices.Concat(bulkSpecFlag, filters) {
 		v := f.str(name)
