@@ -42,11 +42,11 @@ func helpOf(t *testing.T, args ...string) string {
 }
 
 // consoleCommands lists every command that has flags: serve, demo,
-// migrate, and each subcommand that "console user --help", "console
+// migrate, api, and each subcommand that "console user --help", "console
 // audit --help" and "console token --help" name, so that a new one (console user password) is
 // checked without editing this test.
 func consoleCommands(t *testing.T) []string {
-	cmds := []string{"serve", "demo", "migrate"}
+	cmds := []string{"serve", "demo", "migrate", "api"}
 	for _, group := range []string{"user", "audit", "token"} {
 		var subs []string
 		for _, m := range subcommands(group).FindAllStringSubmatch(helpOf(t, group), -1) {

@@ -86,6 +86,8 @@ Commands:
             password (user password)
   audit     verify the audit trail, checkpoint its head (audit verify|checkpoint)
   token     create, revoke or list API tokens of /api/v1 (token create|revoke|list)
+  api       call the operator API: list, show and decide keys, operations and
+            bulk requests (api keys list, api --help)
   help      show this help
 
 Configuration (flags override the environment):
@@ -104,6 +106,8 @@ Configuration (flags override the environment):
                     single sign-on through an OpenID provider (serve --help)
   UNSTUCK_OIDC_CLIENT_SECRET or UNSTUCK_OIDC_CLIENT_SECRET_FILE
                     its client secret (serve; never a flag)
+  UNSTUCK_API_URL   the console's URL "console api" calls
+  UNSTUCK_API_TOKEN the API token "console api" sends (never a flag)
 
 Run "console <command> --help" for a command's flags.
 
@@ -142,6 +146,8 @@ func runWithStdin(ctx context.Context, args []string, getenv func(string) string
 		return runAudit(ctx, rest, getenv, stdout, stderr)
 	case "token":
 		return runToken(ctx, rest, getenv, stdout, stderr)
+	case "api":
+		return runAPI(ctx, rest, getenv, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "console: unknown command %q\n\n%s", cmd, usage)
 		return errUsage
