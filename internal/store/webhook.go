@@ -6,6 +6,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -136,4 +137,37 @@ func (d *DB) CountWebhookDeliveries(ctx context.Context, status string) (n int64
 	err = bulkConn{d}.each(ctx, `SELECT count(*) FROM unstuck_console_webhook_delivery WHERE status = $1`, []any{status},
 		func(scan func(...any) error) error { return scan(&n) })
 	return n, wrapBulk("count webhook deliveries", err)
+}
+
+// webhookLockID is the first key of the PostgreSQL advisory lock of the
+// webhook relay's leader ("unwh"); the second is the hash of the schema.
+const webhookLockID int32 = 0x756e7768
+
+// WebhookLeader runs fn if this console is the webhook relay's leader,
+// and reports whether it was. On PostgreSQL fn runs while a transaction
+// holds the relay's advisory lock of the schema
+// (pg_try_advisory_xact_lock; another console holding it makes this one
+// no leader); its own writes go through the pool. On SQLite, whose
+// consoles share one file on one host, fn always runs. MySQL, which emits
+// no decision events, has no relay.
+func (d *DB) WebhookLeader(ctx context.Context, fn func(context.Context) error) (bool, error) {
+	switch d.dialect {
+	case DialectMySQL:
+		return false, errors.New("store: no webhook relay on MySQL: it emits no decision events")
+	case DialectSQLite:
+		return true, fn(ctx)
+	}
+	tx, err := d.pool.Begin(ctx)
+	if err != nil {
+		return false, fmt.Errorf("store: webhook lock: %w", pgMapError(err))
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	var got bool
+	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1, hashtext(current_schema()))`, webhookLockID).Scan(&got); err != nil {
+		return false, fmt.Errorf("store: webhook lock: %w", pgMapError(err))
+	}
+	if !got {
+		return false, nil
+	}
+	return true, fn(ctx)
 }
