@@ -52,6 +52,8 @@ type consoleOptions struct {
 	// checkpoints writes the audit trail's checkpoints outside the
 	// database (--audit-checkpoint-dir); nil when it writes none.
 	checkpoints *externalCheckpoints
+	// webhooks serves the decision webhooks' delivery log (/webhooks).
+	webhooks bool
 }
 
 // consoleHandler builds the console's HTTP handler over db and engine.
@@ -103,6 +105,9 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 	}
 	if o.checkpoints != nil {
 		cfg.ExternalCheckpoints = o.checkpoints
+	}
+	if o.webhooks {
+		cfg.Webhooks = db.Console
 	}
 	if wired.operations != nil {
 		cfg.Operations = wired.operations
@@ -334,7 +339,7 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 	opts := consoleOptions{secureCookies: !*insecure, idle: *idle, absolute: *absolute, decisions: wired,
 		registry: reg, clockSkew: skew, checkpoints: startExternalCheckpoints(ctx, db.Trail, checkpointOpts, reg, log),
 		trustedProxies: proxies, metricsToken: getenv("UNSTUCK_METRICS_TOKEN"), noMetricsRoute: *metricsAddr != "",
-		sso: single, noLocalSignIn: *ssoF.noLocal, traceURL: traceTemplate}
+		sso: single, noLocalSignIn: *ssoF.noLocal, traceURL: traceTemplate, webhooks: webhooksOn}
 	h, err := consoleHandler(db, engine, opts, log)
 	if err != nil {
 		return err
