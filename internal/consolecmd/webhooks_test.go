@@ -1,10 +1,14 @@
 package consolecmd
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"flag"
 	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -49,4 +53,37 @@ func newTestFlagSet() *flag.FlagSet {
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	return fs
+}
+
+// TestWebhookServe: serve with a webhook URL runs the relay (its metrics
+// are on /metrics) and refuses one with decision events off.
+func TestWebhookServe(t *testing.T) {
+	t.Parallel()
+	db := "sqlite:" + filepath.Join(t.TempDir(), "webhooks.db")
+	env := map[string]string{"UNSTUCK_DB": db, "UNSTUCK_SECRET": "serve-test-secret-0123456789abcdef", "UNSTUCK_AUDIT_KEY": testAuditKey,
+		"UNSTUCK_DECISION_WEBHOOK_URLS": "http://127.0.0.1:9/hook", "UNSTUCK_DECISION_WEBHOOK_SECRET": "webhook-secret-0123456789abcdef0123"}
+	_, _, err := runConsole(t, env, "serve", "--addr", "127.0.0.1:0", "--decision-events=false")
+	require.ErrorContains(t, err, "needs decision events")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0"}, func(k string) string { return env[k] }, pw, io.Discard)
+		_ = pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	require.NoError(t, err)
+	base, ok := strings.CutPrefix(strings.TrimSpace(line), "console listening on ")
+	require.True(t, ok, line)
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	resp, err := http.Get(base + "/metrics")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Contains(t, string(body), `unstuck_decision_webhook_deliveries_total{outcome="failed"} 0`)
+	require.Contains(t, string(body), "unstuck_decision_webhook_oldest_undelivered_seconds")
+	cancel()
+	require.NoError(t, <-done)
 }
