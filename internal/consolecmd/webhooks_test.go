@@ -1,14 +1,12 @@
 package consolecmd
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"flag"
 	"io"
 	"net/http"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -65,18 +63,7 @@ func TestWebhookServe(t *testing.T) {
 	_, _, err := runConsole(t, env, "serve", "--addr", "127.0.0.1:0", "--decision-events=false")
 	require.ErrorContains(t, err, "needs decision events")
 
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0"}, func(k string) string { return env[k] }, pw, io.Discard)
-		_ = pw.Close()
-	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	require.NoError(t, err)
-	base, ok := strings.CutPrefix(strings.TrimSpace(line), "console listening on ")
-	require.True(t, ok, line)
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	base, stop := startServe(t, env)
 	resp, err := http.Get(base + "/metrics")
 	require.NoError(t, err)
 	body, err := io.ReadAll(resp.Body)
@@ -84,6 +71,5 @@ func TestWebhookServe(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(body), `unstuck_decision_webhook_deliveries_total{outcome="failed"} 0`)
 	require.Contains(t, string(body), "unstuck_decision_webhook_oldest_undelivered_seconds")
-	cancel()
-	require.NoError(t, <-done)
+	stop()
 }
