@@ -171,3 +171,16 @@ func (d *DB) WebhookLeader(ctx context.Context, fn func(context.Context) error) 
 	}
 	return true, fn(ctx)
 }
+
+// WebhookRetention is how long the delivery log keeps a delivered or
+// failed delivery after its last update.
+const WebhookRetention = 30 * 24 * time.Hour
+
+// DeleteOldWebhookDeliveries deletes the delivered and failed deliveries
+// last updated before before, and returns how many. Pending ones stay:
+// the relay still works on them.
+func (d *DB) DeleteOldWebhookDeliveries(ctx context.Context, before time.Time) (int64, error) {
+	c := bulkConn{d}
+	n, err := c.exec(ctx, `DELETE FROM unstuck_console_webhook_delivery WHERE updated_at < $1 AND status <> $2`, c.ts(before), WebhookPending)
+	return n, wrapBulk("delete old webhook deliveries", err)
+}

@@ -55,6 +55,19 @@ func TestWebhookDeliveryLog(t *testing.T) {
 		require.NoError(t, err)
 		require.EqualValues(t, 1, n)
 
+		// Pruning keeps pending deliveries and recent ones.
+		require.NoError(t, b.db.SaveWebhookDelivery(ctx, WebhookDelivery{EndpointKey: "k1", Endpoint: "https://hooks.example/a",
+			Seq: 10, EventID: "dec_10", EventTime: at, Status: WebhookPending, Attempts: 1, NextAttemptAt: at}))
+		n, err = b.db.DeleteOldWebhookDeliveries(ctx, time.Now().Add(-time.Hour))
+		require.NoError(t, err)
+		require.Zero(t, n)
+		n, err = b.db.DeleteOldWebhookDeliveries(ctx, time.Now().Add(time.Hour))
+		require.NoError(t, err)
+		require.EqualValues(t, 2, n, "delivered and failed")
+		_, ok, err = b.db.WebhookDeliveryOf(ctx, "k1", 10)
+		require.NoError(t, err)
+		require.True(t, ok, "pending stays")
+
 		// 011 goes down and up again.
 		down, err := migrations.ReadFile("migration/" + b.db.Dialect() + "/011_webhook.down.sql")
 		require.NoError(t, err)

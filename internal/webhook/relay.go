@@ -76,6 +76,7 @@ type Store interface {
 	WebhookDeliveryOf(ctx context.Context, key string, seq int64) (store.WebhookDelivery, bool, error)
 	SaveWebhookDelivery(ctx context.Context, w store.WebhookDelivery) error
 	WebhookLeader(ctx context.Context, fn func(context.Context) error) (bool, error)
+	DeleteOldWebhookDeliveries(ctx context.Context, before time.Time) (int64, error)
 }
 
 // Relay delivers decision events to webhook endpoints.
@@ -164,14 +165,28 @@ func New(trail *audit.Trail, st Store, cfg Config) (*Relay, error) {
 	return r, nil
 }
 
+// pruneEvery is how often Run deletes the delivery log's rows older than
+// store.WebhookRetention.
+const pruneEvery = time.Hour
+
 // Run delivers every Every until ctx ends, while this console is the
-// relay's leader (store.DB.WebhookLeader).
+// relay's leader (store.DB.WebhookLeader), and prunes the delivery log
+// once an hour.
 func (r *Relay) Run(ctx context.Context) {
 	t := time.NewTicker(r.cfg.Every)
 	defer t.Stop()
+	var pruned time.Time
 	for {
 		if _, err := r.Once(ctx); err != nil && ctx.Err() == nil {
 			r.log.Error("decision webhooks", "error", err.Error())
+		}
+		if time.Since(pruned) >= pruneEvery {
+			pruned = time.Now()
+			if n, err := r.st.DeleteOldWebhookDeliveries(ctx, pruned.Add(-store.WebhookRetention)); err != nil && ctx.Err() == nil {
+				r.log.Error("decision webhooks: pruning the delivery log", "error", err.Error())
+			} else if n > 0 {
+				r.log.Info("decision webhooks: pruned the delivery log", "deleted", n)
+			}
 		}
 		select {
 		case <-ctx.Done():
