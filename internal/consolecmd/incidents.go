@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/unstuckhq/unstuck/internal/incident"
+	"github.com/unstuckhq/unstuck/internal/outbound"
 )
 
 // incidentFlags are the flags of the snapshots of trends and incidents
@@ -39,12 +40,12 @@ func (f incidentFlags) check() error {
 		return errors.New("--snapshot-every must be at least 1s")
 	}
 	if *f.webhook != "" {
-		if err := incident.CheckWebhookURL(*f.webhook); err != nil {
+		if err := outbound.CheckURL(*f.webhook); err != nil {
 			return errors.New("--incident-webhook: " + err.Error())
 		}
 	}
 	if *f.consoleURL != "" {
-		if err := incident.CheckWebhookURL(*f.consoleURL); err != nil {
+		if err := outbound.CheckURL(*f.consoleURL); err != nil {
 			return errors.New("--console-url: " + err.Error())
 		}
 	}

@@ -218,19 +218,8 @@ func TestServe(t *testing.T) {
 	_, errOut, err = runConsole(t, map[string]string{"UNSTUCK_DB": db, "UNSTUCK_SECRET": "serve-test-secret-0123456789abcdef"}, "serve", "--addr", "127.0.0.1:0")
 	require.ErrorContains(t, err, "UNSTUCK_AUDIT_KEY must be set to at least 32 bytes", errOut)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
 	env := map[string]string{"UNSTUCK_DB": db, "UNSTUCK_SECRET": "serve-test-secret-0123456789abcdef", "UNSTUCK_AUDIT_KEY": testAuditKey}
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0"}, func(k string) string { return env[k] }, pw, io.Discard)
-		_ = pw.Close()
-	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	require.NoError(t, err)
-	base, ok := strings.CutPrefix(strings.TrimSpace(line), "console listening on ")
-	require.True(t, ok, line)
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	base, stop := startServe(t, env)
 	resp, err := http.Get(base + "/readyz")
 	require.NoError(t, err)
 	resp.Body.Close()
@@ -245,8 +234,31 @@ func TestServe(t *testing.T) {
 	resp.Body.Close()
 	require.NoError(t, err)
 	require.Contains(t, string(metrics), "\nunstuck_clock_skew_seconds ", "serve exports the clock skew")
-	cancel()
-	require.NoError(t, <-done)
+	stop()
+}
+
+// startServe runs "console serve --addr 127.0.0.1:0" with env until the
+// returned stop, which requires it to have ended without an error, and
+// returns the console's base URL once it listens.
+func startServe(t *testing.T, env map[string]string) (base string, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0"}, func(k string) string { return env[k] }, pw, io.Discard)
+		_ = pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	require.NoError(t, err)
+	base, ok := strings.CutPrefix(strings.TrimSpace(line), "console listening on ")
+	require.True(t, ok, line)
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	return base, func() {
+		t.Helper()
+		cancel()
+		require.NoError(t, <-done)
+	}
 }
 
 // fakeTerminal is a [terminal] that answers ReadPassword with its lines

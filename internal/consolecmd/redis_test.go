@@ -1,11 +1,8 @@
 package consolecmd
 
 import (
-	"bufio"
-	"context"
 	"crypto/rand"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"path/filepath"
@@ -134,23 +131,11 @@ func TestServeRedisKeys(t *testing.T) {
 	require.ErrorContains(t, err, "--keys must start with redis://")
 	require.NotContains(t, err.Error(), "secret")
 
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
 	env["UNSTUCK_KEYS"] = "redis://" + redistest.Server(t) + "?prefix=serve" + rand.Text()[:8] + ":"
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0"}, func(k string) string { return env[k] }, pw, io.Discard)
-		_ = pw.Close()
-	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	require.NoError(t, err)
-	base, ok := strings.CutPrefix(strings.TrimSpace(line), "console listening on ")
-	require.True(t, ok, line)
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	base, stop := startServe(t, env)
 	resp, err := http.Get(base + "/readyz")
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	cancel()
-	require.NoError(t, <-done)
+	stop()
 }

@@ -2,6 +2,7 @@ package consolecmd
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -51,6 +52,8 @@ type consoleOptions struct {
 	// checkpoints writes the audit trail's checkpoints outside the
 	// database (--audit-checkpoint-dir); nil when it writes none.
 	checkpoints *externalCheckpoints
+	// webhooks serves the decision webhooks' delivery log (/webhooks).
+	webhooks bool
 }
 
 // consoleHandler builds the console's HTTP handler over db and engine.
@@ -104,6 +107,9 @@ func consoleHandler(db *database, engine *idem.Engine, o consoleOptions, log *sl
 	}
 	if o.checkpoints != nil {
 		cfg.ExternalCheckpoints = o.checkpoints
+	}
+	if o.webhooks {
+		cfg.Webhooks = db.Console
 	}
 	if wired.operations != nil {
 		cfg.Operations = wired.operations
@@ -192,6 +198,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	checkpointOpts := addCheckpointFlags(fs, getenv)
 	sagaQueue := fs.String("saga-queue", envOr(getenv, "UNSTUCK_SAGA_QUEUE", saga.QueueDefault), "River `queue` of the applications' saga jobs, where operator decisions insert theirs (env UNSTUCK_SAGA_QUEUE)")
 	events := addEventFlags(fs, getenv)
+	webhookOpts := addWebhookFlags(fs, getenv)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: console serve --db URL [flags]
 
@@ -241,6 +248,11 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 		return errUsage
 	}
 	bulkCfg, err := bulkOpts.config()
+	if err != nil {
+		fmt.Fprintf(stderr, "console serve: %v\n", err)
+		return errUsage
+	}
+	webhookCfg, webhooksOn, err := webhookOpts.config(getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "console serve: %v\n", err)
 		return errUsage
@@ -317,6 +329,10 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 		log.Info("serving keys, decisions and the audit trail on MySQL; " + errNoSagasOnMySQL.Error())
 	}
 	eventsQueue := events.queueOn(db, log)
+	if webhooksOn && eventsQueue == "" {
+		// The relay sends the events decisions emit: none, none to send.
+		return errors.New("--decision-webhook-url needs decision events, which are off (--decision-events=false) or not emitted on MySQL (docs/events.md)")
+	}
 	wired, stopRiver, err := operationDecisions(ctx, db, engine, *sagaQueue, eventsQueue, reg, &skew, bulk, log)
 	if err != nil {
 		return fmt.Errorf("operation decisions: %w", err)
@@ -325,7 +341,7 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 	opts := consoleOptions{secureCookies: !*insecure, idle: *idle, absolute: *absolute, decisions: wired,
 		registry: reg, clockSkew: skew, checkpoints: startExternalCheckpoints(ctx, db.Trail, checkpointOpts, reg, log),
 		trustedProxies: proxies, metricsToken: getenv("UNSTUCK_METRICS_TOKEN"), noMetricsRoute: *metricsAddr != "",
-		sso: single, noLocalSignIn: *ssoF.noLocal, traceURL: traceTemplate}
+		sso: single, noLocalSignIn: *ssoF.noLocal, traceURL: traceTemplate, webhooks: webhooksOn}
 	h, err := consoleHandler(db, engine, opts, log)
 	if err != nil {
 		return err
@@ -360,6 +376,13 @@ UNSTUCK_AUDIT_PREVIOUS_KEYS (comma-separated) during a rotation. Run
 	log.Info("serving", "addr", ln.Addr().String(), "db", db.Redacted)
 	stopSnapshots := startSnapshots(ctx, db, incidentOpts, log)
 	defer stopSnapshots() // before the database closes
+	if webhooksOn {
+		stopWebhooks, err := startWebhooks(ctx, db, webhookCfg, *incidentOpts.consoleURL, reg, log)
+		if err != nil {
+			return err
+		}
+		defer stopWebhooks() // before the database closes
+	}
 	return serveHTTP(ctx, ln, h, log, sweeper(engine, db, log))
 }
 

@@ -1,32 +1,21 @@
 package incident
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/unstuckhq/unstuck/internal/outbound"
 	"github.com/unstuckhq/unstuck/internal/store"
 )
 
 // webhookMaxGroups bounds the groups one notification lists.
 const webhookMaxGroups = 10
-
-// CheckWebhookURL validates a webhook or console address: an absolute
-// http or https URL.
-func CheckWebhookURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("not an absolute http(s) URL")
-	}
-	return nil
-}
 
 // WebhookMessage is the Slack-compatible body of a notification of new
 // groups: {"text": …} in Slack's mrkdwn, one line per group (at most 10,
@@ -73,31 +62,16 @@ func WebhookMessage(groups []store.IncidentGroup, consoleURL string) []byte {
 // without the hook's URL, which holds its token, and not retried: the
 // alert rules on unstuck_incident_groups are the dependable path.
 func Webhook(hook, consoleURL string, client *http.Client, log *slog.Logger) func(context.Context, []store.IncidentGroup) {
+	header := http.Header{"Content-Type": {"application/json"}}
 	return func(ctx context.Context, groups []store.IncidentGroup) {
-		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, hook, bytes.NewReader(WebhookMessage(groups, consoleURL)))
-		if err != nil {
-			log.Error("incident webhook: bad request", "error", "invalid webhook URL")
-			return
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			log.Error("incident webhook failed", "groups", len(groups), "error", redactURLError(err))
-			return
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode >= 300 {
-			log.Error("incident webhook refused", "groups", len(groups), "status", resp.StatusCode)
+		status, err := outbound.Post(ctx, client, hook, header, WebhookMessage(groups, consoleURL), 10*time.Second)
+		switch {
+		case errors.Is(err, outbound.ErrBadURL):
+			log.Error("incident webhook: bad request", "error", err.Error())
+		case err != nil:
+			log.Error("incident webhook failed", "groups", len(groups), "error", err.Error())
+		case status >= 300:
+			log.Error("incident webhook refused", "groups", len(groups), "status", status)
 		}
 	}
-}
-
-// redactURLError keeps an HTTP client error's cause without its URL.
-func redactURLError(err error) string {
-	if ue, ok := err.(*url.Error); ok {
-		return ue.Op + ": " + ue.Err.Error()
-	}
-	return err.Error()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/internal/incident"
+	"github.com/unstuckhq/unstuck/internal/outbound"
 	"github.com/unstuckhq/unstuck/internal/store"
 )
 
@@ -58,6 +59,6 @@ func TestWebhookFailureHidesURL(t *testing.T) {
 	incident.Webhook(hook, "", http.DefaultClient, log)(context.Background(), []store.IncidentGroup{{Key: "x", Count: 1, Exact: true}})
 	require.Contains(t, logs.String(), "incident webhook failed")
 	require.NotContains(t, logs.String(), "secret-token")
-	require.NoError(t, incident.CheckWebhookURL("https://hooks.slack.com/services/x"))
-	require.Error(t, incident.CheckWebhookURL("hooks.slack.com/x"))
+	require.NoError(t, outbound.CheckURL("https://hooks.slack.com/services/x"))
+	require.Error(t, outbound.CheckURL("hooks.slack.com/x"))
 }

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strconv"
 
@@ -27,8 +28,42 @@ type EventInserter[TTx any] interface {
 // its Previous by it (audit.Trail.LastMarkedPgxTx).
 const eventMarker = `"decision_event":true`
 
+// EventMarker is eventMarker, for the readers of the trail: an applied
+// entry whose After contains it emitted a decision event.
+const EventMarker = eventMarker
+
+// eventDataKey is the member of a marked entry's After that holds what the
+// entry alone does not say of its event: type, subject and outcome
+// (eventData). The webhook relay rebuilds the event from it ([EventOf]).
+const eventDataKey = "decision_event_data"
+
+// eventData is the part of an event recorded in its entry's After.
+type eventData struct {
+	Type    string           `json:"type"`
+	Subject decision.Subject `json:"subject"`
+	Outcome string           `json:"outcome,omitempty"`
+}
+
 // EventID is the ID of the event of the decision audited as entry seq.
 func EventID(seq int64) string { return "dec_" + strconv.FormatInt(seq, 10) }
+
+// EventOf rebuilds the event of e, an entry marked with EventMarker, as
+// appendDecision made it, but for Previous and PreviousTime, which the
+// caller finds (the newest earlier marked entry on e's target). ok is
+// false for an entry that carries no event data (one appended before the
+// data was recorded, or not a decision's).
+func EventOf(e audit.Entry) (ev decision.Event, ok bool) {
+	var after map[string]json.RawMessage
+	if json.Unmarshal(e.After, &after) != nil || string(after["decision_event"]) != "true" {
+		return ev, false
+	}
+	var data eventData
+	if raw, has := after[eventDataKey]; !has || json.Unmarshal(raw, &data) != nil || data.Type == "" {
+		return ev, false
+	}
+	return decision.Event{ID: EventID(e.Seq), Type: data.Type, Subject: data.Subject, Outcome: data.Outcome,
+		Actor: e.Actor, Reason: e.Reason, RequestID: e.RequestID, Time: e.At}, true
+}
 
 // EmitEvents makes every decision applied on d from now on emit a
 // decision event (package decision) in its transaction, after its audit
@@ -58,7 +93,11 @@ func (d *DB[TTx]) appendDecision(ctx context.Context, tx TTx, e audit.Entry, ev 
 	if d.events == nil {
 		return d.appendTx(ctx, tx, e)
 	}
-	e.After = withMarker(e.After)
+	data, err := json.Marshal(eventData{Type: ev.Type, Subject: ev.Subject, Outcome: ev.Outcome})
+	if err != nil {
+		return audit.Entry{}, err
+	}
+	e.After = withMarker(e.After, data)
 	out, err := d.appendTx(ctx, tx, e)
 	if err != nil {
 		return out, err
@@ -75,20 +114,18 @@ func (d *DB[TTx]) appendDecision(ctx context.Context, tx TTx, e audit.Entry, ev 
 	return out, err
 }
 
-// withMarker is after, a JSON object or nothing, with eventMarker added.
-func withMarker(after []byte) []byte {
+// withMarker is after, a JSON object or nothing, with the event's data
+// (a JSON object, under eventDataKey) and eventMarker added.
+func withMarker(after, data []byte) []byte {
+	tail := `"` + eventDataKey + `":` + string(data) + "," + eventMarker + "}"
 	n := len(after)
-	switch {
-	case n < 2 || after[n-1] != '}':
-		return []byte("{" + eventMarker + "}")
-	case n == 2:
-		return []byte("{" + eventMarker + "}")
+	if n <= 2 || after[n-1] != '}' {
+		return []byte("{" + tail)
 	}
-	out := make([]byte, 0, n+len(eventMarker)+1)
+	out := make([]byte, 0, n+len(tail)+1)
 	out = append(out, after[:n-1]...)
 	out = append(out, ',')
-	out = append(out, eventMarker...)
-	return append(out, '}')
+	return append(out, tail...)
 }
 
 // keyEvent is the event of d on rec: its type, subject and outcome.

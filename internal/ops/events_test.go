@@ -227,6 +227,9 @@ func TestDecisionEvents(t *testing.T) {
 			require.True(t, ev.PreviousTime.IsZero())
 			require.True(t, ev.Time.Equal(e.At))
 			first := ev
+			rebuilt, ok := ops.EventOf(e)
+			require.True(t, ok, "the entry records its event")
+			require.Equal(t, ev, rebuilt, "the webhooks' event is the River job's")
 
 			// A stale decision and an illegal one emit nothing.
 			_, err = b.keys.Decide(ctx, ada, ops.KeyDecision{RecordID: rec.ID, Version: rec.Version, Action: idem.OperatorForget,
@@ -243,6 +246,10 @@ func TestDecisionEvents(t *testing.T) {
 			ev = last(t, 2)
 			require.Equal(t, decision.KeyForgotten, ev.Type)
 			require.Equal(t, first.ID, ev.Previous, "the second event on the key names the first")
+			rebuilt, ok = ops.EventOf(lastEntry(t, "key", target))
+			require.True(t, ok)
+			rebuilt.Previous, rebuilt.PreviousTime = ev.Previous, ev.PreviousTime // the reader finds them
+			require.Equal(t, ev, rebuilt)
 			require.True(t, ev.PreviousTime.Equal(first.Time))
 
 			// Not happened is confirmed too; an applied verifier's answer

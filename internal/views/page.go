@@ -22,7 +22,7 @@ type Viewer struct {
 // Page is what every page passes to the layout.
 type Page struct {
 	Title  string
-	Nav    string // "overview", "keys", "operations", "audit", "users"
+	Nav    string // "overview", "keys", "operations", "audit", "webhooks", "users"
 	Viewer *Viewer
 	Now    time.Time
 	// Approvals counts the requests waiting for a second person's
@@ -34,6 +34,9 @@ type Page struct {
 	// VerifyEnabled says the console can ask the applications' verifiers
 	// about keys (SPEC K19).
 	VerifyEnabled bool
+	// WebhooksEnabled says the console relays decision webhooks (the
+	// navigation links to their delivery log).
+	WebhooksEnabled bool
 	// URL, when set, is the page's own address: a page rendered as the
 	// answer to a POST (a refused decision) puts it in the address bar, so
 	// that a reload shows the page instead of posting again.

@@ -14,7 +14,8 @@ import (
 // pageFor builds the layout's model for r.
 func pageFor(r *http.Request, title, nav string) views.Page {
 	n, bulk := waitingApprovals(r.Context())
-	return views.Page{Title: title, Nav: nav, Viewer: viewerFrom(r.Context()), Now: time.Now().UTC(), Approvals: n, BulkEnabled: bulk, VerifyEnabled: verifyOn(r.Context())}
+	return views.Page{Title: title, Nav: nav, Viewer: viewerFrom(r.Context()), Now: time.Now().UTC(), Approvals: n, BulkEnabled: bulk, VerifyEnabled: verifyOn(r.Context()),
+		WebhooksEnabled: webhooksOn(r.Context())}
 }
 
 // renderBuffers hold pages while they render: a list page is 20–40 KiB,

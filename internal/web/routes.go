@@ -118,6 +118,10 @@ type Config struct {
 	// *store.DB): /incidents, the overview's trends and the incident
 	// gauges; nil serves none of them.
 	Incidents IncidentStore
+	// Webhooks reads the decision webhooks' delivery log (a *store.DB):
+	// /webhooks and its link in the navigation; nil (no webhook
+	// configured) serves neither.
+	Webhooks WebhookLog
 	// NowFunc is the clock of the trend and incident windows; time.Now
 	// when nil.
 	NowFunc func() time.Time
@@ -162,6 +166,9 @@ func NewHandler(cfg Config) http.Handler {
 	r.Use(requestID, middleware.Recoverer, secureHeaders(cfg.HSTS))
 
 	r.Use(clientAddresses(cfg.TrustedProxies), headAsGet, withVerify(cfg.Verify != nil))
+	if cfg.Webhooks != nil {
+		r.Use(withWebhooks)
+	}
 	if cfg.TraceURL != "" {
 		r.Use(withTraceURL(cfg.TraceURL))
 	}
@@ -241,6 +248,9 @@ func NewHandler(cfg Config) http.Handler {
 			chain.external = cfg.ExternalCheckpoints
 			r.Method(http.MethodGet, "/audit", handleAuditList(cfg.Trail, chain, cfg.Store, log))
 			r.Method(http.MethodGet, "/audit/export", handleAuditExport(cfg.Trail, log))
+			if cfg.Webhooks != nil {
+				r.Method(http.MethodGet, "/webhooks", handleWebhooks(cfg.Webhooks, log))
+			}
 		})
 	})
 	// A page not found shows the navigation to a signed-in viewer.

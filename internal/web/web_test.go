@@ -128,7 +128,7 @@ func setup(t *testing.T, opts ...func(*web.Config)) *bundle {
 	require.NoError(t, err)
 	static, err := fs.Sub(unstuck.Static, "static")
 	require.NoError(t, err)
-	cfg := web.Config{Store: db, Records: idemStore, Sagas: sagaDriver, Engine: engine, Enforcer: enf, Static: static, Trail: trail, Incidents: db,
+	cfg := web.Config{Store: db, Records: idemStore, Sagas: sagaDriver, Engine: engine, Enforcer: enf, Static: static, Trail: trail, Incidents: db, Webhooks: db,
 		Sessions: web.NewSessionManager(db.SessionStore(), 30*time.Minute, 12*time.Hour, false),
 		Log:      slog.New(slog.NewTextHandler(io.Discard, nil))}
 	// The decisions as cmd/console makes them on SQLite: one handle whose
@@ -261,6 +261,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{"GET", "/operations/" + b.opID, "/operations/{id}", roles, false},
 		{"GET", "/operations/" + b.opID + "/redrive", "/operations/{id}/redrive", []string{store.RoleOncall, store.RoleAdmin}, false},
 		{"GET", "/users", "/users", []string{store.RoleAdmin}, false},
+		{"GET", "/webhooks", "/webhooks", []string{store.RoleOncall, store.RoleAdmin}, false},
 		{"GET", "/search", "/search", roles, false},
 		{"GET", "/audit", "/audit", []string{store.RoleAuditor, store.RoleAdmin}, false},
 		{"GET", "/audit/export?format=csv", "/audit/export", []string{store.RoleAuditor, store.RoleAdmin}, false},
