@@ -203,6 +203,14 @@ func TestAPIAuthentication(t *testing.T) {
 	require.Equal(t, "invalid", body["code"])
 	resp, _ = apiDo(t, b, service, http.MethodPost, web.APIPrefix+"/keys/"+itoa(b.keyID)+"/forget", `{"version":1} {"version":2}`)
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "one JSON object")
+
+	// No token, good or bad, is ever logged.
+	logs := b.logs.String()
+	require.NotEmpty(t, logs, "the handler logged the refusals")
+	for _, secret := range []string{good, service, expired, revoked, "unstuck_" + strings.Repeat("A", 43)} {
+		require.NotContains(t, logs, secret)
+		require.NotContains(t, logs, secret[len("unstuck_"):])
+	}
 }
 
 // TestAPIRateLimit: each token has its bucket (40 at once, 20 a second);

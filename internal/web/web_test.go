@@ -51,6 +51,8 @@ type bundle struct {
 	sagas   *sagasqlite.Driver
 	// bulks runs the bulk requests (no River: tests call Run).
 	bulks *ops.Bulks[*sql.Tx]
+	// logs holds what the handler logged.
+	logs *lockedBuffer
 }
 
 // newBulks returns the bulk decisions on c's store, key and operation
@@ -123,6 +125,7 @@ func setup(t *testing.T, opts ...func(*web.Config)) *bundle {
 	require.Len(t, page.Records, 1)
 
 	opID := seedOperation(t, sagaDriver)
+	logs := &lockedBuffer{}
 
 	enf, err := web.NewEnforcer(unstuck.RBACModel, unstuck.RBACPolicy)
 	require.NoError(t, err)
@@ -130,7 +133,7 @@ func setup(t *testing.T, opts ...func(*web.Config)) *bundle {
 	require.NoError(t, err)
 	cfg := web.Config{Store: db, Records: idemStore, Sagas: sagaDriver, Engine: engine, Enforcer: enf, Static: static, Trail: trail, Incidents: db, Webhooks: db,
 		Sessions: web.NewSessionManager(db.SessionStore(), 30*time.Minute, 12*time.Hour, false),
-		Log:      slog.New(slog.NewTextHandler(io.Discard, nil))}
+		Log:      slog.New(slog.NewTextHandler(logs, nil))}
 	// The decisions as cmd/console makes them on SQLite: one handle whose
 	// transactions begin IMMEDIATE, for keys and operations alike.
 	imm := immediateHandle(t, sqlDB)
@@ -148,7 +151,7 @@ func setup(t *testing.T, opts ...func(*web.Config)) *bundle {
 	h := web.NewHandler(cfg)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &bundle{srv: srv, db: db, records: idemStore, engine: engine, router: h.(chi.Routes), sqlDB: sqlDB, trail: trail, keyID: page.Records[0].ID, opID: opID, sagas: sagaDriver,
+	return &bundle{logs: logs, srv: srv, db: db, records: idemStore, engine: engine, router: h.(chi.Routes), sqlDB: sqlDB, trail: trail, keyID: page.Records[0].ID, opID: opID, sagas: sagaDriver,
 		bulks: bulks}
 }
 
