@@ -95,7 +95,7 @@ func TestAPICLI(t *testing.T) {
 
 			// A stale version: refused, with the current one.
 			confirm := []string{"keys", "confirm", id, "--reason", "seen at the provider", "--outcome", "happened", "--external-ref", "ch_cli_1"}
-			out, err = api(env, append(confirm, "--version", fmt.Sprint(key.Version-1))...)
+			_, err = api(env, append(confirm, "--version", fmt.Sprint(key.Version-1))...)
 			require.Error(t, err)
 			require.Equal(t, 1, exitStatus(err))
 			require.ErrorContains(t, err, "stale")
@@ -115,7 +115,7 @@ func TestAPICLI(t *testing.T) {
 			require.Regexp(t, `token:cli-oncall +key\.confirm_happened`, out)
 
 			// A support token may not compensate.
-			out, err = api(map[string]string{"UNSTUCK_API_URL": base, "UNSTUCK_API_TOKEN": support},
+			_, err = api(map[string]string{"UNSTUCK_API_URL": base, "UNSTUCK_API_TOKEN": support},
 				"operations", "compensate", "op-any", "--version", "1", "--reason", "not mine to do")
 			require.Error(t, err)
 			require.Equal(t, 1, exitStatus(err))

@@ -420,7 +420,8 @@ func (cmd apiCommand) list(ctx context.Context, c *apiClient, f *apiFlags, stdou
 		}
 		var page map[string]json.RawMessage
 		var its []json.RawMessage
-		if err := json.Unmarshal(res.body, &page); err == nil {
+		err = json.Unmarshal(res.body, &page)
+		if err == nil {
 			err = json.Unmarshal(page["items"], &its)
 		}
 		if err != nil || page == nil {

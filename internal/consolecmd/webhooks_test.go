@@ -18,18 +18,18 @@ import (
 func TestWebhookFlags(t *testing.T) {
 	t.Parallel()
 	env := func(vars map[string]string) func(string) string { return func(k string) string { return vars[k] } }
-	serve := func(getenv func(string) string, args ...string) (error, string) {
+	serve := func(getenv func(string) string, args ...string) (string, error) {
 		var stdout, stderr bytes.Buffer
 		err := run(context.Background(), append([]string{"serve", "--db", "sqlite::memory:"}, args...), getenv, &stdout, &stderr)
-		return err, stderr.String()
+		return stderr.String(), err
 	}
-	err, msg := serve(env(nil), "--decision-webhook-url", "https://hooks.example/a")
+	msg, err := serve(env(nil), "--decision-webhook-url", "https://hooks.example/a")
 	require.ErrorIs(t, err, errUsage)
 	require.Contains(t, msg, "UNSTUCK_DECISION_WEBHOOK_SECRET")
-	err, msg = serve(env(map[string]string{"UNSTUCK_DECISION_WEBHOOK_SECRET": "short"}), "--decision-webhook-url", "https://hooks.example/a")
+	msg, err = serve(env(map[string]string{"UNSTUCK_DECISION_WEBHOOK_SECRET": "short"}), "--decision-webhook-url", "https://hooks.example/a")
 	require.ErrorIs(t, err, errUsage)
 	require.Contains(t, msg, "at least 32 bytes")
-	err, msg = serve(env(map[string]string{"UNSTUCK_DECISION_WEBHOOK_URLS": "hooks.example/x?token=s3cret"}))
+	msg, err = serve(env(map[string]string{"UNSTUCK_DECISION_WEBHOOK_URLS": "hooks.example/x?token=s3cret"}))
 	require.ErrorIs(t, err, errUsage)
 	require.Contains(t, msg, "--decision-webhook-url")
 	require.NotContains(t, msg, "s3cret")
