@@ -1,15 +1,11 @@
 package consolecmd
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -19,7 +15,6 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/audit"
-	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/unstucktest/slowtest"
@@ -49,39 +44,7 @@ func TestBulkCrashWorker(t *testing.T) {
 
 func startBulkWorker(t *testing.T, dbURL string) *worker {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestBulkCrashWorker$", "-test.count=1")
-	cmd.Env = append(os.Environ(), bulkCrashWorkerEnv+"=1", crashDBEnv+"="+dbURL)
-	w := &worker{cmd: cmd, log: &consoletest.SyncBuffer{}, done: make(chan struct{})}
-	cmd.Stderr = w.log
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	go func() {
-		_ = cmd.Wait()
-		close(w.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-w.done:
-		default:
-			_ = cmd.Process.Kill()
-			<-w.done
-		}
-		if t.Failed() {
-			t.Logf("console %d log:\n%s", cmd.Process.Pid, w.log.String())
-		}
-	})
-	lines := bufio.NewScanner(out)
-	for lines.Scan() {
-		if base, ok := strings.CutPrefix(lines.Text(), "listening on "); ok {
-			w.base = base
-			go func() { _, _ = io.Copy(w.log, out) }()
-			return w
-		}
-	}
-	<-w.done
-	t.Fatalf("console stopped before listening:\n%s", w.log.String())
-	return nil
+	return startTestProcess(t, "TestBulkCrashWorker", bulkCrashWorkerEnv+"=1", crashDBEnv+"="+dbURL)
 }
 
 // requestBulk records spec's request of count items on db, decided by

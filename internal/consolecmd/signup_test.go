@@ -296,8 +296,17 @@ type worker struct {
 
 func startWorker(t *testing.T, dbURL, providerURL string) *worker {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSignupCrashWorker$", "-test.count=1")
-	cmd.Env = append(os.Environ(), crashWorkerEnv+"=1", crashDBEnv+"="+dbURL, crashProviderEnv+"="+providerURL)
+	return startTestProcess(t, "TestSignupCrashWorker", crashWorkerEnv+"=1", crashDBEnv+"="+dbURL, crashProviderEnv+"="+providerURL)
+}
+
+// startTestProcess runs this test binary's test named run as a child
+// process with env added (the test is the program: a worker or a console)
+// and returns once it prints "listening on …". The child is killed when
+// the test ends, and its log is shown if the test failed.
+func startTestProcess(t *testing.T, run string, env ...string) *worker {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+run+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env...)
 	w := &worker{cmd: cmd, log: &consoletest.SyncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = w.log
 	out, err := cmd.StdoutPipe()
@@ -315,7 +324,7 @@ func startWorker(t *testing.T, dbURL, providerURL string) *worker {
 			<-w.done
 		}
 		if t.Failed() {
-			t.Logf("worker %d log:\n%s", cmd.Process.Pid, w.log.String())
+			t.Logf("%s process %d log:\n%s", run, cmd.Process.Pid, w.log.String())
 		}
 	})
 	lines := bufio.NewScanner(out)
@@ -327,7 +336,7 @@ func startWorker(t *testing.T, dbURL, providerURL string) *worker {
 		}
 	}
 	<-w.done
-	t.Fatalf("worker stopped before listening:\n%s", w.log.String())
+	t.Fatalf("%s process stopped before listening:\n%s", run, w.log.String())
 	return nil
 }
 
