@@ -56,9 +56,9 @@ func handleWebhooks(hooks WebhookLog, log *slog.Logger) http.Handler {
 			return
 		}
 		for _, d := range list {
-			vm.Rows = append(vm.Rows, views.WebhookRow{Endpoint: d.Endpoint, EventID: d.EventID, EventTime: d.EventTime,
+			vm.Rows = append(vm.Rows, views.WebhookRow{Endpoint: d.Endpoint, EventID: d.EventID,
 				AuditURL: "/audit?after=" + strconv.FormatInt(d.Seq+1, 10), Status: d.Status, Attempts: d.Attempts,
-				LastStatus: d.LastStatus, LastError: d.LastError, NextAt: d.NextAttemptAt, UpdatedAt: d.UpdatedAt})
+				LastError: d.LastError, NextAt: d.NextAttemptAt, UpdatedAt: d.UpdatedAt})
 		}
 		page := pageFor(r, "Webhook deliveries", "webhooks")
 		page.Results = true
