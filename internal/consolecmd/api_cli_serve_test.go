@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem"
+	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest"
 )
 
 // TestAPICLIOnServe: "console api" against "console serve" as production
@@ -19,10 +20,10 @@ import (
 // the decision is audited as the token.
 func TestAPICLIOnServe(t *testing.T) {
 	t.Parallel()
-	for _, d := range demoDatabases {
-		t.Run(d.name, func(t *testing.T) {
+	for _, d := range consoletest.DemoDatabases {
+		t.Run(d.Name, func(t *testing.T) {
 			t.Parallel()
-			url := d.url(t)
+			url := d.URL(t)
 			const secret = "serve-cli-secret-0123456789abcdefgh"
 			_, errOut, err := runConsole(t, nil, "migrate", "--db", url)
 			require.NoError(t, err, errOut)

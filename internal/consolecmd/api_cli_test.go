@@ -24,10 +24,10 @@ import (
 // token.
 func TestAPICLI(t *testing.T) {
 	t.Parallel()
-	for _, d := range demoDatabases {
-		t.Run(d.name, func(t *testing.T) {
+	for _, d := range consoletest.DemoDatabases {
+		t.Run(d.Name, func(t *testing.T) {
 			t.Parallel()
-			url := d.url(t)
+			url := d.URL(t)
 			base, _ := consoletest.StartDemoWith(t, run, url, "--approval-required", "bulk,keys.forget")
 			oncall, support := createToken(t, url, "cli-oncall", "oncall"), createToken(t, url, "cli-support", "support")
 

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/internal/auth"
+	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest"
 	"github.com/unstuckhq/unstuck/internal/store"
 )
 
@@ -75,9 +76,9 @@ func sqliteURL(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir
 // --reset-demo-users.
 func TestDemoRefusesADatabaseItDidNotCreate(t *testing.T) {
 	t.Parallel()
-	for _, dbs := range demoDatabases {
-		newURL := dbs.url
-		t.Run(dbs.name, func(t *testing.T) {
+	for _, dbs := range consoletest.DemoDatabases {
+		newURL := dbs.URL
+		t.Run(dbs.Name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
+	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
@@ -63,10 +64,10 @@ func execFor(t *testing.T, url string) execer {
 // nothing.
 func TestMigrateCreatesRiverTables(t *testing.T) {
 	t.Parallel()
-	for _, d := range demoDatabases {
-		t.Run(d.name, func(t *testing.T) {
+	for _, d := range consoletest.DemoDatabases {
+		t.Run(d.Name, func(t *testing.T) {
 			t.Parallel()
-			url := d.url(t)
+			url := d.URL(t)
 			for range 2 {
 				out, _, err := runConsole(t, nil, "migrate", "--db", url)
 				require.NoError(t, err)
@@ -99,10 +100,10 @@ func TestMigrateCreatesRiverTables(t *testing.T) {
 // keeps its operations and its old bookkeeping row, and serves.
 func TestMigrateUpgradesOperationsLine(t *testing.T) {
 	t.Parallel()
-	for _, d := range demoDatabases {
-		t.Run(d.name, func(t *testing.T) {
+	for _, d := range consoletest.DemoDatabases {
+		t.Run(d.Name, func(t *testing.T) {
 			t.Parallel()
-			url := d.url(t)
+			url := d.URL(t)
 			_, _, err := runConsole(t, nil, "migrate", "--db", url)
 			require.NoError(t, err)
 			exec := execFor(t, url)
@@ -199,10 +200,10 @@ func TestServeRefusesSchemaBehind(t *testing.T) {
 // console), and 200 again once migrated.
 func TestReadyzSchemaBehind(t *testing.T) {
 	t.Parallel()
-	for _, d := range demoDatabases {
-		t.Run(d.name, func(t *testing.T) {
+	for _, d := range consoletest.DemoDatabases {
+		t.Run(d.Name, func(t *testing.T) {
 			t.Parallel()
-			url := d.url(t)
+			url := d.URL(t)
 			_, _, err := runConsole(t, nil, "migrate", "--db", url)
 			require.NoError(t, err)
 			db, err := openDatabase(t.Context(), url)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
+	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest"
 	"github.com/unstuckhq/unstuck/internal/ops"
 )
 
@@ -21,11 +22,11 @@ import (
 // when the console starts) and leaves the applications' jobs alone.
 func TestMigrateRetiresBulkJobsFromApplicationsTables(t *testing.T) {
 	t.Parallel()
-	for _, d := range demoDatabases {
-		t.Run(d.name, func(t *testing.T) {
+	for _, d := range consoletest.DemoDatabases {
+		t.Run(d.Name, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
-			url := d.url(t)
+			url := d.URL(t)
 			_, errOut, err := runConsole(t, nil, "migrate", "--db", url)
 			require.NoError(t, err, errOut)
 

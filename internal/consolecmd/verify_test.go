@@ -29,10 +29,10 @@ import (
 // verifier's evidence.
 func TestVerifyWithTheProvider(t *testing.T) {
 	t.Parallel()
-	for _, d := range demoDatabases {
-		t.Run(d.name, func(t *testing.T) {
+	for _, d := range consoletest.DemoDatabases {
+		t.Run(d.Name, func(t *testing.T) {
 			t.Parallel()
-			dbURL := d.url(t)
+			dbURL := d.URL(t)
 			base := consoletest.StartDemo(t, run, dbURL)
 			order := consoletest.Call(t, "POST", base+"/shop/orders", `"verify-order-0000001"`, `{"sku":"lamp","qty":1}`)
 			require.Equal(t, http.StatusCreated, order.Status, order.Body)
@@ -130,10 +130,10 @@ func TestVerifyWithTheProvider(t *testing.T) {
 // none is forgotten.
 func TestVerifyAllFromABulkRequest(t *testing.T) {
 	t.Parallel()
-	for _, d := range demoDatabases {
-		t.Run(d.name, func(t *testing.T) {
+	for _, d := range consoletest.DemoDatabases {
+		t.Run(d.Name, func(t *testing.T) {
 			t.Parallel()
-			dbURL := d.url(t)
+			dbURL := d.URL(t)
 			base, _ := consoletest.StartDemoWith(t, run, dbURL, "--approval-required", "none")
 			order := consoletest.Call(t, "POST", base+"/shop/orders", `"verify-bulk-order-001"`, `{"sku":"lamp","qty":1}`)
 			require.Equal(t, http.StatusCreated, order.Status, order.Body)

@@ -50,10 +50,10 @@ func reconcileOnce[TTx any](ctx context.Context, t *testing.T, d sagadriver.Driv
 // and a workspace_permanent signup is compensated, never completed.
 func TestDemoRestartReconcilesClean(t *testing.T) {
 	t.Parallel()
-	for _, d := range demoDatabases {
-		t.Run(d.name, func(t *testing.T) {
+	for _, d := range consoletest.DemoDatabases {
+		t.Run(d.Name, func(t *testing.T) {
 			t.Parallel()
-			url := d.url(t)
+			url := d.URL(t)
 			base := consoletest.StartDemo(t, run, url)
 			var completed []string
 			for i, mode := range []string{"", "", demo.SignupWorkspaceTimeoutAfterEffect} {

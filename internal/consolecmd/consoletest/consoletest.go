@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -31,6 +32,7 @@ import (
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
+	"github.com/unstuckhq/unstuck/unstucktest/pgtest"
 )
 
 // RunFunc is the program's entry point, consolecmd.Run.
@@ -344,4 +346,50 @@ func (c *Session) Freeze(t *testing.T, preview string) (path, page string) {
 	resp, page = c.Do(t, http.MethodGet, path, nil, "")
 	require.Equal(t, http.StatusOK, resp.StatusCode, PageText(page))
 	return path, page
+}
+
+// DemoDatabase is a database a demo can run on: its name for subtests and
+// a function that makes a new empty one for t.
+type DemoDatabase struct {
+	Name string
+	URL  func(t *testing.T) string
+}
+
+// DemoDatabases are the databases the demo runs its signups on: a SQLite
+// file in t's temporary directory and a PostgreSQL database of its own.
+var DemoDatabases = []DemoDatabase{
+	{"SQLite", func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "demo.db") }},
+	{"PostgreSQL", func(t *testing.T) string { return pgtest.Database(t) }},
+}
+
+// SignupStep returns the step named name of the signup v; the test fails
+// when there is none.
+func SignupStep(t *testing.T, v demo.SignupView, name string) demo.SignupStep {
+	t.Helper()
+	for _, s := range v.Steps {
+		if s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("signup %s has no step %s", v.OperationID, name)
+	return demo.SignupStep{}
+}
+
+// Workspaces returns the provider's workspaces made for the operation id,
+// as GET /shop/provider/state shows them.
+func Workspaces(t *testing.T, base, id string) []demo.Workspace {
+	t.Helper()
+	r := Call(t, "GET", base+"/shop/provider/state", "", "")
+	require.Equal(t, http.StatusOK, r.Status, r.Body)
+	var st demo.ProviderState
+	require.NoError(t, json.Unmarshal([]byte(r.Body), &st))
+	require.NotNil(t, st.Workspaces, "the state lists workspaces: %s", r.Body)
+	require.NotNil(t, st.Charges, "and still the charges: %s", r.Body)
+	var out []demo.Workspace
+	for _, w := range st.Workspaces {
+		if strings.HasPrefix(w.IdempotencyKey, id+"/") {
+			out = append(out, w)
+		}
+	}
+	return out
 }

@@ -1,7 +1,6 @@
 package twoprocess
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -457,7 +456,7 @@ func TestTwoProcessDeployment(t *testing.T) {
 
 	serve := exec.Command(bin, "serve", "--db", dbURL, "--addr", "127.0.0.1:0", "--insecure-cookies", "--approval-required", "none")
 	serve.Env = append(twoprocEnvWithout("UNSTUCK_"), "UNSTUCK_SECRET="+twoprocSecret, "UNSTUCK_AUDIT_KEY="+twoprocAuditKey)
-	console := startTwoprocProc(t, t, "console", serve, "console listening on ")
+	console := consoletest.StartProcess(t, t, "console", serve, "console listening on ")
 
 	// Watch public.river_leader from now to the end.
 	leaders := watchTwoprocLeader(pool)
@@ -479,7 +478,7 @@ func TestTwoProcessDeployment(t *testing.T) {
 	// subtest that starts the second one), which stops them at its end.
 	parent := t
 	app := startTwoprocApp(t, parent, dbURL, twoprocAppIDPrefix+"1", true)
-	oncall := consoletest.SignIn(t, console.base, "oncall", twoprocPassword)
+	oncall := consoletest.SignIn(t, console.Base, "oncall", twoprocPassword)
 	d := sagapgx.New(pool)
 
 	t.Run("PeriodicJobFires", func(t *testing.T) {
@@ -624,10 +623,8 @@ func TestTwoProcessDeployment(t *testing.T) {
 			require.True(t, time.Now().Before(deadline), "the step reserve never started (calls %d, job %q)", calls, state)
 			time.Sleep(100 * time.Millisecond)
 		}
-		require.NoError(t, app.cmd.Process.Signal(syscall.SIGKILL))
+		app.Kill(t)
 		killed := time.Now()
-		<-app.done
-		require.Equal(t, "signal: killed", app.cmd.ProcessState.String())
 		app = startTwoprocApp(t, parent, dbURL, twoprocAppIDPrefix+"2", false)
 
 		waitTwoprocStatus(t, d, id, sagadriver.StatusCompleted, twoprocRescueBound-time.Since(killed))
@@ -676,7 +673,7 @@ func TestTwoProcessDeployment(t *testing.T) {
 
 	t.Run("ConsoleLogsNoUnregisteredKind", func(t *testing.T) {
 		var refused []string
-		for line := range strings.Lines(console.errs.String()) {
+		for line := range strings.Lines(console.Errs.String()) {
 			if strings.Contains(line, notRegistered) {
 				refused = append(refused, strings.TrimSpace(line))
 			}
@@ -727,79 +724,24 @@ func twoprocRun(t *testing.T, bin string, stdin io.Reader, args ...string) {
 	require.NoError(t, err, "console %s:\n%s", args[0], out)
 }
 
-// twoprocProc is a running process of the test: its stdout after the
-// ready line, its stderr.
-type twoprocProc struct {
-	name      string
-	cmd       *exec.Cmd
-	base      string
-	out, errs *consoletest.SyncBuffer
-	done      chan struct{}
-}
-
-// startTwoprocProc starts cmd and waits for the stdout line that starts
-// with ready, whose rest is the process's base URL. When owner (t or a
-// test t is a subtest of) ends, the process is stopped (SIGTERM, then
-// SIGKILL) and, if owner failed, its output logged.
-func startTwoprocProc(t, owner *testing.T, name string, cmd *exec.Cmd, ready string) *twoprocProc {
-	t.Helper()
-	p := &twoprocProc{name: name, cmd: cmd, out: &consoletest.SyncBuffer{}, errs: &consoletest.SyncBuffer{}, done: make(chan struct{})}
-	cmd.Stderr = p.errs
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	go func() {
-		_ = cmd.Wait()
-		close(p.done)
-	}()
-	owner.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-p.done:
-			case <-time.After(20 * time.Second):
-				_ = cmd.Process.Kill()
-				<-p.done
-			}
-		}
-		if owner.Failed() {
-			owner.Logf("%s (pid %d, %v) stdout:\n%s\n%s stderr:\n%s", name, cmd.Process.Pid, cmd.ProcessState, p.out.String(), name, p.errs.String())
-		}
-	})
-	lines := bufio.NewScanner(stdout)
-	for lines.Scan() {
-		fmt.Fprintln(p.out, lines.Text())
-		if base, ok := strings.CutPrefix(lines.Text(), ready); ok {
-			p.base = strings.TrimSpace(base)
-			go func() { _, _ = io.Copy(p.out, stdout) }()
-			return p
-		}
-	}
-	<-p.done
-	t.Fatalf("%s stopped before it was ready (%v):\n%s\n%s", name, cmd.ProcessState, p.out.String(), p.errs.String())
-	return nil
-}
-
 // startTwoprocApp starts an application process whose River client has
 // the ID id, stopped when owner ends; hang makes the step reserve of a
 // "hang" operation never return in it.
-func startTwoprocApp(t, owner *testing.T, dbURL, id string, hang bool) *twoprocProc {
+func startTwoprocApp(t, owner *testing.T, dbURL, id string, hang bool) *consoletest.Process {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestTwoProcessApp$", "-test.count=1")
 	cmd.Env = append(twoprocEnvWithout("UNSTUCK_TWOPROC_"), twoprocAppEnv+"=1", twoprocDBEnv+"="+dbURL, twoprocIDEnv+"="+id)
 	if hang {
 		cmd.Env = append(cmd.Env, twoprocHangEnv+"=1")
 	}
-	return startTwoprocProc(t, owner, id, cmd, "twoproc app ready ")
+	return consoletest.StartProcess(t, owner, id, cmd, "twoproc app ready ")
 }
 
 // startTwoprocOperation starts an operation in mode through the
 // application and returns its ID.
-func startTwoprocOperation(t *testing.T, app *twoprocProc, mode, corr string) string {
+func startTwoprocOperation(t *testing.T, app *consoletest.Process, mode, corr string) string {
 	t.Helper()
-	resp, err := http.Post(app.base+"/start?"+url.Values{"mode": {mode}, "corr": {corr}}.Encode(), "", nil)
+	resp, err := http.Post(app.Base+"/start?"+url.Values{"mode": {mode}, "corr": {corr}}.Encode(), "", nil)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -811,9 +753,9 @@ func startTwoprocOperation(t *testing.T, app *twoprocProc, mode, corr string) st
 // twoprocCharge makes a charge through the application whose answer is
 // lost (?hang=1: its verifier hangs in a process started to hang) and
 // returns its key record, pending.
-func twoprocCharge(t *testing.T, app *twoprocProc, keys *idempgx.Store, raw string, hang bool) idemdriver.Record {
+func twoprocCharge(t *testing.T, app *consoletest.Process, keys *idempgx.Store, raw string, hang bool) idemdriver.Record {
 	t.Helper()
-	u := app.base + "/charge"
+	u := app.Base + "/charge"
 	if hang {
 		u += "?hang=1"
 	}
@@ -1014,7 +956,7 @@ func (l *twoprocLeaders) lastError() string {
 // shipment refused once), takes action on all of them in one bulk request
 // from the console, and checks that each completes on the application's
 // workers.
-func twoprocBulkCompletes(t *testing.T, app *twoprocProc, oncall *consoletest.Session, d *sagapgx.Driver, pool *pgxpool.Pool, action, corr, reason string) {
+func twoprocBulkCompletes(t *testing.T, app *consoletest.Process, oncall *consoletest.Session, d *sagapgx.Driver, pool *pgxpool.Pool, action, corr, reason string) {
 	t.Helper()
 	const n = 3
 	ids := make([]string, n)

@@ -1,4 +1,4 @@
-package consolecmd
+package crash
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/audit"
+	"github.com/unstuckhq/unstuck/internal/consolecmd"
+	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/internal/store"
 	"github.com/unstuckhq/unstuck/unstucktest/slowtest"
@@ -36,51 +38,36 @@ func TestBulkCrashWorker(t *testing.T) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	err := run(ctx, []string{"demo", "--addr", "127.0.0.1:0", "--db", os.Getenv(crashDBEnv), "--traffic=false",
+	err := consolecmd.Run(ctx, []string{"demo", "--addr", "127.0.0.1:0", "--db", os.Getenv(crashDBEnv), "--traffic=false",
 		"--approval-required", "none", "--bulk-batch", "25", "--bulk-pause", "40ms"},
 		func(string) string { return "" }, os.Stdout, os.Stderr)
 	require.NoError(t, err)
 }
 
-func startBulkWorker(t *testing.T, dbURL string) *worker {
+func startBulkWorker(t *testing.T, dbURL string) *consoletest.Process {
 	t.Helper()
-	return startTestProcess(t, "TestBulkCrashWorker", bulkCrashWorkerEnv+"=1", crashDBEnv+"="+dbURL)
-}
-
-// requestBulk records spec's request of count items on db, decided by
-// engine's keys in dec's transactions, with no approval and no River: as
-// a console that crashed before its run started leaves it.
-func requestBulk[TTx any](t *testing.T, db *database, dec *ops.DB[TTx], engine *idem.Engine, stores interface {
-	Tx(tx TTx) idemdriver.Store
-}, spec ops.BulkSpec, count int64) store.Bulk {
-	t.Helper()
-	keys, err := keysOn(db, dec, engine, stores)
-	require.NoError(t, err)
-	bulks, err := ops.NewBulks(ops.BulkParts[TTx]{Store: db.Console, Keys: keys, KeyList: db.Records}, ops.BulkConfig{Approval: ops.Approval{}})
-	require.NoError(t, err)
-	req, _, err := bulks.Request(t.Context(), ops.Actor{Username: "oncall", Role: "oncall"}, spec, "provider outage: rerun every charge", count)
-	require.NoError(t, err)
-	return req
+	cmd := consoletest.TestBinary("TestBulkCrashWorker", bulkCrashWorkerEnv+"=1", crashDBEnv+"="+dbURL)
+	return consoletest.StartProcess(t, t, "console", cmd, "listening on ")
 }
 
 func TestBulkCrash(t *testing.T) {
 	slowtest.Skip(t, slowtest.Fault)
 	t.Parallel()
 	const n = 1500
-	for _, d := range demoDatabases {
-		t.Run(d.name, func(t *testing.T) {
+	for _, d := range consoletest.DemoDatabases {
+		t.Run(d.Name, func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
-			url := d.url(t)
+			url := d.URL(t)
 			// The demo creates and migrates its database; then it stops.
-			startBulkWorker(t, url).stop(t)
+			startBulkWorker(t, url).Stop(t)
 
-			db, err := openDatabase(ctx, url)
+			db, err := consolecmd.OpenDatabase(ctx, url)
 			require.NoError(t, err)
 			defer db.Close()
-			keys, err := demoAuditKeys(func(string) string { return "" }, demoSecret, slog.New(slog.DiscardHandler))
+			keys, err := consolecmd.DemoAuditKeys(func(string) string { return "" }, consolecmd.DemoSecret, slog.New(slog.DiscardHandler))
 			require.NoError(t, err)
-			db.useAuditKeys(keys)
+			db.UseAuditKeys(keys)
 			recs := make([]idemdriver.Record, n)
 			now := time.Now().UTC().Add(-time.Hour)
 			for i := range recs {
@@ -90,22 +77,14 @@ func TestBulkCrash(t *testing.T) {
 					CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(24 * time.Hour)}
 			}
 			require.NoError(t, db.Records.(idemdriver.Seeder).SeedRecords(ctx, recs))
-			engine, err := idem.New(db.Store, idem.Config{Secret: []byte(demoSecret)})
+			engine, err := idem.New(db.Store, idem.Config{Secret: []byte(consolecmd.DemoSecret)})
 			require.NoError(t, err)
 			// Recorded here, running, with no River client: the console
 			// resumes it when it starts.
 			spec := ops.BulkSpec{Kind: ops.BulkKeys, Action: "forget", KeyFilter: idemdriver.KeyFilter{Scope: "tenant:crash"},
 				FilterQuery: "scope=tenant%3Acrash", IncludeMayHaveHappened: true}
-			var req store.Bulk
-			if db.Pool != nil {
-				dec, err := db.postgresDecisions(nil)
-				require.NoError(t, err)
-				req = requestBulk(t, db, dec, engine, db.pgStore, spec, n)
-			} else {
-				dec, err := db.sqliteDecisions(nil)
-				require.NoError(t, err)
-				req = requestBulk(t, db, dec, engine, db.sqliteStore, spec, n)
-			}
+			req, err := db.RequestBulk(ctx, engine, ops.Actor{Username: "oncall", Role: "oncall"}, spec, "provider outage: rerun every charge", n)
+			require.NoError(t, err)
 			require.Equal(t, store.BulkRunning, req.Status)
 
 			applied := func() int64 {
@@ -122,9 +101,7 @@ func TestBulkCrash(t *testing.T) {
 				require.Less(t, time.Since(seenAt), 2*time.Minute, "the run did not move in two minutes (%d applied)", seen)
 				time.Sleep(20 * time.Millisecond)
 			}
-			require.NoError(t, first.cmd.Process.Kill())
-			<-first.done
-			require.Equal(t, "signal: killed", first.cmd.ProcessState.String())
+			first.Kill(t)
 			atKill := applied()
 			require.Less(t, atKill, int64(n), "killed in the middle of the run")
 
@@ -146,7 +123,7 @@ func TestBulkCrash(t *testing.T) {
 				require.Less(t, time.Since(progressAt), 2*time.Minute, "the run stopped moving: %+v", got.Counts)
 				time.Sleep(100 * time.Millisecond)
 			}
-			second.stop(t)
+			second.Stop(t)
 
 			perTarget := map[string]int{}
 			var after int64
@@ -170,7 +147,7 @@ func TestBulkCrash(t *testing.T) {
 			left, err := db.Records.ListKeys(ctx, idemdriver.KeyFilter{Scope: "tenant:crash"})
 			require.NoError(t, err)
 			require.Empty(t, left.Records)
-			t.Logf("%s: killed with %d of %d applied; the restarted console finished the run", d.name, atKill, n)
+			t.Logf("%s: killed with %d of %d applied; the restarted console finished the run", d.Name, atKill, n)
 		})
 	}
 }

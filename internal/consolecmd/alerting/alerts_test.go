@@ -1,4 +1,9 @@
-package consolecmd
+// Package alerting checks the Prometheus alert rules shipped in
+// deploy/prometheus against the metrics a running console exports: every
+// selector matches a series, and on a console holding records in each
+// state the alerts that should fire fire, over hours of simulated rule
+// evaluations (SPEC K18).
+package alerting
 
 import (
 	"context"
@@ -32,6 +37,7 @@ import (
 
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
+	"github.com/unstuckhq/unstuck/internal/consolecmd"
 	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest"
 	"github.com/unstuckhq/unstuck/internal/ops"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
@@ -40,7 +46,7 @@ import (
 )
 
 // rulesFile is the alert rules shipped with the project (SPEC K18).
-const rulesFile = "../../deploy/prometheus/unstuck-rules.yml"
+const rulesFile = "../../../deploy/prometheus/unstuck-rules.yml"
 
 // alertJob and alertInstance are the target labels Prometheus adds to the
 // scraped series, as the README's scrape config names them.
@@ -73,7 +79,7 @@ func TestK18AlertRulesAgainstScrapedMetrics(t *testing.T) {
 
 	path := filepath.Join(t.TempDir(), "alerts.db")
 	// With checkpoints written outside the database: their alert's series.
-	base, _ := consoletest.StartDemoWith(t, run, "sqlite:"+path, "--audit-checkpoint-dir", t.TempDir())
+	base, _ := consoletest.StartDemoWith(t, consolecmd.Run, "sqlite:"+path, "--audit-checkpoint-dir", t.TempDir())
 
 	// An empty console: no alert fires.
 	empty := scrapeSeries(t, base)
@@ -200,7 +206,7 @@ func seedEveryState(t *testing.T, base, path string) {
 	}))
 
 	// Keys of jobs, on an engine of the test's over the same database.
-	engine, err := idem.New(idemsqlite.New(db), idem.Config{Secret: []byte(demoSecret), Logger: slog.New(slog.DiscardHandler)})
+	engine, err := idem.New(idemsqlite.New(db), idem.Config{Secret: []byte(consolecmd.DemoSecret), Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	// Unavailable: the result cannot be stored.
 	_, err = idem.Run(ctx, engine, "alerts-receipt", "job:alerts", func(context.Context) (float64, error) { return math.NaN(), nil }, nil)
@@ -397,7 +403,7 @@ func requireSelectorsMatch(t *testing.T, groups *rulefmt.RuleGroups, series []sa
 // the pager, warning to the chat receiver.
 func TestK18AlertmanagerExampleRoutesEverySeverity(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("../../deploy/prometheus/alertmanager.example.yml")
+	b, err := os.ReadFile("../../../deploy/prometheus/alertmanager.example.yml")
 	require.NoError(t, err)
 	var cfg struct {
 		Route struct {
