@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,17 +15,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem/idempgx"
+	"github.com/unstuckhq/unstuck/unstucktest/mysqltest"
 	"github.com/unstuckhq/unstuck/unstucktest/pgtest"
+	"github.com/unstuckhq/unstuck/unstucktest/redistest"
 	"github.com/unstuckhq/unstuck/unstucktest/slowtest"
 )
 
-func TestMain(m *testing.M) { pgtest.RunMain(m) }
+func TestMain(m *testing.M) { pgtest.RunMain(m); redistest.Stop() }
 
 func TestHelp(t *testing.T) {
 	var out, errOut bytes.Buffer
 	require.NoError(t, run(t.Context(), []string{"help"}, &out, &errOut))
 	require.Contains(t, out.String(), "bench seed")
-	for _, cmd := range []string{"seed", "console"} {
+	for _, cmd := range []string{"seed", "console", "pages", "storage", "sweep", "commits"} {
 		out.Reset()
 		errOut.Reset()
 		require.NoError(t, run(t.Context(), []string{cmd, "--help"}, &out, &errOut))
@@ -123,4 +128,55 @@ ORDER BY 1`, seededTables)
 	require.NoError(t, err)
 	require.NotEmpty(t, objs)
 	return objs
+}
+
+// TestStorage loads a few records into each store and measures them: the
+// engine's table and indexes, and the raw minimum beside them.
+func TestStorage(t *testing.T) {
+	slowtest.Skip(t, slowtest.Scale)
+	stores := map[string]string{
+		"SQLite":     "sqlite:" + filepath.Join(t.TempDir(), "storage.db"),
+		"PostgreSQL": pgtest.Database(t),
+		"MySQL":      mysqltest.NewDatabase(t),
+		"Redis":      "redis://" + redistest.VolatileServer(t) + "/5",
+	}
+	for name, db := range stores {
+		t.Run(name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			require.NoError(t, run(t.Context(), []string{"storage", "--db", db, "--keys", "3000", "--batch", "1000"}, &out, &errOut), errOut.String())
+			report := out.String()
+			require.Contains(t, report, "3000 records", report)
+			m := regexp.MustCompile(`engine ÷ raw minimum: ([0-9.]+)`).FindStringSubmatch(report)
+			require.NotNil(t, m, report)
+			ratio, err := strconv.ParseFloat(m[1], 64)
+			require.NoError(t, err)
+			require.Greater(t, ratio, 0.5, "the engine keeps what the raw minimum keeps:\n%s", report)
+			if name != "Redis" {
+				require.Contains(t, report, "index", report)
+			}
+			// A store that holds records is refused.
+			err = run(t.Context(), []string{"storage", "--db", db, "--keys", "10"}, &out, &errOut)
+			require.Error(t, err)
+		})
+	}
+}
+
+// TestSweepAndCommits runs the retention and the commit-limit benchmarks
+// once, briefly, on PostgreSQL.
+func TestSweepAndCommits(t *testing.T) {
+	slowtest.Skip(t, slowtest.Scale)
+	var out, errOut bytes.Buffer
+	db := pgtest.Database(t)
+	require.NoError(t, run(t.Context(), []string{"sweep", "--db", db, "--keys", "20000", "--rate", "50", "--clients", "4",
+		"--phase", "1s", "--rounds", "1", "--sweep-pause", "50ms", "--sweep-batch", "100"}, &out, &errOut), errOut.String())
+	report := out.String()
+	require.Contains(t, report, "past their retention", report)
+	require.Regexp(t, `\| 1 sweeping \| \d+ \| 0 \|`, report, "no request failed while sweeping")
+	require.Contains(t, report, "records/s while sweeping", report)
+	require.NotContains(t, report, "swept 0 records/s", report)
+
+	out.Reset()
+	require.NoError(t, run(t.Context(), []string{"commits", "--db", pgtest.Database(t), "--clients", "1,2", "--duration", "1s",
+		"--rounds", "1", "--replay-keys", "50"}, &out, &errOut), errOut.String())
+	require.Regexp(t, `\| 2 \| [0-9.]+ / [0-9.]+ / [0-9.]+ \| [0-9.]+ / [0-9.]+ / [0-9.]+ \|`, out.String())
 }

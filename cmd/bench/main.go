@@ -63,6 +63,9 @@ Usage:
   bench seed    --db URL [--keys N] [--operations N] [flags]
   bench console --db URL [--n N] [--explain] [flags]
   bench pages   --db URL [--rounds R] [--n N] [--cpuprofile FILE]
+  bench storage --db STORE [--keys N]
+  bench sweep   --db URL [--keys N] [--rate R] [--phase D] [--rounds R]
+  bench commits --db URL [--clients 1,8,32,64] [--duration D] [--rounds R]
 
 Commands:
   seed      migrate an empty database and load idempotency records (through
@@ -75,6 +78,15 @@ Commands:
             /operations?status=review_required against its limit (the
             least SQL for its content), interleaved rounds, min/median/max
             of the ratio
+  storage   load records into an empty store (PostgreSQL, SQLite, MySQL
+            or Redis) and measure the table and each index per record
+            against the raw minimum (the records with one unique index)
+  sweep     on PostgreSQL, records past their retention and first
+            requests at a steady rate: phases with and without the sweep,
+            its records per second and the requests' p99 beside it
+  commits   first requests over HTTP through the middleware against
+            pgbench's same two commits, and replays against one SELECT,
+            at each concurrency
   help      show this help
 
 The database must exist and should be one of its own, e.g.
@@ -94,6 +106,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runConsole(ctx, args[1:], stdout, stderr)
 	case "pages":
 		return runPages(ctx, args[1:], stdout, stderr)
+	case "storage":
+		return runStorage(ctx, args[1:], stdout, stderr)
+	case "sweep":
+		return runSweep(ctx, args[1:], stdout, stderr)
+	case "commits":
+		return runCommits(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

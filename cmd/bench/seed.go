@@ -47,6 +47,9 @@ type seedConfig struct {
 	Batch    int
 	// Seed makes the data reproducible: row i is a function of (Seed, i).
 	Seed uint64
+	// Retention is how long after its creation a record expires; 0
+	// means 35 days (none of the span has expired).
+	Retention time.Duration
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
 }
@@ -383,6 +386,14 @@ func tenant(k int) string { return fmt.Sprintf("tenant:%05d", k) }
 // rawKey is the client's idempotency key of record i.
 func rawKey(i int) string { return "k-" + strconv.Itoa(i) }
 
+// retention is cfg.Retention or its default.
+func (g *generator) retention() time.Duration {
+	if g.cfg.Retention > 0 {
+		return g.cfg.Retention
+	}
+	return 35 * 24 * time.Hour
+}
+
 func (g *generator) rng(table uint64, i int) *rand.Rand {
 	return rand.New(rand.NewPCG(g.cfg.Seed^table<<56, uint64(i)))
 }
@@ -484,7 +495,7 @@ func (g *generator) keyRecord(i int) idemdriver.Record {
 		Fingerprint: fingerprint, Status: status, Result: result, ResponseCode: int(responseCode),
 		CorrelationID: correlation, ExternalRef: externalRef, ResourceIDs: resourceIDs, LastError: lastError,
 		Owner: idemdriver.Owner{Token: randomUUID(r).String(), Fence: int64(i) + 1}, Attempts: int(attempts),
-		Version: version, CreatedAt: created, UpdatedAt: updated, ExpiresAt: created.Add(35 * 24 * time.Hour)}
+		Version: version, CreatedAt: created, UpdatedAt: updated, ExpiresAt: created.Add(g.retention())}
 	if lease != nil {
 		rec.LeaseExpiresAt = *lease
 	}
@@ -552,7 +563,7 @@ func forBatches(ctx context.Context, n, size, parallel int, fn func(ctx context.
 
 // loadKeys seeds the key records through the driver's seeding path
 // (idempgx.Store.SeedRecords: COPY), batch records per call.
-func (g *generator) loadKeys(ctx context.Context, keys *idempgx.Store, logf func(string, ...any)) error {
+func (g *generator) loadKeys(ctx context.Context, keys idemdriver.Seeder, logf func(string, ...any)) error {
 	var done atomic.Int64
 	t0 := time.Now()
 	step := max(int64(g.cfg.Keys)/10, 1)
