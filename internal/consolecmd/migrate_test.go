@@ -24,6 +24,7 @@ import (
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
 	"github.com/unstuckhq/unstuck/unstucktest/pgtest"
+	"github.com/unstuckhq/unstuck/unstucktest/slowtest"
 )
 
 // execer runs one statement on a test database, whatever its dialect.
@@ -99,6 +100,7 @@ func TestMigrateCreatesRiverTables(t *testing.T) {
 // made) is behind by saga 003 only, upgrades with "console migrate",
 // keeps its operations and its old bookkeeping row, and serves.
 func TestMigrateUpgradesOperationsLine(t *testing.T) {
+	slowtest.Skip(t, slowtest.Upgrade)
 	t.Parallel()
 	for _, d := range consoletest.DemoDatabases {
 		t.Run(d.Name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem/idemsqlite"
 	"github.com/unstuckhq/unstuck/internal/consolecmd/consoletest"
 	"github.com/unstuckhq/unstuck/internal/ops"
+	"github.com/unstuckhq/unstuck/unstucktest/slowtest"
 )
 
 // Bulk jobs waiting on the applications' River tables are the console's
@@ -21,6 +22,7 @@ import (
 // those still waiting (a running request resumes on the console's own tables
 // when the console starts) and leaves the applications' jobs alone.
 func TestMigrateRetiresBulkJobsFromApplicationsTables(t *testing.T) {
+	slowtest.Skip(t, slowtest.Upgrade)
 	t.Parallel()
 	for _, d := range consoletest.DemoDatabases {
 		t.Run(d.Name, func(t *testing.T) {

@@ -2,9 +2,10 @@
 // -short runs every engine, store (conformance) and handler test, and
 // leaves out the slow kinds — browser (playwright), fault (a fault proxy,
 // kill -9, a crashed or second process, a cluster of the test's own),
-// alert-rule, upgrade, docker and scale tests, and the conformance suite
-// run again over a store's optional statement paths — which run without
-// -short, as CI runs them.
+// alert-rule, upgrade, docker and scale tests, the conformance suite run
+// again over a store's optional statement paths, and an end-to-end journey
+// of the console's demo run again on PostgreSQL after SQLite — which run
+// without -short, as CI runs them.
 //
 // It is test support for this repository's suites, public so that the
 // library's tests, the console's and the tools share it; adopters may use
@@ -27,6 +28,11 @@ const (
 	// Ways is the conformance suite run again over each optional statement
 	// path of a store; the store's own conformance run is not of this kind.
 	Ways Kind = "conformance over the optional statement paths"
+	// Twin is an end-to-end journey of the console's demo (a whole demo
+	// started, its pages and workers) run again on PostgreSQL; its SQLite
+	// run stays in the fast loop, and the stores' own PostgreSQL tests are
+	// not of this kind.
+	Twin Kind = "end-to-end journey again on PostgreSQL (its SQLite run is not skipped)"
 )
 
 // Skip skips t under go test -short, saying what kind of test it is and

@@ -33,6 +33,7 @@ import (
 	"github.com/unstuckhq/unstuck/saga/sagapgx"
 	"github.com/unstuckhq/unstuck/saga/sagasqlite"
 	"github.com/unstuckhq/unstuck/unstucktest/pgtest"
+	"github.com/unstuckhq/unstuck/unstucktest/slowtest"
 )
 
 // RunFunc is the program's entry point, consolecmd.Run.
@@ -357,9 +358,14 @@ type DemoDatabase struct {
 
 // DemoDatabases are the databases the demo runs its signups on: a SQLite
 // file in t's temporary directory and a PostgreSQL database of its own.
+// Under go test -short, the PostgreSQL one skips t (slowtest.Twin): the
+// fast loop runs each journey once, on SQLite.
 var DemoDatabases = []DemoDatabase{
 	{"SQLite", func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "demo.db") }},
-	{"PostgreSQL", func(t *testing.T) string { return pgtest.Database(t) }},
+	{"PostgreSQL", func(t *testing.T) string {
+		slowtest.Skip(t, slowtest.Twin)
+		return pgtest.Database(t)
+	}},
 }
 
 // SignupStep returns the step named name of the signup v; the test fails
