@@ -147,6 +147,59 @@ func TestExplainShortDigest(t *testing.T) {
 	}
 }
 
+// TestExplainSweepAndLookUps: the sweep reads its oldest expired records
+// from the expiry index, and the look-ups by raw key (in every scope), by
+// correlation ID and by external reference each read their own partial
+// index: each index serves its query, never a scan of the table.
+func TestExplainSweepAndLookUps(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	recs := make([]idemdriver.Record, 5000)
+	for i := range recs {
+		scope := "tenant-" + strconv.Itoa(i%50)
+		recs[i] = idemdriver.Record{Ident: idemdriver.Ident{Scope: scope, Operation: "charge", KeyDigest: idem.Digest(scope, "charge", strconv.Itoa(i))},
+			Status: idemdriver.StatusCompleted, Owner: idemdriver.Owner{Fence: int64(i + 1)}, Attempts: 1, Version: 1,
+			CreatedAt: now.Add(-time.Hour), UpdatedAt: now.Add(-time.Hour), ExpiresAt: now.Add(time.Duration(i-50) * time.Minute)}
+		switch i % 100 {
+		case 0:
+			recs[i].KeyHash = idem.KeyHash(strconv.Itoa(i))
+		case 1:
+			recs[i].CorrelationID = "req-" + strconv.Itoa(i)
+		case 2:
+			recs[i].ExternalRef = "ch_" + strconv.Itoa(i)
+		}
+	}
+	require.NoError(t, b.store.SeedRecords(t.Context(), recs))
+	require.NoError(t, b.store.Analyze(t.Context()))
+
+	plan := pgtest.Explain(t, b.pool, sweepSQL, 1000, now)
+	require.Contains(t, plan, "unstuck_idem_record_expires_at_idx", plan)
+	require.NotContains(t, plan, "Seq Scan", plan)
+
+	// A look-up of a few records, by the planner's own choice: it sorts
+	// them (pgtest.Explain forbids sorts, and would walk the list's index).
+	for _, c := range []struct {
+		f     idemdriver.KeyFilter
+		index string
+	}{
+		{idemdriver.KeyFilter{KeyHash: recs[100].KeyHash}, "unstuck_idem_record_key_hash_idx"},
+		{idemdriver.KeyFilter{CorrelationID: recs[101].CorrelationID}, "unstuck_idem_record_correlation_id_idx"},
+		{idemdriver.KeyFilter{ExternalRef: recs[102].ExternalRef}, "unstuck_idem_record_external_ref_idx"},
+	} {
+		q, err := c.f.Check()
+		require.NoError(t, err)
+		sql, args := listKeysSQL(q)
+		rows, err := b.pool.Query(t.Context(), "EXPLAIN "+sql, args...)
+		require.NoError(t, err)
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		plan := strings.Join(lines, "\n")
+		require.Contains(t, plan, c.index, plan)
+		require.NotContains(t, plan, "Seq Scan", plan)
+	}
+}
+
 // TestMigrateAdminIndexesUpgrade: a database whose console migration
 // already created the admin indexes (every release before the drivers
 // owned them) upgrades: the driver's migration 002 finds them and applies.
