@@ -148,11 +148,7 @@ var seededTables = sagapgx.Tables()
 
 func seedDatabase(ctx context.Context, pool *pgxpool.Pool, cfg seedConfig) (seedReport, error) {
 	var rep seedReport
-	logf := func(format string, a ...any) {
-		if cfg.Log != nil {
-			fmt.Fprintf(cfg.Log, format+"\n", a...)
-		}
-	}
+	logf := logTo(cfg.Log)
 	start := time.Now()
 	if err := migrate(ctx, pool); err != nil {
 		return rep, fmt.Errorf("migrate: %w", err)
@@ -561,8 +557,23 @@ func forBatches(ctx context.Context, n, size, parallel int, fn func(ctx context.
 	return firstErr
 }
 
+// logTo returns a progress logger writing lines to w (nothing when w is
+// nil), safe for concurrent use: the loaders call it from their goroutines.
+func logTo(w io.Writer) func(format string, a ...any) {
+	var mu sync.Mutex
+	return func(format string, a ...any) {
+		if w == nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(w, format+"\n", a...)
+	}
+}
+
 // loadKeys seeds the key records through the driver's seeding path
-// (idempgx.Store.SeedRecords: COPY), batch records per call.
+// (idempgx.Store.SeedRecords: COPY), batch records per call, on parallel
+// goroutines: logf must be safe for concurrent use (logTo).
 func (g *generator) loadKeys(ctx context.Context, keys idemdriver.Seeder, logf func(string, ...any)) error {
 	var done atomic.Int64
 	t0 := time.Now()

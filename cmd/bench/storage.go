@@ -122,7 +122,7 @@ Prints a Markdown table.
 func loadRecords(ctx context.Context, s idemdriver.Seeder, cfg seedConfig) (time.Duration, error) {
 	g := newGenerator(cfg)
 	t0 := time.Now()
-	err := g.loadKeys(ctx, s, func(format string, a ...any) { fmt.Fprintf(cfg.Log, format+"\n", a...) })
+	err := g.loadKeys(ctx, s, logTo(cfg.Log))
 	return time.Since(t0), err
 }
 

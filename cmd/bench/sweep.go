@@ -104,7 +104,7 @@ round (min / median / max), and a VACUUM's time at the end.
 		cfg := seedConfig{Keys: *keys, Tenants: 20_000, Span: span, Now: time.Now().UTC(), Parallel: 2, Batch: 20_000, Seed: 1,
 			Retention: time.Duration((1 - *expired) * float64(span)), Log: stderr}
 		t0 := time.Now()
-		if err := newGenerator(cfg).loadKeys(ctx, s, func(f string, a ...any) { fmt.Fprintf(stderr, f+"\n", a...) }); err != nil {
+		if err := newGenerator(cfg).loadKeys(ctx, s, logTo(stderr)); err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "loaded %d records in %s\n", *keys, time.Since(t0).Round(time.Second))
