@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/unstuckhq/unstuck/idem"
@@ -132,19 +133,25 @@ func TestExplainShortDigest(t *testing.T) {
 		q, err := f.Check()
 		require.NoError(t, err)
 		sql, args := listKeysSQL(q)
-		// The planner's own choice (pgtest.Explain forbids sorts, which a
-		// look-up of one record needs).
-		rows, err := b.pool.Query(t.Context(), "EXPLAIN "+sql, args...)
-		require.NoError(t, err)
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		require.NoError(t, err)
-		plan := strings.Join(lines, "\n")
+		plan := plannersChoice(t, b.pool, sql, args...)
 		require.Contains(t, plan, "unstuck_idem_record_short_digest_idx", "%+v:\n%s", f, plan)
 		page, err := b.store.ListKeys(t.Context(), f)
 		require.NoError(t, err)
 		require.Len(t, page.Records, 1)
 		require.Equal(t, digest, page.Records[0].KeyDigest)
 	}
+}
+
+// plannersChoice is the plan of sql as the planner chooses it. A look-up
+// of a few records sorts them, which pgtest.Explain forbids (it would walk
+// a list's index instead).
+func plannersChoice(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) string {
+	t.Helper()
+	rows, err := pool.Query(t.Context(), "EXPLAIN "+sql, args...)
+	require.NoError(t, err)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return strings.Join(lines, "\n")
 }
 
 // TestExplainSweepAndLookUps: the sweep reads its oldest expired records
@@ -177,8 +184,7 @@ func TestExplainSweepAndLookUps(t *testing.T) {
 	require.Contains(t, plan, "unstuck_idem_record_expires_at_idx", plan)
 	require.NotContains(t, plan, "Seq Scan", plan)
 
-	// A look-up of a few records, by the planner's own choice: it sorts
-	// them (pgtest.Explain forbids sorts, and would walk the list's index).
+	// A look-up of a few records: the planner's own choice.
 	for _, c := range []struct {
 		f     idemdriver.KeyFilter
 		index string
@@ -190,11 +196,7 @@ func TestExplainSweepAndLookUps(t *testing.T) {
 		q, err := c.f.Check()
 		require.NoError(t, err)
 		sql, args := listKeysSQL(q)
-		rows, err := b.pool.Query(t.Context(), "EXPLAIN "+sql, args...)
-		require.NoError(t, err)
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		require.NoError(t, err)
-		plan := strings.Join(lines, "\n")
+		plan := plannersChoice(t, b.pool, sql, args...)
 		require.Contains(t, plan, c.index, plan)
 		require.NotContains(t, plan, "Seq Scan", plan)
 	}
