@@ -1,6 +1,7 @@
 package idempgx
 
 import (
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -181,7 +182,7 @@ func TestExplainSweepAndLookUps(t *testing.T) {
 	require.NoError(t, b.store.Analyze(t.Context()))
 
 	plan := pgtest.Explain(t, b.pool, sweepSQL, 1000, now)
-	require.Contains(t, plan, "unstuck_idem_record_expires_at_idx", plan)
+	require.Contains(t, plan, "unstuck_idem_record_sweep_idx", plan)
 	require.NotContains(t, plan, "Seq Scan", plan)
 
 	// A look-up of a few records: the planner's own choice.
@@ -201,6 +202,71 @@ func TestExplainSweepAndLookUps(t *testing.T) {
 		require.NotContains(t, plan, "Seq Scan", plan)
 	}
 }
+
+// TestSweepReadsPastNoPendingRecord: pending records past their retention
+// (kept for an operator, never swept) are not in the sweep's index, so a
+// sweep whose oldest candidates are all pending reads none of them: the
+// index scan removes no row by its filter and returns the batch it deletes.
+func TestSweepReadsPastNoPendingRecord(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	recs := make([]idemdriver.Record, 4000)
+	for i := range recs {
+		status := idemdriver.StatusPending // the 3,000 oldest
+		if i >= 3000 {
+			status = idemdriver.StatusCompleted
+		}
+		recs[i] = idemdriver.Record{Ident: idemdriver.Ident{Scope: "t", Operation: "charge", KeyDigest: idem.Digest("t", "charge", strconv.Itoa(i))},
+			Status: status, Owner: idemdriver.Owner{Fence: 1}, Attempts: 1, Version: 1, LastError: "held",
+			CreatedAt: now.Add(-48 * time.Hour), UpdatedAt: now.Add(-48 * time.Hour), ExpiresAt: now.Add(time.Duration(i-5000) * time.Second)}
+	}
+	require.NoError(t, b.store.SeedRecords(t.Context(), recs))
+	require.NoError(t, b.store.Analyze(t.Context()))
+
+	var lines []string
+	err := pgx.BeginFunc(t.Context(), b.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(t.Context(), "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+sweepSQL, 100, now)
+		if err != nil {
+			return err
+		}
+		lines, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		return errRollback
+	})
+	require.ErrorIs(t, err, errRollback)
+	plan := strings.Join(lines, "\n")
+	scan := planNode(lines, "Index Scan using unstuck_idem_record_sweep_idx")
+	require.NotEmpty(t, scan, plan)
+	require.Contains(t, scan, "actual rows=100 ", plan)
+	require.NotContains(t, scan, "Rows Removed by Filter", plan)
+	require.NotContains(t, plan, "Seq Scan", "the deletion reads its rows by ID: "+plan)
+
+	res, err := b.store.Sweep(t.Context(), idemdriver.SweepParams{Limit: 2000, Now: now})
+	require.NoError(t, err)
+	require.Equal(t, idemdriver.SweepResult{Deleted: 1000}, res, "every finished record past its retention, no pending one")
+}
+
+// planNode returns the lines of the first plan node whose line contains
+// head, up to its next node, or "" if there is none.
+func planNode(lines []string, head string) string {
+	for i, l := range lines {
+		if !strings.Contains(l, head) {
+			continue
+		}
+		end := i + 1
+		for end < len(lines) && !strings.Contains(lines[end], "->") && !strings.HasPrefix(strings.TrimSpace(lines[end]), "CTE ") {
+			end++
+		}
+		return strings.Join(lines[i:end], "\n")
+	}
+	return ""
+}
+
+// errRollback ends a transaction a test only looks into.
+var errRollback = errors.New("rolled back")
 
 // TestMigrateAdminIndexesUpgrade: a database whose console migration
 // already created the admin indexes (every release before the drivers
@@ -235,18 +301,20 @@ CREATE INDEX unstuck_console_idem_processing_scope_idx ON unstuck_idem_record (s
 	}
 	before := indexes()
 	require.NoError(t, s.Migrate(ctx))
-	// The upgrade adds the key hash's index (migration 003) and the short
-	// digest's (004), and nothing else: the console's indexes are kept,
-	// none duplicated.
+	// The upgrade adds the key hash's index (migration 003), the short
+	// digest's (004) and the sweep's (006, in place of the expiry index),
+	// and nothing else: the console's indexes are kept, none duplicated.
 	var added []string
 	for _, def := range indexes() {
 		if !slices.Contains(before, def) {
 			added = append(added, def)
 		}
 	}
-	require.Len(t, added, 2, "the same indexes, none duplicated, plus the key hash's and the short digest's")
+	require.Len(t, added, 3, "the same indexes, none duplicated, plus the key hash's, the short digest's and the sweep's")
 	require.Contains(t, added[0], "unstuck_idem_record_key_hash_idx")
 	require.Contains(t, added[1], "unstuck_idem_record_short_digest_idx")
+	require.Contains(t, added[2], "unstuck_idem_record_sweep_idx")
+	require.NotContains(t, strings.Join(indexes(), "\n"), "unstuck_idem_record_expires_at_idx", "the sweep's index replaces the expiry index")
 
 	fresh := setup(t)
 	rows, err := fresh.pool.Query(ctx, `SELECT indexdef FROM pg_indexes WHERE tablename = 'unstuck_idem_record' AND schemaname = current_schema() ORDER BY indexname`)

@@ -123,7 +123,7 @@ func TestMigrateTwiceIsANoOp(t *testing.T) {
 	}
 	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[row])
 	require.NoError(t, err)
-	require.Equal(t, []row{{"idem", 1, "records"}, {"idem", 2, "admin_indexes"}, {"idem", 3, "key_hash"}, {"idem", 4, "short_digest"}, {"idem", 5, "trace_id"}}, got)
+	require.Equal(t, []row{{"idem", 1, "records"}, {"idem", 2, "admin_indexes"}, {"idem", 3, "key_hash"}, {"idem", 4, "short_digest"}, {"idem", 5, "trace_id"}, {"idem", 6, "sweep_index"}}, got)
 
 	b.reserve(t, reserveOpts{})
 }

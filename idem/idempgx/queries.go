@@ -301,8 +301,11 @@ WHERE scope = $1 AND operation = $2 AND key_digest = $3`
 // CTE (FOR UPDATE), which re-checks them against their newest version:
 // without it, a record revived by a concurrent takeover after this
 // statement's snapshot would still be changed. SKIP LOCKED lets concurrent
-// sweeps, and sweeps racing an owner, pass each other. It returns the
-// numbers deleted and escalated.
+// sweeps, and sweeps racing an owner, pass each other. The candidates
+// come from the sweep's partial index, which holds no pending record, and
+// are changed by ID (= ANY of an array: the primary key's index, whatever
+// the planner guesses of the candidates' number). It returns the numbers
+// deleted and escalated.
 //
 // $1 limit, $2 now.
 const sweepSQL = `WITH candidate AS (
@@ -314,8 +317,8 @@ const sweepSQL = `WITH candidate AS (
     LIMIT $1
     FOR UPDATE SKIP LOCKED),
 deleted AS (
-    DELETE FROM unstuck_idem_record r USING candidate c
-    WHERE r.id = c.id AND c.status <> 'processing'
+    DELETE FROM unstuck_idem_record r
+    WHERE r.id = ANY (ARRAY(SELECT id FROM candidate WHERE status <> 'processing'))
     RETURNING 1),
 escalated AS (
     UPDATE unstuck_idem_record r SET
@@ -327,7 +330,6 @@ escalated AS (
         lease_expires_at = NULL,
         version = r.version + 1,
         updated_at = coalesce($2::timestamptz, statement_timestamp())
-    FROM candidate c
-    WHERE r.id = c.id AND c.status = 'processing'
+    WHERE r.id = ANY (ARRAY(SELECT id FROM candidate WHERE status = 'processing'))
     RETURNING 1)
 SELECT (SELECT count(*) FROM deleted), (SELECT count(*) FROM escalated)`

@@ -1,0 +1,10 @@
+-- The sweep's index: records by the end of their retention, pending ones
+-- left out. The sweep never deletes a pending record (it waits for an
+-- operator), so with them in the index every sweep statement read past
+-- each pending record whose retention had ended, from the oldest end, and
+-- slowed as they accumulated. On a large table, build it beforehand with
+-- CREATE INDEX CONCURRENTLY under the same name (IF NOT EXISTS then skips
+-- it) and drop unstuck_idem_record_expires_at_idx CONCURRENTLY after.
+CREATE INDEX IF NOT EXISTS unstuck_idem_record_sweep_idx
+    ON unstuck_idem_record (expires_at) WHERE status <> 'pending';
+DROP INDEX IF EXISTS unstuck_idem_record_expires_at_idx;
