@@ -171,10 +171,11 @@ WHERE id IN (
 
 	// querySweep deletes, oldest retention first, up to a limit of
 	// finished records (completed, failed, unavailable) whose retention has
-	// ended. It takes now, limit.
+	// ended. It takes now, limit. It names status <> 'pending', the
+	// condition of the sweep's partial index, so that SQLite may read it.
 	querySweep = `DELETE FROM unstuck_idem_record WHERE id IN (
     SELECT id FROM unstuck_idem_record
-    WHERE expires_at <= ?1
+    WHERE expires_at <= ?1 AND status <> 'pending'
       AND status NOT IN ('pending', 'processing')
     ORDER BY expires_at, id
     LIMIT ?2

@@ -101,7 +101,7 @@ func TestMigrate(t *testing.T) {
 		require.Equal(t, len(ups), n, "bookkeeping rows: one per migration")
 		require.Equal(t, "idem", line)
 		require.Equal(t, int64(len(ups)), version, "the last row read")
-		require.Equal(t, "trace_id", name)
+		require.Equal(t, "sweep_index", name)
 		require.InDelta(t, time.Now().UnixMicro(), appliedAt, float64(time.Minute.Microseconds()), "applied_at in microseconds")
 
 		// The data and the fence counter survive.
