@@ -41,6 +41,9 @@ const (
 	// MinRecordingWindow is the shortest time the engine keeps trying to
 	// record an outcome in the background (see [Config].RecordingWindow).
 	MinRecordingWindow = 30 * time.Second
+	// DefaultSweepBatch is the records one store call of [Engine.Sweep]
+	// handles at most (see [Config].SweepBatch).
+	DefaultSweepBatch = 1000
 )
 
 // Engine decides and records idempotent runs over a [idemdriver.Store]. It is safe for
@@ -57,6 +60,8 @@ type Engine struct {
 	deadlines      sharedDeadlines
 	recordWindow   time.Duration // 0: per run, max(2 × lease, MinRecordingWindow)
 	recovery       Recovery
+	sweepBatch     int
+	sweepPause     time.Duration
 	late           lateRecordings
 	tracer         trace.Tracer // nil: tracing off (Config.TracerProvider)
 }
@@ -137,6 +142,16 @@ type Config struct {
 	// leaves tracing off: then no tracing code runs at all
 	// (BENCHMARKS.md, "tracing off vs on").
 	TracerProvider trace.TracerProvider
+	// SweepBatch is the records one store call of [Engine.Sweep] deletes
+	// or escalates at most: one statement, one transaction. 0 means
+	// [DefaultSweepBatch]; a negative value is refused.
+	SweepBatch int
+	// SweepPause is the wait after each full batch of [Engine.Sweep] before
+	// the next: a sweep then removes at most about SweepBatch records per
+	// SweepPause, and the database serves the applications' requests
+	// between its statements. 0 means none (batches back to back); a
+	// negative value is refused. docs/capacity.md gives measured settings.
+	SweepPause time.Duration
 }
 
 // New returns an engine over store configured by cfg. It fails fast when
@@ -150,9 +165,11 @@ func New(store idemdriver.Store, cfg Config) (*Engine, error) {
 	c.MaxResultBytes = cmp.Or(c.MaxResultBytes, DefaultMaxResultBytes)
 	c.PendingRetryAfter = cmp.Or(c.PendingRetryAfter, DefaultPendingRetryAfter)
 	c.StoreTimeout = cmp.Or(c.StoreTimeout, DefaultStoreTimeout)
+	c.SweepBatch = cmp.Or(c.SweepBatch, DefaultSweepBatch)
 	e := &Engine{store: store, nowFunc: c.Now, log: c.Logger, maxResultBytes: c.MaxResultBytes,
 		policy: decide.Policy{PendingRetryAfter: c.PendingRetryAfter}, storeTimeout: c.StoreTimeout,
-		recordWindow: c.RecordingWindow, recovery: c.DefaultRecovery, late: newLateRecordings()}
+		recordWindow: c.RecordingWindow, recovery: c.DefaultRecovery, sweepBatch: c.SweepBatch,
+		sweepPause: c.SweepPause, late: newLateRecordings()}
 	switch {
 	case c.DisableSealing && len(c.Secret) > 0:
 		return nil, errors.New("idem: Config.Secret and Config.DisableSealing both set")
@@ -180,6 +197,9 @@ func New(store idemdriver.Store, cfg Config) (*Engine, error) {
 	}
 	if c.StoreTimeout <= 0 {
 		return nil, fmt.Errorf("idem: store timeout %s must be positive", c.StoreTimeout)
+	}
+	if c.SweepBatch < 0 || c.SweepPause < 0 {
+		return nil, fmt.Errorf("idem: sweep batch %d and pause %s must not be negative", c.SweepBatch, c.SweepPause)
 	}
 	if c.RecordingWindow != 0 && c.RecordingWindow < MinRecordingWindow {
 		return nil, fmt.Errorf("idem: recording window %s must be at least %s", c.RecordingWindow, MinRecordingWindow)
@@ -267,12 +287,19 @@ func (e *Engine) ForgetOperation(ctx context.Context, key, scope, operation stri
 // under a live lease and never a pending one (SPEC M6). An abandoned record
 // (processing, lease ended) past its retention is never deleted: it is
 // escalated to pending with an [idemdriver.AbandonedReason] for an operator, logged
-// and counted. It returns what it did, in batches of 1000, each store call
-// bounded by the store timeout.
+// and counted. It works in batches of [Config].SweepBatch, each store call
+// bounded by the store timeout, with [Config].SweepPause after each full
+// one, until a batch finds less than a full one or ctx ends; it returns
+// what it did, also when ctx ends during a pause.
 func (e *Engine) Sweep(ctx context.Context) (idemdriver.SweepResult, error) {
-	const batch = 1000
+	batch := e.sweepBatch
 	var total idemdriver.SweepResult
-	for {
+	for first := true; ; first = false {
+		if !first && e.sweepPause > 0 {
+			if err := sleepCtx(ctx, e.sweepPause); err != nil {
+				return total, fmt.Errorf("idem: sweep: %w", err)
+			}
+		}
 		bctx, cancel := e.bound(ctx)
 		r, err := e.store.Sweep(bctx, idemdriver.SweepParams{Limit: batch, Now: e.now()})
 		cancel()

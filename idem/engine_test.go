@@ -521,3 +521,62 @@ func TestR8LostTakeoverOfAnAbandonedRecordKeepsIt(t *testing.T) {
 	require.Equal(t, idemdriver.StatusProcessing, rec.Status)
 	require.NotEqual(t, "crashed", rec.Owner.Token, "the lost takeover fenced the dead owner out")
 }
+
+// sweepCounter answers Sweep calls from a count of expired records and
+// notes when each call came and its limit.
+type sweepCounter struct {
+	idemdriver.Store
+	left   int
+	limits []int
+	times  []time.Time
+}
+
+func (s *sweepCounter) Sweep(_ context.Context, p idemdriver.SweepParams) (idemdriver.SweepResult, error) {
+	s.limits = append(s.limits, p.Limit)
+	s.times = append(s.times, time.Now())
+	n := min(s.left, p.Limit)
+	s.left -= n
+	return idemdriver.SweepResult{Deleted: n}, nil
+}
+
+// TestSweepPacesItsBatches: Sweep works in batches of Config.SweepBatch
+// and waits Config.SweepPause after each full one (SPEC M6: retention that
+// leaves the applications room); a context that ends in a pause stops it
+// with what it did so far.
+func TestSweepPacesItsBatches(t *testing.T) {
+	t.Parallel()
+	base, _ := newSQLiteStore(t)
+	store := &sweepCounter{Store: base, left: 5}
+	e, err := idem.New(store, idem.Config{DisableSealing: true, SweepBatch: 2, SweepPause: 50 * time.Millisecond})
+	require.NoError(t, err)
+	r, err := e.Sweep(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, idemdriver.SweepResult{Deleted: 5}, r)
+	require.Equal(t, []int{2, 2, 2}, store.limits, "batches of SweepBatch until one is not full")
+	for i := 1; i < len(store.times); i++ {
+		require.GreaterOrEqual(t, store.times[i].Sub(store.times[i-1]), 50*time.Millisecond, "the pause between batches %d and %d", i, i+1)
+	}
+
+	// The default: batches of DefaultSweepBatch, back to back.
+	store = &sweepCounter{Store: base, left: 2500}
+	e, err = idem.New(store, idem.Config{DisableSealing: true})
+	require.NoError(t, err)
+	r, err = e.Sweep(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 2500, r.Deleted)
+	require.Equal(t, []int{idem.DefaultSweepBatch, idem.DefaultSweepBatch, idem.DefaultSweepBatch}, store.limits)
+
+	store = &sweepCounter{Store: base, left: 100}
+	e, err = idem.New(store, idem.Config{DisableSealing: true, SweepBatch: 10, SweepPause: time.Hour})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	r, err = e.Sweep(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Equal(t, idemdriver.SweepResult{Deleted: 10}, r, "what it did before the context ended in the pause")
+
+	for _, c := range []idem.Config{{DisableSealing: true, SweepBatch: -1}, {DisableSealing: true, SweepPause: -time.Second}} {
+		_, err := idem.New(base, c)
+		require.ErrorContains(t, err, "must not be negative")
+	}
+}
