@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/unstuckhq/unstuck/idem"
-	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 )
 
@@ -32,8 +31,8 @@ type sweepConfig struct {
 	Clients    int           // goroutines sending them
 	Phase      time.Duration // length of one quiet or sweeping phase
 	Rounds     int           // pairs of phases
-	SweepBatch int           // records per sweep statement
-	SweepPause time.Duration // pause after each sweep statement
+	SweepBatch int           // records per sweep statement: idem.Config.SweepBatch
+	SweepPause time.Duration // pause after each full one: idem.Config.SweepPause
 	Sweepers   int           // concurrent sweep loops
 }
 
@@ -42,7 +41,7 @@ type phaseResult struct {
 	Sweeping          bool
 	Requests, Errors  int64
 	P50, P99, Max     time.Duration
-	Deleted, Sweeps   int64
+	Deleted           int64
 	Elapsed           time.Duration
 	DeadTuples, Bytes int64
 }
@@ -57,8 +56,8 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	clients := fs.Int("clients", 16, "goroutines sending the foreground requests")
 	phase := fs.Duration("phase", 30*time.Second, "length of each quiet and each sweeping phase")
 	rounds := fs.Int("rounds", 4, "pairs of phases (quiet, sweeping), the order alternating")
-	batch := fs.Int("sweep-batch", 1000, "records per sweep statement (the engine's Sweep uses 1000)")
-	pause := fs.Duration("sweep-pause", 0, "pause after each sweep statement")
+	batch := fs.Int("sweep-batch", idem.DefaultSweepBatch, "records per sweep statement (idem.Config.SweepBatch)")
+	pause := fs.Duration("sweep-pause", 0, "pause after each full sweep statement (idem.Config.SweepPause)")
 	sweepers := fs.Int("sweepers", 1, "concurrent sweep loops")
 	reuse := fs.Bool("reuse", false, "measure on the records an earlier run loaded (the table is not empty)")
 	fs.Usage = func() {
@@ -67,7 +66,9 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 Loads --keys records (the ones "bench seed" makes) over two days, the older
 --expired share past their retention, then alternates quiet and sweeping
 phases while first requests arrive at --rate a second through the engine
-(idem.Run on idempgx). Prints, per phase, the requests' p50/p99/max
+(idem.Run on idempgx); the sweep is the engine's Sweep, called again
+and again, with --sweep-batch and --sweep-pause as its Config's
+SweepBatch and SweepPause. Prints, per phase, the requests' p50/p99/max
 latency (from when each was due), the sweep's records per second, the
 table's dead tuples and size; then the p99 ratio sweeping ÷ quiet per
 round (min / median / max), and a VACUUM's time at the end.
@@ -123,7 +124,11 @@ round (min / median / max), and a VACUUM's time at the end.
 	fmt.Fprintf(stdout, "records %d, past their retention %d; foreground %d first requests/s on %d clients; sweep batch %d, pause %s, %d loop(s)\n\n",
 		live, expiredNow, *rate, *clients, *batch, *pause, *sweepers)
 	cfg := sweepConfig{Rate: *rate, Clients: *clients, Phase: *phase, Rounds: *rounds, SweepBatch: *batch, SweepPause: *pause, Sweepers: *sweepers}
-	results, err := sweepRounds(ctx, pool, s, engine, cfg)
+	sweeper, err := idem.New(s, idem.Config{DisableSealing: true, SweepBatch: cfg.SweepBatch, SweepPause: cfg.SweepPause})
+	if err != nil {
+		return err
+	}
+	results, err := sweepRounds(ctx, pool, sweeper, engine, cfg)
 	if err != nil {
 		return err
 	}
@@ -144,15 +149,15 @@ round (min / median / max), and a VACUUM's time at the end.
 // sweepRounds runs cfg.Rounds pairs of phases, quiet then sweeping in even
 // rounds and the other way in odd ones, with the foreground load running
 // throughout.
-func sweepRounds(ctx context.Context, pool *pgxpool.Pool, s *idempgx.Store, engine *idem.Engine, cfg sweepConfig) ([]phaseResult, error) {
+func sweepRounds(ctx context.Context, pool *pgxpool.Pool, sweeper, engine *idem.Engine, cfg sweepConfig) ([]phaseResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	fg := startForeground(ctx, engine, cfg)
 	defer fg.stop()
-	// A few seconds of load before the first phase: connections made,
-	// statements prepared.
+	// Load before the first phase, ten seconds or a phase if shorter:
+	// connections made, statements prepared, caches warm after the load.
 	select {
-	case <-time.After(3 * time.Second):
+	case <-time.After(min(10*time.Second, cfg.Phase)):
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -164,7 +169,7 @@ func sweepRounds(ctx context.Context, pool *pgxpool.Pool, s *idempgx.Store, engi
 			order = []bool{true, false}
 		}
 		for _, sweeping := range order {
-			r, err := runPhase(ctx, pool, s, fg, cfg, sweeping)
+			r, err := runPhase(ctx, pool, sweeper, fg, cfg, sweeping)
 			if err != nil {
 				return out, err
 			}
@@ -174,9 +179,9 @@ func sweepRounds(ctx context.Context, pool *pgxpool.Pool, s *idempgx.Store, engi
 	return out, nil
 }
 
-func runPhase(ctx context.Context, pool *pgxpool.Pool, s *idempgx.Store, fg *foreground, cfg sweepConfig, sweeping bool) (phaseResult, error) {
+func runPhase(ctx context.Context, pool *pgxpool.Pool, sweeper *idem.Engine, fg *foreground, cfg sweepConfig, sweeping bool) (phaseResult, error) {
 	r := phaseResult{Sweeping: sweeping}
-	var deleted, sweeps atomic.Int64
+	var deleted atomic.Int64
 	pctx, cancel := context.WithTimeout(ctx, cfg.Phase)
 	defer cancel()
 	var (
@@ -190,25 +195,18 @@ func runPhase(ctx context.Context, pool *pgxpool.Pool, s *idempgx.Store, fg *for
 		for range cfg.Sweepers {
 			wg.Go(func() {
 				for pctx.Err() == nil {
-					res, err := s.Sweep(pctx, idemdriver.SweepParams{Limit: cfg.SweepBatch})
+					// Sweep returns when a batch is not full (the
+					// backlog is gone) or when the phase ends.
+					res, err := sweeper.Sweep(pctx)
+					deleted.Add(int64(res.Deleted))
 					if err != nil {
 						if pctx.Err() == nil {
 							once.Do(func() { sweepErr = err })
 						}
 						return
 					}
-					deleted.Add(int64(res.Deleted))
-					sweeps.Add(1)
-					if res.Deleted+res.Escalated == 0 {
-						once.Do(func() { sweepErr = errors.New("nothing left to sweep: load more records or run fewer rounds") })
-						return
-					}
-					if cfg.SweepPause > 0 {
-						select {
-						case <-time.After(cfg.SweepPause):
-						case <-pctx.Done():
-						}
-					}
+					once.Do(func() { sweepErr = errors.New("nothing left to sweep: load more records or run fewer rounds") })
+					return
 				}
 			})
 		}
@@ -228,7 +226,7 @@ func runPhase(ctx context.Context, pool *pgxpool.Pool, s *idempgx.Store, fg *for
 		slices.Sort(lat)
 		r.P50, r.P99, r.Max = lat[len(lat)/2], lat[min(len(lat)-1, len(lat)*99/100)], lat[len(lat)-1]
 	}
-	r.Deleted, r.Sweeps = deleted.Load(), sweeps.Load()
+	r.Deleted = deleted.Load()
 	var err error
 	r.DeadTuples, r.Bytes, err = tableState(ctx, pool)
 	return r, err
