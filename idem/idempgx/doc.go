@@ -36,8 +36,12 @@
 //	    ON unstuck_idem_record (key_hash) WHERE key_hash IS NOT NULL;       -- migration 003
 //	CREATE INDEX CONCURRENTLY IF NOT EXISTS unstuck_idem_record_short_digest_idx
 //	    ON unstuck_idem_record (left(key_digest, 12));                       -- migration 004
+//	CREATE INDEX CONCURRENTLY IF NOT EXISTS unstuck_idem_record_sweep_idx
+//	    ON unstuck_idem_record (expires_at) WHERE status <> 'pending';      -- migration 006
 //
 // Migration 005 adds trace_id with a constant default: no table rewrite.
+// Migration 006 then drops the expiry index the sweep's index replaces,
+// which holds the table's lock only for a moment.
 //
 // Statistics: the store's look-ups by key read the unique index of (scope,
 // operation, key_digest) once PostgreSQL has statistics of the table.
