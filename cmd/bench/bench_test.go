@@ -161,9 +161,8 @@ func TestStorage(t *testing.T) {
 	}
 }
 
-// TestSweepAndCommits runs the retention and the commit-limit benchmarks
-// once, briefly, on PostgreSQL.
-func TestSweepAndCommits(t *testing.T) {
+// TestSweep runs the retention benchmark once, briefly, on PostgreSQL.
+func TestSweep(t *testing.T) {
 	slowtest.Skip(t, slowtest.Scale)
 	var out, errOut bytes.Buffer
 	db := pgtest.Database(t)
@@ -174,9 +173,30 @@ func TestSweepAndCommits(t *testing.T) {
 	require.Regexp(t, `\| 1 sweeping \| \d+ \| 0 \|`, report, "no request failed while sweeping")
 	require.Contains(t, report, "records/s while sweeping", report)
 	require.NotContains(t, report, "swept 0 records/s", report)
+}
 
-	out.Reset()
-	require.NoError(t, run(t.Context(), []string{"commits", "--db", pgtest.Database(t), "--clients", "1,2", "--duration", "1s",
-		"--rounds", "1", "--replay-keys", "50"}, &out, &errOut), errOut.String())
-	require.Regexp(t, `\| 2 \| [0-9.]+ / [0-9.]+ / [0-9.]+ \| [0-9.]+ / [0-9.]+ / [0-9.]+ \|`, out.String())
+// TestCommits runs the commit-limit benchmark once, briefly, on each store:
+// a row per concurrency with the three ratios of both kinds, and a store
+// that holds records refused.
+func TestCommits(t *testing.T) {
+	slowtest.Skip(t, slowtest.Scale)
+	stores := map[string]struct{ db, limit string }{
+		"PostgreSQL": {pgtest.Database(t), "pgbench"},
+		"SQLite":     {"sqlite:" + filepath.Join(t.TempDir(), "commits.db"), "single writer"},
+	}
+	cell := `[0-9.]+ / [0-9.]+ / [0-9.]+ \|`
+	for name, s := range stores {
+		t.Run(name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			args := []string{"commits", "--db", s.db, "--clients", "1,2", "--duration", "1s", "--rounds", "1", "--replay-keys", "50"}
+			require.NoError(t, run(t.Context(), args, &out, &errOut), errOut.String())
+			ratios, _, ok := strings.Cut(out.String(), "Requests per second")
+			require.True(t, ok, out.String())
+			require.Contains(t, ratios, "| first: engine ÷ "+s.limit+" |", ratios)
+			for _, c := range []string{"1", "2"} {
+				require.Regexp(t, `(?m)^\| `+c+` \|( `+cell+`){6}$`, ratios)
+			}
+			require.ErrorContains(t, run(t.Context(), args, &out, &errOut), "not empty")
+		})
+	}
 }

@@ -57,7 +57,7 @@ func main() {
 // already printed.
 var errUsage = errors.New("usage")
 
-const usage = `bench — scale benchmark of the operations console on PostgreSQL
+const usage = `bench — scale benchmarks of the console and the engine's stores
 
 Usage:
   bench seed    --db URL [--keys N] [--operations N] [flags]
@@ -65,7 +65,7 @@ Usage:
   bench pages   --db URL [--rounds R] [--n N] [--cpuprofile FILE]
   bench storage --db STORE [--keys N]
   bench sweep   --db URL [--keys N] [--rate R] [--phase D] [--rounds R]
-  bench commits --db URL [--clients 1,8,32,64] [--duration D] [--rounds R]
+  bench commits --db STORE [--clients 1,8,32,64] [--duration D] [--rounds R]
 
 Commands:
   seed      migrate an empty database and load idempotency records (through
@@ -84,12 +84,12 @@ Commands:
   sweep     on PostgreSQL, records past their retention and first
             requests at a steady rate: phases with and without the sweep,
             its records per second and the requests' p99 beside it
-  commits   first requests over HTTP through the middleware against
-            pgbench's same two commits, and replays against one SELECT,
-            at each concurrency
+  commits   first requests and replays over HTTP through the middleware,
+            over HTTP without it, and the same statements alone (pgbench
+            on PostgreSQL, one writer on SQLite), at each concurrency
   help      show this help
 
-The database must exist and should be one of its own, e.g.
+A PostgreSQL database must exist and should be one of its own, e.g.
   createdb -h 127.0.0.1 -U postgres unstuck_bench
 and be dropped afterwards. Run "bench <command> --help" for the flags.
 `

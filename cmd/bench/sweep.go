@@ -194,19 +194,15 @@ func runPhase(ctx context.Context, pool *pgxpool.Pool, sweeper *idem.Engine, fg 
 	if sweeping {
 		for range cfg.Sweepers {
 			wg.Go(func() {
-				for pctx.Err() == nil {
-					// Sweep returns when a batch is not full (the
-					// backlog is gone) or when the phase ends.
-					res, err := sweeper.Sweep(pctx)
-					deleted.Add(int64(res.Deleted))
-					if err != nil {
-						if pctx.Err() == nil {
-							once.Do(func() { sweepErr = err })
-						}
-						return
-					}
+				// Sweep returns when the phase ends, or early when a
+				// batch is not full: the backlog is gone.
+				res, err := sweeper.Sweep(pctx)
+				deleted.Add(int64(res.Deleted))
+				switch {
+				case err != nil && pctx.Err() == nil:
+					once.Do(func() { sweepErr = err })
+				case err == nil:
 					once.Do(func() { sweepErr = errors.New("nothing left to sweep: load more records or run fewer rounds") })
-					return
 				}
 			})
 		}
