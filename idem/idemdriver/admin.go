@@ -54,9 +54,14 @@ type Admin interface {
 	// CountKeys counts the records that f selects (f.After, f.Order and
 	// f.Limit are ignored) exactly up to upTo (DefaultCountUpTo when <= 0,
 	// at most MaxCountUpTo) and stops there: above it the result is upTo
-	// with Exact false, "at least upTo". It reads at most upTo+1 index
-	// entries, so that a list can say how long it is at any table size. An
-	// invalid f is a *[FieldError].
+	// with Exact false, "at least upTo". It stops at upTo+1 matches, so
+	// that a list can say how long it is at any table size; but where no
+	// index covers every condition of f (a tenant and a rare status, say)
+	// it reads past the records that fail the rest to find them, as many
+	// as the table holds. Bound it with a deadline on ctx: the count then
+	// fails with an error matching [context.DeadlineExceeded], and a SQL
+	// store that can ends the statement in the database at that deadline
+	// too (PostgreSQL: statement_timeout). An invalid f is a *[FieldError].
 	CountKeys(ctx context.Context, f KeyFilter, upTo int) (KeyCount, error)
 }
 

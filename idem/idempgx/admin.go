@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 )
@@ -227,7 +228,16 @@ func (s *Store) ListKeys(ctx context.Context, f idemdriver.KeyFilter) (idemdrive
 	return page, nil
 }
 
-// CountKeys implements [idemdriver.Admin.CountKeys].
+// sqlstateQueryCanceled is PostgreSQL's error of a statement ended by its
+// statement_timeout (or a cancel request).
+const sqlstateQueryCanceled = "57014"
+
+// CountKeys implements [idemdriver.Admin.CountKeys]. Under a context with a
+// deadline the count runs in a transaction whose statement_timeout ends at
+// that deadline, so that PostgreSQL stops it there (a context alone would
+// make pgx close the connection and leave the statement running on the
+// server); the client waits a second longer, for the server's end to come
+// first and the connection to stay open.
 func (s *Store) CountKeys(ctx context.Context, f idemdriver.KeyFilter, upTo int) (idemdriver.KeyCount, error) {
 	f.After = "" // ignored, as the contract says; not checked either
 	q, err := f.Check()
@@ -236,8 +246,31 @@ func (s *Store) CountKeys(ctx context.Context, f idemdriver.KeyFilter, upTo int)
 	}
 	upTo = idemdriver.ClampCountUpTo(upTo)
 	sql, args := countKeysSQL(q, upTo)
+	args = append([]any{pgx.QueryExecModeCacheDescribe}, args...)
 	var n int64
-	if err := s.pool.QueryRow(ctx, sql, append([]any{pgx.QueryExecModeCacheDescribe}, args...)...).Scan(&n); err != nil {
+	deadline, bounded := ctx.Deadline()
+	if !bounded {
+		if err := s.pool.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+			return idemdriver.KeyCount{}, mapError("count keys", err)
+		}
+		return idemdriver.CappedCount(n, upTo), nil
+	}
+	left := time.Until(deadline).Milliseconds()
+	if left < 1 {
+		return idemdriver.KeyCount{}, fmt.Errorf("idempgx: count keys: %w", context.DeadlineExceeded)
+	}
+	qctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline.Add(time.Second))
+	defer cancel()
+	err = pgx.BeginFunc(qctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(qctx, `SELECT set_config('statement_timeout', $1, true)`, strconv.FormatInt(left, 10)); err != nil {
+			return err
+		}
+		return tx.QueryRow(qctx, sql, args...).Scan(&n)
+	})
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == sqlstateQueryCanceled {
+		return idemdriver.KeyCount{}, fmt.Errorf("idempgx: count keys: %w: %w", context.DeadlineExceeded, err)
+	}
+	if err != nil {
 		return idemdriver.KeyCount{}, mapError("count keys", err)
 	}
 	return idemdriver.CappedCount(n, upTo), nil

@@ -1,6 +1,7 @@
 package idempgx
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strconv"
@@ -330,4 +331,43 @@ CREATE INDEX unstuck_console_idem_processing_scope_idx ON unstuck_idem_record (s
 		return out
 	}
 	require.Equal(t, schemaless(indexes()), schemaless(defs), "a fresh database gets the same indexes")
+}
+
+// TestCountKeysStopsAtItsDeadline: a count under a deadline ends in the
+// database at that deadline (here it waits on a lock the whole time) with
+// an error matching context.DeadlineExceeded; the connection stays open and
+// keeps no statement_timeout, and a count without a deadline is as before.
+func TestCountKeysStopsAtItsDeadline(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := t.Context()
+	for range 3 {
+		b.reserve(t, reserveOpts{})
+	}
+	locker, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = locker.Rollback(ctx) }()
+	_, err = locker.Exec(ctx, `LOCK TABLE unstuck_idem_record IN ACCESS EXCLUSIVE MODE`)
+	require.NoError(t, err)
+
+	bounded, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	_, err = b.store.CountKeys(bounded, idemdriver.KeyFilter{}, 0)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	var waiting int
+	require.NoError(t, locker.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND state = 'active' AND query LIKE 'SELECT count(*) FROM (SELECT 1 FROM unstuck_idem_record%'`).Scan(&waiting))
+	require.Zero(t, waiting, "the database ended the count")
+	require.Positive(t, b.pool.Stat().IdleConns(), "the count's connection went back open (the locker holds the other)")
+	require.NoError(t, locker.Rollback(ctx))
+
+	var timeout string
+	require.NoError(t, b.pool.QueryRow(ctx, `SHOW statement_timeout`).Scan(&timeout))
+	require.Equal(t, "0", timeout, "the timeout was the transaction's only")
+	n, err := b.store.CountKeys(ctx, idemdriver.KeyFilter{}, 0)
+	require.NoError(t, err)
+	require.Equal(t, idemdriver.KeyCount{N: 3, Exact: true}, n)
+	n, err = b.store.CountKeys(bounded, idemdriver.KeyFilter{}, 0)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "a deadline already past: no statement")
+	require.Zero(t, n)
 }

@@ -76,11 +76,14 @@ type PagerVM struct {
 
 // CountVM is how many items a list's filter selects: N, or at least N when
 // Exact is false (the count stops at a cap, so that it costs the same at
-// any table size). Known is false when it was not counted.
+// any table size). Known is false when it was not counted. Stopped is true
+// when the count ran out of its time before its cap: N is then the rows
+// the page shows, a lower bound.
 type CountVM struct {
-	N     int64
-	Exact bool
-	Known bool
+	N       int64
+	Exact   bool
+	Known   bool
+	Stopped bool
 }
 
 // SortVM is a list's order and the links to its first page in each

@@ -117,7 +117,7 @@ func bulkSpec(kind string, q url.Values) (ops.BulkSpec, *AppError) {
 		if filter.Get("console") != "1" {
 			// The records the key list shows: without the console's own
 			// decision records unless the list included them.
-			spec.KeyFilter.SkipOperationPrefix = consoleOperationPrefix
+			spec.KeyFilter.SkipOperationPrefix = ConsoleOperationPrefix
 		}
 	} else {
 		spec.OperationFilter, ae = operationFilter(filter)

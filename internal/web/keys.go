@@ -120,7 +120,7 @@ func handleKeyList(keys keyReader, log *slog.Logger) http.Handler {
 			// forms) are not customers' keys: left out unless asked for
 			// by the query, so that pages stay full
 			// and counts true.
-			f.SkipOperationPrefix = consoleOperationPrefix
+			f.SkipOperationPrefix = ConsoleOperationPrefix
 		}
 		status := http.StatusOK
 		if ferr != nil {
@@ -131,14 +131,16 @@ func handleKeyList(keys keyReader, log *slog.Logger) http.Handler {
 				read.Order = f.Order.Reversed()
 			}
 			var all idemdriver.KeyCount
+			count := budgetedCount(r.Context(), keys)
 			res, total, err := pageAndCount(func() (idemdriver.KeyPage, error) { return keys.ListKeys(r.Context(), read) },
-				func() (idemdriver.KeyCount, error) { return keys.CountKeys(r.Context(), f, 0) })
+				func() (idemdriver.KeyCount, error) { return count.keys(f) })
 			if err == nil && f.SkipOperationPrefix != "" && total.Exact {
 				// Past the cap the difference says nothing: not counted.
 				unfiltered := f
 				unfiltered.SkipOperationPrefix = ""
-				all, err = keys.CountKeys(r.Context(), unfiltered, 0)
+				all, err = count.keys(unfiltered)
 			}
+			count.done()
 			switch {
 			case errors.Is(err, idemdriver.ErrInvalidCursor):
 				field := "after"
@@ -157,7 +159,10 @@ func handleKeyList(keys keyReader, log *slog.Logger) http.Handler {
 					return idemdriver.EncodeCursor(rec, f.Order)
 				})
 				vm.Total = views.CountVM{N: total.N, Exact: total.Exact, Known: true}
-				if hidden := all.N - total.N; hidden > 0 {
+				if count.stopped {
+					vm.Total = views.CountVM{N: int64(len(vm.Records)), Known: true, Stopped: true}
+				}
+				if hidden := all.N - total.N; hidden > 0 && !count.stopped {
 					vm.HiddenConsole, vm.HiddenExact = hidden, all.Exact
 					show := r.URL.Query()
 					show.Del("after")
@@ -351,6 +356,40 @@ func openForView(opener resultOpener, rec idemdriver.Record, log *slog.Logger) (
 	return &views.StoredResponse{Body: string(plain)}, ""
 }
 
-// consoleOperationPrefix starts the operation name of the console's own
+// ConsoleOperationPrefix starts the operation name of the console's own
 // decision records ("console POST /keys/{id}/forget", see routes.go).
-const consoleOperationPrefix = "console "
+const ConsoleOperationPrefix = "console "
+
+// CountBudget is the time a list's count may take. A count stops at its
+// cap, but where no index covers the whole filter (a tenant and a rare
+// state) it reads past every record that fails the rest to find its
+// matches; past this budget it stops (in the database too, where the store
+// can) and the page says it shows at least its rows.
+const CountBudget = 50 * time.Millisecond
+
+// listCount is one list page's counts, sharing CountBudget from when the
+// page began to read.
+type listCount struct {
+	parent  context.Context
+	ctx     context.Context
+	done    context.CancelFunc
+	reader  keyReader
+	stopped bool // a count ran out of the budget
+}
+
+func budgetedCount(ctx context.Context, keys keyReader) *listCount {
+	bounded, cancel := context.WithTimeout(ctx, CountBudget)
+	return &listCount{parent: ctx, ctx: bounded, done: cancel, reader: keys}
+}
+
+// keys counts f's records up to the default cap. A count that runs out of
+// the budget, while the request goes on, is no error: it sets stopped and
+// returns a zero count.
+func (c *listCount) keys(f idemdriver.KeyFilter) (idemdriver.KeyCount, error) {
+	n, err := c.reader.CountKeys(c.ctx, f, 0)
+	if errors.Is(err, context.DeadlineExceeded) && c.parent.Err() == nil {
+		c.stopped = true
+		return idemdriver.KeyCount{}, nil
+	}
+	return n, err
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/unstuckhq/unstuck/idem"
 	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/internal/store"
+	"github.com/unstuckhq/unstuck/internal/web"
 	"github.com/unstuckhq/unstuck/saga/sagadriver"
 )
 
@@ -131,4 +132,27 @@ func TestListTotalsAndPreviousPages(t *testing.T) {
 	require.Equal(t, page1, opLinks(body), "Previous page of operations")
 	_, body = do(t, c, http.MethodGet, b.srv.URL+"/operations?status=review_required", nil)
 	require.Contains(t, body, "1 operation matches.")
+}
+
+// slowCounts is a store whose key counts last until their context ends,
+// as a count whose filter no index covers does on a very large table.
+type slowCounts struct{ idemdriver.Admin }
+
+func (slowCounts) CountKeys(ctx context.Context, _ idemdriver.KeyFilter, _ int) (idemdriver.KeyCount, error) {
+	<-ctx.Done()
+	return idemdriver.KeyCount{}, fmt.Errorf("count: %w", ctx.Err())
+}
+
+// TestKeyListCountStopsAtItsBudget (SPEC S7): a list whose count runs out
+// of its time still answers, with its rows, and says the count stopped and
+// how many it shows at least; the API gives that lower bound, not exact.
+func TestKeyListCountStopsAtItsBudget(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *web.Config) { c.Records = slowCounts{c.Records} })
+	c := signIn(t, b, "oncall")
+	resp, body := do(t, c, http.MethodGet, b.srv.URL+"/keys", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.Len(t, keyLinks(body), 1)
+	require.Contains(t, body, "≥ 1 keys match (not counted further: the count stopped at its time limit).")
+	require.Contains(t, body, `data-exact="false"`)
 }
