@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/unstuckhq/unstuck/idem/idemdriver"
 	"github.com/unstuckhq/unstuck/idem/idempgx"
 	"github.com/unstuckhq/unstuck/unstucktest/mysqltest"
 	"github.com/unstuckhq/unstuck/unstucktest/pgtest"
@@ -146,6 +148,7 @@ func TestStorage(t *testing.T) {
 			require.NoError(t, run(t.Context(), []string{"storage", "--db", db, "--keys", "3000", "--batch", "1000"}, &out, &errOut), errOut.String())
 			report := out.String()
 			require.Contains(t, report, "3000 records", report)
+			require.NotContains(t, report, "past their retention", "no sweep without --expired")
 			m := regexp.MustCompile(`engine ÷ raw minimum: ([0-9.]+)`).FindStringSubmatch(report)
 			require.NotNil(t, m, report)
 			ratio, err := strconv.ParseFloat(m[1], 64)
@@ -157,6 +160,66 @@ func TestStorage(t *testing.T) {
 			// A store that holds records is refused.
 			err = run(t.Context(), []string{"storage", "--db", db, "--keys", "10"}, &out, &errOut)
 			require.Error(t, err)
+		})
+	}
+}
+
+// TestStorageSweep loads a few records into each store, half of them past
+// their retention, sweeps them with the engine and reads what the sweep
+// left; --expired out of [0, 1) is refused.
+func TestStorageSweep(t *testing.T) {
+	slowtest.Skip(t, slowtest.Scale)
+	var out, errOut bytes.Buffer
+	for _, bad := range []string{"-0.1", "1", "NaN"} {
+		errOut.Reset()
+		err := run(t.Context(), []string{"storage", "--db", "sqlite:" + filepath.Join(t.TempDir(), "bad.db"), "--expired", bad}, &out, &errOut)
+		require.ErrorIs(t, err, errUsage, bad)
+		require.Contains(t, errOut.String(), "--expired", bad)
+	}
+	// What the sweep deletes: the finished records among those the loader
+	// makes past their retention, a function of each record's index.
+	const keys = 2000
+	now := time.Now().UTC()
+	g := newGenerator(seedConfig{Keys: keys, Tenants: 20_000, Span: storageSpan, Now: now, Seed: 1, Retention: storageSpan / 2})
+	finished := 0
+	for i := range keys {
+		r := g.keyRecord(i)
+		if !r.ExpiresAt.After(now) && r.Status != idemdriver.StatusPending && r.Status != idemdriver.StatusProcessing {
+			finished++
+		}
+	}
+	require.InDelta(t, keys/2, finished, keys/20)
+	stores := map[string]struct {
+		db   string
+		left []string // rows of the table of what the sweep left
+	}{
+		"SQLite":     {"sqlite:" + filepath.Join(t.TempDir(), "sweep.db"), []string{"database file", "free pages", "WAL file"}},
+		"PostgreSQL": {pgtest.Database(t), []string{"table", "indexes", "dead tuples"}},
+		"MySQL":      {mysqltest.NewDatabase(t), []string{"data_length", "index_length", "data_free", "history list length"}},
+		"Redis":      {"redis://" + redistest.VolatileServer(t) + "/6", []string{"used_memory", "used_memory_rss", "keys"}},
+	}
+	for name, s := range stores {
+		t.Run(name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			args := []string{"storage", "--db", s.db, "--keys", strconv.Itoa(keys), "--batch", "1000", "--expired", "0.5"}
+			require.NoError(t, run(t.Context(), args, &out, &errOut), errOut.String())
+			report := out.String()
+			require.Contains(t, report, "engine ÷ raw minimum", report)
+			require.Contains(t, report, fmt.Sprintf("(%d finished:", finished), report)
+			m := regexp.MustCompile(`(?m)^sweep: (\d+) deleted, (\d+) escalated in [0-9.]+ s: \d+ deleted/s`).FindStringSubmatch(report)
+			require.NotNil(t, m, report)
+			require.Equal(t, strconv.Itoa(finished), m[1], "the sweep deletes what the loader made finished and expired:\n%s", report)
+			for _, row := range s.left {
+				require.Regexp(t, `(?m)^\| `+row+` \|( [0-9.]+ \|){2,3} \w`, report)
+			}
+			if name == "PostgreSQL" {
+				// A deleted or escalated (updated) row leaves a dead tuple,
+				// counted once the sweep's statistics are flushed; VACUUM
+				// removes them.
+				escalated, err := strconv.Atoi(m[2])
+				require.NoError(t, err)
+				require.Contains(t, report, fmt.Sprintf("| dead tuples | 0 | %d | 0 |", finished+escalated), report)
+			}
 		})
 	}
 }
