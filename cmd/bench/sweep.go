@@ -57,7 +57,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	phase := fs.Duration("phase", 30*time.Second, "length of each quiet and each sweeping phase")
 	rounds := fs.Int("rounds", 4, "pairs of phases (quiet, sweeping), the order alternating")
 	batch := fs.Int("sweep-batch", idem.DefaultSweepBatch, "records per sweep statement (idem.Config.SweepBatch)")
-	pause := fs.Duration("sweep-pause", 0, "pause after each full sweep statement (idem.Config.SweepPause)")
+	pause := fs.Duration("sweep-pause", idem.DefaultSweepPause, "pause after each full sweep statement (idem.Config.SweepPause; negative: none, back to back)")
 	sweepers := fs.Int("sweepers", 1, "concurrent sweep loops")
 	reuse := fs.Bool("reuse", false, "measure on the records an earlier run loaded (the table is not empty)")
 	fs.Usage = func() {
