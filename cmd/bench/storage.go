@@ -812,8 +812,12 @@ func (sr sweepReport) value(i int, name string) int64 {
 	return 0
 }
 
+// storageSweepBatch is the batch of the sweep that runs alone.
+const storageSweepBatch = 1000
+
 // sweepAlone reads lo, runs the engine's sweep over s to completion with
-// no other load (the default batch, no pause), reads lo again, then runs
+// no other load (batches of 1,000 back to back: the store's own rate, not
+// the engine's default pace), reads lo again, then runs
 // lo.then and reads lo after it if it names a stage.
 func sweepAlone(ctx context.Context, s idemdriver.Store, lo leftover) (sweepReport, error) {
 	sr := sweepReport{Stages: []string{"before the sweep", "after the sweep"}}
@@ -821,7 +825,7 @@ func sweepAlone(ctx context.Context, s idemdriver.Store, lo leftover) (sweepRepo
 	if err != nil {
 		return sr, fmt.Errorf("before the sweep: %w", err)
 	}
-	engine, err := idem.New(s, idem.Config{DisableSealing: true})
+	engine, err := idem.New(s, idem.Config{DisableSealing: true, SweepBatch: storageSweepBatch, SweepPause: -1})
 	if err != nil {
 		return sr, fmt.Errorf("the sweep's engine: %w", err)
 	}
@@ -865,7 +869,7 @@ func printLeftover(w io.Writer, rep storageReport, sr sweepReport) {
 	fmt.Fprintf(w, "past their retention at load: %d of %d records (%d finished: the sweep deletes them; %d abandoned: it escalates them to pending; %d pending or leased: kept)\n\n",
 		e.total(), rep.Records, e.Finished, e.Abandoned, e.Kept)
 	fmt.Fprintf(w, "sweep: %d deleted, %d escalated in %.3f s: %.0f deleted/s (idem.Engine.Sweep, batch %d, no pause)\n\n",
-		sr.Result.Deleted, sr.Result.Escalated, sr.Took.Seconds(), float64(sr.Result.Deleted)/sr.Took.Seconds(), idem.DefaultSweepBatch)
+		sr.Result.Deleted, sr.Result.Escalated, sr.Took.Seconds(), float64(sr.Result.Deleted)/sr.Took.Seconds(), storageSweepBatch)
 	if more := int64(sr.Result.Deleted) - e.Finished; more > 0 {
 		fmt.Fprintf(w, "(%d of them reached their retention after the load, before the sweep.)\n\n", more)
 	}
