@@ -538,7 +538,9 @@ func (s *Store) Sweep(ctx context.Context, p idemdriver.SweepParams) (idemdriver
 				remove = append(remove, todo{rec: rec})
 			}
 		}
-		return len(escalate) < limit, nil
+		// Enough found for one batch: stop walking. Reading on until the
+		// escalations alone filled it walked the whole backlog each call.
+		return len(escalate) < limit && len(remove) < limit, nil
 	})
 	if err != nil {
 		return idemdriver.SweepResult{}, wrap("sweep", err)
