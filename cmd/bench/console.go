@@ -504,7 +504,7 @@ func buildCases(ctx context.Context, pool *pgxpool.Pool, db readers, deepPages i
 }
 
 // keyListCalls makes the store calls of the key list page for kf, one
-// after the other: the page and its count (within web.CountBudget, as the
+// after the other: the page and its count (within web.DefaultCountBudget, as the
 // handler's), both without the console's own records, and, when that
 // count is exact, the count with them. It returns the page's rows.
 func keyListCalls(ctx context.Context, keys *idempgx.Store, kf idemdriver.KeyFilter) (int, error) {
@@ -513,7 +513,7 @@ func keyListCalls(ctx context.Context, keys *idempgx.Store, kf idemdriver.KeyFil
 	if err != nil {
 		return 0, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, web.CountBudget)
+	cctx, cancel := context.WithTimeout(ctx, web.DefaultCountBudget)
 	defer cancel()
 	n, err := keys.CountKeys(cctx, kf, 0)
 	if err == nil && n.Exact {

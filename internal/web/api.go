@@ -404,7 +404,7 @@ func apiRoutes(r chi.Router, cfg Config, az *authorizer, log *slog.Logger, now f
 		api.Method(http.MethodGet, "/openapi.json", handleOpenAPI())
 		api.Group(func(api chi.Router) {
 			api.Use(auth.middleware, apiAuthorize(az, log, deniedAuditor(cfg.Keys, cfg.Operations, log)))
-			api.Method(http.MethodGet, "/keys", handleKeyList(cfg.Records, log))
+			api.Method(http.MethodGet, "/keys", handleKeyList(cfg.Records, cfg.CountBudget, log))
 			api.Method(http.MethodGet, "/keys/{id}", handleKeyDetail(cfg.Records, cfg.Keys, cfg.Engine, log))
 			if cfg.Sagas != nil {
 				api.Method(http.MethodGet, "/operations", handleOperationList(cfg.Sagas, log))

@@ -88,7 +88,7 @@ func handleOverview(keys keyReader, sagas operationReader, sagasUnavailable stri
 // past its lease.
 var keyStates = []string{"processing", "stuck", "pending", "unavailable", "failed", "completed"}
 
-func handleKeyList(keys keyReader, log *slog.Logger) http.Handler {
+func handleKeyList(keys keyReader, countBudget time.Duration, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		fvm := views.KeyFilterVM{State: q.Get("state"), Scope: q.Get("scope"), Operation: q.Get("operation"),
@@ -131,7 +131,7 @@ func handleKeyList(keys keyReader, log *slog.Logger) http.Handler {
 				read.Order = f.Order.Reversed()
 			}
 			var all idemdriver.KeyCount
-			count := budgetedCount(r.Context(), keys)
+			count := budgetedCount(r.Context(), keys, countBudget)
 			res, total, err := pageAndCount(func() (idemdriver.KeyPage, error) { return keys.ListKeys(r.Context(), read) },
 				func() (idemdriver.KeyCount, error) { return count.keys(f) })
 			if err == nil && f.SkipOperationPrefix != "" && total.Exact {
@@ -360,15 +360,16 @@ func openForView(opener resultOpener, rec idemdriver.Record, log *slog.Logger) (
 // decision records ("console POST /keys/{id}/forget", see routes.go).
 const ConsoleOperationPrefix = "console "
 
-// CountBudget is the time a list's count may take. A count stops at its
+// DefaultCountBudget is the time a key list's count may take (see
+// Config.CountBudget). A count stops at its
 // cap, but where no index covers the whole filter (a tenant and a rare
 // state) it reads past every record that fails the rest to find its
 // matches; past this budget it stops (in the database too, where the store
 // can) and the page says it shows at least its rows.
-const CountBudget = 50 * time.Millisecond
+const DefaultCountBudget = 50 * time.Millisecond
 
-// listCount is one list page's counts, sharing CountBudget from when the
-// page began to read.
+// listCount is one list page's counts, sharing the count budget from
+// when the page began to read.
 type listCount struct {
 	parent  context.Context
 	ctx     context.Context
@@ -377,8 +378,8 @@ type listCount struct {
 	stopped bool // a count ran out of the budget
 }
 
-func budgetedCount(ctx context.Context, keys keyReader) *listCount {
-	bounded, cancel := context.WithTimeout(ctx, CountBudget)
+func budgetedCount(ctx context.Context, keys keyReader, budget time.Duration) *listCount {
+	bounded, cancel := context.WithTimeout(ctx, budget)
 	return &listCount{parent: ctx, ctx: bounded, done: cancel, reader: keys}
 }
 

@@ -148,7 +148,7 @@ func (slowCounts) CountKeys(ctx context.Context, _ idemdriver.KeyFilter, _ int) 
 // how many it shows at least; the API gives that lower bound, not exact.
 func TestKeyListCountStopsAtItsBudget(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *web.Config) { c.Records = slowCounts{c.Records} })
+	b := setup(t, func(c *web.Config) { c.Records, c.CountBudget = slowCounts{c.Records}, web.DefaultCountBudget })
 	c := signIn(t, b, "oncall")
 	resp, body := do(t, c, http.MethodGet, b.srv.URL+"/keys", nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)

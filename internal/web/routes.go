@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -125,6 +126,9 @@ type Config struct {
 	// NowFunc is the clock of the trend and incident windows; time.Now
 	// when nil.
 	NowFunc func() time.Time
+	// CountBudget is the time a key list's count may take before the page
+	// shows its rows as a lower bound; 0 means DefaultCountBudget.
+	CountBudget time.Duration
 	// Tokens authenticates the operator API's bearer tokens (a
 	// *store.DB); nil serves no API under /api/v1.
 	Tokens APITokens
@@ -134,6 +138,7 @@ type Config struct {
 // here. Public routes are marked; everything else requires a signed-in user
 // whose role the casbin policy allows for the path and method.
 func NewHandler(cfg Config) http.Handler {
+	cfg.CountBudget = cmp.Or(cfg.CountBudget, DefaultCountBudget)
 	log := cfg.Log
 	reg := cfg.Registry
 	if reg == nil {
@@ -216,7 +221,7 @@ func NewHandler(cfg Config) http.Handler {
 				opIter, _ := cfg.Sagas.(operationIterator) // nil: no operation items
 				r.Method(http.MethodGet, "/incidents/{key}", handleIncidentItems(cfg.Incidents, cfg.Records, opIter, now, log))
 			}
-			r.Method(http.MethodGet, "/keys", handleKeyList(cfg.Records, log))
+			r.Method(http.MethodGet, "/keys", handleKeyList(cfg.Records, cfg.CountBudget, log))
 			tombs, _ := cfg.Store.(tombstoneReader)
 			r.Method(http.MethodGet, "/search", handleSearch(cfg.Records, cfg.Sagas, tombs, log))
 			r.Method(http.MethodPost, "/search", handleSearch(cfg.Records, cfg.Sagas, tombs, log))

@@ -133,7 +133,11 @@ func setup(t *testing.T, opts ...func(*web.Config)) *bundle {
 	require.NoError(t, err)
 	cfg := web.Config{Store: db, Records: idemStore, Sagas: sagaDriver, Engine: engine, Enforcer: enf, Static: static, Trail: trail, Incidents: db, Webhooks: db,
 		Sessions: web.NewSessionManager(db.SessionStore(), 30*time.Minute, 12*time.Hour, false),
-		Log:      slog.New(slog.NewTextHandler(logs, nil))}
+		Log:      slog.New(slog.NewTextHandler(logs, nil)),
+		// Counts here are of a few records, on a machine busy with parallel
+		// tests under -race: a budget they never meet by being scheduled
+		// late. TestKeyListCountStopsAtItsBudget sets the default.
+		CountBudget: 10 * time.Second}
 	// The decisions as cmd/console makes them on SQLite: one handle whose
 	// transactions begin IMMEDIATE, for keys and operations alike.
 	imm := immediateHandle(t, sqlDB)
