@@ -224,6 +224,13 @@ func testAdminFilters(t *testing.T, b adminBundle) {
 	n, err := b.Admin.CountKeys(t.Context(), idemdriver.KeyFilter{Stuck: true, Scope: "acme"}, 0)
 	require.NoError(t, err)
 	require.Equal(t, idemdriver.KeyCount{N: 1, Exact: true}, n, "stuck, by the store's clock")
+	// A count whose deadline has passed fails with an error matching
+	// context.DeadlineExceeded: the console's list shows its rows as a
+	// lower bound on that error and no other.
+	ended, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
+	defer cancel()
+	_, err = b.Admin.CountKeys(ended, idemdriver.KeyFilter{}, 0)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "a count past its deadline")
 
 	// Records read as the store's Get reads them, stamped with the query's
 	// clock.
