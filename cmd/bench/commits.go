@@ -308,33 +308,28 @@ func measureCommits(ctx context.Context, st *commitStore, cfg commitsConfig, std
 	}
 
 	fmt.Fprintf(stdout, "%d rounds × %s per variant, the order rotating.\n%s\n\n", cfg.rounds, cfg.duration, lim.what)
-	fmt.Fprint(stdout, "Ratios, min / median / max over the rounds:\n\n| clients |")
-	for _, kind := range kinds {
-		fmt.Fprintf(stdout, " %s: engine ÷ %s | %[1]s: engine ÷ bare HTTP | %[1]s: bare HTTP ÷ %[2]s |", kind, lim.names[kind])
-	}
-	fmt.Fprintln(stdout, "\n|---|---|---|---|---|---|---|")
-	for ci, c := range cfg.clients {
-		fmt.Fprintf(stdout, "| %d |", c)
-		for _, r := range rates[ci] {
-			fmt.Fprintf(stdout, " %s | %s | %s |", spread(ratios(r[engineV], r[limitV]), 2),
-				spread(ratios(r[engineV], r[bareV]), 2), spread(ratios(r[bareV], r[limitV]), 2))
+	table := func(title, head string, cells func(r [3][]float64) string) {
+		fmt.Fprintf(stdout, "%s, min / median / max over the rounds:\n\n| clients |", title)
+		for _, kind := range kinds {
+			fmt.Fprintf(stdout, head, kind, lim.names[kind])
 		}
-		fmt.Fprintln(stdout)
-	}
-	fmt.Fprint(stdout, "\nRequests per second, min / median / max over the rounds:\n\n| clients |")
-	for _, kind := range kinds {
-		fmt.Fprintf(stdout, " %s: engine | %[1]s: bare HTTP | %[1]s: %s |", kind, lim.names[kind])
-	}
-	fmt.Fprintln(stdout, "\n|---|---|---|---|---|---|---|")
-	for ci, c := range cfg.clients {
-		fmt.Fprintf(stdout, "| %d |", c)
-		for _, byVariant := range rates[ci] {
-			for _, r := range byVariant {
-				fmt.Fprintf(stdout, " %s |", spread(r, 0))
+		fmt.Fprintln(stdout, "\n|---|---|---|---|---|---|---|")
+		for ci, c := range cfg.clients {
+			fmt.Fprintf(stdout, "| %d |", c)
+			for _, r := range rates[ci] {
+				fmt.Fprint(stdout, cells(r))
 			}
+			fmt.Fprintln(stdout)
 		}
-		fmt.Fprintln(stdout)
 	}
+	table("Ratios", " %s: engine ÷ %s | %[1]s: engine ÷ bare HTTP | %[1]s: bare HTTP ÷ %[2]s |", func(r [3][]float64) string {
+		return fmt.Sprintf(" %s | %s | %s |", spread(ratios(r[engineV], r[limitV]), 2),
+			spread(ratios(r[engineV], r[bareV]), 2), spread(ratios(r[bareV], r[limitV]), 2))
+	})
+	fmt.Fprintln(stdout)
+	table("Requests per second", " %s: engine | %[1]s: bare HTTP | %[1]s: %s |", func(r [3][]float64) string {
+		return fmt.Sprintf(" %s | %s | %s |", spread(r[engineV], 0), spread(r[bareV], 0), spread(r[limitV], 0))
+	})
 	return nil
 }
 
